@@ -1,0 +1,59 @@
+// CPU kernel tables. Each family's inner loops are compiled once per ISA (base, AVX2, AVX-512)
+// from the same source; cpu_kernels() returns the table for the best ISA this machine runs.
+#pragma once
+
+#include <cstdint>
+
+#include "kiln/backend/cpu/loop.h"
+#include "kiln/core/dtype.h"
+
+namespace kiln::cpu {
+
+enum class UnaryOp : int {
+  Neg, Abs, Sign, Sgn, Reciprocal, Sqrt, Rsqrt, Square, Exp, Exp2, Expm1, Log, Log2, Log10, Log1p,
+  Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Tanh, Asinh, Acosh, Atanh, Sigmoid, Logit, Erf, Erfc,
+  Erfinv, Lgamma, Digamma, Floor, Ceil, Round, RoundDecimals, Trunc, Frac, BitwiseNot, LogicalNot,
+  IsNan, IsInf, IsFinite, IsPosInf, IsNegInf, Signbit, Relu, Relu6, LeakyRelu, Elu, Gelu, GeluTanh,
+  Silu, Mish, Softplus, Softsign, Hardtanh, Hardsigmoid, Hardswish, Logsigmoid, Threshold, ClampMin,
+  ClampMax, Clamp, NanToNum, Angle, Conj, Real, Imag,
+  Count
+};
+
+enum class BinaryOp : int {
+  Add, Sub, Mul, Div, DivTrunc, DivFloor, Remainder, Fmod, Pow, Atan2, Maximum, Minimum, Fmax, Fmin,
+  Hypot, Copysign, Nextafter, BitAnd, BitOr, BitXor, Shl, Shr, LogicalAnd, LogicalOr, LogicalXor,
+  Eq, Ne, Lt, Le, Gt, Ge, Xlogy, ClampMinT, ClampMaxT, Polar, Complex,
+  Count
+};
+
+enum class ReduceOp : int { Sum, Prod, Max, Min, All, Any, SumAbs, SumSq, NanSum, Count };
+
+// Scalar parameters of an op (alpha, slopes, bounds), in the compute type's precision.
+struct KParams {
+  double d[4] = {0, 0, 0, 0};
+  int64_t i[4] = {0, 0, 0, 0};
+  double c_im[4] = {0, 0, 0, 0};  // imaginary parts, for complex alpha
+};
+
+// Inner loops: data[0] = output, data[1..] = inputs (all already of the loop's dtypes).
+// Unary and binary tables are indexed by the compute dtype of the inputs.
+// Reduce: contiguous rows. reduce_inner: out[o] = reduce(in[o*R .. o*R+R)) for o in [0, M).
+// reduce_outer: out[o, j] = reduce_r in[o, r, j], inner extent J contiguous.
+using ReduceInnerFn = void (*)(char* out, const char* in, int64_t M, int64_t R);
+using ReduceOuterFn = void (*)(char* out, const char* in, int64_t O, int64_t R, int64_t Jc, int64_t J);
+using CastFn = void (*)(char* out, const char* in, int64_t n, int64_t os, int64_t is);
+
+struct KernelTable {
+  const char* isa = "";
+  InnerLoop unary[static_cast<int>(UnaryOp::Count)][kNumDtypes] = {};
+  InnerLoop binary[static_cast<int>(BinaryOp::Count)][kNumDtypes] = {};
+  ReduceInnerFn reduce_inner[static_cast<int>(ReduceOp::Count)][kNumDtypes] = {};
+  ReduceOuterFn reduce_outer[static_cast<int>(ReduceOp::Count)][kNumDtypes] = {};
+  CastFn cast[kNumDtypes][kNumDtypes] = {};  // [from][to]
+};
+
+const KernelTable& cpu_kernels();
+// "avx512", "avx2" or "base"; KILN_CPU_ISA in the environment can force a lower one.
+const char* cpu_isa();
+
+}  // namespace kiln::cpu

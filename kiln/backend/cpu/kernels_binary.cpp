@@ -1,0 +1,177 @@
+// Binary elementwise inner loops (compiled once per ISA). Inputs share the compute dtype T;
+// comparisons and logical ops write bool.
+#include <cmath>
+
+#include "kiln/backend/cpu/isa_util.h"
+#include "kiln/backend/cpu/math.h"
+
+namespace kiln::cpu::KILN_ISA {
+namespace {
+
+using B = BinaryOp;
+
+template <B OP>
+constexpr bool returns_bool() {
+  return OP == B::Eq || OP == B::Ne || OP == B::Lt || OP == B::Le || OP == B::Gt || OP == B::Ge ||
+         OP == B::LogicalAnd || OP == B::LogicalOr || OP == B::LogicalXor;
+}
+
+template <B OP, class T>
+constexpr bool supported() {
+  constexpr bool b = std::is_same_v<T, bool>, i = is_int_v<T>, f = is_float_v<T>, c = is_complex_v<T>;
+  switch (OP) {
+    case B::Add: case B::Sub: case B::Mul: return b || i || f || c;
+    case B::Div: return f || c;
+    case B::DivTrunc: case B::DivFloor: case B::Remainder: case B::Fmod: return i || f;
+    case B::Pow: return i || f || c;
+    case B::Maximum: case B::Minimum: return b || i || f;
+    case B::Fmax: case B::Fmin: return b || i || f;
+    case B::BitAnd: case B::BitOr: case B::BitXor: case B::Shl: case B::Shr: return b || i;
+    case B::LogicalAnd: case B::LogicalOr: case B::LogicalXor: return true;
+    case B::Eq: case B::Ne: return true;
+    case B::Lt: case B::Le: case B::Gt: case B::Ge: return b || i || f;
+    case B::ClampMinT: case B::ClampMaxT: return i || f;
+    case B::Polar: case B::Complex: return std::is_same_v<T, float> || std::is_same_v<T, double>;
+    default: return f;  // Atan2 Hypot Copysign Nextafter Xlogy
+  }
+}
+
+template <B OP, class M>
+inline auto apply(M a, M b, M alpha) {
+  if constexpr (OP == B::Add) {
+    if constexpr (std::is_same_v<M, bool>) return static_cast<bool>(a || (b && alpha));
+    else return static_cast<M>(a + alpha * b);
+  } else if constexpr (OP == B::Sub) return static_cast<M>(a - alpha * b);
+  else if constexpr (OP == B::Mul) {
+    if constexpr (std::is_same_v<M, bool>) return static_cast<bool>(a && b);
+    else return static_cast<M>(a * b);
+  } else if constexpr (OP == B::Div) return static_cast<M>(a / b);
+  else if constexpr (OP == B::DivTrunc) {
+    if constexpr (std::is_integral_v<M>) {
+      if constexpr (std::is_signed_v<M>)
+        if (b == -1) return static_cast<M>(-static_cast<std::make_unsigned_t<M>>(a));
+      return static_cast<M>(a / b);
+    } else {
+      return std::trunc(a / b);
+    }
+  } else if constexpr (OP == B::DivFloor) {
+    if constexpr (std::is_integral_v<M>) return div_floor_int(a, b);
+    else return div_floor_float(a, b);
+  } else if constexpr (OP == B::Remainder) {
+    if constexpr (std::is_integral_v<M>) return remainder_int(a, b);
+    else return remainder_float(a, b);
+  } else if constexpr (OP == B::Fmod) {
+    if constexpr (std::is_integral_v<M>) {
+      if constexpr (std::is_signed_v<M>)
+        if (b == -1) return M(0);
+      return static_cast<M>(a % b);
+    } else {
+      return std::fmod(a, b);
+    }
+  } else if constexpr (OP == B::Pow) {
+    if constexpr (std::is_integral_v<M>) return pow_int(a, b);
+    else if constexpr (is_complex_v<M>) return std::pow(a, b);
+    else {
+      if (b == M(2)) return a * a;
+      return std::pow(a, b);
+    }
+  } else if constexpr (OP == B::Atan2) return std::atan2(a, b);
+  else if constexpr (OP == B::Maximum || OP == B::Minimum) {
+    if constexpr (std::is_floating_point_v<M>) {
+      if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<M>::quiet_NaN();
+    }
+    if constexpr (OP == B::Maximum) return a > b ? a : b;
+    else return a < b ? a : b;
+  } else if constexpr (OP == B::Fmax) {
+    if constexpr (std::is_floating_point_v<M>) return std::fmax(a, b);
+    else return a > b ? a : b;
+  } else if constexpr (OP == B::Fmin) {
+    if constexpr (std::is_floating_point_v<M>) return std::fmin(a, b);
+    else return a < b ? a : b;
+  } else if constexpr (OP == B::Hypot) return std::hypot(a, b);
+  else if constexpr (OP == B::Copysign) return std::copysign(a, b);
+  else if constexpr (OP == B::Nextafter) return std::nextafter(a, b);
+  else if constexpr (OP == B::BitAnd) return static_cast<M>(a & b);
+  else if constexpr (OP == B::BitOr) return static_cast<M>(a | b);
+  else if constexpr (OP == B::BitXor) return static_cast<M>(a ^ b);
+  else if constexpr (OP == B::Shl) return shift_left(a, b);
+  else if constexpr (OP == B::Shr) return shift_right(a, b);
+  else if constexpr (OP == B::LogicalAnd) return (a != M(0)) && (b != M(0));
+  else if constexpr (OP == B::LogicalOr) return (a != M(0)) || (b != M(0));
+  else if constexpr (OP == B::LogicalXor) return (a != M(0)) != (b != M(0));
+  else if constexpr (OP == B::Eq) return a == b;
+  else if constexpr (OP == B::Ne) return a != b;
+  else if constexpr (OP == B::Lt) return a < b;
+  else if constexpr (OP == B::Le) return a <= b;
+  else if constexpr (OP == B::Gt) return a > b;
+  else if constexpr (OP == B::Ge) return a >= b;
+  else if constexpr (OP == B::Xlogy) {
+    if (std::isnan(b)) return b;
+    if (a == M(0)) return M(0);
+    return static_cast<M>(a * std::log(b));
+  } else if constexpr (OP == B::ClampMinT) {  // clamp(x, min=b) with NaN propagation of either
+    if constexpr (std::is_floating_point_v<M>)
+      if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<M>::quiet_NaN();
+    return a < b ? b : a;
+  } else if constexpr (OP == B::ClampMaxT) {
+    if constexpr (std::is_floating_point_v<M>)
+      if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<M>::quiet_NaN();
+    return a > b ? b : a;
+  } else if constexpr (OP == B::Polar) return std::complex<M>(a * std::cos(b), a * std::sin(b));
+  else if constexpr (OP == B::Complex) return std::complex<M>(a, b);
+  else {
+    static_assert(OP == B::Count, "unhandled binary op");
+    return a;
+  }
+}
+
+template <B OP, class T>
+using out_t = std::conditional_t<returns_bool<OP>(), bool,
+                                 std::conditional_t<(OP == B::Polar || OP == B::Complex),
+                                                    std::complex<real_of_t<T>>, T>>;
+
+template <B OP, class T>
+void loop(char** data, const int64_t* s, int64_t n, const void* pp) {
+  using O = out_t<OP, T>;
+  using M = opmath_t<T>;
+  const KParams& p = *static_cast<const KParams*>(pp);
+  M alpha;
+  if constexpr (is_complex_v<M>) alpha = M(static_cast<typename M::value_type>(p.d[0]),
+                                             static_cast<typename M::value_type>(p.c_im[0]));
+  else if constexpr (std::is_integral_v<M>) alpha = static_cast<M>(p.i[0]);
+  else alpha = static_cast<M>(p.d[0]);
+  O* __restrict o = reinterpret_cast<O*>(data[0]);
+  const T* a = reinterpret_cast<const T*>(data[1]);
+  const T* b = reinterpret_cast<const T*>(data[2]);
+  constexpr int64_t so = sizeof(O), st = sizeof(T);
+  if (s[0] == so && s[1] == st && s[2] == st) {
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = static_cast<O>(apply<OP, M>(static_cast<M>(a[i]), static_cast<M>(b[i]), alpha));
+  } else if (s[0] == so && s[1] == st && s[2] == 0) {
+    const M bv = static_cast<M>(*b);
+    for (int64_t i = 0; i < n; ++i) o[i] = static_cast<O>(apply<OP, M>(static_cast<M>(a[i]), bv, alpha));
+  } else if (s[0] == so && s[1] == 0 && s[2] == st) {
+    const M av = static_cast<M>(*a);
+    for (int64_t i = 0; i < n; ++i) o[i] = static_cast<O>(apply<OP, M>(av, static_cast<M>(b[i]), alpha));
+  } else {
+    char* op = data[0];
+    const char* ap = data[1];
+    const char* bp = data[2];
+    for (int64_t i = 0; i < n; ++i, op += s[0], ap += s[1], bp += s[2])
+      *reinterpret_cast<O*>(op) = static_cast<O>(apply<OP, M>(
+          static_cast<M>(*reinterpret_cast<const T*>(ap)), static_cast<M>(*reinterpret_cast<const T*>(bp)), alpha));
+  }
+}
+
+}  // namespace
+
+void fill_binary(KernelTable& t) {
+  for_each_code<static_cast<int>(B::Count)>([&]<int I>() {
+    constexpr B OP = static_cast<B>(I);
+    for_each_type([&]<class T>() {
+      if constexpr (supported<OP, T>()) t.binary[I][static_cast<int>(dtype_of<T>())] = &loop<OP, T>;
+    });
+  });
+}
+
+}  // namespace kiln::cpu::KILN_ISA

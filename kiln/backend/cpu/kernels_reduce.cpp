@@ -1,0 +1,149 @@
+// Reduction inner loops (compiled once per ISA). Sums are cascaded (blocks with independent
+// accumulators, combined pairwise) so float error grows like log(n), as PyTorch's do.
+#include <cmath>
+#include <vector>
+
+#include "kiln/backend/cpu/isa_util.h"
+
+namespace kiln::cpu::KILN_ISA {
+namespace {
+
+using R = ReduceOp;
+
+template <R OP, class T>
+constexpr bool supported() {
+  constexpr bool b = std::is_same_v<T, bool>, i = is_int_v<T>, f = is_float_v<T>, c = is_complex_v<T>;
+  switch (OP) {
+    case R::Sum: case R::Prod: return i || f || c;
+    case R::Max: case R::Min: return b || i || f;
+    case R::All: case R::Any: return true;
+    case R::SumAbs: case R::SumSq: return f || c;
+    case R::NanSum: return f;
+    default: return false;
+  }
+}
+
+// out type: All/Any -> bool (uint8 for uint8, as torch); SumAbs/SumSq of complex -> real.
+template <R OP, class T>
+using out_t = std::conditional_t<
+    (OP == R::All || OP == R::Any), std::conditional_t<std::is_same_v<T, uint8_t>, uint8_t, bool>,
+    std::conditional_t<(OP == R::SumAbs || OP == R::SumSq), real_of_t<T>, T>>;
+template <R OP, class T>
+using acc_t = std::conditional_t<
+    (OP == R::All || OP == R::Any), bool,
+    std::conditional_t<(OP == R::SumAbs || OP == R::SumSq), opmath_t<real_of_t<T>>, opmath_t<T>>>;
+
+template <R OP, class A>
+constexpr A identity() {
+  if constexpr (OP == R::Prod || OP == R::All) return A(1);
+  else if constexpr (OP == R::Max) {
+    if constexpr (std::is_floating_point_v<A>) return -std::numeric_limits<A>::infinity();
+    else return std::numeric_limits<A>::lowest();
+  } else if constexpr (OP == R::Min) {
+    if constexpr (std::is_floating_point_v<A>) return std::numeric_limits<A>::infinity();
+    else return std::numeric_limits<A>::max();
+  } else return A(0);
+}
+
+template <R OP, class A, class T>
+inline A map(T x) {
+  if constexpr (OP == R::SumAbs) return static_cast<A>(std::abs(static_cast<opmath_t<T>>(x)));
+  else if constexpr (OP == R::SumSq) {
+    if constexpr (is_complex_v<T>) return static_cast<A>(std::norm(x));
+    else { A v = static_cast<A>(x); return v * v; }
+  } else if constexpr (OP == R::NanSum) {
+    A v = static_cast<A>(x);
+    return std::isnan(v) ? A(0) : v;
+  } else if constexpr (OP == R::All || OP == R::Any) {
+    if constexpr (is_complex_v<T>) return A(x != T(0));
+    else return A(static_cast<opmath_t<T>>(x) != opmath_t<T>(0));
+  } else return static_cast<A>(x);
+}
+
+template <R OP, class A>
+inline A combine(A a, A b) {
+  if constexpr (OP == R::Prod) return a * b;
+  else if constexpr (OP == R::Max || OP == R::Min) {
+    if constexpr (std::is_floating_point_v<A>) {
+      if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<A>::quiet_NaN();
+    }
+    if constexpr (OP == R::Max) return a > b ? a : b;
+    else return a < b ? a : b;
+  } else if constexpr (OP == R::All) return A(a && b);
+  else if constexpr (OP == R::Any) return A(a || b);
+  else return static_cast<A>(a + b);
+}
+
+constexpr int kLanes = 16;
+constexpr int64_t kBlock = 4096;
+
+// Reduction of a contiguous run of n elements.
+template <R OP, class T, class A>
+A reduce_run(const T* x, int64_t n) {
+  if (n > kBlock) {  // pairwise over blocks
+    int64_t half = (n / 2 + kLanes - 1) / kLanes * kLanes;
+    return combine<OP>(reduce_run<OP, T, A>(x, half), reduce_run<OP, T, A>(x + half, n - half));
+  }
+  A acc[kLanes];
+  for (int l = 0; l < kLanes; ++l) acc[l] = identity<OP, A>();
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] = combine<OP>(acc[l], map<OP, A>(x[i + l]));
+  A r = identity<OP, A>();
+  for (; i < n; ++i) r = combine<OP>(r, map<OP, A>(x[i]));
+  for (int w = kLanes / 2; w > 0; w /= 2)
+    for (int l = 0; l < w; ++l) acc[l] = combine<OP>(acc[l], acc[l + w]);
+  return combine<OP>(acc[0], r);
+}
+
+template <R OP, class T>
+void inner(char* out, const char* in, int64_t M, int64_t Rn) {
+  using O = out_t<OP, T>;
+  using A = acc_t<OP, T>;
+  const T* x = reinterpret_cast<const T*>(in);
+  O* o = reinterpret_cast<O*>(out);
+  for (int64_t m = 0; m < M; ++m) o[m] = static_cast<O>(reduce_run<OP, T, A>(x + m * Rn, Rn));
+}
+
+// out[o, j] = reduce_r in[o, r, j] for j < Jc; rows are J apart.
+template <R OP, class T>
+void outer(char* out, const char* in, int64_t O_, int64_t Rn, int64_t Jc, int64_t J) {
+  using O = out_t<OP, T>;
+  using A = acc_t<OP, T>;
+  constexpr int64_t kRows = 64, kCols = 256;
+  A total[kCols], part[kCols];
+  for (int64_t o = 0; o < O_; ++o) {
+    const T* x = reinterpret_cast<const T*>(in) + o * Rn * J;
+    O* y = reinterpret_cast<O*>(out) + o * J;
+    for (int64_t j0 = 0; j0 < Jc; j0 += kCols) {
+      int64_t jc = Jc - j0 < kCols ? Jc - j0 : kCols;
+      for (int64_t j = 0; j < jc; ++j) total[j] = identity<OP, A>();
+      for (int64_t r0 = 0; r0 < Rn; r0 += kRows) {
+        int64_t rc = Rn - r0 < kRows ? Rn - r0 : kRows;
+        for (int64_t j = 0; j < jc; ++j) part[j] = identity<OP, A>();
+        for (int64_t r = 0; r < rc; ++r) {
+          const T* row = x + (r0 + r) * J + j0;
+          for (int64_t j = 0; j < jc; ++j) part[j] = combine<OP>(part[j], map<OP, A>(row[j]));
+        }
+        for (int64_t j = 0; j < jc; ++j) total[j] = combine<OP>(total[j], part[j]);
+      }
+      for (int64_t j = 0; j < jc; ++j) y[j0 + j] = static_cast<O>(total[j]);
+    }
+  }
+}
+
+}  // namespace
+
+void fill_reduce(KernelTable& t) {
+  for_each_code<static_cast<int>(R::Count)>([&]<int I>() {
+    constexpr R OP = static_cast<R>(I);
+    for_each_type([&]<class T>() {
+      if constexpr (supported<OP, T>()) {
+        t.reduce_inner[I][static_cast<int>(dtype_of<T>())] = &inner<OP, T>;
+        t.reduce_outer[I][static_cast<int>(dtype_of<T>())] = &outer<OP, T>;
+      }
+    });
+  });
+}
+
+}  // namespace kiln::cpu::KILN_ISA

@@ -1,0 +1,105 @@
+#include "kiln/core/allocator.h"
+
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+#include "kiln/core/error.h"
+
+namespace kiln {
+namespace {
+
+constexpr size_t kAlign = 64;
+constexpr size_t kMaxCached = size_t(1) << 30;  // cap on cached (free) bytes
+
+size_t size_class(size_t n) {
+  if (n <= 512) return n == 0 ? kAlign : (n + kAlign - 1) / kAlign * kAlign;
+  // four classes per power of two
+  size_t p = size_t(1) << (63 - __builtin_clzll(n - 1));  // largest power of two < n
+  size_t step = p / 4;
+  return (n + step - 1) / step * step;
+}
+
+struct Cache {
+  std::mutex mu;
+  std::unordered_map<size_t, std::vector<void*>> free_blocks;
+  size_t cached = 0;
+  MemoryStats stats;
+};
+
+Cache& cache() {
+  static Cache* c = new Cache();  // never destroyed: tensors may outlive static destruction
+  return *c;
+}
+
+}  // namespace
+
+void* cpu_allocate(size_t nbytes) {
+  size_t cls = size_class(nbytes);
+  Cache& c = cache();
+  {
+    std::lock_guard<std::mutex> g(c.mu);
+    c.stats.num_allocs++;
+    c.stats.allocated_bytes += cls;
+    if (c.stats.allocated_bytes > c.stats.peak_allocated_bytes)
+      c.stats.peak_allocated_bytes = c.stats.allocated_bytes;
+    auto it = c.free_blocks.find(cls);
+    if (it != c.free_blocks.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      c.cached -= cls;
+      c.stats.cache_hits++;
+      return p;
+    }
+    c.stats.reserved_bytes += cls;
+  }
+  void* p = std::aligned_alloc(kAlign, cls);
+  if (!p) {
+    std::lock_guard<std::mutex> g(c.mu);
+    c.stats.allocated_bytes -= cls;
+    c.stats.reserved_bytes -= cls;
+    KILN_FAIL(OutOfMemory, "allocate", "out of memory: tried to allocate ", nbytes, " bytes");
+  }
+  return p;
+}
+
+void cpu_free(void* ptr, size_t nbytes) {
+  if (!ptr) return;
+  size_t cls = size_class(nbytes);
+  Cache& c = cache();
+  std::lock_guard<std::mutex> g(c.mu);
+  c.stats.num_frees++;
+  c.stats.allocated_bytes -= cls;
+  if (c.cached + cls <= kMaxCached) {
+    c.free_blocks[cls].push_back(ptr);
+    c.cached += cls;
+  } else {
+    c.stats.reserved_bytes -= cls;
+    std::free(ptr);
+  }
+}
+
+MemoryStats memory_stats() {
+  std::lock_guard<std::mutex> g(cache().mu);
+  return cache().stats;
+}
+
+void reset_peak_memory_stats() {
+  std::lock_guard<std::mutex> g(cache().mu);
+  cache().stats.peak_allocated_bytes = cache().stats.allocated_bytes;
+}
+
+void empty_cache() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> g(c.mu);
+  for (auto& [cls, blocks] : c.free_blocks) {
+    for (void* p : blocks) std::free(p);
+    c.stats.reserved_bytes -= static_cast<int64_t>(cls * blocks.size());
+    blocks.clear();
+  }
+  c.cached = 0;
+}
+
+}  // namespace kiln

@@ -1,0 +1,126 @@
+#include "kiln/core/tensor.h"
+
+#include <cstring>
+
+#include "kiln/core/allocator.h"
+#include "kiln/core/visit.h"
+
+namespace kiln {
+
+Storage::Storage(size_t nbytes, Device device)
+    : data_(cpu_allocate(nbytes)), nbytes_(nbytes), device_(device), free_fn_(nullptr),
+      ctx_(nullptr) {}
+
+Storage::Storage(void* data, size_t nbytes, Device device, FreeFn free_fn, void* ctx)
+    : data_(data), nbytes_(nbytes), device_(device), free_fn_(free_fn), ctx_(ctx) {}
+
+Storage::~Storage() {
+  if (free_fn_) {
+    free_fn_(data_, nbytes_, ctx_);
+  } else if (!ctx_) {
+    cpu_free(data_, nbytes_);
+  }
+  // free_fn_ == nullptr && ctx_ != nullptr: borrowed memory, nothing to do.
+}
+
+Shape contiguous_strides(const Shape& sizes) {
+  Shape st(sizes.size());
+  int64_t s = 1;
+  for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
+    st[i] = s;
+    s *= sizes[i] > 1 ? sizes[i] : 1;
+  }
+  return st;
+}
+
+int64_t shape_numel(const Shape& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+void TensorImpl::refresh() {
+  numel = shape_numel(sizes);
+  contiguous = true;
+  int64_t expected = 1;
+  for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
+    if (sizes[i] == 1) continue;
+    if (strides[i] != expected) {
+      contiguous = false;
+      break;
+    }
+    expected *= sizes[i];
+  }
+  if (numel == 0) contiguous = true;
+}
+
+Tensor make_tensor(const Shape& sizes, Dtype dtype, Device device) {
+  for (int64_t s : sizes)
+    KILN_CHECK(s >= 0, Runtime, "empty", "trying to create tensor with negative dimension ", s, ": ",
+               sizes);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->sizes = sizes;
+  impl->strides = contiguous_strides(sizes);
+  impl->dtype = dtype;
+  impl->numel = shape_numel(sizes);
+  impl->contiguous = true;
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(impl->numel) * itemsize(dtype), device);
+  return Tensor(std::move(impl));
+}
+
+Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = base.storage();
+  impl->sizes = std::move(sizes);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  impl->refresh();
+  return Tensor(std::move(impl));
+}
+
+Tensor scalar_tensor(const Scalar& s, Dtype dtype, bool wrapped) {
+  if (dtype == Dtype::Undefined) dtype = s.natural_dtype();
+  Tensor t = make_tensor({}, dtype);
+  visit_all(dtype, "scalar_tensor", [&]<class T>() { *static_cast<T*>(t.data_ptr()) = s.to<T>(); });
+  t.impl()->wrapped_number = wrapped;
+  return t;
+}
+
+Tensor from_blob(void* data, const Shape& sizes, const Shape& strides, Dtype dtype,
+                 Storage::FreeFn free_fn, void* ctx, size_t nbytes) {
+  auto impl = std::make_shared<TensorImpl>();
+  // free_fn == nullptr with a non-null ctx marks borrowed memory that is never freed by kiln.
+  impl->storage = std::make_shared<Storage>(data, nbytes, kCPU, free_fn,
+                                            free_fn ? ctx : reinterpret_cast<void*>(1));
+  impl->sizes = sizes;
+  impl->strides = strides.empty() && !sizes.empty() ? contiguous_strides(sizes) : strides;
+  impl->dtype = dtype;
+  impl->refresh();
+  return Tensor(std::move(impl));
+}
+
+int64_t wrap_dim(int64_t d, int64_t ndim, const char* op) {
+  int64_t n = ndim == 0 ? 1 : ndim;  // 0-dim tensors accept dim 0 and -1
+  KILN_CHECK(d >= -n && d < n, Index, op, "Dimension out of range (expected to be in range of [", -n,
+             ", ", n - 1, "], but got ", d, ")");
+  return d < 0 ? d + n : d;
+}
+
+int64_t Tensor::size(int64_t d) const {
+  return dim() == 0 ? 1 : impl_->sizes[wrap_dim(d, dim(), "size")];
+}
+int64_t Tensor::stride(int64_t d) const {
+  return dim() == 0 ? 1 : impl_->strides[wrap_dim(d, dim(), "stride")];
+}
+
+Scalar Tensor::item() const {
+  KILN_CHECK(numel() == 1, Runtime, "item",
+             "a Tensor with ", numel(), " elements cannot be converted to Scalar");
+  return visit_all(dtype(), "item", [&]<class T>() -> Scalar {
+    T v = *static_cast<const T*>(data_ptr());
+    return Scalar(v);
+  });
+}
+
+}  // namespace kiln

@@ -1,0 +1,182 @@
+// Storage, TensorImpl and the Tensor handle.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kiln/core/dtype.h"
+#include "kiln/core/error.h"
+#include "kiln/core/scalar.h"
+
+namespace kiln {
+
+using Shape = std::vector<int64_t>;
+
+enum class DeviceType : int8_t { CPU = 0, CUDA = 1 };
+inline constexpr int kNumDeviceTypes = 2;
+struct Device {
+  DeviceType type = DeviceType::CPU;
+  int index = 0;
+  bool operator==(const Device&) const = default;
+};
+inline constexpr Device kCPU{};
+
+// A block of memory shared by a tensor and its views. Owns its memory through `free_fn` (the caching
+// allocator for kiln's own storage, a foreign deleter for numpy / DLPack memory). The version counter
+// is shared by all views and bumped by in-place ops; autograd checks it.
+class Storage {
+ public:
+  using FreeFn = void (*)(void* data, size_t nbytes, void* ctx);
+  Storage(size_t nbytes, Device device);  // allocates
+  Storage(void* data, size_t nbytes, Device device, FreeFn free_fn, void* ctx);  // adopts
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+  uint32_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  void* data_;
+  size_t nbytes_;
+  Device device_;
+  FreeFn free_fn_;
+  void* ctx_;
+  std::atomic<uint32_t> version_{0};
+};
+
+struct AutogradMeta;  // defined by kiln/autograd
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape sizes;
+  Shape strides;      // in elements
+  int64_t offset = 0;  // in elements
+  int64_t numel = 0;
+  Dtype dtype = kFloat32;
+  bool contiguous = true;
+  bool wrapped_number = false;  // a Python scalar turned into a 0-dim tensor (promotion category)
+  std::shared_ptr<AutogradMeta> autograd;
+
+  void refresh();  // recompute numel and contiguity after sizes/strides change
+};
+
+struct TensorOptions {
+  Dtype dtype_ = Dtype::Undefined;  // Undefined: the default dtype
+  Device device_ = kCPU;
+  bool requires_grad_ = false;
+  TensorOptions() = default;
+  TensorOptions(Dtype d) : dtype_(d) {}
+  TensorOptions dtype(Dtype d) const { auto o = *this; o.dtype_ = d; return o; }
+  TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
+  TensorOptions requires_grad(bool r) const { auto o = *this; o.requires_grad_ = r; return o; }
+  Dtype dtype_or_default() const { return dtype_ == Dtype::Undefined ? default_dtype() : dtype_; }
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+  const Shape& sizes() const { return impl_->sizes; }
+  const Shape& shape() const { return impl_->sizes; }
+  const Shape& strides() const { return impl_->strides; }
+  int64_t dim() const { return static_cast<int64_t>(impl_->sizes.size()); }
+  int64_t size(int64_t d) const;
+  int64_t stride(int64_t d) const;
+  int64_t numel() const { return impl_->numel; }
+  Dtype dtype() const { return impl_->dtype; }
+  Dtype scalar_type() const { return impl_->dtype; }
+  size_t itemsize() const { return kiln::itemsize(impl_->dtype); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * itemsize(); }
+  Device device() const { return impl_->storage->device(); }
+  bool is_contiguous() const { return impl_->contiguous; }
+  int64_t storage_offset() const { return impl_->offset; }
+  const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
+  bool is_wrapped_number() const { return impl_->wrapped_number; }
+  bool is_floating_point() const { return is_floating(dtype()); }
+  bool is_complex() const { return kiln::is_complex(dtype()); }
+
+  void* data_ptr() const {
+    return static_cast<char*>(impl_->storage->data()) + impl_->offset * itemsize();
+  }
+  template <class T>
+  T* data_ptr() const;  // checks the dtype
+  template <class T>
+  T item() const { return item().to<T>(); }
+  Scalar item() const;
+
+  uint32_t version() const { return impl_->storage->version(); }
+  void bump_version() const { impl_->storage->bump_version(); }
+  bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
+  long use_count() const { return impl_.use_count(); }
+
+  // Common ops as methods, libtorch style (defined in kiln/ops).
+  Tensor contiguous() const;
+  Tensor clone() const;
+  Tensor to(Dtype d, bool copy = false) const;
+  Tensor& copy_(const Tensor& src);
+  Tensor view(const Shape& shape) const;
+  Tensor reshape(const Shape& shape) const;
+  Tensor permute(const Shape& dims) const;
+  Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor t() const;
+  Tensor unsqueeze(int64_t d) const;
+  Tensor squeeze(int64_t d) const;
+  Tensor expand(const Shape& shape) const;
+  Tensor select(int64_t d, int64_t i) const;
+  Tensor narrow(int64_t d, int64_t start, int64_t length) const;
+  Tensor flatten(int64_t start = 0, int64_t end = -1) const;
+  Tensor sum() const;
+  Tensor mean() const;
+  Tensor matmul(const Tensor& o) const;
+  Tensor operator-() const;
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);  // torch-style repr
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, const Scalar& b);
+Tensor operator-(const Tensor& a, const Scalar& b);
+Tensor operator*(const Tensor& a, const Scalar& b);
+Tensor operator/(const Tensor& a, const Scalar& b);
+
+// ---- low-level construction (no dispatch) -------------------------------------------------------
+Shape contiguous_strides(const Shape& sizes);
+int64_t shape_numel(const Shape& sizes);
+// Uninitialised contiguous tensor.
+Tensor make_tensor(const Shape& sizes, Dtype dtype, Device device = kCPU);
+// A view sharing `base`'s storage.
+Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset);
+// A 0-dim tensor holding `s` (dtype: natural_dtype unless given); wrapped marks a Python number.
+Tensor scalar_tensor(const Scalar& s, Dtype dtype = Dtype::Undefined, bool wrapped = false);
+// Wraps foreign memory without copying.
+Tensor from_blob(void* data, const Shape& sizes, const Shape& strides, Dtype dtype,
+                 Storage::FreeFn free_fn = nullptr, void* ctx = nullptr, size_t nbytes = 0);
+
+// Normalises a possibly negative dim; raises IndexError-kind "Dimension out of range".
+int64_t wrap_dim(int64_t d, int64_t ndim, const char* op);
+
+template <class T>
+T* Tensor::data_ptr() const {
+  KILN_CHECK(dtype_of<T>() == dtype(), Type, "data_ptr", "expected dtype ",
+             dtype_name(dtype_of<T>()), " but tensor has ", dtype_name(dtype()));
+  return static_cast<T*>(data_ptr());
+}
+
+}  // namespace kiln

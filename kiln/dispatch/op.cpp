@@ -1,0 +1,137 @@
+#include "kiln/dispatch/op.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kiln/ops/ops.h"
+
+namespace kiln {
+
+namespace {
+std::vector<OpDef*>& registry() {
+  static std::vector<OpDef*> r;
+  return r;
+}
+thread_local std::vector<std::shared_ptr<DispatchMode>> tls_modes;
+AutogradLayerFn g_autograd_layer = nullptr;
+bool (*g_needs_grad)(const TensorList&) = nullptr;
+}  // namespace
+
+void register_op(OpDef* op) { registry().push_back(op); }
+const std::vector<OpDef*>& registered_ops() { return registry(); }
+const OpDef* find_op(std::string_view name) {
+  for (OpDef* op : registry())
+    if (name == op->name) return op;
+  return nullptr;
+}
+
+void push_mode(std::shared_ptr<DispatchMode> mode) { tls_modes.push_back(std::move(mode)); }
+std::shared_ptr<DispatchMode> pop_mode() {
+  KILN_CHECK(!tls_modes.empty(), Runtime, "pop_mode", "no mode to pop");
+  auto m = std::move(tls_modes.back());
+  tls_modes.pop_back();
+  return m;
+}
+size_t mode_stack_size() { return tls_modes.size(); }
+
+void set_autograd_layer(AutogradLayerFn fn, bool (*needs_grad)(const TensorList&)) {
+  g_autograd_layer = fn;
+  g_needs_grad = needs_grad;
+}
+
+static void check_out(const OpDef& op, const TensorSpec& spec, Tensor& o, bool inplace) {
+  KILN_CHECK(o.defined(), Runtime, op.name, "out tensor is undefined");
+  if (o.sizes() != spec.sizes) {
+    KILN_CHECK(!inplace, Runtime, op.name, "output with shape ", o.sizes(),
+               " doesn't match the broadcast shape ", spec.sizes);
+    // out=: resize (torch warns for a non-empty out; we resize the same way)
+    KILN_CHECK(o.is_contiguous() || o.numel() == 0, Runtime, op.name,
+               "cannot resize a non-contiguous out tensor of shape ", o.sizes(), " to ", spec.sizes);
+    Tensor fresh = make_tensor(spec.sizes, o.dtype(), o.device());
+    *o.impl() = *fresh.impl();
+  }
+  KILN_CHECK(can_cast(spec.dtype, o.dtype()), Runtime, op.name, "result type ",
+             dtype_name(spec.dtype), " can't be cast to the desired output type ", dtype_name(o.dtype()));
+}
+
+TensorList dispatch_kernel(const OpDef& op, const TensorList& inputs, const Attrs& attrs,
+                           TensorList* out, bool inplace) {
+  Device dev = kCPU;
+  for (const Tensor& t : inputs)
+    if (t.defined()) {
+      dev = t.device();
+      break;
+    }
+  KernelFn kernel = op.kernels[static_cast<int>(dev.type)];
+  KILN_CHECK(kernel != nullptr, NotImplemented, op.name, "no kernel for this device");
+  TensorList result;
+  if (!op.meta) {  // view / dynamic-shape ops make their own outputs
+    kernel(op, inputs, attrs, result);
+    if (out) {
+      KILN_CHECK(out->size() == result.size(), Runtime, op.name, "wrong number of out tensors");
+      for (size_t i = 0; i < result.size(); ++i) {
+        TensorSpec spec{result[i].sizes(), result[i].dtype()};
+        check_out(op, spec, (*out)[i], inplace);
+        copy_((*out)[i], result[i]);
+      }
+      return *out;
+    }
+    return result;
+  }
+  SpecList specs = op.meta(op, inputs, attrs);
+  if (!out) {
+    result.reserve(specs.size());
+    for (const TensorSpec& s : specs) result.push_back(make_tensor(s.sizes, s.dtype, dev));
+    kernel(op, inputs, attrs, result);
+    return result;
+  }
+  KILN_CHECK(out->size() == specs.size(), Runtime, op.name, "expected ", specs.size(),
+             " out tensors, got ", out->size());
+  bool direct = true;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    check_out(op, specs[i], (*out)[i], inplace);
+    Tensor& o = (*out)[i];
+    if (o.dtype() != specs[i].dtype || !o.is_contiguous()) direct = false;
+  }
+  if (direct) {
+    kernel(op, inputs, attrs, *out);
+  } else {
+    for (const TensorSpec& s : specs) result.push_back(make_tensor(s.sizes, s.dtype, dev));
+    kernel(op, inputs, attrs, result);
+    for (size_t i = 0; i < specs.size(); ++i) copy_((*out)[i], result[i]);
+  }
+  for (Tensor& o : *out) o.bump_version();
+  return *out;
+}
+
+TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, TensorList* out, bool inplace) {
+  if (!tls_modes.empty()) [[unlikely]] {
+    auto mode = pop_mode();
+    struct Repush {
+      std::shared_ptr<DispatchMode>& m;
+      ~Repush() { push_mode(m); }
+    } repush{mode};
+    return mode->handle(op, inputs, attrs, out, inplace);
+  }
+  if (g_autograd_layer && g_needs_grad(inputs)) [[unlikely]]
+    return g_autograd_layer(op, inputs, attrs, out, inplace);
+  return dispatch_kernel(op, inputs, attrs, out, inplace);
+}
+
+Tensor dispatch1(const OpDef& op, TensorList inputs, Attrs attrs) {
+  return std::move(dispatch(op, std::move(inputs), std::move(attrs))[0]);
+}
+
+const Tensor& dispatch_inplace(const OpDef& op, const Tensor& self, TensorList inputs, Attrs attrs) {
+  TensorList out{self};
+  dispatch(op, std::move(inputs), std::move(attrs), &out, true);
+  return self;
+}
+
+const Tensor& dispatch_out(const OpDef& op, const Tensor& o, TensorList inputs, Attrs attrs) {
+  TensorList out{o};
+  dispatch(op, std::move(inputs), std::move(attrs), &out, false);
+  return o;
+}
+
+}  // namespace kiln

@@ -1,0 +1,113 @@
+// The op table and the single dispatch point (DESIGN.md §1–2).
+//
+// Every operator is one OpDef: torch's name, tags, a meta function (output dtypes and shapes from
+// input shapes alone), one kernel per device type, and a derivative slot that autograd fills.
+// Every call goes through dispatch(): modes (tracing, capture) -> autograd -> meta -> kernel.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "kiln/core/tensor.h"
+
+namespace kiln {
+
+using TensorList = std::vector<Tensor>;
+
+// Non-tensor arguments, positional, in torch's argument order.
+using Attr = std::variant<std::monostate, bool, int64_t, double, Scalar, Shape, Dtype, std::string>;
+using Attrs = std::vector<Attr>;
+
+struct TensorSpec {
+  Shape sizes;
+  Dtype dtype;
+};
+using SpecList = std::vector<TensorSpec>;
+
+enum OpTag : uint32_t {
+  kPointwise = 1 << 0,
+  kReduction = 1 << 1,
+  kView = 1 << 2,          // kernel returns views of an input; no allocation by dispatch
+  kDynamicShape = 1 << 3,  // output shape depends on data; kernel allocates its outputs
+  kRandom = 1 << 4,
+  kNondeterministic = 1 << 5,
+  kCreation = 1 << 6,      // no tensor inputs
+  kInplaceable = 1 << 7,   // has a torch in-place variant `name_`
+};
+
+struct OpDef;
+// meta: output specs from inputs' shapes and dtypes (never reads data).
+using MetaFn = SpecList (*)(const OpDef& op, const TensorList& in, const Attrs& attrs);
+// kernel: writes `out` (pre-allocated from meta, contiguous, of the meta dtype) or, for kView /
+// kDynamicShape ops, fills `out` itself.
+using KernelFn = void (*)(const OpDef& op, const TensorList& in, const Attrs& attrs, TensorList& out);
+// derivative (issue 3): gradients of the inputs from the outputs' gradients, written with kiln ops.
+using DerivativeFn = TensorList (*)(const OpDef& op, const TensorList& in, const Attrs& attrs,
+                                    const TensorList& out, const TensorList& grad_out);
+
+struct OpDef {
+  const char* name;
+  uint32_t tags;
+  MetaFn meta;
+  KernelFn kernels[kNumDeviceTypes];
+  int code = 0;  // family-specific selector (e.g. which unary function), lets ops share a kernel
+  DerivativeFn derivative = nullptr;
+};
+
+// Registry: every OpDef registers itself once at load time.
+void register_op(OpDef* op);
+const std::vector<OpDef*>& registered_ops();
+const OpDef* find_op(std::string_view name);
+
+struct OpRegistrar {
+  explicit OpRegistrar(OpDef& op) { register_op(&op); }
+};
+
+// The dispatch point. `out`: given for in-place (`inplace` = true) and out= calls; results are
+// written into it (cast to its dtype where torch allows).
+TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs = {}, TensorList* out = nullptr,
+                    bool inplace = false);
+Tensor dispatch1(const OpDef& op, TensorList inputs, Attrs attrs = {});
+// In-place: writes into self, returns self.
+const Tensor& dispatch_inplace(const OpDef& op, const Tensor& self, TensorList inputs, Attrs attrs = {});
+// out=: writes into out (resized when empty), returns out.
+const Tensor& dispatch_out(const OpDef& op, const Tensor& out, TensorList inputs, Attrs attrs = {});
+
+// Runs meta and the device kernel only (below modes and autograd).
+TensorList dispatch_kernel(const OpDef& op, const TensorList& inputs, const Attrs& attrs,
+                           TensorList* out, bool inplace);
+
+// Modes wrap every op (export tracing, graph capture). While a mode handles a call it is popped,
+// so dispatch() from inside handle() reaches the layer below.
+class DispatchMode {
+ public:
+  virtual ~DispatchMode() = default;
+  virtual TensorList handle(const OpDef& op, const TensorList& inputs, const Attrs& attrs,
+                            TensorList* out, bool inplace) = 0;
+};
+void push_mode(std::shared_ptr<DispatchMode> mode);
+std::shared_ptr<DispatchMode> pop_mode();
+size_t mode_stack_size();
+
+// RAII: pushes a mode for a scope.
+struct ModeGuard {
+  explicit ModeGuard(std::shared_ptr<DispatchMode> m) { push_mode(std::move(m)); }
+  ~ModeGuard() { pop_mode(); }
+};
+
+// Autograd layer hook: installed by kiln/autograd. Called when grad mode is on and an input
+// requires grad.
+using AutogradLayerFn = TensorList (*)(const OpDef& op, const TensorList& inputs, const Attrs& attrs,
+                                       TensorList* out, bool inplace);
+void set_autograd_layer(AutogradLayerFn fn, bool (*needs_grad)(const TensorList&));
+
+// Attribute accessors with clear errors.
+template <class T>
+const T& attr(const Attrs& a, size_t i) {
+  return std::get<T>(a[i]);
+}
+
+}  // namespace kiln

@@ -1,0 +1,12 @@
+// kiln: a small, fast deep-learning framework. Include this one header.
+#pragma once
+
+#include "kiln/backend/cpu/parallel.h"
+#include "kiln/core/allocator.h"
+#include "kiln/core/dtype.h"
+#include "kiln/core/error.h"
+#include "kiln/core/generator.h"
+#include "kiln/core/scalar.h"
+#include "kiln/core/tensor.h"
+#include "kiln/dispatch/op.h"
+#include "kiln/ops/ops.h"

@@ -1,0 +1,259 @@
+// Creation ops, copies and conversions, and joining (cat, stack).
+#include <cmath>
+#include <cstring>
+
+#include "kiln/backend/cpu/kernels.h"
+#include "kiln/core/convert.h"
+#include "kiln/ops/ops.h"
+
+namespace kiln {
+namespace {
+
+// full(size, value, dtype)
+SpecList full_meta(const OpDef&, const TensorList&, const Attrs& a) {
+  return {{std::get<Shape>(a[0]), std::get<Dtype>(a[2])}};
+}
+void fill_tensor(const Tensor& t, const Scalar& v) {
+  Tensor src = scalar_tensor(v, t.dtype());
+  cpu::CastFn fn = cpu::cpu_kernels().cast[static_cast<int>(t.dtype())][static_cast<int>(t.dtype())];
+  cpu::for_each(cpu::make_loop({&t, &src}, t.sizes()),
+                [&](char** d, const int64_t* s, int64_t n) { fn(d[0], d[1], n, s[0], 0); });
+}
+void full_kernel(const OpDef&, const TensorList&, const Attrs& a, TensorList& out) {
+  fill_tensor(out[0], std::get<Scalar>(a[1]));
+}
+OpDef op_full{"full", kCreation, full_meta, {full_kernel, nullptr}};
+OpRegistrar reg_full{op_full};
+
+SpecList empty_meta(const OpDef&, const TensorList&, const Attrs& a) {
+  return {{std::get<Shape>(a[0]), std::get<Dtype>(a[1])}};
+}
+void empty_kernel(const OpDef&, const TensorList&, const Attrs&, TensorList&) {}
+OpDef op_empty{"empty", kCreation, empty_meta, {empty_kernel, nullptr}};
+OpRegistrar reg_empty{op_empty};
+
+// arange(start, end, step, dtype): values start + i * step computed in double (int64 for ints).
+SpecList arange_meta(const OpDef&, const TensorList&, const Attrs& a) {
+  const Scalar &start = std::get<Scalar>(a[0]), &end = std::get<Scalar>(a[1]), &step = std::get<Scalar>(a[2]);
+  Dtype d = std::get<Dtype>(a[3]);
+  double s = start.to_double(), e = end.to_double(), st = step.to_double();
+  KILN_CHECK(st != 0, Runtime, "arange", "step must be nonzero");
+  KILN_CHECK(std::isfinite(s) && std::isfinite(e), Runtime, "arange", "unsupported range: ", start, " -> ", end);
+  KILN_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), Runtime, "arange",
+             "upper bound and larger bound inconsistent with step sign");
+  double n;
+  if (is_integral(d, true) && start.is_integral() && end.is_integral() && step.is_integral()) {
+    int64_t a0 = start.to_int(), b0 = end.to_int(), c0 = step.to_int();
+    n = static_cast<double>((b0 - a0 + c0 - (c0 > 0 ? 1 : -1)) / c0);
+  } else {
+    n = std::ceil((e - s) / st);
+  }
+  return {{{static_cast<int64_t>(n)}, d}};
+}
+void arange_kernel(const OpDef&, const TensorList&, const Attrs& a, TensorList& out) {
+  const Scalar &start = std::get<Scalar>(a[0]), &step = std::get<Scalar>(a[2]);
+  Tensor& y = out[0];
+  int64_t n = y.numel();
+  visit_real(y.dtype(), "arange", [&]<class T>() {
+    T* p = static_cast<T*>(y.data_ptr());
+    if constexpr (std::is_integral_v<T>) {
+      if (start.is_integral() && step.is_integral()) {
+        int64_t s = start.to_int(), st = step.to_int();
+        for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(s + i * st);
+        return;
+      }
+    }
+    double s = start.to_double(), st = step.to_double();
+    for (int64_t i = 0; i < n; ++i) p[i] = convert<T>(s + static_cast<double>(i) * st);
+  });
+}
+OpDef op_arange{"arange", kCreation, arange_meta, {arange_kernel, nullptr}};
+OpRegistrar reg_arange{op_arange};
+
+// linspace / logspace(start, end, steps, base, dtype); base 0 means linspace.
+SpecList linspace_meta(const OpDef& op, const TensorList&, const Attrs& a) {
+  int64_t steps = std::get<int64_t>(a[2]);
+  KILN_CHECK(steps >= 0, Runtime, op.name, "number of steps must be non-negative");
+  return {{{steps}, std::get<Dtype>(a[4])}};
+}
+void linspace_kernel(const OpDef& op, const TensorList&, const Attrs& a, TensorList& out) {
+  Tensor& y = out[0];
+  int64_t steps = y.numel();
+  double base = std::get<double>(a[3]);
+  bool log = op.name[1] == 'o';
+  visit_numeric(y.dtype(), op.name, [&]<class T>() {
+    T* p = static_cast<T*>(y.data_ptr());
+    using S = std::conditional_t<std::is_same_v<T, float>, float, double>;
+    if constexpr (is_complex_v<T>) {
+      auto s = std::get<Scalar>(a[0]).to_complex(), e = std::get<Scalar>(a[1]).to_complex();
+      auto st = steps > 1 ? (e - s) / static_cast<double>(steps - 1) : std::complex<double>(0);
+      for (int64_t i = 0; i < steps; ++i) p[i] = convert<T>(s + st * static_cast<double>(i));
+    } else {
+      S s = static_cast<S>(std::get<Scalar>(a[0]).to_double()), e = static_cast<S>(std::get<Scalar>(a[1]).to_double());
+      S st = steps > 1 ? (e - s) / static_cast<S>(steps - 1) : S(0);
+      int64_t half = steps / 2;
+      for (int64_t i = 0; i < steps; ++i) {
+        S v = i < half ? s + st * static_cast<S>(i) : e - st * static_cast<S>(steps - i - 1);
+        if (log) v = static_cast<S>(std::pow(static_cast<S>(base), v));
+        p[i] = convert<T>(v);
+      }
+    }
+  });
+}
+OpDef op_linspace{"linspace", kCreation, linspace_meta, {linspace_kernel, nullptr}};
+OpRegistrar reg_linspace{op_linspace};
+OpDef op_logspace{"logspace", kCreation, linspace_meta, {linspace_kernel, nullptr}};
+OpRegistrar reg_logspace{op_logspace};
+
+SpecList eye_meta(const OpDef&, const TensorList&, const Attrs& a) {
+  int64_t n = std::get<int64_t>(a[0]), m = std::get<int64_t>(a[1]);
+  KILN_CHECK(n >= 0, Runtime, "eye", "n must be greater or equal to 0, got ", n);
+  KILN_CHECK(m >= 0, Runtime, "eye", "m must be greater or equal to 0, got ", m);
+  return {{{n, m}, std::get<Dtype>(a[2])}};
+}
+void eye_kernel(const OpDef&, const TensorList&, const Attrs&, TensorList& out) {
+  Tensor& y = out[0];
+  fill_tensor(y, Scalar(0));
+  int64_t n = std::min(y.sizes()[0], y.sizes()[1]);
+  if (n > 0) fill_tensor(diagonal(y), Scalar(1));
+}
+OpDef op_eye{"eye", kCreation, eye_meta, {eye_kernel, nullptr}};
+OpRegistrar reg_eye{op_eye};
+
+// contiguous copy with the same shape (clone) and dtype conversion share one kernel: attrs {dtype}
+SpecList to_meta(const OpDef&, const TensorList& in, const Attrs& a) {
+  return {{in[0].sizes(), std::get<Dtype>(a[0])}};
+}
+void to_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) { copy_(out[0], in[0]); }
+OpDef op_to{"to", kPointwise, to_meta, {to_kernel, nullptr}};
+OpRegistrar reg_to{op_to};
+
+// cat(tensors, dim)
+SpecList cat_meta(const OpDef&, const TensorList& in, const Attrs& a) {
+  KILN_CHECK(!in.empty(), Runtime, "cat", "torch.cat(): expected a non-empty list of Tensors");
+  int64_t dim = std::get<int64_t>(a[0]);
+  const Tensor* ref = nullptr;
+  for (const Tensor& t : in)
+    if (!(t.dim() == 1 && t.numel() == 0)) {  // legacy: 1-D empty tensors are skipped
+      ref = &t;
+      break;
+    }
+  Dtype d = result_type(in);
+  if (!ref) return {{{0}, d}};
+  int64_t nd = ref->dim();
+  KILN_CHECK(nd > 0, Runtime, "cat", "zero-dimensional tensor (at position 0) cannot be concatenated");
+  dim = wrap_dim(dim, nd, "cat");
+  Shape s = ref->sizes();
+  s[dim] = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const Tensor& t = in[i];
+    if (t.dim() == 1 && t.numel() == 0) continue;
+    KILN_CHECK(t.dim() == nd, Runtime, "cat", "Tensors must have same number of dimensions: got ", nd,
+               " and ", t.dim());
+    for (int64_t k = 0; k < nd; ++k)
+      KILN_CHECK(k == dim || t.sizes()[k] == ref->sizes()[k], Runtime, "cat", "Sizes of tensors must match "
+                 "except in dimension ", dim, ". Expected size ", ref->sizes()[k], " but got size ",
+                 t.sizes()[k], " for tensor number ", i, " in the list.");
+    s[dim] += t.sizes()[dim];
+  }
+  return {{s, d}};
+}
+void cat_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
+  Tensor& y = out[0];
+  if (y.dim() == 1 && y.numel() == 0) return;
+  int64_t dim = wrap_dim(std::get<int64_t>(a[0]), y.dim(), "cat");
+  int64_t off = 0;
+  for (const Tensor& t : in) {
+    if (t.dim() == 1 && t.numel() == 0) continue;
+    int64_t n = t.sizes()[dim];
+    if (n > 0) copy_(narrow(y, dim, off, n), t);
+    off += n;
+  }
+}
+OpDef op_cat{"cat", 0, cat_meta, {cat_kernel, nullptr}};
+OpRegistrar reg_cat{op_cat};
+
+Dtype dtype_or(const TensorOptions& o) { return o.dtype_or_default(); }
+
+}  // namespace
+
+Tensor empty(const Shape& size, TensorOptions o) {
+  return dispatch1(op_empty, {}, {size, dtype_or(o)});
+}
+Tensor full(const Shape& size, const Scalar& v, TensorOptions o) {
+  Dtype d = o.dtype_ == Dtype::Undefined ? v.wrapped_dtype() : o.dtype_;
+  return dispatch1(op_full, {}, {size, v, d});
+}
+Tensor zeros(const Shape& size, TensorOptions o) { return dispatch1(op_full, {}, {size, Scalar(0), dtype_or(o)}); }
+Tensor ones(const Shape& size, TensorOptions o) { return dispatch1(op_full, {}, {size, Scalar(1), dtype_or(o)}); }
+Tensor empty_like(const Tensor& t, std::optional<Dtype> d) { return empty(t.sizes(), d.value_or(t.dtype())); }
+Tensor zeros_like(const Tensor& t, std::optional<Dtype> d) { return zeros(t.sizes(), d.value_or(t.dtype())); }
+Tensor ones_like(const Tensor& t, std::optional<Dtype> d) { return ones(t.sizes(), d.value_or(t.dtype())); }
+Tensor full_like(const Tensor& t, const Scalar& v, std::optional<Dtype> d) {
+  return full(t.sizes(), v, d.value_or(t.dtype()));
+}
+Tensor fill_(const Tensor& t, const Scalar& v) {
+  fill_tensor(t, v);
+  t.bump_version();
+  return t;
+}
+Tensor zero_(const Tensor& t) { return fill_(t, Scalar(0)); }
+
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, TensorOptions o) {
+  Dtype d = o.dtype_;
+  if (d == Dtype::Undefined)
+    d = (start.is_floating() || end.is_floating() || step.is_floating()) ? default_dtype() : kInt64;
+  return dispatch1(op_arange, {}, {start, end, step, d});
+}
+Tensor arange(const Scalar& end, TensorOptions o) { return arange(Scalar(0), end, Scalar(1), o); }
+Tensor linspace(const Scalar& s, const Scalar& e, int64_t steps, TensorOptions o) {
+  Dtype d = o.dtype_ == Dtype::Undefined ? ((s.is_complex() || e.is_complex()) ? default_complex_dtype() : default_dtype()) : o.dtype_;
+  return dispatch1(op_linspace, {}, {s, e, steps, 0.0, d});
+}
+Tensor logspace(const Scalar& s, const Scalar& e, int64_t steps, double base, TensorOptions o) {
+  return dispatch1(op_logspace, {}, {s, e, steps, base, dtype_or(o)});
+}
+Tensor eye(int64_t n, std::optional<int64_t> m, TensorOptions o) {
+  return dispatch1(op_eye, {}, {n, m.value_or(n), dtype_or(o)});
+}
+
+Tensor contiguous(const Tensor& t) { return t.is_contiguous() ? t : clone(t); }
+Tensor clone(const Tensor& t) { return dispatch1(op_to, {t}, {t.dtype()}); }
+Tensor to_dtype(const Tensor& t, Dtype d, bool copy) {
+  if (t.dtype() == d && !copy) return t;
+  return dispatch1(op_to, {t}, {d});
+}
+
+Tensor cat(const TensorList& ts, int64_t dim) { return dispatch1(op_cat, ts, {dim}); }
+Tensor stack(const TensorList& ts, int64_t dim) {
+  KILN_CHECK(!ts.empty(), Runtime, "stack", "stack expects a non-empty TensorList");
+  for (size_t i = 1; i < ts.size(); ++i)
+    KILN_CHECK(ts[i].sizes() == ts[0].sizes(), Runtime, "stack", "stack expects each tensor to be equal "
+               "size, but got ", ts[0].sizes(), " at entry 0 and ", ts[i].sizes(), " at entry ", i);
+  int64_t d = wrap_dim(dim, ts[0].dim() + 1, "stack");
+  TensorList u;
+  for (const Tensor& t : ts) u.push_back(unsqueeze(t, d));
+  return cat(u, d);
+}
+Tensor hstack(const TensorList& ts) {
+  KILN_CHECK(!ts.empty(), Runtime, "hstack", "hstack expects a non-empty TensorList");
+  TensorList u;
+  for (const Tensor& t : ts) u.push_back(t.dim() == 0 ? reshape(t, {1}) : t);
+  return cat(u, u[0].dim() == 1 ? 0 : 1);
+}
+Tensor vstack(const TensorList& ts) {
+  KILN_CHECK(!ts.empty(), Runtime, "vstack", "vstack expects a non-empty TensorList");
+  TensorList u;
+  for (const Tensor& t : ts) u.push_back(t.dim() == 0 ? reshape(t, {1, 1}) : t.dim() == 1 ? unsqueeze(t, 0) : t);
+  return cat(u, 0);
+}
+
+Tensor Tensor::contiguous() const { return kiln::contiguous(*this); }
+Tensor Tensor::clone() const { return kiln::clone(*this); }
+Tensor Tensor::to(Dtype d, bool copy) const { return kiln::to_dtype(*this, d, copy); }
+Tensor& Tensor::copy_(const Tensor& src) {
+  kiln::copy_(*this, src);
+  return *this;
+}
+
+}  // namespace kiln

@@ -1,0 +1,467 @@
+// Elementwise ops: the unary and binary lists (unary_list.h), parametrised activations, where,
+// clamp and the composites built from them.
+#include <cmath>
+#include <cstring>
+
+#include "kiln/backend/cpu/kernels.h"
+#include "kiln/ops/ops.h"
+
+namespace kiln {
+namespace {
+
+using cpu::BinaryOp;
+using cpu::KParams;
+using cpu::UnaryOp;
+
+enum class Rule : int { Float, Same, Bool, Real, Round, Int };
+constexpr int pack(int code, Rule r) { return code | (static_cast<int>(r) << 16); }
+int code_of(const OpDef& op) { return op.code & 0xffff; }
+Rule rule_of(const OpDef& op) { return static_cast<Rule>(op.code >> 16); }
+
+Dtype floatify(Dtype d) { return is_integral(d, true) ? default_dtype() : d; }
+
+// ---- unary ----------------------------------------------------------------------------------------
+
+Dtype unary_compute_dtype(const OpDef& op, Dtype in) {
+  UnaryOp code = static_cast<UnaryOp>(code_of(op));
+  Rule r = rule_of(op);
+  if (r == Rule::Float) return floatify(in);
+  if (code == UnaryOp::Square && in == kBool) return kInt64;
+  return in;
+}
+
+SpecList unary_meta(const OpDef& op, const TensorList& in, const Attrs&) {
+  const Tensor& x = in[0];
+  Dtype d = x.dtype();
+  UnaryOp code = static_cast<UnaryOp>(code_of(op));
+  KILN_CHECK(!(code == UnaryOp::Neg && d == kBool), Runtime, op.name,
+             "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to "
+             "invert a mask, use the `~` or `logical_not()` operator instead.");
+  Dtype out;
+  switch (rule_of(op)) {
+    case Rule::Bool: out = kBool; break;
+    case Rule::Real: out = to_real(d); break;
+    case Rule::Float: out = code == UnaryOp::Angle ? to_real(floatify(d)) : floatify(d); break;
+    default: out = unary_compute_dtype(op, d);
+  }
+  return {{x.sizes(), out}};
+}
+
+KParams unary_params(UnaryOp code, const Attrs& a) {
+  KParams p;
+  for (size_t i = 0; i < a.size() && i < 4; ++i) {
+    if (auto* s = std::get_if<Scalar>(&a[i])) {
+      p.d[i] = s->to_double();
+      p.i[i] = s->is_floating() ? static_cast<int64_t>(std::floor(s->to_double())) : s->to_int();
+    } else if (auto* d = std::get_if<double>(&a[i])) {
+      p.d[i] = *d;
+    } else if (auto* n = std::get_if<int64_t>(&a[i])) {
+      p.i[i] = *n;
+      p.d[i] = static_cast<double>(*n);
+    }
+  }
+  if (code == UnaryOp::Logit) p.i[0] = !a.empty() && !std::holds_alternative<std::monostate>(a[0]);
+  if (code == UnaryOp::ClampMin || code == UnaryOp::Clamp) {
+    // integer clamp with a float bound: bounds are cast like torch (ceil for min, floor for max)
+    if (auto* s = std::get_if<Scalar>(&a[0])) p.i[0] = s->to_int();
+  }
+  if (code == UnaryOp::ClampMax || code == UnaryOp::Clamp) {
+    if (a.size() > 1)
+      if (auto* s = std::get_if<Scalar>(&a[1])) p.i[1] = s->to_int();
+  }
+  return p;
+}
+
+void unary_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs, TensorList& out) {
+  Tensor x = in[0];
+  Tensor& y = out[0];
+  UnaryOp code = static_cast<UnaryOp>(code_of(op));
+  Dtype ct = unary_compute_dtype(op, x.dtype());
+  if (rule_of(op) == Rule::Round && is_integral(ct, true)) {
+    copy_(y, x);
+    return;
+  }
+  if (x.dtype() != ct) x = to_dtype(x, ct);
+  cpu::InnerLoop fn = cpu::cpu_kernels().unary[static_cast<int>(code)][static_cast<int>(ct)];
+  if (!fn) raise_dtype_unsupported(op.name, ct);
+  KParams p = unary_params(code, attrs);
+  cpu::run(cpu::make_loop({&y, &x}, y.sizes()), fn, &p);
+}
+
+// ---- binary ---------------------------------------------------------------------------------------
+
+Dtype binary_compute_dtype(const OpDef& op, const Tensor& a, const Tensor& b) {
+  Dtype p = result_type(a, b);
+  BinaryOp code = static_cast<BinaryOp>(code_of(op));
+  switch (rule_of(op)) {
+    case Rule::Float: return floatify(p);
+    case Rule::Int:
+      KILN_CHECK(is_integral(p, true), Runtime, op.name, "not implemented for dtype ", dtype_name(p),
+                 " (bitwise ops need integral or bool tensors)");
+      return p;
+    default: break;
+  }
+  if (code == BinaryOp::Sub && a.dtype() == kBool && b.dtype() == kBool)
+    KILN_FAIL(Runtime, op.name, "Subtraction, the `-` operator, with two bool tensors is not "
+              "supported. Use the `^` or `logical_xor()` operator instead.");
+  if (code == BinaryOp::Sub && (a.dtype() == kBool || b.dtype() == kBool) && p == kBool)
+    KILN_FAIL(Runtime, op.name, "Subtraction, the `-` operator, with a bool tensor is not supported. "
+              "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+  return p;
+}
+
+SpecList binary_meta(const OpDef& op, const TensorList& in, const Attrs&) {
+  const Tensor& a = in[0];
+  const Tensor& b = in[1];
+  Shape shape = broadcast_shapes(a.sizes(), b.sizes(), op.name);
+  Dtype ct = binary_compute_dtype(op, a, b);
+  BinaryOp code = static_cast<BinaryOp>(code_of(op));
+  Dtype out = rule_of(op) == Rule::Bool ? kBool : ct;
+  if (code == BinaryOp::Polar || code == BinaryOp::Complex) out = to_complex(ct);
+  return {{shape, out}};
+}
+
+bool any_zero(const Tensor& t) {
+  return any(eq(t, Scalar(0))).item<bool>();
+}
+
+void binary_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs, TensorList& out) {
+  Tensor a = in[0], b = in[1];
+  Tensor& y = out[0];
+  BinaryOp code = static_cast<BinaryOp>(code_of(op));
+  Dtype ct = binary_compute_dtype(op, a, b);
+  if (a.dtype() != ct) a = to_dtype(a, ct);
+  if (b.dtype() != ct) b = to_dtype(b, ct);
+  if (is_integral(ct, false) && (code == BinaryOp::DivTrunc || code == BinaryOp::DivFloor ||
+                                 code == BinaryOp::Remainder || code == BinaryOp::Fmod))
+    KILN_CHECK(!any_zero(b), Runtime, op.name, "ZeroDivisionError");
+  cpu::InnerLoop fn = cpu::cpu_kernels().binary[static_cast<int>(code)][static_cast<int>(ct)];
+  if (!fn) raise_dtype_unsupported(op.name, ct);
+  KParams p;
+  p.d[0] = 1;
+  p.i[0] = 1;
+  if (!attrs.empty()) {
+    const Scalar& alpha = std::get<Scalar>(attrs[0]);
+    p.d[0] = alpha.to_double();
+    p.i[0] = alpha.to_int();
+    p.c_im[0] = alpha.to_complex().imag();
+  }
+  cpu::run(cpu::make_loop({&y, &a, &b}, y.sizes()), fn, &p);
+}
+
+#define KILN_DEF_UNARY(name, code, rule)                                                          \
+  OpDef op_##name{#name, kPointwise | kInplaceable, unary_meta, {unary_kernel, nullptr},          \
+                  pack(static_cast<int>(UnaryOp::code), Rule::rule)};                            \
+  OpRegistrar reg_##name{op_##name};
+KILN_UNARY_OPS(KILN_DEF_UNARY)
+#undef KILN_DEF_UNARY
+
+#define KILN_DEF_BINARY(name, code, rule)                                                         \
+  OpDef op_##name{#name, kPointwise | kInplaceable, binary_meta, {binary_kernel, nullptr},        \
+                  pack(static_cast<int>(BinaryOp::code), Rule::rule)};                           \
+  OpRegistrar reg_##name{op_##name};
+KILN_BINARY_OPS(KILN_DEF_BINARY)
+KILN_DEF_BINARY(add, Add, Same)
+KILN_DEF_BINARY(sub, Sub, Same)
+KILN_DEF_BINARY(div_trunc, DivTrunc, Same)
+KILN_DEF_BINARY(clamp_min_tensor, ClampMinT, Same)
+KILN_DEF_BINARY(clamp_max_tensor, ClampMaxT, Same)
+KILN_DEF_BINARY(polar, Polar, Float)
+KILN_DEF_BINARY(complex, Complex, Same)
+#undef KILN_DEF_BINARY
+
+// Parametrised unary ops share the unary kernel; their attrs are Scalars in KParams order.
+#define KILN_DEF_PUNARY(name, code, rule)                                                         \
+  OpDef op_##name{#name, kPointwise | kInplaceable, unary_meta, {unary_kernel, nullptr},          \
+                  pack(static_cast<int>(UnaryOp::code), Rule::rule)};                            \
+  OpRegistrar reg_##name{op_##name};
+KILN_DEF_PUNARY(round_decimals, RoundDecimals, Same)
+KILN_DEF_PUNARY(round, Round, Round)
+KILN_DEF_PUNARY(logit, Logit, Float)
+KILN_DEF_PUNARY(clamp, Clamp, Same)
+KILN_DEF_PUNARY(clamp_min, ClampMin, Same)
+KILN_DEF_PUNARY(clamp_max, ClampMax, Same)
+KILN_DEF_PUNARY(nan_to_num, NanToNum, Same)
+KILN_DEF_PUNARY(leaky_relu, LeakyRelu, Same)
+KILN_DEF_PUNARY(elu, Elu, Same)
+KILN_DEF_PUNARY(gelu, Gelu, Same)
+KILN_DEF_PUNARY(gelu_tanh, GeluTanh, Same)
+KILN_DEF_PUNARY(softplus, Softplus, Same)
+KILN_DEF_PUNARY(hardtanh, Hardtanh, Same)
+KILN_DEF_PUNARY(threshold, Threshold, Same)
+#undef KILN_DEF_PUNARY
+
+Tensor wrap(const Scalar& s) { return scalar_tensor(s, Dtype::Undefined, true); }
+
+// ---- where ----------------------------------------------------------------------------------------
+SpecList where_meta(const OpDef& op, const TensorList& in, const Attrs&) {
+  KILN_CHECK(in[0].dtype() == kBool, Runtime, op.name, "where expected condition to be a boolean "
+             "tensor, but got a tensor with dtype ", dtype_name(in[0].dtype()));
+  Shape s = broadcast_shapes(broadcast_shapes(in[0].sizes(), in[1].sizes(), op.name), in[2].sizes(), op.name);
+  return {{s, result_type(in[1], in[2])}};
+}
+
+void where_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) {
+  Tensor& y = out[0];
+  Tensor c = in[0], a = in[1], b = in[2];
+  if (a.dtype() != y.dtype()) a = to_dtype(a, y.dtype());
+  if (b.dtype() != y.dtype()) b = to_dtype(b, y.dtype());
+  size_t isz = y.itemsize();
+  cpu::for_each(cpu::make_loop({&y, &c, &a, &b}, y.sizes()), [&](char** d, const int64_t* s, int64_t n) {
+    char *o = d[0], *cp = d[1], *ap = d[2], *bp = d[3];
+    for (int64_t i = 0; i < n; ++i, o += s[0], cp += s[1], ap += s[2], bp += s[3])
+      std::memcpy(o, *reinterpret_cast<bool*>(cp) ? ap : bp, isz);
+  });
+}
+OpDef op_where{"where", kPointwise, where_meta, {where_kernel, nullptr}};
+OpRegistrar reg_where{op_where};
+
+// ---- copy_ ----------------------------------------------------------------------------------------
+void copy_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) {
+  const Tensor& dst = in[0];
+  const Tensor& src = in[1];
+  broadcast_shapes(dst.sizes(), src.sizes(), "copy_");
+  KILN_CHECK(shape_numel(broadcast_shapes(dst.sizes(), src.sizes(), "copy_")) == dst.numel(), Runtime,
+             "copy_", "output with shape ", dst.sizes(), " doesn't match the broadcast shape ",
+             broadcast_shapes(dst.sizes(), src.sizes()));
+  cpu::CastFn fn = cpu::cpu_kernels().cast[static_cast<int>(src.dtype())][static_cast<int>(dst.dtype())];
+  cpu::for_each(cpu::make_loop({&dst, &src}, dst.sizes()),
+                [&](char** d, const int64_t* s, int64_t n) { fn(d[0], d[1], n, s[0], s[1]); });
+  dst.bump_version();
+  out = {dst};
+}
+OpDef op_copy_{"copy_", kInplaceable, nullptr, {copy_kernel, nullptr}};
+OpRegistrar reg_copy_{op_copy_};
+
+Tensor un(const OpDef& op, const Tensor& x, Attrs attrs = {}) { return dispatch1(op, {x}, std::move(attrs)); }
+const Tensor& un_(const OpDef& op, const Tensor& x, Attrs attrs = {}) {
+  return dispatch_inplace(op, x, {x}, std::move(attrs));
+}
+
+}  // namespace
+
+#define KILN_IMPL_UNARY(name, code, rule)                                      \
+  Tensor name(const Tensor& x) { return dispatch1(op_##name, {x}); }           \
+  const Tensor& name##_(const Tensor& x) { return dispatch_inplace(op_##name, x, {x}); }
+KILN_UNARY_OPS(KILN_IMPL_UNARY)
+#undef KILN_IMPL_UNARY
+
+#define KILN_IMPL_BINARY(name, code, rule)                                                   \
+  Tensor name(const Tensor& a, const Tensor& b) { return dispatch1(op_##name, {a, b}); }      \
+  Tensor name(const Tensor& a, const Scalar& b) { return dispatch1(op_##name, {a, wrap(b)}); } \
+  const Tensor& name##_(const Tensor& a, const Tensor& b) {                                  \
+    return dispatch_inplace(op_##name, a, {a, b});                                           \
+  }                                                                                          \
+  const Tensor& name##_(const Tensor& a, const Scalar& b) {                                  \
+    return dispatch_inplace(op_##name, a, {a, wrap(b)});                                     \
+  }
+KILN_BINARY_OPS(KILN_IMPL_BINARY)
+#undef KILN_IMPL_BINARY
+
+const Tensor& unary_out(const char* name, const Tensor& x, const Tensor& out) {
+  const OpDef* op = find_op(name);
+  KILN_CHECK(op, Value, name, "unknown op");
+  return dispatch_out(*op, out, {x});
+}
+const Tensor& binary_out(const char* name, const Tensor& a, const Tensor& b, const Tensor& out) {
+  const OpDef* op = find_op(name);
+  KILN_CHECK(op, Value, name, "unknown op");
+  return dispatch_out(*op, out, {a, b});
+}
+
+static void check_alpha(const char* op, const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  Dtype d = result_type(a, b);
+  if (is_integral(d, true))
+    KILN_CHECK(!alpha.is_floating() && !alpha.is_complex(), Runtime, op,
+               "For integral input tensors, argument alpha must not be a floating point number.");
+  if (d != kBool && alpha.is_bool()) return;
+  if (!is_complex(d))
+    KILN_CHECK(!alpha.is_complex(), Runtime, op, "For non-complex input tensors, argument alpha "
+               "must not be a complex number.");
+}
+
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  check_alpha("add", a, b, alpha);
+  return dispatch1(op_add, {a, b}, {alpha});
+}
+Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha) { return add(a, wrap(b), alpha); }
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  check_alpha("sub", a, b, alpha);
+  return dispatch1(op_sub, {a, b}, {alpha});
+}
+Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha) { return sub(a, wrap(b), alpha); }
+const Tensor& add_(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  check_alpha("add_", a, b, alpha);
+  return dispatch_inplace(op_add, a, {a, b}, {alpha});
+}
+const Tensor& sub_(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  check_alpha("sub_", a, b, alpha);
+  return dispatch_inplace(op_sub, a, {a, b}, {alpha});
+}
+const Tensor& add_out(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  check_alpha("add", a, b, alpha);
+  return dispatch_out(op_add, out, {a, b}, {alpha});
+}
+
+static const OpDef& div_op(const std::string& mode) {
+  if (mode.empty()) return op_true_divide;
+  if (mode == "trunc") return op_div_trunc;
+  if (mode == "floor") return op_floor_divide;
+  KILN_FAIL(Value, "div", "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
+            mode, "'");
+}
+Tensor div(const Tensor& a, const Tensor& b, const std::string& mode) {
+  return dispatch1(div_op(mode), {a, b});
+}
+const Tensor& div_(const Tensor& a, const Tensor& b, const std::string& mode) {
+  return dispatch_inplace(div_op(mode), a, {a, b});
+}
+
+Tensor round(const Tensor& x, int64_t decimals) {
+  if (decimals == 0) return un(op_round, x);
+  KILN_CHECK(!is_integral(x.dtype(), true), Runtime, "round", "round_cpu with decimals is not "
+             "implemented for integer dtypes, got ", dtype_name(x.dtype()));
+  return un(op_round_decimals, x, {decimals});
+}
+const Tensor& round_(const Tensor& x, int64_t decimals) {
+  if (decimals == 0) return un_(op_round, x);
+  return un_(op_round_decimals, x, {decimals});
+}
+
+Tensor logit(const Tensor& x, std::optional<double> eps) {
+  Attrs a;
+  if (eps) a.push_back(*eps); else a.push_back(std::monostate{});
+  return un(op_logit, x, a);
+}
+
+Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {
+  KILN_CHECK(lo || hi, Runtime, "clamp", "At least one of 'min' or 'max' must not be None");
+  TensorList ts{x};
+  if (lo) ts.push_back(wrap(*lo));
+  if (hi) ts.push_back(wrap(*hi));
+  Dtype d = result_type(ts);
+  Tensor xx = x.dtype() == d ? x : to_dtype(x, d);
+  if (lo && hi) return un(op_clamp, xx, {*lo, *hi});
+  if (lo) return un(op_clamp_min, xx, {*lo});
+  return un(op_clamp_max, xx, {Scalar(0), *hi});
+}
+const Tensor& clamp_(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {
+  KILN_CHECK(lo || hi, Runtime, "clamp_", "At least one of 'min' or 'max' must not be None");
+  if (lo && hi) return un_(op_clamp, x, {*lo, *hi});
+  if (lo) return un_(op_clamp_min, x, {*lo});
+  return un_(op_clamp_max, x, {Scalar(0), *hi});
+}
+Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi) {
+  KILN_CHECK(lo.defined() || hi.defined(), Runtime, "clamp",
+             "At least one of 'min' or 'max' must not be None");
+  Tensor y = x;
+  if (lo.defined()) y = dispatch1(op_clamp_min_tensor, {y, lo});
+  if (hi.defined()) y = dispatch1(op_clamp_max_tensor, {y, hi});
+  return y;
+}
+
+Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<double> posinf,
+                  std::optional<double> neginf) {
+  if (is_integral(x.dtype(), true)) return clone(x);
+  double big = 0, small = 0;
+  switch (x.dtype()) {
+    case kFloat16: big = 65504.0; break;
+    case kBFloat16: big = 3.3895313892515355e38; break;
+    case kFloat32: big = 3.4028234663852886e38; break;
+    default: big = 1.7976931348623157e308;
+  }
+  small = -big;
+  return un(op_nan_to_num, x, {nan.value_or(0.0), posinf.value_or(big), neginf.value_or(small)});
+}
+
+Tensor leaky_relu(const Tensor& x, double slope) { return un(op_leaky_relu, x, {slope}); }
+Tensor elu(const Tensor& x, double alpha, double scale, double input_scale) {
+  return un(op_elu, x, {alpha, scale, input_scale});
+}
+Tensor selu(const Tensor& x) {
+  return elu(x, 1.6732632423543772848170429916717, 1.0507009873554804934193349852946, 1.0);
+}
+Tensor celu(const Tensor& x, double alpha) { return elu(x, alpha, 1.0, 1.0 / alpha); }
+Tensor gelu(const Tensor& x, const std::string& approximate) {
+  if (approximate == "none") return un(op_gelu, x);
+  KILN_CHECK(approximate == "tanh", Runtime, "gelu", "approximate argument must be either none or tanh, got ",
+             approximate);
+  return un(op_gelu_tanh, x);
+}
+Tensor softplus(const Tensor& x, double beta, double thr) { return un(op_softplus, x, {beta, thr}); }
+Tensor hardtanh(const Tensor& x, double lo, double hi) { return un(op_hardtanh, x, {lo, hi}); }
+Tensor threshold(const Tensor& x, double thr, double value) { return un(op_threshold, x, {thr, value}); }
+
+Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) { return dispatch1(op_where, {c, a, b}); }
+
+const Tensor& copy_(const Tensor& dst, const Tensor& src) {
+  dispatch(op_copy_, {dst, src});
+  return dst;
+}
+
+Tensor lerp(const Tensor& a, const Tensor& b, const Tensor& w) {
+  // torch's formula: weight < 0.5 ? a + w * (b - a) : b - (b - a) * (1 - w)
+  Tensor diff = sub(b, a);
+  return where(lt(abs(w), Scalar(0.5)), add(a, mul(w, diff)), sub(b, mul(diff, rsub(w, Scalar(1.0)))));
+}
+Tensor lerp(const Tensor& a, const Tensor& b, const Scalar& w) {
+  return lerp(a, b, scalar_tensor(w, a.dtype()));
+}
+Tensor rsub(const Tensor& x, const Scalar& s, const Scalar& alpha) { return sub(wrap(s), x, alpha); }
+Tensor rsub(const Tensor& a, const Tensor& b, const Scalar& alpha) { return sub(b, a, alpha); }
+
+Tensor addcmul(const Tensor& x, const Tensor& a, const Tensor& b, const Scalar& v) {
+  return add(x, mul(mul(a, b), v));
+}
+Tensor addcdiv(const Tensor& x, const Tensor& a, const Tensor& b, const Scalar& v) {
+  KILN_CHECK(!(is_integral(a.dtype(), true) && is_integral(b.dtype(), true)), Runtime, "addcdiv",
+             "Integer division with addcdiv is no longer supported, and in a future release addcdiv "
+             "will perform a true division of tensor1 and tensor2.");
+  return add(x, mul(div(a, b), v));
+}
+
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  KILN_CHECK(a.dtype() == b.dtype(), Runtime, "isclose", a.dtype(), " did not match ", b.dtype());
+  Tensor close = eq(a, b);
+  if (is_integral(a.dtype(), true) && !(rtol == 0 && atol == 0)) {
+    Tensor da = to_dtype(a, kFloat64), db = to_dtype(b, kFloat64);
+    return logical_or(close, le(abs(sub(da, db)), add(mul(abs(db), Scalar(rtol)), Scalar(atol))));
+  }
+  if (!is_floating(a.dtype()) && !is_complex(a.dtype())) return close;
+  if (equal_nan) close = logical_or(close, logical_and(isnan(a), isnan(b)));
+  Tensor tol = add(mul(abs(b), Scalar(rtol)), Scalar(atol));
+  Tensor diff = abs(sub(a, b));
+  Tensor finite_close = logical_and(isfinite(diff), le(diff, tol));
+  return logical_or(close, finite_close);
+}
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  return all(isclose(a, b, rtol, atol, equal_nan)).item<bool>();
+}
+bool equal(const Tensor& a, const Tensor& b) {
+  if (a.sizes() != b.sizes()) return false;
+  return all(eq(a, b)).item<bool>();
+}
+Tensor polar(const Tensor& abs_, const Tensor& angle) {
+  KILN_CHECK(abs_.dtype() == angle.dtype() && (abs_.dtype() == kFloat32 || abs_.dtype() == kFloat64),
+             Runtime, "polar", "Expected both inputs to be Float or Double tensors but got ",
+             dtype_name(abs_.dtype()), " and ", dtype_name(angle.dtype()));
+  return dispatch1(op_polar, {abs_, angle});
+}
+Tensor complex(const Tensor& re, const Tensor& im) {
+  KILN_CHECK(re.dtype() == im.dtype() && (re.dtype() == kFloat32 || re.dtype() == kFloat64), Runtime,
+             "complex", "Expected both inputs to be Float or Double tensors but got ",
+             dtype_name(re.dtype()), " and ", dtype_name(im.dtype()));
+  return dispatch1(op_complex, {re, im});
+}
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, const Scalar& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Scalar& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Scalar& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Scalar& b) { return true_divide(a, b); }
+Tensor Tensor::operator-() const { return neg(*this); }
+
+}  // namespace kiln

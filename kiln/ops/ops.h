@@ -1,0 +1,242 @@
+// kiln's operators as C++ free functions (torch names and argument order).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kiln/core/generator.h"
+#include "kiln/core/tensor.h"
+#include "kiln/dispatch/op.h"
+#include "kiln/ops/unary_list.h"
+
+namespace kiln {
+
+using OptDims = std::optional<Shape>;  // reduction dims: nullopt = all
+
+// ---- type promotion ------------------------------------------------------------------------------
+// torch.result_type over tensors (0-dim and wrapped numbers by category).
+Dtype result_type(const TensorList& ts);
+Dtype result_type(const Tensor& a, const Tensor& b);
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op = "broadcast_shapes");
+
+// ---- creation ------------------------------------------------------------------------------------
+Tensor empty(const Shape& size, TensorOptions o = {});
+Tensor zeros(const Shape& size, TensorOptions o = {});
+Tensor ones(const Shape& size, TensorOptions o = {});
+Tensor full(const Shape& size, const Scalar& value, TensorOptions o = {});
+Tensor empty_like(const Tensor& t, std::optional<Dtype> dtype = std::nullopt);
+Tensor zeros_like(const Tensor& t, std::optional<Dtype> dtype = std::nullopt);
+Tensor ones_like(const Tensor& t, std::optional<Dtype> dtype = std::nullopt);
+Tensor full_like(const Tensor& t, const Scalar& v, std::optional<Dtype> dtype = std::nullopt);
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = 1, TensorOptions o = {});
+Tensor arange(const Scalar& end, TensorOptions o = {});
+Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, TensorOptions o = {});
+Tensor logspace(const Scalar& start, const Scalar& end, int64_t steps, double base = 10.0,
+                TensorOptions o = {});
+Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt, TensorOptions o = {});
+Tensor fill_(const Tensor& t, const Scalar& v);
+Tensor zero_(const Tensor& t);
+
+// ---- copies and conversion ---------------------------------------------------------------------
+const Tensor& copy_(const Tensor& dst, const Tensor& src);
+Tensor contiguous(const Tensor& t);
+Tensor clone(const Tensor& t);
+Tensor to_dtype(const Tensor& t, Dtype d, bool copy = false);
+
+// ---- views ---------------------------------------------------------------------------------------
+Tensor view(const Tensor& t, const Shape& shape);
+Tensor view_dtype(const Tensor& t, Dtype d);
+Tensor reshape(const Tensor& t, const Shape& shape);
+Tensor as_strided(const Tensor& t, const Shape& size, const Shape& stride,
+                  std::optional<int64_t> offset = std::nullopt);
+Tensor permute(const Tensor& t, const Shape& dims);
+Tensor transpose(const Tensor& t, int64_t d0, int64_t d1);
+Tensor t(const Tensor& x);
+Tensor mT(const Tensor& x);
+Tensor expand(const Tensor& t, const Shape& shape);
+Tensor expand_as(const Tensor& t, const Tensor& other);
+Tensor broadcast_to(const Tensor& t, const Shape& shape);
+Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length);
+Tensor select(const Tensor& t, int64_t dim, int64_t index);
+Tensor slice(const Tensor& t, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,
+             int64_t step = 1);
+Tensor unsqueeze(const Tensor& t, int64_t dim);
+Tensor squeeze(const Tensor& t, std::optional<Shape> dims = std::nullopt);
+Tensor flatten(const Tensor& t, int64_t start = 0, int64_t end = -1);
+Tensor unflatten(const Tensor& t, int64_t dim, const Shape& sizes);
+Tensor diagonal(const Tensor& t, int64_t offset = 0, int64_t d1 = 0, int64_t d2 = 1);
+Tensor unfold(const Tensor& t, int64_t dim, int64_t size, int64_t step);
+Tensor movedim(const Tensor& t, const Shape& src, const Shape& dst);
+Tensor view_as_real(const Tensor& t);
+Tensor view_as_complex(const Tensor& t);
+Tensor real(const Tensor& t);
+Tensor imag(const Tensor& t);
+Tensor conj(const Tensor& t);
+TensorList split(const Tensor& t, int64_t size, int64_t dim = 0);
+TensorList split_with_sizes(const Tensor& t, const Shape& sizes, int64_t dim = 0);
+TensorList chunk(const Tensor& t, int64_t chunks, int64_t dim = 0);
+TensorList unbind(const Tensor& t, int64_t dim = 0);
+TensorList broadcast_tensors(const TensorList& ts);
+
+// ---- joining -------------------------------------------------------------------------------------
+Tensor cat(const TensorList& ts, int64_t dim = 0);
+Tensor stack(const TensorList& ts, int64_t dim = 0);
+Tensor hstack(const TensorList& ts);
+Tensor vstack(const TensorList& ts);
+
+// ---- elementwise ---------------------------------------------------------------------------------
+#define KILN_DECL_UNARY(name, code, rule) \
+  Tensor name(const Tensor& x);           \
+  const Tensor& name##_(const Tensor& x);
+KILN_UNARY_OPS(KILN_DECL_UNARY)
+#undef KILN_DECL_UNARY
+#define KILN_DECL_BINARY(name, code, rule)              \
+  Tensor name(const Tensor& a, const Tensor& b);        \
+  Tensor name(const Tensor& a, const Scalar& b);        \
+  const Tensor& name##_(const Tensor& a, const Tensor& b); \
+  const Tensor& name##_(const Tensor& a, const Scalar& b);
+KILN_BINARY_OPS(KILN_DECL_BINARY)
+#undef KILN_DECL_BINARY
+// Runs a unary/binary op from the lists above by name into out (out= variants).
+const Tensor& unary_out(const char* name, const Tensor& x, const Tensor& out);
+const Tensor& binary_out(const char* name, const Tensor& a, const Tensor& b, const Tensor& out);
+
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
+Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha = 1);
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
+Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha = 1);
+const Tensor& add_(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
+const Tensor& sub_(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
+const Tensor& add_out(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
+Tensor rsub(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
+Tensor rsub(const Tensor& a, const Scalar& b, const Scalar& alpha = 1);
+// rounding_mode: "" (true division), "trunc" or "floor".
+Tensor div(const Tensor& a, const Tensor& b, const std::string& rounding_mode = "");
+const Tensor& div_(const Tensor& a, const Tensor& b, const std::string& rounding_mode = "");
+Tensor round(const Tensor& x, int64_t decimals = 0);
+const Tensor& round_(const Tensor& x, int64_t decimals = 0);
+Tensor logit(const Tensor& x, std::optional<double> eps = std::nullopt);
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
+Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max);  // undefined = no bound
+const Tensor& clamp_(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
+Tensor nan_to_num(const Tensor& x, std::optional<double> nan = std::nullopt,
+                  std::optional<double> posinf = std::nullopt, std::optional<double> neginf = std::nullopt);
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
+Tensor elu(const Tensor& x, double alpha = 1.0, double scale = 1.0, double input_scale = 1.0);
+Tensor selu(const Tensor& x);
+Tensor celu(const Tensor& x, double alpha = 1.0);
+Tensor gelu(const Tensor& x, const std::string& approximate = "none");
+Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
+Tensor hardtanh(const Tensor& x, double min_val = -1.0, double max_val = 1.0);
+Tensor threshold(const Tensor& x, double threshold, double value);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor lerp(const Tensor& a, const Tensor& b, const Tensor& weight);
+Tensor lerp(const Tensor& a, const Tensor& b, const Scalar& weight);
+Tensor addcmul(const Tensor& x, const Tensor& a, const Tensor& b, const Scalar& value = 1);
+Tensor addcdiv(const Tensor& x, const Tensor& a, const Tensor& b, const Scalar& value = 1);
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
+               bool equal_nan = false);
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
+              bool equal_nan = false);
+bool equal(const Tensor& a, const Tensor& b);
+Tensor polar(const Tensor& abs, const Tensor& angle);
+Tensor complex(const Tensor& real, const Tensor& imag);
+
+// ---- reductions ----------------------------------------------------------------------------------
+Tensor sum(const Tensor& x, OptDims dims = std::nullopt, bool keepdim = false,
+           std::optional<Dtype> dtype = std::nullopt);
+Tensor nansum(const Tensor& x, OptDims dims = std::nullopt, bool keepdim = false,
+              std::optional<Dtype> dtype = std::nullopt);
+Tensor mean(const Tensor& x, OptDims dims = std::nullopt, bool keepdim = false,
+            std::optional<Dtype> dtype = std::nullopt);
+Tensor nanmean(const Tensor& x, OptDims dims = std::nullopt, bool keepdim = false,
+               std::optional<Dtype> dtype = std::nullopt);
+Tensor prod(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
+            std::optional<Dtype> dtype = std::nullopt);
+Tensor amax(const Tensor& x, OptDims dims = std::nullopt, bool keepdim = false);
+Tensor amin(const Tensor& x, OptDims dims = std::nullopt, bool keepdim = false);
+Tensor all(const Tensor& x, OptDims dims = std::nullopt, bool keepdim = false);
+Tensor any(const Tensor& x, OptDims dims = std::nullopt, bool keepdim = false);
+Tensor max(const Tensor& x);
+Tensor min(const Tensor& x);
+std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);
+std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+std::tuple<Tensor, Tensor> aminmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt,
+                                   bool keepdim = false);
+Tensor var(const Tensor& x, OptDims dims = std::nullopt, double correction = 1, bool keepdim = false);
+Tensor std(const Tensor& x, OptDims dims = std::nullopt, double correction = 1, bool keepdim = false);
+std::tuple<Tensor, Tensor> var_mean(const Tensor& x, OptDims dims = std::nullopt,
+                                    double correction = 1, bool keepdim = false);
+std::tuple<Tensor, Tensor> std_mean(const Tensor& x, OptDims dims = std::nullopt,
+                                    double correction = 1, bool keepdim = false);
+Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim = false);
+Tensor vector_norm(const Tensor& x, double ord = 2, OptDims dims = std::nullopt, bool keepdim = false,
+                   std::optional<Dtype> dtype = std::nullopt);
+Tensor count_nonzero(const Tensor& x, OptDims dims = std::nullopt);
+Tensor softmax(const Tensor& x, int64_t dim, std::optional<Dtype> dtype = std::nullopt);
+Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<Dtype> dtype = std::nullopt);
+Tensor cumsum(const Tensor& x, int64_t dim, std::optional<Dtype> dtype = std::nullopt);
+Tensor cumprod(const Tensor& x, int64_t dim, std::optional<Dtype> dtype = std::nullopt);
+Tensor logcumsumexp(const Tensor& x, int64_t dim);
+std::tuple<Tensor, Tensor> cummax(const Tensor& x, int64_t dim);
+std::tuple<Tensor, Tensor> cummin(const Tensor& x, int64_t dim);
+
+// ---- matmul --------------------------------------------------------------------------------------
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor mm(const Tensor& a, const Tensor& b);
+Tensor bmm(const Tensor& a, const Tensor& b);
+Tensor mv(const Tensor& a, const Tensor& v);
+Tensor dot(const Tensor& a, const Tensor& b);
+Tensor vdot(const Tensor& a, const Tensor& b);
+Tensor outer(const Tensor& a, const Tensor& b);
+Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b, const Scalar& beta = 1,
+             const Scalar& alpha = 1);
+Tensor baddbmm(const Tensor& c, const Tensor& a, const Tensor& b, const Scalar& beta = 1,
+               const Scalar& alpha = 1);
+Tensor addbmm(const Tensor& c, const Tensor& a, const Tensor& b, const Scalar& beta = 1,
+              const Scalar& alpha = 1);
+Tensor addmv(const Tensor& c, const Tensor& a, const Tensor& v, const Scalar& beta = 1,
+             const Scalar& alpha = 1);
+Tensor inner(const Tensor& a, const Tensor& b);
+Tensor tensordot(const Tensor& a, const Tensor& b, const Shape& dims_a, const Shape& dims_b);
+Tensor einsum(const std::string& equation, const TensorList& operands);
+Tensor kron(const Tensor& a, const Tensor& b);
+
+// ---- indexing ------------------------------------------------------------------------------------
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value);
+Tensor masked_select(const Tensor& x, const Tensor& mask);
+Tensor nonzero(const Tensor& x);
+Tensor flip(const Tensor& x, const Shape& dims);
+// aten::index: one optional index tensor per leading dim (undefined = whole dim); bool masks allowed.
+Tensor index(const Tensor& x, const TensorList& indices);
+const Tensor& index_put_(const Tensor& x, const TensorList& indices, const Tensor& values,
+                         bool accumulate = false);
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+
+// ---- random --------------------------------------------------------------------------------------
+Tensor rand(const Shape& size, TensorOptions o = {}, Generator* g = nullptr);
+Tensor randn(const Shape& size, TensorOptions o = {}, Generator* g = nullptr);
+Tensor randint(int64_t low, int64_t high, const Shape& size, TensorOptions o = kInt64,
+               Generator* g = nullptr);
+Tensor randperm(int64_t n, TensorOptions o = kInt64, Generator* g = nullptr);
+void manual_seed(uint64_t seed);
+const Tensor& uniform_(const Tensor& t, double from = 0, double to = 1, Generator* g = nullptr);
+const Tensor& normal_(const Tensor& t, double mean = 0, double std = 1, Generator* g = nullptr);
+const Tensor& exponential_(const Tensor& t, double lambd = 1, Generator* g = nullptr);
+const Tensor& log_normal_(const Tensor& t, double mean = 1, double std = 2, Generator* g = nullptr);
+const Tensor& geometric_(const Tensor& t, double p, Generator* g = nullptr);
+const Tensor& cauchy_(const Tensor& t, double median = 0, double sigma = 1, Generator* g = nullptr);
+Tensor bernoulli(const Tensor& p, Generator* g = nullptr);
+Tensor multinomial(const Tensor& probs, int64_t n, bool replacement = false, Generator* g = nullptr);
+
+// ---- printing ------------------------------------------------------------------------------------
+std::string repr(const Tensor& t);
+
+}  // namespace kiln

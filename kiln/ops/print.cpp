@@ -1,0 +1,172 @@
+// repr() like torch's: the same number formatting rules (integer mode, fixed 4 decimals or
+// scientific), alignment, line wrapping at 80 columns and summarisation above 1000 elements.
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "kiln/core/convert.h"
+#include "kiln/ops/ops.h"
+
+namespace kiln {
+namespace {
+
+constexpr int kLineWidth = 80, kEdgeItems = 3, kThreshold = 1000;
+
+struct Formatter {
+  bool floating = false, int_mode = true, sci = false, is_bool = false;
+  int width = 1;
+
+  std::string fmt_real(double v) const {
+    char buf[64];
+    if (is_bool) return v != 0 ? "True" : "False";
+    if (!floating) {
+      std::snprintf(buf, sizeof buf, "%.0f", v);
+      return buf;
+    }
+    if (std::isnan(v)) return "nan";
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    if (sci) std::snprintf(buf, sizeof buf, "%.4e", v);
+    else if (int_mode) std::snprintf(buf, sizeof buf, "%.0f.", v);
+    else std::snprintf(buf, sizeof buf, "%.4f", v);
+    return buf;
+  }
+};
+
+Formatter make_formatter(const std::vector<double>& vals, Dtype d) {
+  Formatter f;
+  f.is_bool = d == kBool;
+  f.floating = is_floating(d) || is_complex(d);
+  if (f.floating) {
+    double mx = 0, mn = INFINITY;
+    bool any = false;
+    for (double v : vals) {
+      if (!std::isfinite(v)) continue;
+      if (v != std::ceil(v)) f.int_mode = false;
+      double a = std::fabs(v);
+      if (a == 0) continue;
+      any = true;
+      mx = std::max(mx, a);
+      mn = std::min(mn, a);
+    }
+    if (any) {
+      if (f.int_mode) f.sci = mx / mn > 1000.0 || mx > 1.0e8;
+      else f.sci = mx / mn > 1000.0 || mx > 1.0e8 || mn < 1.0e-4;
+    }
+  }
+  for (double v : vals) f.width = std::max<int>(f.width, static_cast<int>(f.fmt_real(v).size()));
+  return f;
+}
+
+struct Printer {
+  const Tensor& t;
+  bool summarize;
+  Formatter fr, fi;  // real / imaginary parts
+  bool cx;
+
+  double real_at(const char* p) const {
+    return visit_all(t.dtype(), "repr", [&]<class T>() -> double {
+      T v = *reinterpret_cast<const T*>(p);
+      if constexpr (is_complex_v<T>) return v.real();
+      else return convert<double>(v);
+    });
+  }
+  double imag_at(const char* p) const {
+    return visit_all(t.dtype(), "repr", [&]<class T>() -> double {
+      if constexpr (is_complex_v<T>) return reinterpret_cast<const T*>(p)->imag();
+      else return 0.0;
+    });
+  }
+  std::string elem(const char* p) const {
+    std::string s = fr.fmt_real(real_at(p));
+    std::string r = std::string(fr.width - s.size(), ' ') + s;
+    if (!cx) return r;
+    double im = imag_at(p);
+    std::string is = fi.fmt_real(std::fabs(im));
+    is = std::string(std::max<int>(0, fi.width - static_cast<int>(is.size())), ' ') + is;
+    return r + (std::signbit(im) ? "-" : "+") + is + "j";
+  }
+  void collect(const char* p, int64_t d, std::vector<double>& re, std::vector<double>& im) const {
+    if (d == t.dim()) {
+      re.push_back(real_at(p));
+      if (cx) im.push_back(std::fabs(imag_at(p)));
+      return;
+    }
+    int64_t n = t.sizes()[d], st = t.strides()[d] * static_cast<int64_t>(t.itemsize());
+    for (int64_t i = 0; i < n; ++i) {
+      if (summarize && n > 2 * kEdgeItems && i == kEdgeItems) i = n - kEdgeItems;
+      collect(p + i * st, d + 1, re, im);
+    }
+  }
+  std::string rec(const char* p, int64_t d, int indent) const {
+    if (d == t.dim()) return elem(p);
+    int64_t n = t.sizes()[d], st = t.strides()[d] * static_cast<int64_t>(t.itemsize());
+    std::string out = "[";
+    bool last = d == t.dim() - 1;
+    if (last) {
+      int elen = fr.width + 2 + (cx ? fi.width + 2 : 0);
+      int per_line = std::max(1, (kLineWidth - indent) / elen);
+      int64_t printed = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        if (summarize && n > 2 * kEdgeItems && i == kEdgeItems) {
+          out += " ...,";
+          i = n - kEdgeItems;
+        }
+        if (printed > 0) {
+          if (printed % per_line == 0) out += "\n" + std::string(indent + 1, ' ');
+          else out += " ";
+        }
+        out += elem(p + i * st);
+        if (i + 1 < n) out += ",";
+        ++printed;
+      }
+    } else {
+      std::string sep = "," + std::string(t.dim() - d - 1, '\n') + std::string(indent + 1, ' ');
+      for (int64_t i = 0; i < n; ++i) {
+        if (summarize && n > 2 * kEdgeItems && i == kEdgeItems) {
+          out += "..." + sep;
+          i = n - kEdgeItems;
+        }
+        out += rec(p + i * st, d + 1, indent + 1);
+        if (i + 1 < n) out += sep;
+      }
+    }
+    return out + "]";
+  }
+};
+
+}  // namespace
+
+std::string repr(const Tensor& t) {
+  std::ostringstream os;
+  std::string prefix = "tensor(";
+  Dtype d = t.dtype();
+  bool show_dtype = !(d == default_dtype() || d == kInt64 || d == kBool ||
+                      d == (default_dtype() == kFloat64 ? kComplex128 : kComplex64));
+  std::string body;
+  if (t.numel() == 0) {
+    body = "[]";
+    if (t.dim() != 1) {
+      std::ostringstream s;
+      s << "[], size=(";
+      for (int64_t i = 0; i < t.dim(); ++i) s << (i ? ", " : "") << t.sizes()[i];
+      if (t.dim() == 1) s << ",";
+      s << ")";
+      body = s.str();
+    }
+  } else {
+    Printer pr{t, t.numel() > kThreshold, {}, {}, is_complex(d)};
+    std::vector<double> re, im;
+    pr.collect(static_cast<const char*>(t.data_ptr()), 0, re, im);
+    pr.fr = make_formatter(re, d);
+    if (pr.cx) pr.fi = make_formatter(im, d);
+    body = pr.rec(static_cast<const char*>(t.data_ptr()), 0, static_cast<int>(prefix.size()));
+  }
+  os << prefix << body;
+  if (show_dtype) os << ", dtype=kiln." << dtype_name(d);
+  os << ")";
+  return os.str();
+}
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << repr(t); }
+
+}  // namespace kiln

@@ -1,0 +1,60 @@
+// Type promotion across tensors, 0-dim tensors and Python numbers, and broadcasting.
+#include "kiln/ops/ops.h"
+
+namespace kiln {
+namespace {
+
+Dtype promote_skip(Dtype a, Dtype b) {
+  if (a == Dtype::Undefined) return b;
+  if (b == Dtype::Undefined) return a;
+  return promote_types(a, b);
+}
+
+Dtype combine_categories(Dtype higher, Dtype lower) {
+  if (higher != Dtype::Undefined && is_complex(higher)) return higher;
+  if (lower != Dtype::Undefined && is_complex(lower)) {
+    if (higher != Dtype::Undefined && is_floating(higher)) return higher == kFloat64 ? kComplex128 : kComplex64;
+    return lower;
+  }
+  if (higher != Dtype::Undefined && is_floating(higher)) return higher;
+  if (higher == kBool || (lower != Dtype::Undefined && is_floating(lower))) return promote_skip(higher, lower);
+  if (higher != Dtype::Undefined) return higher;
+  return lower;
+}
+
+}  // namespace
+
+Dtype result_type(const TensorList& ts) {
+  Dtype dim = Dtype::Undefined, zero = Dtype::Undefined, wrapped = Dtype::Undefined;
+  for (const Tensor& t : ts) {
+    if (!t.defined()) continue;
+    Dtype d = t.dtype();
+    if (t.is_wrapped_number()) {
+      if (is_floating(d)) d = default_dtype();
+      else if (is_complex(d)) d = default_complex_dtype();
+      wrapped = promote_skip(wrapped, d);
+    } else if (t.dim() == 0) {
+      zero = promote_skip(zero, d);
+    } else {
+      dim = promote_skip(dim, d);
+    }
+  }
+  return combine_categories(dim, combine_categories(zero, wrapped));
+}
+
+Dtype result_type(const Tensor& a, const Tensor& b) { return result_type(TensorList{a, b}); }
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    KILN_CHECK(da == db || da == 1 || db == 1, Runtime, op, "The size of tensor a (", da,
+               ") must match the size of tensor b (", db, ") at non-singleton dimension ", i);
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+}  // namespace kiln

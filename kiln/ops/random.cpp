@@ -1,0 +1,196 @@
+// Random ops on the counter-based generator: each element draws from its own Philox counter.
+#include <algorithm>
+#include <cmath>
+
+#include "kiln/backend/cpu/parallel.h"
+#include "kiln/core/convert.h"
+#include "kiln/core/generator.h"
+#include "kiln/ops/ops.h"
+
+namespace kiln {
+
+Generator& default_generator() {
+  static Generator* g = new Generator();
+  return *g;
+}
+void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+
+namespace {
+
+inline double u53(uint32_t a, uint32_t b) {  // uniform in [0, 1)
+  uint64_t x = (static_cast<uint64_t>(a) << 21) ^ (b >> 11);
+  return static_cast<double>(x & ((1ULL << 53) - 1)) * (1.0 / 9007199254740992.0);
+}
+
+enum Dist : int { kUniform, kNormal, kBernoulli, kExponential, kLogNormal, kGeometric, kCauchy, kRandint };
+
+// attrs: {p0 (double), p1 (double), seed-from-generator? } — generator pointer is passed as int64.
+void random_fill(const Tensor& t, int dist, double p0, double p1, Generator* gen) {
+  Generator& g = gen ? *gen : default_generator();
+  int64_t n = t.numel();
+  auto [key, start] = g.reserve(static_cast<uint64_t>(n));
+  Tensor c = t.is_contiguous() ? t : make_tensor(t.sizes(), t.dtype());
+  visit_real(t.dtype(), "random", [&]<class T>() {
+    T* p = static_cast<T*>(c.data_ptr());
+    cpu::parallel_for(n, 4096, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        auto r = philox(key, start + static_cast<uint64_t>(i));
+        double u = u53(r[0], r[1]);
+        double v;
+        switch (dist) {
+          case kUniform:
+            if constexpr (std::is_same_v<T, float> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+              // 24-bit uniform, as float draws are; never rounds up to the upper bound
+              v = static_cast<double>(r[0] >> 8) * (1.0 / 16777216.0);
+            } else {
+              v = u;
+            }
+            v = p0 + v * (p1 - p0);
+            if constexpr (is_float_v<T>) {
+              if (static_cast<double>(static_cast<float>(convert<T>(v))) >= p1 && p1 > p0) v = p0;
+            }
+            break;
+          case kNormal: {
+            double u2 = u53(r[2], r[3]);
+            double rad = std::sqrt(-2.0 * std::log1p(-u));
+            v = p0 + p1 * rad * std::cos(2.0 * M_PI * u2);
+            break;
+          }
+          case kLogNormal: {
+            double u2 = u53(r[2], r[3]);
+            v = std::exp(p0 + p1 * std::sqrt(-2.0 * std::log1p(-u)) * std::cos(2.0 * M_PI * u2));
+            break;
+          }
+          case kBernoulli: v = u < p0 ? 1.0 : 0.0; break;
+          case kExponential: v = -std::log1p(-u) / p0; break;
+          case kGeometric: v = std::ceil(std::log1p(-u) / std::log1p(-p0)); if (v < 1) v = 1; break;
+          case kCauchy: v = p0 + p1 * std::tan(M_PI * (u - 0.5)); break;
+          default: {  // randint in [p0, p1)
+            uint64_t range = static_cast<uint64_t>(p1 - p0);
+            uint64_t x = (static_cast<uint64_t>(r[0]) << 32) | r[1];
+            p[i] = convert<T>(static_cast<int64_t>(p0) + static_cast<int64_t>(x % range));
+            continue;
+          }
+        }
+        p[i] = convert<T>(v);
+      }
+    });
+  });
+  if (!c.is_same(t)) copy_(t, c);
+  t.bump_version();
+}
+
+Tensor float_tensor(const Shape& size, TensorOptions o, const char* op) {
+  Dtype d = o.dtype_or_default();
+  KILN_CHECK(is_floating(d) && !is_float8(d), Runtime, op, op, " expects a floating point dtype, got ",
+             dtype_name(d));
+  return make_tensor(size, d);
+}
+
+}  // namespace
+
+Tensor rand(const Shape& size, TensorOptions o, Generator* g) {
+  Tensor t = float_tensor(size, o, "rand");
+  random_fill(t, kUniform, 0.0, 1.0, g);
+  return t;
+}
+Tensor randn(const Shape& size, TensorOptions o, Generator* g) {
+  Tensor t = float_tensor(size, o, "randn");
+  random_fill(t, kNormal, 0.0, 1.0, g);
+  return t;
+}
+Tensor randint(int64_t low, int64_t high, const Shape& size, TensorOptions o, Generator* g) {
+  KILN_CHECK(high > low, Runtime, "randint", "random_ expects 'from' to be less than 'to', but got from=", low,
+             " >= to=", high);
+  Tensor t = make_tensor(size, o.dtype_ == Dtype::Undefined ? kInt64 : o.dtype_);
+  random_fill(t, kRandint, static_cast<double>(low), static_cast<double>(high), g);
+  return t;
+}
+Tensor randperm(int64_t n, TensorOptions o, Generator* g) {
+  KILN_CHECK(n >= 0, Runtime, "randperm", "n must be non-negative, got", n);
+  // random keys, then argsort: a permutation that depends only on the seed
+  Tensor keys = make_tensor({n}, kInt64);
+  random_fill(keys, kRandint, 0.0, 9.0e15, g);
+  std::vector<int64_t> idx(n);
+  for (int64_t i = 0; i < n; ++i) idx[i] = i;
+  const int64_t* k = static_cast<const int64_t*>(keys.data_ptr());
+  std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return k[a] < k[b]; });
+  Tensor out = make_tensor({n}, kInt64);
+  std::copy(idx.begin(), idx.end(), static_cast<int64_t*>(out.data_ptr()));
+  return to_dtype(out, o.dtype_ == Dtype::Undefined ? kInt64 : o.dtype_);
+}
+
+const Tensor& uniform_(const Tensor& t, double from, double to, Generator* g) {
+  random_fill(t, kUniform, from, to, g);
+  return t;
+}
+const Tensor& normal_(const Tensor& t, double mean, double std, Generator* g) {
+  KILN_CHECK(std >= 0, Runtime, "normal_", "normal expects std >= 0.0, but found std ", std);
+  random_fill(t, kNormal, mean, std, g);
+  return t;
+}
+const Tensor& exponential_(const Tensor& t, double lambd, Generator* g) {
+  KILN_CHECK(lambd > 0, Runtime, "exponential_", "exponential_ expects lambda > 0.0, but found lambda=", lambd);
+  random_fill(t, kExponential, lambd, 0, g);
+  return t;
+}
+const Tensor& log_normal_(const Tensor& t, double mean, double std, Generator* g) {
+  KILN_CHECK(std > 0, Runtime, "log_normal_", "log_normal_ expects std > 0.0, but found std=", std);
+  random_fill(t, kLogNormal, mean, std, g);
+  return t;
+}
+const Tensor& geometric_(const Tensor& t, double p, Generator* g) {
+  KILN_CHECK(p > 0 && p < 1, Runtime, "geometric_", "geometric_ expects p to be in (0, 1), but got p=", p);
+  random_fill(t, kGeometric, p, 0, g);
+  return t;
+}
+const Tensor& cauchy_(const Tensor& t, double median, double sigma, Generator* g) {
+  random_fill(t, kCauchy, median, sigma, g);
+  return t;
+}
+Tensor bernoulli(const Tensor& p, Generator* g) {
+  KILN_CHECK(is_floating(p.dtype()), Runtime, "bernoulli", "bernoulli expects a floating point tensor of "
+             "probabilities, got ", dtype_name(p.dtype()));
+  Tensor u = make_tensor(p.sizes(), kFloat64);
+  random_fill(u, kUniform, 0.0, 1.0, g);
+  return to_dtype(lt(u, to_dtype(p, kFloat64)), p.dtype());
+}
+Tensor multinomial(const Tensor& probs, int64_t n, bool replacement, Generator* g) {
+  KILN_CHECK(probs.dim() == 1 || probs.dim() == 2, Runtime, "multinomial", "prob_dist must be 1 or 2 dim");
+  KILN_CHECK(is_floating(probs.dtype()), Runtime, "multinomial", "multinomial only supports floating-point "
+             "dtypes for input, got: ", dtype_name(probs.dtype()));
+  Tensor P = contiguous(to_dtype(probs.dim() == 1 ? unsqueeze(probs, 0) : probs, kFloat64));
+  int64_t rows = P.sizes()[0], cats = P.sizes()[1];
+  KILN_CHECK(n > 0, Runtime, "multinomial", "cannot sample n_sample <= 0 samples");
+  KILN_CHECK(replacement || n <= cats, Runtime, "multinomial", "cannot sample n_sample > prob_dist.size(-1) "
+             "samples without replacement");
+  Tensor out = make_tensor({rows, n}, kInt64);
+  Tensor u = make_tensor({rows, n}, kFloat64);
+  random_fill(u, kUniform, 0.0, 1.0, g);
+  const double* pp = static_cast<const double*>(P.data_ptr());
+  const double* up = static_cast<const double*>(u.data_ptr());
+  int64_t* op = static_cast<int64_t*>(out.data_ptr());
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<double> w(pp + r * cats, pp + (r + 1) * cats);
+    for (double x : w)
+      KILN_CHECK(std::isfinite(x) && x >= 0, Runtime, "multinomial", "probability tensor contains either "
+                 "`inf`, `nan` or element < 0");
+    for (int64_t s = 0; s < n; ++s) {
+      double total = 0;
+      for (double x : w) total += x;
+      KILN_CHECK(total > 0, Runtime, "multinomial", "invalid multinomial distribution (sum of probabilities <= 0)");
+      double target = up[r * n + s] * total, acc = 0;
+      int64_t pick = cats - 1;
+      for (int64_t c = 0; c < cats; ++c) {
+        acc += w[c];
+        if (target < acc && w[c] > 0) { pick = c; break; }
+      }
+      while (w[pick] <= 0 && pick > 0) --pick;
+      op[r * n + s] = pick;
+      if (!replacement) w[pick] = 0;
+    }
+  }
+  return probs.dim() == 1 ? reshape(out, {n}) : out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,576 @@
+// View ops: results share the input's storage (DESIGN.md §3). Each is an op-table entry so that
+// autograd and tracing see them; composites (reshape, split, chunk, ...) are built on them.
+#include <algorithm>
+#include <numeric>
+#include <optional>
+
+#include "kiln/ops/ops.h"
+
+namespace kiln {
+namespace {
+
+const Shape& shape_attr(const Attrs& a, size_t i) { return std::get<Shape>(a[i]); }
+int64_t int_attr(const Attrs& a, size_t i) { return std::get<int64_t>(a[i]); }
+
+Shape infer_size(const Shape& shape, int64_t numel, const char* op) {
+  Shape out = shape;
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      KILN_CHECK(infer < 0, Runtime, op, "only one dimension can be inferred");
+      infer = static_cast<int64_t>(i);
+    } else {
+      KILN_CHECK(shape[i] >= 0, Runtime, op, "invalid shape dimension ", shape[i]);
+      known *= shape[i];
+    }
+  }
+  if (infer >= 0) {
+    KILN_CHECK(known != 0 && numel % known == 0, Runtime, op, "shape '", Shape(shape),
+               "' is invalid for input of size ", numel);
+    out[infer] = numel / known;
+  } else {
+    KILN_CHECK(known == numel, Runtime, op, "shape '", Shape(shape), "' is invalid for input of size ", numel);
+  }
+  return out;
+}
+
+// Strides for viewing (sizes, strides) as `shape` without a copy, if possible.
+std::optional<Shape> view_strides(Shape old_sizes, Shape old_strides, const Shape& shape) {
+  if (old_sizes.empty()) old_sizes = {1}, old_strides = {1};
+  Shape st(shape.size());
+  if (shape_numel(old_sizes) == 0) return contiguous_strides(shape);
+  int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
+  int64_t base = old_strides.back(), tensor_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(old_sizes.size()) - 1; d >= 0; --d) {
+    tensor_numel *= old_sizes[d];
+    if (d == 0 || (old_sizes[d - 1] != 1 && old_strides[d - 1] != tensor_numel * base)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+        st[view_d] = view_numel * base;
+        view_numel *= shape[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return std::nullopt;
+      if (d > 0) {
+        base = old_strides[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return st;
+}
+
+#define VIEW_OP(name, fn)                                    \
+  OpDef op_##name{#name, kView, nullptr, {fn, nullptr}};     \
+  OpRegistrar reg_##name{op_##name};
+
+void view_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
+  const Tensor& x = in[0];
+  Shape shape = infer_size(shape_attr(a, 0), x.numel(), "view");
+  auto st = view_strides(x.sizes(), x.strides(), shape);
+  KILN_CHECK(st.has_value(), Runtime, "view", "view size is not compatible with input tensor's size "
+             "and stride (at least one dimension spans across two contiguous subspaces). Use "
+             ".reshape(...) instead.");
+  out = {make_view(x, shape, *st, x.storage_offset())};
+}
+VIEW_OP(view, view_k)
+
+void view_dtype_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
+  const Tensor& x = in[0];
+  Dtype d = std::get<Dtype>(a[0]);
+  size_t from = x.itemsize(), to = itemsize(d);
+  if (from == to) {
+    Tensor v = make_view(x, x.sizes(), x.strides(), x.storage_offset());
+    v.impl()->dtype = d;
+    out = {v};
+    return;
+  }
+  KILN_CHECK(x.dim() > 0, Runtime, "view", "self.dim() cannot be 0 to view ", x.dtype(), " as ", d,
+             " (different element sizes)");
+  KILN_CHECK(x.stride(-1) == 1, Runtime, "view", "self.stride(-1) must be 1 to view ", x.dtype(),
+             " as ", d, " (different element sizes), but got ", x.stride(-1));
+  Shape sizes = x.sizes(), strides = x.strides();
+  int64_t off = x.storage_offset();
+  if (to > from) {
+    int64_t r = static_cast<int64_t>(to / from);
+    KILN_CHECK(sizes.back() % r == 0 && off % r == 0, Runtime, "view", "self.size(-1) must be "
+               "divisible by ", r, " to view ", x.dtype(), " as ", d, " (different element sizes), but got ",
+               sizes.back());
+    sizes.back() /= r;
+    for (size_t i = 0; i + 1 < strides.size(); ++i) {
+      KILN_CHECK(strides[i] % r == 0, Runtime, "view", "self.stride(", i, ") must be divisible by ", r,
+                 " to view ", x.dtype(), " as ", d, " (different element sizes)");
+      strides[i] /= r;
+    }
+    off /= r;
+  } else {
+    int64_t r = static_cast<int64_t>(from / to);
+    sizes.back() *= r;
+    for (size_t i = 0; i + 1 < strides.size(); ++i) strides[i] *= r;
+    off *= r;
+  }
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = x.storage();
+  impl->sizes = sizes;
+  impl->strides = strides;
+  impl->offset = off;
+  impl->dtype = d;
+  impl->refresh();
+  out = {Tensor(impl)};
+}
+VIEW_OP(view_dtype, view_dtype_k)
+
+void as_strided_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
+  const Tensor& x = in[0];
+  const Shape& size = shape_attr(a, 0);
+  const Shape& stride = shape_attr(a, 1);
+  int64_t off = int_attr(a, 2);
+  KILN_CHECK(size.size() == stride.size(), Runtime, "as_strided", "mismatch in length of strides and "
+             "shape");
+  int64_t max_index = off;
+  for (size_t i = 0; i < size.size(); ++i) {
+    KILN_CHECK(size[i] >= 0 && stride[i] >= 0, Runtime, "as_strided", "negative size or stride: ",
+               size, " ", stride);
+    if (size[i] == 0) max_index = -1;
+    if (max_index >= 0) max_index += (size[i] - 1) * stride[i];
+  }
+  KILN_CHECK(max_index < 0 || static_cast<size_t>(max_index + 1) * x.itemsize() <= x.storage()->nbytes() ||
+                 x.storage()->nbytes() == 0 && max_index < 0,
+             Runtime, "as_strided", "setStorage: sizes ", size, ", strides ", stride,
+             ", storage offset ", off, " require a storage of ", (max_index + 1) * static_cast<int64_t>(x.itemsize()),
+             " bytes, but the storage has ", x.storage()->nbytes());
+  out = {make_view(x, size, stride, off)};
+}
+VIEW_OP(as_strided, as_strided_k)
+
+void permute_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
+  const Tensor& x = in[0];
+  const Shape& dims = shape_attr(a, 0);
+  int64_t n = x.dim();
+  KILN_CHECK(static_cast<int64_t>(dims.size()) == n, Runtime, "permute", "number of dims don't match "
+             "in permute: input has ", n, " dims but ", dims.size(), " were given");
+  Shape sizes(n), strides(n);
+  std::vector<bool> seen(n, false);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t d = wrap_dim(dims[i], n, "permute");
+    KILN_CHECK(!seen[d], Runtime, "permute", "repeated dim in permute: ", dims);
+    seen[d] = true;
+    sizes[i] = x.sizes()[d];
+    strides[i] = x.strides()[d];
+  }
+  out = {make_view(x, sizes, strides, x.storage_offset())};
+}
+VIEW_OP(permute, permute_k)
+
+void expand_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
+  const Tensor& x = in[0];
+  const Shape& shape = shape_attr(a, 0);
+  int64_t n = static_cast<int64_t>(shape.size()), xd = x.dim();
+  KILN_CHECK(n >= xd, Runtime, "expand", "the number of sizes provided (", n, ") must be greater or "
+             "equal to the number of dimensions in the tensor (", xd, ")");
+  Shape sizes(n), strides(n);
+  for (int64_t i = n - 1; i >= 0; --i) {
+    int64_t off = i - (n - xd);
+    int64_t want = shape[i];
+    if (off >= 0) {
+      int64_t have = x.sizes()[off];
+      if (want == -1) want = have;
+      KILN_CHECK(have == want || have == 1, Runtime, "expand", "The expanded size of the tensor (", want,
+                 ") must match the existing size (", have, ") at non-singleton dimension ", i,
+                 ".  Target sizes: ", shape, ".  Tensor sizes: ", x.sizes());
+      sizes[i] = want;
+      strides[i] = have == want ? x.strides()[off] : 0;
+    } else {
+      KILN_CHECK(want >= 0, Runtime, "expand", "The expanded size of the tensor (", want,
+                 ") isn't allowed in a leading, non-existing dimension ", i);
+      sizes[i] = want;
+      strides[i] = 0;
+    }
+  }
+  out = {make_view(x, sizes, strides, x.storage_offset())};
+}
+VIEW_OP(expand, expand_k)
+
+// slice(dim, start, end, step): attrs {dim, start, end, step} already clamped by the front end.
+void slice_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
+  const Tensor& x = in[0];
+  int64_t d = int_attr(a, 0), start = int_attr(a, 1), end = int_attr(a, 2), step = int_attr(a, 3);
+  Shape sizes = x.sizes(), strides = x.strides();
+  int64_t len = end > start ? (end - start + step - 1) / step : 0;
+  int64_t off = x.storage_offset() + (len > 0 ? start * strides[d] : 0);
+  sizes[d] = len;
+  strides[d] *= step;
+  out = {make_view(x, sizes, strides, off)};
+}
+VIEW_OP(slice, slice_k)
+
+void select_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
+  const Tensor& x = in[0];
+  int64_t d = int_attr(a, 0), i = int_attr(a, 1);
+  Shape sizes = x.sizes(), strides = x.strides();
+  int64_t off = x.storage_offset() + i * strides[d];
+  sizes.erase(sizes.begin() + d);
+  strides.erase(strides.begin() + d);
+  out = {make_view(x, sizes, strides, off)};
+}
+VIEW_OP(select, select_k)
+
+void unsqueeze_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
+  const Tensor& x = in[0];
+  int64_t d = int_attr(a, 0);
+  Shape sizes = x.sizes(), strides = x.strides();
+  int64_t st = d < x.dim() ? sizes[d] * strides[d] : 1;
+  sizes.insert(sizes.begin() + d, 1);
+  strides.insert(strides.begin() + d, st);
+  out = {make_view(x, sizes, strides, x.storage_offset())};
+}
+VIEW_OP(unsqueeze, unsqueeze_k)
+
+void squeeze_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
+  const Tensor& x = in[0];
+  const Shape& dims = shape_attr(a, 0);  // normalised; empty with attr[1]=true means all
+  bool all = std::get<bool>(a[1]);
+  Shape sizes, strides;
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    bool listed = all || std::find(dims.begin(), dims.end(), i) != dims.end();
+    if (listed && x.sizes()[i] == 1) continue;
+    sizes.push_back(x.sizes()[i]);
+    strides.push_back(x.strides()[i]);
+  }
+  out = {make_view(x, sizes, strides, x.storage_offset())};
+}
+VIEW_OP(squeeze, squeeze_k)
+
+void diagonal_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
+  const Tensor& x = in[0];
+  int64_t offset = int_attr(a, 0), d1 = int_attr(a, 1), d2 = int_attr(a, 2);
+  int64_t s1 = x.sizes()[d1], s2 = x.sizes()[d2];
+  int64_t n, off = x.storage_offset();
+  if (offset >= 0) {
+    n = std::max<int64_t>(std::min(s1, s2 - offset), 0);
+    if (n > 0) off += offset * x.strides()[d2];
+  } else {
+    n = std::max<int64_t>(std::min(s1 + offset, s2), 0);
+    if (n > 0) off -= offset * x.strides()[d1];
+  }
+  Shape sizes, strides;
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    if (i == d1 || i == d2) continue;
+    sizes.push_back(x.sizes()[i]);
+    strides.push_back(x.strides()[i]);
+  }
+  sizes.push_back(n);
+  strides.push_back(x.strides()[d1] + x.strides()[d2]);
+  out = {make_view(x, sizes, strides, off)};
+}
+VIEW_OP(diagonal, diagonal_k)
+
+void unfold_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
+  const Tensor& x = in[0];
+  int64_t d = int_attr(a, 0), size = int_attr(a, 1), step = int_attr(a, 2);
+  Shape sizes = x.sizes(), strides = x.strides();
+  int64_t st = x.dim() == 0 ? 1 : strides[d];
+  if (x.dim() == 0) {
+    sizes = {size};
+    strides = {1};
+  } else {
+    sizes[d] = (sizes[d] - size) / step + 1;
+    strides[d] = step * st;
+    sizes.push_back(size);
+    strides.push_back(st);
+  }
+  out = {make_view(x, sizes, strides, x.storage_offset())};
+}
+VIEW_OP(unfold, unfold_k)
+
+void view_as_real_k(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) {
+  const Tensor& x = in[0];
+  KILN_CHECK(x.is_complex(), Runtime, "view_as_real", "view_as_real is only supported for complex "
+             "tensors, got ", dtype_name(x.dtype()));
+  Shape sizes = x.sizes(), strides = x.strides();
+  for (auto& s : strides) s *= 2;
+  sizes.push_back(2);
+  strides.push_back(1);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = x.storage();
+  impl->sizes = sizes;
+  impl->strides = strides;
+  impl->offset = x.storage_offset() * 2;
+  impl->dtype = to_real(x.dtype());
+  impl->refresh();
+  out = {Tensor(impl)};
+}
+VIEW_OP(view_as_real, view_as_real_k)
+
+void view_as_complex_k(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) {
+  const Tensor& x = in[0];
+  KILN_CHECK(x.dtype() == kFloat32 || x.dtype() == kFloat64, Runtime, "view_as_complex",
+             "view_as_complex is only supported for float and double tensors, but got a tensor of "
+             "scalar type: ", dtype_name(x.dtype()));
+  KILN_CHECK(x.dim() > 0 && x.sizes().back() == 2, Runtime, "view_as_complex",
+             "Tensor must have a last dimension of size 2");
+  KILN_CHECK(x.strides().back() == 1, Runtime, "view_as_complex",
+             "Tensor must have a last dimension with stride 1");
+  Shape sizes(x.sizes().begin(), x.sizes().end() - 1), strides(x.strides().begin(), x.strides().end() - 1);
+  for (auto& s : strides) {
+    KILN_CHECK(s % 2 == 0, Runtime, "view_as_complex", "Tensor must have a stride divisible by 2 for all "
+               "but last dimension");
+    s /= 2;
+  }
+  KILN_CHECK(x.storage_offset() % 2 == 0, Runtime, "view_as_complex",
+             "Tensor must have a storage_offset divisible by 2");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = x.storage();
+  impl->sizes = sizes;
+  impl->strides = strides;
+  impl->offset = x.storage_offset() / 2;
+  impl->dtype = to_complex(x.dtype());
+  impl->refresh();
+  out = {Tensor(impl)};
+}
+VIEW_OP(view_as_complex, view_as_complex_k)
+
+Tensor run_view(const OpDef& op, const Tensor& x, Attrs a) { return dispatch1(op, {x}, std::move(a)); }
+
+}  // namespace
+
+Tensor view(const Tensor& x, const Shape& shape) { return run_view(op_view, x, {shape}); }
+Tensor view_dtype(const Tensor& x, Dtype d) { return run_view(op_view_dtype, x, {d}); }
+
+Tensor reshape(const Tensor& x, const Shape& shape) {
+  Shape s = infer_size(shape, x.numel(), "reshape");
+  if (view_strides(x.sizes(), x.strides(), s)) return view(x, s);
+  return view(contiguous(x), s);
+}
+
+Tensor as_strided(const Tensor& x, const Shape& size, const Shape& stride, std::optional<int64_t> off) {
+  return run_view(op_as_strided, x, {size, stride, off.value_or(x.storage_offset())});
+}
+
+Tensor permute(const Tensor& x, const Shape& dims) { return run_view(op_permute, x, {dims}); }
+
+Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
+  int64_t n = x.dim();
+  if (n == 0) {
+    wrap_dim(d0, n, "transpose");
+    wrap_dim(d1, n, "transpose");
+    return run_view(op_permute, x, {Shape{}});
+  }
+  d0 = wrap_dim(d0, n, "transpose");
+  d1 = wrap_dim(d1, n, "transpose");
+  Shape p(n);
+  std::iota(p.begin(), p.end(), 0);
+  std::swap(p[d0], p[d1]);
+  return permute(x, p);
+}
+
+Tensor t(const Tensor& x) {
+  KILN_CHECK(x.dim() <= 2, Runtime, "t", "t() expects a tensor with <= 2 dimensions, but self is ",
+             x.dim(), "D");
+  return x.dim() < 2 ? permute(x, x.dim() == 1 ? Shape{0} : Shape{}) : transpose(x, 0, 1);
+}
+Tensor mT(const Tensor& x) {
+  KILN_CHECK(x.dim() >= 2, Runtime, "mT", "tensor.mT is only supported on matrices or batches of "
+             "matrices. Got ", x.dim(), "-D tensor.");
+  return transpose(x, -2, -1);
+}
+
+Tensor expand(const Tensor& x, const Shape& shape) { return run_view(op_expand, x, {shape}); }
+Tensor expand_as(const Tensor& x, const Tensor& o) { return expand(x, o.sizes()); }
+Tensor broadcast_to(const Tensor& x, const Shape& shape) { return expand(x, shape); }
+
+Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,
+             int64_t step) {
+  KILN_CHECK(x.dim() > 0, Index, "slice", "slice() cannot be applied to a 0-dim tensor.");
+  KILN_CHECK(step > 0, Value, "slice", "step must be greater than zero");
+  int64_t d = wrap_dim(dim, x.dim(), "slice");
+  int64_t n = x.sizes()[d];
+  int64_t s = start.value_or(0), e = end.value_or(n);
+  if (s < 0) s += n;
+  if (e < 0) e += n;
+  s = std::clamp<int64_t>(s, 0, n);
+  e = std::clamp<int64_t>(e, s, n);
+  return run_view(op_slice, x, {d, s, e, step});
+}
+
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
+  KILN_CHECK(x.dim() > 0, Runtime, "narrow", "narrow() cannot be applied to a 0-dim tensor.");
+  int64_t d = wrap_dim(dim, x.dim(), "narrow");
+  int64_t n = x.sizes()[d];
+  KILN_CHECK(length >= 0, Runtime, "narrow", "narrow(): length must be non-negative.");
+  KILN_CHECK(start >= -n && start <= n, Index, "narrow", "start out of range (expected to be in range of [",
+             -n, ", ", n, "], but got ", start, ")");
+  if (start < 0) start += n;
+  KILN_CHECK(start <= n - length, Runtime, "narrow", "start (", start, ") + length (", length,
+             ") exceeds dimension size (", n, ").");
+  return run_view(op_slice, x, {d, start, start + length, int64_t(1)});
+}
+
+Tensor select(const Tensor& x, int64_t dim, int64_t index) {
+  KILN_CHECK(x.dim() > 0, Index, "select", "select() cannot be applied to a 0-dim tensor.");
+  int64_t d = wrap_dim(dim, x.dim(), "select");
+  int64_t n = x.sizes()[d];
+  KILN_CHECK(index >= -n && index < n, Index, "select", "index ", index, " is out of bounds for dimension ",
+             d, " with size ", n);
+  if (index < 0) index += n;
+  return run_view(op_select, x, {d, index});
+}
+
+Tensor unsqueeze(const Tensor& x, int64_t dim) {
+  return run_view(op_unsqueeze, x, {wrap_dim(dim, x.dim() + 1, "unsqueeze")});
+}
+
+Tensor squeeze(const Tensor& x, std::optional<Shape> dims) {
+  Shape ds;
+  if (dims)
+    for (int64_t d : *dims) ds.push_back(wrap_dim(d, x.dim(), "squeeze"));
+  return run_view(op_squeeze, x, {ds, !dims.has_value()});
+}
+
+Tensor flatten(const Tensor& x, int64_t start, int64_t end) {
+  if (x.dim() == 0) return reshape(x, {1});
+  start = wrap_dim(start, x.dim(), "flatten");
+  end = wrap_dim(end, x.dim(), "flatten");
+  KILN_CHECK(start <= end, Runtime, "flatten", "flatten() has invalid args: start_dim cannot come after "
+             "end_dim");
+  if (start == end) return x;
+  Shape s(x.sizes().begin(), x.sizes().begin() + start);
+  int64_t m = 1;
+  for (int64_t i = start; i <= end; ++i) m *= x.sizes()[i];
+  s.push_back(m);
+  s.insert(s.end(), x.sizes().begin() + end + 1, x.sizes().end());
+  return reshape(x, s);
+}
+
+Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes) {
+  int64_t d = wrap_dim(dim, x.dim(), "unflatten");
+  KILN_CHECK(!sizes.empty(), Runtime, "unflatten", "unflatten: sizes must be non-empty");
+  Shape inner = infer_size(sizes, x.sizes()[d], "unflatten");
+  Shape s(x.sizes().begin(), x.sizes().begin() + d);
+  s.insert(s.end(), inner.begin(), inner.end());
+  s.insert(s.end(), x.sizes().begin() + d + 1, x.sizes().end());
+  return view(x, s);
+}
+
+Tensor diagonal(const Tensor& x, int64_t offset, int64_t d1, int64_t d2) {
+  KILN_CHECK(x.dim() >= 2, Runtime, "diagonal", "diagonal dimensions requested (", d1, ", ", d2,
+             ") but the tensor has only ", x.dim(), " dimensions");
+  d1 = wrap_dim(d1, x.dim(), "diagonal");
+  d2 = wrap_dim(d2, x.dim(), "diagonal");
+  KILN_CHECK(d1 != d2, Runtime, "diagonal", "diagonal dimensions cannot be identical ", d1, ", ", d2);
+  return run_view(op_diagonal, x, {offset, d1, d2});
+}
+
+Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step) {
+  int64_t d = wrap_dim(dim, x.dim(), "unfold");
+  int64_t n = x.dim() == 0 ? 1 : x.sizes()[d];
+  KILN_CHECK(size <= n, Runtime, "unfold", "maximum size for tensor at dimension ", d, " is ", n,
+             " but size is ", size);
+  KILN_CHECK(size >= 0, Runtime, "unfold", "size is ", size, " but must be >= 0");
+  KILN_CHECK(step > 0, Runtime, "unfold", "step is ", step, " but must be > 0");
+  return run_view(op_unfold, x, {d, size, step});
+}
+
+Tensor movedim(const Tensor& x, const Shape& src, const Shape& dst) {
+  int64_t n = x.dim();
+  KILN_CHECK(src.size() == dst.size(), Runtime, "movedim", "movedim: Invalid source or destination "
+             "dims: source (", src, " dims) should contain the same number of dims as destination (",
+             dst, " dims)");
+  Shape perm(n, -1);
+  std::vector<bool> used(n, false);
+  for (size_t i = 0; i < src.size(); ++i) {
+    int64_t s = wrap_dim(src[i], n, "movedim"), d = wrap_dim(dst[i], n, "movedim");
+    KILN_CHECK(perm[d] == -1 && !used[s], Runtime, "movedim", "movedim: repeated dim in `source` or `destination`");
+    perm[d] = s;
+    used[s] = true;
+  }
+  int64_t next = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (perm[i] != -1) continue;
+    while (used[next]) ++next;
+    perm[i] = next;
+    used[next] = true;
+  }
+  return permute(x, perm);
+}
+
+Tensor view_as_real(const Tensor& x) { return run_view(op_view_as_real, x, {}); }
+Tensor view_as_complex(const Tensor& x) { return run_view(op_view_as_complex, x, {}); }
+Tensor real(const Tensor& x) { return x.is_complex() ? select(view_as_real(x), -1, 0) : x; }
+Tensor imag(const Tensor& x) {
+  KILN_CHECK(x.is_complex(), Runtime, "imag", "imag is not implemented for tensors with non-complex dtypes.");
+  return select(view_as_real(x), -1, 1);
+}
+Tensor conj(const Tensor& x) { return x.is_complex() ? conj_physical(x) : x; }
+
+TensorList split(const Tensor& x, int64_t size, int64_t dim) {
+  int64_t d = wrap_dim(dim, x.dim(), "split");
+  int64_t n = x.sizes()[d];
+  KILN_CHECK(size >= 0, Runtime, "split", "split expects split_size be non-negative, but got split_size=", size);
+  KILN_CHECK(size > 0 || n == 0, Runtime, "split", "split_size can only be 0 if dimension size is 0, but got dimension size of ", n);
+  TensorList out;
+  if (n == 0) return {x};
+  for (int64_t s = 0; s < n; s += size) out.push_back(narrow(x, d, s, std::min(size, n - s)));
+  return out;
+}
+
+TensorList split_with_sizes(const Tensor& x, const Shape& sizes, int64_t dim) {
+  int64_t d = wrap_dim(dim, x.dim(), "split_with_sizes");
+  int64_t total = 0;
+  for (int64_t s : sizes) total += s;
+  KILN_CHECK(total == x.sizes()[d], Runtime, "split_with_sizes", "split_with_sizes expects split_sizes to "
+             "sum exactly to ", x.sizes()[d], " (input tensor's size at dimension ", d, "), but got split_sizes=",
+             sizes);
+  TensorList out;
+  int64_t start = 0;
+  for (int64_t s : sizes) {
+    out.push_back(narrow(x, d, start, s));
+    start += s;
+  }
+  return out;
+}
+
+TensorList chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  KILN_CHECK(x.dim() > 0, Runtime, "chunk", "chunk expects at least a 1-dimensional tensor");
+  KILN_CHECK(chunks > 0, Runtime, "chunk", "chunk expects `chunks` to be greater than 0, got: ", chunks);
+  int64_t d = wrap_dim(dim, x.dim(), "chunk");
+  int64_t n = x.sizes()[d];
+  int64_t size = (n + chunks - 1) / chunks;
+  if (size == 0 && n == 0) {
+    TensorList out;
+    for (int64_t i = 0; i < chunks; ++i) out.push_back(narrow(x, d, 0, 0));
+    return out;
+  }
+  return split(x, std::max<int64_t>(size, 1), d);
+}
+
+TensorList unbind(const Tensor& x, int64_t dim) {
+  int64_t d = wrap_dim(dim, x.dim(), "unbind");
+  KILN_CHECK(x.dim() > 0, Index, "unbind", "Dimension specified as 0 but tensor has no dimensions");
+  TensorList out;
+  for (int64_t i = 0; i < x.sizes()[d]; ++i) out.push_back(select(x, d, i));
+  return out;
+}
+
+TensorList broadcast_tensors(const TensorList& ts) {
+  Shape s;
+  for (const Tensor& t : ts) s = broadcast_shapes(s, t.sizes(), "broadcast_tensors");
+  TensorList out;
+  for (const Tensor& t : ts) out.push_back(expand(t, s));
+  return out;
+}
+
+Tensor Tensor::view(const Shape& s) const { return kiln::view(*this, s); }
+Tensor Tensor::reshape(const Shape& s) const { return kiln::reshape(*this, s); }
+Tensor Tensor::permute(const Shape& d) const { return kiln::permute(*this, d); }
+Tensor Tensor::transpose(int64_t a, int64_t b) const { return kiln::transpose(*this, a, b); }
+Tensor Tensor::t() const { return kiln::t(*this); }
+Tensor Tensor::unsqueeze(int64_t d) const { return kiln::unsqueeze(*this, d); }
+Tensor Tensor::squeeze(int64_t d) const { return kiln::squeeze(*this, Shape{d}); }
+Tensor Tensor::expand(const Shape& s) const { return kiln::expand(*this, s); }
+Tensor Tensor::select(int64_t d, int64_t i) const { return kiln::select(*this, d, i); }
+Tensor Tensor::narrow(int64_t d, int64_t s, int64_t l) const { return kiln::narrow(*this, d, s, l); }
+Tensor Tensor::flatten(int64_t s, int64_t e) const { return kiln::flatten(*this, s, e); }
+
+}  // namespace kiln

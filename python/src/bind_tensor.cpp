@@ -1,0 +1,163 @@
+// Tensor: properties, Python protocols and operators.
+#include <Python.h>
+
+#include "common.h"
+
+namespace kiln::py {
+
+namespace {
+
+nb::object binop(nb::handle a, nb::handle b, Tensor (*f)(const Tensor&, const Tensor&)) {
+  if (!nb::isinstance<Tensor>(b) && !is_number(b)) return nb::borrow(Py_NotImplemented);
+  return nb::cast(f(nb::cast<Tensor>(a), as_tensor(b)));
+}
+nb::object rbinop(nb::handle a, nb::handle b, Tensor (*f)(const Tensor&, const Tensor&)) {
+  if (!is_number(b)) return nb::borrow(Py_NotImplemented);
+  return nb::cast(f(as_tensor(b), nb::cast<Tensor>(a)));
+}
+nb::object ibinop(nb::handle a, nb::handle b, const Tensor& (*f)(const Tensor&, const Tensor&)) {
+  if (!nb::isinstance<Tensor>(b) && !is_number(b)) return nb::borrow(Py_NotImplemented);
+  f(nb::cast<Tensor>(a), as_tensor(b));
+  return nb::borrow(a);
+}
+
+Tensor add2(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor sub2(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor div2(const Tensor& a, const Tensor& b) { return div(a, b); }
+const Tensor& iadd2(const Tensor& a, const Tensor& b) { return add_(a, b); }
+const Tensor& isub2(const Tensor& a, const Tensor& b) { return sub_(a, b); }
+const Tensor& idiv2(const Tensor& a, const Tensor& b) { return div_(a, b); }
+Tensor pow2(const Tensor& a, const Tensor& b) { return pow(a, b); }
+Tensor mm2(const Tensor& a, const Tensor& b) { return matmul(a, b); }
+
+bool truthy(const Tensor& t) {
+  KILN_CHECK(t.numel() == 1, Runtime, "bool", "Boolean value of Tensor with more than one value is ambiguous");
+  return t.item<bool>();
+}
+
+}  // namespace
+
+void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
+  cls.def_prop_ro("shape", [](const Tensor& t) { return shape_tuple(t.sizes()); })
+      .def_prop_ro("dtype", [](const Tensor& t) { return dtype_object(t.dtype()); })
+      .def_prop_ro("ndim", &Tensor::dim)
+      .def_prop_ro("is_leaf", [](const Tensor&) { return true; })
+      .def_prop_ro("device", [](const Tensor&) { return "cpu"; })
+      .def_prop_ro("T", [](const Tensor& t) {
+        Shape p(t.dim());
+        for (int64_t i = 0; i < t.dim(); ++i) p[i] = t.dim() - 1 - i;
+        return permute(t, p);
+      })
+      .def_prop_ro("mT", [](const Tensor& t) { return mT(t); })
+      .def_prop_ro("real", [](const Tensor& t) { return real(t); })
+      .def_prop_ro("imag", [](const Tensor& t) { return imag(t); })
+      .def_prop_ro("itemsize", [](const Tensor& t) { return t.itemsize(); })
+      .def_prop_ro("nbytes", [](const Tensor& t) { return t.nbytes(); })
+      .def_prop_ro("_version", &Tensor::version)
+      .def("dim", &Tensor::dim)
+      .def("ndimension", &Tensor::dim)
+      .def("numel", &Tensor::numel)
+      .def("nelement", &Tensor::numel)
+      .def("element_size", [](const Tensor& t) { return t.itemsize(); })
+      .def("size", [](const Tensor& t, nb::handle d) -> nb::object {
+        if (d.is_none()) return shape_tuple(t.sizes());
+        return nb::int_(t.size(nb::cast<int64_t>(d)));
+      }, "dim"_a.none() = nb::none())
+      .def("stride", [](const Tensor& t, nb::handle d) -> nb::object {
+        if (d.is_none()) return shape_tuple(t.strides());
+        return nb::int_(t.stride(nb::cast<int64_t>(d)));
+      }, "dim"_a.none() = nb::none())
+      .def("storage_offset", &Tensor::storage_offset)
+      .def("is_contiguous", [](const Tensor& t) { return t.is_contiguous(); })
+      .def("is_floating_point", &Tensor::is_floating_point)
+      .def("is_complex", &Tensor::is_complex)
+      .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })
+      .def("untyped_storage_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.storage()->data()); })
+      .def("item", [](const Tensor& t) -> nb::object {
+        Scalar s = t.item();
+        switch (s.tag()) {
+          case Scalar::Tag::Bool: return nb::bool_(s.to<bool>());
+          case Scalar::Tag::Int: return nb::int_(s.to<int64_t>());
+          case Scalar::Tag::UInt: return nb::int_(s.to<uint64_t>());
+          case Scalar::Tag::Double: return nb::float_(s.to_double());
+          default: {
+            auto c = s.to_complex();
+            return nb::steal(PyComplex_FromDoubles(c.real(), c.imag()));
+          }
+        }
+      })
+      .def("tolist", [](const Tensor& t) { return to_list(t); })
+      .def("__repr__", [](const Tensor& t) { return repr(t); })
+      .def("__str__", [](const Tensor& t) { return repr(t); })
+      .def("__len__", [](const Tensor& t) {
+        KILN_CHECK(t.dim() > 0, Type, "len", "len() of a 0-d tensor");
+        return t.sizes()[0];
+      })
+      .def("__bool__", &truthy)
+      .def("__float__", [](const Tensor& t) { return t.item().to_double(); })
+      .def("__int__", [](const Tensor& t) { return t.item().to<int64_t>(); })
+      .def("__index__", [](const Tensor& t) {
+        KILN_CHECK(is_integral(t.dtype(), true) && t.numel() == 1, Type, "index", "only integer tensors of a "
+                   "single element can be converted to an index");
+        return t.item().to<int64_t>();
+      })
+      .def("__hash__", [](nb::handle h) { return reinterpret_cast<intptr_t>(h.ptr()); })
+      .def("__iter__", [](const Tensor& t) {
+        KILN_CHECK(t.dim() > 0, Type, "iter", "iteration over a 0-d tensor");
+        nb::list l;
+        for (const Tensor& x : unbind(t, 0)) l.append(nb::cast(x));
+        return nb::iter(l);
+      })
+      .def("__getitem__", [](const Tensor& t, nb::handle i) { return getitem(t, i); })
+      .def("__setitem__", [](const Tensor& t, nb::handle i, nb::handle v) { setitem(t, i, v); })
+      .def("__add__", [](nb::handle a, nb::handle b) { return binop(a, b, add2); })
+      .def("__radd__", [](nb::handle a, nb::handle b) { return rbinop(a, b, add2); })
+      .def("__iadd__", [](nb::handle a, nb::handle b) { return ibinop(a, b, iadd2); })
+      .def("__sub__", [](nb::handle a, nb::handle b) { return binop(a, b, sub2); })
+      .def("__rsub__", [](nb::handle a, nb::handle b) { return rbinop(a, b, sub2); })
+      .def("__isub__", [](nb::handle a, nb::handle b) { return ibinop(a, b, isub2); })
+      .def("__mul__", [](nb::handle a, nb::handle b) { return binop(a, b, mul); })
+      .def("__rmul__", [](nb::handle a, nb::handle b) { return rbinop(a, b, mul); })
+      .def("__imul__", [](nb::handle a, nb::handle b) { return ibinop(a, b, mul_); })
+      .def("__truediv__", [](nb::handle a, nb::handle b) { return binop(a, b, div2); })
+      .def("__rtruediv__", [](nb::handle a, nb::handle b) { return rbinop(a, b, div2); })
+      .def("__itruediv__", [](nb::handle a, nb::handle b) { return ibinop(a, b, idiv2); })
+      .def("__floordiv__", [](nb::handle a, nb::handle b) { return binop(a, b, floor_divide); })
+      .def("__rfloordiv__", [](nb::handle a, nb::handle b) { return rbinop(a, b, floor_divide); })
+      .def("__ifloordiv__", [](nb::handle a, nb::handle b) { return ibinop(a, b, floor_divide_); })
+      .def("__mod__", [](nb::handle a, nb::handle b) { return binop(a, b, remainder); })
+      .def("__rmod__", [](nb::handle a, nb::handle b) { return rbinop(a, b, remainder); })
+      .def("__imod__", [](nb::handle a, nb::handle b) { return ibinop(a, b, remainder_); })
+      .def("__pow__", [](nb::handle a, nb::handle b) { return binop(a, b, pow2); })
+      .def("__rpow__", [](nb::handle a, nb::handle b) { return rbinop(a, b, pow2); })
+      .def("__ipow__", [](nb::handle a, nb::handle b) { return ibinop(a, b, pow_); })
+      .def("__matmul__", [](nb::handle a, nb::handle b) { return binop(a, b, mm2); })
+      .def("__rmatmul__", [](nb::handle a, nb::handle b) { return rbinop(a, b, mm2); })
+      .def("__and__", [](nb::handle a, nb::handle b) { return binop(a, b, bitwise_and); })
+      .def("__rand__", [](nb::handle a, nb::handle b) { return rbinop(a, b, bitwise_and); })
+      .def("__iand__", [](nb::handle a, nb::handle b) { return ibinop(a, b, bitwise_and_); })
+      .def("__or__", [](nb::handle a, nb::handle b) { return binop(a, b, bitwise_or); })
+      .def("__ror__", [](nb::handle a, nb::handle b) { return rbinop(a, b, bitwise_or); })
+      .def("__ior__", [](nb::handle a, nb::handle b) { return ibinop(a, b, bitwise_or_); })
+      .def("__xor__", [](nb::handle a, nb::handle b) { return binop(a, b, bitwise_xor); })
+      .def("__rxor__", [](nb::handle a, nb::handle b) { return rbinop(a, b, bitwise_xor); })
+      .def("__ixor__", [](nb::handle a, nb::handle b) { return ibinop(a, b, bitwise_xor_); })
+      .def("__lshift__", [](nb::handle a, nb::handle b) { return binop(a, b, bitwise_left_shift); })
+      .def("__rlshift__", [](nb::handle a, nb::handle b) { return rbinop(a, b, bitwise_left_shift); })
+      .def("__ilshift__", [](nb::handle a, nb::handle b) { return ibinop(a, b, bitwise_left_shift_); })
+      .def("__rshift__", [](nb::handle a, nb::handle b) { return binop(a, b, bitwise_right_shift); })
+      .def("__rrshift__", [](nb::handle a, nb::handle b) { return rbinop(a, b, bitwise_right_shift); })
+      .def("__irshift__", [](nb::handle a, nb::handle b) { return ibinop(a, b, bitwise_right_shift_); })
+      .def("__eq__", [](nb::handle a, nb::handle b) { return binop(a, b, eq); })
+      .def("__ne__", [](nb::handle a, nb::handle b) { return binop(a, b, ne); })
+      .def("__lt__", [](nb::handle a, nb::handle b) { return binop(a, b, lt); })
+      .def("__le__", [](nb::handle a, nb::handle b) { return binop(a, b, le); })
+      .def("__gt__", [](nb::handle a, nb::handle b) { return binop(a, b, gt); })
+      .def("__ge__", [](nb::handle a, nb::handle b) { return binop(a, b, ge); })
+      .def("__neg__", [](const Tensor& t) { return neg(t); })
+      .def("__pos__", [](const Tensor& t) { return t; })
+      .def("__abs__", [](const Tensor& t) { return abs(t); })
+      .def("__invert__", [](const Tensor& t) { return bitwise_not(t); });
+}
+
+}  // namespace kiln::py

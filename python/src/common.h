@@ -1,0 +1,49 @@
+// Shared helpers for the Python binding: argument conversion with torch's conventions.
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include "kiln/backend/cpu/kernels.h"
+#include "kiln/kiln.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace kiln::py {
+
+// dtype objects are singletons so `x.dtype is kiln.float32` holds.
+struct PyDtype {
+  Dtype d;
+};
+nb::object dtype_object(Dtype d);
+Dtype as_dtype(nb::handle h);
+std::optional<Dtype> as_opt_dtype(nb::handle h);
+
+bool is_number(nb::handle h);
+Scalar as_scalar(nb::handle h);
+// A Tensor argument, or a Python number turned into a wrapped 0-dim tensor.
+Tensor as_tensor(nb::handle h, const char* op = "argument");
+// Shape from a tuple/list/torch.Size or from varargs (x.view(2, 3) or x.view((2, 3))).
+Shape as_shape(nb::handle h);
+Shape shape_from_args(const nb::args& args);
+std::optional<Shape> as_dims(nb::handle h);  // None, int, or sequence of ints
+nb::tuple shape_tuple(const Shape& s);
+
+// From nested Python sequences / numbers / numpy arrays.
+Tensor tensor_from_data(nb::handle data, std::optional<Dtype> dtype);
+nb::object to_list(const Tensor& t);
+
+// Indexing (bind_index.cpp)
+Tensor getitem(const Tensor& self, nb::handle index);
+void setitem(const Tensor& self, nb::handle index, nb::handle value);
+
+void bind_dtype(nb::module_& m);
+void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls);
+void bind_ops(nb::module_& m, nb::class_<Tensor>& cls);
+void bind_interop(nb::module_& m, nb::class_<Tensor>& cls);
+
+}  // namespace kiln::py

@@ -1,0 +1,257 @@
+// Argument conversion and dtype objects.
+#include <Python.h>
+
+#include <complex>
+
+#include "common.h"
+
+namespace kiln::py {
+
+namespace {
+nb::object g_dtypes[kNumDtypes];
+}
+
+nb::object dtype_object(Dtype d) { return g_dtypes[static_cast<int>(d)]; }
+
+Dtype as_dtype(nb::handle h) {
+  if (nb::isinstance<PyDtype>(h)) return nb::cast<PyDtype&>(h).d;
+  // accept torch dtypes and numpy dtypes by name
+  nb::str s = nb::str(h);
+  std::string name = s.c_str();
+  for (const char* pre : {"torch.", "kiln."})
+    if (name.rfind(pre, 0) == 0) name = name.substr(std::string(pre).size());
+  for (int i = 0; i < kNumDtypes; ++i)
+    if (name == dtype_name(static_cast<Dtype>(i))) return static_cast<Dtype>(i);
+  static const std::pair<const char*, Dtype> alias[] = {
+      {"float", kFloat32}, {"double", kFloat64}, {"half", kFloat16}, {"int", kInt32},
+      {"long", kInt64}, {"short", kInt16}, {"cfloat", kComplex64}, {"cdouble", kComplex128}};
+  for (auto& [n, d] : alias)
+    if (name == n) return d;
+  if (h.is(reinterpret_cast<PyObject*>(&PyFloat_Type))) return kFloat64;
+  if (h.is(reinterpret_cast<PyObject*>(&PyLong_Type))) return kInt64;
+  if (h.is(reinterpret_cast<PyObject*>(&PyBool_Type))) return kBool;
+  if (h.is(reinterpret_cast<PyObject*>(&PyComplex_Type))) return kComplex128;
+  throw nb::type_error(("expected a dtype, got " + std::string(nb::str(h).c_str())).c_str());
+}
+
+std::optional<Dtype> as_opt_dtype(nb::handle h) {
+  if (!h.is_valid() || h.is_none()) return std::nullopt;
+  return as_dtype(h);
+}
+
+bool is_number(nb::handle h) {
+  PyObject* o = h.ptr();
+  return PyBool_Check(o) || PyLong_Check(o) || PyFloat_Check(o) || PyComplex_Check(o);
+}
+
+Scalar as_scalar(nb::handle h) {
+  PyObject* o = h.ptr();
+  if (PyBool_Check(o)) return Scalar(o == Py_True);
+  if (PyLong_Check(o)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow > 0) {
+      unsigned long long u = PyLong_AsUnsignedLongLong(o);
+      if (PyErr_Occurred()) {
+        PyErr_Clear();
+        throw nb::value_error("value cannot be converted to type int64 without overflow");
+      }
+      return Scalar(static_cast<uint64_t>(u));
+    }
+    if (overflow < 0) throw nb::value_error("value cannot be converted to type int64 without overflow");
+    return Scalar(static_cast<int64_t>(v));
+  }
+  if (PyFloat_Check(o)) return Scalar(PyFloat_AS_DOUBLE(o));
+  if (PyComplex_Check(o)) return Scalar(std::complex<double>(PyComplex_RealAsDouble(o), PyComplex_ImagAsDouble(o)));
+  if (nb::isinstance<Tensor>(h)) {
+    Tensor& t = nb::cast<Tensor&>(h);
+    return t.item();
+  }
+  // numpy scalars and other numbers
+  if (PyIndex_Check(o)) return Scalar(static_cast<int64_t>(nb::cast<int64_t>(nb::int_(h))));
+  if (PyNumber_Check(o)) return Scalar(nb::cast<double>(nb::float_(h)));
+  throw nb::type_error(("expected a number, got " + std::string(nb::str(h.type()).c_str())).c_str());
+}
+
+Tensor as_tensor(nb::handle h, const char* op) {
+  if (nb::isinstance<Tensor>(h)) return nb::cast<Tensor>(h);
+  if (is_number(h)) return scalar_tensor(as_scalar(h), Dtype::Undefined, true);
+  throw nb::type_error((std::string(op) + "(): expected a Tensor or a number, got " +
+                        nb::str(h.type()).c_str()).c_str());
+}
+
+Shape as_shape(nb::handle h) {
+  if (PyLong_Check(h.ptr()) || PyIndex_Check(h.ptr())) return {nb::cast<int64_t>(h)};
+  if (nb::isinstance<Tensor>(h)) {
+    Tensor t = nb::cast<Tensor>(h);
+    Shape s;
+    Tensor c = contiguous(to_dtype(t, kInt64));
+    const int64_t* p = static_cast<const int64_t*>(c.data_ptr());
+    s.assign(p, p + c.numel());
+    return s;
+  }
+  Shape s;
+  for (nb::handle x : h) s.push_back(nb::cast<int64_t>(x));
+  return s;
+}
+
+Shape shape_from_args(const nb::args& args) {
+  if (args.size() == 1 && !PyLong_Check(args[0].ptr())) return as_shape(args[0]);
+  Shape s;
+  for (nb::handle x : args) s.push_back(nb::cast<int64_t>(x));
+  return s;
+}
+
+std::optional<Shape> as_dims(nb::handle h) {
+  if (!h.is_valid() || h.is_none()) return std::nullopt;
+  return as_shape(h);
+}
+
+nb::tuple shape_tuple(const Shape& s) {
+  PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(s.size()));
+  for (size_t i = 0; i < s.size(); ++i) PyTuple_SET_ITEM(t, i, PyLong_FromLongLong(s[i]));
+  return nb::steal<nb::tuple>(t);
+}
+
+// ---- nested data -> tensor ------------------------------------------------------------------------
+namespace {
+struct Collect {
+  std::vector<Scalar> vals;
+  Shape shape;
+  bool has_float = false, has_complex = false, has_int = false, has_bool = false;
+  std::optional<Dtype> tensor_dtype;
+
+  void walk(nb::handle h, size_t depth) {
+    if (is_number(h)) {
+      if (depth != shape.size()) throw nb::value_error("expected a sequence at this depth");
+      PyObject* o = h.ptr();
+      if (PyBool_Check(o)) has_bool = true;
+      else if (PyLong_Check(o)) has_int = true;
+      else if (PyFloat_Check(o)) has_float = true;
+      else has_complex = true;
+      vals.push_back(as_scalar(h));
+      return;
+    }
+    if (nb::isinstance<Tensor>(h)) {
+      Tensor t = nb::cast<Tensor>(h);
+      if (t.dim() == 0) {
+        Dtype d = t.dtype();
+        if (is_complex(d)) has_complex = true;
+        else if (is_floating(d)) has_float = true;
+        else if (d == kBool) has_bool = true;
+        else has_int = true;
+        tensor_dtype = d;
+        vals.push_back(t.item());
+        return;
+      }
+      nb::object lst = to_list(t);
+      walk(lst, depth);
+      return;
+    }
+    if (!PySequence_Check(h.ptr()))
+      throw nb::type_error(("Could not infer dtype of " + std::string(nb::str(h.type()).c_str())).c_str());
+    Py_ssize_t n = PySequence_Size(h.ptr());
+    if (depth == shape.size()) {
+      if (!vals.empty()) throw nb::value_error("inconsistent nesting of sequences");
+      shape.push_back(n);
+    } else if (shape[depth] != n) {
+      throw nb::value_error(("expected sequence of length " + std::to_string(shape[depth]) + " at dim " +
+                             std::to_string(depth) + " (got " + std::to_string(n) + ")").c_str());
+    }
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      nb::object item = nb::steal(PySequence_GetItem(h.ptr(), i));
+      walk(item, depth + 1);
+    }
+  }
+};
+}  // namespace
+
+Tensor tensor_from_data(nb::handle data, std::optional<Dtype> dtype) {
+  if (nb::isinstance<Tensor>(data)) {
+    Tensor t = nb::cast<Tensor>(data);
+    return to_dtype(t, dtype.value_or(t.dtype()), true);
+  }
+  if (nb::hasattr(data, "__array_interface__") && !is_number(data)) {
+    nb::object mod = nb::module_::import_("kiln");
+    Tensor t = nb::cast<Tensor>(mod.attr("from_numpy")(nb::module_::import_("numpy").attr("ascontiguousarray")(data)));
+    return to_dtype(t, dtype.value_or(t.dtype()), true);
+  }
+  Collect c;
+  c.walk(data, 0);
+  Dtype d;
+  if (dtype) d = *dtype;
+  else if (c.has_complex) d = default_complex_dtype();
+  else if (c.has_float) d = default_dtype();
+  else if (c.has_int) d = kInt64;
+  else if (c.has_bool) d = kBool;
+  else d = default_dtype();  // empty list
+  if (!dtype && c.tensor_dtype && c.vals.size() == 1 && c.shape.empty()) d = *c.tensor_dtype;
+  Tensor t = make_tensor(c.shape, d);
+  visit_all(d, "tensor", [&]<class T>() {
+    T* p = static_cast<T*>(t.data_ptr());
+    for (size_t i = 0; i < c.vals.size(); ++i) {
+      if constexpr (is_float_v<T> && !std::is_floating_point_v<T>) p[i] = T(c.vals[i].to<float>());
+      else p[i] = c.vals[i].to<T>();
+    }
+  });
+  return t;
+}
+
+namespace {
+nb::object elem_object(const char* p, Dtype d) {
+  return visit_all(d, "tolist", [&]<class T>() -> nb::object {
+    T v = *reinterpret_cast<const T*>(p);
+    if constexpr (std::is_same_v<T, bool>) return nb::bool_(v);
+    else if constexpr (std::is_integral_v<T>) return nb::int_(v);
+    else if constexpr (is_complex_v<T>)
+      return nb::steal(PyComplex_FromDoubles(static_cast<double>(v.real()), static_cast<double>(v.imag())));
+    else if constexpr (std::is_floating_point_v<T>) return nb::float_(static_cast<double>(v));
+    else return nb::float_(static_cast<double>(static_cast<float>(v)));
+  });
+}
+nb::object list_rec(const Tensor& t, const char* p, int64_t d) {
+  if (d == t.dim()) return elem_object(p, t.dtype());
+  int64_t n = t.sizes()[d], st = t.strides()[d] * static_cast<int64_t>(t.itemsize());
+  PyObject* l = PyList_New(n);
+  for (int64_t i = 0; i < n; ++i) PyList_SET_ITEM(l, i, list_rec(t, p + i * st, d + 1).release().ptr());
+  return nb::steal(l);
+}
+}  // namespace
+
+nb::object to_list(const Tensor& t) { return list_rec(t, static_cast<const char*>(t.data_ptr()), 0); }
+
+void bind_dtype(nb::module_& m) {
+  nb::class_<PyDtype>(m, "dtype")
+      .def("__repr__", [](const PyDtype& d) { return "kiln." + std::string(dtype_name(d.d)); })
+      .def("__eq__", [](const PyDtype& a, nb::handle b) {
+        return nb::isinstance<PyDtype>(b) && nb::cast<PyDtype&>(b).d == a.d;
+      })
+      .def("__hash__", [](const PyDtype& d) { return static_cast<int>(d.d); })
+      .def_prop_ro("is_floating_point", [](const PyDtype& d) { return is_floating(d.d); })
+      .def_prop_ro("is_complex", [](const PyDtype& d) { return is_complex(d.d); })
+      .def_prop_ro("is_signed", [](const PyDtype& d) { return !is_unsigned(d.d); })
+      .def_prop_ro("itemsize", [](const PyDtype& d) { return itemsize(d.d); })
+      .def_prop_ro("name", [](const PyDtype& d) { return std::string(dtype_name(d.d)); });
+  for (int i = 0; i < kNumDtypes; ++i) {
+    Dtype d = static_cast<Dtype>(i);
+    g_dtypes[i] = nb::cast(PyDtype{d});
+    m.attr(std::string(dtype_name(d)).c_str()) = g_dtypes[i];
+  }
+  m.attr("float") = g_dtypes[static_cast<int>(kFloat32)];
+  m.attr("double") = g_dtypes[static_cast<int>(kFloat64)];
+  m.attr("half") = g_dtypes[static_cast<int>(kFloat16)];
+  m.attr("long") = g_dtypes[static_cast<int>(kInt64)];
+  m.attr("int") = g_dtypes[static_cast<int>(kInt32)];
+  m.attr("short") = g_dtypes[static_cast<int>(kInt16)];
+  m.attr("cfloat") = g_dtypes[static_cast<int>(kComplex64)];
+  m.attr("cdouble") = g_dtypes[static_cast<int>(kComplex128)];
+  m.def("promote_types", [](nb::handle a, nb::handle b) { return dtype_object(promote_types(as_dtype(a), as_dtype(b))); });
+  m.def("can_cast", [](nb::handle a, nb::handle b) { return can_cast(as_dtype(a), as_dtype(b)); });
+  m.def("get_default_dtype", []() { return dtype_object(default_dtype()); });
+  m.def("set_default_dtype", [](nb::handle d) { set_default_dtype(as_dtype(d)); });
+  m.def("result_type", [](nb::handle a, nb::handle b) {
+    return dtype_object(result_type(as_tensor(a, "result_type"), as_tensor(b, "result_type")));
+  });
+}
+
+}  // namespace kiln::py

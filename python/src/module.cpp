@@ -1,0 +1,61 @@
+// The kiln._C extension: dtype objects, Tensor, ops, interop, errors.
+#include <Python.h>
+
+#include "common.h"
+
+namespace kiln::py {
+namespace {
+PyObject* exc_for(ErrorKind k) {
+  switch (k) {
+    case ErrorKind::Value: return PyExc_ValueError;
+    case ErrorKind::Index: return PyExc_IndexError;
+    case ErrorKind::Type: return PyExc_TypeError;
+    case ErrorKind::NotImplemented: return PyExc_NotImplementedError;
+    case ErrorKind::OutOfMemory: return PyExc_MemoryError;
+    default: return PyExc_RuntimeError;
+  }
+}
+}  // namespace
+}  // namespace kiln::py
+
+NB_MODULE(_C, m) {
+  using namespace kiln;
+  using namespace kiln::py;
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const kiln::Error& e) {
+      PyErr_SetString(exc_for(e.kind()), e.what());
+    }
+  });
+  nb::set_leak_warnings(false);  // module-lifetime singletons (dtype objects) are intentional
+  bind_dtype(m);
+  nb::class_<Tensor> cls(m, "Tensor");
+  bind_tensor(m, cls);
+  bind_ops(m, cls);
+  bind_interop(m, cls);
+
+  m.def("set_num_threads", &kiln::set_num_threads);
+  m.def("get_num_threads", &kiln::get_num_threads);
+  m.def("manual_seed", [](uint64_t s) { kiln::manual_seed(s); });
+  m.def("memory_stats", []() {
+    MemoryStats s = kiln::memory_stats();
+    nb::dict d;
+    d["allocated_bytes.all.current"] = s.allocated_bytes;
+    d["allocated_bytes.all.peak"] = s.peak_allocated_bytes;
+    d["reserved_bytes.all.current"] = s.reserved_bytes;
+    d["allocation.all.allocated"] = s.num_allocs;
+    d["allocation.all.freed"] = s.num_frees;
+    d["allocation.all.current"] = s.num_allocs - s.num_frees;
+    d["cache_hits"] = s.cache_hits;
+    return d;
+  });
+  m.def("reset_peak_memory_stats", &kiln::reset_peak_memory_stats);
+  m.def("empty_cache", &kiln::empty_cache);
+  m.def("cpu_isa", &kiln::cpu::cpu_isa);
+  m.def("registered_ops", []() {
+    std::vector<std::string> names;
+    for (const OpDef* op : registered_ops()) names.emplace_back(op->name);
+    return names;
+  });
+}
