@@ -45,5 +45,7 @@ void bind_dtype(nb::module_& m);
 void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_ops(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_interop(nb::module_& m, nb::class_<Tensor>& cls);
+void bind_sort(nb::module_& m, nb::class_<Tensor>& cls);   // bind_sort.cpp
+void bind_shape(nb::module_& m, nb::class_<Tensor>& cls);  // bind_shape.cpp
 
 }  // namespace kiln::py

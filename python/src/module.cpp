@@ -34,6 +34,8 @@ NB_MODULE(_C, m) {
   bind_tensor(m, cls);
   bind_ops(m, cls);
   bind_interop(m, cls);
+  bind_sort(m, cls);
+  bind_shape(m, cls);
 
   m.def("set_num_threads", &kiln::set_num_threads);
   m.def("get_num_threads", &kiln::get_num_threads);
