@@ -21,7 +21,7 @@ std::string_view dtype_name(Dtype d) {
 std::ostream& operator<<(std::ostream& os, Dtype d) { return os << "kiln." << dtype_name(d); }
 
 void raise_dtype_unsupported(const char* op, Dtype d) {
-  KILN_FAIL(Runtime, op, "not implemented for dtype ", dtype_name(d));
+  KILN_FAIL(NotImplemented, op, "not implemented for dtype ", dtype_name(d));
 }
 
 Dtype to_complex(Dtype d) {

@@ -78,6 +78,11 @@ void unary_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs, Ten
   UnaryOp code = static_cast<UnaryOp>(code_of(op));
   Dtype ct = unary_compute_dtype(op, x.dtype());
   if (rule_of(op) == Rule::Round && is_integral(ct, true)) {
+    if (ct == kBool) raise_dtype_unsupported(op.name, ct);
+    copy_(y, x);
+    return;
+  }
+  if (code == UnaryOp::Conj && !is_complex(ct)) {  // conj of a real tensor is a copy
     copy_(y, x);
     return;
   }
@@ -104,7 +109,7 @@ Dtype binary_compute_dtype(const OpDef& op, const Tensor& a, const Tensor& b) {
   if (code == BinaryOp::Sub && a.dtype() == kBool && b.dtype() == kBool)
     KILN_FAIL(Runtime, op.name, "Subtraction, the `-` operator, with two bool tensors is not "
               "supported. Use the `^` or `logical_xor()` operator instead.");
-  if (code == BinaryOp::Sub && (a.dtype() == kBool || b.dtype() == kBool) && p == kBool)
+  if (code == BinaryOp::Sub && (a.dtype() == kBool || b.dtype() == kBool))
     KILN_FAIL(Runtime, op.name, "Subtraction, the `-` operator, with a bool tensor is not supported. "
               "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
   return p;
@@ -125,11 +130,58 @@ bool any_zero(const Tensor& t) {
   return any(eq(t, Scalar(0))).item<bool>();
 }
 
+// pow with a Python-number exponent: torch's special cases (copy, fill, square, cube, sqrt,
+// reciprocals) computed as the same ops torch runs, so every rounding step matches.
+bool pow_scalar_fast_path(const Tensor& a, const Tensor& b, Dtype ct, Tensor& y) {
+  if (!b.is_wrapped_number() || b.is_complex()) return false;
+  double e = b.item<double>();
+  if (e == 1.0) {
+    copy_(y, a);
+    return true;
+  }
+  if (e == 0.0) {
+    fill_(y, Scalar(1));
+    return true;
+  }
+  if (!is_floating(ct) && !is_complex(ct)) return false;
+  // torch 2.13 rounds float16 once (computed in float) but bfloat16 after every step
+  Tensor x = to_dtype(a, ct == kFloat16 ? kFloat32 : ct), r;
+  if (e == 2.0) r = mul(x, x);
+  else if (e == 3.0) r = mul(mul(x, x), x);
+  else if (e == 0.5) r = sqrt(x);
+  else if (e == -0.5) r = rsqrt(x);
+  else if (e == -1.0) r = reciprocal(x);
+  else if (e == -2.0) r = reciprocal(mul(x, x));
+  else return false;
+  copy_(y, r);
+  return true;
+}
+
+void check_pow_args(const OpDef& op, const Tensor& a, const Tensor& b, Dtype ct) {
+  if (!is_integral(ct, true)) return;
+  if (b.is_wrapped_number() && !b.is_floating_point() && !b.is_complex()) {
+    int64_t e = b.item<int64_t>();
+    KILN_CHECK(e >= 0, Runtime, op.name, "Integers to negative integer powers are not allowed.");
+    bool fits = visit_integral(ct, op.name, [&]<class T>() {
+      return e <= static_cast<int64_t>(std::numeric_limits<T>::max());
+    });
+    KILN_CHECK(fits, Runtime, op.name, "value cannot be converted to type ", dtype_name(ct), " without overflow");
+  }
+  if (ct == kBool && !b.is_wrapped_number()) raise_dtype_unsupported(op.name, ct);
+  (void)a;
+}
+
 void binary_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs, TensorList& out) {
   Tensor a = in[0], b = in[1];
   Tensor& y = out[0];
   BinaryOp code = static_cast<BinaryOp>(code_of(op));
   Dtype ct = binary_compute_dtype(op, a, b);
+  if (is_float8(ct) && rule_of(op) != Rule::Bool && (a.dtype() != ct || b.dtype() != ct))
+    raise_dtype_unsupported(op.name, ct);
+  if (code == BinaryOp::Pow) {
+    check_pow_args(op, a, b, ct);
+    if (pow_scalar_fast_path(a, b, ct, y)) return;
+  }
   if (a.dtype() != ct) a = to_dtype(a, ct);
   if (b.dtype() != ct) b = to_dtype(b, ct);
   if (is_integral(ct, false) && (code == BinaryOp::DivTrunc || code == BinaryOp::DivFloor ||
@@ -317,15 +369,13 @@ const Tensor& div_(const Tensor& a, const Tensor& b, const std::string& mode) {
   return dispatch_inplace(div_op(mode), a, {a, b});
 }
 
-Tensor round(const Tensor& x, int64_t decimals) {
-  if (decimals == 0) return un(op_round, x);
-  KILN_CHECK(!is_integral(x.dtype(), true), Runtime, "round", "round_cpu with decimals is not "
-             "implemented for integer dtypes, got ", dtype_name(x.dtype()));
-  return un(op_round_decimals, x, {decimals});
+Tensor round(const Tensor& x, std::optional<int64_t> decimals) {
+  if (!decimals) return un(op_round, x);
+  return un(op_round_decimals, x, {*decimals});  // integer dtypes: not implemented, as in torch
 }
-const Tensor& round_(const Tensor& x, int64_t decimals) {
-  if (decimals == 0) return un_(op_round, x);
-  return un_(op_round_decimals, x, {decimals});
+const Tensor& round_(const Tensor& x, std::optional<int64_t> decimals) {
+  if (!decimals) return un_(op_round, x);
+  return un_(op_round_decimals, x, {*decimals});
 }
 
 Tensor logit(const Tensor& x, std::optional<double> eps) {
@@ -389,7 +439,13 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
   return un(op_gelu_tanh, x);
 }
 Tensor softplus(const Tensor& x, double beta, double thr) { return un(op_softplus, x, {beta, thr}); }
-Tensor hardtanh(const Tensor& x, double lo, double hi) { return un(op_hardtanh, x, {lo, hi}); }
+Tensor hardtanh(const Tensor& x, double lo, double hi) {
+  KILN_CHECK(!(is_unsigned(x.dtype()) && x.dtype() != kBool && (lo < 0 || hi < 0)), Runtime, "hardtanh",
+             "cannot do hardtanh on an unsigned type with negative limits");
+  return un(op_hardtanh, x, {lo, hi});
+}
+// torch.nn.functional.softsign is this composite; rounding each step the same way matches it.
+Tensor softsign(const Tensor& x) { return div(x, add(abs(x), Scalar(1))); }
 Tensor threshold(const Tensor& x, double thr, double value) { return un(op_threshold, x, {thr, value}); }
 
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) { return dispatch1(op_where, {c, a, b}); }

@@ -115,8 +115,8 @@ Tensor rsub(const Tensor& a, const Scalar& b, const Scalar& alpha = 1);
 // rounding_mode: "" (true division), "trunc" or "floor".
 Tensor div(const Tensor& a, const Tensor& b, const std::string& rounding_mode = "");
 const Tensor& div_(const Tensor& a, const Tensor& b, const std::string& rounding_mode = "");
-Tensor round(const Tensor& x, int64_t decimals = 0);
-const Tensor& round_(const Tensor& x, int64_t decimals = 0);
+Tensor round(const Tensor& x, std::optional<int64_t> decimals = std::nullopt);
+const Tensor& round_(const Tensor& x, std::optional<int64_t> decimals = std::nullopt);
 Tensor logit(const Tensor& x, std::optional<double> eps = std::nullopt);
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
 Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max);  // undefined = no bound
@@ -129,6 +129,7 @@ Tensor selu(const Tensor& x);
 Tensor celu(const Tensor& x, double alpha = 1.0);
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
+Tensor softsign(const Tensor& x);
 Tensor hardtanh(const Tensor& x, double min_val = -1.0, double max_val = 1.0);
 Tensor threshold(const Tensor& x, double threshold, double value);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);

@@ -19,7 +19,7 @@
   X(isinf, IsInf, Bool) X(isfinite, IsFinite, Bool) X(isposinf, IsPosInf, Bool)                  \
   X(isneginf, IsNegInf, Bool) X(signbit, Signbit, Bool) X(relu, Relu, Same)                      \
   X(relu6, Relu6, Same) X(silu, Silu, Same) X(mish, Mish, Same)               \
-  X(softsign, Softsign, Float) X(hardsigmoid, Hardsigmoid, Same) X(hardswish, Hardswish, Same)   \
+  X(hardsigmoid, Hardsigmoid, Same) X(hardswish, Hardswish, Same)   \
   X(logsigmoid, Logsigmoid, Same) X(angle, Angle, Float) X(conj_physical, Conj, Same)
 
 // Binary ops with a tensor-or-scalar second operand: X(torch_name, BinaryOp code, dtype rule).
@@ -29,7 +29,7 @@
   X(mul, Mul, Same) X(true_divide, Div, Float) X(floor_divide, DivFloor, Same)                   \
   X(remainder, Remainder, Same) X(fmod, Fmod, Same) X(pow, Pow, Same) X(atan2, Atan2, Float)     \
   X(maximum, Maximum, Same) X(minimum, Minimum, Same) X(fmax, Fmax, Same) X(fmin, Fmin, Same)    \
-  X(hypot, Hypot, Float) X(copysign, Copysign, Float) X(nextafter, Nextafter, Same)              \
+  X(hypot, Hypot, Same) X(copysign, Copysign, Float) X(nextafter, Nextafter, Same)              \
   X(bitwise_and, BitAnd, Int) X(bitwise_or, BitOr, Int) X(bitwise_xor, BitXor, Int)              \
   X(bitwise_left_shift, Shl, Int) X(bitwise_right_shift, Shr, Int)                               \
   X(logical_and, LogicalAnd, Bool) X(logical_or, LogicalOr, Bool) X(logical_xor, LogicalXor, Bool) \

@@ -1,6 +1,8 @@
 // Operators as kiln.<name> functions and Tensor methods, table-driven where the signature is shared.
 #include <Python.h>
 
+#include <cstring>
+
 #include "common.h"
 
 namespace kiln::py {
@@ -30,6 +32,25 @@ nb::object named2(const std::tuple<Tensor, Tensor>& t, const char* a, const char
   return vi(std::get<0>(t), std::get<1>(t));
 }
 
+// torch's signatures: which binary functions take a Python number, and in which position.
+Tensor binary_arg(nb::handle h, const char* op, int pos) {
+  if (nb::isinstance<Tensor>(h)) return nb::cast<Tensor>(h);
+  static const char* tensor_only[] = {"atan2", "maximum", "minimum", "fmax", "fmin", "hypot", "nextafter",
+                                      "logical_and", "logical_or", "logical_xor"};
+  static const char* second_only[] = {"fmod", "copysign", "eq", "ne", "lt", "le", "gt", "ge"};
+  bool allowed = true;
+  for (const char* n : tensor_only)
+    if (std::strcmp(n, op) == 0) allowed = false;
+  if (pos == 0)
+    for (const char* n : second_only)
+      if (std::strcmp(n, op) == 0) allowed = false;
+  if (!allowed || !is_number(h))
+    throw nb::type_error((std::string(op) + "(): argument '" + (pos ? "other" : "input") + "' (position " +
+                          std::to_string(pos + 1) + ") must be Tensor, not " +
+                          nb::type_name(h.type()).c_str()).c_str());
+  return as_tensor(h, op);
+}
+
 Shape dims_list(nb::handle h) {
   auto d = as_dims(h);
   return d ? *d : Shape{};
@@ -51,12 +72,12 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
 
 #define BIND_BINARY(name, code, rule)                                                         \
   m.def(#name, [](nb::handle a, nb::handle b, nb::handle out) -> Tensor {                     \
-    Tensor A = as_tensor(a, #name), B = as_tensor(b, #name);                                  \
+    Tensor A = binary_arg(a, #name, 0), B = binary_arg(b, #name, 1);                          \
     if (out.is_none()) return name(A, B);                                                     \
     return binary_out(#name, A, B, nb::cast<Tensor>(out));                                    \
-  }, "input"_a, "other"_a, nb::kw_only(), "out"_a.none() = none());                                  \
-  cls.def(#name, [](const Tensor& a, nb::handle b) { return name(a, as_tensor(b, #name)); }, "other"_a); \
-  cls.def(#name "_", [](const Tensor& a, nb::handle b) { return name##_(a, as_tensor(b, #name)); }, "other"_a);
+  }, "input"_a, "other"_a, nb::kw_only(), "out"_a.none() = none());                           \
+  cls.def(#name, [](const Tensor& a, nb::handle b) { return name(a, binary_arg(b, #name, 1)); }, "other"_a); \
+  cls.def(#name "_", [](const Tensor& a, nb::handle b) { return name##_(a, binary_arg(b, #name, 1)); }, "other"_a);
   KILN_BINARY_OPS(BIND_BINARY)
 #undef BIND_BINARY
 
@@ -92,9 +113,11 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   cls.def("div_", [](const Tensor& a, nb::handle b, nb::handle mode) {
     return div_(a, as_tensor(b, "div_"), mode.is_none() ? "" : nb::cast<std::string>(mode));
   }, "other"_a, nb::kw_only(), "rounding_mode"_a.none() = none());
-  m.def("round", [](const Tensor& x, int64_t decimals) { return round(x, decimals); }, "input"_a, nb::kw_only(), "decimals"_a = 0);
-  cls.def("round", [](const Tensor& x, int64_t decimals) { return round(x, decimals); }, nb::kw_only(), "decimals"_a = 0);
-  cls.def("round_", [](const Tensor& x, int64_t decimals) { return round_(x, decimals); }, nb::kw_only(), "decimals"_a = 0);
+  auto round_fn = [](const Tensor& x, std::optional<int64_t> d) { return round(x, d); };
+  m.def("round", round_fn, "input"_a, nb::kw_only(), "decimals"_a.none() = none());
+  cls.def("round", round_fn, nb::kw_only(), "decimals"_a.none() = none());
+  cls.def("round_", [](const Tensor& x, std::optional<int64_t> d) { return round_(x, d); }, nb::kw_only(),
+          "decimals"_a.none() = none());
   auto logit_fn = [](const Tensor& x, std::optional<double> eps) { return logit(x, eps); };
   m.def("logit", logit_fn, "input"_a, "eps"_a.none() = none());
   cls.def("logit", logit_fn, "eps"_a.none() = none());
@@ -123,6 +146,7 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   cls.def("nan_to_num", n2n, "nan"_a = 0.0, "posinf"_a.none() = none(), "neginf"_a.none() = none());
   m.def("leaky_relu", [](const Tensor& x, double s) { return leaky_relu(x, s); }, "input"_a, "negative_slope"_a = 0.01);
   m.def("elu", [](const Tensor& x, double a) { return elu(x, a); }, "input"_a, "alpha"_a = 1.0);
+  m.def("softsign", [](const Tensor& x) { return softsign(x); }, "input"_a);
   m.def("selu", [](const Tensor& x) { return selu(x); }, "input"_a);
   m.def("celu", [](const Tensor& x, double a) { return celu(x, a); }, "input"_a, "alpha"_a = 1.0);
   m.def("gelu", [](const Tensor& x, const std::string& ap) { return gelu(x, ap); }, "input"_a, "approximate"_a = "none");

@@ -14,7 +14,7 @@ enum class UnaryOp : int {
   Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Tanh, Asinh, Acosh, Atanh, Sigmoid, Logit, Erf, Erfc,
   Erfinv, Lgamma, Digamma, Floor, Ceil, Round, RoundDecimals, Trunc, Frac, BitwiseNot, LogicalNot,
   IsNan, IsInf, IsFinite, IsPosInf, IsNegInf, Signbit, Relu, Relu6, LeakyRelu, Elu, Gelu, GeluTanh,
-  Silu, Mish, Softplus, Softsign, Hardtanh, Hardsigmoid, Hardswish, Logsigmoid, Threshold, ClampMin,
+  Silu, Mish, Softplus, Hardtanh, Hardsigmoid, Hardswish, Logsigmoid, Threshold, ClampMin,
   ClampMax, Clamp, NanToNum, Angle, Conj, Real, Imag,
   Count
 };

@@ -18,15 +18,22 @@ constexpr bool returns_bool() {
 
 template <B OP, class T>
 constexpr bool supported() {
+  // torch 2.13 supports only these on uint16/32/64 and float8 (tests/python/test_elementwise.py)
+  if constexpr (std::is_same_v<T, Float8_e4m3fn> || std::is_same_v<T, Float8_e5m2>)
+    return OP == B::Mul || OP == B::Eq || OP == B::Ne;
+  if constexpr (std::is_same_v<T, uint16_t> || std::is_same_v<T, uint32_t> || std::is_same_v<T, uint64_t>)
+    return OP == B::Mul || OP == B::BitAnd || OP == B::BitOr || OP == B::BitXor || OP == B::Eq ||
+           OP == B::Ne;
   constexpr bool b = std::is_same_v<T, bool>, i = is_int_v<T>, f = is_float_v<T>, c = is_complex_v<T>;
   switch (OP) {
     case B::Add: case B::Sub: case B::Mul: return b || i || f || c;
     case B::Div: return f || c;
     case B::DivTrunc: case B::DivFloor: case B::Remainder: case B::Fmod: return i || f;
-    case B::Pow: return i || f || c;
+    case B::Pow: return b || i || f || c;
     case B::Maximum: case B::Minimum: return b || i || f;
     case B::Fmax: case B::Fmin: return b || i || f;
-    case B::BitAnd: case B::BitOr: case B::BitXor: case B::Shl: case B::Shr: return b || i;
+    case B::BitAnd: case B::BitOr: case B::BitXor: return b || i;
+    case B::Shl: case B::Shr: return i;
     case B::LogicalAnd: case B::LogicalOr: case B::LogicalXor: return true;
     case B::Eq: case B::Ne: return true;
     case B::Lt: case B::Le: case B::Gt: case B::Ge: return b || i || f;
@@ -69,7 +76,8 @@ inline auto apply(M a, M b, M alpha) {
       return std::fmod(a, b);
     }
   } else if constexpr (OP == B::Pow) {
-    if constexpr (std::is_integral_v<M>) return pow_int(a, b);
+    if constexpr (std::is_same_v<M, bool>) return static_cast<bool>(a || !b);
+    else if constexpr (std::is_integral_v<M>) return pow_int(a, b);
     else if constexpr (is_complex_v<M>) return std::pow(a, b);
     else {
       if (b == M(2)) return a * a;
@@ -130,10 +138,35 @@ using out_t = std::conditional_t<returns_bool<OP>(), bool,
                                  std::conditional_t<(OP == B::Polar || OP == B::Complex),
                                                     std::complex<real_of_t<T>>, T>>;
 
+// torch evaluates floor division of half / bfloat16 in the storage type: every step rounds.
+template <class T>
+inline float div_floor_rounded(float a, float b) {
+  auto r = [](float x) { return static_cast<float>(T(x)); };
+  if (b == 0) return r(a / b);
+  float mod = r(std::fmod(a, b));
+  float div = r(r(a - mod) / b);
+  if (mod != 0 && (b < 0) != (mod < 0)) div = r(div - 1.0f);
+  float fl;
+  if (div != 0) {
+    fl = std::floor(div);
+    if (r(div - fl) > 0.5f) fl = r(fl + 1.0f);
+  } else {
+    fl = std::copysign(0.0f, r(a / b));
+  }
+  return fl;
+}
+
 template <B OP, class T>
 void loop(char** data, const int64_t* s, int64_t n, const void* pp) {
   using O = out_t<OP, T>;
   using M = opmath_t<T>;
+  if constexpr (OP == B::DivFloor && (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)) {
+    for (int64_t i = 0; i < n; ++i)
+      *reinterpret_cast<T*>(data[0] + i * s[0]) = T(div_floor_rounded<T>(
+          static_cast<float>(*reinterpret_cast<const T*>(data[1] + i * s[1])),
+          static_cast<float>(*reinterpret_cast<const T*>(data[2] + i * s[2]))));
+    return;
+  }
   const KParams& p = *static_cast<const KParams*>(pp);
   M alpha;
   if constexpr (is_complex_v<M>) alpha = M(static_cast<typename M::value_type>(p.d[0]),
@@ -168,9 +201,12 @@ void loop(char** data, const int64_t* s, int64_t n, const void* pp) {
 void fill_binary(KernelTable& t) {
   for_each_code<static_cast<int>(B::Count)>([&]<int I>() {
     constexpr B OP = static_cast<B>(I);
-    for_each_type([&]<class T>() {
+    auto set = [&]<class T>() {
       if constexpr (supported<OP, T>()) t.binary[I][static_cast<int>(dtype_of<T>())] = &loop<OP, T>;
-    });
+    };
+    for_each_type(set);
+    set.template operator()<Float8_e4m3fn>();
+    set.template operator()<Float8_e5m2>();
   });
 }
 

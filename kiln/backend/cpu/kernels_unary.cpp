@@ -16,8 +16,24 @@ constexpr bool returns_bool() {
          OP == U::IsNegInf || OP == U::Signbit || OP == U::LogicalNot;
 }
 
+template <class T>
+inline constexpr bool is_f8_v = std::is_same_v<T, Float8_e4m3fn> || std::is_same_v<T, Float8_e5m2>;
+template <class T>
+inline constexpr bool is_bare_unsigned_v =
+    std::is_same_v<T, uint16_t> || std::is_same_v<T, uint32_t> || std::is_same_v<T, uint64_t>;
+
+// Which (op, dtype) pairs exist follows torch 2.13 exactly (checked by tests/python/test_elementwise.py):
+// uint16/32/64 and float8 support only a handful of ops.
 template <U OP, class T>
 constexpr bool supported() {
+  if constexpr (is_f8_v<T>) {
+    if (OP == U::IsInf || OP == U::IsFinite) return std::is_same_v<T, Float8_e5m2>;
+    return OP == U::Abs || OP == U::IsNan;
+  }
+  if constexpr (is_bare_unsigned_v<T>) {
+    return OP == U::IsNan || OP == U::IsInf || OP == U::IsFinite || OP == U::IsPosInf ||
+           OP == U::IsNegInf || OP == U::Signbit;
+  }
   constexpr bool b = std::is_same_v<T, bool>, i = is_int_v<T>, f = is_float_v<T>, c = is_complex_v<T>;
   switch (OP) {
     case U::LogicalNot: case U::IsNan: case U::IsInf: case U::IsFinite: return true;
@@ -26,7 +42,9 @@ constexpr bool supported() {
     case U::Sign: return b || i || f;
     case U::Sgn: return b || i || f || c;
     case U::BitwiseNot: return b || i;
-    case U::Relu: case U::ClampMin: case U::ClampMax: case U::Clamp: return i || f;
+    case U::Relu: case U::Relu6: case U::Hardtanh: case U::ClampMin: case U::ClampMax: case U::Clamp:
+      return i || f;
+    case U::Silu: case U::Expm1: case U::Log1p: return f || c;
     case U::Conj: case U::Real: case U::Imag: case U::Angle: return c || f;
     case U::Reciprocal: case U::Sqrt: case U::Rsqrt: case U::Exp: case U::Exp2: case U::Log:
     case U::Log2: case U::Log10: case U::Sin: case U::Cos: case U::Tan: case U::Asin: case U::Acos:
@@ -64,13 +82,19 @@ inline auto apply(M x, const KParams& p) {
   else if constexpr (OP == U::Exp2) {
     if constexpr (cx) return exp(x * static_cast<typename M::value_type>(M_LN2));
     else return std::exp2(x);
-  } else if constexpr (OP == U::Expm1) return std::expm1(x);
+  } else if constexpr (OP == U::Expm1) {
+    if constexpr (cx) return static_cast<M>(exp(x) - M(1));
+    else return std::expm1(x);
+  }
   else if constexpr (OP == U::Log) return log(x);
   else if constexpr (OP == U::Log2) {
     if constexpr (cx) return static_cast<M>(log(x) / static_cast<typename M::value_type>(M_LN2));
     else return std::log2(x);
   } else if constexpr (OP == U::Log10) return std::log10(x);
-  else if constexpr (OP == U::Log1p) return std::log1p(x);
+  else if constexpr (OP == U::Log1p) {
+    if constexpr (cx) return log(M(1) + x);
+    else return std::log1p(x);
+  }
   else if constexpr (OP == U::Sin) return std::sin(x);
   else if constexpr (OP == U::Cos) return std::cos(x);
   else if constexpr (OP == U::Tan) return std::tan(x);
@@ -127,8 +151,12 @@ inline auto apply(M x, const KParams& p) {
     else if constexpr (std::is_same_v<M, double>) return (std::bit_cast<uint64_t>(x) >> 63) != 0;
     else if constexpr (std::is_signed_v<M>) return x < 0;
     else return false;
-  } else if constexpr (OP == U::Relu) return x > M(0) ? x : M(0);
-  else if constexpr (OP == U::Relu6) return std::isnan(x) ? x : (x < M(0) ? M(0) : (x > M(6) ? M(6) : x));
+  } else if constexpr (OP == U::Relu) return x < M(0) ? M(0) : x;  // NaN passes through
+  else if constexpr (OP == U::Relu6) {
+    if constexpr (std::is_floating_point_v<M>)
+      if (std::isnan(x)) return x;
+    return x < M(0) ? M(0) : (x > M(6) ? M(6) : x);
+  }
   else if constexpr (OP == U::LeakyRelu) return x > M(0) ? x : static_cast<M>(x * static_cast<M>(p.d[0]));
   else if constexpr (OP == U::Elu) {  // d[0]=alpha d[1]=scale d[2]=input_scale
     M a = static_cast<M>(p.d[0]), s = static_cast<M>(p.d[1]), is = static_cast<M>(p.d[2]);
@@ -142,7 +170,7 @@ inline auto apply(M x, const KParams& p) {
   else if constexpr (OP == U::Softplus) {  // d[0]=beta d[1]=threshold
     M b = static_cast<M>(p.d[0]), t = static_cast<M>(p.d[1]);
     return x * b > t ? x : static_cast<M>(std::log1p(exp(x * b)) / b);
-  } else if constexpr (OP == U::Softsign) return static_cast<M>(x / (M(1) + std::fabs(x)));
+  }
   else if constexpr (OP == U::Hardtanh) {
     M lo = static_cast<M>(p.d[0]), hi = static_cast<M>(p.d[1]);
     return x <= lo ? lo : (x >= hi ? hi : x);
@@ -219,9 +247,12 @@ void loop(char** data, const int64_t* s, int64_t n, const void* pp) {
 void fill_unary(KernelTable& t) {
   for_each_code<static_cast<int>(U::Count)>([&]<int I>() {
     constexpr U OP = static_cast<U>(I);
-    for_each_type([&]<class T>() {
+    auto set = [&]<class T>() {
       if constexpr (supported<OP, T>()) t.unary[I][static_cast<int>(dtype_of<T>())] = &loop<OP, T>;
-    });
+    };
+    for_each_type(set);
+    set.template operator()<Float8_e4m3fn>();
+    set.template operator()<Float8_e5m2>();
   });
 }
 

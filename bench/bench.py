@@ -1,0 +1,226 @@
+"""kiln vs torch benchmark runner (`make bench`).
+
+Both libraries run in this one process on the same input data (made with numpy, then converted with
+`from_numpy`, separate buffers per library) and the same thread count. Each case is warmed up, then
+kiln and torch samples alternate (order flipped every repeat) and the median per-call time is kept.
+
+    python3 bench/bench.py [--quick] [--filter SUBSTR] [--threads 1,2] [--markdown PATH]
+
+ratio = torch time / kiln time: above 1 means kiln is faster.
+"""
+import argparse
+import gc
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import kiln  # noqa: E402
+
+DTYPES = {"f32": (kiln.float32, torch.float32, 4), "f16": (kiln.float16, torch.float16, 2),
+          "bf16": (kiln.bfloat16, torch.bfloat16, 2)}
+SAMPLE_S = 2e-3  # each timed sample runs the op enough times to take at least this long
+MAX_REPEATS = 200
+SLOW_S = 2.0  # one call slower than this is timed once (its warm-up call) instead of median-of-3
+
+
+class Case:
+    """One benchmark: `setup(lib, dtype_tag)` returns a no-argument callable for that library."""
+
+    def __init__(self, name, setup, work=None, unit=None):
+        self.name, self.setup, self.work, self.unit = name, setup, work, unit
+
+
+def inputs(shapes, tag, seed=0):
+    """Same random data for both libraries, converted to the case dtype after from_numpy."""
+    rng = np.random.default_rng(seed)
+    arrs = [rng.standard_normal(s, dtype=np.float32) for s in shapes]
+    kd, td, _ = DTYPES[tag]
+    ks = [kiln.from_numpy(a.copy()).to(kd) for a in arrs]
+    ts = [torch.from_numpy(a.copy()).to(td) for a in arrs]
+    return ks, ts
+
+
+def make_setup(shapes, tag, kfn, tfn):
+    def setup():
+        (ks, ts) = inputs(shapes, tag)
+        return (lambda: kfn(*ks)), (lambda: tfn(*ts))
+    return setup
+
+
+def human(n):
+    for div, suf in ((1 << 20, "M"), (1 << 10, "K")):
+        if n >= div and n % div == 0:
+            return f"{n // div}{suf}"
+    return str(n)
+
+
+def build_cases(quick):
+    cases = []
+    sizes = [1 << 10, 1 << 20] if quick else [1 << 10, 1 << 20, 1 << 24]
+    pointwise = [("add", kiln.add, torch.add, 2), ("mul", kiln.mul, torch.mul, 2),
+                 ("exp", kiln.exp, torch.exp, 1), ("gelu", kiln.gelu, torch.nn.functional.gelu, 1)]
+    for name, kf, tf, nin in pointwise:
+        for tag in ("f32", "bf16"):
+            for n in sizes:
+                nbytes = (nin + 1) * n * DTYPES[tag][2]
+                cases.append(Case(f"{name} {tag} {human(n)}",
+                                  make_setup([(n,)] * nin, tag, kf, tf), nbytes, "GB/s"))
+    rows = 1024 if quick else 4096
+    shape = (rows, rows)
+    for dim in (-1, 0):
+        reds = [("sum", lambda x, d=dim: kiln.sum(x, dim=d), lambda x, d=dim: torch.sum(x, dim=d), False),
+                ("amax", lambda x, d=dim: kiln.amax(x, dim=d), lambda x, d=dim: torch.amax(x, dim=d), False),
+                ("softmax", lambda x, d=dim: kiln.softmax(x, dim=d),
+                 lambda x, d=dim: torch.softmax(x, dim=d), True)]
+        for name, kf, tf, full_out in reds:
+            nbytes = rows * rows * 4 + (rows * rows * 4 if full_out else rows * 4)
+            cases.append(Case(f"{name} f32 {rows}x{rows} dim={dim}",
+                              make_setup([shape], "f32", kf, tf), nbytes, "GB/s"))
+    for tag in ("f32", "f16", "bf16"):
+        for n in ([64, 256] if quick else [64, 256, 1024, 2048]):
+            cases.append(Case(f"matmul {tag} {n}x{n}x{n}",
+                              make_setup([(n, n), (n, n)], tag, kiln.matmul, torch.matmul),
+                              2.0 * n ** 3, "GFLOP/s"))
+    cases.append(Case("matmul f32 (1x4096)(4096x4096)",
+                      make_setup([(1, 4096), (4096, 4096)], "f32", kiln.matmul, torch.matmul),
+                      2.0 * 4096 * 4096, "GFLOP/s"))
+    cases.append(Case("overhead: add f32 1-elem (time/call)",
+                      make_setup([(1,), (1,)], "f32", kiln.add, torch.add)))
+    return cases
+
+
+def sample(fn, inner):
+    t0 = time.perf_counter()
+    for _ in range(inner):
+        fn()
+    return (time.perf_counter() - t0) / inner
+
+
+def calibrate(fn):
+    """Warm up, then return (seconds per call, calls per timed sample). A call slower than SLOW_S
+    returns (its time, 0): that one warm-up call is the whole measurement."""
+    first = sample(fn, 1)
+    if first > SLOW_S:
+        return first, 0
+    n = 1
+    while True:
+        dt = sample(fn, n) * n
+        if dt >= SAMPLE_S or n >= 1 << 16:
+            return dt / n, max(1, int(np.ceil(SAMPLE_S * n / max(dt, 1e-9))))
+        n *= 4
+
+
+def measure(kfn, tfn, kcal, tcal, budget):
+    """Median per-call seconds for kiln and torch, samples interleaved (order flipped every repeat).
+    Returns (kiln_s, torch_s, kiln_single, torch_single)."""
+    (kt, kin), (tt, tin) = kcal, tcal
+    ks, ts = ([] if kin else [kt]), ([] if tin else [tt])
+    live = [(f, n, out) for f, n, out in ((kfn, kin, ks), (tfn, tin, ts)) if n]
+    slowest = max([kt * kin, tt * tin])
+    repeats = int(min(MAX_REPEATS, max(3, budget / slowest))) if live else 0
+    gc.disable()
+    try:
+        for i in range(repeats):
+            for f, n, out in (live if i % 2 == 0 else live[::-1]):
+                out.append(sample(f, n))
+    finally:
+        gc.enable()
+    return statistics.median(ks), statistics.median(ts), not kin, not tin
+
+
+def fmt_time(s):
+    if s < 1e-3:
+        return f"{s * 1e6:.2f} us"
+    if s < 1:
+        return f"{s * 1e3:.3f} ms"
+    return f"{s:.3f} s"
+
+
+def fmt_rate(case, s):
+    if case.work is None:
+        return "-"
+    return f"{case.work / s / 1e9:.1f} {case.unit}"
+
+
+def short_error(e):
+    text = f"{type(e).__name__}: {e}".replace("|", "/").replace("\n", " ")
+    return text if len(text) <= 140 else text[:137] + "..."
+
+
+def run_case(case, threads, budget):
+    """One markdown row; an exception from either library is shown in the row instead."""
+    kiln.set_num_threads(threads)
+    torch.set_num_threads(threads)
+    try:
+        kfn, tfn = case.setup()
+    except Exception as e:  # noqa: BLE001 - a failed case must not stop the run
+        return [case.name, str(threads), "setup failed: " + short_error(e), "", "", "", ""]
+    cals, errors = [], []
+    for lib, fn in (("kiln", kfn), ("torch", tfn)):
+        try:
+            cals.append(calibrate(fn))  # also the warm-up, and the first error check
+        except Exception as e:  # noqa: BLE001
+            errors.append(f"{lib} failed: {short_error(e)}")
+    if errors:
+        return [case.name, str(threads), "; ".join(errors), "", "", "", ""]
+    try:
+        k, t, k1, t1 = measure(kfn, tfn, *cals, budget)
+    except Exception as e:  # noqa: BLE001
+        return [case.name, str(threads), "failed while timing: " + short_error(e), "", "", "", ""]
+    return [case.name, str(threads), fmt_time(k) + "*" * k1, fmt_time(t) + "*" * t1, f"{t / k:.2f}",
+            fmt_rate(case, k), fmt_rate(case, t)]
+
+
+HEADER = ["case", "threads", "kiln", "torch", "ratio (torch/kiln)", "kiln rate", "torch rate"]
+
+
+def md_row(cells):
+    return "| " + " | ".join(cells) + " |"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="fewer and smaller cases, short timing budget")
+    ap.add_argument("--filter", default="", help="only cases whose name contains this substring")
+    ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
+    ap.add_argument("--markdown", metavar="PATH", help="also write the table to this file")
+    ap.add_argument("--budget", type=float, default=None,
+                    help="target seconds of timing per case per library (default 0.3, quick 0.05)")
+    args = ap.parse_args()
+    threads = [int(x) for x in args.threads.split(",") if x.strip()]
+    budget = args.budget if args.budget is not None else (0.05 if args.quick else 0.3)
+    cases = [c for c in build_cases(args.quick) if args.filter in c.name]
+    if not cases:
+        sys.exit(f"no case matches --filter {args.filter!r}")
+
+    preamble = [
+        f"kiln {kiln.__version__} vs torch {torch.__version__}, numpy {np.__version__}, "
+        f"Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs"
+        + (", --quick" if args.quick else ""),
+        "",
+        "Median time per call; ratio = torch time / kiln time (> 1 means kiln is faster). "
+        "Rates: GFLOP/s for matmul, GB/s (bytes read + written) for pointwise ops and reductions. "
+        f"* = a single call (slower than {SLOW_S:g} s), not a median.",
+        "",
+    ]
+    lines = preamble + [md_row(HEADER), md_row(["---"] * 2 + ["---:"] * 5)]
+    for line in lines:
+        print(line, flush=True)
+    for threads_n in threads:
+        for case in cases:
+            line = md_row(run_case(case, threads_n, budget))
+            print(line, flush=True)
+            lines.append(line)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
