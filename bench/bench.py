@@ -30,7 +30,8 @@ SLOW_S = 2.0  # one call slower than this is timed once (its warm-up call) inste
 
 
 class Case:
-    """One benchmark: `setup(lib, dtype_tag)` returns a no-argument callable for that library."""
+    """One benchmark: `setup()` returns (kiln_fn, torch_fn), no-argument callables on the same data;
+    `work` is FLOPs or bytes per call, `unit` its rate unit (None: time only)."""
 
     def __init__(self, name, setup, work=None, unit=None):
         self.name, self.setup, self.work, self.unit = name, setup, work, unit
@@ -202,7 +203,7 @@ def main():
     preamble = [
         f"kiln {kiln.__version__} vs torch {torch.__version__}, numpy {np.__version__}, "
         f"Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs"
-        + (", --quick" if args.quick else ""),
+        + f", load average {os.getloadavg()[0]:.2f} at start" + (", --quick" if args.quick else ""),
         "",
         "Median time per call; ratio = torch time / kiln time (> 1 means kiln is faster). "
         "Rates: GFLOP/s for matmul, GB/s (bytes read + written) for pointwise ops and reductions. "

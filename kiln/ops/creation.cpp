@@ -93,7 +93,10 @@ void linspace_kernel(const OpDef& op, const TensorList&, const Attrs& a, TensorL
       S st = steps > 1 ? (e - s) / static_cast<S>(steps - 1) : S(0);
       int64_t half = steps / 2;
       for (int64_t i = 0; i < steps; ++i) {
-        S v = i < half ? s + st * static_cast<S>(i) : e - st * static_cast<S>(steps - i - 1);
+        // fused multiply-add, from both ends, as torch's vectorised kernel computes it
+        S v = steps == 1 ? s
+              : i < half ? std::fma(st, static_cast<S>(i), s)
+                         : std::fma(-st, static_cast<S>(steps - i - 1), e);
         if (log) v = static_cast<S>(std::pow(static_cast<S>(base), v));
         p[i] = convert<T>(v);
       }

@@ -80,15 +80,13 @@ struct Printer {
     std::string s = fr.fmt_real(real_at(p));
     std::string r = std::string(fr.width - s.size(), ' ') + s;
     if (!cx) return r;
-    double im = imag_at(p);
-    std::string is = fi.fmt_real(std::fabs(im));
-    is = std::string(std::max<int>(0, fi.width - static_cast<int>(is.size())), ' ') + is;
-    return r + (std::signbit(im) ? "-" : "+") + is + "j";
+    std::string is = fi.fmt_real(imag_at(p));  // torch: imaginary part unpadded, sign kept
+    return r + (is[0] == '-' || is[0] == '+' ? "" : "+") + is + "j";
   }
   void collect(const char* p, int64_t d, std::vector<double>& re, std::vector<double>& im) const {
     if (d == t.dim()) {
       re.push_back(real_at(p));
-      if (cx) im.push_back(std::fabs(imag_at(p)));
+      if (cx) im.push_back(imag_at(p));
       return;
     }
     int64_t n = t.sizes()[d], st = t.strides()[d] * static_cast<int64_t>(t.itemsize());
@@ -102,22 +100,20 @@ struct Printer {
     int64_t n = t.sizes()[d], st = t.strides()[d] * static_cast<int64_t>(t.itemsize());
     std::string out = "[";
     bool last = d == t.dim() - 1;
-    if (last) {
-      int elen = fr.width + 2 + (cx ? fi.width + 2 : 0);
+    if (last) {  // torch's _vector_str: " ..." counts as an element when lines are filled
+      int elen = fr.width + 2 + (cx ? fi.width + 1 : 0);
       int per_line = std::max(1, (kLineWidth - indent) / elen);
-      int64_t printed = 0;
+      std::vector<std::string> data;
       for (int64_t i = 0; i < n; ++i) {
         if (summarize && n > 2 * kEdgeItems && i == kEdgeItems) {
-          out += " ...,";
+          data.push_back(" ...");
           i = n - kEdgeItems;
         }
-        if (printed > 0) {
-          if (printed % per_line == 0) out += "\n" + std::string(indent + 1, ' ');
-          else out += " ";
-        }
-        out += elem(p + i * st);
-        if (i + 1 < n) out += ",";
-        ++printed;
+        data.push_back(elem(p + i * st));
+      }
+      for (size_t i = 0; i < data.size(); ++i) {
+        if (i > 0) out += (i % per_line == 0) ? ",\n" + std::string(indent + 1, ' ') : ", ";
+        out += data[i];
       }
     } else {
       std::string sep = "," + std::string(t.dim() - d - 1, '\n') + std::string(indent + 1, ' ');
@@ -142,6 +138,7 @@ std::string repr(const Tensor& t) {
   Dtype d = t.dtype();
   bool show_dtype = !(d == default_dtype() || d == kInt64 || d == kBool ||
                       d == (default_dtype() == kFloat64 ? kComplex128 : kComplex64));
+  if (t.numel() == 0) show_dtype = d != default_dtype();  // torch always names it for empty tensors
   std::string body;
   if (t.numel() == 0) {
     body = "[]";
@@ -161,9 +158,18 @@ std::string repr(const Tensor& t) {
     if (pr.cx) pr.fi = make_formatter(im, d);
     body = pr.rec(static_cast<const char*>(t.data_ptr()), 0, static_cast<int>(prefix.size()));
   }
-  os << prefix << body;
-  if (show_dtype) os << ", dtype=kiln." << dtype_name(d);
-  os << ")";
+  std::string out = prefix + body;
+  if (show_dtype) {  // torch's _add_suffixes: wrap the suffix when the last line would pass 80 columns
+    std::string suffix = "dtype=kiln." + std::string(dtype_name(d));
+    size_t nl = out.rfind('\n');
+    size_t last = nl == std::string::npos ? out.size() + 2 : out.size() - nl + 1;
+    // measured as torch's "dtype=torch.x" (one character longer) so lines break where torch's do
+    if (last + suffix.size() + 1 + 2 > static_cast<size_t>(kLineWidth))
+      out += ",\n" + std::string(prefix.size(), ' ') + suffix;
+    else
+      out += ", " + suffix;
+  }
+  os << out << ")";
   return os.str();
 }
 

@@ -2,9 +2,9 @@
 // quantile/nanquantile, unique/unique_consecutive, searchsorted/bucketize, histc, bincount.
 //
 // Row ops move the working dim last, make it contiguous and process rows in parallel. Where torch's
-// result among equal values depends on its algorithm (topk, kthvalue, median, mode, unique(dim=...))
-// the same algorithm is used here, so ties break the same way. Everything that can fail is checked
-// before a parallel region is entered.
+// result among equal values depends on its algorithm (sort with stable=false, topk, kthvalue, median,
+// mode, unique) the same standard-library algorithm is run with the same comparator, so ties break the
+// same way. Everything that can fail is checked before a parallel region is entered.
 #include "kiln/ops/sort.h"
 
 #include <algorithm>
@@ -119,15 +119,21 @@ void argsort_row(const T* row, int64_t R, bool desc, bool stable, std::vector<KV
     if (isnan_(v)) has_nan = true;
     buf[r] = {v, r};
   }
-  if (!stable) {
-    if (desc)
+  if (!stable) {  // without NaN the comparators reduce to > / <, with the same results
+    auto lt = [](const KV<C>& p, const KV<C>& q) { return p.v < q.v; };
+    auto gt = [](const KV<C>& p, const KV<C>& q) { return p.v > q.v; };
+    if (desc && has_nan)
       std::sort(buf.begin(), buf.end(), [](const KV<C>& p, const KV<C>& q) {
         return (isnan_(p.v) && !isnan_(q.v)) || p.v > q.v;
       });
-    else
+    else if (has_nan)
       std::sort(buf.begin(), buf.end(), [](const KV<C>& p, const KV<C>& q) {
         return (!isnan_(p.v) && isnan_(q.v)) || p.v < q.v;
       });
+    else if (desc)
+      std::sort(buf.begin(), buf.end(), gt);
+    else
+      std::sort(buf.begin(), buf.end(), lt);
     return;
   }
   auto first = buf.begin(), last = buf.end();
@@ -595,15 +601,36 @@ void unique_flat(const OpDef& op, const Tensor& x, bool consecutive, bool want_i
     using C = opmath_t<T>;
     const T* p = cptr<T>(xc);
     int64_t* ip = want_inv ? mptr<int64_t>(inv) : nullptr;
+    if (consecutive) {  // one pass straight into N-sized outputs, then trimmed (as torch resizes)
+      Tensor vals = make_tensor({N}, x.dtype()), counts = make_tensor({want_counts ? N : 0}, kInt64);
+      T* vp = mptr<T>(vals);
+      int64_t* cp = want_counts ? mptr<int64_t>(counts) : nullptr;
+      C cur = static_cast<C>(p[0]);
+      vp[0] = p[0];
+      int64_t u = 0, last = 0;
+      if (ip) ip[0] = 0;
+      for (int64_t i = 1; i < N; ++i) {
+        C v = static_cast<C>(p[i]);
+        if (v != cur) {
+          if (cp) cp[u] = i - last;
+          last = i;
+          vp[++u] = p[i];
+          cur = v;
+        }
+        if (ip) ip[i] = u;
+      }
+      if (cp) cp[u] = N - last;
+      out = {narrow(vals, 0, 0, u + 1), inv, want_counts ? narrow(counts, 0, 0, u + 1) : counts};
+      return;
+    }
     std::vector<int64_t> starts;  // run starts, as positions in `order`
-    std::vector<int64_t> order;   // position -> element (identity when consecutive)
-    if (!consecutive) {
+    std::vector<int64_t> order(N);  // position -> element
+    {
       std::vector<KV<C>> buf;
       argsort_row<T>(p, N, false, false, buf);
-      order.resize(N);
       for (int64_t i = 0; i < N; ++i) order[i] = buf[i].i;
     }
-    auto at = [&](int64_t i) { return consecutive ? i : order[i]; };
+    auto at = [&](int64_t i) { return order[i]; };
     C cur = static_cast<C>(p[at(0)]);
     starts.push_back(0);
     if (ip) ip[at(0)] = 0;
