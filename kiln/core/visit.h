@@ -1,5 +1,6 @@
 // Dtype visitors for kernels: visit(d, op, f) calls f.template operator()<T>() with the C++ type
-// of d, raising a TypeError-kind error naming the op when d is outside the visitor's set.
+// of d, raising a NotImplemented-kind error (torch's NotImplementedError) naming the op when d is
+// outside the visitor's set.
 #pragma once
 
 #include "kiln/core/dtype.h"

@@ -57,6 +57,9 @@ SpecList reduce_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
   ReduceOp r = static_cast<ReduceOp>(op.code);
   auto m = mask_from_attrs(x, a, op.name);
   if ((r == ReduceOp::Max || r == ReduceOp::Min) && x.numel() == 0) {
+    KILN_CHECK(!std::get<bool>(a[1]) || x.dim() == 0, Runtime, op.name, op.name,
+               "(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim "
+               "with the 'dim' argument.");
     for (int64_t i = 0; i < x.dim(); ++i)
       KILN_CHECK(!(m[i] && x.sizes()[i] == 0), Index, op.name, op.name, "(): Expected reduction dim ", i,
                  " to have non-zero size.");
@@ -85,7 +88,8 @@ void reduce_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tensor
   char* yp = static_cast<char*>(y.data_ptr());
   if (y.numel() == 0) return;
   if (R == 0 || x.numel() == 0) {  // empty reduction: identity
-    Scalar id = (r == ReduceOp::Prod || r == ReduceOp::All) ? Scalar(1) : Scalar(0);
+    Scalar id = (r == ReduceOp::Prod || r == ReduceOp::All) ? Scalar(1)
+                : r == ReduceOp::Mean ? Scalar(std::numeric_limits<double>::quiet_NaN()) : Scalar(0);
     fill_(y, id);
     return;
   }
@@ -119,7 +123,8 @@ void reduce_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tensor
   if (!xp.is_contiguous()) xp = contiguous(xp);
   const char* xpnt = static_cast<const char*>(xp.data_ptr());
   size_t isz = x.itemsize(), osz = y.itemsize();
-  if (O == 1 && R >= 2 * cpu::kGrainSize && nt > 1) {
+  if (O == 1 && R >= 2 * cpu::kGrainSize && nt > 1 && !is_reduced_float(x.dtype()) && r != ReduceOp::Mean &&
+      r != ReduceOp::All && r != ReduceOp::Any) {
     // one long row: split it, reduce the partials
     int64_t chunks = std::min<int64_t>(nt, R / cpu::kGrainSize);
     int64_t len = (R + chunks - 1) / chunks;
@@ -154,6 +159,7 @@ REDUCE_OP(any, Any)
 REDUCE_OP(norm_l1, SumAbs)
 REDUCE_OP(norm_l2sq, SumSq)
 REDUCE_OP(nansum, NanSum)
+REDUCE_OP(mean, Mean)
 #undef REDUCE_OP
 
 Attrs rattrs(const OptDims& dims, bool keepdim) {
@@ -350,7 +356,7 @@ void scan_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorLi
               else acc = mx + std::log1p(std::exp(mn - mx));
               q[r * J] = static_cast<T>(acc);
             }
-            return;
+            continue;
           }
         }
         if constexpr (!is_complex_v<T>) {
@@ -405,9 +411,7 @@ Tensor mean(const Tensor& x, OptDims dims, bool keepdim, std::optional<Dtype> dt
   Dtype d = dtype.value_or(x.dtype());
   KILN_CHECK(is_floating(d) || is_complex(d), Runtime, "mean", "mean(): could not infer output dtype. "
              "Input dtype must be either a floating point or complex dtype. Got: ", dtype_name(d));
-  int64_t n = reduced_count(x, dims);
-  Tensor s = sum(x, dims, keepdim, d);
-  return true_divide(s, Scalar(static_cast<double>(n)));
+  return reduce(op_mean, to_dtype(x, d), dims, keepdim);
 }
 Tensor nanmean(const Tensor& x, OptDims dims, bool keepdim, std::optional<Dtype> dtype) {
   KILN_CHECK(is_floating(x.dtype()), Runtime, "nanmean", "nanmean(): expected input to have floating point "
@@ -442,6 +446,7 @@ std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
   return {r[0], r[1]};
 }
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  KILN_CHECK(x.dtype() != kBool, Runtime, "argmax", "argmax(): does not support bool input");
   if (!dim) {
     KILN_CHECK(x.numel() > 0, Runtime, "argmax", "argmax(): Expected reduction dim to be specified for "
                "input.numel() == 0.");
@@ -451,6 +456,7 @@ Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   return std::get<1>(max(x, *dim, keepdim));
 }
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  KILN_CHECK(x.dtype() != kBool, Runtime, "argmin", "argmin(): does not support bool input");
   if (!dim) {
     KILN_CHECK(x.numel() > 0, Runtime, "argmin", "argmin(): Expected reduction dim to be specified for "
                "input.numel() == 0.");
@@ -464,7 +470,9 @@ std::tuple<Tensor, Tensor> aminmax(const Tensor& x, std::optional<int64_t> dim, 
   return {amin(x, d, keepdim), amax(x, d, keepdim)};
 }
 
-std::tuple<Tensor, Tensor> var_mean(const Tensor& x, OptDims dims, double correction, bool keepdim) {
+namespace {
+// var and mean in the compute dtype (float32 for half / bfloat16); callers round once at the end.
+std::tuple<Tensor, Tensor> var_mean_acc(const Tensor& x, OptDims dims, double correction, bool keepdim) {
   KILN_CHECK(is_floating(x.dtype()) || is_complex(x.dtype()), Runtime, "var", "std and var only support "
              "floating point and complex dtypes");
   Dtype cd = is_reduced_float(x.dtype()) ? kFloat32 : x.dtype();
@@ -476,17 +484,23 @@ std::tuple<Tensor, Tensor> var_mean(const Tensor& x, OptDims dims, double correc
   double denom = std::max(0.0, static_cast<double>(n) - correction);
   Tensor v = true_divide(sq, Scalar(denom));
   Tensor mo = keepdim ? m : (dims && !dims->empty() ? squeeze(m, *dims) : reshape(m, {}));
-  return {to_dtype(v, to_real(x.dtype())), to_dtype(mo, x.dtype())};
+  return {v, mo};
+}
+}  // namespace
+
+std::tuple<Tensor, Tensor> var_mean(const Tensor& x, OptDims dims, double correction, bool keepdim) {
+  auto [v, m] = var_mean_acc(x, dims, correction, keepdim);
+  return {to_dtype(v, to_real(x.dtype())), to_dtype(m, x.dtype())};
 }
 Tensor var(const Tensor& x, OptDims dims, double correction, bool keepdim) {
   return std::get<0>(var_mean(x, dims, correction, keepdim));
 }
 std::tuple<Tensor, Tensor> std_mean(const Tensor& x, OptDims dims, double correction, bool keepdim) {
-  auto [v, m] = var_mean(x, dims, correction, keepdim);
-  return {sqrt(v), m};
+  auto [v, m] = var_mean_acc(x, dims, correction, keepdim);
+  return {to_dtype(sqrt(v), to_real(x.dtype())), to_dtype(m, x.dtype())};
 }
 Tensor std(const Tensor& x, OptDims dims, double correction, bool keepdim) {
-  return sqrt(var(x, dims, correction, keepdim));
+  return std::get<0>(std_mean(x, dims, correction, keepdim));
 }
 
 Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {

@@ -886,8 +886,8 @@ void histc_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorL
     for (int64_t j = 0; j < bins; ++j) {
       int64_t s = 0;
       for (int64_t c = 0; c < chunks; ++c) s += local[c * bins + j];
-      o[j] = static_cast<T>(static_cast<float>(s));
       if constexpr (std::is_same_v<T, double>) o[j] = static_cast<double>(s);
+      else o[j] = static_cast<T>(static_cast<float>(s));  // exact counts, rounded once to the dtype
     }
   });
 }

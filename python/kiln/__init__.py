@@ -40,8 +40,4 @@ def swapaxes(t, a, b):
     return _C.transpose(t, a, b)
 
 
-def msort(t):
-    raise NotImplementedError("msort lands with the sort family")
-
-
 Tensor.__module__ = "kiln"

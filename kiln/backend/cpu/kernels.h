@@ -26,7 +26,7 @@ enum class BinaryOp : int {
   Count
 };
 
-enum class ReduceOp : int { Sum, Prod, Max, Min, All, Any, SumAbs, SumSq, NanSum, Count };
+enum class ReduceOp : int { Sum, Prod, Max, Min, All, Any, SumAbs, SumSq, NanSum, Mean, Count };
 
 // Scalar parameters of an op (alpha, slopes, bounds), in the compute type's precision.
 struct KParams {

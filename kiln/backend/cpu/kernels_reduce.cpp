@@ -12,6 +12,11 @@ using R = ReduceOp;
 
 template <R OP, class T>
 constexpr bool supported() {
+  // torch 2.13: float8 all/any only; uint16/32/64 have no max/min/prod
+  if constexpr (std::is_same_v<T, Float8_e4m3fn> || std::is_same_v<T, Float8_e5m2>)
+    return OP == R::All || OP == R::Any;
+  if constexpr (std::is_same_v<T, uint16_t> || std::is_same_v<T, uint32_t> || std::is_same_v<T, uint64_t>)
+    if (OP == R::Max || OP == R::Min || OP == R::Prod) return false;
   constexpr bool b = std::is_same_v<T, bool>, i = is_int_v<T>, f = is_float_v<T>, c = is_complex_v<T>;
   switch (OP) {
     case R::Sum: case R::Prod: return i || f || c;
@@ -19,6 +24,7 @@ constexpr bool supported() {
     case R::All: case R::Any: return true;
     case R::SumAbs: case R::SumSq: return f || c;
     case R::NanSum: return f;
+    case R::Mean: return f || c;
     default: return false;
   }
 }
@@ -75,9 +81,10 @@ inline A combine(A a, A b) {
 }
 
 constexpr int kLanes = 16;
-constexpr int64_t kBlock = 4096;
+constexpr int64_t kBlock = 128;
 
-// Reduction of a contiguous run of n elements.
+// Reduction of a contiguous run of n elements: kLanes accumulators over blocks of kBlock, blocks
+// combined pairwise, so a float sum's error grows with log(n), not n.
 template <R OP, class T, class A>
 A reduce_run(const T* x, int64_t n) {
   if (n > kBlock) {  // pairwise over blocks
@@ -96,28 +103,41 @@ A reduce_run(const T* x, int64_t n) {
   return combine<OP>(acc[0], r);
 }
 
+// Mean reduces like Sum, then divides in the accumulation type (one rounding for half/bfloat16).
+template <R OP>
+constexpr R run_op() { return OP == R::Mean ? R::Sum : OP; }
+
+template <R OP, class A>
+inline A finish(A v, int64_t n) {
+  if constexpr (OP == R::Mean) return v / static_cast<typename RealOf<A>::type>(n);
+  else return v;
+}
+
 template <R OP, class T>
 void inner(char* out, const char* in, int64_t M, int64_t Rn) {
   using O = out_t<OP, T>;
   using A = acc_t<OP, T>;
   const T* x = reinterpret_cast<const T*>(in);
   O* o = reinterpret_cast<O*>(out);
-  for (int64_t m = 0; m < M; ++m) o[m] = static_cast<O>(reduce_run<OP, T, A>(x + m * Rn, Rn));
+  for (int64_t m = 0; m < M; ++m)
+    o[m] = static_cast<O>(finish<OP>(reduce_run<run_op<OP>(), T, A>(x + m * Rn, Rn), Rn));
 }
 
 // out[o, j] = reduce_r in[o, r, j] for j < Jc; rows are J apart.
-template <R OP, class T>
+template <R OP_, class T>
 void outer(char* out, const char* in, int64_t O_, int64_t Rn, int64_t Jc, int64_t J) {
-  using O = out_t<OP, T>;
+  constexpr R OP = run_op<OP_>();
+  using O = out_t<OP_, T>;
   using A = acc_t<OP, T>;
-  constexpr int64_t kRows = 64, kCols = 256;
-  A total[kCols], part[kCols];
+  constexpr int64_t kRows = 16, kCols = 256;  // rows summed into part; 16 parts into mid; mids into total
+  A total[kCols], mid[kCols], part[kCols];
   for (int64_t o = 0; o < O_; ++o) {
     const T* x = reinterpret_cast<const T*>(in) + o * Rn * J;
     O* y = reinterpret_cast<O*>(out) + o * J;
     for (int64_t j0 = 0; j0 < Jc; j0 += kCols) {
       int64_t jc = Jc - j0 < kCols ? Jc - j0 : kCols;
-      for (int64_t j = 0; j < jc; ++j) total[j] = identity<OP, A>();
+      for (int64_t j = 0; j < jc; ++j) total[j] = mid[j] = identity<OP, A>();
+      int64_t parts = 0;
       for (int64_t r0 = 0; r0 < Rn; r0 += kRows) {
         int64_t rc = Rn - r0 < kRows ? Rn - r0 : kRows;
         for (int64_t j = 0; j < jc; ++j) part[j] = identity<OP, A>();
@@ -125,9 +145,13 @@ void outer(char* out, const char* in, int64_t O_, int64_t Rn, int64_t Jc, int64_
           const T* row = x + (r0 + r) * J + j0;
           for (int64_t j = 0; j < jc; ++j) part[j] = combine<OP>(part[j], map<OP, A>(row[j]));
         }
-        for (int64_t j = 0; j < jc; ++j) total[j] = combine<OP>(total[j], part[j]);
+        for (int64_t j = 0; j < jc; ++j) mid[j] = combine<OP>(mid[j], part[j]);
+        if (++parts == 16) {
+          for (int64_t j = 0; j < jc; ++j) total[j] = combine<OP>(total[j], mid[j]), mid[j] = identity<OP, A>();
+          parts = 0;
+        }
       }
-      for (int64_t j = 0; j < jc; ++j) y[j0 + j] = static_cast<O>(total[j]);
+      for (int64_t j = 0; j < jc; ++j) y[j0 + j] = static_cast<O>(finish<OP_>(combine<OP>(total[j], mid[j]), Rn));
     }
   }
 }
@@ -137,12 +161,15 @@ void outer(char* out, const char* in, int64_t O_, int64_t Rn, int64_t Jc, int64_
 void fill_reduce(KernelTable& t) {
   for_each_code<static_cast<int>(R::Count)>([&]<int I>() {
     constexpr R OP = static_cast<R>(I);
-    for_each_type([&]<class T>() {
+    auto set = [&]<class T>() {
       if constexpr (supported<OP, T>()) {
         t.reduce_inner[I][static_cast<int>(dtype_of<T>())] = &inner<OP, T>;
         t.reduce_outer[I][static_cast<int>(dtype_of<T>())] = &outer<OP, T>;
       }
-    });
+    };
+    for_each_type(set);
+    set.template operator()<Float8_e4m3fn>();
+    set.template operator()<Float8_e5m2>();
   });
 }
 

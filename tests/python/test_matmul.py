@@ -1,0 +1,73 @@
+"""Matmul family vs torch: every matmul broadcasting case, dtypes, strided operands, errors."""
+import pytest
+import torch
+
+import kiln
+from helpers import check, make
+
+SHAPES = [((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)), ((2, 3), (3, 4)), ((5, 2, 3), (3, 4)),
+          ((2, 3), (5, 3, 4)), ((5, 2, 3), (5, 3, 4)), ((5, 1, 2, 3), (4, 3, 2)), ((3,), (5, 3, 4)),
+          ((5, 2, 3), (3,)), ((0, 3), (3, 4)), ((2, 0), (0, 4)), ((1, 5), (5, 1)), ((2, 1, 3, 4), (1, 6, 4, 2))]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128", "float16", "bfloat16", "int64",
+                                   "int32", "uint8", "bool"])
+@pytest.mark.parametrize("sa,sb", SHAPES)
+def test_matmul_broadcasting(sa, sb, dtype):
+    a, b = make(sa, dtype, low=-2, high=2), make(sb, dtype, low=-2, high=2, seed=1)
+    rtol = 1e-2 if dtype in ("float16", "bfloat16") else 1e-5
+    check(lambda m, x, y: m.matmul(x, y), a, b, rtol=rtol, atol=1e-2 if dtype in ("float16", "bfloat16") else None,
+          msg=f"{sa} {sb}")
+
+
+def test_matmul_strided_operands():
+    a, b = make((6, 8), "float32"), make((10, 6), "float32", seed=1)
+    check(lambda m, x, y: x.t() @ y.t(), a, b, rtol=1e-5)
+    check(lambda m, x, y: x[::2, 1:] @ y[1:8, ::2], a, b[:, :], rtol=1e-5)
+    check(lambda m, x, y: m.mm(x[:, ::2], y[::2, :6][:4]), a, b, rtol=1e-5)
+
+
+def test_matmul_errors():
+    check(lambda m, x, y: m.matmul(x, y), make((2, 3), "float32"), make((4, 5), "float32"))
+    check(lambda m, x, y: m.matmul(x, y), make((2, 3), "float32"), make((3, 4), "float64"))
+    check(lambda m, x, y: m.matmul(x, y), make((), "float32"), make((3,), "float32"))
+    check(lambda m, x, y: m.mm(x, y), make((2, 3, 1), "float32"), make((3, 4), "float32"))
+    check(lambda m, x, y: m.bmm(x, y), make((2, 2, 3), "float32"), make((3, 3, 4), "float32"))
+    check(lambda m, x, y: m.dot(x, y), make((3,), "float32"), make((4,), "float32"))
+    check(lambda m, x, y: m.mv(x, y), make((2, 3), "float32"), make((4,), "float32"))
+
+
+def test_family():
+    a, b, c = make((3, 4), "float32"), make((4, 5), "float32", seed=1), make((3, 5), "float32", seed=2)
+    check(lambda m, x, y: m.mm(x, y), a, b, rtol=1e-5)
+    check(lambda m, x, y, z: m.addmm(z, x, y), a, b, c, rtol=1e-5)
+    check(lambda m, x, y, z: m.addmm(z, x, y, beta=0.5, alpha=2), a, b, c, rtol=1e-5)
+    check(lambda m, x, y, z: m.addmm(z[0], x, y, beta=0, alpha=2), a, b, c * float("nan"), rtol=1e-5)
+    A, B, C = make((2, 3, 4), "float32"), make((2, 4, 5), "float32", seed=1), make((2, 3, 5), "float32", seed=2)
+    check(lambda m, x, y: m.bmm(x, y), A, B, rtol=1e-5)
+    check(lambda m, x, y, z: m.baddbmm(z, x, y, beta=2, alpha=0.5), A, B, C, rtol=1e-5)
+    check(lambda m, x, y, z: m.addbmm(z, x, y), A, B, c, rtol=1e-5)
+    v = make((4,), "float32", seed=3)
+    check(lambda m, x, y: m.mv(x, y), a, v, rtol=1e-5)
+    check(lambda m, x, y, z: m.addmv(z, x, y, alpha=3), a, v, make((3,), "float32"), rtol=1e-5)
+    check(lambda m, x, y: m.dot(x, y), v, v, rtol=1e-5)
+    z = make((4,), "complex64")
+    check(lambda m, x, y: m.vdot(x, y), z, z * 2, rtol=1e-5)
+    check(lambda m, x, y: m.outer(x, y), v, make((3,), "float32"), rtol=1e-5)
+    check(lambda m, x, y: m.inner(x, y), a, make((2, 4), "float32"), rtol=1e-5)
+    check(lambda m, x, y: m.tensordot(x, y, dims=1), a, b, rtol=1e-5)
+    check(lambda m, x, y: m.tensordot(x, y, dims=([0], [1])), make((3, 4, 2), "float32"), make((5, 3), "float32"),
+          rtol=1e-5)
+    check(lambda m, x, y: m.kron(x, y), make((2, 3), "float32"), make((3, 2), "float32"), rtol=1e-5)
+    check(lambda m, x, y: m.kron(x, y), make((2,), "int64"), make((3, 2), "int64"))
+
+
+@pytest.mark.parametrize("eq,shapes", [
+    ("ij,jk->ik", [(3, 4), (4, 5)]), ("ij,jk", [(3, 4), (4, 5)]), ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("ii->i", [(4, 4)]), ("ii", [(4, 4)]), ("ij->ji", [(3, 4)]), ("i,i->", [(5,), (5,)]), ("i,j->ij", [(3,), (4,)]),
+    ("...ij,...jk->...ik", [(2, 3, 4), (4, 5)]), ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]),
+    ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]), ("i...->...", [(3, 4, 5)]), ("ijk->", [(2, 3, 4)]),
+])
+def test_einsum(eq, shapes):
+    ops = [make(s, "float32", seed=i) for i, s in enumerate(shapes)]
+    check(lambda m, *xs: m.einsum(eq, *xs), *ops, rtol=1e-5, atol=1e-5, msg=eq)
