@@ -14,13 +14,6 @@ Tensor as_int64_index(const Tensor& idx, const char* op) {
   return contiguous(to_dtype(idx, kInt64));
 }
 
-void check_range(const Tensor& idx, int64_t n, const char* op, int64_t dim) {
-  const int64_t* p = static_cast<const int64_t*>(idx.data_ptr());
-  for (int64_t i = 0; i < idx.numel(); ++i)
-    KILN_CHECK(p[i] >= -n && p[i] < n, Index, op, "index ", p[i], " is out of bounds for dimension ", dim,
-               " with size ", n);
-}
-
 // ---- index_select(x, dim, index) ------------------------------------------------------------------
 SpecList index_select_meta(const OpDef&, const TensorList& in, const Attrs& a) {
   const Tensor &x = in[0], &idx = in[1];
@@ -30,12 +23,18 @@ SpecList index_select_meta(const OpDef&, const TensorList& in, const Attrs& a) {
   if (x.dim() > 0) s[d] = idx.numel();
   return {{s, x.dtype()}};
 }
+
 void index_select_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
   const Tensor& x = in[0];
   Tensor idx = as_int64_index(in[1], "index_select");
   int64_t d = wrap_dim(std::get<int64_t>(a[0]), x.dim(), "index_select");
   int64_t n = x.dim() ? x.sizes()[d] : 1;
-  check_range(idx, n, "index_select", d);
+  const int64_t* chk = static_cast<const int64_t*>(idx.data_ptr());
+  for (int64_t i = 0; i < idx.numel(); ++i) {  // torch: no negative indices; its error type depends on dim
+    if (d == 0) KILN_CHECK(chk[i] >= 0 && chk[i] < n, Index, "index_select", "index out of range in self");
+    KILN_CHECK(chk[i] >= 0 && chk[i] < n, Runtime, "index_select", "INDICES element is out of DATA bounds, id=",
+               chk[i], " axis_dim=", n);
+  }
   const int64_t* ip = static_cast<const int64_t*>(idx.data_ptr());
   Tensor& y = out[0];
   if (x.dim() == 0) {
@@ -43,8 +42,7 @@ void index_select_kernel(const OpDef&, const TensorList& in, const Attrs& a, Ten
     return;
   }
   for (int64_t i = 0; i < idx.numel(); ++i) {
-    int64_t k = ip[i] < 0 ? ip[i] + n : ip[i];
-    copy_(select(y, d, i), select(x, d, k));
+    copy_(select(y, d, i), select(x, d, ip[i]));
   }
 }
 OpDef op_index_select{"index_select", 0, index_select_meta, {index_select_kernel, nullptr}};

@@ -38,8 +38,7 @@ Parsed parse(const Tensor& self, nb::handle index) {
   bool has_ellipsis = false;
   for (nb::handle h : items) {
     if (h.is_none() || PyBool_Check(h.ptr())) continue;
-    if (h.ptr() == Py_Ellipsis) {
-      KILN_CHECK(!has_ellipsis, Index, "getitem", "an index can only have a single ellipsis ('...')");
+    if (h.ptr() == Py_Ellipsis) {  // torch accepts repeated ellipses; only the first one expands
       has_ellipsis = true;
       continue;
     }
@@ -49,13 +48,16 @@ Parsed parse(const Tensor& self, nb::handle index) {
   KILN_CHECK(consumed <= self.dim(), Index, "getitem", "too many indices for tensor of dimension ", self.dim());
   Tensor v = self;
   int64_t dim = 0;
+  bool ellipsis_done = false;
+  (void)has_ellipsis;
   std::vector<std::pair<int64_t, Tensor>> adv;
   for (nb::handle h : items) {
     PyObject* o = h.ptr();
     if (o == Py_None) {
       v = unsqueeze(v, dim++);
     } else if (o == Py_Ellipsis) {
-      dim += self.dim() - consumed;
+      if (!ellipsis_done) dim += self.dim() - consumed;
+      ellipsis_done = true;
     } else if (PyBool_Check(o)) {
       v = unsqueeze(v, dim);
       if (o == Py_False) v = slice(v, dim, 0, 0, 1);
@@ -82,7 +84,7 @@ Parsed parse(const Tensor& self, nb::handle index) {
     } else if (PyIndex_Check(o)) {
       v = select(v, dim, nb::cast<int64_t>(nb::int_(h)));
     } else {
-      throw nb::type_error(("only integers, slices (`:`), ellipsis (`...`), None and long or byte "
+      throw nb::index_error(("only integers, slices (`:`), ellipsis (`...`), None and long or byte "
                             "Variables are valid indices (got " + std::string(nb::str(h.type()).c_str()) + ")").c_str());
     }
   }

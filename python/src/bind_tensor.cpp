@@ -108,8 +108,9 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
         for (const Tensor& x : unbind(t, 0)) l.append(nb::cast(x));
         return nb::iter(l);
       })
-      .def("__getitem__", [](const Tensor& t, nb::handle i) { return getitem(t, i); })
-      .def("__setitem__", [](const Tensor& t, nb::handle i, nb::handle v) { setitem(t, i, v); })
+      .def("__getitem__", [](const Tensor& t, nb::handle i) { return getitem(t, i); }, nb::arg("index").none())
+      .def("__setitem__", [](const Tensor& t, nb::handle i, nb::handle v) { setitem(t, i, v); },
+           nb::arg("index").none(), nb::arg("value").none())
       .def("__add__", [](nb::handle a, nb::handle b) { return binop(a, b, add2); })
       .def("__radd__", [](nb::handle a, nb::handle b) { return rbinop(a, b, add2); })
       .def("__iadd__", [](nb::handle a, nb::handle b) { return ibinop(a, b, iadd2); })
