@@ -52,7 +52,8 @@ OpRegistrar reg_index_select{op_index_select};
 SpecList gather_meta(const OpDef&, const TensorList& in, const Attrs& a) {
   const Tensor &x = in[0], &idx = in[1];
   int64_t d = wrap_dim(std::get<int64_t>(a[0]), x.dim(), "gather");
-  KILN_CHECK(idx.dtype() == kInt64, Runtime, "gather", "gather(): Expected dtype int64 for index");
+  KILN_CHECK(idx.dtype() == kInt64 || idx.dtype() == kInt32, Runtime, "gather",
+             "gather(): Expected dtype int32/int64 for index");
   KILN_CHECK(idx.dim() == x.dim() || (idx.dim() <= 1 && x.dim() <= 1), Runtime, "gather",
              "Index tensor must have the same number of dimensions as input tensor");
   for (int64_t i = 0; i < idx.dim(); ++i)
@@ -62,7 +63,7 @@ SpecList gather_meta(const OpDef&, const TensorList& in, const Attrs& a) {
 }
 void gather_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
   const Tensor& x = in[0];
-  const Tensor& idx = in[1];
+  Tensor idx = to_dtype(in[1], kInt64);
   Tensor& y = out[0];
   int64_t d = x.dim() ? wrap_dim(std::get<int64_t>(a[0]), x.dim(), "gather") : 0;
   int64_t n = x.dim() ? x.sizes()[d] : 1;
@@ -72,21 +73,19 @@ void gather_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorLis
   if (x.dim()) xst[d] = 0;
   Tensor xv = x.dim() ? make_view(x, xsz, xst, x.storage_offset()) : x;
   size_t isz = x.itemsize();
-  bool bad = false;
-  int64_t bad_val = 0;
+  {  // validate first (torch: RuntimeError naming the first bad index; no negative indices)
+    Tensor ic = contiguous(idx);
+    const int64_t* ip = static_cast<const int64_t*>(ic.data_ptr());
+    for (int64_t i = 0; i < ic.numel(); ++i)
+      KILN_CHECK(ip[i] >= 0 && ip[i] < n, Runtime, "gather", "index ", ip[i], " is out of bounds for dimension ", d,
+                 " with size ", n);
+  }
   cpu::for_each(cpu::make_loop({&y, &xv, &idx}, idx.sizes()), [&](char** p, const int64_t* s, int64_t cnt) {
     for (int64_t i = 0; i < cnt; ++i) {
       int64_t k = *reinterpret_cast<const int64_t*>(p[2] + i * s[2]);
-      if (k < -n || k >= n) {
-        bad = true;
-        bad_val = k;
-        continue;
-      }
-      if (k < 0) k += n;
       std::memcpy(p[0] + i * s[0], p[1] + i * s[1] + k * xs * static_cast<int64_t>(isz), isz);
     }
-  }, INT64_MAX);
-  KILN_CHECK(!bad, Index, "gather", "index ", bad_val, " is out of bounds for dimension ", d, " with size ", n);
+  });
 }
 OpDef op_gather{"gather", 0, gather_meta, {gather_kernel, nullptr}};
 OpRegistrar reg_gather{op_gather};
