@@ -4,7 +4,7 @@ BUILD   ?= build
 ASAN    ?= build-asan
 JOBS    ?= $(shell nproc)
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PKGS := build-essential cmake ninja-build ccache pkg-config libopenblas-dev liblapacke-dev \
+APT_PKGS := build-essential cmake ninja-build ccache pkg-config libopenblas-dev libopenblas-openmp-dev liblapacke-dev \
             libsleef-dev libgtest-dev
 PIP_PKGS := torch==2.13.0 numpy pytest pytest-xdist nanobind scikit-build-core
 

@@ -53,6 +53,26 @@ void gemm_blas(const Mat& A, const Mat& B, Tensor& C, int64_t Bn, int64_t M, int
     const T* a = ap + i * sa;
     const T* b = bp + i * sb;
     T* c = cp + i * M * N;
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      // matrix-vector shapes go to GEMV: GEMM kernels waste most of their work on a 1-wide panel
+      auto gemv = [](CBLAS_TRANSPOSE t, int64_t rows, int64_t cols, const T* m, int64_t ld, const T* x,
+                     int64_t incx, T* y) {
+        if constexpr (std::is_same_v<T, float>) cblas_sgemv(CblasRowMajor, t, rows, cols, 1.0f, m, ld, x, incx, 0.0f, y, 1);
+        else cblas_dgemv(CblasRowMajor, t, rows, cols, 1.0, m, ld, x, incx, 0.0, y, 1);
+      };
+      if (M == 1) {  // y(N) = B^T a: B is (K, N), row-major unless transposed
+        int64_t inca = A.trans ? A.ld : 1;
+        if (!B.trans) gemv(CblasTrans, K, N, b, B.ld, a, inca, c);
+        else gemv(CblasNoTrans, N, K, b, B.ld, a, inca, c);
+        continue;
+      }
+      if (N == 1) {  // y(M) = A b
+        int64_t incb = B.trans ? 1 : B.ld;
+        if (!A.trans) gemv(CblasNoTrans, M, K, a, A.ld, b, incb, c);
+        else gemv(CblasTrans, K, M, a, A.ld, b, incb, c);
+        continue;
+      }
+    }
     if constexpr (std::is_same_v<T, float>) {
       cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a, A.ld, b, B.ld, 0.0f, c, N);
     } else if constexpr (std::is_same_v<T, double>) {

@@ -1,0 +1,691 @@
+// Shape ops: roll, rot90, repeat / tile, repeat_interleave, diag / diag_embed, meshgrid, and the
+// torch.nn.functional block pad / one_hot / embedding.
+//
+// roll, repeat, pad and embedding share one gather kernel: every output element is read from one input
+// position given by a per-dimension source map (or is a fill value). All validation happens before that
+// kernel runs; its parallel loop cannot fail.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kiln/backend/cpu/parallel.h"
+#include "kiln/core/visit.h"
+#include "kiln/ops/ops.h"
+#include "kiln/ops/shape.h"
+
+namespace kiln {
+
+using shape_detail::check_scalar_fits;
+using shape_detail::not_implemented;
+using shape_detail::torch_type_name;
+
+namespace {
+
+constexpr int64_t kFill = INT64_MIN;  // map entry: write the fill value
+constexpr int kMaxGatherDims = 64;
+
+using Maps = std::vector<std::vector<int64_t>>;
+
+template <size_t N>
+struct Elem {
+  unsigned char b[N];
+};
+
+template <class E>
+void gather_rows(const Tensor& x, const Tensor& y, const Maps& off, const void* fillp) {
+  int64_t nd = y.dim();
+  const Shape& ys = y.sizes();
+  int64_t last = ys[nd - 1];
+  int64_t rows = y.numel() / last;
+  E* yp = static_cast<E*>(y.data_ptr());
+  const E* xp = static_cast<const E*>(x.data_ptr());
+  E fv{};
+  if (fillp) std::memcpy(&fv, fillp, sizeof(E));
+  const int64_t* lo = off[nd - 1].data();
+  cpu::parallel_for(rows, std::max<int64_t>(1, cpu::kGrainSize / std::max<int64_t>(last, 1)), [&](int64_t b, int64_t e) {
+    int64_t c[kMaxGatherDims];
+    int64_t r = b;
+    for (int64_t d = nd - 2; d >= 0; --d) {
+      c[d] = r % ys[d];
+      r /= ys[d];
+    }
+    for (int64_t row = b; row < e; ++row) {
+      int64_t base = 0;
+      bool fill = false;
+      for (int64_t d = 0; d < nd - 1; ++d) {
+        int64_t v = off[d][c[d]];
+        if (v == kFill) fill = true;
+        else base += v;
+      }
+      E* o = yp + row * last;
+      if (fill) {
+        for (int64_t i = 0; i < last; ++i) o[i] = fv;
+      } else {
+        for (int64_t i = 0; i < last; ++i) o[i] = lo[i] == kFill ? fv : xp[base + lo[i]];
+      }
+      for (int64_t d = nd - 2; d >= 0; --d) {
+        if (++c[d] < ys[d]) break;
+        c[d] = 0;
+      }
+    }
+  });
+}
+
+// y (contiguous, same rank as x): y[j0, j1, ...] = x[maps[0][j0], maps[1][j1], ...], or the fill value (x's
+// dtype, may be null for zero) where any map entry is kFill.
+void gather_maps(const Tensor& x, const Tensor& y, const Maps& maps, const Tensor& fill = Tensor()) {
+  if (y.numel() == 0) return;
+  int64_t isz = static_cast<int64_t>(y.itemsize());
+  const void* fp = fill.defined() ? fill.data_ptr() : nullptr;
+  if (y.dim() == 0) {
+    std::memcpy(y.data_ptr(), x.data_ptr(), isz);
+    return;
+  }
+  KILN_CHECK(y.dim() <= kMaxGatherDims, Runtime, "gather", "tensors with more than ", kMaxGatherDims,
+             " dimensions are not supported");
+  Maps off(y.dim());
+  for (int64_t d = 0; d < y.dim(); ++d) {
+    off[d].resize(maps[d].size());
+    for (size_t j = 0; j < maps[d].size(); ++j) off[d][j] = maps[d][j] == kFill ? kFill : maps[d][j] * x.strides()[d];
+  }
+  switch (isz) {
+    case 1: gather_rows<Elem<1>>(x, y, off, fp); break;
+    case 2: gather_rows<Elem<2>>(x, y, off, fp); break;
+    case 4: gather_rows<Elem<4>>(x, y, off, fp); break;
+    case 8: gather_rows<Elem<8>>(x, y, off, fp); break;
+    default: gather_rows<Elem<16>>(x, y, off, fp); break;
+  }
+}
+
+std::vector<int64_t> identity_map(int64_t n) {
+  std::vector<int64_t> m(n);
+  for (int64_t i = 0; i < n; ++i) m[i] = i;
+  return m;
+}
+
+// ---- roll -------------------------------------------------------------------------------------------------
+void check_roll(const Tensor& x, const Shape& shifts, const Shape& dims) {
+  const char* op = "roll";
+  if (!(dims.size() == 1 && shifts.size() == 1)) {
+    KILN_CHECK(!shifts.empty(), Runtime, op, "`shifts` required");
+    if (!(dims.empty() && shifts.size() == 1))
+      KILN_CHECK(shifts.size() == dims.size(), Runtime, op, "shifts and dimensions must align. shifts: ", shifts.size(),
+                 ", dims:", dims.size());
+  }
+  if (x.numel() == 0) return;  // torch returns a clone before looking at dims
+  for (int64_t d : dims) {
+    KILN_CHECK(x.dim() > 0, Index, op, "Dimension specified as ", d, " but tensor has no dimensions");
+    wrap_dim(d, x.dim(), op);
+  }
+}
+SpecList roll_meta(const OpDef&, const TensorList& in, const Attrs& a) {
+  check_roll(in[0], attr<Shape>(a, 0), attr<Shape>(a, 1));
+  return {{in[0].sizes(), in[0].dtype()}};
+}
+int64_t pos_mod(int64_t a, int64_t n) {
+  int64_t r = a % n;
+  return r < 0 ? r + n : r;
+}
+void roll_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
+  const Tensor& x = in[0];
+  const Tensor& y = out[0];
+  const Shape &shifts = attr<Shape>(a, 0), &dims = attr<Shape>(a, 1);
+  if (x.numel() == 0) return;
+  if (dims.empty()) {  // flattened
+    int64_t n = x.numel();
+    Tensor xf = reshape(contiguous(x), {n});
+    Tensor yf = make_view(y, {n}, {1}, y.storage_offset());
+    Maps m(1, std::vector<int64_t>(n));
+    int64_t s = pos_mod(shifts[0], n);
+    for (int64_t j = 0; j < n; ++j) m[0][j] = pos_mod(j - s, n);
+    gather_maps(xf, yf, m);
+    return;
+  }
+  Shape total(x.dim(), 0);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = wrap_dim(dims[i], x.dim(), "roll");
+    total[d] = pos_mod(total[d] + pos_mod(shifts[i], x.sizes()[d]), x.sizes()[d]);
+  }
+  Maps m(x.dim());
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    int64_t n = x.sizes()[d];
+    m[d].resize(n);
+    for (int64_t j = 0; j < n; ++j) m[d][j] = pos_mod(j - total[d], n);
+  }
+  gather_maps(x, y, m);
+}
+OpDef op_roll{"roll", 0, roll_meta, {roll_kernel, nullptr}};
+OpRegistrar reg_roll{op_roll};
+
+// ---- repeat ----------------------------------------------------------------------------------------------
+Shape repeat_shape(const Tensor& x, const Shape& r) {
+  KILN_CHECK(static_cast<int64_t>(r.size()) >= x.dim(), Runtime, "repeat",
+             "Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor");
+  int64_t lead = static_cast<int64_t>(r.size()) - x.dim();
+  Shape s(r.size());
+  for (size_t i = 0; i < r.size(); ++i) {
+    int64_t xs = static_cast<int64_t>(i) < lead ? 1 : x.sizes()[i - lead];
+    s[i] = xs * r[i];
+  }
+  for (int64_t v : s)
+    KILN_CHECK(v >= 0, Runtime, "repeat", "Trying to create tensor with negative dimension ", v, ": ", s);
+  return s;
+}
+SpecList repeat_meta(const OpDef&, const TensorList& in, const Attrs& a) {
+  return {{repeat_shape(in[0], attr<Shape>(a, 0)), in[0].dtype()}};
+}
+void repeat_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
+  const Tensor& x = in[0];
+  const Tensor& y = out[0];
+  if (y.numel() == 0) return;
+  const Shape& r = attr<Shape>(a, 0);
+  int64_t lead = static_cast<int64_t>(r.size()) - x.dim();
+  Shape xs(lead, 1), xst(lead, 0);
+  xs.insert(xs.end(), x.sizes().begin(), x.sizes().end());
+  xst.insert(xst.end(), x.strides().begin(), x.strides().end());
+  Tensor xv = make_view(x, xs, xst, x.storage_offset());
+  Maps m(xs.size());
+  for (size_t d = 0; d < xs.size(); ++d) {
+    m[d].resize(y.sizes()[d]);
+    for (int64_t j = 0; j < y.sizes()[d]; ++j) m[d][j] = j % xs[d];
+  }
+  gather_maps(xv, y, m);
+}
+OpDef op_repeat{"repeat", 0, repeat_meta, {repeat_kernel, nullptr}};
+OpRegistrar reg_repeat{op_repeat};
+
+// ---- repeat_interleave(repeats) -> indices -----------------------------------------------------------------
+// attrs {output_size (int64, or monostate for none)}
+void repeat_interleave_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {
+  const Tensor& r = in[0];
+  if (r.dtype() != kInt32 && r.dtype() != kInt64) not_implemented(op.name, "repeat_interleave_cpu", r.dtype());
+  KILN_CHECK(r.dim() == 1, Runtime, op.name, "repeat_interleave only accept 1D vector as repeat");
+  if (r.sizes()[0] == 0) {
+    out = {make_tensor({0}, r.dtype())};
+    return;
+  }
+  Tensor rc = contiguous(to_dtype(r, kInt64));
+  const int64_t* rp = static_cast<const int64_t*>(rc.data_ptr());
+  int64_t n = rc.numel();
+  std::vector<int64_t> cum(n);
+  int64_t acc = 0;
+  bool negative = false;
+  for (int64_t i = 0; i < n; ++i) {
+    acc += rp[i];
+    cum[i] = acc;
+    negative = negative || rp[i] < 0;
+  }
+  bool has_size = std::holds_alternative<int64_t>(a[0]);
+  int64_t total = has_size ? std::get<int64_t>(a[0]) : cum[n - 1];
+  if (!has_size) KILN_CHECK(!negative, Runtime, op.name, "repeats can not be negative");
+  KILN_CHECK(total >= 0, Runtime, op.name, "Trying to create tensor with negative dimension ", total, ": [", total, "]");
+  KILN_CHECK(total == cum[n - 1], Runtime, op.name, "allocated size does not match required size");
+  KILN_CHECK(!negative, Runtime, op.name, "repeats can not be negative");
+  Tensor y = make_tensor({total}, r.dtype());
+  visit_integral(r.dtype(), op.name, [&]<class T>() {
+    T* yp = static_cast<T*>(y.data_ptr());
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = cum[i] - rp[i]; j < cum[i]; ++j) yp[j] = static_cast<T>(i);
+  });
+  out = {y};
+}
+OpDef op_repeat_interleave{"repeat_interleave", kDynamicShape, nullptr, {repeat_interleave_kernel, nullptr}};
+OpRegistrar reg_repeat_interleave{op_repeat_interleave};
+
+// ---- diag / diag_embed ----------------------------------------------------------------------------------------
+SpecList diag_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
+  const Tensor& x = in[0];
+  int64_t k = attr<int64_t>(a, 0);
+  if (x.dim() == 1) {
+    int64_t n = x.sizes()[0] + (k < 0 ? -k : k);
+    return {{{n, n}, x.dtype()}};
+  }
+  KILN_CHECK(x.dim() == 2, Runtime, op.name, "diag(): Supports 1D or 2D tensors. Got ", x.dim(), "D");
+  int64_t R = x.sizes()[0], C = x.sizes()[1];
+  int64_t len = k >= 0 ? std::min(R, C - k) : std::min(R + k, C);
+  return {{{std::max<int64_t>(len, 0)}, x.dtype()}};
+}
+void diag_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
+  const Tensor& x = in[0];
+  const Tensor& y = out[0];
+  int64_t k = attr<int64_t>(a, 0);
+  if (x.dim() == 1) {
+    std::memset(y.data_ptr(), 0, y.nbytes());
+    int64_t m = x.sizes()[0];
+    if (m == 0) return;
+    int64_t n = y.sizes()[0];
+    int64_t off = k >= 0 ? k : -k * n;
+    copy_(make_view(y, {m}, {n + 1}, y.storage_offset() + off), x);
+    return;
+  }
+  if (y.numel() == 0) return;
+  int64_t s0 = x.strides()[0], s1 = x.strides()[1];
+  int64_t off = x.storage_offset() + (k >= 0 ? k * s1 : -k * s0);
+  copy_(y, make_view(x, {y.numel()}, {s0 + s1}, off));
+}
+OpDef op_diag{"diag", 0, diag_meta, {diag_kernel, nullptr}};
+OpRegistrar reg_diag{op_diag};
+
+// attrs {offset, dim1, dim2}
+SpecList diag_embed_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
+  const Tensor& x = in[0];
+  int64_t off = attr<int64_t>(a, 0);
+  int64_t nd = x.dim() + 1;
+  int64_t d1 = wrap_dim(attr<int64_t>(a, 1), nd, op.name), d2 = wrap_dim(attr<int64_t>(a, 2), nd, op.name);
+  KILN_CHECK(d1 != d2, Runtime, op.name, "diagonal dimensions cannot be identical ", attr<int64_t>(a, 1), ", ",
+             attr<int64_t>(a, 2));
+  int64_t n = (off < 0 ? -off : off) + (x.dim() ? x.sizes().back() : 1);
+  Shape s = x.sizes();
+  if (!s.empty()) s.pop_back();
+  s.insert(s.begin() + std::min(d1, d2), n);
+  s.insert(s.begin() + std::max(d1, d2), n);
+  return {{s, x.dtype()}};
+}
+void diag_embed_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {
+  const Tensor& x = in[0];
+  const Tensor& y = out[0];
+  std::memset(y.data_ptr(), 0, y.nbytes());
+  if (y.numel() == 0) return;
+  int64_t nd = x.dim() + 1;
+  int64_t d1 = wrap_dim(attr<int64_t>(a, 1), nd, op.name), d2 = wrap_dim(attr<int64_t>(a, 2), nd, op.name);
+  copy_(diagonal(y, attr<int64_t>(a, 0), d1, d2), x);
+}
+OpDef op_diag_embed{"diag_embed", 0, diag_embed_meta, {diag_embed_kernel, nullptr}};
+OpRegistrar reg_diag_embed{op_diag_embed};
+
+// ---- pad ---------------------------------------------------------------------------------------------------
+// constant_pad_nd: attrs {pad, value}. Pads the last pad.size()/2 dims; negative pads crop.
+Shape constant_pad_shape(const Tensor& x, const Shape& pad) {
+  const char* op = "constant_pad_nd";
+  KILN_CHECK(pad.size() % 2 == 0, Runtime, op, "Length of pad must be even but instead it equals ", pad.size());
+  int64_t lp = static_cast<int64_t>(pad.size()) / 2;
+  KILN_CHECK(x.dim() >= lp, Runtime, op, "Length of pad should be no more than twice the number of dimensions of "
+             "the input. Pad length is ", pad.size(), " while the input has ", x.dim(), " dimensions.");
+  Shape s = x.sizes();
+  for (int64_t i = 0; i < lp; ++i) {
+    int64_t d = x.dim() - 1 - i;
+    s[d] = x.sizes()[d] + pad[2 * i] + pad[2 * i + 1];
+    KILN_CHECK(s[d] >= 0, Runtime, op, "The input size ", x.sizes()[d], ", plus negative padding ", pad[2 * i],
+               " and ", pad[2 * i + 1], " resulted in a negative output size, which is invalid. Check dimension ", d,
+               " of your input.");
+  }
+  return s;
+}
+SpecList constant_pad_meta(const OpDef&, const TensorList& in, const Attrs& a) {
+  return {{constant_pad_shape(in[0], attr<Shape>(a, 0)), in[0].dtype()}};
+}
+void constant_pad_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {
+  const Tensor& x = in[0];
+  const Tensor& y = out[0];
+  const Shape& pad = attr<Shape>(a, 0);
+  const Scalar& v = attr<Scalar>(a, 1);
+  bool any_positive = false;
+  for (int64_t p : pad) any_positive = any_positive || p > 0;
+  if (any_positive) check_scalar_fits(v, x.dtype(), op.name);
+  if (y.numel() == 0) return;
+  int64_t lp = static_cast<int64_t>(pad.size()) / 2;
+  Maps m(x.dim());
+  for (int64_t d = 0; d < x.dim(); ++d) m[d] = identity_map(x.sizes()[d]);
+  for (int64_t i = 0; i < lp; ++i) {
+    int64_t d = x.dim() - 1 - i, n = x.sizes()[d], pl = pad[2 * i];
+    m[d].assign(y.sizes()[d], kFill);
+    for (int64_t j = 0; j < y.sizes()[d]; ++j)
+      if (j - pl >= 0 && j - pl < n) m[d][j] = j - pl;
+  }
+  Tensor fill = scalar_tensor(v, x.dtype());
+  gather_maps(x, y, m, fill);
+}
+OpDef op_constant_pad{"constant_pad_nd", 0, constant_pad_meta, {constant_pad_kernel, nullptr}};
+OpRegistrar reg_constant_pad{op_constant_pad};
+
+// reflect / replicate / circular: attrs {pad, mode}. Pads 1-3 trailing dims of a (batched) input.
+Shape nonconst_pad_shape(const Tensor& x, const Shape& pad, const std::string& mode) {
+  const char* op = "pad";
+  int64_t k = static_cast<int64_t>(pad.size()) / 2, nd = x.dim();
+  bool ok = (k == 1 || k == 2 || k == 3) && (nd == k + 1 || nd == k + 2);
+  KILN_CHECK(ok, NotImplemented, op, "Padding size ", pad.size(), " is not supported for ", nd, "D input tensor.");
+  if (mode != "circular") {
+    bool batch = nd == k + 2;
+    bool valid = true;
+    for (int64_t d = batch ? 1 : 0; d < nd; ++d) valid = valid && x.sizes()[d] != 0;
+    KILN_CHECK(valid, Runtime, op, "Expected ", k + 1, "D or ", k + 2, "D (batch mode) tensor with possibly 0 batch "
+               "size and other non-zero dimensions for input, but got: ", x.sizes());
+  }
+  Shape s = x.sizes();
+  for (int64_t i = 0; i < k; ++i) {
+    int64_t d = nd - 1 - i, n = x.sizes()[d], pl = pad[2 * i], pr = pad[2 * i + 1];
+    s[d] = n + pl + pr;
+    if (mode == "reflect")
+      KILN_CHECK(pl < n && pr < n, Runtime, op, "Argument #4: Padding size should be less than the corresponding "
+                 "input dimension, but got: padding (", pl, ", ", pr, ") at dimension ", d, " of input ", x.sizes());
+    if (mode == "circular") {
+      KILN_CHECK(pl <= n && pr <= n, Runtime, op, "Padding value causes wrapping around more than once.");
+      KILN_CHECK(s[d] >= 0, Runtime, op, "Negative padding value is resulting in an empty dimension");
+    }
+  }
+  if (mode == "circular" && shape_numel(s) > 0) {
+    // torch fills the pads by copying slices of the output into itself; where a source and a destination
+    // slice are dense and partially overlap, copy_ refuses
+    for (int64_t i = 0; i < k; ++i) {
+      int64_t d = nd - 1 - i, pl = pad[2 * i], pr = pad[2 * i + 1], o = s[d];
+      int64_t outer = 1;
+      for (int64_t j = 0; j < d; ++j) outer *= s[j];
+      if (outer != 1) continue;
+      auto partial = [](int64_t a, int64_t b, int64_t len) { return a != b && a < b + len && b < a + len; };
+      bool bad = (pl > 0 && partial(o - pl - std::max<int64_t>(pr, 0), 0, pl)) ||
+                 (pr > 0 && partial(std::max<int64_t>(pl, 0), o - pr, pr));
+      KILN_CHECK(!bad, Runtime, op, "unsupported operation: some elements of the input tensor and the written-to "
+                 "tensor refer to a single memory location. Please clone() the tensor before performing the operation.");
+    }
+  }
+  if (mode != "circular")
+    for (int64_t i = 0; i < k; ++i) {
+      int64_t d = nd - 1 - i;
+      KILN_CHECK(s[d] >= 1, Runtime, op, "input (W: ", x.sizes()[d], ") is too small. Calculated output W: ", s[d]);
+    }
+  return s;
+}
+SpecList nonconst_pad_meta(const OpDef&, const TensorList& in, const Attrs& a) {
+  return {{nonconst_pad_shape(in[0], attr<Shape>(a, 0), attr<std::string>(a, 1)), in[0].dtype()}};
+}
+std::vector<int64_t> pad_map(const std::string& mode, int64_t n, int64_t pl, int64_t pr) {
+  int64_t out = n + pl + pr;
+  std::vector<int64_t> m(std::max<int64_t>(out, 0), kFill);
+  int64_t offset = std::max<int64_t>(0, -pl) - std::max<int64_t>(0, pl);
+  if (mode == "reflect") {
+    for (int64_t j = 0; j < out; ++j) {
+      int64_t i = j < pl ? pl * 2 - j : (j < n + pl ? j : (n + pl - 1) * 2 - j);
+      m[j] = i + offset;
+    }
+  } else if (mode == "replicate") {
+    for (int64_t j = 0; j < out; ++j) m[j] = std::min(std::max(pl, j), n + pl - 1) + offset;
+  } else {  // circular, as torch builds it: copy the core, then the left pad, then the right pad
+    int64_t olo = std::max<int64_t>(pl, 0), ohi = out - std::max<int64_t>(pr, 0), ilo = std::max<int64_t>(-pl, 0);
+    for (int64_t j = olo; j < ohi; ++j) m[j] = j - olo + ilo;
+    if (pl > 0)
+      for (int64_t j = 0; j < pl; ++j) m[j] = m[out - pl - std::max<int64_t>(pr, 0) + j];
+    if (pr > 0)
+      for (int64_t j = 0; j < pr; ++j) m[out - pr + j] = m[olo + j];
+  }
+  return m;
+}
+void nonconst_pad_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {
+  const Tensor& x = in[0];
+  const Tensor& y = out[0];
+  const Shape& pad = attr<Shape>(a, 0);
+  const std::string& mode = attr<std::string>(a, 1);
+  Dtype dt = x.dtype();
+  if (mode != "circular" && (dt == kBool || is_barebones_unsigned(dt) || is_float8(dt)))
+    not_implemented(op.name, mode == "reflect" ? "reflection_pad" : "replication_pad", dt);
+  if (y.numel() == 0) return;
+  int64_t k = static_cast<int64_t>(pad.size()) / 2;
+  Maps m(x.dim());
+  for (int64_t d = 0; d < x.dim(); ++d) m[d] = identity_map(x.sizes()[d]);
+  for (int64_t i = 0; i < k; ++i) {
+    int64_t d = x.dim() - 1 - i;
+    m[d] = pad_map(mode, x.sizes()[d], pad[2 * i], pad[2 * i + 1]);
+  }
+  Tensor zero = zeros({}, dt);
+  gather_maps(x, y, m, zero);
+}
+OpDef op_nonconst_pad{"pad", 0, nonconst_pad_meta, {nonconst_pad_kernel, nullptr}};
+OpRegistrar reg_nonconst_pad{op_nonconst_pad};
+
+// ---- embedding ---------------------------------------------------------------------------------------------
+// inputs {weight, indices}; attrs {padding_idx, scale_grad_by_freq, sparse}
+void check_embedding_args(const Tensor& weight, const Tensor& indices, const char* op) {
+  KILN_CHECK(weight.dim() == 2, Runtime, op, "'weight' must be 2-D");
+  KILN_CHECK(indices.dtype() == kInt64 || indices.dtype() == kInt32, Runtime, op,
+             "Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but got ",
+             torch_type_name(indices.dtype()), " instead (while checking arguments for ", op, ")");
+}
+SpecList embedding_meta(const OpDef& op, const TensorList& in, const Attrs&) {
+  const Tensor &w = in[0], &idx = in[1];
+  check_embedding_args(w, idx, op.name);
+  Shape s = idx.sizes();
+  s.push_back(w.sizes()[1]);
+  return {{s, w.dtype()}};
+}
+void embedding_kernel(const OpDef& op, const TensorList& in, const Attrs&, TensorList& out) {
+  const Tensor &w = in[0], &idx = in[1];
+  const Tensor& y = out[0];
+  Tensor ii = contiguous(to_dtype(idx, kInt64));
+  const int64_t* ip = static_cast<const int64_t*>(ii.data_ptr());
+  int64_t N = w.sizes()[0], D = w.sizes()[1];
+  for (int64_t i = 0; i < ii.numel(); ++i)
+    KILN_CHECK(ip[i] >= 0 && ip[i] < N, Index, op.name, "index out of range in self");
+  if (y.numel() == 0) return;
+  Tensor wc = contiguous(w);
+  size_t row = static_cast<size_t>(D) * w.itemsize();
+  const char* wp = static_cast<const char*>(wc.data_ptr());
+  char* yp = static_cast<char*>(y.data_ptr());
+  for (int64_t i = 0; i < ii.numel(); ++i) std::memcpy(yp + i * row, wp + ip[i] * row, row);
+}
+OpDef op_embedding{"embedding", 0, embedding_meta, {embedding_kernel, nullptr}};
+OpRegistrar reg_embedding{op_embedding};
+
+// ---- flip's dtype support (rot90) ------------------------------------------------------------------------------
+// torch's flip reverses the innermost (unit-stride) dimension with a dtype-dispatched kernel that has no
+// uint16/32/64 or float8 version; every other flip is a dtype-agnostic byte copy.
+bool dense_strides(const Tensor& x) {
+  std::vector<int64_t> ds;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (x.sizes()[d] != 1) ds.push_back(d);
+  std::sort(ds.begin(), ds.end(), [&](int64_t a, int64_t b) { return x.strides()[a] < x.strides()[b]; });
+  int64_t expect = 1;
+  for (int64_t d : ds) {
+    if (x.strides()[d] != expect) return false;
+    expect *= x.sizes()[d];
+  }
+  return true;
+}
+void check_flip_dtype(const Tensor& x, const Shape& flip_dims) {
+  Dtype dt = x.dtype();
+  if (!(is_barebones_unsigned(dt) || is_float8(dt)) || x.numel() <= 1) return;
+  bool work = false;
+  for (int64_t d : flip_dims) work = work || (x.sizes()[d] > 1 && x.strides()[d] != 0);
+  if (!work) return;
+  Shape ost = dense_strides(x) ? x.strides() : contiguous_strides(x.sizes());
+  int64_t inner = -1;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (x.sizes()[d] <= 1) continue;
+    int64_t s = ost[d] < 0 ? -ost[d] : ost[d];
+    if (inner < 0 || s < (ost[inner] < 0 ? -ost[inner] : ost[inner]) ||
+        (s == (ost[inner] < 0 ? -ost[inner] : ost[inner]) && d > inner))
+      inner = d;
+  }
+  if (inner < 0) return;
+  bool flipped = std::find(flip_dims.begin(), flip_dims.end(), inner) != flip_dims.end();
+  if (flipped && x.strides()[inner] == 1) not_implemented("flip", "flip_cpu", dt);
+}
+
+}  // namespace
+
+// ---- public API ------------------------------------------------------------------------------------------------
+Tensor roll(const Tensor& x, const Shape& shifts, const Shape& dims) { return dispatch1(op_roll, {x}, {shifts, dims}); }
+
+Tensor rot90(const Tensor& x, int64_t k, const Shape& dims) {
+  const char* op = "rot90";
+  KILN_CHECK(dims.size() == 2, Runtime, op, "expected total rotation dims == 2, but got dims = ", dims.size());
+  KILN_CHECK(x.dim() >= 2, Runtime, op, "expected total dims >= 2, but got total dims = ", x.dim());
+  int64_t d0 = wrap_dim(dims[0], x.dim(), op), d1 = wrap_dim(dims[1], x.dim(), op);
+  KILN_CHECK(d0 != d1, Runtime, op, "expected rotation dims to be different, but got dim0 = ", dims[0],
+             " and dim1 = ", dims[1]);
+  k = ((k % 4) + 4) % 4;
+  switch (k) {
+    case 1:
+      check_flip_dtype(x, {d1});
+      return transpose(flip(x, {d1}), d0, d1);
+    case 2:
+      check_flip_dtype(x, {d0, d1});
+      return flip(x, {d0, d1});
+    case 3:
+      check_flip_dtype(x, {d0});
+      return transpose(flip(x, {d0}), d0, d1);
+    default:
+      return clone(x);
+  }
+}
+
+Tensor repeat(const Tensor& x, const Shape& repeats) { return dispatch1(op_repeat, {x}, {repeats}); }
+
+Tensor tile(const Tensor& x, const Shape& dims) {
+  Shape r = dims;
+  if (static_cast<int64_t>(r.size()) < x.dim()) r.insert(r.begin(), x.dim() - r.size(), 1);
+  return repeat(x, r);
+}
+
+Tensor repeat_interleave(const Tensor& repeats, std::optional<int64_t> output_size) {
+  Attr os = output_size ? Attr(*output_size) : Attr(std::monostate{});
+  return dispatch1(op_repeat_interleave, {repeats}, {os});
+}
+
+Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim,
+                         std::optional<int64_t> output_size) {
+  const char* op = "repeat_interleave";
+  Tensor input = dim ? x : flatten(x);
+  int64_t d = wrap_dim(dim.value_or(0), x.dim(), op);
+  KILN_CHECK(repeats >= 0, Runtime, op, "Repeats must be non-negative");
+  KILN_CHECK(d + 1 <= input.dim(), Index, op, "Dimension out of range (expected to be in range of [", -input.dim() - 1,
+             ", ", input.dim(), "], but got ", d + 1, ")");
+  int64_t expected = input.sizes()[d] * repeats;
+  if (output_size)
+    KILN_CHECK(*output_size == expected, Runtime, op, "repeat_interleave: Invalid output_size, expected ", expected,
+               " but got ", *output_size);
+  Shape es = input.sizes();
+  es.insert(es.begin() + d + 1, repeats);
+  Tensor r = contiguous(expand(unsqueeze(input, d + 1), es));
+  return flatten(r, d, d + 1);
+}
+
+Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim,
+                         std::optional<int64_t> output_size) {
+  const char* op = "repeat_interleave";
+  Tensor input = x;
+  int64_t d = 0;
+  if (!dim) {
+    input = flatten(x);
+  } else {
+    KILN_CHECK(x.dim() > 0, Index, op, "Dimension specified as ", *dim, " but tensor has no dimensions");
+    d = wrap_dim(*dim, x.dim(), op);
+  }
+  int64_t n = input.sizes()[d];
+  Tensor rep = repeats;
+  if (repeats.dim() == 0 || (repeats.dim() == 1 && repeats.sizes()[0] == 1)) {
+    rep = expand(reshape(repeats, {1}), {n});
+  } else if (repeats.dim() == 1) {
+    KILN_CHECK(repeats.sizes()[0] == n, Runtime, op, "repeats must have the same size as input along dim, but got "
+               "repeats.size(0) = ", repeats.sizes()[0], " and input.size(", d, ") = ", n);
+  } else {
+    KILN_FAIL(Runtime, op, "repeats must be 0-dim or 1-dim tensor");
+  }
+  Tensor idx = repeat_interleave(rep, output_size);
+  return index_select(input, d, idx);
+}
+
+Tensor diag(const Tensor& x, int64_t diagonal) { return dispatch1(op_diag, {x}, {diagonal}); }
+
+Tensor diag_embed(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
+  return dispatch1(op_diag_embed, {x}, {offset, dim1, dim2});
+}
+
+TensorList meshgrid(const TensorList& ts, const std::string& indexing) {
+  const char* op = "meshgrid";
+  int64_t n = static_cast<int64_t>(ts.size());
+  KILN_CHECK(n > 0, Runtime, op, "meshgrid expects a non-empty TensorList");
+  for (int64_t i = 0; i + 1 < n; ++i)
+    KILN_CHECK(ts[i].dtype() == ts[i + 1].dtype(), Runtime, op, "meshgrid expects all tensors to have the same dtype");
+  TensorList in = ts;
+  bool swap = false;
+  if (indexing == "xy") {
+    swap = n >= 2;
+    if (swap) std::swap(in[0], in[1]);
+  } else {
+    KILN_CHECK(indexing == "ij", Runtime, op, "torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but received: ",
+               indexing);
+  }
+  Shape shape(n);
+  for (int64_t i = 0; i < n; ++i) {
+    KILN_CHECK(in[i].dim() <= 1, Runtime, op, "torch.meshgrid: Expected 0D or 1D tensor in the tensor list but got: ",
+               in[i].sizes());
+    shape[i] = in[i].numel();
+  }
+  TensorList grids;
+  Shape vs(n, 1);
+  for (int64_t i = 0; i < n; ++i) {
+    vs[i] = shape[i];
+    grids.push_back(expand(reshape(in[i], vs), shape));
+    vs[i] = 1;
+  }
+  if (swap) std::swap(grids[0], grids[1]);
+  return grids;
+}
+
+Tensor pad(const Tensor& x, const Shape& p, const std::string& mode, std::optional<double> value) {
+  const char* op = "pad";
+  KILN_CHECK(mode == "constant" || mode == "reflect" || mode == "replicate" || mode == "circular", NotImplemented, op,
+             "Unrecognised padding mode ", mode);
+  KILN_CHECK(p.size() % 2 == 0, Runtime, op, "Padding length must be divisible by 2");
+  KILN_CHECK(static_cast<int64_t>(p.size()) <= x.dim() * 2, Runtime, op, "Padding length should be less than or "
+             "equal to two times the input dimension but got padding length ", p.size(), " and input of dimension ",
+             x.dim());
+  if (mode == "constant") return dispatch1(op_constant_pad, {x}, {p, Scalar(value.value_or(0.0))});
+  KILN_CHECK(!value || *value == 0, Runtime, op, "Padding mode \"", mode, "\" doesn't take in value argument");
+  return dispatch1(op_nonconst_pad, {x}, {p, mode});
+}
+
+Tensor one_hot(const Tensor& x, int64_t num_classes) {
+  const char* op = "one_hot";
+  KILN_CHECK(x.dtype() == kInt64, Runtime, op, "one_hot is only applicable to index tensor of type LongTensor.");
+  Shape s = x.sizes();
+  if (x.numel() == 0) {
+    KILN_CHECK(num_classes > 0, Runtime, op, "Can not infer total number of classes from empty tensor.");
+    s.push_back(num_classes);
+    return zeros(s, kInt64);
+  }
+  Tensor xc = contiguous(x);
+  const int64_t* p = static_cast<const int64_t*>(xc.data_ptr());
+  int64_t mn = p[0], mx = p[0];
+  for (int64_t i = 1; i < xc.numel(); ++i) mn = std::min(mn, p[i]), mx = std::max(mx, p[i]);
+  KILN_CHECK(mn >= 0, Runtime, op, "Class values must be non-negative.");
+  if (num_classes == -1) num_classes = mx + 1;
+  else KILN_CHECK(num_classes > mx, Runtime, op, "Class values must be smaller than num_classes.");
+  s.push_back(num_classes);
+  Tensor y = zeros(s, kInt64);
+  scatter_(y, -1, unsqueeze(x, -1), Scalar(1));
+  return y;
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx, bool scale_grad_by_freq,
+                 bool sparse) {
+  return dispatch1(op_embedding, {weight, indices}, {padding_idx, scale_grad_by_freq, sparse});
+}
+
+const Tensor& embedding_renorm_(const Tensor& weight, const Tensor& indices, double max_norm, double norm_type) {
+  const char* op = "embedding_renorm_";
+  KILN_CHECK(weight.dim() == 2, Runtime, op, "Expected 2-dimensional tensor, but got ", weight.dim(),
+             "-dimensional tensor for argument #1 'self' (while checking arguments for embedding_renorm_)");
+  KILN_CHECK(indices.dtype() == kInt64 || indices.dtype() == kInt32, Runtime, op,
+             "Expected tensor for argument #2 'indices' to have one of the following scalar types: Long, Int; but got ",
+             torch_type_name(indices.dtype()), " instead (while checking arguments for embedding_renorm_)");
+  Tensor ii = contiguous(to_dtype(indices, kInt64));
+  const int64_t* ip = static_cast<const int64_t*>(ii.data_ptr());
+  std::vector<int64_t> sorted(ip, ip + ii.numel());
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  int64_t N = weight.sizes()[0];
+  for (int64_t k : sorted)  // checked before any row is scaled
+    KILN_CHECK(k >= -N && k < N, Index, op, "select(): index ", k, " out of range for tensor of size ", weight.sizes(),
+               " at dimension 0");
+  if (sorted.empty()) return weight;
+  KILN_CHECK(weight.is_floating_point() || weight.is_complex(), Runtime, op, "norm(): input dtype should be either "
+             "floating point or complex. Got ", torch_type_name(weight.dtype()), " instead.");
+  for (int64_t k : sorted) {
+    Tensor row = select(weight, 0, k);
+    double norm = vector_norm(row, norm_type).item<double>();
+    if (norm > max_norm) mul_(row, Scalar(max_norm / (norm + 1e-7)));
+  }
+  return weight;
+}
+
+}  // namespace kiln
