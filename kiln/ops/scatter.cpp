@@ -238,20 +238,28 @@ inline T e_min(T a, T b) {
     return static_cast<opmath_t<T>>(b) < static_cast<opmath_t<T>>(a) ? b : a;
   }
 }
-// mean: floats divide, integers floor-divide (torch: out.div_(count, "floor")).
+// mean: self / count with count held in T as torch does (floats divide, integers floor-divide).
 template <class T>
-inline T e_div_count(T s, int64_t c) {
+inline T count_as(int64_t c) {
+  if constexpr (is_complex_v<T>) return T(static_cast<typename T::value_type>(c));
+  else if constexpr (is_float_v<T>) return static_cast<T>(static_cast<float>(c));
+  else return static_cast<T>(static_cast<uint64_t>(c));  // integers wrap
+}
+template <class T>
+inline T e_div_count(T s, T c) {
   if constexpr (is_complex_v<T>) {
     using V = typename T::value_type;
-    V scl = V(1) / static_cast<V>(c);  // c10::complex division by (c + 0i)
+    V scl = V(1) / c.real();  // c10::complex division by (c + 0i)
     return T(s.real() * scl, s.imag() * scl);
   } else if constexpr (is_float_v<T>) {
     return static_cast<T>(static_cast<opmath_t<T>>(s) / static_cast<opmath_t<T>>(c));
   } else if constexpr (std::is_same_v<T, bool>) {
     return s;
   } else if constexpr (std::is_signed_v<T>) {
-    int64_t a = s, q = a / c;
-    if (a % c != 0 && a < 0) --q;
+    int64_t a = s, b = c;
+    if (b == -1) return static_cast<T>(static_cast<uint64_t>(0) - static_cast<uint64_t>(a));
+    int64_t q = a / b;
+    if (a % b != 0 && ((a < 0) != (b < 0))) --q;
     return static_cast<T>(q);
   } else {
     return static_cast<T>(static_cast<uint64_t>(s) / static_cast<uint64_t>(c));
@@ -374,8 +382,12 @@ void scatter_run(const Tensor& y, const Shape& S, const Shape& ost, int64_t odim
   if constexpr (!std::is_same_v<A, T>)
     for (int64_t t = 0; t < numel; ++t) yp[t] = static_cast<T>(store[t]);
   if (red == kMean)
-    for (int64_t t = 0; t < numel; ++t)
-      if (cnt[t] > 1 || (cnt[t] == 1 && !include_self)) yp[t] = e_div_count(yp[t], cnt[t]);
+    for (int64_t t = 0; t < numel; ++t) {
+      if (cnt[t] == 0 || (cnt[t] == 1 && include_self)) continue;  // torch divides these by 1
+      T c = count_as<T>(cnt[t]);
+      if (c == T(0)) c = T(1);  // count.masked_fill_(count == 0, 1)
+      yp[t] = e_div_count(yp[t], c);
+    }
 }
 
 void scatter_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {

@@ -241,7 +241,7 @@ inline VecF vec_apply(VecF x) {
   else if constexpr (OP == U::Expm1) return x.expm1();
   else if constexpr (OP == U::Log) return x.log();
   else if constexpr (OP == U::Log1p) return x.log1p();
-  else if constexpr (OP == U::Tanh) return x.tanh();
+  else if constexpr (OP == U::Tanh) return tanh_fast(x);
   else if constexpr (OP == U::Erf) return x.erf();
   else if constexpr (OP == U::Sin) return x.sin();
   else if constexpr (OP == U::Cos) return x.cos();
@@ -251,7 +251,7 @@ inline VecF vec_apply(VecF x) {
     return x * VecF::set1(0.5f) * (one + erf_fast(x * VecF::set1(static_cast<float>(M_SQRT1_2))));
   else {  // GeluTanh
     const VecF k = VecF::set1(static_cast<float>(M_SQRT2 * M_2_SQRTPI * 0.5)), c = VecF::set1(0.044715f);
-    return VecF::set1(0.5f) * x * (one + (k * (x + c * x * x * x)).tanh());
+    return VecF::set1(0.5f) * x * (one + tanh_fast(k * (x + c * x * x * x)));
   }
 }
 
