@@ -231,6 +231,18 @@ OpRegistrar reg_max_dim{op_max_dim};
 OpDef op_min_dim{"min_dim", kReduction, argred_meta, {argred_kernel, nullptr}, 1};
 OpRegistrar reg_min_dim{op_min_dim};
 
+// The float32 exp and sum kernels of the selected ISA, used row by row by softmax.
+struct SoftmaxKernels {
+  cpu::InnerLoop exp;
+  cpu::ReduceInnerFn sum;
+};
+const SoftmaxKernels& kernels_for_softmax() {
+  static const SoftmaxKernels k{
+      cpu::cpu_kernels().unary[static_cast<int>(cpu::UnaryOp::Exp)][static_cast<int>(kFloat32)],
+      cpu::cpu_kernels().reduce_inner[static_cast<int>(ReduceOp::Sum)][static_cast<int>(kFloat32)]};
+  return k;
+}
+
 // ---- softmax / log_softmax over one dim: (outer, R, inner) on a contiguous input ----------------
 SpecList softmax_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
   const Tensor& x = in[0];
@@ -254,32 +266,51 @@ void softmax_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tenso
     const T* xp = static_cast<const T*>(x.data_ptr());
     T* yp = static_cast<T*>(y.data_ptr());
     if (J == 1) {
+      // last dim: rows are contiguous. float rows run through the ISA kernels (vector exp, cascaded
+      // sum); the arithmetic around them is plain loops the compiler vectorises.
+      const auto& K = kernels_for_softmax();
       cpu::parallel_for(O, std::max<int64_t>(1, cpu::kGrainSize / R), [&](int64_t b, int64_t e) {
-        std::vector<A> buf(R);
+        std::vector<A> buf(R), ex(log ? R : 0);
         for (int64_t o = b; o < e; ++o) {
           const T* row = xp + o * R;
           T* yr = yp + o * R;
           A mx = -std::numeric_limits<A>::infinity();
-          for (int64_t r = 0; r < R; ++r) mx = std::max(mx, static_cast<A>(row[r]));
-          if (std::isinf(mx) && mx < 0) mx = 0;
-          A s = 0;
           for (int64_t r = 0; r < R; ++r) {
-            buf[r] = static_cast<A>(row[r]) - mx;
-            s += std::exp(buf[r]);
+            A v = static_cast<A>(row[r]);
+            mx = v > mx ? v : mx;
+          }
+          if (std::isinf(mx) && mx < 0) mx = 0;
+          for (int64_t r = 0; r < R; ++r) buf[r] = static_cast<A>(row[r]) - mx;
+          A s;
+          if constexpr (std::is_same_v<A, float>) {
+            float* dst = log ? ex.data() : buf.data();
+            char* d[2] = {reinterpret_cast<char*>(dst), reinterpret_cast<char*>(buf.data())};
+            int64_t st[2] = {sizeof(float), sizeof(float)};
+            cpu::KParams kp;
+            K.exp(d, st, R, &kp);
+            K.sum(reinterpret_cast<char*>(&s), reinterpret_cast<const char*>(dst), 1, R);
+          } else {
+            s = 0;
+            for (int64_t r = 0; r < R; ++r) {
+              A ev = std::exp(buf[r]);
+              if (!log) buf[r] = ev;
+              s += ev;
+            }
           }
           if (log) {
             A ls = std::log(s);
             for (int64_t r = 0; r < R; ++r) yr[r] = static_cast<T>(buf[r] - ls);
           } else {
             A inv = A(1) / s;
-            for (int64_t r = 0; r < R; ++r) yr[r] = static_cast<T>(std::exp(buf[r]) * inv);
+            for (int64_t r = 0; r < R; ++r) yr[r] = static_cast<T>(buf[r] * inv);
           }
         }
       });
     } else {
       cpu::parallel_for(O * J, std::max<int64_t>(1, cpu::kGrainSize / R), [&](int64_t b, int64_t e) {
         // process (o, j-range) column blocks
-        std::vector<A> mx, s;
+        const auto& K = kernels_for_softmax();
+        std::vector<A> mx, s, tmp;
         int64_t i = b;
         while (i < e) {
           int64_t o = i / J, j0 = i % J, jc = std::min(J - j0, e - i);
@@ -291,14 +322,33 @@ void softmax_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tenso
             for (int64_t j = 0; j < jc; ++j) mx[j] = std::max(mx[j], static_cast<A>(base[r * J + j]));
           for (int64_t j = 0; j < jc; ++j)
             if (std::isinf(mx[j]) && mx[j] < 0) mx[j] = 0;
-          for (int64_t r = 0; r < R; ++r)
-            for (int64_t j = 0; j < jc; ++j) s[j] += std::exp(static_cast<A>(base[r * J + j]) - mx[j]);
-          for (int64_t j = 0; j < jc; ++j) s[j] = log ? std::log(s[j]) : A(1) / s[j];
-          for (int64_t r = 0; r < R; ++r)
-            for (int64_t j = 0; j < jc; ++j) {
-              A v = static_cast<A>(base[r * J + j]) - mx[j];
-              ybase[r * J + j] = static_cast<T>(log ? v - s[j] : std::exp(v) * s[j]);
+          tmp.resize(jc);
+          // exp of a row slice: the ISA's vector exp for float, std::exp otherwise
+          auto exp_row = [&](A* v) {
+            if constexpr (std::is_same_v<A, float>) {
+              char* d[2] = {reinterpret_cast<char*>(v), reinterpret_cast<char*>(v)};
+              int64_t st[2] = {sizeof(float), sizeof(float)};
+              cpu::KParams kp;
+              K.exp(d, st, jc, &kp);
+            } else {
+              for (int64_t j = 0; j < jc; ++j) v[j] = std::exp(v[j]);
             }
+          };
+          for (int64_t r = 0; r < R; ++r) {
+            for (int64_t j = 0; j < jc; ++j) tmp[j] = static_cast<A>(base[r * J + j]) - mx[j];
+            exp_row(tmp.data());
+            for (int64_t j = 0; j < jc; ++j) s[j] += tmp[j];
+          }
+          for (int64_t j = 0; j < jc; ++j) s[j] = log ? std::log(s[j]) : A(1) / s[j];
+          for (int64_t r = 0; r < R; ++r) {
+            for (int64_t j = 0; j < jc; ++j) tmp[j] = static_cast<A>(base[r * J + j]) - mx[j];
+            if (log) {
+              for (int64_t j = 0; j < jc; ++j) ybase[r * J + j] = static_cast<T>(tmp[j] - s[j]);
+            } else {
+              exp_row(tmp.data());
+              for (int64_t j = 0; j < jc; ++j) ybase[r * J + j] = static_cast<T>(tmp[j] * s[j]);
+            }
+          }
           i += jc;
         }
       });
