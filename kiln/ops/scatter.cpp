@@ -791,6 +791,14 @@ OpRegistrar reg_tad_gather{op_tad_gather};
 
 std::string reduce_str(const std::optional<std::string>& r) { return r ? *r : std::string(); }
 
+// torch's assert_no_internal_overlap for in-place writes: a broadcast (stride-0) self is refused.
+void assert_no_internal_overlap(const Tensor& x, const char* op) {
+  for (int64_t d = 0; d < x.dim(); ++d)
+    KILN_CHECK(!(x.sizes()[d] > 1 && x.strides()[d] == 0), Runtime, op, "unsupported operation: more than one "
+               "element of the written-to tensor refers to a single memory location. Please clone() the tensor before "
+               "performing the operation.");
+}
+
 }  // namespace
 
 // ---- public API -------------------------------------------------------------------------------------------
@@ -804,16 +812,19 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& 
 }
 const Tensor& scatter_(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
                        const std::optional<std::string>& reduce) {
+  assert_no_internal_overlap(x, "scatter_");
   return dispatch_inplace(op_scatter, x, {x, index, src}, {dim, reduce_str(reduce)});
 }
 const Tensor& scatter_(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& value,
                        const std::optional<std::string>& reduce) {
+  assert_no_internal_overlap(x, "scatter_");
   return dispatch_inplace(op_scatter_value, x, {x, index}, {dim, value, reduce_str(reduce)});
 }
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   return dispatch1(op_scatter_add, {x, index, src}, {dim});
 }
 const Tensor& scatter_add_(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  assert_no_internal_overlap(x, "scatter_add_");
   return dispatch_inplace(op_scatter_add, x, {x, index, src}, {dim});
 }
 Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
@@ -822,6 +833,7 @@ Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const T
 }
 const Tensor& scatter_reduce_(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
                               const std::string& reduce, bool include_self) {
+  assert_no_internal_overlap(x, "scatter_reduce_");
   return dispatch_inplace(op_scatter_reduce, x, {x, index, src}, {dim, reduce, include_self});
 }
 
@@ -830,12 +842,14 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
 }
 const Tensor& index_add_(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
                          const Scalar& alpha) {
+  assert_no_internal_overlap(x, "index_add_");
   return dispatch_inplace(op_index_add, x, {x, index, source}, {dim, alpha});
 }
 Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source) {
   return dispatch1(op_index_copy, {x, index, source}, {dim});
 }
 const Tensor& index_copy_(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source) {
+  assert_no_internal_overlap(x, "index_copy_");
   return dispatch_inplace(op_index_copy, x, {x, index, source}, {dim});
 }
 static Scalar fill_value_of(const Tensor& value, const char* op) {
@@ -850,6 +864,21 @@ Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, const Tenso
   return index_fill(x, dim, index, fill_value_of(value, "index_fill"));
 }
 const Tensor& index_fill_(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& value) {
+  bool overlap = false;
+  for (int64_t d = 0; d < x.dim(); ++d) overlap = overlap || (x.sizes()[d] > 1 && x.strides()[d] == 0);
+  if (overlap) {
+    // torch (deprecated, with a warning) fills an expanded self through its memory: every memory location
+    // one of whose aliases is filled takes the value. Validate on a copy, then fill the collapsed view.
+    index_fill(x, dim, index, value);
+    int64_t d = wrap_dim(dim, x.dim(), "index_fill_");
+    Shape sz = x.sizes();
+    for (int64_t k = 0; k < x.dim(); ++k)
+      if (x.strides()[k] == 0) sz[k] = 1;
+    Tensor base = make_view(x, sz, x.strides(), x.storage_offset());
+    Tensor idx = x.strides()[d] == 0 ? zeros_like(index) : index;
+    dispatch_inplace(op_index_fill, base, {base, idx}, {d, value});
+    return x;
+  }
   return dispatch_inplace(op_index_fill, x, {x, index}, {dim, value});
 }
 const Tensor& index_fill_(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& value) {
@@ -860,6 +889,7 @@ Tensor masked_scatter(const Tensor& x, const Tensor& mask, const Tensor& source)
   return dispatch1(op_masked_scatter, {x, mask, source});
 }
 const Tensor& masked_scatter_(const Tensor& x, const Tensor& mask, const Tensor& source) {
+  assert_no_internal_overlap(x, "masked_scatter_");
   check_masked_scatter(op_masked_scatter, x, mask, source);
   Shape s = broadcast_shapes(mask.sizes(), x.sizes(), "masked_scatter_");
   KILN_CHECK(s == x.sizes(), Runtime, "masked_scatter_", "mask of shape ", mask.sizes(),
@@ -873,9 +903,10 @@ Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int6
   const char* op = "take_along_dim";
   if (!dim) {
     // torch: self.view(-1).gather(0, indices.view(-1)), indices in [0, numel)
-    KILN_CHECK(indices.dtype() == kInt64 || indices.numel() == 0, Runtime, op,
-               "gather(): Expected dtype int64 for index");
-    return dispatch1(op_tad_gather, {reshape(x, {-1}), reshape(indices, {-1})}, {int64_t(0)});
+    Tensor xf = view(x, {-1}), idf = view(indices, {-1});
+    KILN_CHECK(indices.dtype() == kInt64 || indices.dtype() == kInt32 || indices.numel() == 0, Runtime, op,
+               "gather(): Expected dtype int32/int64 for index");
+    return dispatch1(op_tad_gather, {xf, idf}, {int64_t(0)});
   }
   KILN_CHECK(x.dim() == indices.dim(), Runtime, op, "torch.take_along_dim(): input and indices should have the same "
              "number of dimensions, but got ", x.dim(), " dimensions for input, and ", indices.dim(),
@@ -911,6 +942,7 @@ Tensor put(const Tensor& x, const Tensor& index, const Tensor& source, bool accu
   return dispatch1(op_put, {x, index, source}, {accumulate});
 }
 const Tensor& put_(const Tensor& x, const Tensor& index, const Tensor& source, bool accumulate) {
+  assert_no_internal_overlap(x, "put_");
   return dispatch_inplace(op_put, x, {x, index, source}, {accumulate});
 }
 
@@ -946,6 +978,7 @@ const Tensor& index_put_checked_(const Tensor& x, const TensorList& indices, con
       KILN_CHECK(mask.defined(), Runtime, op, "sym_strides() called on an undefined Tensor");
       KILN_CHECK(mask.dtype() == kBool, Runtime, op, "masked_fill_ only supports boolean masks, but got mask with "
                  "dtype unsigned char");
+      if (is_barebones_unsigned(x.dtype())) not_implemented(op, "masked_fill", x.dtype());
       Scalar v = values.item();
       check_scalar_fits(v, x.dtype(), op);
       return kiln::index_put_(x, indices, scalar_tensor(v, x.dtype()), false);

@@ -580,6 +580,8 @@ Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<i
     KILN_FAIL(Runtime, op, "repeats must be 0-dim or 1-dim tensor");
   }
   Tensor idx = repeat_interleave(rep, output_size);
+  // torch's index_select has no uint16/32/64 kernel for a 1-D input (higher ranks copy bytes)
+  if (input.dim() <= 1 && is_barebones_unsigned(input.dtype())) not_implemented(op, "index_select", input.dtype());
   return index_select(input, d, idx);
 }
 

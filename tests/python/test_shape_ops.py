@@ -1068,3 +1068,22 @@ def test_large_inputs():
     idx = rnd_index((64, 300, 7), 300, seed=96)
     chk(lambda m, x, i: m.scatter_add(m.zeros(64, 300, 7), 1, i, x), x, idx)
     chk(lambda m, x, i: m.take_along_dim(x, i, 1), x, idx, exact=True)
+
+
+OVERLAP_CASES = {
+    "scatter_": lambda m, e: e.scatter_(0, m.tensor([[0, 1, 0]]), m.ones(1, 3)),
+    "scatter_value": lambda m, e: e.scatter_(0, m.tensor([[0, 1, 0]]), 2.0),
+    "scatter_add_": lambda m, e: e.scatter_add_(0, m.tensor([[0, 1, 0]]), m.ones(1, 3)),
+    "scatter_reduce_": lambda m, e: e.scatter_reduce_(0, m.tensor([[0, 1, 0]]), m.ones(1, 3), "sum"),
+    "index_add_": lambda m, e: e.index_add_(0, m.tensor([0]), m.ones(1, 3)),
+    "index_copy_": lambda m, e: e.index_copy_(0, m.tensor([0]), m.ones(1, 3)),
+    "index_fill_": lambda m, e: e.index_fill_(0, m.tensor([0]), 1.0),
+    "masked_scatter_": lambda m, e: e.masked_scatter_(m.ones(2, 3, dtype=m.bool), m.arange(6.0)),
+    "put_": lambda m, e: e.put_(m.tensor([0]), m.ones(1)),
+    "index_put_": lambda m, e: e.index_put_((m.tensor([0]),), m.ones(3)),
+}
+
+
+@pytest.mark.parametrize("case", list(OVERLAP_CASES))
+def test_inplace_on_broadcast_self(case):
+    chk(lambda m: (lambda e: (OVERLAP_CASES[case](m, e), e)[1])(m.zeros(1, 3).expand(2, 3)), exact=True, msg=case)

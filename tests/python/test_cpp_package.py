@@ -1,0 +1,26 @@
+"""The C++ library installs and a CMake project links it with find_package(kiln)."""
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake not found")
+def test_find_package_consumer(tmp_path):
+    build = ROOT / "build"
+    if not (build / "CMakeCache.txt").exists():
+        pytest.skip("build the project first (make build)")
+    prefix = tmp_path / "prefix"
+    subprocess.run(["cmake", "--install", str(build), "--prefix", str(prefix)], check=True, capture_output=True)
+    assert (prefix / "include" / "kiln" / "kiln.h").exists()
+    ex = tmp_path / "ex"
+    subprocess.run(["cmake", "-S", str(ROOT / "examples" / "cpp"), "-B", str(ex), "-G", "Ninja",
+                    f"-DCMAKE_PREFIX_PATH={prefix}", "-DCMAKE_BUILD_TYPE=Release"], check=True, capture_output=True)
+    subprocess.run(["cmake", "--build", str(ex)], check=True, capture_output=True)
+    out = subprocess.run([str(ex / "quickstart")], check=True, capture_output=True, text=True).stdout
+    assert "tensor([" in out
+    assert "kiln.bfloat16 4" in out
+    assert "[mm] mat1 and mat2 shapes cannot be multiplied (4x3 and 4x3)" in out
