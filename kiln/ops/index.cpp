@@ -278,19 +278,24 @@ Shape final_perm(const AdvPlan& p) {
   return perm;
 }
 
+// x and the offsets viewed in the R layout: x with stride 0 on the index dims (the offsets add the
+// indexed position), the offsets with stride 0 on the remaining dims.
+std::pair<Tensor, Tensor> r_views(const Tensor& x, const AdvPlan& p) {
+  Shape rs = r_shape(p);
+  Shape x_st(p.bshape.size(), 0);
+  x_st.insert(x_st.end(), p.rest_strides.begin(), p.rest_strides.end());
+  Shape off_sz = p.bshape, off_st = contiguous_strides(p.bshape);
+  for (size_t i = 0; i < p.rest_sizes.size(); ++i) off_sz.push_back(p.rest_sizes[i]), off_st.push_back(0);
+  return {make_view(x, rs, x_st, x.storage_offset()), make_view(p.offsets, off_sz, off_st, 0)};
+}
+
 void index_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) {
   const Tensor& x = in[0];
   TensorList idx(in.begin() + 1, in.end());
   AdvPlan p = plan_advanced(x, idx, "index");
   Shape rs = r_shape(p);
   Tensor r = make_tensor(rs, x.dtype());
-  int64_t nb = static_cast<int64_t>(p.bshape.size());
-  Shape src_st(nb, 0);
-  src_st.insert(src_st.end(), p.rest_strides.begin(), p.rest_strides.end());
-  Tensor src = make_view(x, rs, src_st, x.storage_offset());
-  Shape off_sz = p.bshape, off_st = contiguous_strides(p.bshape);
-  for (size_t i = 0; i < p.rest_sizes.size(); ++i) off_sz.push_back(p.rest_sizes[i]), off_st.push_back(0);
-  Tensor offv = make_view(p.offsets, off_sz, off_st, 0);
+  auto [src, offv] = r_views(x, p);
   int64_t isz = static_cast<int64_t>(x.itemsize());
   cpu::for_each(cpu::make_loop({&r, &src, &offv}, rs), [&](char** d, const int64_t* s, int64_t n) {
     for (int64_t i = 0; i < n; ++i)
@@ -321,13 +326,7 @@ void index_put_kernel(const OpDef&, const TensorList& in, const Attrs& a, Tensor
   Shape inv(fperm.size());
   for (size_t i = 0; i < fperm.size(); ++i) inv[fperm[i]] = static_cast<int64_t>(i);
   Tensor vr = permute(vf, inv);  // R layout
-  int64_t nb = static_cast<int64_t>(p.bshape.size());
-  Shape dst_st(nb, 0);
-  dst_st.insert(dst_st.end(), p.rest_strides.begin(), p.rest_strides.end());
-  Tensor dst = make_view(x, rs, dst_st, x.storage_offset());
-  Shape off_sz = p.bshape, off_st = contiguous_strides(p.bshape);
-  for (size_t i = 0; i < p.rest_sizes.size(); ++i) off_sz.push_back(p.rest_sizes[i]), off_st.push_back(0);
-  Tensor offv = make_view(p.offsets, off_sz, off_st, 0);
+  auto [dst, offv] = r_views(x, p);
   int64_t isz = static_cast<int64_t>(x.itemsize());
   // serial: duplicate indices write in order (last wins, or all accumulate)
   cpu::Loop L = cpu::make_loop({&dst, &vr, &offv}, rs);
