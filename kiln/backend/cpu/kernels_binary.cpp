@@ -4,6 +4,7 @@
 
 #include "kiln/backend/cpu/isa_util.h"
 #include "kiln/backend/cpu/math.h"
+#include "kiln/backend/cpu/vec.h"
 
 namespace kiln::cpu::KILN_ISA {
 namespace {
@@ -156,10 +157,54 @@ inline float div_floor_rounded(float a, float b) {
   return fl;
 }
 
+// half / bfloat16 arithmetic through float vectors (the conversions are what costs; the compiler
+// does not vectorise the scalar ones).
+template <B OP>
+constexpr bool has_vec() { return OP == B::Add || OP == B::Sub || OP == B::Mul || OP == B::Div; }
+
+template <B OP>
+inline VecF vec_apply(VecF a, VecF b, VecF alpha) {
+  if constexpr (OP == B::Add) return a + alpha * b;
+  else if constexpr (OP == B::Sub) return a - alpha * b;
+  else if constexpr (OP == B::Mul) return a * b;
+  else return a / b;
+}
+
+template <B OP, class T>
+bool vec_loop(char** data, const int64_t* s, int64_t n, float alpha) {
+  constexpr int64_t st = sizeof(T);
+  if (s[0] != st || s[1] != st || (s[2] != st && s[2] != 0)) return false;
+  T* o = reinterpret_cast<T*>(data[0]);
+  const T* a = reinterpret_cast<const T*>(data[1]);
+  const T* b = reinterpret_cast<const T*>(data[2]);
+  VecF al = VecF::set1(alpha);
+  int64_t i = 0;
+  if (s[2] == 0) {
+    VecF bv = VecF::set1(static_cast<float>(*b));
+    for (; i + VecF::N <= n; i += VecF::N) store_from_float(o + i, vec_apply<OP>(load_as_float(a + i), bv, al));
+  } else {
+    for (; i + VecF::N <= n; i += VecF::N)
+      store_from_float(o + i, vec_apply<OP>(load_as_float(a + i), load_as_float(b + i), al));
+  }
+  for (; i < n; ++i) {
+    float bv = static_cast<float>(s[2] == 0 ? *b : b[i]), av = static_cast<float>(a[i]);
+    float r;
+    if constexpr (OP == B::Add) r = av + alpha * bv;
+    else if constexpr (OP == B::Sub) r = av - alpha * bv;
+    else if constexpr (OP == B::Mul) r = av * bv;
+    else r = av / bv;
+    o[i] = T(r);
+  }
+  return true;
+}
+
 template <B OP, class T>
 void loop(char** data, const int64_t* s, int64_t n, const void* pp) {
   using O = out_t<OP, T>;
   using M = opmath_t<T>;
+  if constexpr (has_vec<OP>() && (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>)) {
+    if (vec_loop<OP, T>(data, s, n, static_cast<float>(static_cast<const KParams*>(pp)->d[0]))) return;
+  }
   if constexpr (OP == B::DivFloor && (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)) {
     for (int64_t i = 0; i < n; ++i)
       *reinterpret_cast<T*>(data[0] + i * s[0]) = T(div_floor_rounded<T>(
