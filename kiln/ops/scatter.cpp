@@ -394,6 +394,11 @@ void scatter_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tenso
   const Tensor &x = in[0], &idx = in[1];
   const Tensor& y = out[0];
   init_out(y, x);
+  // scatter_reduce(mean) divides by a count tensor even for an empty index: torch's masked_fill_ / floor
+  // division have no kernel for these dtypes
+  if (op.code == kScReduce && two_reduce(attr<std::string>(a, 1), op.name) == kMean &&
+      ((x.dtype() == kBool && idx.numel() == 0) || !std_dtype(x.dtype())))
+    not_implemented(op.name, x.dtype() == kBool ? "div_floor_cpu" : "masked_fill", x.dtype());
   if (idx.numel() == 0) return;
   int64_t dim = x.dim() ? wrap_dim(attr<int64_t>(a, 0), x.dim(), op.name) : 0;
   const bool has_src = op.code != kScValue;
@@ -418,7 +423,6 @@ void scatter_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tenso
   Dtype dt = x.dtype();
   const char* kname = op.code == kScReduce ? "scatter_reduce_two_cpu" : "scatter_gather_tensor_cpu";
   if (!std_dtype(dt)) not_implemented(op.name, kname, dt);
-  if (red == kMean && dt == kBool) not_implemented(op.name, kname, dt);
   if ((red == kAmax || red == kAmin) && is_complex(dt)) not_implemented(op.name, kname, dt);
   if (!has_src) check_scalar_fits(value, dt, op.name);
   // indices: checked before the first write
@@ -428,6 +432,8 @@ void scatter_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tenso
   for (int64_t i = 0; i < ii.numel(); ++i)
     KILN_CHECK(ip[i] >= 0 && ip[i] < n, Runtime, op.name, "index ", ip[i], " is out of bounds for dimension ", dim,
                " with size ", n);
+  // bool sums fine, but torch's final floor division has no bool kernel (raised here, before any write)
+  if (red == kMean && dt == kBool) not_implemented(op.name, "div_floor_cpu", dt);
   Shape S = nonempty_sizes(idx);
   Shape ost = nonempty_strides(y);  // y is contiguous
   int64_t odim = ost[dim];
@@ -500,9 +506,7 @@ void index_add_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Ten
   int64_t dim = x.dim() ? wrap_dim(attr<int64_t>(a, 0), x.dim(), op.name) : 0;
   const Scalar& alpha = attr<Scalar>(a, 1);
   init_out(y, x);
-  if (!std_dtype(x.dtype())) not_implemented(op.name, "index_add_cpu_", x.dtype());
-  check_scalar_fits(alpha, x.dtype(), op.name);
-  if (idx.numel() == 0) return;
+  if (y.dim() > 1 && (idx.numel() == 0 || y.numel() == 0)) return;  // torch returns before dispatching
   // torch runs index_add through scatter_add (float accumulation for half / bfloat16, RuntimeError for a bad
   // index) when dim is the first or last of a >1-D self, the index is int64 and alpha is 1; otherwise it adds
   // slice by slice (rounding each step) and raises IndexError.
@@ -511,6 +515,15 @@ void index_add_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Ten
   Tensor ii = index_i64(idx);
   const int64_t* ip = i64p(ii);
   int64_t n = nonempty_size(y, dim);
+  if (!std_dtype(x.dtype())) {
+    // slice by slice, torch checks index 0 before its first add_ fails on the dtype
+    if (y.dim() > 1 && !via_scatter && ii.numel() > 0)
+      KILN_CHECK(ip[0] >= 0 && ip[0] < n, Index, op.name, "index out of range in self");
+    not_implemented(op.name, y.dim() <= 1 ? "index_add_" : via_scatter ? "scatter_gather_tensor_cpu" : "add_stub",
+                    x.dtype());
+  }
+  check_scalar_fits(alpha, x.dtype(), op.name);
+  if (idx.numel() == 0) return;
   for (int64_t i = 0; i < ii.numel(); ++i) {
     if (via_scatter)
       KILN_CHECK(ip[i] >= 0 && ip[i] < n, Runtime, op.name, "index ", ip[i], " is out of bounds for dimension ", dim,
@@ -525,7 +538,7 @@ void index_add_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Ten
   Shape ost = nonempty_strides(y);
   int64_t odim = ost[dim];
   ost[dim] = 0;
-  visit_std(x.dtype(), op.name, "index_add_cpu_", [&]<class T>() {
+  visit_std(x.dtype(), op.name, "index_add_", [&]<class T>() {
     T* yp = static_cast<T*>(y.data_ptr());
     const T* sp = static_cast<const T*>(src.data_ptr());
     if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
@@ -558,6 +571,23 @@ void index_add_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Ten
 OpDef op_index_add{"index_add", kInplaceable, index_add_meta, {index_add_kernel, nullptr}};
 OpRegistrar reg_index_add{op_index_add};
 
+// index_copy / index_fill on an empty self: torch restrides self to the index's length along dim (with
+// stride 0 there); when that view is non-empty its storage is too small (RuntimeError), otherwise nothing
+// happens and indices are not checked. Returns true when there is nothing to do.
+bool empty_self_restrided(const Tensor& y, int64_t dim, int64_t nidx, const char* op) {
+  if (y.numel() != 0) return false;
+  Shape s = nonempty_sizes(y), st = nonempty_strides(y);
+  s[dim] = nidx;
+  st[dim] = 0;
+  if (shape_numel(s) == 0) return true;
+  int64_t need = 1 + y.storage_offset();
+  for (size_t d = 0; d < s.size(); ++d) need += (s[d] - 1) * st[d];
+  int64_t have = static_cast<int64_t>(y.storage()->nbytes());
+  KILN_CHECK(need * static_cast<int64_t>(y.itemsize()) <= have, Runtime, op, "setStorage: sizes ", s, ", strides ", st,
+             " are out of bounds for storage of size ", have);
+  return false;  // the indices are checked next: every one is out of range
+}
+
 SpecList index_copy_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
   const Tensor &x = in[0], &idx = in[1], &src = in[2];
   int64_t dim = wrap_dim(attr<int64_t>(a, 0), x.dim(), op.name);
@@ -587,8 +617,9 @@ void index_copy_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Te
   const Tensor& y = out[0];
   int64_t dim = x.dim() ? wrap_dim(attr<int64_t>(a, 0), x.dim(), op.name) : 0;
   init_out(y, x);
-  if (idx.numel() == 0) return;
+  bool nothing = idx.numel() == 0 || empty_self_restrided(y, dim, idx.numel(), op.name);
   if (!std_dtype(x.dtype())) not_implemented(op.name, "index_copy_cpu", x.dtype());
+  if (nothing) return;
   Tensor ii = index_i64(idx);
   const int64_t* ip = i64p(ii);
   int64_t n = nonempty_size(y, dim);
@@ -628,9 +659,10 @@ void index_fill_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Te
   int64_t dim = wrap_dim(attr<int64_t>(a, 0), x.dim(), op.name);
   const Scalar& v = attr<Scalar>(a, 1);
   init_out(y, x);
+  bool nothing = idx.numel() == 0 || empty_self_restrided(y, dim, idx.numel(), op.name);
   if (!std_dtype(x.dtype())) not_implemented(op.name, "index_fill_cpu", x.dtype());
   check_scalar_fits(v, x.dtype(), op.name);
-  if (idx.numel() == 0) return;
+  if (nothing) return;
   Tensor ii = index_i64(idx);
   const int64_t* ip = i64p(ii);
   int64_t n = nonempty_size(y, dim);
@@ -672,8 +704,8 @@ void masked_scatter_kernel(const OpDef& op, const TensorList& in, const Attrs&, 
   const Tensor &x = in[0], &mask = in[1], &src = in[2];
   const Tensor& y = out[0];
   init_out(y, x);
-  if (y.numel() == 0) return;
   if (!std_dtype(x.dtype())) not_implemented(op.name, "masked_scatter", x.dtype());
+  if (y.numel() == 0) return;
   Tensor m = contiguous(expand(mask, y.sizes()));
   const bool* mp = static_cast<const bool*>(m.data_ptr());
   int64_t cnt = 0;
@@ -993,6 +1025,13 @@ const Tensor& index_put_checked_(const Tensor& x, const TensorList& indices, con
                "tensors used as indices must be long, int, byte or bool tensors");
   }
   KILN_CHECK(any, Runtime, op, "sym_strides() called on an undefined Tensor");
+  int64_t d = 0;
+  for (const Tensor& t : indices) {
+    if (t.defined() && t.dtype() != kBool && t.dtype() != kUInt8)
+      KILN_CHECK(!(x.sizes()[d] == 0 && t.numel() > 0), Index, op, "index is out of bounds for dimension with size 0");
+    d += t.defined() && (t.dtype() == kBool || t.dtype() == kUInt8) ? t.dim() : 1;
+    if (d >= x.dim()) break;
+  }
   KILN_CHECK(values.dtype() == x.dtype(), Runtime, op, "Index put requires the source and destination dtypes match, "
              "got ", torch_type_name(x.dtype()), " for the destination and ", torch_type_name(values.dtype()),
              " for the source.");

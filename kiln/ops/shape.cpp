@@ -303,7 +303,13 @@ Shape constant_pad_shape(const Tensor& x, const Shape& pad) {
              "the input. Pad length is ", pad.size(), " while the input has ", x.dim(), " dimensions.");
   Shape s = x.sizes();
   for (int64_t i = 0; i < lp; ++i) {
-    int64_t d = x.dim() - 1 - i;
+    int64_t d = x.dim() - 1 - i, cur = x.sizes()[d];
+    // torch narrows for the negative pads first, left then right
+    for (int64_t p : {pad[2 * i], pad[2 * i + 1]})
+      if (p < 0) {
+        KILN_CHECK(cur + p >= 0, Runtime, op, "narrow(): length must be non-negative.");
+        cur += p;
+      }
     s[d] = x.sizes()[d] + pad[2 * i] + pad[2 * i + 1];
     KILN_CHECK(s[d] >= 0, Runtime, op, "The input size ", x.sizes()[d], ", plus negative padding ", pad[2 * i],
                " and ", pad[2 * i + 1], " resulted in a negative output size, which is invalid. Check dimension ", d,
@@ -378,10 +384,13 @@ Shape nonconst_pad_shape(const Tensor& x, const Shape& pad, const std::string& m
                  "tensor refer to a single memory location. Please clone() the tensor before performing the operation.");
     }
   }
-  if (mode != "circular")
+  if (mode != "circular")  // 1-D pads need a non-empty output; 2-D / 3-D pads only a non-negative one
     for (int64_t i = 0; i < k; ++i) {
       int64_t d = nd - 1 - i;
-      KILN_CHECK(s[d] >= 1, Runtime, op, "input (W: ", x.sizes()[d], ") is too small. Calculated output W: ", s[d]);
+      if (k == 1)
+        KILN_CHECK(s[d] >= 1, Runtime, op, "input (W: ", x.sizes()[d], ") is too small. Calculated output W: ", s[d]);
+      else
+        KILN_CHECK(s[d] >= 0, Runtime, op, "Trying to create tensor with negative dimension ", s[d], ": ", s);
     }
   return s;
 }
