@@ -244,6 +244,21 @@ KILN_DEF_PUNARY(threshold, Threshold, Same)
 #undef KILN_DEF_PUNARY
 
 Tensor wrap(const Scalar& s) { return scalar_tensor(s, Dtype::Undefined, true); }
+}  // namespace
+
+void check_scalar_fits(const char* op, const Scalar& v, Dtype d) {
+  if (!is_integral(d, false) || !(v.is_integral() || v.is_bool())) return;
+  bool ok = visit_integral(d, op, [&]<class T>() {
+    if (v.tag() == Scalar::Tag::UInt) return v.to<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+    int64_t x = v.to_int();
+    if constexpr (std::is_same_v<T, uint64_t>) return x >= 0;
+    else return x >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+                x <= static_cast<int64_t>(std::numeric_limits<T>::max());
+  });
+  KILN_CHECK(ok, Runtime, op, "value cannot be converted to type ", dtype_name(d), " without overflow");
+}
+
+namespace {
 
 // ---- where ----------------------------------------------------------------------------------------
 SpecList where_meta(const OpDef& op, const TensorList& in, const Attrs&) {

@@ -35,15 +35,13 @@ void index_select_kernel(const OpDef&, const TensorList& in, const Attrs& a, Ten
     KILN_CHECK(chk[i] >= 0 && chk[i] < n, Runtime, "index_select", "INDICES element is out of DATA bounds, id=",
                chk[i], " axis_dim=", n);
   }
-  const int64_t* ip = static_cast<const int64_t*>(idx.data_ptr());
-  Tensor& y = out[0];
   if (x.dim() == 0) {
-    copy_(y, x);
+    copy_(out[0], x);
     return;
   }
-  for (int64_t i = 0; i < idx.numel(); ++i) {
-    copy_(select(y, d, i), select(x, d, ip[i]));
-  }
+  TensorList ind(d + 1);  // undefined entries keep their whole dim
+  ind[d] = reshape(idx, {idx.numel()});
+  copy_(out[0], kiln::index(x, ind));
 }
 OpDef op_index_select{"index_select", 0, index_select_meta, {index_select_kernel, nullptr}};
 OpRegistrar reg_index_select{op_index_select};
@@ -177,6 +175,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) { return dispat
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
   KILN_CHECK(mask.dtype() == kBool, Runtime, "masked_fill", "masked_fill_ only supports boolean masks, but got "
              "mask with dtype ", dtype_name(mask.dtype()));
+  check_scalar_fits("masked_fill", value, x.dtype());
   Tensor r = where(mask, scalar_tensor(value, x.dtype()), x);
   KILN_CHECK(r.sizes() == x.sizes(), Runtime, "masked_fill", "mask of shape ", mask.sizes(),
              " does not broadcast to input of shape ", x.sizes());
@@ -224,8 +223,8 @@ AdvPlan plan_advanced(const Tensor& x, const TensorList& indices, const char* op
       for (int64_t k = 0; k < m.dim(); ++k) adv.push_back({d + k, contiguous(select(nz, 1, k))});
       d += m.dim();
     } else {
-      KILN_CHECK(is_integral(t.dtype(), false), Index, op, "tensors used as indices must be long, int, byte or bool "
-                 "tensors");
+      KILN_CHECK(t.dtype() == kInt64 || t.dtype() == kInt32, Index, op, "tensors used as indices must be long, "
+                 "int, byte or bool tensors");
       adv.push_back({d, to_dtype(t, kInt64)});
       ++d;
     }

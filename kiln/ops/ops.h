@@ -20,6 +20,8 @@ using OptDims = std::optional<Shape>;  // reduction dims: nullopt = all
 Dtype result_type(const TensorList& ts);
 Dtype result_type(const Tensor& a, const Tensor& b);
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op = "broadcast_shapes");
+// Raises torch's "value cannot be converted to type X without overflow" for integer targets.
+void check_scalar_fits(const char* op, const Scalar& v, Dtype d);
 
 // ---- creation ------------------------------------------------------------------------------------
 Tensor empty(const Shape& size, TensorOptions o = {});
