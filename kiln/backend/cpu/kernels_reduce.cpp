@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kiln/backend/cpu/isa_util.h"
+#include "kiln/backend/cpu/vec.h"
 
 namespace kiln::cpu::KILN_ISA {
 namespace {
@@ -81,19 +82,77 @@ inline A combine(A a, A b) {
 }
 
 constexpr int kLanes = 16;
-constexpr int64_t kBlock = 128;
+constexpr int64_t kBlock = 4096;
 
 // Reduction of a contiguous run of n elements: kLanes accumulators over blocks of kBlock, blocks
 // combined pairwise, so a float sum's error grows with log(n), not n.
 template <R OP, class T, class A>
 A reduce_run(const T* x, int64_t n) {
+  if constexpr ((OP == R::Max || OP == R::Min) && std::is_same_v<A, float>) {
+    // float max/min: vector max with a separate NaN mask (NaN wins, as in torch)
+    VecF acc = VecF::set1(identity<OP, A>()), acc2 = acc, nanm = VecF::set1(0.0f);
+    int64_t i = 0;
+    for (; i + 2 * VecF::N <= n; i += 2 * VecF::N) {
+      VecF a = load_as_float(x + i), b = load_as_float(x + i + VecF::N);
+      nanm = nanm.or_bits(a.nan_mask()).or_bits(b.nan_mask());
+      if constexpr (OP == R::Max) acc = VecF::max(a, acc), acc2 = VecF::max(b, acc2);
+      else acc = VecF::min(a, acc), acc2 = VecF::min(b, acc2);
+    }
+    float lanes[VecF::N], lanes2[VecF::N];
+    acc.store(lanes);
+    acc2.store(lanes2);
+    float r = identity<OP, A>();
+    bool any_nan = nanm.any_bits();
+    for (int l = 0; l < VecF::N; ++l) {
+      r = (OP == R::Max ? lanes[l] > r : lanes[l] < r) ? lanes[l] : r;
+      r = (OP == R::Max ? lanes2[l] > r : lanes2[l] < r) ? lanes2[l] : r;
+    }
+    for (; i < n; ++i) {
+      float v = static_cast<float>(x[i]);
+      any_nan |= v != v;
+      r = (OP == R::Max ? v > r : v < r) ? v : r;
+    }
+    return any_nan ? std::numeric_limits<A>::quiet_NaN() : r;
+  } else if constexpr ((OP == R::Max || OP == R::Min) && std::is_floating_point_v<A>) {
+    // max/min need no pairwise tree: branch-free lanes (vectorised) plus a NaN flag
+    A acc[kLanes], nan[kLanes];  // nan[l] becomes NaN once lane l has seen one (a blend, vectorised)
+    for (int l = 0; l < kLanes; ++l) acc[l] = identity<OP, A>(), nan[l] = A(0);
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+      for (int l = 0; l < kLanes; ++l) {
+        A v = static_cast<A>(x[i + l]);
+        nan[l] = v != v ? v : nan[l];
+        acc[l] = (OP == R::Max ? v > acc[l] : v < acc[l]) ? v : acc[l];
+      }
+    A r = identity<OP, A>();
+    bool any_nan = false;
+    for (; i < n; ++i) {
+      A v = static_cast<A>(x[i]);
+      any_nan |= v != v;
+      r = (OP == R::Max ? v > r : v < r) ? v : r;
+    }
+    for (int l = 0; l < kLanes; ++l) {
+      any_nan |= nan[l] != nan[l];
+      r = (OP == R::Max ? acc[l] > r : acc[l] < r) ? acc[l] : r;
+    }
+    return any_nan ? std::numeric_limits<A>::quiet_NaN() : r;
+  }
   if (n > kBlock) {  // pairwise over blocks
     int64_t half = (n / 2 + kLanes - 1) / kLanes * kLanes;
     return combine<OP>(reduce_run<OP, T, A>(x, half), reduce_run<OP, T, A>(x + half, n - half));
   }
-  A acc[kLanes];
+  // two levels of lane accumulators: 8 steps into `part`, then `part` folds into `acc`, so no
+  // accumulator takes more than ~40 additions inside a block
+  A acc[kLanes], part[kLanes];
   for (int l = 0; l < kLanes; ++l) acc[l] = identity<OP, A>();
   int64_t i = 0;
+  constexpr int64_t kChunk = 8 * kLanes;
+  for (; i + kChunk <= n; i += kChunk) {
+    for (int l = 0; l < kLanes; ++l) part[l] = identity<OP, A>();
+    for (int64_t k = 0; k < kChunk; k += kLanes)
+      for (int l = 0; l < kLanes; ++l) part[l] = combine<OP>(part[l], map<OP, A>(x[i + k + l]));
+    for (int l = 0; l < kLanes; ++l) acc[l] = combine<OP>(acc[l], part[l]);
+  }
   for (; i + kLanes <= n; i += kLanes)
     for (int l = 0; l < kLanes; ++l) acc[l] = combine<OP>(acc[l], map<OP, A>(x[i + l]));
   A r = identity<OP, A>();

@@ -31,6 +31,12 @@ struct VecF {
   static VecF select_lt(VecF a, VecF b, VecF x, VecF y) {  // a < b ? x : y
     return {_mm512_mask_blend_ps(_mm512_cmp_ps_mask(a.v, b.v, _CMP_LT_OQ), y.v, x.v)};
   }
+  static VecF min(VecF a, VecF b) { return {_mm512_min_ps(a.v, b.v)}; }
+  VecF nan_mask() const {
+    return {_mm512_castsi512_ps(_mm512_maskz_mov_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_set1_epi32(-1)))};
+  }
+  VecF or_bits(VecF o) const { return {_mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), _mm512_castps_si512(o.v)))}; }
+  bool any_bits() const { return _mm512_test_epi32_mask(_mm512_castps_si512(v), _mm512_castps_si512(v)) != 0; }
   VecF exp() const { return {Sleef_expf16_u10avx512f(v)}; }
   VecF expm1() const { return {Sleef_expm1f16_u10avx512f(v)}; }
   VecF log() const { return {Sleef_logf16_u10avx512f(v)}; }
@@ -58,6 +64,10 @@ struct VecF {
   static VecF select_lt(VecF a, VecF b, VecF x, VecF y) {
     return {_mm256_blendv_ps(y.v, x.v, _mm256_cmp_ps(a.v, b.v, _CMP_LT_OQ))};
   }
+  static VecF min(VecF a, VecF b) { return {_mm256_min_ps(a.v, b.v)}; }
+  VecF nan_mask() const { return {_mm256_cmp_ps(v, v, _CMP_UNORD_Q)}; }
+  VecF or_bits(VecF o) const { return {_mm256_or_ps(v, o.v)}; }
+  bool any_bits() const { return _mm256_movemask_ps(v) != 0; }
   VecF exp() const { return {Sleef_expf8_u10avx2(v)}; }
   VecF expm1() const { return {Sleef_expm1f8_u10avx2(v)}; }
   VecF log() const { return {Sleef_logf8_u10avx2(v)}; }
@@ -86,6 +96,10 @@ struct VecF {
     __m128 m = _mm_cmplt_ps(a.v, b.v);
     return {_mm_or_ps(_mm_and_ps(m, x.v), _mm_andnot_ps(m, y.v))};
   }
+  static VecF min(VecF a, VecF b) { return {_mm_min_ps(a.v, b.v)}; }
+  VecF nan_mask() const { return {_mm_cmpunord_ps(v, v)}; }
+  VecF or_bits(VecF o) const { return {_mm_or_ps(v, o.v)}; }
+  bool any_bits() const { return _mm_movemask_ps(v) != 0; }
   VecF exp() const { return {Sleef_expf4_u10sse2(v)}; }
   VecF expm1() const { return {Sleef_expm1f4_u10sse2(v)}; }
   VecF log() const { return {Sleef_logf4_u10sse2(v)}; }
