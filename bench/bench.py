@@ -16,8 +16,13 @@ import statistics
 import sys
 import time
 
-import numpy as np
-import torch
+# torch ships its own OpenMP runtime, so this process holds two thread pools. Busy-waiting workers of
+# one pool steal the cores the other needs (10x slow-downs at 2 threads on a 2-core machine), so both
+# libraries are measured with passive waiting: the same setting for both, set before either loads.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import kiln  # noqa: E402
