@@ -1,12 +1,13 @@
 // The matmul family. One table op, bmm over (B, M, K) x (B, K, N), backs every composite; float32,
-// float64 and complex go to OpenBLAS, float16 / bfloat16 convert to float32 and accumulate there,
-// integers use a plain triple loop.
+// float64 and complex go to OpenBLAS, float16 / bfloat16 / float8 to kiln's own packed GEMM
+// (converted while packing, float32 accumulation, one rounding: kernels_gemm.cpp), integers use a
+// plain triple loop.
 #include <cblas.h>
 
 #include <algorithm>
-#include <map>
 #include <numeric>
 
+#include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/parallel.h"
 #include "kiln/ops/ops.h"
 
@@ -87,7 +88,7 @@ void gemm_blas(const Mat& A, const Mat& B, Tensor& C, int64_t Bn, int64_t M, int
   }
 }
 
-void bmm_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) {
+void bmm_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs, TensorList& out) {
   Tensor a = in[0], b = in[1];
   Tensor& c = out[0];
   int64_t Bn = a.sizes()[0], M = a.sizes()[1], K = a.sizes()[2], N = b.sizes()[2];
@@ -97,12 +98,21 @@ void bmm_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& ou
     return;
   }
   Dtype d = a.dtype();
-  if (d == kFloat16 || d == kBFloat16) {
-    Tensor a32 = to_dtype(a, kFloat32), b32 = to_dtype(b, kFloat32);
-    Tensor c32 = make_tensor(c.sizes(), kFloat32);
-    Mat A = blas_operand(a32), B = blas_operand(b32);
-    gemm_blas<float>(A, B, c32, Bn, M, N, K);
-    copy_(c, c32);
+  if (d == kFloat16 || d == kBFloat16 || is_float8(d)) {
+    // kiln's packed GEMM reads any strides; float8 matches torch's CPU matmul (float32 accumulation)
+    if (c.storage() == a.storage() || c.storage() == b.storage()) {  // out= aliasing an input
+      Tensor tmp = make_tensor(c.sizes(), d);
+      TensorList o{tmp};
+      bmm_kernel(op, in, attrs, o);
+      copy_(c, tmp);
+      return;
+    }
+    cpu::GemmArgs g;
+    g.batch = Bn, g.M = M, g.N = N, g.K = K;
+    g.a = a.data_ptr(), g.a_bs = a.strides()[0], g.a_rs = a.strides()[1], g.a_cs = a.strides()[2];
+    g.b = b.data_ptr(), g.b_bs = b.strides()[0], g.b_rs = b.strides()[1], g.b_cs = b.strides()[2];
+    g.c = c.data_ptr(), g.c_bs = c.strides()[0], g.c_rs = c.strides()[1], g.c_cs = c.strides()[2];
+    cpu::cpu_kernels().gemm_lowp[static_cast<int>(d)](g);
     return;
   }
   if (d == kFloat32 || d == kFloat64 || d == kComplex64 || d == kComplex128) {
@@ -296,119 +306,6 @@ Tensor kron(const Tensor& a, const Tensor& b) {
     out.push_back(A.sizes()[i] * B.sizes()[i]);
   }
   return reshape(mul(reshape(A, sa), reshape(B, sb)), out);
-}
-
-// einsum: diagonals for repeated labels, every operand aligned to one label order, a broadcast
-// product, then a sum over the contracted labels. (Pairwise bmm contraction is a TODO for speed.)
-Tensor einsum(const std::string& eq_in, const TensorList& ops) {
-  std::string eq;
-  for (char c : eq_in)
-    if (c != ' ') eq += c;
-  auto arrow = eq.find("->");
-  std::string lhs = eq.substr(0, arrow);
-  std::vector<std::string> terms;
-  {
-    size_t s = 0;
-    while (true) {
-      size_t c = lhs.find(',', s);
-      terms.push_back(lhs.substr(s, c == std::string::npos ? std::string::npos : c - s));
-      if (c == std::string::npos) break;
-      s = c + 1;
-    }
-  }
-  KILN_CHECK(terms.size() == ops.size(), Value, "einsum", "einsum(): more operands were provided than "
-             "specified in the equation" );
-  // expand "..." into unique uppercase-free placeholder labels (chars 1..)
-  int64_t ell_dims = 0;
-  for (size_t i = 0; i < terms.size(); ++i) {
-    auto p = terms[i].find("...");
-    if (p != std::string::npos) ell_dims = std::max<int64_t>(ell_dims, ops[i].dim() - (int64_t)(terms[i].size() - 3));
-  }
-  auto expand_ell = [&](const std::string& t, int64_t nd) {
-    auto p = t.find("...");
-    if (p == std::string::npos) return t;
-    std::string e;
-    for (int64_t k = ell_dims - nd; k < ell_dims; ++k) e += static_cast<char>(1 + k);
-    return t.substr(0, p) + e + t.substr(p + 3);
-  };
-  std::vector<std::string> labels;
-  for (size_t i = 0; i < terms.size(); ++i) {
-    int64_t nd = terms[i].find("...") == std::string::npos ? 0 : ops[i].dim() - (int64_t)(terms[i].size() - 3);
-    labels.push_back(expand_ell(terms[i], nd));
-    KILN_CHECK((int64_t)labels.back().size() == ops[i].dim(), Runtime, "einsum", "einsum(): the number of "
-               "subscripts in the equation (", labels.back().size(), ") does not match the number of "
-               "dimensions (", ops[i].dim(), ") for operand ", i, (terms[i].find("...") == std::string::npos ? " and no ellipsis was given" : ""));
-  }
-  std::string out;
-  if (arrow != std::string::npos) {
-    std::string r = eq.substr(arrow + 2);
-    auto p = r.find("...");
-    if (p != std::string::npos) {
-      std::string e;
-      for (int64_t k = 0; k < ell_dims; ++k) e += static_cast<char>(1 + k);
-      r = r.substr(0, p) + e + r.substr(p + 3);
-    }
-    out = r;
-  } else {
-    std::map<char, int> cnt;
-    for (auto& l : labels)
-      for (char c : l) cnt[c]++;
-    for (int64_t k = 0; k < ell_dims; ++k) out += static_cast<char>(1 + k);
-    for (auto& [c, n] : cnt)
-      if (n == 1 && c > 31) out += c;
-  }
-  // sizes per label (with broadcasting of size-1)
-  std::map<char, int64_t> size;
-  for (size_t i = 0; i < ops.size(); ++i)
-    for (size_t k = 0; k < labels[i].size(); ++k) {
-      int64_t s = ops[i].sizes()[k];
-      auto it = size.find(labels[i][k]);
-      if (it == size.end() || it->second == 1) size[labels[i][k]] = s;
-      else KILN_CHECK(s == 1 || s == it->second, Runtime, "einsum", "einsum(): operands do not broadcast "
-                      "with remapped shapes (original->remapped)");
-    }
-  // Bring every operand to the full label set in a canonical order: out labels then the rest.
-  std::string all = out;
-  for (auto& l : labels)
-    for (char c : l)
-      if (all.find(c) == std::string::npos) all += c;
-  Tensor acc;
-  for (size_t i = 0; i < ops.size(); ++i) {
-    Tensor t = ops[i];
-    std::string l = labels[i];
-    // diagonals for repeated labels
-    for (size_t a = 0; a < l.size(); ++a)
-      for (size_t b = a + 1; b < l.size();) {
-        if (l[a] == l[b]) {
-          t = movedim(diagonal(t, 0, a, b), {-1}, {(int64_t)a});
-          l.erase(b, 1);
-        } else {
-          ++b;
-        }
-      }
-    // permute to canonical order, inserting size-1 dims for missing labels
-    Shape perm;
-    for (char c : all) {
-      auto p = l.find(c);
-      if (p != std::string::npos) perm.push_back(p);
-    }
-    t = permute(t, perm);
-    Shape s2;
-    size_t k = 0;
-    for (char c : all) {
-      if (l.find(c) != std::string::npos) s2.push_back(t.sizes()[k++]);
-      else s2.push_back(1);
-    }
-    t = reshape(t, s2);
-    acc = acc.defined() ? mul(acc, t) : t;
-  }
-  // sum out the non-output labels
-  Shape red;
-  for (size_t k = out.size(); k < all.size(); ++k) red.push_back(k);
-  Tensor r = red.empty() ? acc : sum(acc, red);
-  Shape final_shape;
-  for (char c : out) final_shape.push_back(size[c]);
-  return contiguous(expand(r, final_shape));
 }
 
 Tensor Tensor::matmul(const Tensor& o) const { return kiln::matmul(*this, o); }

@@ -11,6 +11,7 @@ namespace kiln::cpu {
   void fill_binary(KernelTable&);              \
   void fill_reduce(KernelTable&);              \
   void fill_copy(KernelTable&);                \
+  void fill_gemm(KernelTable&);                \
   }
 KILN_DECLARE_ISA(base)
 #ifndef KILN_BASE_ISA_ONLY
@@ -20,7 +21,7 @@ KILN_DECLARE_ISA(avx512)
 
 namespace {
 template <void (*U)(KernelTable&), void (*B)(KernelTable&), void (*R)(KernelTable&),
-          void (*C)(KernelTable&)>
+          void (*C)(KernelTable&), void (*G)(KernelTable&)>
 KernelTable* build(const char* name) {
   auto* t = new KernelTable();
   t->isa = name;
@@ -28,6 +29,7 @@ KernelTable* build(const char* name) {
   B(*t);
   R(*t);
   C(*t);
+  G(*t);
   return t;
 }
 
@@ -44,13 +46,16 @@ const KernelTable* pick() {
   has512 = has2 = false;
 #else
   if (has512)
-    return build<avx512::fill_unary, avx512::fill_binary, avx512::fill_reduce, avx512::fill_copy>(
-        "avx512");
-  if (has2) return build<avx2::fill_unary, avx2::fill_binary, avx2::fill_reduce, avx2::fill_copy>("avx2");
+    return build<avx512::fill_unary, avx512::fill_binary, avx512::fill_reduce, avx512::fill_copy,
+                 avx512::fill_gemm>("avx512");
+  if (has2)
+    return build<avx2::fill_unary, avx2::fill_binary, avx2::fill_reduce, avx2::fill_copy, avx2::fill_gemm>(
+        "avx2");
 #endif
   (void)has512;
   (void)has2;
-  return build<base::fill_unary, base::fill_binary, base::fill_reduce, base::fill_copy>("base");
+  return build<base::fill_unary, base::fill_binary, base::fill_reduce, base::fill_copy, base::fill_gemm>(
+      "base");
 }
 }  // namespace
 

@@ -43,6 +43,22 @@ using ReduceInnerFn = void (*)(char* out, const char* in, int64_t M, int64_t R);
 using ReduceOuterFn = void (*)(char* out, const char* in, int64_t O, int64_t R, int64_t Jc, int64_t J);
 using CastFn = void (*)(char* out, const char* in, int64_t n, int64_t os, int64_t is);
 
+// One GEMM per batch: C[b] = A[b] @ B[b] for b in [0, batch), A (M, K), B (K, N), C (M, N), all of
+// the table's dtype. Strides are in elements and may be anything (transposed views, leading dims,
+// 0 for broadcast batches); C must not overlap A or B. Float32 accumulation, one rounding per
+// result; parallel over batches / output tiles (never over K), so the result does not depend on
+// the thread count. K == 0 writes zeros.
+struct GemmArgs {
+  int64_t batch = 1, M = 0, N = 0, K = 0;
+  const void* a = nullptr;
+  int64_t a_bs = 0, a_rs = 0, a_cs = 0;
+  const void* b = nullptr;
+  int64_t b_bs = 0, b_rs = 0, b_cs = 0;
+  void* c = nullptr;
+  int64_t c_bs = 0, c_rs = 0, c_cs = 0;
+};
+using LowpGemmFn = void (*)(const GemmArgs&);
+
 struct KernelTable {
   const char* isa = "";
   InnerLoop unary[static_cast<int>(UnaryOp::Count)][kNumDtypes] = {};
@@ -50,6 +66,9 @@ struct KernelTable {
   ReduceInnerFn reduce_inner[static_cast<int>(ReduceOp::Count)][kNumDtypes] = {};
   ReduceOuterFn reduce_outer[static_cast<int>(ReduceOp::Count)][kNumDtypes] = {};
   CastFn cast[kNumDtypes][kNumDtypes] = {};  // [from][to]
+  // Packed GEMM (kernels_gemm.cpp) for float16, bfloat16, float8_e4m3fn, float8_e5m2 (and float32,
+  // which bmm sends to OpenBLAS instead); null for other dtypes.
+  LowpGemmFn gemm_lowp[kNumDtypes] = {};
 };
 
 const KernelTable& cpu_kernels();

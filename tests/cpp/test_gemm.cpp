@@ -1,0 +1,438 @@
+// kiln's packed low-precision GEMM (kernels_gemm.cpp): every ISA build this machine runs, against a
+// double-precision reference, over odd sizes, K sliced or not, transposed / strided / broadcast
+// operands, batches, NaN and infinity, K == 0, and bit-identical results for 1 and 2 threads.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kiln/backend/cpu/kernels.h"
+#include "kiln/backend/cpu/parallel.h"
+#include "kiln/kiln.h"
+
+namespace kiln::cpu {
+namespace base { void fill_gemm(KernelTable&); }
+#ifndef KILN_BASE_ISA_ONLY
+namespace avx2 { void fill_gemm(KernelTable&); }
+#endif
+}  // namespace kiln::cpu
+
+using namespace kiln;
+
+namespace {
+
+struct Isa {
+  std::string name;
+  cpu::KernelTable table;
+};
+
+const std::vector<Isa>& isas() {
+  static std::vector<Isa> v = [] {
+    std::vector<Isa> r;
+    r.push_back({"base", {}});
+    cpu::base::fill_gemm(r.back().table);
+#ifndef KILN_BASE_ISA_ONLY
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+      r.push_back({"avx2", {}});
+      cpu::avx2::fill_gemm(r.back().table);
+    }
+#endif
+    return r;
+  }();
+  return v;
+}
+
+// Scoped thread count.
+struct Threads {
+  int old;
+  explicit Threads(int n) : old(get_num_threads()) { set_num_threads(n); }
+  ~Threads() { set_num_threads(old); }
+};
+
+template <class T> float f32(T x) { return static_cast<float>(x); }
+template <class T> uint32_t bits(T x) {
+  if constexpr (std::is_same_v<T, float>) return std::bit_cast<uint32_t>(x);
+  else return x.x;
+}
+
+// Half an ulp relative (one rounding of the result) and the spacing of the smallest subnormals.
+template <class T> double rel_tol() {
+  if constexpr (std::is_same_v<T, Half>) return 0x1p-11;
+  else if constexpr (std::is_same_v<T, BFloat16>) return 0x1p-8;
+  else if constexpr (std::is_same_v<T, Float8_e4m3fn>) return 0x1p-4;
+  else if constexpr (std::is_same_v<T, Float8_e5m2>) return 0x1p-3;
+  else return 0x1p-24;
+}
+template <class T> double abs_tol() {
+  if constexpr (std::is_same_v<T, Half>) return 0x1p-24;
+  else if constexpr (std::is_same_v<T, Float8_e4m3fn>) return 0x1p-9;
+  else if constexpr (std::is_same_v<T, Float8_e5m2>) return 0x1p-16;
+  else return 1e-38;
+}
+
+// A (batch, R, C) operand in a buffer of its own, with a chosen layout.
+enum class Layout { RowMajor, ColMajor, PaddedRow, PaddedCol, Broadcast };
+
+template <class T>
+struct Operand {
+  int64_t B, R, C, bs, rs, cs;
+  std::vector<T> buf;
+  Operand(int64_t B_, int64_t R_, int64_t C_, Layout l, std::mt19937& rng) : B(B_), R(R_), C(C_) {
+    bool col = l == Layout::ColMajor || l == Layout::PaddedCol;
+    int64_t pad = (l == Layout::PaddedRow || l == Layout::PaddedCol) ? 3 : 0;
+    int64_t ld = (col ? R : C) + pad;
+    rs = col ? 1 : ld;
+    cs = col ? ld : 1;
+    int64_t mat = (col ? C : R) * ld + pad;
+    bs = l == Layout::Broadcast ? 0 : mat;
+    buf.resize(static_cast<size_t>(l == Layout::Broadcast ? mat : B * mat));
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (auto& x : buf) x = T(u(rng));
+  }
+  T at(int64_t b, int64_t r, int64_t c) const { return buf[b * bs + r * rs + c * cs]; }
+};
+
+template <class T>
+std::vector<T> run(const cpu::KernelTable& t, const Operand<T>& a, const Operand<T>& b, bool c_colmajor = false) {
+  int64_t Bn = a.B, M = a.R, K = a.C, N = b.C;
+  std::vector<T> c(static_cast<size_t>(Bn * M * N), T(123.0f));
+  cpu::GemmArgs g;
+  g.batch = Bn, g.M = M, g.N = N, g.K = K;
+  g.a = a.buf.data(), g.a_bs = a.bs, g.a_rs = a.rs, g.a_cs = a.cs;
+  g.b = b.buf.data(), g.b_bs = b.bs, g.b_rs = b.rs, g.b_cs = b.cs;
+  g.c = c.data(), g.c_bs = M * N;
+  g.c_rs = c_colmajor ? 1 : N;
+  g.c_cs = c_colmajor ? M : 1;
+  t.gemm_lowp[static_cast<int>(dtype_of<T>())](g);
+  if (c_colmajor) {  // back to row-major for comparisons
+    std::vector<T> r(c.size());
+    for (int64_t bi = 0; bi < Bn; ++bi)
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) r[(bi * M + i) * N + j] = c[bi * M * N + j * M + i];
+    return r;
+  }
+  return c;
+}
+
+template <class T>
+void check_against_reference(const Operand<T>& a, const Operand<T>& b, const std::vector<T>& c,
+                             const std::string& what) {
+  int64_t Bn = a.B, M = a.R, K = a.C, N = b.C;
+  int bad = 0;
+  for (int64_t bi = 0; bi < Bn; ++bi)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double ref = 0, mag = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          double p = static_cast<double>(f32(a.at(bi, i, k))) * f32(b.at(bi, k, j));
+          ref += p;
+          mag += std::fabs(p);
+        }
+        double got = f32(c[(bi * M + i) * N + j]);
+        double tol = rel_tol<T>() * std::fabs(ref) * 1.0001 + abs_tol<T>() + K * 0x1p-23 * mag;
+        if (!(std::fabs(got - ref) <= tol) && bad++ < 5)
+          ADD_FAILURE() << what << " at [" << bi << "," << i << "," << j << "]: got " << got << ", want " << ref
+                        << " (tol " << tol << ")";
+      }
+}
+
+template <class T>
+void sweep_sizes() {
+  const int64_t sizes[] = {1, 7, 17, 65, 130};
+  const Layout la[] = {Layout::RowMajor, Layout::ColMajor, Layout::PaddedRow, Layout::PaddedCol};
+  std::mt19937 rng(1234);
+  int case_no = 0;
+  for (int64_t M : sizes)
+    for (int64_t N : sizes)
+      for (int64_t K : sizes) {
+        // cycle through the layout pairs so every size sees a few of them
+        Layout l_a = la[case_no % 4], l_b = la[(case_no / 4 + case_no) % 4];
+        ++case_no;
+        Operand<T> a(1, M, K, l_a, rng), b(1, K, N, l_b, rng);
+        for (const Isa& isa : isas()) {
+          std::string what = isa.name + " " + std::string(dtype_name(dtype_of<T>())) + " M=" + std::to_string(M) +
+                             " N=" + std::to_string(N) + " K=" + std::to_string(K) + " layouts " +
+                             std::to_string(int(l_a)) + "/" + std::to_string(int(l_b));
+          std::vector<T> c = run(isa.table, a, b);
+          check_against_reference(a, b, c, what);
+          // the scalar (strided-C) epilogue rounds exactly as the vector one
+          std::vector<T> ct = run(isa.table, a, b, true);
+          for (size_t e = 0; e < c.size(); ++e)
+            if (bits(c[e]) != bits(ct[e])) {
+              ADD_FAILURE() << what << ": strided C differs at " << e;
+              break;
+            }
+        }
+      }
+}
+
+}  // namespace
+
+TEST(Gemm, SizesBFloat16) { sweep_sizes<BFloat16>(); }
+TEST(Gemm, SizesFloat16) { sweep_sizes<Half>(); }
+TEST(Gemm, SizesFloat8E4M3) { sweep_sizes<Float8_e4m3fn>(); }
+TEST(Gemm, SizesFloat8E5M2) { sweep_sizes<Float8_e5m2>(); }
+TEST(Gemm, SizesFloat32) { sweep_sizes<float>(); }
+
+// K over several slices (float32 workspace), M over several MC blocks, N over an NC block.
+TEST(Gemm, LargeBlocks) {
+  std::mt19937 rng(7);
+  struct S { int64_t M, N, K; Layout la, lb; };
+  const S cases[] = {{33, 47, 300, Layout::RowMajor, Layout::RowMajor},
+                     {150, 20, 600, Layout::ColMajor, Layout::RowMajor},
+                     {300, 35, 257, Layout::PaddedRow, Layout::PaddedCol},
+                     {7, 4100, 513, Layout::RowMajor, Layout::ColMajor}};
+  for (const S& s : cases) {
+    Operand<BFloat16> a(1, s.M, s.K, s.la, rng), b(1, s.K, s.N, s.lb, rng);
+    Operand<Half> ah(1, s.M, s.K, s.la, rng), bh(1, s.K, s.N, s.lb, rng);
+    for (const Isa& isa : isas()) {
+      std::string what = isa.name + " " + std::to_string(s.M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K);
+      check_against_reference(a, b, run(isa.table, a, b), what + " bf16");
+      check_against_reference(ah, bh, run(isa.table, ah, bh), what + " f16");
+    }
+  }
+}
+
+TEST(Gemm, Batches) {
+  std::mt19937 rng(11);
+  const Layout ls[] = {Layout::RowMajor, Layout::PaddedCol, Layout::Broadcast};
+  for (Layout l_a : ls)
+    for (Layout l_b : ls) {
+      Operand<BFloat16> a(5, 19, 70, l_a, rng), b(5, 70, 23, l_b, rng);
+      for (const Isa& isa : isas())
+        check_against_reference(a, b, run(isa.table, a, b),
+                                isa.name + " batch layouts " + std::to_string(int(l_a)) + "/" + std::to_string(int(l_b)));
+    }
+}
+
+// Splitting the work between threads never changes a bit: batches, M / N tile splits, K slices.
+TEST(Gemm, ThreadCountInvariant) {
+  std::mt19937 rng(3);
+  struct S { int64_t B, M, N, K; };
+  const S cases[] = {{1, 130, 131, 300}, {1, 301, 40, 70}, {3, 65, 97, 513}, {2, 64, 64, 64}, {5, 17, 130, 7}};
+  for (const S& s : cases) {
+    Operand<BFloat16> a(s.B, s.M, s.K, Layout::RowMajor, rng), b(s.B, s.K, s.N, Layout::PaddedCol, rng);
+    Operand<Half> ah(s.B, s.M, s.K, Layout::ColMajor, rng), bh(s.B, s.K, s.N, Layout::RowMajor, rng);
+    for (const Isa& isa : isas()) {
+      std::vector<BFloat16> c1, c2;
+      std::vector<Half> h1, h2;
+      {
+        Threads t(1);
+        c1 = run(isa.table, a, b);
+        h1 = run(isa.table, ah, bh);
+      }
+      {
+        Threads t(2);
+        c2 = run(isa.table, a, b);
+        h2 = run(isa.table, ah, bh);
+      }
+      ASSERT_EQ(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(BFloat16)), 0) << isa.name << " bf16 " << s.M;
+      ASSERT_EQ(std::memcmp(h1.data(), h2.data(), h1.size() * sizeof(Half)), 0) << isa.name << " f16 " << s.M;
+    }
+  }
+}
+
+// NaN / infinity propagate, NaN results are kiln's canonical NaN for the dtype (bfloat16 0x7fc0,
+// float16 sign | 0x7e00), overflow rounds to infinity, and vector and scalar epilogues agree.
+TEST(Gemm, NanInfOverflow) {
+  std::mt19937 rng(5);
+  for (const Isa& isa : isas()) {
+    Operand<Half> a(1, 9, 20, Layout::RowMajor, rng), b(1, 20, 33, Layout::RowMajor, rng);
+    a.buf[0 * a.rs + 3] = Half::from_bits(0x7e01);                   // NaN with a payload, row 0
+    a.buf[1 * a.rs + 4] = Half(std::numeric_limits<float>::infinity());  // row 1: +-inf or NaN
+    for (int64_t k = 0; k < 20; ++k) a.buf[2 * a.rs + k] = Half(60000.0f);  // row 2: overflow
+    for (int64_t k = 0; k < 20; ++k) b.buf[k * b.rs + 5] = Half(1.0f);
+    std::vector<Half> c = run(isa.table, a, b), ct = run(isa.table, a, b, true);
+    for (size_t e = 0; e < c.size(); ++e) ASSERT_EQ(c[e].x, ct[e].x) << isa.name << " " << e;
+    for (int64_t j = 0; j < 33; ++j) EXPECT_EQ(c[j].x & 0x7fff, 0x7e00) << isa.name << " " << j;
+    EXPECT_EQ(c[2 * 33 + 5].x, 0x7c00);
+    for (int64_t j = 0; j < 33; ++j) EXPECT_TRUE(std::isinf(f32(c[33 + j])) || std::isnan(f32(c[33 + j])));
+
+    Operand<BFloat16> x(1, 8, 20, Layout::ColMajor, rng), y(1, 20, 17, Layout::RowMajor, rng);
+    x.buf[3 * x.rs + 2 * x.cs] = BFloat16::from_bits(0xffc1);  // negative NaN with payload
+    std::vector<BFloat16> z = run(isa.table, x, y), zt = run(isa.table, x, y, true);
+    for (size_t e = 0; e < z.size(); ++e) ASSERT_EQ(z[e].x, zt[e].x) << isa.name << " " << e;
+    for (int64_t j = 0; j < 17; ++j) EXPECT_EQ(z[3 * 17 + j].x, 0x7fc0) << isa.name << " " << j;
+  }
+}
+
+TEST(Gemm, EmptyK) {
+  std::mt19937 rng(9);
+  Operand<BFloat16> a(2, 5, 0, Layout::RowMajor, rng), b(2, 0, 6, Layout::RowMajor, rng);
+  a.buf.resize(1), b.buf.resize(1);
+  for (const Isa& isa : isas()) {
+    std::vector<BFloat16> c = run(isa.table, a, b);
+    for (auto v : c) EXPECT_EQ(v.x, 0);
+  }
+  Tensor z = matmul(zeros({4, 0}, kFloat16), zeros({0, 3}, kFloat16));
+  EXPECT_EQ(sum(to_dtype(z, kFloat32)).item<float>(), 0.0f);
+}
+
+// Through bmm / matmul: transposed and sliced views, broadcast batches; against float32 matmul of
+// the same (exactly converted) inputs, rounded once.
+TEST(Gemm, MatmulViews) {
+  for (Dtype d : {kFloat16, kBFloat16}) {
+    Tensor a = to_dtype(randn({70, 45}), d), b = to_dtype(randn({33, 70}), d);
+    auto expect_close = [&](const Tensor& got, const Tensor& a32, const Tensor& b32, const char* what) {
+      Tensor want = to_dtype(matmul(a32, b32), d);
+      Tensor diff = abs(sub(to_dtype(got, kFloat32), to_dtype(want, kFloat32)));
+      Tensor lim = add(mul(abs(to_dtype(want, kFloat32)), Scalar(d == kFloat16 ? 2e-3 : 1.6e-2)), Scalar(1e-3));
+      EXPECT_TRUE(all(le(diff, lim)).item<bool>()) << what << " " << dtype_name(d);
+    };
+    Tensor a32 = to_dtype(a, kFloat32), b32 = to_dtype(b, kFloat32);
+    expect_close(matmul(t(a), t(b)), t(a32), t(b32), "t/t");
+    expect_close(matmul(slice(t(a), 0, 1, 40, 2), slice(t(b), 1, 2, 33, 3)), slice(t(a32), 0, 1, 40, 2),
+                 slice(t(b32), 1, 2, 33, 3), "sliced");
+    Tensor A = to_dtype(randn({3, 20, 31}), d), B = to_dtype(randn({31, 9}), d);
+    expect_close(matmul(A, B), to_dtype(A, kFloat32), to_dtype(B, kFloat32), "folded batch");
+    Tensor Bb = to_dtype(randn({1, 31, 9}), d);
+    expect_close(matmul(A, expand(Bb, {3, 31, 9})), to_dtype(A, kFloat32), to_dtype(expand(Bb, {3, 31, 9}), kFloat32),
+                 "broadcast batch");
+    expect_close(bmm(transpose(A, 1, 2), A), transpose(to_dtype(A, kFloat32), 1, 2), to_dtype(A, kFloat32),
+                 "bmm transposed");
+  }
+}
+
+// Every code of each dtype through packing (both operands) and the epilogue: x * 1 rounds back to
+// what kiln's scalar conversion gives (x itself, canonical NaN, +0 for -0).
+template <class T>
+void all_codes() {
+  const int n = sizeof(T) == 1 ? 256 : 65536;
+  std::vector<T> codes(n), one{T(1.0f)};
+  for (int i = 0; i < n; ++i) {
+    if constexpr (sizeof(T) == 1) codes[i] = T::from_bits(static_cast<uint8_t>(i));
+    else codes[i] = T::from_bits(static_cast<uint16_t>(i));
+  }
+  for (const Isa& isa : isas()) {
+    for (int side = 0; side < 2; ++side) {
+      std::vector<T> c(n, T(7.0f));
+      cpu::GemmArgs g;
+      g.K = 1;
+      g.c = c.data();
+      if (side == 0) {  // (1 x 1) @ (1 x n)
+        g.M = 1, g.N = n, g.a = one.data(), g.a_rs = g.a_cs = 1, g.b = codes.data(), g.b_rs = n, g.b_cs = 1;
+        g.c_rs = n, g.c_cs = 1;
+      } else {  // (n x 1) @ (1 x 1)
+        g.M = n, g.N = 1, g.a = codes.data(), g.a_rs = 1, g.a_cs = n, g.b = one.data(), g.b_rs = g.b_cs = 1;
+        g.c_rs = 1, g.c_cs = 1;
+      }
+      isa.table.gemm_lowp[static_cast<int>(dtype_of<T>())](g);
+      int bad = 0;
+      for (int i = 0; i < n; ++i) {
+        float x = static_cast<float>(codes[i]);
+        auto want = T(x == 0.0f ? 0.0f : x).x;  // -0 * 1 added to a +0 accumulator is +0, as in BLAS
+        if (c[i].x != want && bad++ < 5)
+          ADD_FAILURE() << isa.name << " " << dtype_name(dtype_of<T>()) << " side " << side << " code " << i
+                        << ": got " << int(c[i].x) << ", want " << int(want);
+      }
+    }
+  }
+}
+
+TEST(Gemm, AllCodesRoundTrip) {
+  all_codes<Half>();
+  all_codes<BFloat16>();
+  all_codes<Float8_e4m3fn>();
+  all_codes<Float8_e5m2>();
+}
+
+// Matrix-vector shapes (M == 1 or N == 1) and tiny products take paths of their own that read the
+// operands in place; every output must still be bit-identical to the same element of the full
+// (packed) product.
+template <class T>
+void gemv_matches_gemm() {
+  std::mt19937 rng(21);
+  const Layout ls[] = {Layout::RowMajor, Layout::ColMajor, Layout::PaddedRow};
+  for (int64_t K : {1, 7, 64, 300, 700})
+    for (Layout l_a : ls)
+      for (Layout l_b : ls) {
+        const int64_t M = 37, N = 83;
+        Operand<T> a(1, M, K, l_a, rng), b(1, K, N, l_b, rng);
+        for (const Isa& isa : isas()) {
+          std::vector<T> full = run(isa.table, a, b);
+          auto fn = isa.table.gemm_lowp[static_cast<int>(dtype_of<T>())];
+          for (int64_t i : {int64_t(0), M - 1}) {  // row i: (1 x K) @ B
+            std::vector<T> row(N);
+            cpu::GemmArgs g;
+            g.M = 1, g.N = N, g.K = K;
+            g.a = a.buf.data() + i * a.rs, g.a_rs = a.rs, g.a_cs = a.cs;
+            g.b = b.buf.data(), g.b_rs = b.rs, g.b_cs = b.cs;
+            g.c = row.data(), g.c_rs = N, g.c_cs = 1;
+            fn(g);
+            for (int64_t j = 0; j < N; ++j)
+              ASSERT_EQ(bits(row[j]), bits(full[i * N + j])) << isa.name << " row " << i << " K=" << K << " j=" << j;
+          }
+          if (K <= 7) {  // a 3 x 3 block: tiny products skip packing, same arithmetic
+            std::vector<T> blk(9);
+            cpu::GemmArgs g;
+            g.M = 3, g.N = 3, g.K = K;
+            g.a = a.buf.data() + 5 * a.rs, g.a_rs = a.rs, g.a_cs = a.cs;
+            g.b = b.buf.data() + 7 * b.cs, g.b_rs = b.rs, g.b_cs = b.cs;
+            g.c = blk.data(), g.c_rs = 3, g.c_cs = 1;
+            fn(g);
+            for (int64_t i = 0; i < 3; ++i)
+              for (int64_t j = 0; j < 3; ++j)
+                ASSERT_EQ(bits(blk[i * 3 + j]), bits(full[(5 + i) * N + 7 + j])) << isa.name << " block K=" << K;
+          }
+          for (int64_t j : {int64_t(0), int64_t(40), N - 1}) {  // column j: A @ (K x 1), strided output
+            std::vector<T> col(M * 2);
+            cpu::GemmArgs g;
+            g.M = M, g.N = 1, g.K = K;
+            g.a = a.buf.data(), g.a_rs = a.rs, g.a_cs = a.cs;
+            g.b = b.buf.data() + j * b.cs, g.b_rs = b.rs, g.b_cs = b.cs;
+            g.c = col.data(), g.c_rs = 2, g.c_cs = 1;
+            fn(g);
+            for (int64_t i = 0; i < M; ++i)
+              ASSERT_EQ(bits(col[i * 2]), bits(full[i * N + j])) << isa.name << " col " << j << " K=" << K << " i=" << i;
+          }
+        }
+      }
+}
+
+TEST(Gemm, GemvMatchesGemm) {
+  gemv_matches_gemm<BFloat16>();
+  gemv_matches_gemm<Half>();
+  gemv_matches_gemm<Float8_e5m2>();
+}
+
+// Large matrix-vector products, split between threads: against the reference, and 1 vs 2 threads.
+TEST(Gemm, GemvLarge) {
+  std::mt19937 rng(23);
+  Operand<BFloat16> x(2, 1, 1000, Layout::RowMajor, rng), w(2, 1000, 777, Layout::ColMajor, rng);
+  Operand<BFloat16> w2(2, 1000, 777, Layout::RowMajor, rng);
+  for (const Isa& isa : isas()) {
+    std::vector<BFloat16> c1, c2;
+    for (auto* m : {&w, &w2}) {
+      {
+        Threads t(1);
+        c1 = run(isa.table, x, *m);
+      }
+      {
+        Threads t(2);
+        c2 = run(isa.table, x, *m);
+      }
+      check_against_reference(x, *m, c2, isa.name + " gemv");
+      ASSERT_EQ(std::memcmp(c1.data(), c2.data(), c1.size() * 2), 0) << isa.name;
+    }
+  }
+}
+
+// float8 matmul goes through the same kernel (torch 2.13 computes it on CPU the same way: float32
+// accumulation, one rounding): against the float64 product rounded once, within one rounding.
+TEST(Gemm, MatmulFloat8) {
+  for (Dtype d : {kFloat8_e4m3fn, kFloat8_e5m2}) {
+    Tensor a = to_dtype(randn({19, 40}), d), b = to_dtype(randn({40, 23}), d);
+    Tensor got = to_dtype(matmul(a, t(t(b))), kFloat64);
+    Tensor want = to_dtype(matmul(to_dtype(a, kFloat64), to_dtype(b, kFloat64)), kFloat64);
+    Tensor diff = abs(sub(got, want));
+    Tensor lim = add(mul(abs(want), Scalar(d == kFloat8_e4m3fn ? 0.0625 : 0.125)), Scalar(1e-2));
+    EXPECT_TRUE(all(le(diff, lim)).item<bool>()) << dtype_name(d);
+    EXPECT_EQ(matmul(a, b).dtype(), d);
+  }
+}
