@@ -206,8 +206,8 @@ TEST(Gemm, Batches) {
     for (Layout l_b : ls) {
       Operand<BFloat16> a(5, 19, 70, l_a, rng), b(5, 70, 23, l_b, rng);
       for (const Isa& isa : isas())
-        check_against_reference(a, b, run(isa.table, a, b),
-                                isa.name + " batch layouts " + std::to_string(int(l_a)) + "/" + std::to_string(int(l_b)));
+        check_against_reference(a, b, run(isa.table, a, b), isa.name + " batch layouts " +
+                                std::to_string(int(l_a)) + "/" + std::to_string(int(l_b)));
     }
 }
 
@@ -389,7 +389,8 @@ void gemv_matches_gemm() {
             g.c = col.data(), g.c_rs = 2, g.c_cs = 1;
             fn(g);
             for (int64_t i = 0; i < M; ++i)
-              ASSERT_EQ(bits(col[i * 2]), bits(full[i * N + j])) << isa.name << " col " << j << " K=" << K << " i=" << i;
+              ASSERT_EQ(bits(col[i * 2]), bits(full[i * N + j]))
+                  << isa.name << " col " << j << " K=" << K << " i=" << i;
           }
         }
       }

@@ -212,6 +212,8 @@ void pack_a(const T* a, int64_t rs, int64_t cs, int64_t mc, int64_t kc, int64_t 
     } else if (mr == MR && rs == 1 && i0 + 8 <= rows_avail) {  // column-major: one 8-wide read per k
       for (; k < kc; ++k) _mm256_storeu_ps(dst + k * MR, load8(p + k * cs));
     }
+#else
+    (void)rows_avail;
 #endif
     for (; k < kc; ++k) {
       float* d = dst + k * MR;
