@@ -40,4 +40,55 @@ def swapaxes(t, a, b):
     return _C.transpose(t, a, b)
 
 
+
+# out= for the functions whose C++ binding does not take it: the result is computed, checked with
+# torch's rule (the result dtype must be castable to out's), out is resized when its shape differs,
+# and the values are copied in. Pointwise ops (unary/binary lists, add) take out= natively.
+_OUT_FUNCS = """sum nansum mean nanmean prod amax amin cumsum cumprod logcumsumexp cummax cummin var std logsumexp
+matmul mm bmm mv dot vdot inner outer kron addmm baddbmm addbmm addmv cat concat concatenate stack hstack vstack
+where clamp clip lerp addcmul addcdiv index_select gather masked_select take nonzero sort topk kthvalue
+tril triu diag searchsorted bucketize histc arange linspace logspace eye zeros ones full rand randn randint
+randperm max min median nanmedian mode aminmax argmax argmin quantile nanquantile""".split()
+
+
+def _write_out(name, result, out):
+    if isinstance(result, tuple):
+        if not isinstance(out, (tuple, list)) or len(out) != len(result):
+            raise TypeError(f"{name}(): argument 'out' must be a tuple of {len(result)} Tensors")
+        written = [_write_out(name, r, o) for r, o in zip(result, out)]
+        return type(result)(*written) if hasattr(result, "_fields") else tuple(written)
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(out).__name__}")
+    if not _C.can_cast(result.dtype, out.dtype):
+        raise RuntimeError(f"[{name}] result type {result.dtype} can't be cast to the desired output type "
+                           f"{out.dtype}")
+    if tuple(out.shape) != tuple(result.shape):
+        out.resize_(result.shape)
+    out.copy_(result)
+    return out
+
+
+_DTYPE_FROM_OUT = {"sum", "nansum", "prod", "cumsum", "cumprod"}  # torch accumulates in out's dtype
+
+
+def _with_out(name):
+    fn = getattr(_C, name)
+
+    def wrapper(*args, out=None, **kwargs):
+        if out is not None and name in _DTYPE_FROM_OUT and isinstance(out, Tensor):
+            kwargs.setdefault("dtype", out.dtype)
+        result = fn(*args, **kwargs)
+        return result if out is None else _write_out(name, result, out)
+
+    wrapper.__name__ = wrapper.__qualname__ = name
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
+
+
+for _n in _OUT_FUNCS:
+    if hasattr(_C, _n):
+        globals()[_n] = _with_out(_n)
+del _n
+clip = globals()["clip"]
+
 Tensor.__module__ = "kiln"

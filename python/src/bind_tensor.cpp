@@ -68,6 +68,15 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
         return nb::int_(t.stride(nb::cast<int64_t>(d)));
       }, "dim"_a.none() = nb::none())
       .def("storage_offset", &Tensor::storage_offset)
+      .def("resize_", [](Tensor& t, nb::args size) -> Tensor& {
+        // out= semantics: a fresh contiguous block of the new shape, same dtype (data not kept)
+        Shape s = shape_from_args(size);
+        if (s != t.sizes()) {
+          Tensor fresh = make_tensor(s, t.dtype(), t.device());
+          *t.impl() = *fresh.impl();
+        }
+        return t;
+      }, nb::rv_policy::reference)
       .def("is_contiguous", [](const Tensor& t) { return t.is_contiguous(); })
       .def("is_floating_point", &Tensor::is_floating_point)
       .def("is_complex", &Tensor::is_complex)
