@@ -170,7 +170,3 @@ def layouts(shape, dtype, **kw):
     out.append(("expanded", make((1, c), dtype, **kw).expand(r, c)))
     return out
 
-
-def skip_if_no_dtype(name):
-    if not hasattr(kiln, name):
-        pytest.skip(f"kiln has no {name}")
