@@ -44,9 +44,22 @@ using MetaFn = SpecList (*)(const OpDef& op, const TensorList& in, const Attrs& 
 // kernel: writes `out` (pre-allocated from meta, contiguous, of the meta dtype) or, for kView /
 // kDynamicShape ops, fills `out` itself.
 using KernelFn = void (*)(const OpDef& op, const TensorList& in, const Attrs& attrs, TensorList& out);
-// derivative (issue 3): gradients of the inputs from the outputs' gradients, written with kiln ops.
-using DerivativeFn = TensorList (*)(const OpDef& op, const TensorList& in, const Attrs& attrs,
-                                    const TensorList& out, const TensorList& grad_out);
+// What a derivative sees (kiln/autograd fills it): the inputs and outputs its OpDef's save masks name
+// (others are undefined), every input's shape and dtype, and which inputs need a gradient.
+struct GradCtx {
+  const OpDef& op;
+  const Attrs& attrs;
+  const TensorList& in;
+  const TensorList& out;
+  const SpecList& in_specs;
+  const std::vector<bool>& needs;  // needs[i]: input i needs a gradient
+};
+// derivative: the inputs' gradients (one per input; undefined = none) from the outputs' gradients,
+// written with kiln ops so that double backward works. grad_out has one entry per output; those of
+// differentiable outputs are always defined (zeros when no gradient flowed). A returned gradient
+// may keep the broadcast shape and the compute dtype: the engine sums it back to the input's shape
+// and casts it to the input's dtype, once, for every op.
+using DerivativeFn = TensorList (*)(const GradCtx& ctx, const TensorList& grad_out);
 
 struct OpDef {
   const char* name;
@@ -55,6 +68,8 @@ struct OpDef {
   KernelFn kernels[kNumDeviceTypes];
   int code = 0;  // family-specific selector (e.g. which unary function), lets ops share a kernel
   DerivativeFn derivative = nullptr;
+  uint32_t save_in = 0;   // bit i: input i is saved for backward
+  uint32_t save_out = 0;  // bit i: output i is saved for backward
 };
 
 // Registry: every OpDef registers itself once at load time.
@@ -64,6 +79,16 @@ const OpDef* find_op(std::string_view name);
 
 struct OpRegistrar {
   explicit OpRegistrar(OpDef& op) { register_op(&op); }
+};
+
+// Declares an op's derivative beside its registration:
+//   DerivativeRegistrar d_mul{op_mul, mul_backward, /*save_in=*/0b11, /*save_out=*/0};
+struct DerivativeRegistrar {
+  DerivativeRegistrar(OpDef& op, DerivativeFn fn, uint32_t save_in, uint32_t save_out) {
+    op.derivative = fn;
+    op.save_in = save_in;
+    op.save_out = save_out;
+  }
 };
 
 // The dispatch point. `out`: given for in-place (`inplace` = true) and out= calls; results are

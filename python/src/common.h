@@ -47,5 +47,11 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_interop(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_sort(nb::module_& m, nb::class_<Tensor>& cls);   // bind_sort.cpp
 void bind_shape(nb::module_& m, nb::class_<Tensor>& cls);  // bind_shape.cpp
+void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls);  // bind_autograd.cpp
+void bind_io(nb::module_& m);                                  // bind_io.cpp (safetensors)
+void bind_nn(nb::module_& m);                                  // bind_nn.cpp (layers' functional ops)
+void bind_optim(nb::module_& m);                               // bind_optim.cpp
+void bind_attention(nb::module_& m);                           // bind_attention.cpp (SDPA)
+void bind_conv(nb::module_& m);                                // bind_conv.cpp (conv, pooling, upsample)
 
 }  // namespace kiln::py

@@ -36,6 +36,12 @@ NB_MODULE(_C, m) {
   bind_interop(m, cls);
   bind_sort(m, cls);
   bind_shape(m, cls);
+  bind_autograd(m, cls);
+  bind_io(m);
+  bind_nn(m);
+  bind_optim(m);
+  bind_attention(m);
+  bind_conv(m);
 
   m.def("set_num_threads", &kiln::set_num_threads);
   m.def("get_num_threads", &kiln::get_num_threads);
