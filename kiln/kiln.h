@@ -1,6 +1,7 @@
 // kiln: a small, fast deep-learning framework. Include this one header.
 #pragma once
 
+#include "kiln/autograd/autograd.h"
 #include "kiln/backend/cpu/parallel.h"
 #include "kiln/core/allocator.h"
 #include "kiln/core/dtype.h"

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "kiln/core/dtype.h"
@@ -51,6 +52,7 @@ class Storage {
 };
 
 struct AutogradMeta;  // defined by kiln/autograd
+struct Node;
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
@@ -61,6 +63,7 @@ struct TensorImpl {
   Dtype dtype = kFloat32;
   bool contiguous = true;
   bool wrapped_number = false;  // a Python scalar turned into a 0-dim tensor (promotion category)
+  bool inference = false;       // made in inference mode: may not be saved for backward
   std::shared_ptr<AutogradMeta> autograd;
 
   void refresh();  // recompute numel and contiguity after sizes/strides change
@@ -140,6 +143,18 @@ class Tensor {
   Tensor mean() const;
   Tensor matmul(const Tensor& o) const;
   Tensor operator-() const;
+
+  // Autograd (defined in kiln/autograd, declared there in full).
+  bool requires_grad() const;
+  const Tensor& requires_grad_(bool r = true) const;
+  Tensor grad() const;
+  std::shared_ptr<Node> grad_fn() const;
+  bool is_leaf() const;
+  Tensor detach() const;
+  void retain_grad() const;
+  // Accumulates gradients into the leaves; an undefined gradient means 1 for a one-element tensor.
+  void backward(const Tensor& gradient = Tensor(), std::optional<bool> retain_graph = std::nullopt,
+                bool create_graph = false) const;
 
  private:
   std::shared_ptr<TensorImpl> impl_;

@@ -15,9 +15,37 @@ std::vector<OpDef*>& registry() {
 thread_local std::vector<std::shared_ptr<DispatchMode>> tls_modes;
 AutogradLayerFn g_autograd_layer = nullptr;
 bool (*g_needs_grad)(const TensorList&) = nullptr;
+thread_local bool tls_inference = false;
 }  // namespace
 
+struct PendingDerivative {
+  const char* op;
+  DerivativeFn fn;
+  uint32_t save_in, save_out;
+};
+std::vector<PendingDerivative>& pending_derivatives() {
+  static std::vector<PendingDerivative> p;
+  return p;
+}
+
 void register_op(OpDef* op) { registry().push_back(op); }
+
+DerivativeByName::DerivativeByName(const char* op, DerivativeFn fn, uint32_t save_in, uint32_t save_out) {
+  pending_derivatives().push_back({op, fn, save_in, save_out});
+}
+
+void resolve_derivatives() {
+  for (const PendingDerivative& p : pending_derivatives()) {
+    OpDef* op = nullptr;
+    for (OpDef* o : registry())
+      if (std::string_view(o->name) == p.op) op = o;
+    KILN_CHECK(op, Runtime, "resolve_derivatives", "derivative for unknown op '", p.op, "'");
+    op->derivative = p.fn;
+    op->save_in = p.save_in;
+    op->save_out = p.save_out;
+  }
+  pending_derivatives().clear();
+}
 const std::vector<OpDef*>& registered_ops() { return registry(); }
 const OpDef* find_op(std::string_view name) {
   for (OpDef* op : registry())
@@ -33,6 +61,7 @@ std::shared_ptr<DispatchMode> pop_mode() {
   return m;
 }
 size_t mode_stack_size() { return tls_modes.size(); }
+bool& inference_mode_tls() { return tls_inference; }
 
 void set_autograd_layer(AutogradLayerFn fn, bool (*needs_grad)(const TensorList&)) {
   g_autograd_layer = fn;
@@ -113,9 +142,13 @@ TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, TensorList*
     } repush{mode};
     return mode->handle(op, inputs, attrs, out, inplace);
   }
-  if (g_autograd_layer && g_needs_grad(inputs)) [[unlikely]]
+  if (g_autograd_layer && (g_needs_grad(inputs) || (out && g_needs_grad(*out)))) [[unlikely]]
     return g_autograd_layer(op, inputs, attrs, out, inplace);
-  return dispatch_kernel(op, inputs, attrs, out, inplace);
+  TensorList r = dispatch_kernel(op, inputs, attrs, out, inplace);
+  if (tls_inference && !out) [[unlikely]]
+    for (Tensor& t : r)
+      if (t.defined()) t.impl()->inference = true;
+  return r;
 }
 
 Tensor dispatch1(const OpDef& op, TensorList inputs, Attrs attrs) {

@@ -90,6 +90,12 @@ struct DerivativeRegistrar {
     op.save_out = save_out;
   }
 };
+// The same by op name, for derivatives kept in a family's `*_grad.cpp` beside its kernels (the OpDef
+// lives in the kernel file's anonymous namespace). Resolved once, before the first backward record.
+struct DerivativeByName {
+  DerivativeByName(const char* op, DerivativeFn fn, uint32_t save_in, uint32_t save_out);
+};
+void resolve_derivatives();
 
 // The dispatch point. `out`: given for in-place (`inplace` = true) and out= calls; results are
 // written into it (cast to its dtype where torch allows).
@@ -128,6 +134,8 @@ struct ModeGuard {
 using AutogradLayerFn = TensorList (*)(const OpDef& op, const TensorList& inputs, const Attrs& attrs,
                                        TensorList* out, bool inplace);
 void set_autograd_layer(AutogradLayerFn fn, bool (*needs_grad)(const TensorList&));
+// Inference mode flag (thread-local): outputs made while it is set are marked as inference tensors.
+bool& inference_mode_tls();
 
 // Attribute accessors with clear errors.
 template <class T>

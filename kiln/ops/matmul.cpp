@@ -311,3 +311,15 @@ Tensor kron(const Tensor& a, const Tensor& b) {
 Tensor Tensor::matmul(const Tensor& o) const { return kiln::matmul(*this, o); }
 
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+// d(A B): dA = G B^H, dB = A^H G (batched).
+TensorList bmm_grad(const GradCtx& c, const TensorList& go) {
+  const Tensor &g = go[0], &a = c.in[0], &b = c.in[1];
+  auto h = [](const Tensor& t) { return transpose(t.is_complex() ? conj(t) : t, 1, 2); };
+  return {c.needs[0] ? bmm(g, h(b)) : Tensor(), c.needs[1] ? bmm(h(a), g) : Tensor()};
+}
+DerivativeRegistrar d_bmm{op_bmm, bmm_grad, 0b11, 0};
+}  // namespace
+}  // namespace kiln

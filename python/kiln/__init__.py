@@ -3,6 +3,9 @@ from . import _C
 from ._C import *  # noqa: F401,F403
 from ._C import Tensor, dtype  # noqa: F401
 
+from . import autograd  # noqa: E402,F401
+from .autograd import (no_grad, enable_grad, set_grad_enabled, inference_mode,  # noqa: E402,F401
+                       is_grad_enabled, is_inference_mode_enabled)
 from . import nn  # noqa: E402,F401
 from . import linalg  # noqa: E402,F401
 
@@ -92,3 +95,21 @@ del _n
 clip = globals()["clip"]
 
 Tensor.__module__ = "kiln"
+
+
+# requires_grad= for the factory functions
+def _with_requires_grad(fn):
+    def wrapper(*args, requires_grad=False, **kwargs):
+        t = fn(*args, **kwargs)
+        return t.requires_grad_() if requires_grad else t
+
+    wrapper.__name__ = wrapper.__qualname__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
+
+
+for _n in """tensor zeros ones empty full rand randn arange linspace logspace eye zeros_like ones_like
+empty_like full_like rand_like randn_like""".split():
+    if _n in globals():
+        globals()[_n] = _with_requires_grad(globals()[_n])
+del _n

@@ -41,7 +41,6 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
   cls.def_prop_ro("shape", [](const Tensor& t) { return shape_tuple(t.sizes()); })
       .def_prop_ro("dtype", [](const Tensor& t) { return dtype_object(t.dtype()); })
       .def_prop_ro("ndim", &Tensor::dim)
-      .def_prop_ro("is_leaf", [](const Tensor&) { return true; })
       .def_prop_ro("device", [](const Tensor&) { return "cpu"; })
       .def_prop_ro("T", [](const Tensor& t) {
         Shape p(t.dim());

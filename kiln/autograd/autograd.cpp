@@ -1,0 +1,435 @@
+// Grad mode, the per-tensor autograd state, saved tensors, the node kinds, and the autograd layer
+// that dispatch() calls for every op whose inputs require grad.
+#include <atomic>
+#include <cctype>
+#include <cstring>
+
+#include "kiln/autograd/autograd.h"
+#include "kiln/autograd/nodes.h"
+#include "kiln/ops/ops.h"
+
+namespace kiln {
+namespace {
+
+thread_local bool t_grad_enabled = true;
+std::atomic<uint64_t> g_sequence{0};
+std::atomic<bool> g_anomaly{false};
+std::string (*g_trace_fn)() = nullptr;
+std::atomic<int> g_hook_id{0};
+
+AutogradMeta* meta_of(const Tensor& t) { return t.defined() ? t.impl()->autograd.get() : nullptr; }
+AutogradMeta& ensure_meta(const Tensor& t) {
+  if (!t.impl()->autograd) t.impl()->autograd = std::make_shared<AutogradMeta>();
+  return *t.impl()->autograd;
+}
+
+const char* legacy_type(Dtype d) {
+  switch (d) {
+    case kFloat32: return "FloatTensor";
+    case kFloat64: return "DoubleTensor";
+    case kFloat16: return "HalfTensor";
+    case kBFloat16: return "BFloat16Tensor";
+    case kComplex64: return "ComplexFloatTensor";
+    case kComplex128: return "ComplexDoubleTensor";
+    case kInt64: return "LongTensor";
+    case kInt32: return "IntTensor";
+    default: return "Tensor";
+  }
+}
+
+std::string describe(const Tensor& t) {
+  std::string s = std::string("[kiln.") + legacy_type(t.dtype()) + " [";
+  for (size_t i = 0; i < t.sizes().size(); ++i) s += (i ? ", " : "") + std::to_string(t.sizes()[i]);
+  return s + "]]";
+}
+
+}  // namespace
+
+// ---- grad mode ----------------------------------------------------------------------------------
+bool grad_mode_enabled() { return t_grad_enabled; }
+void set_grad_enabled(bool enabled) { t_grad_enabled = enabled; }
+bool inference_mode_enabled() { return inference_mode_tls(); }
+InferenceMode::InferenceMode(bool enabled) : prev_grad_(t_grad_enabled), prev_inf_(inference_mode_tls()) {
+  if (enabled) t_grad_enabled = false;
+  inference_mode_tls() = enabled;
+}
+InferenceMode::~InferenceMode() {
+  t_grad_enabled = prev_grad_;
+  inference_mode_tls() = prev_inf_;
+}
+bool anomaly_mode_enabled() { return g_anomaly.load(std::memory_order_relaxed); }
+void set_anomaly_enabled(bool enabled, bool) { g_anomaly = enabled; }
+void set_anomaly_trace_fn(std::string (*fn)()) { g_trace_fn = fn; }
+
+bool is_differentiable(Dtype d) { return is_floating(d) || is_complex(d); }
+
+// ---- per-tensor state ---------------------------------------------------------------------------
+bool requires_grad(const Tensor& t) {
+  const AutogradMeta* m = meta_of(t);
+  return m && m->requires_grad;
+}
+
+const Tensor& set_requires_grad(const Tensor& t, bool r) {
+  AutogradMeta* m = meta_of(t);
+  KILN_CHECK(!(m && m->grad_fn), Runtime, "requires_grad_",
+             r ? "you can only change requires_grad flags of leaf variables."
+               : "you can only change requires_grad flags of leaf variables. If you want to use a "
+                 "computed variable in a subgraph that doesn't require differentiation use "
+                 "var_no_grad = var.detach().");
+  KILN_CHECK(!r || is_differentiable(t.dtype()), Runtime, "requires_grad_",
+             "only Tensors of floating point and complex dtype can require gradients");
+  KILN_CHECK(!r || !t.impl()->inference || inference_mode_tls(), Runtime, "requires_grad_",
+             "Setting requires_grad=True on inference tensor outside InferenceMode is not allowed.");
+  if (r || m) ensure_meta(t).requires_grad = r;
+  return t;
+}
+
+Tensor grad(const Tensor& t) {
+  const AutogradMeta* m = meta_of(t);
+  return m ? m->grad : Tensor();
+}
+
+void set_grad(const Tensor& t, const Tensor& g) {
+  if (g.defined()) {
+    KILN_CHECK(g.sizes() == t.sizes(), Runtime, "grad", "assigned grad has data of a different size");
+    KILN_CHECK(g.dtype() == t.dtype(), Runtime, "grad", "assigned grad has data of a different type");
+  }
+  if (!g.defined() && !meta_of(t)) return;
+  ensure_meta(t).grad = g;
+}
+
+std::shared_ptr<Node> grad_fn(const Tensor& t) {
+  const AutogradMeta* m = meta_of(t);
+  return m ? m->grad_fn : nullptr;
+}
+
+bool is_leaf(const Tensor& t) { return grad_fn(t) == nullptr; }
+
+void retain_grad(const Tensor& t) {
+  KILN_CHECK(requires_grad(t), Runtime, "retain_grad", "can't retain_grad on Tensor that has requires_grad=False");
+  AutogradMeta& m = ensure_meta(t);
+  if (!m.grad_fn || m.retains_grad) return;
+  m.grad_fn->retained[m.output_nr] = t.impl_ptr();
+  m.retains_grad = true;
+}
+
+bool retains_grad(const Tensor& t) {
+  const AutogradMeta* m = meta_of(t);
+  return m && m->retains_grad;
+}
+
+Tensor detach(const Tensor& t) {
+  auto impl = std::make_shared<TensorImpl>(*t.impl());
+  impl->autograd = nullptr;
+  return Tensor(std::move(impl));
+}
+
+const Tensor& detach_(const Tensor& t) {
+  if (AutogradMeta* m = meta_of(t)) {
+    m->grad_fn = nullptr;
+    m->requires_grad = false;
+    m->output_nr = 0;
+  }
+  return t;
+}
+
+int register_hook(const Tensor& t, TensorHook hook) {
+  KILN_CHECK(requires_grad(t), Runtime, "register_hook",
+             "cannot register a hook on a tensor that doesn't require gradient");
+  int id = ++g_hook_id;
+  AutogradMeta& m = ensure_meta(t);
+  if (m.grad_fn) m.grad_fn->tensor_hooks[m.output_nr][id] = std::move(hook);
+  else m.hooks[id] = std::move(hook);
+  return id;
+}
+
+void remove_hook(const Tensor& t, int id) {
+  AutogradMeta* m = meta_of(t);
+  if (!m) return;
+  m->hooks.erase(id);
+  if (m->grad_fn)
+    for (auto& [slot, hooks] : m->grad_fn->tensor_hooks) hooks.erase(id);
+}
+
+Edge gradient_edge(const Tensor& t) {
+  AutogradMeta& m = ensure_meta(t);
+  if (m.grad_fn) return {m.grad_fn, m.output_nr};
+  std::shared_ptr<Node> acc = m.grad_accumulator.lock();
+  if (!acc) {
+    auto a = std::make_shared<AccumulateGrad>();
+    a->leaf = t.impl_ptr();
+    a->out_specs = {{t.sizes(), t.dtype()}};
+    m.grad_accumulator = a;
+    acc = a;
+  }
+  return {acc, 0};
+}
+
+bool Tensor::requires_grad() const { return kiln::requires_grad(*this); }
+const Tensor& Tensor::requires_grad_(bool r) const { return set_requires_grad(*this, r); }
+Tensor Tensor::grad() const { return kiln::grad(*this); }
+std::shared_ptr<Node> Tensor::grad_fn() const { return kiln::grad_fn(*this); }
+bool Tensor::is_leaf() const { return kiln::is_leaf(*this); }
+Tensor Tensor::detach() const { return kiln::detach(*this); }
+void Tensor::retain_grad() const { kiln::retain_grad(*this); }
+void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph, bool create_graph) const {
+  BackwardOptions o;
+  o.retain_graph = retain_graph;
+  o.create_graph = create_graph;
+  kiln::backward({*this}, {gradient}, o);
+}
+
+// ---- saved tensors ------------------------------------------------------------------------------
+SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output) {
+  was_defined_ = t.defined();
+  if (!was_defined_) return;
+  KILN_CHECK(!t.impl()->inference, Runtime, "autograd",
+             "Inference tensors cannot be saved for backward. To work around you can make a clone to "
+             "get a normal tensor and use it in autograd.");
+  version_ = t.version();
+  requires_grad_ = requires_grad(t);
+  if (is_output) {
+    if (const AutogradMeta* m = meta_of(t)) output_nr_ = m->output_nr;
+    data_ = detach(t);
+  } else {
+    data_ = t;
+  }
+}
+
+void SavedTensor::release() {
+  data_ = Tensor();
+  released_ = true;
+}
+
+Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner) const {
+  KILN_CHECK(!released_, Runtime, "autograd",
+             "Trying to backward through the graph a second time (or directly access saved tensors "
+             "after they have already been freed). Saved intermediate values of the graph are freed "
+             "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+             "backward through the graph a second time or if you need to access saved tensors after "
+             "calling backward.");
+  if (!was_defined_) return Tensor();
+  if (data_.version() != version_) {
+    std::string who;
+    if (is_output_) who = ", which is output " + std::to_string(output_nr_) + " of " + owner->name() + ",";
+    else if (auto fn = grad_fn(data_)) who = ", which is output " + std::to_string(meta_of(data_)->output_nr) + " of " + fn->name() + ",";
+    KILN_CHECK(false, Runtime, "autograd",
+               "one of the variables needed for gradient computation has been modified by an inplace "
+               "operation: ", describe(data_), who, " is at version ", data_.version(), "; expected version ",
+               version_, " instead. Hint: enable anomaly detection to find the operation that failed to "
+               "compute its gradient, with kiln.autograd.set_detect_anomaly(True).");
+  }
+  if (is_output_ && requires_grad_) {
+    Tensor t = detach(data_);
+    AutogradMeta& m = ensure_meta(t);
+    m.requires_grad = true;
+    m.grad_fn = owner;
+    m.output_nr = output_nr_;
+    return t;
+  }
+  return data_;
+}
+
+// ---- nodes --------------------------------------------------------------------------------------
+Node::Node() : sequence_nr(g_sequence.fetch_add(1, std::memory_order_relaxed)) {}
+
+std::string backward_name(const char* op) {
+  std::string s;
+  bool up = true;
+  for (const char* p = op; *p; ++p) {
+    if (*p == '_') {
+      up = true;
+      continue;
+    }
+    s += up ? static_cast<char>(std::toupper(static_cast<unsigned char>(*p))) : *p;
+    up = false;
+  }
+  return s + "Backward0";
+}
+
+std::string OpNode::name() const { return backward_name(op->name); }
+
+TensorList OpNode::apply(TensorList&& grad_outputs) {
+  auto self = shared_from_this();
+  TensorList in(saved_in.size()), out(saved_out.size());
+  for (size_t i = 0; i < saved_in.size(); ++i) in[i] = saved_in[i].unpack(self);
+  for (size_t i = 0; i < saved_out.size(); ++i) out[i] = saved_out[i].unpack(self);
+  KILN_CHECK(!released, Runtime, "autograd",
+             "Trying to backward through the graph a second time (or directly access saved tensors "
+             "after they have already been freed). Specify retain_graph=True if you need to backward "
+             "through the graph a second time.");
+  bool any = false;
+  for (bool b : needs) any |= b;
+  if (!any || !op->derivative) return TensorList(next_edges.size());
+  GradCtx ctx{*op, attrs, in, out, in_specs, needs};
+  TensorList r = op->derivative(ctx, grad_outputs);
+  r.resize(next_edges.size());
+  for (size_t i = 0; i < r.size(); ++i)
+    if (!needs[i]) r[i] = Tensor();
+  return r;
+}
+
+void OpNode::release_saved() {
+  for (SavedTensor& s : saved_in) s.release();
+  for (SavedTensor& s : saved_out) s.release();
+  released = true;
+}
+
+TensorList NotImplementedNode::apply(TensorList&&) {
+  KILN_CHECK(false, NotImplemented, op_name.c_str(), "the derivative for '", op_name, "' is not implemented.");
+  return {};
+}
+
+TensorList AccumulateGrad::apply(TensorList&& grad_outputs) {
+  Tensor g = std::move(grad_outputs[0]);
+  if (!g.defined()) return {};
+  Tensor var(leaf);
+  AutogradMeta& m = ensure_meta(var);
+  for (auto& [id, h] : m.hooks) {
+    Tensor r = h(g);
+    if (r.defined()) g = r;
+  }
+  if (!grad_mode_enabled()) {
+    if (requires_grad(g)) g = detach(g);
+    bool steal = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && g.is_contiguous();
+    if (!m.grad.defined()) {
+      m.grad = steal ? g : clone(g);
+    } else if (!requires_grad(m.grad)) {
+      add_(m.grad, g);
+    } else {
+      m.grad = add(m.grad, g);
+    }
+  } else {
+    m.grad = m.grad.defined() ? add(m.grad, g) : g;
+  }
+  return {};
+}
+
+void CustomNode::release_saved() {
+  for (SavedTensor& s : saved) s.release();
+  released = true;
+  if (on_release) on_release();
+}
+
+TensorList CustomNode::unpack_saved() {
+  auto self = shared_from_this();
+  TensorList r;
+  for (const SavedTensor& s : saved) r.push_back(s.unpack(self));
+  return r;
+}
+
+// ---- the autograd layer -------------------------------------------------------------------------
+namespace {
+
+bool needs_grad(const TensorList& ts) {
+  if (!t_grad_enabled) return false;
+  for (const Tensor& t : ts)
+    if (t.defined()) {
+      const AutogradMeta* m = t.impl()->autograd.get();
+      if (m && m->requires_grad) return true;
+    }
+  return false;
+}
+
+TensorList autograd_layer(const OpDef& op, const TensorList& inputs, const Attrs& attrs, TensorList* out,
+                          bool inplace) {
+  static const bool resolved = (resolve_derivatives(), true);
+  (void)resolved;
+  if (out && !inplace) {
+    KILN_CHECK(false, Runtime, op.name, op.name,
+               "(): functions with out=... arguments don't support automatic differentiation, but one "
+               "of the arguments requires grad.");
+  }
+  // in-place: torch's `x.op_(...)` (out = {x}), or a table op named `*_` writing into its input 0
+  const size_t len = std::strlen(op.name);
+  const bool writes_self = inplace || (!out && len > 1 && op.name[len - 1] == '_' && !inputs.empty());
+  const Tensor* self = inplace ? &(*out)[0] : (writes_self ? &inputs[0] : nullptr);
+  if (self) {
+    const AutogradMeta* m = meta_of(*self);
+    KILN_CHECK(!(m && m->requires_grad && !m->grad_fn), Runtime, op.name,
+               "a leaf Variable that requires grad is being used in an in-place operation.");
+  }
+  const size_t n = inputs.size();
+  std::vector<bool> needs(n);
+  bool any = false;
+  for (size_t i = 0; i < n; ++i) any |= (needs[i] = requires_grad(inputs[i]));
+
+  // inputs the derivative needs; an input the op overwrites is saved as a copy of its old value
+  std::vector<SavedTensor> saved_in;
+  if (any && op.derivative && op.save_in) {
+    saved_in.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (!(op.save_in >> i & 1)) continue;
+      const Tensor& t = inputs[i];
+      bool overwritten = self && t.defined() && t.storage() == self->storage();
+      saved_in[i] = SavedTensor(overwritten ? clone(t) : t, false);
+    }
+  }
+
+  TensorList result;
+  {
+    AutoGradMode below(false);
+    result = dispatch_kernel(op, inputs, attrs, out, inplace);
+  }
+  bool differentiable_out = false;
+  for (const Tensor& r : result) differentiable_out |= r.defined() && is_differentiable(r.dtype());
+  if (!differentiable_out) return result;
+  if (!any && !writes_self) return result;
+
+  std::shared_ptr<Node> node;
+  if (!any) {
+    // an in-place op on a tensor with history, from inputs without: the old history is cut
+    auto nn = std::make_shared<OpNode>();
+    nn->op = &op;
+    nn->needs = needs;
+    node = nn;
+  } else if (op.derivative) {
+    auto nn = std::make_shared<OpNode>();
+    nn->op = &op;
+    nn->attrs = attrs;
+    nn->needs = needs;
+    nn->saved_in = std::move(saved_in);
+    node = nn;
+  } else {
+    auto nn = std::make_shared<NotImplementedNode>();
+    nn->op_name = op.name;
+    node = nn;
+  }
+  node->next_edges.resize(n);
+  node->in_specs.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (!inputs[i].defined()) continue;
+    node->in_specs[i] = {inputs[i].sizes(), inputs[i].dtype()};
+    if (needs[i]) node->next_edges[i] = gradient_edge(inputs[i]);
+  }
+  node->out_specs.reserve(result.size());
+  for (size_t i = 0; i < result.size(); ++i) {
+    const Tensor& r = result[i];
+    node->out_specs.push_back(r.defined() ? TensorSpec{r.sizes(), r.dtype()} : TensorSpec{{}, kFloat32});
+    if (!r.defined() || !is_differentiable(r.dtype())) continue;
+    AutogradMeta& m = ensure_meta(r);
+    m.requires_grad = true;
+    m.grad_fn = node;
+    m.output_nr = static_cast<uint32_t>(i);
+    m.retains_grad = false;
+  }
+  if (auto* nn = dynamic_cast<OpNode*>(node.get()); nn && any && op.save_out) {
+    nn->saved_out.resize(result.size());
+    for (size_t i = 0; i < result.size(); ++i)
+      if (op.save_out >> i & 1) nn->saved_out[i] = SavedTensor(result[i], true);
+  }
+  if (anomaly_mode_enabled()) node->trace = g_trace_fn ? g_trace_fn() : std::string(op.name);
+  return result;
+}
+
+}  // namespace
+
+void install_autograd_layer() { set_autograd_layer(autograd_layer, needs_grad); }
+
+namespace {
+struct Installer {
+  Installer() { install_autograd_layer(); }
+} installer;
+}  // namespace
+
+}  // namespace kiln

@@ -1,0 +1,162 @@
+// Reverse-mode automatic differentiation (DESIGN.md §1, step 2).
+//
+// Every op that runs while grad mode is on and has an input that requires grad records a Node: the
+// op's derivative from the op table, the tensors its save masks name, and one Edge per input to the
+// node that produced it (or to the leaf's AccumulateGrad). backward() walks that graph without
+// recursion, in reverse creation order, and frees saved tensors as it goes unless retain_graph.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/dispatch/op.h"
+
+namespace kiln {
+
+struct Node;
+
+// Where a gradient flows: input slot `input_nr` of node `fn`.
+struct Edge {
+  std::shared_ptr<Node> fn;
+  uint32_t input_nr = 0;
+  bool valid() const { return fn != nullptr; }
+};
+
+// A tensor hook sees the gradient and may return a replacement (undefined = keep it).
+using TensorHook = std::function<Tensor(const Tensor&)>;
+
+struct AutogradMeta {
+  bool requires_grad = false;
+  bool retains_grad = false;
+  uint32_t output_nr = 0;
+  Tensor grad;
+  std::shared_ptr<Node> grad_fn;          // null for leaves
+  std::weak_ptr<Node> grad_accumulator;   // leaves: their AccumulateGrad, while a graph holds it
+  std::map<int, TensorHook> hooks;        // leaves: run before accumulation (id -> hook)
+};
+
+// A tensor saved for backward with the version it had; unpacking checks the version so a later
+// in-place change raises torch's "modified by an inplace operation" error.
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  // is_output: `t` is an output of the node saving it; stored without its autograd meta (no
+  // reference cycle) and re-attached to the node when unpacked.
+  SavedTensor(const Tensor& t, bool is_output);
+  Tensor unpack(const std::shared_ptr<Node>& owner) const;
+  void release();
+  bool defined() const { return was_defined_; }
+
+ private:
+  Tensor data_;
+  uint32_t version_ = 0;
+  uint32_t output_nr_ = 0;
+  bool is_output_ = false;
+  bool was_defined_ = false;
+  bool requires_grad_ = false;
+  bool released_ = false;
+};
+
+// A node of the backward graph.
+struct Node : std::enable_shared_from_this<Node> {
+  Node();
+  virtual ~Node() = default;
+  virtual std::string name() const = 0;
+  // Gradients of the inputs (one per next_edges entry) from those of the outputs (one per output).
+  virtual TensorList apply(TensorList&& grad_outputs) = 0;
+  virtual void release_saved() {}
+
+  std::vector<Edge> next_edges;  // one per input
+  SpecList in_specs;             // inputs' shapes and dtypes: gradients are summed/cast to these
+  SpecList out_specs;            // outputs' shapes and dtypes: undefined gradients become zeros
+  uint64_t sequence_nr;
+  std::map<uint32_t, std::map<int, TensorHook>> tensor_hooks;  // by output slot
+  std::map<uint32_t, std::weak_ptr<TensorImpl>> retained;       // non-leaf retain_grad()
+  std::string trace;  // anomaly mode: where the forward op ran
+};
+
+// ---- grad mode ----------------------------------------------------------------------------------
+bool grad_mode_enabled();
+void set_grad_enabled(bool enabled);
+bool inference_mode_enabled();
+
+// RAII guards, as torch::NoGradGuard / AutoGradMode / InferenceMode.
+class AutoGradMode {
+ public:
+  explicit AutoGradMode(bool enabled) : prev_(grad_mode_enabled()) { set_grad_enabled(enabled); }
+  ~AutoGradMode() { set_grad_enabled(prev_); }
+  AutoGradMode(const AutoGradMode&) = delete;
+  AutoGradMode& operator=(const AutoGradMode&) = delete;
+
+ private:
+  bool prev_;
+};
+struct NoGradGuard : AutoGradMode {
+  NoGradGuard() : AutoGradMode(false) {}
+};
+struct EnableGradGuard : AutoGradMode {
+  EnableGradGuard() : AutoGradMode(true) {}
+};
+// Inference mode: no graph is recorded; tensors made inside are inference tensors that may not be
+// saved for backward later.
+class InferenceMode {
+ public:
+  explicit InferenceMode(bool enabled = true);
+  ~InferenceMode();
+  InferenceMode(const InferenceMode&) = delete;
+  InferenceMode& operator=(const InferenceMode&) = delete;
+
+ private:
+  bool prev_grad_, prev_inf_;
+};
+
+// Anomaly mode: records where each forward op ran and raises when a backward produces NaN,
+// naming the forward op.
+bool anomaly_mode_enabled();
+void set_anomaly_enabled(bool enabled, bool check_nan = true);
+// Returns the current forward location (the Python binding installs one that formats the stack).
+void set_anomaly_trace_fn(std::string (*fn)());
+
+// ---- tensor-level API (also Tensor methods) ----------------------------------------------------
+bool requires_grad(const Tensor& t);
+const Tensor& set_requires_grad(const Tensor& t, bool r = true);  // leaves only, float/complex only
+Tensor grad(const Tensor& t);                                     // undefined when none
+void set_grad(const Tensor& t, const Tensor& g);
+std::shared_ptr<Node> grad_fn(const Tensor& t);
+bool is_leaf(const Tensor& t);
+void retain_grad(const Tensor& t);
+bool retains_grad(const Tensor& t);
+Tensor detach(const Tensor& t);          // shares storage, no autograd history
+const Tensor& detach_(const Tensor& t);
+int register_hook(const Tensor& t, TensorHook hook);  // returns an id for remove_hook
+void remove_hook(const Tensor& t, int id);
+// The edge a gradient for `t` flows into (its grad_fn slot, or the leaf's accumulator).
+Edge gradient_edge(const Tensor& t);
+
+// ---- the engine ---------------------------------------------------------------------------------
+struct BackwardOptions {
+  std::optional<bool> retain_graph;  // default: create_graph
+  bool create_graph = false;
+  TensorList inputs;  // accumulate only into these (empty: every leaf)
+};
+// tensors.backward(grad_tensors); an undefined gradient means ones for a one-element tensor.
+void backward(const TensorList& tensors, const TensorList& grad_tensors = {},
+              const BackwardOptions& opts = {});
+// kiln.autograd.grad: gradients of `outputs` w.r.t. `inputs` (returned, not accumulated).
+TensorList grad(const TensorList& outputs, const TensorList& inputs,
+                const TensorList& grad_outputs = {}, std::optional<bool> retain_graph = std::nullopt,
+                bool create_graph = false, bool allow_unused = false);
+
+// Sums a (broadcast) gradient back to `shape`.
+Tensor sum_to(const Tensor& g, const Shape& shape);
+// True for dtypes that carry gradients (floating point and complex).
+bool is_differentiable(Dtype d);
+
+// Installs the autograd layer into dispatch(); done at load time.
+void install_autograd_layer();
+
+}  // namespace kiln

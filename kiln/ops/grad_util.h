@@ -1,0 +1,34 @@
+// Small helpers shared by the derivative files (`*_grad.cpp`).
+#pragma once
+
+#include <variant>
+
+#include "kiln/ops/ops.h"
+
+namespace kiln {
+
+// conj for complex tensors, identity for real ones.
+inline Tensor cj(const Tensor& t) { return t.is_complex() ? conj(t) : t; }
+
+inline double attr_double(const Attr& a) {
+  if (auto* d = std::get_if<double>(&a)) return *d;
+  if (auto* s = std::get_if<Scalar>(&a)) return s->to_double();
+  if (auto* i = std::get_if<int64_t>(&a)) return static_cast<double>(*i);
+  if (auto* b = std::get_if<bool>(&a)) return *b;
+  KILN_FAIL(Runtime, "autograd", "expected a numeric attribute");
+}
+inline Scalar attr_scalar(const Attr& a) {
+  if (auto* s = std::get_if<Scalar>(&a)) return *s;
+  return Scalar(attr_double(a));
+}
+inline Scalar neg_scalar(const Scalar& s) {
+  if (s.is_complex()) return Scalar(-s.to_complex());
+  if (s.is_integral()) return Scalar(-s.to_int());
+  return Scalar(-s.to_double());
+}
+
+// A reduction's gradient broadcast back to the input: reinserts the reduced dims (when not kept)
+// and expands. `dims` empty with `all` = every dim.
+Tensor expand_reduced(const Tensor& g, const Shape& in_shape, const Shape& dims, bool all, bool keepdim);
+
+}  // namespace kiln

@@ -1,0 +1,124 @@
+// Derivatives of the reductions, softmax family and scans (reduce.cpp).
+#include <algorithm>
+
+#include "kiln/autograd/autograd.h"
+#include "kiln/ops/grad_util.h"
+#include "kiln/ops/shape.h"
+
+namespace kiln {
+
+Tensor expand_reduced(const Tensor& g, const Shape& in_shape, const Shape& dims, bool all, bool keepdim) {
+  const int64_t n = static_cast<int64_t>(in_shape.size());
+  Tensor r = g;
+  if (!keepdim && n > 0) {
+    Shape ds;
+    if (all) {
+      for (int64_t i = 0; i < n; ++i) ds.push_back(i);
+    } else {
+      for (int64_t d : dims) ds.push_back(wrap_dim(d, n, "backward"));
+    }
+    std::sort(ds.begin(), ds.end());
+    ds.erase(std::unique(ds.begin(), ds.end()), ds.end());
+    Shape s = r.sizes();
+    for (int64_t d : ds) s.insert(s.begin() + d, 1);
+    r = reshape(r, s);
+  }
+  return expand(r, in_shape);
+}
+
+namespace {
+
+using G = const GradCtx&;
+using GL = const TensorList&;
+
+const Shape& rdims(G c) { return attr<Shape>(c.attrs, 0); }
+bool rall(G c) { return attr<bool>(c.attrs, 1); }
+bool rkeep(G c) { return attr<bool>(c.attrs, 2); }
+const Shape& in_shape(G c) { return c.in_specs[0].sizes; }
+Tensor expand_g(G c, const Tensor& g) { return expand_reduced(g, in_shape(c), rdims(c), rall(c), rkeep(c)); }
+
+TensorList sum_grad(G c, GL go) { return {expand_g(c, go[0])}; }
+DerivativeByName d_sum{"sum", sum_grad, 0, 0};
+
+TensorList nansum_grad(G c, GL go) { return {mul(expand_g(c, go[0]), logical_not(isnan(c.in[0])))}; }
+DerivativeByName d_nansum{"nansum", nansum_grad, 1, 0};
+
+TensorList mean_grad(G c, GL go) {
+  const Shape& s = in_shape(c);
+  int64_t count = 1;
+  if (rall(c)) {
+    count = shape_numel(s);
+  } else {
+    Shape ds;
+    for (int64_t d : rdims(c)) ds.push_back(wrap_dim(d, std::max<int64_t>(s.size(), 1), "mean"));
+    std::sort(ds.begin(), ds.end());
+    ds.erase(std::unique(ds.begin(), ds.end()), ds.end());
+    for (int64_t d : ds) count *= s.empty() ? 1 : s[d];
+  }
+  return {true_divide(expand_g(c, go[0]), Scalar(static_cast<double>(std::max<int64_t>(count, 1))))};
+}
+DerivativeByName d_mean{"mean", mean_grad, 0, 0};
+
+// amax/amin: the gradient is shared evenly among the elements equal to the extreme value.
+TensorList amax_grad(G c, GL go) {
+  const Tensor &x = c.in[0], &y = c.out[0];
+  Tensor ye = expand_g(c, y);
+  Tensor mask = eq(x, ye);
+  Tensor count = expand_g(c, sum(mask, rall(c) ? OptDims{} : OptDims{rdims(c)}, rkeep(c)));
+  return {div(mul(expand_g(c, go[0]), mask), count)};
+}
+DerivativeByName d_amax{"amax", amax_grad, 1, 1};
+DerivativeByName d_amin{"amin", amax_grad, 1, 1};
+
+TensorList norm_l1_grad(G c, GL go) { return {mul(expand_g(c, go[0]), sgn(c.in[0]))}; }
+DerivativeByName d_norm_l1{"norm_l1", norm_l1_grad, 1, 0};
+TensorList norm_l2sq_grad(G c, GL go) { return {mul(expand_g(c, go[0]), mul(c.in[0], Scalar(2.0)))}; }
+DerivativeByName d_norm_l2sq{"norm_l2sq", norm_l2sq_grad, 1, 0};
+
+// max(dim) / min(dim): the gradient goes to the selected index.
+TensorList argred_grad(G c, GL go) {
+  int64_t dim = wrap_dim(attr<int64_t>(c.attrs, 0), std::max<int64_t>(c.in_specs[0].sizes.size(), 1), "backward");
+  bool keep = attr<bool>(c.attrs, 1);
+  const Shape& s = in_shape(c);
+  if (s.empty()) return {go[0]};
+  Tensor g = keep ? go[0] : unsqueeze(go[0], dim);
+  Tensor idx = keep ? c.out[1] : unsqueeze(c.out[1], dim);
+  return {scatter(zeros(s, go[0].dtype()), dim, idx, g)};
+}
+DerivativeByName d_max_dim{"max_dim", argred_grad, 0, 0b10};
+DerivativeByName d_min_dim{"min_dim", argred_grad, 0, 0b10};
+
+int64_t sm_dim(G c) {
+  return wrap_dim(attr<int64_t>(c.attrs, 0), std::max<int64_t>(c.in_specs[0].sizes.size(), 1), "backward");
+}
+TensorList softmax_grad(G c, GL go) {
+  const Tensor &g = go[0], &y = c.out[0];
+  if (in_shape(c).empty()) return {zeros_like(g)};
+  Tensor gy = mul(g, y);
+  return {sub(gy, mul(y, sum(gy, Shape{sm_dim(c)}, true)))};
+}
+DerivativeByName d_softmax{"softmax", softmax_grad, 0, 1};
+
+TensorList log_softmax_grad(G c, GL go) {
+  const Tensor &g = go[0], &y = c.out[0];
+  if (in_shape(c).empty()) return {zeros_like(g)};
+  return {sub(g, mul(exp(y), sum(g, Shape{sm_dim(c)}, true)))};
+}
+DerivativeByName d_log_softmax{"log_softmax", log_softmax_grad, 0, 1};
+
+TensorList cumsum_grad(G c, GL go) {
+  if (in_shape(c).empty()) return {go[0]};
+  int64_t d = sm_dim(c);
+  return {flip(cumsum(flip(go[0], {d}), d), {d})};
+}
+DerivativeByName d_cumsum{"cumsum", cumsum_grad, 0, 0};
+
+TensorList cumext_grad(G c, GL go) {  // cummax / cummin
+  if (in_shape(c).empty()) return {go[0]};
+  return {scatter_add(zeros(in_shape(c), go[0].dtype()), sm_dim(c), c.out[1], go[0])};
+}
+DerivativeByName d_cummax{"cummax", cumext_grad, 0, 0b10};
+DerivativeByName d_cummin{"cummin", cumext_grad, 0, 0b10};
+
+}  // namespace
+}  // namespace kiln
