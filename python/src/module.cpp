@@ -42,6 +42,7 @@ NB_MODULE(_C, m) {
   bind_optim(m);
   bind_attention(m);
   bind_conv(m);
+  bind_loss(m);
 
   m.def("set_num_threads", &kiln::set_num_threads);
   m.def("get_num_threads", &kiln::get_num_threads);
