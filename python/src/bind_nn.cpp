@@ -1,8 +1,149 @@
-// Python binding: nn.
+// Python binding: kiln::nn modules (kiln._C.nn) and the functional ops they use.
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+
 #include "common.h"
+#include "kiln/nn/nn.h"
 
 namespace kiln::py {
+namespace {
 
-void bind_nn(nb::module_& m) {}
+Tensor opt_t(nb::handle h) { return h.is_none() ? Tensor() : nb::cast<Tensor>(h); }
+nb::object opt_obj(const Tensor& t) { return t.defined() ? nb::cast(t) : nb::none(); }
+Dtype dt(nb::handle h) { return as_opt_dtype(h).value_or(Dtype::Undefined); }
+std::optional<int64_t> opt_i(nb::handle h) {
+  return h.is_none() ? std::nullopt : std::optional<int64_t>(nb::cast<int64_t>(h));
+}
+std::optional<double> opt_d(nb::handle h) {
+  return h.is_none() ? std::nullopt : std::optional<double>(nb::cast<double>(h));
+}
+Shape shape_or_int(nb::handle h) {
+  if (nb::isinstance<nb::int_>(h)) return {nb::cast<int64_t>(h)};
+  return as_shape(h);
+}
+
+}  // namespace
+
+void bind_nn(nb::module_& m) {
+  using namespace kiln::nn;
+  nb::module_ nnm = m.def_submodule("_nn", "kiln::nn modules (wrapped by kiln.nn)");
+
+  nb::class_<Module>(nnm, "Module")
+      .def("_own_parameters", [](const Module& mod) {
+        nb::list l;
+        for (auto& [n, t] : mod.own_parameters()) l.append(nb::make_tuple(n, opt_obj(t)));
+        return l;
+      })
+      .def("_own_buffers", [](const Module& mod) {
+        nb::list l;
+        for (auto& [n, t] : mod.own_buffers()) l.append(nb::make_tuple(n, opt_obj(t), mod.buffer_persistent(n)));
+        return l;
+      })
+      .def("_children", [](const Module& mod) {
+        nb::list l;
+        for (auto& [n, c] : mod.named_children()) l.append(nb::make_tuple(n, c));
+        return l;
+      })
+      .def("_set_parameter", [](Module& mod, const std::string& n, nb::handle t) {
+        mod.register_parameter(n, opt_t(t), false);
+      })
+      .def("_set_buffer", [](Module& mod, const std::string& n, nb::handle t, bool persistent) {
+        mod.register_buffer(n, opt_t(t), persistent);
+      })
+      .def("train", [](Module& mod, bool on) { mod.train(on); }, "mode"_a = true)
+      .def_prop_ro("training", &Module::is_training)
+      .def("extra_repr", &Module::extra_repr)
+      .def("_name", &Module::name)
+      .def("__repr__", &Module::repr);
+
+  nb::class_<Linear, Module>(nnm, "Linear")
+      .def("__init__", [](Linear* self, int64_t in, int64_t out, bool bias, nb::handle dtype) {
+        new (self) Linear(in, out, bias, dt(dtype));
+      }, "in_features"_a, "out_features"_a, "bias"_a = true, "dtype"_a.none() = nb::none())
+      .def("forward", &Linear::forward)
+      .def("reset_parameters", &Linear::reset_parameters);
+  nb::class_<Bilinear, Module>(nnm, "Bilinear")
+      .def("__init__", [](Bilinear* self, int64_t a, int64_t b, int64_t out, bool bias, nb::handle dtype) {
+        new (self) Bilinear(a, b, out, bias, dt(dtype));
+      }, "in1_features"_a, "in2_features"_a, "out_features"_a, "bias"_a = true, "dtype"_a.none() = nb::none())
+      .def("forward", &Bilinear::forward)
+      .def("reset_parameters", &Bilinear::reset_parameters);
+  nb::class_<Identity, Module>(nnm, "Identity").def(nb::init<>()).def("forward", &Identity::forward);
+  nb::class_<Flatten, Module>(nnm, "Flatten")
+      .def(nb::init<int64_t, int64_t>(), "start_dim"_a = 1, "end_dim"_a = -1)
+      .def("forward", &Flatten::forward);
+  nb::class_<Unflatten, Module>(nnm, "Unflatten")
+      .def("__init__", [](Unflatten* self, int64_t d, nb::handle s) { new (self) Unflatten(d, as_shape(s)); })
+      .def("forward", &Unflatten::forward);
+  nb::class_<Embedding, Module>(nnm, "Embedding")
+      .def("__init__", [](Embedding* self, int64_t num, int64_t dim, nb::handle pad, nb::handle max_norm,
+                          double norm_type, bool freq, bool sparse, nb::handle dtype) {
+        new (self) Embedding(num, dim, opt_i(pad), opt_d(max_norm), norm_type, freq, sparse, dt(dtype));
+      }, "num_embeddings"_a, "embedding_dim"_a, "padding_idx"_a.none() = nb::none(),
+         "max_norm"_a.none() = nb::none(), "norm_type"_a = 2.0, "scale_grad_by_freq"_a = false, "sparse"_a = false,
+         "dtype"_a.none() = nb::none())
+      .def("forward", &Embedding::forward)
+      .def("reset_parameters", &Embedding::reset_parameters)
+      .def_prop_ro("padding_idx", [](const Embedding& e) { return e.padding_idx; });
+  nb::class_<LayerNorm, Module>(nnm, "LayerNorm")
+      .def("__init__", [](LayerNorm* self, nb::handle ns, double eps, bool affine, bool bias, nb::handle dtype) {
+        new (self) LayerNorm(shape_or_int(ns), eps, affine, bias, dt(dtype));
+      }, "normalized_shape"_a, "eps"_a = 1e-5, "elementwise_affine"_a = true, "bias"_a = true,
+         "dtype"_a.none() = nb::none())
+      .def("forward", &LayerNorm::forward)
+      .def("reset_parameters", &LayerNorm::reset_parameters);
+  nb::class_<RMSNorm, Module>(nnm, "RMSNorm")
+      .def("__init__", [](RMSNorm* self, nb::handle ns, nb::handle eps, bool affine, nb::handle dtype) {
+        new (self) RMSNorm(shape_or_int(ns), opt_d(eps), affine, dt(dtype));
+      }, "normalized_shape"_a, "eps"_a.none() = nb::none(), "elementwise_affine"_a = true,
+         "dtype"_a.none() = nb::none())
+      .def("forward", &RMSNorm::forward)
+      .def("reset_parameters", &RMSNorm::reset_parameters);
+  nb::class_<Dropout, Module>(nnm, "Dropout")
+      .def(nb::init<double, bool>(), "p"_a = 0.5, "inplace"_a = false)
+      .def("forward", &Dropout::forward);
+  nb::class_<Activation, Module>(nnm, "Activation").def("forward", &Activation::forward);
+  nnm.def("make_activation", &make_activation, "name"_a, "args"_a = std::vector<double>{}, "inplace"_a = false,
+          "approximate"_a = "none");
+
+  // functional
+  m.def("linear", [](const Tensor& x, const Tensor& w, nb::handle b) { return F::linear(x, w, opt_t(b)); },
+        "input"_a, "weight"_a, "bias"_a.none() = nb::none());
+  m.def("bilinear", [](const Tensor& a, const Tensor& b, const Tensor& w, nb::handle bias) {
+    return F::bilinear(a, b, w, opt_t(bias));
+  }, "input1"_a, "input2"_a, "weight"_a, "bias"_a.none() = nb::none());
+  m.def("layer_norm", [](const Tensor& x, nb::handle ns, nb::handle w, nb::handle b, double eps) {
+    return F::layer_norm(x, shape_or_int(ns), opt_t(w), opt_t(b), eps);
+  }, "input"_a, "normalized_shape"_a, "weight"_a.none() = nb::none(), "bias"_a.none() = nb::none(), "eps"_a = 1e-5);
+  m.def("rms_norm", [](const Tensor& x, nb::handle ns, nb::handle w, nb::handle eps) {
+    return F::rms_norm(x, shape_or_int(ns), opt_t(w), opt_d(eps));
+  }, "input"_a, "normalized_shape"_a, "weight"_a.none() = nb::none(), "eps"_a.none() = nb::none());
+  m.def("dropout", [](const Tensor& x, double p, bool training, bool) { return F::dropout(x, p, training); },
+        "input"_a, "p"_a = 0.5, "training"_a = true, "inplace"_a = false);
+
+  // nn.init (in place, no graph)
+  nb::module_ im = nnm.def_submodule("init");
+  im.def("calculate_gain", &init::calculate_gain, "nonlinearity"_a, "param"_a.none() = nb::none());
+  im.def("_calculate_fan_in_and_fan_out", &init::calculate_fan_in_and_fan_out);
+  im.def("uniform_", [](const Tensor& t, double a, double b) { return init::uniform_(t, a, b); }, "tensor"_a, "a"_a = 0.0, "b"_a = 1.0);
+  im.def("normal_", [](const Tensor& t, double mean, double std) { return init::normal_(t, mean, std); }, "tensor"_a, "mean"_a = 0.0, "std"_a = 1.0);
+  im.def("constant_", [](const Tensor& t, nb::handle v) { return init::constant_(t, as_scalar(v)); }, "tensor"_a, "val"_a);
+  im.def("zeros_", &init::zeros_);
+  im.def("ones_", &init::ones_);
+  im.def("eye_", &init::eye_);
+  im.def("xavier_uniform_", [](const Tensor& t, double g) { return init::xavier_uniform_(t, g); }, "tensor"_a, "gain"_a = 1.0);
+  im.def("xavier_normal_", [](const Tensor& t, double g) { return init::xavier_normal_(t, g); }, "tensor"_a, "gain"_a = 1.0);
+  im.def("kaiming_uniform_", [](const Tensor& t, double a, const std::string& mode, const std::string& nl) {
+    return init::kaiming_uniform_(t, a, mode, nl);
+  }, "tensor"_a, "a"_a = 0.0, "mode"_a = "fan_in", "nonlinearity"_a = "leaky_relu");
+  im.def("kaiming_normal_", [](const Tensor& t, double a, const std::string& mode, const std::string& nl) {
+    return init::kaiming_normal_(t, a, mode, nl);
+  }, "tensor"_a, "a"_a = 0.0, "mode"_a = "fan_in", "nonlinearity"_a = "leaky_relu");
+  im.def("trunc_normal_", [](const Tensor& t, double mean, double std, double a, double b) {
+    return init::trunc_normal_(t, mean, std, a, b);
+  }, "tensor"_a, "mean"_a = 0.0, "std"_a = 1.0, "a"_a = -2.0, "b"_a = 2.0);
+  im.def("orthogonal_", [](const Tensor& t, double gain) { return init::orthogonal_(t, gain); }, "tensor"_a, "gain"_a = 1.0);
+}
 
 }  // namespace kiln::py

@@ -38,6 +38,7 @@ bool truthy(const Tensor& t) {
 }  // namespace
 
 void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
+  cls.def(nb::init<const Tensor&>(), "data"_a);  // shares the TensorImpl (used by nn.Parameter)
   cls.def_prop_ro("shape", [](const Tensor& t) { return shape_tuple(t.sizes()); })
       .def_prop_ro("dtype", [](const Tensor& t) { return dtype_object(t.dtype()); })
       .def_prop_ro("ndim", &Tensor::dim)

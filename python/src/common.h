@@ -52,6 +52,8 @@ void bind_io(nb::module_& m);                                  // bind_io.cpp (s
 void bind_nn(nb::module_& m);                                  // bind_nn.cpp (layers' functional ops)
 void bind_optim(nb::module_& m);                               // bind_optim.cpp
 void bind_attention(nb::module_& m);                           // bind_attention.cpp (SDPA)
+void bind_rnn(nb::module_& m);                                 // bind_rnn.cpp (RNN, LSTM, GRU)
+void bind_layers(nb::module_& m);                              // bind_layers.cpp (norms, conv/pool modules, attention)
 void bind_loss(nb::module_& m);                                // bind_loss.cpp (losses)
 void bind_conv(nb::module_& m);                                // bind_conv.cpp (conv, pooling, upsample)
 

@@ -43,6 +43,8 @@ NB_MODULE(_C, m) {
   bind_attention(m);
   bind_conv(m);
   bind_loss(m);
+  bind_rnn(m);
+  bind_layers(m);
 
   m.def("set_num_threads", &kiln::set_num_threads);
   m.def("get_num_threads", &kiln::get_num_threads);

@@ -1,2 +1,8 @@
-"""kiln.nn: layers arrive with the autograd/nn issue; functional ops are available now."""
+"""kiln.nn: modules (Python Module base, layers computed in C++), functional, init and utils."""
 from . import functional  # noqa: F401
+from . import init  # noqa: F401
+from . import utils  # noqa: F401
+from .parameter import Parameter, Buffer  # noqa: F401
+from .module import Module  # noqa: F401
+from .containers import Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict  # noqa: F401
+from .layers import *  # noqa: F401,F403

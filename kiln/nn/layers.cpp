@@ -1,0 +1,217 @@
+#include "kiln/nn/layers.h"
+
+#include <charconv>
+#include <cmath>
+
+#include "kiln/nn/init.h"
+#include "kiln/ops/shape.h"
+
+namespace kiln::nn {
+namespace {
+
+// Python's repr of a float: shortest round-trip digits, always with a '.' or exponent.
+std::string pyfloat(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  std::string s(buf, r.ptr);
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
+}
+std::string pybool(bool b) { return b ? "True" : "False"; }
+std::string tuple_str(const Shape& s) {
+  std::string r = "(";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + (s.size() == 1 ? ",)" : ")");
+}
+TensorOptions opts(Dtype d) { return TensorOptions(d == Dtype::Undefined ? default_dtype() : d); }
+
+}  // namespace
+
+// ---- Linear -------------------------------------------------------------------------------------
+Linear::Linear(int64_t in, int64_t out, bool bias, Dtype dtype)
+    : Module("Linear"), in_features(in), out_features(out) {
+  register_parameter("weight", empty({out, in}, opts(dtype)));
+  register_parameter("bias", bias ? empty({out}, opts(dtype)) : Tensor());
+  reset_parameters();
+}
+void Linear::reset_parameters() {
+  init::kaiming_uniform_(weight(), std::sqrt(5.0));
+  if (bias().defined()) {
+    double bound = in_features > 0 ? 1.0 / std::sqrt(static_cast<double>(in_features)) : 0.0;
+    init::uniform_(bias(), -bound, bound);
+  }
+}
+Tensor Linear::forward(const Tensor& x) { return F::linear(x, param("weight"), param("bias")); }
+std::string Linear::extra_repr() const {
+  return "in_features=" + std::to_string(in_features) + ", out_features=" + std::to_string(out_features) +
+         ", bias=" + pybool(own_parameters()[1].second.defined());
+}
+
+// ---- Bilinear -----------------------------------------------------------------------------------
+Bilinear::Bilinear(int64_t in1, int64_t in2, int64_t out, bool bias, Dtype dtype)
+    : Module("Bilinear"), in1_features(in1), in2_features(in2), out_features(out) {
+  register_parameter("weight", empty({out, in1, in2}, opts(dtype)));
+  register_parameter("bias", bias ? empty({out}, opts(dtype)) : Tensor());
+  reset_parameters();
+}
+void Bilinear::reset_parameters() {
+  double bound = in1_features > 0 ? 1.0 / std::sqrt(static_cast<double>(in1_features)) : 0.0;
+  init::uniform_(param("weight"), -bound, bound);
+  if (param("bias").defined()) init::uniform_(param("bias"), -bound, bound);
+}
+Tensor Bilinear::forward(const Tensor& x1, const Tensor& x2) {
+  return F::bilinear(x1, x2, param("weight"), param("bias"));
+}
+std::string Bilinear::extra_repr() const {
+  return "in1_features=" + std::to_string(in1_features) + ", in2_features=" + std::to_string(in2_features) +
+         ", out_features=" + std::to_string(out_features) + ", bias=" + pybool(own_parameters()[1].second.defined());
+}
+
+// ---- Flatten / Unflatten ------------------------------------------------------------------------
+Flatten::Flatten(int64_t s, int64_t e) : Module("Flatten"), start_dim(s), end_dim(e) {}
+std::string Flatten::extra_repr() const {
+  return "start_dim=" + std::to_string(start_dim) + ", end_dim=" + std::to_string(end_dim);
+}
+Unflatten::Unflatten(int64_t d, Shape s) : Module("Unflatten"), dim(d), sizes(std::move(s)) {}
+std::string Unflatten::extra_repr() const {
+  return "dim=" + std::to_string(dim) + ", unflattened_size=" + tuple_str(sizes);
+}
+
+// ---- Embedding ----------------------------------------------------------------------------------
+Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad, std::optional<double> max_norm,
+                     double norm_type, bool scale_grad_by_freq, bool sparse, Dtype dtype)
+    : Module("Embedding"), num_embeddings(num), embedding_dim(dim), max_norm(max_norm), norm_type(norm_type),
+      scale_grad_by_freq(scale_grad_by_freq), sparse(sparse) {
+  if (pad) {
+    KILN_CHECK(*pad < num && *pad >= -num, Value, "Embedding", "Padding_idx must be within num_embeddings");
+    padding_idx = *pad < 0 ? *pad + num : *pad;
+  }
+  register_parameter("weight", empty({num, dim}, opts(dtype)));
+  reset_parameters();
+}
+void Embedding::reset_parameters() {
+  init::normal_(weight());
+  if (padding_idx) {
+    NoGradGuard ng;
+    fill_(select(weight(), 0, *padding_idx), 0);
+  }
+}
+Tensor Embedding::forward(const Tensor& idx) {
+  if (max_norm) {
+    NoGradGuard ng;
+    embedding_renorm_(weight(), idx, *max_norm, norm_type);
+  }
+  return embedding(weight(), idx, padding_idx.value_or(-1), scale_grad_by_freq, sparse);
+}
+std::string Embedding::extra_repr() const {
+  std::string s = std::to_string(num_embeddings) + ", " + std::to_string(embedding_dim);
+  if (padding_idx) s += ", padding_idx=" + std::to_string(*padding_idx);
+  if (max_norm) s += ", max_norm=" + pyfloat(*max_norm);
+  if (norm_type != 2) s += ", norm_type=" + pyfloat(norm_type);
+  if (scale_grad_by_freq) s += ", scale_grad_by_freq=True";
+  if (sparse) s += ", sparse=True";
+  return s;
+}
+
+// ---- LayerNorm / RMSNorm ------------------------------------------------------------------------
+LayerNorm::LayerNorm(Shape ns, double eps, bool affine, bool bias, Dtype dtype)
+    : Module("LayerNorm"), normalized_shape(std::move(ns)), eps(eps), elementwise_affine(affine) {
+  register_parameter("weight", affine ? empty(normalized_shape, opts(dtype)) : Tensor());
+  register_parameter("bias", affine && bias ? empty(normalized_shape, opts(dtype)) : Tensor());
+  reset_parameters();
+}
+void LayerNorm::reset_parameters() {
+  if (param("weight").defined()) init::ones_(param("weight"));
+  if (param("bias").defined()) init::zeros_(param("bias"));
+}
+Tensor LayerNorm::forward(const Tensor& x) {
+  return F::layer_norm(x, normalized_shape, param("weight"), param("bias"), eps);
+}
+std::string LayerNorm::extra_repr() const {
+  return tuple_str(normalized_shape) + ", eps=" + pyfloat(eps) + ", elementwise_affine=" + pybool(elementwise_affine) +
+         ", bias=" + pybool(own_parameters()[1].second.defined());
+}
+
+RMSNorm::RMSNorm(Shape ns, std::optional<double> eps, bool affine, Dtype dtype)
+    : Module("RMSNorm"), normalized_shape(std::move(ns)), eps(eps), elementwise_affine(affine) {
+  register_parameter("weight", affine ? empty(normalized_shape, opts(dtype)) : Tensor());
+  reset_parameters();
+}
+void RMSNorm::reset_parameters() {
+  if (param("weight").defined()) init::ones_(param("weight"));
+}
+Tensor RMSNorm::forward(const Tensor& x) { return F::rms_norm(x, normalized_shape, param("weight"), eps); }
+std::string RMSNorm::extra_repr() const {
+  return tuple_str(normalized_shape) + ", eps=" + (eps ? pyfloat(*eps) : "None") +
+         ", elementwise_affine=" + pybool(elementwise_affine);
+}
+
+// ---- Dropout ------------------------------------------------------------------------------------
+Dropout::Dropout(double p, bool inplace) : Module("Dropout"), p(p), inplace(inplace) {
+  KILN_CHECK(p >= 0 && p <= 1, Value, "Dropout", "dropout probability has to be between 0 and 1, but got ", p);
+}
+std::string Dropout::extra_repr() const { return "p=" + pyfloat(p) + ", inplace=" + pybool(inplace); }
+
+// ---- activations --------------------------------------------------------------------------------
+std::shared_ptr<Activation> make_activation(const std::string& name, const std::vector<double>& a, bool inplace,
+                                            const std::string& approximate) {
+  auto arg = [&](size_t i, double dflt) { return i < a.size() ? a[i] : dflt; };
+  std::string ip = inplace ? "inplace=True" : "";
+  auto join = [&](std::string s) { return ip.empty() ? s : (s.empty() ? ip : s + ", " + ip); };
+  using Fn = std::function<Tensor(const Tensor&)>;
+  auto mk = [&](Fn f, std::string extra = "") { return std::make_shared<Activation>(name, std::move(f), join(extra)); };
+  if (name == "ReLU") return mk([](const Tensor& x) { return relu(x); });
+  if (name == "ReLU6") return mk([](const Tensor& x) { return relu6(x); });
+  if (name == "SiLU") return mk([](const Tensor& x) { return silu(x); });
+  if (name == "Mish") return mk([](const Tensor& x) { return mish(x); });
+  if (name == "Sigmoid") return mk([](const Tensor& x) { return sigmoid(x); });
+  if (name == "Tanh") return mk([](const Tensor& x) { return tanh(x); });
+  if (name == "Hardsigmoid") return mk([](const Tensor& x) { return hardsigmoid(x); });
+  if (name == "Hardswish") return mk([](const Tensor& x) { return hardswish(x); });
+  if (name == "LogSigmoid") return mk([](const Tensor& x) { return logsigmoid(x); });
+  if (name == "Softsign") return mk([](const Tensor& x) { return softsign(x); });
+  if (name == "SELU") return mk([](const Tensor& x) { return selu(x); });
+  if (name == "LeakyReLU") {
+    double s = arg(0, 0.01);
+    return mk([s](const Tensor& x) { return leaky_relu(x, s); }, "negative_slope=" + pyfloat(s));
+  }
+  if (name == "ELU") {
+    double al = arg(0, 1.0);
+    return mk([al](const Tensor& x) { return elu(x, al); }, "alpha=" + pyfloat(al));
+  }
+  if (name == "CELU") {
+    double al = arg(0, 1.0);
+    return mk([al](const Tensor& x) { return celu(x, al); }, "alpha=" + pyfloat(al));
+  }
+  if (name == "GELU") {
+    std::string ap = approximate;
+    return mk([ap](const Tensor& x) { return gelu(x, ap); }, "approximate='" + ap + "'");
+  }
+  if (name == "Softplus") {
+    double b = arg(0, 1.0), t = arg(1, 20.0);
+    return mk([b, t](const Tensor& x) { return softplus(x, b, t); }, "beta=" + pyfloat(b) + ", threshold=" + pyfloat(t));
+  }
+  if (name == "Hardtanh") {
+    double lo = arg(0, -1.0), hi = arg(1, 1.0);
+    return mk([lo, hi](const Tensor& x) { return hardtanh(x, lo, hi); },
+              "min_val=" + pyfloat(lo) + ", max_val=" + pyfloat(hi));
+  }
+  if (name == "Threshold") {
+    KILN_CHECK(a.size() >= 2, Value, "Threshold", "Threshold needs threshold and value");
+    double t = a[0], v = a[1];
+    return mk([t, v](const Tensor& x) { return threshold(x, t, v); }, "threshold=" + pyfloat(t) + ", value=" + pyfloat(v));
+  }
+  if (name == "Softmax" || name == "LogSoftmax" || name == "Softmin") {
+    KILN_CHECK(!a.empty(), Value, name.c_str(), name, " needs dim");
+    int64_t d = static_cast<int64_t>(a[0]);
+    Fn f = name == "Softmax"      ? Fn([d](const Tensor& x) { return softmax(x, d); })
+           : name == "LogSoftmax" ? Fn([d](const Tensor& x) { return log_softmax(x, d); })
+                                  : Fn([d](const Tensor& x) { return softmax(neg(x), d); });
+    return std::make_shared<Activation>(name, f, "dim=" + std::to_string(d));
+  }
+  KILN_FAIL(Value, "make_activation", "unknown activation ", name);
+}
+
+}  // namespace kiln::nn

@@ -1,0 +1,166 @@
+// Normalisation: the fused layer_norm table op (forward kernel + derivative beside it), rms_norm.
+#include <cmath>
+
+#include "kiln/autograd/autograd.h"
+#include "kiln/backend/cpu/parallel.h"
+#include "kiln/nn/functional.h"
+
+namespace kiln {
+namespace {
+
+Tensor mean_of(const Tensor& x, const Shape& dims) { return mean(x, dims, true); }
+
+// inputs {x, weight?, bias?}; attrs {normalized ndim, eps}; outputs {y, mean, rstd}
+SpecList layer_norm_meta(const OpDef&, const TensorList& in, const Attrs& a) {
+  const Tensor& x = in[0];
+  int64_t k = attr<int64_t>(a, 0);
+  Shape stat = x.sizes();
+  for (int64_t i = 0; i < k; ++i) stat[x.dim() - 1 - i] = 1;
+  Dtype acc = x.dtype() == kFloat64 ? kFloat64 : kFloat32;
+  return {{x.sizes(), x.dtype()}, {stat, acc}, {stat, acc}};
+}
+
+template <class T>
+void layer_norm_rows(const Tensor& x, const Tensor& w, const Tensor& b, double eps, TensorList& out) {
+  const int64_t n = x.numel() == 0 ? 0 : out[1].numel();
+  const int64_t N = n == 0 ? 0 : x.numel() / n;
+  const T* xp = static_cast<const T*>(x.data_ptr());
+  const T* wp = w.defined() ? static_cast<const T*>(w.data_ptr()) : nullptr;
+  const T* bp = b.defined() ? static_cast<const T*>(b.data_ptr()) : nullptr;
+  T* yp = static_cast<T*>(out[0].data_ptr());
+  T* mp = static_cast<T*>(out[1].data_ptr());
+  T* rp = static_cast<T*>(out[2].data_ptr());
+  cpu::parallel_for(n, std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* row = xp + r * N;
+      T s = 0;
+      for (int64_t i = 0; i < N; ++i) s += row[i];
+      T mean = s / static_cast<T>(N);
+      T v = 0;
+      for (int64_t i = 0; i < N; ++i) {
+        T d = row[i] - mean;
+        v += d * d;
+      }
+      T rstd = T(1) / std::sqrt(v / static_cast<T>(N) + static_cast<T>(eps));
+      mp[r] = mean;
+      rp[r] = rstd;
+      T* y = yp + r * N;
+      for (int64_t i = 0; i < N; ++i) {
+        T h = (row[i] - mean) * rstd;
+        if (wp) h *= wp[i];
+        if (bp) h += bp[i];
+        y[i] = h;
+      }
+    }
+  });
+}
+
+void layer_norm_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
+  Tensor x = contiguous(in[0]);
+  Tensor w = in.size() > 1 && in[1].defined() ? contiguous(in[1]) : Tensor();
+  Tensor b = in.size() > 2 && in[2].defined() ? contiguous(in[2]) : Tensor();
+  double eps = attr<double>(a, 1);
+  if (x.dtype() == kFloat64) return layer_norm_rows<double>(x, w, b, eps, out);
+  KILN_CHECK(x.dtype() == kFloat32, Runtime, "layer_norm", "expected float32 or float64, got ",
+             dtype_name(x.dtype()));
+  layer_norm_rows<float>(x, w, b, eps, out);
+}
+
+OpDef op_layer_norm{"native_layer_norm", 0, layer_norm_meta, {layer_norm_kernel, nullptr}};
+OpRegistrar reg_layer_norm{op_layer_norm};
+
+// dx = rstd * (dxh - mean(dxh) - xh * mean(dxh * xh)), dxh = g * w; dw = sum(g * xh); db = sum(g)
+TensorList layer_norm_grad(const GradCtx& c, const TensorList& go) {
+  const Tensor &g = go[0], &x = c.in[0], &mean = c.out[1], &rstd = c.out[2];
+  const Tensor w = c.in.size() > 1 ? c.in[1] : Tensor();
+  int64_t k = attr<int64_t>(c.attrs, 0);
+  int64_t nd = x.dim();
+  Shape norm_dims, lead_dims;
+  for (int64_t i = 0; i < nd; ++i) (i >= nd - k ? norm_dims : lead_dims).push_back(i);
+  Tensor mu = mean.to(x.dtype()), rs = rstd.to(x.dtype());
+  if (grad_mode_enabled()) {  // create_graph: statistics as functions of x, so double backward sees them
+    mu = mean_of(x, norm_dims);
+    Tensor d = sub(x, mu);
+    rs = rsqrt(add(mean_of(mul(d, d), norm_dims), Scalar(attr<double>(c.attrs, 1))));
+  }
+  Tensor xh = mul(sub(x, mu), rs);
+  TensorList r(c.in_specs.size());
+  Tensor dxh = w.defined() ? mul(g, w) : g;
+  if (c.needs[0]) {
+    Tensor m1 = mean_of(dxh, norm_dims);
+    Tensor m2 = mean_of(mul(dxh, xh), norm_dims);
+    r[0] = mul(sub(sub(dxh, m1), mul(xh, m2)), rs);
+  }
+  if (r.size() > 1 && c.needs[1]) r[1] = lead_dims.empty() ? mul(g, xh) : sum(mul(g, xh), lead_dims);
+  if (r.size() > 2 && c.needs[2]) r[2] = lead_dims.empty() ? g : sum(g, lead_dims);
+  return r;
+}
+
+DerivativeRegistrar d_layer_norm{op_layer_norm, layer_norm_grad, 0b011, 0b110};
+}
+
+namespace nn::functional {
+
+Tensor layer_norm(const Tensor& x, const Shape& ns, const Tensor& weight, const Tensor& bias, double eps) {
+  const char* op = "layer_norm";
+  int64_t k = static_cast<int64_t>(ns.size());
+  bool ok = k <= x.dim();
+  for (int64_t i = 0; ok && i < k; ++i) ok = x.sizes()[x.dim() - k + i] == ns[i];
+  auto shape_s = [](const Shape& s) {
+    std::string r = "[";
+    for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+    return r + "]";
+  };
+  KILN_CHECK(ok, Runtime, op, "Given normalized_shape=", shape_s(ns), ", expected input with shape [*, ",
+             shape_s(ns).substr(1), ", but got input of size", shape_s(x.sizes()));
+  KILN_CHECK(!weight.defined() || weight.sizes() == ns, Runtime, op, "Expected weight to be of same shape as "
+             "normalized_shape, but got weight of shape ", shape_s(weight.sizes()), " and normalized_shape = ",
+             shape_s(ns));
+  KILN_CHECK(!bias.defined() || bias.sizes() == ns, Runtime, op, "Expected bias to be of same shape as "
+             "normalized_shape, but got bias of shape ", shape_s(bias.sizes()), " and normalized_shape = ",
+             shape_s(ns));
+  Dtype d = x.dtype();
+  bool low = d == kFloat16 || d == kBFloat16;
+  auto up = [&](const Tensor& t) { return t.defined() && low ? to_dtype(t, kFloat32) : t; };
+  Tensor y = dispatch(op_layer_norm, {up(x), up(weight), up(bias)}, {k, eps})[0];
+  return low ? to_dtype(y, d) : y;
+}
+
+Tensor rms_norm(const Tensor& x, const Shape& ns, const Tensor& weight, std::optional<double> eps) {
+  int64_t k = static_cast<int64_t>(ns.size());
+  KILN_CHECK(k <= x.dim(), Runtime, "rms_norm", "normalized_shape has more dims than the input");
+  Shape dims;
+  for (int64_t i = x.dim() - k; i < x.dim(); ++i) dims.push_back(i);
+  Dtype d = x.dtype();
+  Tensor xf = d == kFloat16 || d == kBFloat16 ? to_dtype(x, kFloat32) : x;
+  double e = eps.value_or(xf.dtype() == kFloat64 ? 2.220446049250313e-16 : 1.1920928955078125e-07);
+  Tensor y = mul(xf, rsqrt(add(mean(mul(xf, xf), dims, true), Scalar(e))));
+  y = to_dtype(y, d);
+  return weight.defined() ? mul(y, weight) : y;
+}
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  KILN_CHECK(w.dim() == 2 || w.dim() == 1, Runtime, "linear", "weight must be 1-D or 2-D, got ", w.dim(), "-D");
+  if (x.dim() == 2 && w.dim() == 2 && b.defined()) return addmm(b, x, t(w));
+  Tensor y = matmul(x, w.dim() == 2 ? t(w) : w);
+  return b.defined() ? add(y, b) : y;
+}
+
+Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& w, const Tensor& b) {
+  KILN_CHECK(w.dim() == 3, Runtime, "bilinear", "weight must be 3-D (out, in1, in2), got ", w.dim(), "-D");
+  KILN_CHECK(x1.dim() >= 1 && x1.sizes().back() == w.sizes()[1] && x2.sizes().back() == w.sizes()[2], Runtime,
+             "bilinear", "input sizes do not match the weight");
+  Tensor y = einsum("...i,oij,...j->...o", {x1, w, x2});
+  return b.defined() ? add(y, b) : y;
+}
+
+Tensor dropout(const Tensor& x, double p, bool training) {
+  KILN_CHECK(p >= 0 && p <= 1, Value, "dropout", "dropout probability has to be between 0 and 1, but got ", p);
+  if (!training || p == 0) return x;
+  if (p == 1) return mul(x, zeros_like(x));
+  Tensor keep = ge(rand(x.sizes(), TensorOptions(is_floating(x.dtype()) ? x.dtype() : kFloat32)), Scalar(p));
+  return mul(x, mul(keep, Scalar(1.0 / (1.0 - p))));
+}
+
+}  // namespace nn::functional
+}  // namespace kiln

@@ -1,0 +1,161 @@
+"""Layers computed by kiln's C++ modules (kiln/nn/*.cpp), with torch.nn's constructor signatures."""
+from .. import _C
+from .module import _CppModule
+
+_cnn = _C._nn
+
+
+def _dtype(dtype):
+    return dtype
+
+
+class Linear(_CppModule):
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        self._bind(_cnn.Linear(in_features, out_features, bias, dtype))
+        self.in_features, self.out_features = in_features, out_features
+
+    def reset_parameters(self):
+        self._cpp.reset_parameters()
+
+
+class Bilinear(_CppModule):
+    def __init__(self, in1_features, in2_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        self._bind(_cnn.Bilinear(in1_features, in2_features, out_features, bias, dtype))
+        self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
+
+    def reset_parameters(self):
+        self._cpp.reset_parameters()
+
+
+class Identity(_CppModule):
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        self._bind(_cnn.Identity())
+
+    def forward(self, input):
+        return input
+
+
+class Flatten(_CppModule):
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self._bind(_cnn.Flatten(start_dim, end_dim))
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+
+class Unflatten(_CppModule):
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        self._bind(_cnn.Unflatten(dim, tuple(unflattened_size)))
+        self.dim, self.unflattened_size = dim, unflattened_size
+
+
+class Embedding(_CppModule):
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
+                 scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None, dtype=None):
+        super().__init__()
+        self._bind(_cnn.Embedding(num_embeddings, embedding_dim, padding_idx, max_norm, norm_type,
+                                  scale_grad_by_freq, sparse, dtype))
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.padding_idx = self._cpp.padding_idx
+        self.max_norm, self.norm_type = max_norm, norm_type
+        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
+        if _weight is not None:
+            from .parameter import Parameter
+            self.weight = Parameter(_weight, requires_grad=not _freeze)
+        elif _freeze:
+            self.weight.requires_grad_(False)
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None, norm_type=2.0,
+                        scale_grad_by_freq=False, sparse=False):
+        if embeddings.dim() != 2:
+            raise ValueError("Embeddings parameter is expected to be 2-dimensional")
+        rows, cols = embeddings.shape
+        return cls(rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
+                   _weight=embeddings, _freeze=freeze)
+
+    def reset_parameters(self):
+        self._cpp.reset_parameters()
+
+
+class LayerNorm(_CppModule):
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None, dtype=None):
+        super().__init__()
+        ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self._bind(_cnn.LayerNorm(ns, eps, elementwise_affine, bias, dtype))
+        self.normalized_shape, self.eps, self.elementwise_affine = ns, eps, elementwise_affine
+
+    def reset_parameters(self):
+        self._cpp.reset_parameters()
+
+
+class RMSNorm(_CppModule):
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype=None):
+        super().__init__()
+        ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self._bind(_cnn.RMSNorm(ns, eps, elementwise_affine, dtype))
+        self.normalized_shape, self.eps, self.elementwise_affine = ns, eps, elementwise_affine
+
+    def reset_parameters(self):
+        self._cpp.reset_parameters()
+
+
+class Dropout(_CppModule):
+    def __init__(self, p=0.5, inplace=False):
+        super().__init__()
+        if p < 0 or p > 1:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        self._bind(_cnn.Dropout(p, inplace))
+        self.p, self.inplace = p, inplace
+
+
+def _activation(name, params=(), defaults=(), has_inplace=False, approximate=False):
+    """Builds the Python class of an activation module backed by kiln::nn::make_activation."""
+    def __init__(self, *args, **kwargs):
+        _CppModule.__init__(self)
+        names = list(params) + (["inplace"] if has_inplace else []) + (["approximate"] if approximate else [])
+        vals = dict(zip(names, list(defaults) + ([False] if has_inplace else []) + (["none"] if approximate else [])))
+        if len(args) > len(names):
+            raise TypeError(f"{name}() takes at most {len(names)} arguments")
+        for k, v in zip(names, args):
+            vals[k] = v
+        for k, v in kwargs.items():
+            if k not in vals:
+                raise TypeError(f"{name}.__init__() got an unexpected keyword argument '{k}'")
+            vals[k] = v
+        for k, v in vals.items():
+            object.__setattr__(self, k, v)
+        nums = []
+        for k in params:
+            if vals[k] is None:
+                raise TypeError(f"{name}: {k} must be given")
+            nums.append(float(vals[k]))
+        self._bind(_cnn.make_activation(name, nums, bool(vals.get("inplace", False)), vals.get("approximate", "none")))
+
+    return type(name, (_CppModule,), {"__init__": __init__, "__module__": __name__})
+
+
+ReLU = _activation("ReLU", has_inplace=True)
+ReLU6 = _activation("ReLU6", has_inplace=True)
+LeakyReLU = _activation("LeakyReLU", ["negative_slope"], [0.01], has_inplace=True)
+ELU = _activation("ELU", ["alpha"], [1.0], has_inplace=True)
+CELU = _activation("CELU", ["alpha"], [1.0], has_inplace=True)
+SELU = _activation("SELU", has_inplace=True)
+GELU = _activation("GELU", approximate=True)
+SiLU = _activation("SiLU", has_inplace=True)
+Mish = _activation("Mish", has_inplace=True)
+Softplus = _activation("Softplus", ["beta", "threshold"], [1.0, 20.0])
+Softsign = _activation("Softsign")
+Hardtanh = _activation("Hardtanh", ["min_val", "max_val"], [-1.0, 1.0], has_inplace=True)
+Hardsigmoid = _activation("Hardsigmoid", has_inplace=True)
+Hardswish = _activation("Hardswish", has_inplace=True)
+LogSigmoid = _activation("LogSigmoid")
+Sigmoid = _activation("Sigmoid")
+Tanh = _activation("Tanh")
+Threshold = _activation("Threshold", ["threshold", "value"], [None, None], has_inplace=True)
+Softmax = _activation("Softmax", ["dim"], [None])
+LogSoftmax = _activation("LogSoftmax", ["dim"], [None])
+Softmin = _activation("Softmin", ["dim"], [None])

@@ -1,0 +1,38 @@
+"""nn.Parameter: a Tensor that a Module registers as a parameter."""
+from .. import _C
+from .._C import Tensor
+
+
+class Parameter(Tensor):
+    """A leaf tensor that requires grad by default; assigning it to a Module attribute registers it.
+    It shares storage with `data` (as torch's Parameter does)."""
+
+    def __init__(self, data=None, requires_grad=True):
+        if data is None:
+            data = _C.empty([0])
+        super().__init__(data.detach())
+        if requires_grad:
+            self.requires_grad_(True)
+
+    @classmethod
+    def _wrap(cls, t):
+        """A Parameter object for an existing tensor (same TensorImpl, e.g. a C++ module's parameter)."""
+        p = cls.__new__(cls)
+        Tensor.__init__(p, t)
+        return p
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()
+
+    __str__ = __repr__
+
+    def __reduce_ex__(self, proto):
+        raise TypeError("kiln tensors are saved with kiln.save_file (safetensors), not pickle")
+
+
+class Buffer(Tensor):
+    """Marks a tensor to be registered as a buffer when assigned to a Module attribute."""
+
+    def __init__(self, data, persistent=True):
+        super().__init__(data)
+        self.persistent = persistent
