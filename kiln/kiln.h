@@ -10,4 +10,7 @@
 #include "kiln/core/scalar.h"
 #include "kiln/core/tensor.h"
 #include "kiln/dispatch/op.h"
+#include "kiln/io/safetensors.h"
+#include "kiln/nn/nn.h"
+#include "kiln/ops/nn_ops.h"
 #include "kiln/ops/ops.h"

@@ -1,8 +1,88 @@
-// Python binding: io.
+// Python binding: io (safetensors). The public names live in python/kiln/io.py; these are its
+// private entry points (underscored, so `from ._C import *` skips them).
+#include <string>
+
 #include "common.h"
+#include "kiln/io/safetensors.h"
 
 namespace kiln::py {
+namespace {
 
-void bind_io(nb::module_& m) {}
+[[noreturn]] void type_error(const std::string& msg) { throw nb::type_error(msg.c_str()); }
+
+TensorMap tensor_map(nb::handle h) {
+  if (!nb::isinstance<nb::dict>(h))
+    type_error("[safetensors] expected a dict of str to Tensor, got " +
+               nb::cast<std::string>(nb::str(h.type().attr("__name__"))));
+  TensorMap out;
+  for (auto [k, v] : nb::borrow<nb::dict>(h)) {
+    if (!nb::isinstance<nb::str>(k))
+      type_error("[safetensors] tensor names must be str, got " +
+                 nb::cast<std::string>(nb::str(k.type().attr("__name__"))));
+    auto name = nb::cast<std::string>(k);
+    if (!nb::isinstance<Tensor>(v))
+      type_error("[safetensors] value for '" + name + "' must be a Tensor, got " +
+                 nb::cast<std::string>(nb::str(v.type().attr("__name__"))));
+    out.emplace(std::move(name), nb::cast<Tensor>(v));
+  }
+  return out;
+}
+
+MetadataMap metadata_map(nb::handle h) {
+  MetadataMap out;
+  if (h.is_none()) return out;
+  if (!nb::isinstance<nb::dict>(h))
+    type_error("[safetensors] metadata must be a dict of str to str");
+  for (auto [k, v] : nb::borrow<nb::dict>(h)) {
+    if (!nb::isinstance<nb::str>(k) || !nb::isinstance<nb::str>(v))
+      type_error("[safetensors] metadata must be a dict of str to str");
+    out.emplace(nb::cast<std::string>(k), nb::cast<std::string>(v));
+  }
+  return out;
+}
+
+nb::tuple contents_tuple(SafetensorsContents&& c) {
+  nb::dict tensors, metadata;
+  for (auto& [name, t] : c.tensors)
+    tensors[nb::str(name.data(), name.size())] = nb::cast(std::move(t));
+  for (auto& [k, v] : c.metadata)
+    metadata[nb::str(k.data(), k.size())] = nb::str(v.data(), v.size());
+  return nb::make_tuple(tensors, metadata);
+}
+
+}  // namespace
+
+void bind_io(nb::module_& m) {
+  m.def(
+      "_safetensors_save_file",
+      [](nb::handle tensors, const std::string& path, nb::handle metadata) {
+        kiln::save_file(tensor_map(tensors), path, metadata_map(metadata));
+      },
+      "tensors"_a, "path"_a, "metadata"_a.none() = nb::none());
+  m.def(
+      "_safetensors_save",
+      [](nb::handle tensors, nb::handle metadata) {
+        std::vector<uint8_t> out = kiln::save(tensor_map(tensors), metadata_map(metadata));
+        return nb::bytes(out.data(), out.size());
+      },
+      "tensors"_a, "metadata"_a.none() = nb::none());
+  // Both loaders return (dict of tensors, dict of metadata); parsing runs without the GIL.
+  m.def("_safetensors_load_file", [](const std::string& path) {
+    SafetensorsContents c;
+    {
+      nb::gil_scoped_release release;
+      c = kiln::load_file_with_metadata(path);
+    }
+    return contents_tuple(std::move(c));
+  });
+  m.def("_safetensors_load", [](nb::bytes data) {
+    SafetensorsContents c;
+    {
+      nb::gil_scoped_release release;  // `data` is immutable and kept alive by the caller
+      c = kiln::load_with_metadata(data.data(), data.size());
+    }
+    return contents_tuple(std::move(c));
+  });
+}
 
 }  // namespace kiln::py
