@@ -531,34 +531,56 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   cls.def("triu", triu_fn, "diagonal"_a = 0);
 
   // ---- random -------------------------------------------------------------------------------------
-  m.def("rand", [](nb::args size, nb::handle dtype) { return rand(shape_from_args(size), opts(dtype)); },
-        "size"_a, nb::kw_only(), "dtype"_a.none() = none());
-  m.def("randn", [](nb::args size, nb::handle dtype) { return randn(shape_from_args(size), opts(dtype)); },
-        "size"_a, nb::kw_only(), "dtype"_a.none() = none());
-  m.def("randint", [](int64_t a, nb::handle b, nb::handle size, nb::handle dtype) {
+  // kiln.Generator: an independent Philox stream (torch.Generator's API); generator=None uses the default.
+  nb::class_<Generator>(m, "Generator")
+      .def(nb::init<>())
+      .def("manual_seed", [](Generator& g, uint64_t s) -> Generator& { g.manual_seed(s); return g; },
+           nb::rv_policy::reference)
+      .def("initial_seed", &Generator::initial_seed)
+      .def("get_state", [](const Generator& g) { return nb::make_tuple(g.initial_seed(), g.offset()); })
+      .def("set_state", [](Generator& g, nb::tuple st) {
+        g.manual_seed(nb::cast<uint64_t>(st[0]));
+        g.set_offset(nb::cast<uint64_t>(st[1]));
+        return &g;
+      }, nb::rv_policy::reference)
+      .def_prop_ro("device", [](const Generator&) { return "cpu"; });
+  auto gen = [](nb::handle h) -> Generator* { return h.is_none() ? nullptr : nb::cast<Generator*>(h); };
+  m.def("rand", [gen](nb::args size, nb::handle g, nb::handle dtype) {
+    return rand(shape_from_args(size), opts(dtype), gen(g));
+  }, "size"_a, nb::kw_only(), "generator"_a.none() = none(), "dtype"_a.none() = none());
+  m.def("randn", [gen](nb::args size, nb::handle g, nb::handle dtype) {
+    return randn(shape_from_args(size), opts(dtype), gen(g));
+  }, "size"_a, nb::kw_only(), "generator"_a.none() = none(), "dtype"_a.none() = none());
+  m.def("randint", [gen](int64_t a, nb::handle b, nb::handle size, nb::handle g, nb::handle dtype) {
     TensorOptions o = opts(dtype);
-    if (size.is_none()) return randint(0, a, as_shape(b), o);
-    return randint(a, nb::cast<int64_t>(b), as_shape(size), o);
-  }, "low"_a, "high"_a, "size"_a.none() = none(), nb::kw_only(), "dtype"_a.none() = none());
-  m.def("randperm", [](int64_t n, nb::handle dtype) { return randperm(n, opts(dtype)); }, "n"_a, nb::kw_only(), "dtype"_a.none() = none());
+    if (size.is_none()) return randint(0, a, as_shape(b), o, gen(g));
+    return randint(a, nb::cast<int64_t>(b), as_shape(size), o, gen(g));
+  }, "low"_a, "high"_a, "size"_a.none() = none(), nb::kw_only(), "generator"_a.none() = none(),
+     "dtype"_a.none() = none());
+  m.def("randperm", [gen](int64_t n, nb::handle g, nb::handle dtype) { return randperm(n, opts(dtype), gen(g)); },
+        "n"_a, nb::kw_only(), "generator"_a.none() = none(), "dtype"_a.none() = none());
   m.def("rand_like", [](const Tensor& t, nb::handle d) { return rand(t.sizes(), as_opt_dtype(d).value_or(t.dtype())); }, "input"_a, nb::kw_only(), "dtype"_a.none() = none());
   m.def("randn_like", [](const Tensor& t, nb::handle d) { return randn(t.sizes(), as_opt_dtype(d).value_or(t.dtype())); }, "input"_a, nb::kw_only(), "dtype"_a.none() = none());
-  cls.def("uniform_", [](const Tensor& t, double a, double b) { return uniform_(t, a, b); }, "from_"_a = 0.0, "to"_a = 1.0);
-  cls.def("normal_", [](const Tensor& t, double a, double b) { return normal_(t, a, b); }, "mean"_a = 0.0, "std"_a = 1.0);
+  cls.def("uniform_", [gen](const Tensor& t, double a, double b, nb::handle g) { return uniform_(t, a, b, gen(g)); },
+          "from_"_a = 0.0, "to"_a = 1.0, nb::kw_only(), "generator"_a.none() = none());
+  cls.def("normal_", [gen](const Tensor& t, double a, double b, nb::handle g) { return normal_(t, a, b, gen(g)); },
+          "mean"_a = 0.0, "std"_a = 1.0, nb::kw_only(), "generator"_a.none() = none());
   cls.def("exponential_", [](const Tensor& t, double l) { return exponential_(t, l); }, "lambd"_a = 1.0);
   cls.def("log_normal_", [](const Tensor& t, double a, double b) { return log_normal_(t, a, b); }, "mean"_a = 1.0, "std"_a = 2.0);
   cls.def("geometric_", [](const Tensor& t, double p) { return geometric_(t, p); }, "p"_a);
   cls.def("cauchy_", [](const Tensor& t, double a, double b) { return cauchy_(t, a, b); }, "median"_a = 0.0, "sigma"_a = 1.0);
-  m.def("bernoulli", [](const Tensor& p) { return bernoulli(p); }, "input"_a);
-  cls.def("bernoulli", [](const Tensor& p) { return bernoulli(p); });
+  m.def("bernoulli", [gen](const Tensor& p, nb::handle g) { return bernoulli(p, gen(g)); }, "input"_a, nb::kw_only(),
+        "generator"_a.none() = none());
+  cls.def("bernoulli", [gen](const Tensor& p, nb::handle g) { return bernoulli(p, gen(g)); }, nb::kw_only(),
+          "generator"_a.none() = none());
   m.def("normal", [](double mean, double std, nb::handle size, nb::handle dtype) {
     Tensor t = make_tensor(as_shape(size), as_opt_dtype(dtype).value_or(default_dtype()));
     return normal_(t, mean, std);
   }, "mean"_a, "std"_a, "size"_a, nb::kw_only(), "dtype"_a.none() = none());
-  m.def("multinomial", [](const Tensor& p, int64_t n, bool r) { return multinomial(p, n, r); },
-        "input"_a, "num_samples"_a, "replacement"_a = false);
-  cls.def("multinomial", [](const Tensor& p, int64_t n, bool r) { return multinomial(p, n, r); },
-          "num_samples"_a, "replacement"_a = false);
+  auto multi = [gen](const Tensor& p, int64_t n, bool r, nb::handle g) { return multinomial(p, n, r, gen(g)); };
+  m.def("multinomial", multi, "input"_a, "num_samples"_a, "replacement"_a = false, nb::kw_only(),
+        "generator"_a.none() = none());
+  cls.def("multinomial", multi, "num_samples"_a, "replacement"_a = false, nb::kw_only(), "generator"_a.none() = none());
 }
 
 }  // namespace kiln::py

@@ -1,0 +1,2 @@
+"""kiln.utils: data loading."""
+from . import data  # noqa: F401
