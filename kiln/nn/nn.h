@@ -5,3 +5,4 @@
 #include "kiln/nn/init.h"
 #include "kiln/nn/layers.h"
 #include "kiln/nn/module.h"
+#include "kiln/nn/utils.h"

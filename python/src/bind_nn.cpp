@@ -122,6 +122,24 @@ void bind_nn(nb::module_& m) {
   m.def("dropout", [](const Tensor& x, double p, bool training, bool) { return F::dropout(x, p, training); },
         "input"_a, "p"_a = 0.5, "training"_a = true, "inplace"_a = false);
 
+  // nn.utils
+  nb::module_ um = nnm.def_submodule("utils");
+  auto plist = [](nb::handle h) {
+    TensorList r;
+    if (nb::isinstance<Tensor>(h)) return TensorList{nb::cast<Tensor>(h)};
+    for (nb::handle x : h) r.push_back(nb::cast<Tensor>(x));
+    return r;
+  };
+  um.def("clip_grad_norm_", [plist](nb::handle ps, double max_norm, double norm_type, bool err, nb::handle) {
+    return utils::clip_grad_norm_(plist(ps), max_norm, norm_type, err);
+  }, "parameters"_a, "max_norm"_a, "norm_type"_a = 2.0, "error_if_nonfinite"_a = false, "foreach"_a.none() = nb::none());
+  um.def("clip_grad_value_", [plist](nb::handle ps, double v, nb::handle) { utils::clip_grad_value_(plist(ps), v); },
+         "parameters"_a, "clip_value"_a, "foreach"_a.none() = nb::none());
+  um.def("parameters_to_vector", [plist](nb::handle ps) { return utils::parameters_to_vector(plist(ps)); },
+         "parameters"_a);
+  um.def("vector_to_parameters", [plist](const Tensor& v, nb::handle ps) { utils::vector_to_parameters(v, plist(ps)); },
+         "vec"_a, "parameters"_a);
+
   // nn.init (in place, no graph)
   nb::module_ im = nnm.def_submodule("init");
   im.def("calculate_gain", &init::calculate_gain, "nonlinearity"_a, "param"_a.none() = nb::none());
