@@ -11,7 +11,9 @@ using G = const GradCtx&;
 using GL = const TensorList&;
 
 const Shape& in_shape(G c, size_t i = 0) { return c.in_specs[i].sizes; }
-int64_t dim0(G c) { return wrap_dim(attr<int64_t>(c.attrs, 0), std::max<int64_t>(in_shape(c).size(), 1), "backward"); }
+int64_t dim0(G c) {
+  return wrap_dim(attr<int64_t>(c.attrs, 0), std::max<int64_t>(in_shape(c).size(), 1), "backward");
+}
 
 TensorList index_select_grad(G c, GL go) {
   if (in_shape(c).empty()) return {reshape(go[0], {}), Tensor()};
@@ -39,7 +41,8 @@ TensorList index_put_grad(G c, GL go) {
   TensorList idx(c.in.begin() + 2, c.in.end());
   bool accumulate = attr<bool>(c.attrs, 0);
   TensorList r(c.in.size());
-  if (c.needs[0]) r[0] = accumulate ? go[0] : index_put(go[0], idx, zeros({}, go[0].dtype()), false);
+  if (c.needs[0])
+    r[0] = accumulate ? go[0] : index_put(go[0], idx, zeros({}, go[0].dtype()), false);
   if (c.needs[1]) r[1] = index(go[0], idx);
   return r;
 }

@@ -1,4 +1,6 @@
 // Derivatives of the view ops (view.cpp) and of cat (creation.cpp).
+#include <algorithm>
+#include <cstdlib>
 #include <numeric>
 
 #include "kiln/autograd/autograd.h"
@@ -21,6 +23,22 @@ Tensor pad_dim(const Tensor& g, int64_t d, int64_t before, int64_t after) {
   return pad(g, p, "constant", 0.0);
 }
 
+}  // namespace
+
+// The gradient of diagonal(x, offset, d1, d2) (also used by diag): g placed on that diagonal of
+// zeros shaped like x, built with diag_embed and a (cropping) pad so that it stays differentiable.
+Tensor diagonal_backward(const Tensor& g, const Shape& in_shape, int64_t offset, int64_t d1,
+                         int64_t d2) {
+  const int64_t n = g.dim() ? g.sizes().back() : 0;
+  if (n == 0 || shape_numel(in_shape) == 0) return zeros(in_shape, g.dtype());
+  const int64_t m = n + std::abs(offset);
+  Tensor e = diag_embed(g, offset, d1, d2);
+  e = pad_dim(e, d1, 0, in_shape[d1] - m);
+  return pad_dim(e, d2, 0, in_shape[d2] - m);
+}
+
+namespace {
+
 TensorList reshape_grad(G c, GL go) { return {reshape(go[0], in_shape(c))}; }
 DerivativeByName d_view{"view", reshape_grad, 0, 0};
 DerivativeByName d_unsqueeze{"unsqueeze", reshape_grad, 0, 0};
@@ -32,17 +50,19 @@ DerivativeByName d_expand{"expand", expand_grad, 0, 0};
 TensorList permute_grad(G c, GL go) {
   const Shape& p = attr<Shape>(c.attrs, 0);
   Shape inv(p.size());
-  for (size_t i = 0; i < p.size(); ++i) inv[wrap_dim(p[i], static_cast<int64_t>(p.size()), "permute")] = static_cast<int64_t>(i);
+  const int64_t n = static_cast<int64_t>(p.size());
+  for (int64_t i = 0; i < n; ++i) inv[wrap_dim(p[i], n, "permute")] = i;
   return {permute(go[0], inv)};
 }
 DerivativeByName d_permute{"permute", permute_grad, 0, 0};
 
 TensorList slice_grad(G c, GL go) {
-  int64_t d = attr<int64_t>(c.attrs, 0), s = attr<int64_t>(c.attrs, 1), e = attr<int64_t>(c.attrs, 2),
-          step = attr<int64_t>(c.attrs, 3);
+  int64_t d = attr<int64_t>(c.attrs, 0), s = attr<int64_t>(c.attrs, 1);
+  int64_t e = attr<int64_t>(c.attrs, 2), step = attr<int64_t>(c.attrs, 3);
   int64_t n = in_shape(c)[d];
   if (step == 1) return {pad_dim(go[0], d, s, n - std::max(e, s))};
-  Tensor idx = arange(Scalar(s), Scalar(s + step * go[0].sizes()[d]), Scalar(step), TensorOptions(kInt64));
+  Tensor idx =
+      arange(Scalar(s), Scalar(s + step * go[0].sizes()[d]), Scalar(step), TensorOptions(kInt64));
   return {index_add(zeros(in_shape(c), go[0].dtype()), d, idx, go[0])};
 }
 DerivativeByName d_slice{"slice", slice_grad, 0, 0};
@@ -59,6 +79,89 @@ DerivativeByName d_view_as_real{"view_as_real", view_as_real_grad, 0, 0};
 TensorList view_as_complex_grad(G, GL go) { return {view_as_real(go[0])}; }
 DerivativeByName d_view_as_complex{"view_as_complex", view_as_complex_grad, 0, 0};
 
+// as_strided: the gradient is scattered into a buffer laid out like the shared storage (overlapping
+// output elements accumulate), then read back through the input's geometry; where the input's own
+// elements overlap, each storage element's gradient is shared evenly among them (as torch does).
+// The input is saved for its strides and offset only.
+Tensor storage_positions(const Shape& sizes, const Shape& strides, int64_t offset) {
+  Tensor p = make_tensor(sizes, kInt64);
+  int64_t* out = static_cast<int64_t*>(p.data_ptr());
+  const int64_t n = shape_numel(sizes), nd = static_cast<int64_t>(sizes.size());
+  Shape pos(nd, 0);
+  int64_t cur = offset;
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = cur;
+    for (int64_t d = nd - 1; d >= 0; --d) {
+      cur += strides[d];
+      if (++pos[d] < sizes[d]) break;
+      cur -= strides[d] * sizes[d];
+      pos[d] = 0;
+    }
+  }
+  return p;
+}
+
+TensorList as_strided_grad(G c, GL go) {
+  const Tensor& x = c.in[0];
+  const Tensor& g = go[0];
+  if (x.numel() == 0) return {zeros(x.sizes(), g.dtype())};
+  Tensor in_pos = storage_positions(x.sizes(), x.strides(), x.storage_offset());
+  Tensor out_pos = storage_positions(attr<Shape>(c.attrs, 0), attr<Shape>(c.attrs, 1),
+                                     attr<int64_t>(c.attrs, 2));
+  const int64_t* ip = static_cast<const int64_t*>(in_pos.data_ptr());
+  const int64_t* op = static_cast<const int64_t*>(out_pos.data_ptr());
+  int64_t lo = ip[0], hi = ip[0];
+  for (int64_t i = 0; i < in_pos.numel(); ++i) lo = std::min(lo, ip[i]), hi = std::max(hi, ip[i]);
+  for (int64_t i = 0; i < out_pos.numel(); ++i) lo = std::min(lo, op[i]), hi = std::max(hi, op[i]);
+  const int64_t n = hi - lo + 1;
+  Tensor in_flat = contiguous(reshape(sub(in_pos, Scalar(lo)), {-1}));
+  Tensor buf = zeros({n}, g.dtype());
+  if (g.numel() > 0)
+    buf = index_add(buf, 0, reshape(sub(out_pos, Scalar(lo)), {-1}), reshape(g, {-1}));
+  std::vector<int64_t> count(static_cast<size_t>(n), 0);
+  bool overlap = false;
+  const int64_t* fp = static_cast<const int64_t*>(in_flat.data_ptr());
+  for (int64_t i = 0; i < in_flat.numel(); ++i) overlap |= ++count[fp[i]] > 1;
+  Tensor r = index_select(buf, 0, in_flat);
+  if (overlap) {
+    Tensor cnt = make_tensor({in_flat.numel()}, kInt64);
+    int64_t* cp = static_cast<int64_t*>(cnt.data_ptr());
+    for (int64_t i = 0; i < in_flat.numel(); ++i) cp[i] = count[fp[i]];
+    r = div(r, cnt);
+  }
+  return {reshape(r, x.sizes())};
+}
+DerivativeByName d_as_strided{"as_strided", as_strided_grad, 1, 0};
+
+TensorList diagonal_grad(G c, GL go) {
+  const Attrs& a = c.attrs;
+  return {diagonal_backward(go[0], in_shape(c), attr<int64_t>(a, 0), attr<int64_t>(a, 1),
+                            attr<int64_t>(a, 2))};
+}
+DerivativeByName d_diagonal{"diagonal", diagonal_grad, 0, 0};
+
+// unfold(d, size, step): window i, element j is x[i * step + j] along d; the windows' gradients are
+// added back at those positions.
+TensorList unfold_grad(G c, GL go) {
+  const Tensor& g = go[0];
+  const Shape& s = in_shape(c);
+  if (s.empty()) return {reshape(sum(g), {})};
+  const Attrs& a = c.attrs;
+  int64_t d = attr<int64_t>(a, 0), size = attr<int64_t>(a, 1), step = attr<int64_t>(a, 2);
+  int64_t windows = g.sizes()[d];
+  Tensor start = unsqueeze(arange(Scalar(int64_t(0)), Scalar(windows * step), Scalar(step),
+                                  TensorOptions(kInt64)), 1);
+  Tensor idx = reshape(add(start, unsqueeze(arange(Scalar(size), TensorOptions(kInt64)), 0)), {-1});
+  Tensor gm = flatten(movedim(g, {-1}, {d + 1}), d, d + 1);
+  return {index_add(zeros(s, g.dtype()), d, idx, gm)};
+}
+DerivativeByName d_unfold{"unfold", unfold_grad, 0, 0};
+
+// view(dtype) is not differentiable in torch (its output never requires grad); here the output is
+// treated as a constant: no gradient flows back through it.
+TensorList view_dtype_grad(G, GL) { return {Tensor()}; }
+DerivativeByName d_view_dtype{"view_dtype", view_dtype_grad, 0, 0};
+
 TensorList cat_grad(G c, GL go) {
   const Tensor& g = go[0];
   TensorList r(c.in_specs.size());
@@ -67,7 +170,10 @@ TensorList cat_grad(G c, GL go) {
   int64_t off = 0;
   for (size_t i = 0; i < c.in_specs.size(); ++i) {
     const Shape& s = c.in_specs[i].sizes;
-    if (s.size() == 1 && s[0] == 0 && nd != 1) continue;  // legacy empty inputs are skipped by cat
+    if (s.size() == 1 && s[0] == 0 && nd != 1) {  // legacy empty inputs are skipped by cat
+      if (c.needs[i]) r[i] = zeros(s, g.dtype());
+      continue;
+    }
     int64_t dd = wrap_dim(d, nd, "cat");
     int64_t len = s[dd];
     if (c.needs[i]) r[i] = narrow(g, dd, off, len);

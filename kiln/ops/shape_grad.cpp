@@ -1,0 +1,71 @@
+// Derivatives of the shape ops (shape.cpp): repeat, diag, diag_embed and the non-constant pads.
+// roll, constant_pad_nd and embedding keep theirs in index_grad.cpp.
+#include "kiln/autograd/autograd.h"
+#include "kiln/ops/grad_util.h"
+#include "kiln/ops/shape.h"
+
+namespace kiln {
+
+// view_grad.cpp: g placed on the (offset, d1, d2) diagonal of zeros shaped like the input.
+Tensor diagonal_backward(const Tensor& g, const Shape& in_shape, int64_t offset, int64_t d1,
+                         int64_t d2);
+
+namespace {
+
+using G = const GradCtx&;
+using GL = const TensorList&;
+
+const Shape& in_shape(G c) { return c.in_specs[0].sizes; }
+
+// repeat(r): output dim i is r[i] copies of the input's dim; viewed as (r[i], size[i]) pairs the
+// copies are summed away.
+TensorList repeat_grad(G c, GL go) {
+  const Tensor& g = go[0];
+  const Shape& r = attr<Shape>(c.attrs, 0);
+  const Shape& s = in_shape(c);
+  if (r.empty()) return {g};
+  const int64_t lead = static_cast<int64_t>(r.size() - s.size());
+  Shape split, dims;
+  for (int64_t i = 0; i < static_cast<int64_t>(r.size()); ++i) {
+    split.push_back(r[i]);
+    split.push_back(i < lead ? 1 : s[i - lead]);
+    dims.push_back(2 * i);
+  }
+  return {reshape(sum(reshape(g, split), dims), s)};
+}
+DerivativeByName d_repeat{"repeat", repeat_grad, 0, 0};
+
+// diag(x, k): a 1-D input became the k-th diagonal of a matrix; a 2-D input gave its k-th diagonal.
+TensorList diag_grad(G c, GL go) {
+  const Tensor& g = go[0];
+  const int64_t k = attr<int64_t>(c.attrs, 0);
+  if (in_shape(c).size() == 1) return {diagonal(g, k, 0, 1)};
+  return {diagonal_backward(g, in_shape(c), k, 0, 1)};
+}
+DerivativeByName d_diag{"diag", diag_grad, 0, 0};
+
+// diag_embed(x, offset, d1, d2): attrs as given (d1, d2 refer to the output's dims).
+TensorList diag_embed_grad(G c, GL go) {
+  const int64_t nd = static_cast<int64_t>(in_shape(c).size()) + 1;
+  const int64_t d1 = wrap_dim(attr<int64_t>(c.attrs, 1), nd, "diag_embed");
+  const int64_t d2 = wrap_dim(attr<int64_t>(c.attrs, 2), nd, "diag_embed");
+  return {diagonal(go[0], attr<int64_t>(c.attrs, 0), d1, d2)};
+}
+DerivativeByName d_diag_embed{"diag_embed", diag_embed_grad, 0, 0};
+
+// reflect / replicate / circular pads: each output element copies one input element. Padding the
+// input's flat positions with the same mode tells which, and the gradient is added back there.
+TensorList pad_grad(G c, GL go) {
+  const Tensor& g = go[0];
+  const Shape& s = in_shape(c);
+  const int64_t n = shape_numel(s);
+  Tensor flat = zeros({n}, g.dtype());
+  if (g.numel() == 0) return {reshape(flat, s)};
+  Tensor iota = reshape(arange(Scalar(n), TensorOptions(kInt64)), s);
+  Tensor where_from = pad(iota, attr<Shape>(c.attrs, 0), attr<std::string>(c.attrs, 1));
+  return {reshape(index_add(flat, 0, reshape(where_from, {-1}), reshape(g, {-1})), s)};
+}
+DerivativeByName d_pad{"pad", pad_grad, 0, 0};
+
+}  // namespace
+}  // namespace kiln
