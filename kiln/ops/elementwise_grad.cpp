@@ -1,6 +1,6 @@
 // Derivatives of the pointwise ops (elementwise.cpp), written with kiln ops so that they are
-// themselves differentiable. Complex inputs follow torch's convention (conjugates where it has them).
-// Gradients may keep the broadcast shape: the engine sums them to each input's shape.
+// themselves differentiable. Complex inputs follow torch's convention (conjugates where it has
+// them). Gradients may keep the broadcast shape: the engine sums them to each input's shape.
 #include <cmath>
 #include <numbers>
 
@@ -14,16 +14,16 @@ namespace {
 using G = const GradCtx&;
 using GL = const TensorList&;
 
-// ---- unary ---------------------------------------------------------------------------------------
-#define UNARY_GRAD(name, save_in, save_out, expr)                    \
-  TensorList name##_grad(G c, GL go) {                               \
-    const Tensor& g = go[0];                                          \
-    const Tensor& x = c.in.empty() ? g : c.in[0];                     \
-    const Tensor& y = c.out.empty() ? g : c.out[0];                   \
-    (void)x;                                                          \
-    (void)y;                                                          \
-    return {expr};                                                    \
-  }                                                                   \
+// ---- unary --------------------------------------------------------------------------------------
+#define UNARY_GRAD(name, save_in, save_out, expr)   \
+  TensorList name##_grad(G c, GL go) {              \
+    const Tensor& g = go[0];                        \
+    const Tensor& x = c.in.empty() ? g : c.in[0];   \
+    const Tensor& y = c.out.empty() ? g : c.out[0]; \
+    (void)x;                                        \
+    (void)y;                                        \
+    return {expr};                                  \
+  }                                                 \
   DerivativeByName d_##name{#name, name##_grad, save_in, save_out};
 
 UNARY_GRAD(neg, 0, 0, neg(g))
@@ -57,19 +57,22 @@ UNARY_GRAD(erf, 1, 0, mul(g, mul(exp(neg(mul(x, x))), Scalar(2.0 / std::sqrt(std
 UNARY_GRAD(erfc, 1, 0, mul(g, mul(exp(neg(mul(x, x))), Scalar(-2.0 / std::sqrt(std::numbers::pi)))))
 UNARY_GRAD(erfinv, 0, 1, mul(g, mul(exp(mul(y, y)), Scalar(std::sqrt(std::numbers::pi) / 2.0))))
 UNARY_GRAD(lgamma, 1, 0, mul(g, digamma(x)))
+UNARY_GRAD(digamma, 1, 0, mul(g, polygamma(1, x)))
 UNARY_GRAD(floor, 0, 0, zeros_like(g))
 UNARY_GRAD(ceil, 0, 0, zeros_like(g))
 UNARY_GRAD(trunc, 0, 0, zeros_like(g))
 UNARY_GRAD(round, 0, 0, zeros_like(g))
 UNARY_GRAD(round_decimals, 0, 0, zeros_like(g))
 UNARY_GRAD(frac, 0, 0, g)
-UNARY_GRAD(relu, 0, 1, mul(g, gt(y, Scalar(0))))
-UNARY_GRAD(relu6, 1, 0, mul(g, logical_and(gt(x, Scalar(0)), lt(x, Scalar(6)))))
+// Masks as torch writes them: where its test is `x <= bound ? 0 : g`, a NaN input passes g.
+UNARY_GRAD(relu, 0, 1, where(le(y, Scalar(0)), zeros({}, g.dtype()), g))
+UNARY_GRAD(relu6, 1, 0,
+           where(logical_or(le(x, Scalar(0)), ge(x, Scalar(6))), zeros({}, g.dtype()), g))
 UNARY_GRAD(hardsigmoid, 1, 0,
-           mul(g, mul(logical_and(gt(x, Scalar(-3.0)), lt(x, Scalar(3.0))), Scalar(1.0 / 6.0))))
+           where_g(logical_and(gt(x, Scalar(-3.0)), lt(x, Scalar(3.0))), mul(g, Scalar(1.0 / 6.0))))
 UNARY_GRAD(hardswish, 1, 0,
-           where(lt(x, Scalar(-3.0)), zeros_like(g),
-                 where(le(x, Scalar(3.0)), mul(g, add(mul(x, Scalar(1.0 / 3.0)), Scalar(0.5))), g)))
+           where(le(x, Scalar(-3.0)), zeros({}, g.dtype()),
+                 where(lt(x, Scalar(3.0)), mul(g, add(mul(x, Scalar(1.0 / 3.0)), Scalar(0.5))), g)))
 UNARY_GRAD(logsigmoid, 1, 0, mul(g, sigmoid(neg(x))))
 UNARY_GRAD(conj_physical, 0, 0, conj_physical(g))
 UNARY_GRAD(nan_to_num, 1, 0, mul(g, isfinite(x)))
@@ -87,10 +90,11 @@ DerivativeByName d_sgn{"sgn", sgn_grad, 1, 1};
 
 TensorList angle_grad(G c, GL go) {
   const Tensor &g = go[0], &x = c.in[0];
-  if (!x.is_complex()) return {zeros_like(x)};
-  // angle = atan2(im, re): grad = g * i z / |z|^2
+  if (!x.is_complex()) return {zeros_like(g)};
+  // angle = atan2(im, re): grad = g * i z / |z|^2, zero at z = 0
   Tensor iz = complex(neg(imag(x)), real(x));
-  return {mul(g, div(iz, mul(abs(x), abs(x))))};
+  Tensor a = abs(x);
+  return {where(eq(a, Scalar(0.0)), zeros({}, x.dtype()), mul(g, div(iz, mul(a, a))))};
 }
 DerivativeByName d_angle{"angle", angle_grad, 1, 0};
 
@@ -132,22 +136,28 @@ DerivativeByName d_gelu_tanh{"gelu_tanh", gelu_tanh_grad, 1, 0};
 TensorList logit_grad(G c, GL go) {
   const Tensor &g = go[0], &x = c.in[0];
   Tensor r = div(g, mul(x, rsub(x, Scalar(1.0))));
-  if (std::holds_alternative<std::monostate>(c.attrs[0])) return {r};
-  double eps = attr_double(c.attrs[0]);
-  Tensor outside = logical_or(lt(x, Scalar(eps)), gt(x, Scalar(1.0 - eps)));
-  return {where(outside, zeros_like(r), r)};
+  // without eps: NaN outside [0, 1]; with eps: zero outside [eps, 1 - eps]
+  const bool no_eps = std::holds_alternative<std::monostate>(c.attrs[0]);
+  double lo = no_eps ? 0.0 : attr_double(c.attrs[0]), hi = 1.0 - lo;
+  Tensor outside = logical_or(lt(x, Scalar(lo)), gt(x, Scalar(hi)));
+  Tensor fill = no_eps ? full({}, Scalar(std::nan("")), r.dtype()) : zeros({}, r.dtype());
+  return {where(outside, fill, r)};
 }
 DerivativeByName d_logit{"logit", logit_grad, 1, 0};
 
 TensorList clamp_grad(G c, GL go) {
   const Tensor &g = go[0], &x = c.in[0];
   Tensor keep = logical_and(ge(x, attr_scalar(c.attrs[0])), le(x, attr_scalar(c.attrs[1])));
-  return {mul(g, keep)};
+  return {where_g(keep, g)};
 }
 DerivativeByName d_clamp{"clamp", clamp_grad, 1, 0};
-TensorList clamp_min_grad(G c, GL go) { return {mul(go[0], ge(c.in[0], attr_scalar(c.attrs[0])))}; }
+TensorList clamp_min_grad(G c, GL go) {
+  return {where_g(ge(c.in[0], attr_scalar(c.attrs[0])), go[0])};
+}
 DerivativeByName d_clamp_min{"clamp_min", clamp_min_grad, 1, 0};
-TensorList clamp_max_grad(G c, GL go) { return {mul(go[0], le(c.in[0], attr_scalar(c.attrs[1])))}; }
+TensorList clamp_max_grad(G c, GL go) {
+  return {where_g(le(c.in[0], attr_scalar(c.attrs[1])), go[0])};
+}
 DerivativeByName d_clamp_max{"clamp_max", clamp_max_grad, 1, 0};
 
 TensorList leaky_relu_grad(G c, GL go) {
@@ -158,9 +168,11 @@ DerivativeByName d_leaky_relu{"leaky_relu", leaky_relu_grad, 1, 0};
 
 TensorList elu_grad(G c, GL go) {
   const Tensor &g = go[0], &x = c.in[0], &y = c.out[0];
-  double alpha = attr_double(c.attrs[0]), scale = attr_double(c.attrs[1]), is = attr_double(c.attrs[2]);
+  double alpha = attr_double(c.attrs[0]), scale = attr_double(c.attrs[1]),
+         is = attr_double(c.attrs[2]);
+  // x <= 0: d/dx alpha scale (e^(is x) - 1) = is (y + alpha scale); NaN takes the positive branch
   Tensor neg_part = mul(mul(g, add(y, Scalar(alpha * scale))), Scalar(is));
-  return {where(gt(x, Scalar(0)), mul(g, Scalar(scale)), neg_part)};
+  return {where(le(x, Scalar(0)), neg_part, mul(g, Scalar(scale)))};
 }
 DerivativeByName d_elu{"elu", elu_grad, 1, 1};
 
@@ -174,28 +186,31 @@ DerivativeByName d_softplus{"softplus", softplus_grad, 1, 0};
 
 TensorList hardtanh_grad(G c, GL go) {
   const Tensor &g = go[0], &x = c.in[0];
-  Tensor keep = logical_and(gt(x, Scalar(attr_double(c.attrs[0]))), lt(x, Scalar(attr_double(c.attrs[1]))));
-  return {mul(g, keep)};
+  Tensor out =
+      logical_or(le(x, Scalar(attr_double(c.attrs[0]))), ge(x, Scalar(attr_double(c.attrs[1]))));
+  return {where(out, zeros({}, g.dtype()), g)};
 }
 DerivativeByName d_hardtanh{"hardtanh", hardtanh_grad, 1, 0};
 
 TensorList threshold_grad(G c, GL go) {
-  return {mul(go[0], gt(c.in[0], Scalar(attr_double(c.attrs[0]))))};
+  return {where(le(c.in[0], Scalar(attr_double(c.attrs[0]))), zeros({}, go[0].dtype()), go[0])};
 }
 DerivativeByName d_threshold{"threshold", threshold_grad, 1, 0};
 
-// ---- binary --------------------------------------------------------------------------------------
+// ---- binary -------------------------------------------------------------------------------------
 TensorList add_grad(G c, GL go) {
   const Tensor& g = go[0];
   Scalar alpha = c.attrs.empty() ? Scalar(1) : attr_scalar(c.attrs[0]);
-  return {g, alpha.to_double() == 1.0 && !alpha.is_complex() ? g : mul(g, alpha)};
+  return {g, alpha.to_double() == 1.0 && !alpha.is_complex() ? g : mul(g, conj_scalar(alpha))};
 }
 DerivativeByName d_add{"add", add_grad, 0, 0};
 
 TensorList sub_grad(G c, GL go) {
   const Tensor& g = go[0];
   Scalar alpha = c.attrs.empty() ? Scalar(1) : attr_scalar(c.attrs[0]);
-  return {g, alpha.to_double() == 1.0 && !alpha.is_complex() ? neg(g) : mul(g, neg_scalar(alpha))};
+  return {g, alpha.to_double() == 1.0 && !alpha.is_complex()
+                 ? neg(g)
+                 : mul(g, neg_scalar(conj_scalar(alpha)))};
 }
 DerivativeByName d_sub{"sub", sub_grad, 0, 0};
 
@@ -232,13 +247,26 @@ TensorList pow_grad(G c, GL go) {
   const Tensor &g = go[0], &a = c.in[0], &b = c.in[1], &y = c.out[0];
   Tensor ga, gb;
   if (c.needs[0]) {
-    Tensor d = mul(b, pow(a, sub(b, Scalar(1))));
-    d = where(eq(b, Scalar(0)), zeros_like(d), d);  // x^0 has zero derivative, even at x = 0
+    Tensor d;
+    if (b.is_wrapped_number() && !b.is_complex()) {
+      // a Python-number exponent: e and e - 1 stay double Scalars (a wrapped e - 1 would round to
+      // the default dtype)
+      double e = b.item<double>();
+      d = e == 0.0 ? zeros_like(a) : mul(pow(a, Scalar(e - 1.0)), Scalar(e));
+    } else {
+      d = mul(b, pow(a, sub(b, Scalar(1))));
+      d = where(eq(b, Scalar(0)), zeros({}, d.dtype()),
+                d);  // x^0 has zero derivative, even at x = 0
+    }
     ga = mul(g, cj(d));
   }
   if (c.needs[1]) {
+    // 0^b for b >= 0 (real b) has a zero derivative in b, as torch defines it
     Tensor d = mul(y, log(a));
-    if (!a.is_complex()) d = where(logical_and(eq(a, Scalar(0)), ge(b, Scalar(0))), zeros_like(d), d);
+    Tensor real_nonneg = b.is_complex()
+                             ? logical_and(eq(imag(b), Scalar(0)), ge(real(b), Scalar(0)))
+                             : ge(b, Scalar(0));
+    d = where(logical_and(eq(a, Scalar(0)), real_nonneg), zeros({}, d.dtype()), d);
     gb = mul(g, cj(d));
   }
   return {ga, gb};
@@ -247,19 +275,23 @@ DerivativeByName d_pow{"pow", pow_grad, 0b11, 1};
 
 TensorList atan2_grad(G c, GL go) {
   const Tensor &g = go[0], &a = c.in[0], &b = c.in[1];
-  Tensor r = div(g, add(mul(a, a), mul(b, b)));
-  return {mul(r, b), neg(mul(r, a))};
+  // 1 / (a^2 + b^2), zero where that overflows (torch: the gradient at the origin is zero)
+  Tensor recip = reciprocal(add(mul(a, a), mul(b, b)));
+  recip = where(isinf(recip), zeros({}, recip.dtype()), recip);
+  return {mul(mul(g, b), recip), mul(mul(g, neg(a)), recip)};
 }
 DerivativeByName d_atan2{"atan2", atan2_grad, 0b11, 0};
 
+// Ties share the gradient equally; a NaN (which propagates) sends the full gradient to both sides.
 TensorList maximum_grad(G c, GL go) {
   const Tensor &g = go[0], &a = c.in[0], &b = c.in[1];
-  Tensor half = mul(g, Scalar(0.5));
-  Tensor tie = eq(a, b);
-  Tensor ga = where(tie, half, mul(g, gt(a, b)));
-  Tensor gb = where(tie, half, mul(g, lt(a, b)));
-  if (std::string_view(c.op.name) == "minimum") std::swap(ga, gb);
-  return {ga, gb};
+  const bool is_max = std::string_view(c.op.name) == "maximum";
+  Tensor shared = where(eq(a, b), mul(g, Scalar(0.5)), g);
+  Tensor z = zeros({}, g.dtype());
+  Tensor a_loses = is_max ? lt(a, b) : gt(a, b);
+  Tensor b_loses = is_max ? gt(a, b) : lt(a, b);
+  return {c.needs[0] ? where(a_loses, z, shared) : Tensor(),
+          c.needs[1] ? where(b_loses, z, shared) : Tensor()};
 }
 DerivativeByName d_maximum{"maximum", maximum_grad, 0b11, 0};
 DerivativeByName d_minimum{"minimum", maximum_grad, 0b11, 0};
@@ -268,10 +300,15 @@ TensorList fmax_grad(G c, GL go) {
   const Tensor &g = go[0], &a = c.in[0], &b = c.in[1];
   bool is_max = std::string_view(c.op.name) == "fmax";
   Tensor pick_a = logical_or(is_max ? ge(a, b) : le(a, b), isnan(b));
-  return {mul(g, pick_a), mul(g, logical_not(pick_a))};
+  Tensor z = zeros({}, g.dtype());
+  return {where(pick_a, g, z), where(pick_a, z, g)};
 }
 DerivativeByName d_fmax{"fmax", fmax_grad, 0b11, 0};
 DerivativeByName d_fmin{"fmin", fmax_grad, 0b11, 0};
+
+// torch 2.13 defines nextafter's gradient as the identity in self and zero in other.
+TensorList nextafter_grad(G, GL go) { return {go[0], zeros_like(go[0])}; }
+DerivativeByName d_nextafter{"nextafter", nextafter_grad, 0, 0};
 
 TensorList hypot_grad(G c, GL go) {
   const Tensor &g = go[0], &y = c.out[0];
@@ -296,26 +333,24 @@ DerivativeByName d_xlogy{"xlogy", xlogy_grad, 0b11, 0};
 
 TensorList clamp_min_tensor_grad(G c, GL go) {
   const Tensor &g = go[0], &x = c.in[0], &lo = c.in[1];
-  Tensor keep = ge(x, lo);
-  return {mul(g, keep), mul(g, logical_not(keep))};
+  return {where_g(ge(x, lo), g), where_g(lt(x, lo), g)};
 }
 DerivativeByName d_clamp_min_tensor{"clamp_min_tensor", clamp_min_tensor_grad, 0b11, 0};
 TensorList clamp_max_tensor_grad(G c, GL go) {
   const Tensor &g = go[0], &x = c.in[0], &hi = c.in[1];
-  Tensor keep = le(x, hi);
-  return {mul(g, keep), mul(g, logical_not(keep))};
+  return {where_g(le(x, hi), g), where_g(gt(x, hi), g)};
 }
 DerivativeByName d_clamp_max_tensor{"clamp_max_tensor", clamp_max_tensor_grad, 0b11, 0};
 
 TensorList polar_grad(G c, GL go) {
-  const Tensor &g = go[0], &r = c.in[0], &th = c.in[1], &y = c.out[0];
-  // dy/dr = e^{i th}, dy/dth = i y; real inputs take Re(conj(g) * dy)
-  Tensor unit = polar(ones_like(r), th);
-  Tensor gr = real(mul(conj(g), unit));
+  const Tensor &g = go[0], &y = c.out[0];
+  // dy/dr = e^{i th}, dy/dth = i y; real inputs take Re(conj(g) * dy). torch writes e^{i th} as
+  // sgn(y): zero where r = 0 and -e^{i th} where r < 0; kept for conformance.
+  Tensor gr = real(mul(conj(g), sgn(y)));
   Tensor gth = real(mul(conj(g), complex(neg(imag(y)), real(y))));
   return {gr, gth};
 }
-DerivativeByName d_polar{"polar", polar_grad, 0b11, 1};
+DerivativeByName d_polar{"polar", polar_grad, 0, 1};
 
 TensorList complex_grad(G, GL go) { return {real(go[0]), imag(go[0])}; }
 DerivativeByName d_complex{"complex", complex_grad, 0, 0};
@@ -323,11 +358,13 @@ DerivativeByName d_complex{"complex", complex_grad, 0, 0};
 TensorList where_grad(G c, GL go) {
   const Tensor &g = go[0], &cond = c.in[0];
   Tensor z = zeros_like(g);
-  return {Tensor(), c.needs[1] ? where(cond, g, z) : Tensor(), c.needs[2] ? where(cond, z, g) : Tensor()};
+  return {Tensor(), c.needs[1] ? where(cond, g, z) : Tensor(),
+          c.needs[2] ? where(cond, z, g) : Tensor()};
 }
 DerivativeByName d_where{"where", where_grad, 0b001, 0};
 
-// copy_(dst, src): dst is overwritten (no gradient); src receives the gradient, summed to its shape.
+// copy_(dst, src): dst is overwritten (no gradient); src receives the gradient, summed to its
+// shape.
 TensorList copy_grad(G c, GL go) { return {zeros_like(go[0]), go[0]}; }
 DerivativeByName d_copy_{"copy_", copy_grad, 0, 0};
 

@@ -27,8 +27,22 @@ inline Scalar neg_scalar(const Scalar& s) {
   return Scalar(-s.to_double());
 }
 
+inline Scalar conj_scalar(const Scalar& s) {
+  return s.is_complex() ? Scalar(std::conj(s.to_complex())) : s;
+}
+
+// g where mask holds, zero elsewhere (torch's where/masked_fill: a NaN or inf in g outside the
+// mask does not leak, unlike g * mask).
+inline Tensor where_g(const Tensor& mask, const Tensor& g) {
+  return where(mask, g, zeros({}, g.dtype()));
+}
+
+// polygamma(n, x), n >= 0 (n = 0 is digamma); a table op for n >= 1 (polygamma.cpp).
+Tensor polygamma(int64_t n, const Tensor& x);
+
 // A reduction's gradient broadcast back to the input: reinserts the reduced dims (when not kept)
 // and expands. `dims` empty with `all` = every dim.
-Tensor expand_reduced(const Tensor& g, const Shape& in_shape, const Shape& dims, bool all, bool keepdim);
+Tensor expand_reduced(const Tensor& g, const Shape& in_shape, const Shape& dims, bool all,
+                      bool keepdim);
 
 }  // namespace kiln

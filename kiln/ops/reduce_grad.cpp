@@ -1,5 +1,6 @@
 // Derivatives of the reductions, softmax family and scans (reduce.cpp).
 #include <algorithm>
+#include <limits>
 
 #include "kiln/autograd/autograd.h"
 #include "kiln/ops/grad_util.h"
@@ -7,7 +8,8 @@
 
 namespace kiln {
 
-Tensor expand_reduced(const Tensor& g, const Shape& in_shape, const Shape& dims, bool all, bool keepdim) {
+Tensor expand_reduced(const Tensor& g, const Shape& in_shape, const Shape& dims, bool all,
+                      bool keepdim) {
   const int64_t n = static_cast<int64_t>(in_shape.size());
   Tensor r = g;
   if (!keepdim && n > 0) {
@@ -35,12 +37,16 @@ const Shape& rdims(G c) { return attr<Shape>(c.attrs, 0); }
 bool rall(G c) { return attr<bool>(c.attrs, 1); }
 bool rkeep(G c) { return attr<bool>(c.attrs, 2); }
 const Shape& in_shape(G c) { return c.in_specs[0].sizes; }
-Tensor expand_g(G c, const Tensor& g) { return expand_reduced(g, in_shape(c), rdims(c), rall(c), rkeep(c)); }
+Tensor expand_g(G c, const Tensor& g) {
+  return expand_reduced(g, in_shape(c), rdims(c), rall(c), rkeep(c));
+}
 
 TensorList sum_grad(G c, GL go) { return {expand_g(c, go[0])}; }
 DerivativeByName d_sum{"sum", sum_grad, 0, 0};
 
-TensorList nansum_grad(G c, GL go) { return {mul(expand_g(c, go[0]), logical_not(isnan(c.in[0])))}; }
+TensorList nansum_grad(G c, GL go) {
+  return {mul(expand_g(c, go[0]), logical_not(isnan(c.in[0])))};
+}
 DerivativeByName d_nansum{"nansum", nansum_grad, 1, 0};
 
 TensorList mean_grad(G c, GL go) {
@@ -55,7 +61,8 @@ TensorList mean_grad(G c, GL go) {
     ds.erase(std::unique(ds.begin(), ds.end()), ds.end());
     for (int64_t d : ds) count *= s.empty() ? 1 : s[d];
   }
-  return {true_divide(expand_g(c, go[0]), Scalar(static_cast<double>(std::max<int64_t>(count, 1))))};
+  return {
+      true_divide(expand_g(c, go[0]), Scalar(static_cast<double>(std::max<int64_t>(count, 1))))};
 }
 DerivativeByName d_mean{"mean", mean_grad, 0, 0};
 
@@ -72,12 +79,15 @@ DerivativeByName d_amin{"amin", amax_grad, 1, 1};
 
 TensorList norm_l1_grad(G c, GL go) { return {mul(expand_g(c, go[0]), sgn(c.in[0]))}; }
 DerivativeByName d_norm_l1{"norm_l1", norm_l1_grad, 1, 0};
-TensorList norm_l2sq_grad(G c, GL go) { return {mul(expand_g(c, go[0]), mul(c.in[0], Scalar(2.0)))}; }
+TensorList norm_l2sq_grad(G c, GL go) {
+  return {mul(expand_g(c, go[0]), mul(c.in[0], Scalar(2.0)))};
+}
 DerivativeByName d_norm_l2sq{"norm_l2sq", norm_l2sq_grad, 1, 0};
 
 // max(dim) / min(dim): the gradient goes to the selected index.
 TensorList argred_grad(G c, GL go) {
-  int64_t dim = wrap_dim(attr<int64_t>(c.attrs, 0), std::max<int64_t>(c.in_specs[0].sizes.size(), 1), "backward");
+  int64_t dim = wrap_dim(attr<int64_t>(c.attrs, 0),
+                         std::max<int64_t>(c.in_specs[0].sizes.size(), 1), "backward");
   bool keep = attr<bool>(c.attrs, 1);
   const Shape& s = in_shape(c);
   if (s.empty()) return {go[0]};
@@ -88,8 +98,36 @@ TensorList argred_grad(G c, GL go) {
 DerivativeByName d_max_dim{"max_dim", argred_grad, 0, 0b10};
 DerivativeByName d_min_dim{"min_dim", argred_grad, 0, 0b10};
 
+// prod: the gradient of x_i is g * (product of the other elements). Without zeros that is y / x_i
+// (differentiable through the saved y); with zeros it is the product of the exclusive prefix and
+// suffix products, built with cumprod so that double backward still works.
+Tensor exclusive_cumprod(const Tensor& x, int64_t d) {
+  const int64_t n = x.sizes()[d];
+  Shape s1 = x.sizes();
+  s1[d] = 1;
+  return cumprod(cat({ones(s1, x.dtype()), narrow(x, d, 0, n - 1)}, d), d);
+}
+Tensor prod_others(const Tensor& x, int64_t d) {
+  Tensor fwd = exclusive_cumprod(x, d);
+  Tensor bwd = flip(exclusive_cumprod(flip(x, {d}), d), {d});
+  return mul(fwd, bwd);
+}
+
+TensorList prod_grad(G c, GL go) {
+  const Tensor &x = c.in[0], &y = c.out[0];
+  if (in_shape(c).empty()) return {go[0]};
+  Tensor g = expand_g(c, go[0]);
+  if (x.numel() == 0) return {g};
+  if (!any(eq(x, Scalar(0))).item<bool>()) return {mul(g, cj(div(expand_g(c, y), x)))};
+  if (rall(c)) return {mul(g, cj(reshape(prod_others(reshape(x, {-1}), 0), x.sizes())))};
+  int64_t d = wrap_dim(rdims(c)[0], x.dim(), "backward");
+  return {mul(g, cj(prod_others(x, d)))};
+}
+DerivativeByName d_prod{"prod", prod_grad, 1, 1};
+
 int64_t sm_dim(G c) {
-  return wrap_dim(attr<int64_t>(c.attrs, 0), std::max<int64_t>(c.in_specs[0].sizes.size(), 1), "backward");
+  return wrap_dim(attr<int64_t>(c.attrs, 0), std::max<int64_t>(c.in_specs[0].sizes.size(), 1),
+                  "backward");
 }
 TensorList softmax_grad(G c, GL go) {
   const Tensor &g = go[0], &y = c.out[0];
@@ -112,6 +150,71 @@ TensorList cumsum_grad(G c, GL go) {
   return {flip(cumsum(flip(go[0], {d}), d), {d})};
 }
 DerivativeByName d_cumsum{"cumsum", cumsum_grad, 0, 0};
+
+Tensor reverse_cumsum(const Tensor& t, int64_t d) { return flip(cumsum(flip(t, {d}), d), {d}); }
+
+// cumprod: d y_j / d x_i = prod_{m <= j, m != i} x_m for i <= j.
+//   no zeros: grad_i = sum_{j >= i} g_j y_j / x_i.
+//   zeros, first backward: the same before the first zero z1; at z1 the sum over [z1, z2) of
+//     g_j * (the prefix product with the zero skipped); zero after z1. Its own derivative is not
+//     the second derivative of cumprod, so under create_graph the O(n^2) exact form is used
+//     instead.
+Tensor cumprod_grad_exact(const Tensor& g, const Tensor& x, int64_t d) {
+  const int64_t n = x.sizes()[d];
+  TensorList cols;
+  for (int64_t i = 0; i < n; ++i) {
+    // products that omit x_i, for every j >= i: prefix(<i) * cumprod(x[i+1..j])
+    Tensor head = i == 0 ? Tensor() : prod(narrow(x, d, 0, i), d, true);
+    Tensor rest = i + 1 < n ? cumprod(narrow(x, d, i + 1, n - i - 1), d) : Tensor();
+    Tensor omit;
+    if (!head.defined()) {
+      Shape s1 = x.sizes();
+      s1[d] = 1;
+      omit = rest.defined() ? cat({ones(s1, x.dtype()), rest}, d) : ones(s1, x.dtype());
+    } else {
+      omit = rest.defined() ? cat({head, mul(head, rest)}, d) : head;
+    }
+    cols.push_back(sum(mul(narrow(g, d, i, n - i), cj(omit)), Shape{d}, true));
+  }
+  return cat(cols, d);
+}
+
+TensorList cumprod_grad(G c, GL go) {
+  const Tensor &g = go[0], &x = c.in[0], &y = c.out[0];
+  if (in_shape(c).empty() || x.numel() == 0) return {g};
+  int64_t d = sm_dim(c);
+  Tensor z = eq(x, Scalar(0));
+  if (!any(z).item<bool>()) return {div(reverse_cumsum(mul(g, cj(y)), d), cj(x))};
+  if (grad_mode_enabled()) return {cumprod_grad_exact(g, x, d)};
+  Tensor count = cumsum(z, d);
+  Tensor before = eq(count, Scalar(0)), in_first = eq(count, Scalar(1));
+  Tensor one = ones({}, x.dtype());
+  Tensor g_before = div(reverse_cumsum(mul(g, cj(y)), d), cj(where(before, x, one)));
+  Tensor skipped = cumprod(where(z, one, x), d);  // prefix products with the zeros left out
+  Tensor g_first = reverse_cumsum(where_g(in_first, mul(g, cj(skipped))), d);
+  Tensor zero = zeros({}, g_first.dtype());
+  return {where(before, g_before, where(logical_and(z, in_first), g_first, zero))};
+}
+DerivativeByName d_cumprod{"cumprod", cumprod_grad, 1, 1};
+
+// logcumsumexp: grad_i = sum_{j >= i} g_j exp(x_i - y_j), summed in log space separately for the
+// positive and the negative g_j (the lowest finite value stands for log 0, so no inf - inf).
+TensorList logcumsumexp_grad(G c, GL go) {
+  const Tensor &g = go[0], &x = c.in[0], &y = c.out[0];
+  if (in_shape(c).empty() || x.numel() == 0) return {g};
+  int64_t d = sm_dim(c);
+  auto rev_lcse = [d](const Tensor& t) { return flip(logcumsumexp(flip(t, {d}), d), {d}); };
+  double lowest = static_cast<double>(std::numeric_limits<float>::lowest());
+  if (g.dtype() == kFloat64) lowest = std::numeric_limits<double>::lowest();
+  if (g.dtype() == kFloat16) lowest = -65504.0;
+  if (g.dtype() == kBFloat16) lowest = -3.3895313892515355e38;
+  Tensor floor_ = full({}, Scalar(lowest), g.dtype());
+  Tensor log_g = log(abs(g));
+  Tensor pos = exp(add(rev_lcse(sub(where(gt(g, Scalar(0)), log_g, floor_), y)), x));
+  Tensor neg = exp(add(rev_lcse(sub(where(lt(g, Scalar(0)), log_g, floor_), y)), x));
+  return {sub(pos, neg)};
+}
+DerivativeByName d_logcumsumexp{"logcumsumexp", logcumsumexp_grad, 1, 1};
 
 TensorList cumext_grad(G c, GL go) {  // cummax / cummin
   if (in_shape(c).empty()) return {go[0]};
