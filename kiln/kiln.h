@@ -13,4 +13,5 @@
 #include "kiln/io/safetensors.h"
 #include "kiln/nn/nn.h"
 #include "kiln/ops/nn_ops.h"
+#include "kiln/optim/optim.h"
 #include "kiln/ops/ops.h"

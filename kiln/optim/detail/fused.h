@@ -1,0 +1,45 @@
+// The fused multi-tensor update behind every kiln optimiser: one pass over each parameter's memory
+// doing the whole update (gradient transform, state update, parameter update), vectorised per ISA
+// (SSE2 / AVX2+FMA / AVX-512, chosen at run time) and threaded over the elements of all the
+// parameters of a step together. The per-element arithmetic follows torch's single-tensor path op
+// by op in the parameter's dtype (float32/float64); float16/bfloat16 compute in float32.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kiln/core/dtype.h"
+
+namespace kiln::optim::detail {
+
+enum class Algo : uint8_t { SGD, Adam, RMSprop, Adagrad };
+
+// Group-wide hyper-parameters (doubles, as torch passes Python floats to its kernels).
+struct Hyper {
+  double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;
+  double momentum = 0, dampening = 0, alpha = 0;
+  bool maximize = false, nesterov = false, amsgrad = false, decoupled = false, centered = false;
+  bool use_momentum = false;
+};
+
+// One parameter: contiguous memory of n elements of the job's dtype. State slots:
+//   SGD: s0 momentum buffer.  Adam: s0 exp_avg, s1 exp_avg_sq, s2 max_exp_avg_sq.
+//   RMSprop: s0 square_avg, s1 momentum_buffer, s2 grad_avg.  Adagrad: s0 sum.
+struct Segment {
+  void* p = nullptr;
+  const void* g = nullptr;
+  void* s0 = nullptr;
+  void* s1 = nullptr;
+  void* s2 = nullptr;
+  int64_t n = 0;
+  double c0 = 0, c1 = 0;  // Adam: -lr / bias_correction1, sqrt(bias_correction2). Adagrad: clr.
+  bool fresh = false;     // SGD: the momentum buffer starts as this step's gradient
+};
+
+// Applies the update to every segment (all of `dtype`: float32, float64, float16 or bfloat16).
+void run_update(Algo algo, const Hyper& h, Dtype dtype, const std::vector<Segment>& segs);
+
+// The vector ISA run_update uses: "avx512", "avx2" or "sse2" (KILN_CPU_ISA=base/avx2 lowers it).
+const char* update_isa();
+
+}  // namespace kiln::optim::detail

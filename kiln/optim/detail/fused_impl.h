@@ -1,0 +1,208 @@
+// The optimiser update kernels, written once against an ops struct and compiled once per ISA:
+// fused.cpp includes this file inside each ISA's namespace and `#pragma GCC target` region, after
+// defining VecOps<T> (that ISA's vectors) and ScalarOps<T> (the remainder loop). No includes here.
+//
+// Each loop mirrors torch's single-tensor code op by op (same roundings, in T): e.g. Adam is
+//   g = -g (maximize); p *= 1 - lr*wd (AdamW) or g += wd*p; m.lerp_(g, 1-b1);
+//   v = v*b2 + (1-b2)*g*g; (vmax = max(vmax, v)); p += step_neg * m / (sqrt(v)/bc2_sqrt + eps).
+// torch's add(alpha=) and lerp use fused multiply-adds in their vector code; so do these.
+
+// torch's lerp: |w| < 0.5 ? s + w*(e-s) : e - (1-w)*(e-s), with one rounding per fma.
+template <class O>
+inline typename O::V lerp_to(typename O::V s, typename O::V e, typename O::V w,
+                             typename O::V w_minus_1, bool small) {
+  typename O::V d = O::sub(e, s);
+  return small ? O::fma(w, d, s) : O::fma(w_minus_1, d, e);
+}
+
+template <class O, class T = typename O::T>
+int64_t sgd_loop(const Hyper& h, const Segment& sg, T* p, const T* g, T* buf, int64_t i,
+                 int64_t n) {
+  using V = typename O::V;
+  const bool wd = h.weight_decay != 0;
+  const V wdv = O::set1(T(h.weight_decay)), mom = O::set1(T(h.momentum));
+  const V one_minus_damp = O::set1(T(1 - h.dampening)), neg_lr = O::set1(T(-h.lr));
+  for (; i + O::N <= n; i += O::N) {
+    V gv = O::load(g + i);
+    if (h.maximize) gv = O::neg(gv);
+    V pv = O::load(p + i);
+    if (wd) gv = O::fma(pv, wdv, gv);
+    if (h.use_momentum) {
+      V bv = sg.fresh ? gv : O::fma(gv, one_minus_damp, O::mul(O::load(buf + i), mom));
+      O::store(buf + i, bv);
+      gv = h.nesterov ? O::fma(bv, mom, gv) : bv;
+    }
+    O::store(p + i, O::fma(gv, neg_lr, pv));
+  }
+  return i;
+}
+
+template <class O, class T = typename O::T>
+int64_t adam_loop(const Hyper& h, const Segment& sg, T* p, const T* g, T* m, T* v, T* vmax,
+                  int64_t i, int64_t n) {
+  using V = typename O::V;
+  const bool wd = h.weight_decay != 0;
+  const T w = T(1 - h.beta1);
+  const bool small = (w < 0 ? -w : w) < T(0.5);
+  const V wdv = O::set1(T(h.weight_decay)), decay = O::set1(T(1 - h.lr * h.weight_decay));
+  const V wv = O::set1(w), wm1 = O::set1(w - T(1));
+  const V b2 = O::set1(T(h.beta2)), one_minus_b2 = O::set1(T(1 - h.beta2));
+  const V step_neg = O::set1(T(sg.c0)), bc2_sqrt = O::set1(T(sg.c1)), eps = O::set1(T(h.eps));
+  for (; i + O::N <= n; i += O::N) {
+    V gv = O::load(g + i);
+    if (h.maximize) gv = O::neg(gv);
+    V pv = O::load(p + i);
+    if (wd) {
+      if (h.decoupled) {
+        pv = O::mul(pv, decay);
+      } else {
+        gv = O::fma(pv, wdv, gv);
+      }
+    }
+    V mv = lerp_to<O>(O::load(m + i), gv, wv, wm1, small);
+    V vv = O::add(O::mul(O::load(v + i), b2), O::mul(O::mul(one_minus_b2, gv), gv));
+    O::store(m + i, mv);
+    O::store(v + i, vv);
+    if (h.amsgrad) {
+      vv = O::maxnan(O::load(vmax + i), vv);
+      O::store(vmax + i, vv);
+    }
+    V den = O::add(O::div(O::sqrt(vv), bc2_sqrt), eps);
+    O::store(p + i, O::add(pv, O::div(O::mul(step_neg, mv), den)));
+  }
+  return i;
+}
+
+template <class O, class T = typename O::T>
+int64_t rmsprop_loop(const Hyper& h, T* p, const T* g, T* sq, T* buf, T* gavg, int64_t i,
+                     int64_t n) {
+  using V = typename O::V;
+  const bool wd = h.weight_decay != 0;
+  const T w = T(1 - h.alpha);
+  const bool small = (w < 0 ? -w : w) < T(0.5);
+  const V wdv = O::set1(T(h.weight_decay)), alpha = O::set1(T(h.alpha)), wv = O::set1(w);
+  const V wm1 = O::set1(w - T(1)), minus_one = O::set1(T(-1)), eps = O::set1(T(h.eps));
+  const V mom = O::set1(T(h.momentum)), neg_lr = O::set1(T(-h.lr));
+  for (; i + O::N <= n; i += O::N) {
+    V gv = O::load(g + i);
+    if (h.maximize) gv = O::neg(gv);
+    V pv = O::load(p + i);
+    if (wd) gv = O::fma(pv, wdv, gv);
+    V sv = O::add(O::mul(O::load(sq + i), alpha), O::mul(O::mul(wv, gv), gv));
+    O::store(sq + i, sv);
+    V avg;
+    if (h.centered) {
+      V ga = lerp_to<O>(O::load(gavg + i), gv, wv, wm1, small);
+      O::store(gavg + i, ga);
+      avg = O::sqrt(O::add(sv, O::mul(O::mul(minus_one, ga), ga)));
+    } else {
+      avg = O::sqrt(sv);
+    }
+    avg = O::add(avg, eps);
+    if (h.use_momentum) {
+      V bv = O::add(O::mul(O::load(buf + i), mom), O::div(gv, avg));
+      O::store(buf + i, bv);
+      O::store(p + i, O::fma(bv, neg_lr, pv));
+    } else {
+      O::store(p + i, O::add(pv, O::div(O::mul(neg_lr, gv), avg)));
+    }
+  }
+  return i;
+}
+
+template <class O, class T = typename O::T>
+int64_t adagrad_loop(const Hyper& h, const Segment& sg, T* p, const T* g, T* sum, int64_t i,
+                     int64_t n) {
+  using V = typename O::V;
+  const bool wd = h.weight_decay != 0;
+  const V wdv = O::set1(T(h.weight_decay)), eps = O::set1(T(h.eps)), neg_clr = O::set1(T(-sg.c0));
+  for (; i + O::N <= n; i += O::N) {
+    V gv = O::load(g + i);
+    if (h.maximize) gv = O::neg(gv);
+    V pv = O::load(p + i);
+    if (wd) gv = O::fma(pv, wdv, gv);
+    V sv = O::add(O::load(sum + i), O::mul(gv, gv));
+    O::store(sum + i, sv);
+    V sd = O::add(O::sqrt(sv), eps);
+    O::store(p + i, O::add(pv, O::div(O::mul(neg_clr, gv), sd)));
+  }
+  return i;
+}
+
+// Elements [b, e) of one segment whose data are T (float or double).
+template <class T>
+void update_range(Algo algo, const Hyper& h, const Segment& s, int64_t b, int64_t e) {
+  T* p = static_cast<T*>(s.p);
+  const T* g = static_cast<const T*>(s.g);
+  T* s0 = static_cast<T*>(s.s0);
+  T* s1 = static_cast<T*>(s.s1);
+  T* s2 = static_cast<T*>(s.s2);
+  using VO = VecOps<T>;
+  using SO = ScalarOps<T>;
+  switch (algo) {
+    case Algo::SGD:
+      sgd_loop<SO>(h, s, p, g, s0, sgd_loop<VO>(h, s, p, g, s0, b, e), e);
+      break;
+    case Algo::Adam:
+      adam_loop<SO>(h, s, p, g, s0, s1, s2, adam_loop<VO>(h, s, p, g, s0, s1, s2, b, e), e);
+      break;
+    case Algo::RMSprop:
+      rmsprop_loop<SO>(h, p, g, s0, s1, s2, rmsprop_loop<VO>(h, p, g, s0, s1, s2, b, e), e);
+      break;
+    case Algo::Adagrad:
+      adagrad_loop<SO>(h, s, p, g, s0, adagrad_loop<VO>(h, s, p, g, s0, b, e), e);
+      break;
+  }
+}
+
+// float16/bfloat16: blocks converted to float32, updated, converted back.
+template <class R>
+void update_range_reduced(Algo algo, const Hyper& h, const Segment& s, int64_t b, int64_t e) {
+  constexpr int64_t kBlock = 256;
+  float pb[kBlock], gb[kBlock], sb[3][kBlock];
+  R* p = static_cast<R*>(s.p);
+  const R* g = static_cast<const R*>(s.g);
+  R* st[3] = {static_cast<R*>(s.s0), static_cast<R*>(s.s1), static_cast<R*>(s.s2)};
+  for (int64_t blk = b; blk < e; blk += kBlock) {
+    int64_t len = e - blk < kBlock ? e - blk : kBlock;
+    Segment f = s;
+    f.p = pb;
+    f.g = gb;
+    f.n = len;
+    void** slots[3] = {&f.s0, &f.s1, &f.s2};
+    for (int64_t j = 0; j < len; ++j) {
+      pb[j] = static_cast<float>(p[blk + j]);
+      gb[j] = static_cast<float>(g[blk + j]);
+    }
+    for (int k = 0; k < 3; ++k) {
+      if (!st[k]) continue;
+      *slots[k] = sb[k];
+      for (int64_t j = 0; j < len; ++j) sb[k][j] = static_cast<float>(st[k][blk + j]);
+    }
+    update_range<float>(algo, h, f, 0, len);
+    for (int64_t j = 0; j < len; ++j) p[blk + j] = R(pb[j]);
+    for (int k = 0; k < 3; ++k) {
+      if (!st[k]) continue;
+      for (int64_t j = 0; j < len; ++j) st[k][blk + j] = R(sb[k][j]);
+    }
+  }
+}
+
+void update_chunk(Algo algo, const Hyper& h, Dtype dtype, const Segment& s, int64_t b, int64_t e) {
+  switch (dtype) {
+    case Dtype::Float32:
+      update_range<float>(algo, h, s, b, e);
+      break;
+    case Dtype::Float64:
+      update_range<double>(algo, h, s, b, e);
+      break;
+    case Dtype::BFloat16:
+      update_range_reduced<BFloat16>(algo, h, s, b, e);
+      break;
+    case Dtype::Float16:
+      update_range_reduced<Half>(algo, h, s, b, e);
+      break;
+    default:
+      break;  // checked by the caller
+  }
+}

@@ -1,0 +1,19 @@
+"""kiln.optim: the C++ optimisers of kiln/optim (torch.optim's names, signatures and state dicts)."""
+import collections.abc as _abc
+
+from .. import _C
+
+_optim = _C._optim
+Optimizer = _optim.Optimizer
+SGD = _optim.SGD
+Adam = _optim.Adam
+AdamW = _optim.AdamW
+RMSprop = _optim.RMSprop
+Adagrad = _optim.Adagrad
+ParamGroup = _optim.ParamGroup  # a live view of one C++ param group, used like torch's group dict
+
+_abc.MutableMapping.register(ParamGroup)
+
+from . import lr_scheduler  # noqa: E402,F401
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "lr_scheduler"]

@@ -1,0 +1,139 @@
+// kiln::optim from C++: AdamW minimises a small quadratic, SGD with momentum matches the update
+// computed by hand, options are read and written through param groups, state dicts round-trip,
+// schedulers change the group lr, and bad arguments raise Value-kind errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kiln/kiln.h"
+#include "kiln/optim/optim.h"
+
+using namespace kiln;
+
+namespace {
+
+Tensor vec(std::vector<double> v, Dtype d = kFloat32) {
+  Tensor t = empty({static_cast<int64_t>(v.size())}, d);
+  for (size_t i = 0; i < v.size(); ++i)
+    select(t, 0, static_cast<int64_t>(i)).copy_(scalar_tensor(v[i]));
+  return t;
+}
+
+double at(const Tensor& t, int64_t i) { return select(t, 0, i).item<double>(); }
+
+double quadratic_loss(const Tensor& w, const Tensor& target, bool backward) {
+  Tensor d = w - target;
+  Tensor loss = (d * d).sum();
+  if (backward) loss.backward();
+  return loss.item<double>();
+}
+
+}  // namespace
+
+TEST(Optim, AdamWDecreasesQuadraticLoss) {
+  Tensor w = zeros({4}).requires_grad_();
+  Tensor target = vec({1, -2, 3, 0.5});
+  optim::AdamW opt({w}, optim::AdamWOptions(0.1).weight_decay(0.01).betas({0.9, 0.95}));
+  double first = quadratic_loss(w, target, false), last = first;
+  for (int i = 0; i < 150; ++i) {
+    opt.zero_grad();
+    last = quadratic_loss(w, target, true);
+    opt.step();
+  }
+  last = quadratic_loss(w, target, false);
+  EXPECT_LT(last, first * 1e-2) << "first " << first << " last " << last;
+  const optim::ParamState* st = opt.find_state(w);
+  ASSERT_NE(st, nullptr);
+  EXPECT_EQ(st->get("step").item<double>(), 150.0);
+  EXPECT_TRUE(st->contains("exp_avg") && st->contains("exp_avg_sq"));
+}
+
+TEST(Optim, SGDMomentumMatchesHandComputation) {
+  Tensor p = vec({1.0, -2.0}, kFloat64).requires_grad_();
+  optim::SGD opt({p}, optim::SGDOptions(0.1).momentum(0.9).dampening(0.2).weight_decay(0.05));
+  const double g[2] = {0.5, -1.5};
+  double ref[2] = {1.0, -2.0}, buf[2] = {0, 0};
+  for (int step = 0; step < 4; ++step) {
+    set_grad(p, vec({g[0], g[1]}, kFloat64));
+    opt.step();
+    for (int i = 0; i < 2; ++i) {
+      double gi = g[i] + 0.05 * ref[i];                         // weight decay
+      buf[i] = step == 0 ? gi : 0.9 * buf[i] + (1 - 0.2) * gi;  // momentum with dampening
+      ref[i] -= 0.1 * buf[i];
+    }
+    EXPECT_NEAR(at(p, 0), ref[0], 1e-12) << "step " << step;
+    EXPECT_NEAR(at(p, 1), ref[1], 1e-12) << "step " << step;
+  }
+  // a parameter without a gradient is skipped
+  Tensor q = vec({3.0}, kFloat64).requires_grad_();
+  opt.add_param_group(optim::ParamGroup({q}, optim::Options{{"lr", 1.0}}));
+  opt.step();
+  EXPECT_EQ(at(q, 0), 3.0);
+  EXPECT_EQ(opt.param_groups()[1].lr(), 1.0);
+  EXPECT_EQ(opt.param_groups()[1].options.get_double("momentum"), 0.9);  // from the defaults
+}
+
+TEST(Optim, StateDictRoundTripAndLrAccess) {
+  Tensor a = vec({0.5, 1.5, -1.0}).requires_grad_(), b = vec({0.5, 1.5, -1.0}).requires_grad_();
+  optim::Adam opa({a}, optim::AdamOptions(0.05).amsgrad(true));
+  optim::Adam opb({b}, optim::AdamOptions(0.5));
+  for (int i = 0; i < 3; ++i) {
+    set_grad(a, vec({0.1 * i, -0.2, 0.3}));
+    opa.step();
+  }
+  b.detach().copy_(a.detach());
+  opb.load_state_dict(opa.state_dict());
+  EXPECT_EQ(opb.param_groups()[0].lr(), 0.05);
+  EXPECT_TRUE(opb.param_groups()[0].options.get_bool("amsgrad"));
+  for (int i = 0; i < 3; ++i) {
+    for (const Tensor& p : {a, b}) set_grad(p, vec({0.3, 0.1 * i, -0.4}));
+    opa.step();
+    opb.step();
+  }
+  EXPECT_TRUE(equal(a.detach(), b.detach()));
+  opa.param_groups()[0].set_lr(0.125);
+  EXPECT_EQ(opa.state_dict().param_groups[0].options.get_double("lr"), 0.125);
+}
+
+TEST(Optim, SchedulersSetGroupLr) {
+  Tensor p = zeros({2}).requires_grad_();
+  optim::SGD opt({p}, optim::SGDOptions(1.0).momentum(0.9));
+  optim::StepLR sched(opt, 2, 0.5);
+  std::vector<double> lrs;
+  for (int i = 0; i < 5; ++i) {
+    lrs.push_back(opt.param_groups()[0].lr());
+    opt.step();
+    sched.step();
+  }
+  EXPECT_EQ(lrs, (std::vector<double>{1.0, 1.0, 0.5, 0.5, 0.25}));
+  EXPECT_EQ(sched.get_last_lr()[0], 0.25);  // last_epoch 5
+
+  optim::SGD opt2({zeros({1}).requires_grad_()}, optim::SGDOptions(0.1).momentum(0.9));
+  optim::OneCycleLROptions oc;
+  oc.total_steps = 10;
+  optim::OneCycleLR one(opt2, {1.0}, oc);
+  EXPECT_NEAR(opt2.param_groups()[0].lr(), 0.04, 1e-12);
+  EXPECT_NEAR(opt2.param_groups()[0].options.get_double("momentum"), 0.95, 1e-12);
+  for (int i = 0; i < 2; ++i) one.step();  // the peak: pct_start * total_steps - 1 = 2 steps
+  EXPECT_NEAR(opt2.param_groups()[0].lr(), 1.0, 1e-9);
+  EXPECT_NEAR(opt2.param_groups()[0].options.get_double("momentum"), 0.85, 1e-9);
+  for (int i = 0; i < 7; ++i) one.step();  // the end: max_lr / div_factor / final_div_factor
+  EXPECT_NEAR(opt2.param_groups()[0].lr(), 0.04 / 1e4, 1e-12);
+}
+
+TEST(Optim, ArgumentErrors) {
+  Tensor p = zeros({2}).requires_grad_();
+  try {
+    optim::SGD bad({p}, optim::SGDOptions(-1));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Value);
+    EXPECT_STREQ(e.what(), "[SGD] Invalid learning rate: -1.0");
+  }
+  EXPECT_THROW(optim::Adam({p}, optim::AdamOptions().betas({1.0, 0.9})), Error);
+  EXPECT_THROW(optim::SGD(TensorList{}, optim::SGDOptions(0.1)), Error);
+  EXPECT_THROW(optim::SGD({p * 2}), Error);  // not a leaf
+  optim::SGD ok({p});
+  EXPECT_THROW(ok.add_param_group(optim::ParamGroup({p})), Error);  // already in a group
+  EXPECT_THROW(optim::LinearLR(ok, 0.0), Error);
+}
