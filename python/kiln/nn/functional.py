@@ -109,3 +109,114 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
     return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+# ---- losses (kiln/nn/loss.h, bound in python/src/bind_loss.cpp) ---------------------------------------
+# The work and torch's argument checks are in C++; here only torch's signatures: the legacy
+# size_average / reduce arguments and the warnings torch's Python layer emits.
+import warnings as _warnings
+
+
+def _legacy_reduction(size_average, reduce, emit_warning=True):
+    """torch's _Reduction.legacy_get_string."""
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    if size_average and reduce:
+        ret = "mean"
+    elif reduce:
+        ret = "sum"
+    else:
+        ret = "none"
+    if emit_warning:
+        _warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{ret}' instead.",
+                       stacklevel=3)
+    return ret
+
+
+def _reduction(size_average, reduce, reduction):
+    if size_average is not None or reduce is not None:
+        return _legacy_reduction(size_average, reduce)
+    if reduction == "elementwise_mean":
+        _warnings.warn("reduction='elementwise_mean' is deprecated. Please use reduction='mean' instead.",
+                       stacklevel=3)
+        return "mean"
+    return reduction
+
+
+def _warn_broadcast(input, target):
+    if tuple(target.shape) != tuple(input.shape):
+        _warnings.warn(f"Using a target size ({tuple(target.shape)}) that is different to the input size "
+                       f"({tuple(input.shape)}). This will likely lead to incorrect results due to broadcasting. "
+                       "Please ensure they have the same size.", stacklevel=3)
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                  label_smoothing=0.0):
+    return _C._cross_entropy(input, target, weight, ignore_index, _reduction(size_average, reduce, reduction),
+                             label_smoothing)
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+    return _C._nll_loss(input, target, weight, ignore_index, _reduction(size_average, reduce, reduction))
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    _warn_broadcast(input, target)
+    return _C._mse_loss(input, target, _reduction(size_average, reduce, reduction), weight)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    _warn_broadcast(input, target)
+    return _C._l1_loss(input, target, _reduction(size_average, reduce, reduction), weight)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    _warn_broadcast(input, target)
+    return _C._smooth_l1_loss(input, target, _reduction(size_average, reduce, reduction), beta)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    _warn_broadcast(input, target)
+    return _C._huber_loss(input, target, reduction, delta, weight)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    return _C._binary_cross_entropy(input, target, weight, _reduction(size_average, reduce, reduction))
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
+                                     pos_weight=None):
+    return _C._binary_cross_entropy_with_logits(input, target, weight, _reduction(size_average, reduce, reduction),
+                                                pos_weight)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce)
+    elif reduction == "mean":
+        _warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
+                       "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
+                       "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
+                       stacklevel=2)
+    return _C._kl_div(input, target, reduction, log_target)
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"):
+    return _C._cosine_embedding_loss(input1, input2, target, margin, _reduction(size_average, reduce, reduction))
+
+
+def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"):
+    return _C._margin_ranking_loss(input1, input2, target, margin, _reduction(size_average, reduce, reduction))
+
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
+    """input_lengths / target_lengths: integer tensors or tuples of ints."""
+    return _C._ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, reduction, zero_infinity)
+
+
+# ---- attention ------------------------------------------------------------------------------------
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    """softmax(Q K^T * scale + mask) V with kiln's fused, memory-efficient CPU kernel (and backward)."""
+    return _C.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale=scale,
+                                           enable_gqa=enable_gqa)

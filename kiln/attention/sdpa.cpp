@@ -1,0 +1,303 @@
+// Scaled dot-product attention: the table ops `_sdpa_flash` (forward) and `_sdpa_flash_backward`,
+// the forward's derivative beside it, argument validation as torch's, and the front end. The tiled
+// kernels are in sdpa_kernel.cpp.
+#include "kiln/attention/sdpa.h"
+
+#include <cmath>
+#include <limits>
+
+#include "kiln/attention/sdpa_impl.h"
+#include "kiln/ops/ops.h"
+
+namespace kiln {
+namespace sdpa {
+
+Geom make_geom(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+               const Tensor& mask, const Attrs& a) {
+  KILN_CHECK(q.defined() && k.defined() && v.defined(), Runtime, op,
+             "query, key and value must be tensors");
+  Geom g;
+  g.dropout_p = attr<double>(a, 0);
+  g.causal = attr<bool>(a, 1);
+  g.gqa = attr<bool>(a, 3);
+  const Dtype d = q.dtype();
+  KILN_CHECK(k.dtype() == d && v.dtype() == d, Runtime, op,
+             "Expected query, key, and value to have the same dtype, but got query.dtype: ",
+             dtype_name(d), " key.dtype: ", dtype_name(k.dtype()),
+             " and value.dtype: ", dtype_name(v.dtype()), " instead.");
+  KILN_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, Runtime, op,
+             "Expected query, key, and value to all be at least 2 dimensional, but got query.dim: ",
+             q.dim(), " key.dim: ", k.dim(), " and value.dim: ", v.dim(), " instead.");
+  KILN_CHECK(!is_complex(d), NotImplemented, op, "not implemented for '", dtype_name(d), "'");
+  KILN_CHECK(d == kFloat32 || d == kFloat64 || d == kFloat16 || d == kBFloat16, Runtime, op,
+             "expected query, key and value of a floating point dtype, but got ", dtype_name(d));
+  if (mask.defined()) {
+    const Dtype md = mask.dtype();
+    KILN_CHECK(md == kBool || md == kFloat32 || md == d, Runtime, op,
+               "Expected attn_mask dtype to be bool or float or to match query dtype, but got "
+               "attn_mask.dtype: ",
+               dtype_name(md), " and query.dtype: ", dtype_name(d), " instead.");
+    KILN_CHECK(!g.causal, Runtime, op, "Explicit attn_mask should not be set when is_causal=True");
+  }
+  KILN_CHECK(!(g.dropout_p > 1.0), Runtime, op,
+             "dropout probability has to be between 0 and 1, but got ", g.dropout_p);
+  g.L = q.size(-2), g.E = q.size(-1), g.S = k.size(-2), g.Ev = v.size(-1);
+  KILN_CHECK(k.size(-1) == g.E, Runtime, op,
+             "query and key must have the same embedding size E, but got query ", q.sizes(),
+             " and key ", k.sizes());
+  KILN_CHECK(v.size(-2) == g.S, Runtime, op,
+             "key and value must have the same sequence length S, but got key ", k.sizes(),
+             " and value ", v.sizes());
+  Shape qb(q.sizes().begin(), q.sizes().end() - 2), kb(k.sizes().begin(), k.sizes().end() - 2),
+      vb(v.sizes().begin(), v.sizes().end() - 2);
+  if (g.gqa) {
+    KILN_CHECK(
+        q.dim() >= 3 && k.dim() >= 3 && v.dim() >= 3, Index, op,
+        "Dimension out of range (expected to be in range of [-2, 1], but got -3): enable_gqa "
+        "needs a head dim (-3) in query, key and value");
+    const int64_t hq = q.size(-3), hk = k.size(-3), hv = v.size(-3);
+    KILN_CHECK(
+        hk > 0 && hv > 0 && hq % hk == 0 && hq % hv == 0, Runtime, op,
+        "Number of heads in key and value must divide the number of heads in query, but got ", hq,
+        " query heads, ", hk, " key heads and ", hv, " value heads");
+    g.gk = hq / hk, g.gv = hq / hv;
+    kb.back() = hq, vb.back() = hq;  // repeat_interleave of the k / v heads
+  }
+  g.batch = broadcast_shapes(broadcast_shapes(qb, kb, op), vb, op);
+  g.BH = shape_numel(g.batch);
+  if (mask.defined()) {
+    Shape full = g.batch;
+    full.push_back(g.L), full.push_back(g.S);
+    KILN_CHECK(mask.dim() <= static_cast<int64_t>(full.size()) &&
+                   broadcast_shapes(mask.sizes(), full, op) == full,
+               Runtime, op, "attn_mask of shape ", mask.sizes(),
+               " is not broadcastable to the attention weights' shape ", full);
+  }
+  const std::optional<double> scale = std::holds_alternative<double>(a[2])
+                                          ? std::optional<double>(attr<double>(a, 2))
+                                          : std::nullopt;
+  // E == 0: every score is an empty dot product, 0 (torch's math path), whatever the scale
+  g.scale = g.E == 0 ? 1.0 : scale.value_or(1.0 / std::sqrt(static_cast<double>(g.E)));
+  return g;
+}
+
+std::vector<int64_t> slice_offsets(const Tensor& x, int trail, const Shape& batch, int64_t group) {
+  const int64_t n = static_cast<int64_t>(batch.size()), BH = shape_numel(batch);
+  const int64_t xb = std::max<int64_t>(0, x.dim() - trail);
+  std::vector<int64_t> st(n, 0), div(n, 1);
+  for (int64_t d = 0; d < n; ++d) {
+    int64_t xd = d - (n - xb);
+    if (xd < 0 || x.size(xd) == 1) continue;  // broadcast
+    st[d] = x.stride(xd);
+    if (d == n - 1 && group > 1) div[d] = group;
+  }
+  std::vector<int64_t> off(BH);
+  Shape idx(n, 0);
+  for (int64_t b = 0; b < BH; ++b) {
+    int64_t o = 0;
+    for (int64_t d = 0; d < n; ++d) o += idx[d] / div[d] * st[d];
+    off[b] = o;
+    for (int64_t d = n - 1; d >= 0; --d) {
+      if (++idx[d] < batch[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return off;
+}
+
+}  // namespace sdpa
+
+namespace {
+
+Dtype compute_dtype(Dtype d) { return d == kFloat64 ? kFloat64 : kFloat32; }
+
+// x in the compute dtype, unit stride along its last dim and a row stride BLAS accepts.
+Tensor blas_operand(const Tensor& x, Dtype ct) {
+  Tensor y = to_dtype(x, ct);
+  int64_t R = y.size(-2), C = y.size(-1);
+  bool ok = (C <= 1 || y.stride(-1) == 1) && (R <= 1 || y.stride(-2) >= std::max<int64_t>(C, 1));
+  return ok ? y : contiguous(y);
+}
+
+// bool masks become additive (0 / -inf) of the compute dtype, at the mask's own shape.
+Tensor additive_mask(const Tensor& m, Dtype ct) {
+  if (!m.defined()) return m;
+  if (m.dtype() == kBool)
+    return masked_fill(zeros(m.sizes(), ct), logical_not(m),
+                       -std::numeric_limits<double>::infinity());
+  return to_dtype(m, ct);
+}
+
+Shape with(Shape s, std::initializer_list<int64_t> tail) {
+  s.insert(s.end(), tail);
+  return s;
+}
+
+// ---- forward: in {q, k, v, mask?} -> {out, logsumexp, rng_state} ---------------------------
+
+// Forward errors carry the public name: `[scaled_dot_product_attention] ...`.
+constexpr const char* kName = "scaled_dot_product_attention";
+
+SpecList fwd_meta(const OpDef&, const TensorList& in, const Attrs& a) {
+  sdpa::Geom g = sdpa::make_geom(kName, in[0], in[1], in[2], in[3], a);
+  const Dtype d = in[0].dtype();
+  return {{with(g.batch, {g.L, g.Ev}), d}, {with(g.batch, {g.L}), compute_dtype(d)}, {{2}, kInt64}};
+}
+
+void fwd_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
+  sdpa::Geom g = sdpa::make_geom(kName, in[0], in[1], in[2], in[3], a);
+  const Dtype ct = compute_dtype(in[0].dtype());
+  uint64_t seed = 0, offset = 0;
+  if (g.dropout_p > 0 && g.BH * g.L * g.S > 0) {
+    auto r = default_generator().reserve(static_cast<uint64_t>(g.BH * g.L * ((g.S + 3) / 4)));
+    seed = r.first, offset = r.second;
+  }
+  int64_t* rng = static_cast<int64_t*>(out[2].data_ptr());
+  rng[0] = static_cast<int64_t>(seed), rng[1] = static_cast<int64_t>(offset);
+  if (g.BH * g.L == 0) return;
+  Tensor o = out[0].dtype() == ct ? out[0] : make_tensor(out[0].sizes(), ct);
+  sdpa::forward(g, blas_operand(in[0], ct), blas_operand(in[1], ct), blas_operand(in[2], ct),
+                additive_mask(in[3], ct), o, out[1], seed, offset);
+  if (!o.is_same(out[0])) copy_(out[0], o);
+}
+
+OpDef op_sdpa{"_sdpa_flash", kRandom, fwd_meta, {fwd_kernel, nullptr}};
+OpRegistrar reg_sdpa{op_sdpa};
+
+// ---- backward ----------------------------------------------------------------------------------
+// in {grad_out, q, k, v, out, logsumexp, rng_state, mask?, grad_logsumexp?}; attrs: the forward's
+// + {mask_grad}; out {dq, dk, dv, dmask (shape (0,) unless mask_grad)}.
+
+bool wants_mask_grad(const TensorList& in, const Attrs& a) {
+  return a.size() > 4 && attr<bool>(a, 4) && in[7].defined() && in[7].dtype() != kBool;
+}
+
+void check_like(const char* op, const char* what, const Tensor& t, const Shape& shape) {
+  KILN_CHECK(t.defined() && t.dim() <= static_cast<int64_t>(shape.size()) &&
+                 broadcast_shapes(t.sizes(), shape, op) == shape,
+             Runtime, op, what, " must have shape ", shape, ", got ",
+             t.defined() ? t.sizes() : Shape{});
+}
+
+SpecList bwd_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
+  sdpa::Geom g = sdpa::make_geom(op.name, in[1], in[2], in[3], in[7], a);
+  check_like(op.name, "grad_out", in[0], with(g.batch, {g.L, g.Ev}));
+  check_like(op.name, "out", in[4], with(g.batch, {g.L, g.Ev}));
+  check_like(op.name, "logsumexp", in[5], with(g.batch, {g.L}));
+  if (in[8].defined()) check_like(op.name, "grad_logsumexp", in[8], with(g.batch, {g.L}));
+  KILN_CHECK(in[6].defined() && in[6].dtype() == kInt64 && in[6].numel() == 2, Runtime, op.name,
+             "rng_state must be the int64 (seed, offset) pair the forward returned");
+  const Dtype d = in[1].dtype();
+  TensorSpec dm =
+      wants_mask_grad(in, a) ? TensorSpec{in[7].sizes(), in[7].dtype()} : TensorSpec{{0}, d};
+  return {{in[1].sizes(), d}, {in[2].sizes(), d}, {in[3].sizes(), d}, dm};
+}
+
+Tensor sum_to(Tensor x, const Shape& target) {
+  const int64_t lead = x.dim() - static_cast<int64_t>(target.size());
+  Shape dims;
+  for (int64_t i = 0; i < lead; ++i) dims.push_back(i);
+  for (size_t i = 0; i < target.size(); ++i)
+    if (target[i] == 1 && x.size(lead + i) != 1) dims.push_back(lead + static_cast<int64_t>(i));
+  if (!dims.empty()) x = sum(x, dims, true);
+  return reshape(x, target);
+}
+
+// dst = the per-q-head gradient `full` (batch..., R, C) summed over GQA groups and broadcast dims.
+void reduce_into(const Tensor& dst, const Tensor& full, int64_t group) {
+  if (full.is_same(dst)) return;
+  Tensor x = full;
+  const int64_t n = full.dim();
+  if (group > 1 && n >= 3 && full.size(n - 3) / group > 1) {
+    // (..., Hk * G, R, C) -> (..., Hk, R, C)
+    Shape s(full.sizes().begin(), full.sizes().end() - 3);
+    s.insert(s.end(), {full.size(n - 3) / group, group, full.size(n - 2), full.size(n - 1)});
+    x = sum(reshape(x, s), Shape{-3});
+  }
+  copy_(dst, sum_to(x, dst.sizes()));
+}
+
+void bwd_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {
+  sdpa::Geom g = sdpa::make_geom(op.name, in[1], in[2], in[3], in[7], a);
+  const Dtype ct = compute_dtype(in[1].dtype());
+  auto full = [&](const Tensor& t, const Shape& s) {
+    return t.defined() ? contiguous(to_dtype(expand(t, s), ct)) : Tensor();
+  };
+  const Shape os = with(g.batch, {g.L, g.Ev}), ls = with(g.batch, {g.L});
+  Tensor dO = full(in[0], os), O = full(in[4], os), lse = full(in[5], ls), dlse = full(in[8], ls);
+  const Tensor rng = contiguous(in[6]);
+  const int64_t* rp = static_cast<const int64_t*>(rng.data_ptr());
+  const uint64_t seed = static_cast<uint64_t>(rp[0]), offset = static_cast<uint64_t>(rp[1]);
+  // per-q-head gradients; written straight into the outputs when no reduction or cast is needed
+  auto target = [&](const Tensor& o, const Shape& s) {
+    return o.sizes() == s && o.dtype() == ct ? o : make_tensor(s, ct);
+  };
+  Tensor dq = target(out[0], with(g.batch, {g.L, g.E}));
+  Tensor dk = target(out[1], with(g.batch, {g.S, g.E}));
+  Tensor dv = target(out[2], with(g.batch, {g.S, g.Ev}));
+  Tensor dm;
+  if (wants_mask_grad(in, a)) dm = out[3].dtype() == ct ? out[3] : make_tensor(out[3].sizes(), ct);
+  sdpa::backward(g, dO, blas_operand(in[1], ct), blas_operand(in[2], ct), blas_operand(in[3], ct),
+                 O, lse, dlse, additive_mask(in[7], ct), dq, dk, dv, dm, seed, offset);
+  reduce_into(out[0], dq, 1);
+  reduce_into(out[1], dk, g.gk);
+  reduce_into(out[2], dv, g.gv);
+  if (dm.defined() && !dm.is_same(out[3])) copy_(out[3], dm);
+}
+
+OpDef op_sdpa_backward{"_sdpa_flash_backward", 0, bwd_meta, {bwd_kernel, nullptr}};
+OpRegistrar reg_sdpa_backward{op_sdpa_backward};
+
+// d(out, logsumexp) -> d(q, k, v, mask): the fused backward (mask gradient for float masks only).
+TensorList sdpa_derivative(const GradCtx& ctx, const TensorList& grad_out) {
+  const Tensor& mask = ctx.in[3];
+  const bool mask_grad =
+      mask.defined() && mask.dtype() != kBool && ctx.needs.size() > 3 && ctx.needs[3];
+  Attrs a = ctx.attrs;
+  a.resize(4);
+  a.push_back(mask_grad);
+  Tensor dlse = grad_out.size() > 1 ? grad_out[1] : Tensor();
+  TensorList r = dispatch(op_sdpa_backward,
+                          {grad_out[0], ctx.in[0], ctx.in[1], ctx.in[2], ctx.out[0], ctx.out[1],
+                           ctx.out[2], mask, dlse},
+                          std::move(a));
+  return {r[0], r[1], r[2], mask_grad ? r[3] : Tensor()};
+}
+DerivativeRegistrar d_sdpa{op_sdpa, sdpa_derivative, /*save_in=*/0b1111, /*save_out=*/0b111};
+
+Attrs make_attrs(double dropout_p, bool is_causal, std::optional<double> scale, bool enable_gqa) {
+  return {dropout_p, is_causal, scale ? Attr(*scale) : Attr(std::monostate{}), enable_gqa};
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor, Tensor> sdpa_flash(const Tensor& q, const Tensor& k, const Tensor& v,
+                                              const Tensor& attn_mask, double dropout_p,
+                                              bool is_causal, std::optional<double> scale,
+                                              bool enable_gqa) {
+  TensorList r =
+      dispatch(op_sdpa, {q, k, v, attn_mask}, make_attrs(dropout_p, is_causal, scale, enable_gqa));
+  return {r[0], r[1], r[2]};
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> sdpa_flash_backward(
+    const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+    const Tensor& logsumexp, const Tensor& rng_state, const Tensor& attn_mask, double dropout_p,
+    bool is_causal, std::optional<double> scale, bool enable_gqa, bool mask_grad,
+    const Tensor& grad_logsumexp) {
+  Attrs a = make_attrs(dropout_p, is_causal, scale, enable_gqa);
+  a.push_back(mask_grad);
+  TensorList r = dispatch(op_sdpa_backward,
+                          {grad_out, q, k, v, out, logsumexp, rng_state, attn_mask, grad_logsumexp},
+                          std::move(a));
+  const bool mg = mask_grad && attn_mask.defined() && attn_mask.dtype() != kBool;
+  return {r[0], r[1], r[2], mg ? r[3] : Tensor()};
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& attn_mask, double dropout_p, bool is_causal,
+                                    std::optional<double> scale, bool enable_gqa) {
+  return std::get<0>(sdpa_flash(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa));
+}
+
+}  // namespace kiln
