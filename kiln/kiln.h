@@ -15,3 +15,5 @@
 #include "kiln/ops/nn_ops.h"
 #include "kiln/optim/optim.h"
 #include "kiln/ops/ops.h"
+#include "kiln/ops/shape.h"
+#include "kiln/ops/sort.h"

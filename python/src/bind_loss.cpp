@@ -1,8 +1,160 @@
-// Python binding: loss functions.
+// Python binding: loss functions (kiln/nn/loss.h), in the C++ argument order; kiln.nn.functional
+// wraps them with torch's signatures (legacy size_average / reduce, warnings).
+#include <Python.h>
+
+#include <variant>
+
 #include "common.h"
+#include "kiln/nn/loss.h"
 
 namespace kiln::py {
 
-void bind_loss(nb::module_& m) {}
+namespace {
+
+Tensor opt_t(nb::handle h) { return h.is_none() ? Tensor() : nb::cast<Tensor>(h); }
+
+bool is_int(nb::handle h) { return PyLong_Check(h.ptr()) && !PyBool_Check(h.ptr()); }
+
+// ctc lengths: a tensor, or a tuple / list of ints (torch refuses a bare int).
+std::variant<Tensor, Shape> lengths(nb::handle h, const char* arg) {
+  if (nb::isinstance<Tensor>(h)) return nb::cast<Tensor>(h);
+  if (PyTuple_Check(h.ptr()) || PyList_Check(h.ptr())) {
+    Shape s;
+    for (nb::handle v : nb::borrow<nb::sequence>(h)) {
+      if (!is_int(v))
+        throw nb::type_error((std::string("ctc_loss(): argument '") + arg +
+                              "' must be tuple of ints or a Tensor, but found element of type " +
+                              nb::type_name(v.type()).c_str())
+                                 .c_str());
+      s.push_back(nb::cast<int64_t>(v));
+    }
+    return s;
+  }
+  throw nb::type_error((std::string("ctc_loss(): argument '") + arg +
+                        "' must be tuple of ints or a Tensor, not " +
+                        nb::type_name(h.type()).c_str())
+                           .c_str());
+}
+
+}  // namespace
+
+void bind_loss(nb::module_& m) {
+  m.def(
+      "_cross_entropy",
+      [](const Tensor& x, const Tensor& t, nb::handle w, int64_t ignore_index,
+         const std::string& reduction, double label_smoothing) {
+        Tensor wt = opt_t(w);
+        nb::gil_scoped_release g;
+        return F::cross_entropy(x, t, wt, ignore_index, reduction, label_smoothing);
+      },
+      "input"_a, "target"_a, "weight"_a.none() = nb::none(), "ignore_index"_a = -100,
+      "reduction"_a = "mean", "label_smoothing"_a = 0.0);
+  m.def(
+      "_nll_loss",
+      [](const Tensor& x, const Tensor& t, nb::handle w, int64_t ignore_index,
+         const std::string& reduction) {
+        Tensor wt = opt_t(w);
+        nb::gil_scoped_release g;
+        return F::nll_loss(x, t, wt, ignore_index, reduction);
+      },
+      "input"_a, "target"_a, "weight"_a.none() = nb::none(), "ignore_index"_a = -100,
+      "reduction"_a = "mean");
+  m.def(
+      "_mse_loss",
+      [](const Tensor& x, const Tensor& t, const std::string& reduction, nb::handle w) {
+        Tensor wt = opt_t(w);
+        nb::gil_scoped_release g;
+        return F::mse_loss(x, t, reduction, wt);
+      },
+      "input"_a, "target"_a, "reduction"_a = "mean", "weight"_a.none() = nb::none());
+  m.def(
+      "_l1_loss",
+      [](const Tensor& x, const Tensor& t, const std::string& reduction, nb::handle w) {
+        Tensor wt = opt_t(w);
+        nb::gil_scoped_release g;
+        return F::l1_loss(x, t, reduction, wt);
+      },
+      "input"_a, "target"_a, "reduction"_a = "mean", "weight"_a.none() = nb::none());
+  m.def(
+      "_smooth_l1_loss",
+      [](const Tensor& x, const Tensor& t, const std::string& reduction, double beta) {
+        nb::gil_scoped_release g;
+        return F::smooth_l1_loss(x, t, reduction, beta);
+      },
+      "input"_a, "target"_a, "reduction"_a = "mean", "beta"_a = 1.0);
+  m.def(
+      "_huber_loss",
+      [](const Tensor& x, const Tensor& t, const std::string& reduction, double delta,
+         nb::handle w) {
+        Tensor wt = opt_t(w);
+        nb::gil_scoped_release g;
+        return F::huber_loss(x, t, reduction, delta, wt);
+      },
+      "input"_a, "target"_a, "reduction"_a = "mean", "delta"_a = 1.0,
+      "weight"_a.none() = nb::none());
+  m.def(
+      "_binary_cross_entropy",
+      [](const Tensor& x, const Tensor& t, nb::handle w, const std::string& reduction) {
+        Tensor wt = opt_t(w);
+        nb::gil_scoped_release g;
+        return F::binary_cross_entropy(x, t, wt, reduction);
+      },
+      "input"_a, "target"_a, "weight"_a.none() = nb::none(), "reduction"_a = "mean");
+  m.def(
+      "_binary_cross_entropy_with_logits",
+      [](const Tensor& x, const Tensor& t, nb::handle w, const std::string& reduction,
+         nb::handle pw) {
+        Tensor wt = opt_t(w), pwt = opt_t(pw);
+        nb::gil_scoped_release g;
+        return F::binary_cross_entropy_with_logits(x, t, wt, reduction, pwt);
+      },
+      "input"_a, "target"_a, "weight"_a.none() = nb::none(), "reduction"_a = "mean",
+      "pos_weight"_a.none() = nb::none());
+  m.def(
+      "_kl_div",
+      [](const Tensor& x, const Tensor& t, const std::string& reduction, bool log_target) {
+        nb::gil_scoped_release g;
+        return F::kl_div(x, t, reduction, log_target);
+      },
+      "input"_a, "target"_a, "reduction"_a = "mean", "log_target"_a = false);
+  m.def(
+      "_cosine_embedding_loss",
+      [](const Tensor& a, const Tensor& b, const Tensor& t, double margin,
+         const std::string& reduction) {
+        nb::gil_scoped_release g;
+        return F::cosine_embedding_loss(a, b, t, margin, reduction);
+      },
+      "input1"_a, "input2"_a, "target"_a, "margin"_a = 0.0, "reduction"_a = "mean");
+  m.def(
+      "_margin_ranking_loss",
+      [](const Tensor& a, const Tensor& b, const Tensor& t, double margin,
+         const std::string& reduction) {
+        nb::gil_scoped_release g;
+        return F::margin_ranking_loss(a, b, t, margin, reduction);
+      },
+      "input1"_a, "input2"_a, "target"_a, "margin"_a = 0.0, "reduction"_a = "mean");
+  m.def(
+      "_ctc_loss",
+      [](const Tensor& lp, const Tensor& t, nb::handle il, nb::handle tl, int64_t blank,
+         const std::string& reduction, bool zero_infinity) {
+        auto a = lengths(il, "input_lengths"), b = lengths(tl, "target_lengths");
+        nb::gil_scoped_release g;
+        if (std::holds_alternative<Tensor>(a) && std::holds_alternative<Tensor>(b))
+          return F::ctc_loss(lp, t, std::get<Tensor>(a), std::get<Tensor>(b), blank, reduction,
+                             zero_infinity);
+        auto shape = [](const std::variant<Tensor, Shape>& v) {
+          if (auto* s = std::get_if<Shape>(&v)) return *s;
+          const Tensor& x = std::get<Tensor>(v);
+          KILN_CHECK(is_integral(x.dtype(), false), Runtime, "ctc_loss",
+                     "lengths must be integral");
+          Tensor c = contiguous(to_dtype(x, kInt64));
+          const int64_t* p = static_cast<const int64_t*>(c.data_ptr());
+          return Shape(p, p + c.numel());
+        };
+        return F::ctc_loss(lp, t, shape(a), shape(b), blank, reduction, zero_infinity);
+      },
+      "log_probs"_a, "targets"_a, "input_lengths"_a, "target_lengths"_a, "blank"_a = 0,
+      "reduction"_a = "mean", "zero_infinity"_a = false);
+}
 
 }  // namespace kiln::py

@@ -6,3 +6,4 @@ from .parameter import Parameter, Buffer  # noqa: F401
 from .module import Module  # noqa: F401
 from .containers import Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict  # noqa: F401
 from .layers import *  # noqa: F401,F403
+from .loss import *  # noqa: F401,F403

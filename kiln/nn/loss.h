@@ -1,0 +1,70 @@
+// Loss functions with torch.nn.functional's semantics (reductions, dtype rules, errors).
+//
+// `reduction` is "none", "mean" or "sum" (kl_div also takes "batchmean"); anything else raises
+// torch's ValueError. Class-index cross_entropy and nll_loss are fused table ops (one pass over the
+// logits forward, one backward, double backward through a second table op); ctc_loss is a table op
+// with an alpha/beta-recursion kernel pair; binary_cross_entropy is a pointwise table op (torch's
+// clamped logs and gradient); the rest are composites of kiln ops.
+#pragma once
+
+#include <string>
+
+#include "kiln/nn/functional.h"
+
+namespace kiln::nn::functional {
+
+// input (N, C, d1, ...) or (C,) logits; target: class indices (N, d1, ...) / () as int64 or uint8,
+// or class probabilities of input's shape. weight (C,) rescales classes; targets equal to
+// ignore_index contribute nothing; 'mean' divides by the summed weights of the kept targets.
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight = Tensor(),
+                     int64_t ignore_index = -100, const std::string& reduction = "mean",
+                     double label_smoothing = 0.0);
+// input: log-probabilities laid out as for cross_entropy; the same index, weight and ignore rules.
+Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight = Tensor(),
+                int64_t ignore_index = -100, const std::string& reduction = "mean");
+
+// Elementwise regression losses; input and target broadcast. `weight` (input's shape) scales the
+// elements: mse/l1 'mean' divide by sum(weight), huber 'mean' by the element count, as torch.
+Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean",
+                const Tensor& weight = Tensor());
+Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean",
+               const Tensor& weight = Tensor());
+// 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta = 0: l1_loss).
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target,
+                      const std::string& reduction = "mean", double beta = 1.0);
+// 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta); the result has input's dtype.
+Tensor huber_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean",
+                  double delta = 1.0, const Tensor& weight = Tensor());
+
+// -w (t log x + (1 - t) log(1 - x)), each log clamped to >= -100; x and t in [0, 1], same shape.
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
+                            const Tensor& weight = Tensor(), const std::string& reduction = "mean");
+// The same on logits, in the stable form (1 - t) x - (1 + (pos_weight - 1) t) log_sigmoid(x).
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const Tensor& weight = Tensor(),
+                                        const std::string& reduction = "mean",
+                                        const Tensor& pos_weight = Tensor());
+// target * (log target - input) (log_target: exp(target) * (target - input)); "batchmean" divides
+// the sum by the batch size input.size(0).
+Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& reduction = "mean",
+              bool log_target = false);
+// target 1: 1 - cos(x1, x2); target -1: max(0, cos - margin). x (N, D) with target (N,), or (D,)
+// with a 0-dim target.
+Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const Tensor& target,
+                             double margin = 0.0, const std::string& reduction = "mean");
+// max(0, -target * (x1 - x2) + margin)
+Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Tensor& target,
+                           double margin = 0.0, const std::string& reduction = "mean");
+
+// Connectionist temporal classification. log_probs (T, N, C) or (T, C); targets padded (N, S) or
+// concatenated 1-D; one input and one target length per batch entry. 'mean' divides each loss by
+// its target length (at least 1) before averaging; zero_infinity replaces infinite losses (and
+// their gradients) by zero. Gradients follow torch: they assume log_probs are log-softmax outputs.
+Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Shape& input_lengths,
+                const Shape& target_lengths, int64_t blank = 0,
+                const std::string& reduction = "mean", bool zero_infinity = false);
+Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                const Tensor& target_lengths, int64_t blank = 0,
+                const std::string& reduction = "mean", bool zero_infinity = false);
+
+}  // namespace kiln::nn::functional
