@@ -1,8 +1,12 @@
 // kiln::nn umbrella header.
 #pragma once
 
+#include "kiln/nn/attention.h"
+#include "kiln/nn/conv_layers.h"
 #include "kiln/nn/functional.h"
 #include "kiln/nn/init.h"
 #include "kiln/nn/layers.h"
 #include "kiln/nn/module.h"
+#include "kiln/nn/norm_layers.h"
+#include "kiln/nn/transformer.h"
 #include "kiln/nn/utils.h"

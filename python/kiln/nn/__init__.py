@@ -7,3 +7,5 @@ from .module import Module  # noqa: F401
 from .containers import Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict  # noqa: F401
 from .layers import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403
+from .norm_conv import *  # noqa: F401,F403
+from .transformer import *  # noqa: F401,F403

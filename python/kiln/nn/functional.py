@@ -220,3 +220,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     """softmax(Q K^T * scale + mask) V with kiln's fused, memory-efficient CPU kernel (and backward)."""
     return _C.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale=scale,
                                            enable_gqa=enable_gqa)
+
+
+# ---- normalisation / bags / attention (kiln/nn/norm_layers.cpp, attention.cpp) ----------------------
+batch_norm = _C.batch_norm
+group_norm = _C.group_norm
+embedding_bag = _C.embedding_bag
+multi_head_attention_forward = _C.multi_head_attention_forward

@@ -1,0 +1,202 @@
+"""Normalisation, EmbeddingBag, convolution, pooling and upsampling modules computed by kiln's C++
+layers (kiln/nn/norm_layers.cpp, kiln/nn/conv_layers.cpp), with torch.nn's constructor signatures."""
+from .. import _C
+from .module import _CppModule
+
+_cnn = _C._nn
+
+__all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "EmbeddingBag", "Conv1d", "Conv2d", "ConvTranspose1d",
+           "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
+           "Upsample"]
+
+
+def _cpp_attr(name):
+    """A Python attribute that reads and writes the C++ layer's field (hyper-parameters used in forward)."""
+    return property(lambda self: getattr(self._cpp, name), lambda self, v: setattr(self._cpp, name, v))
+
+
+# ---- normalisation ----------------------------------------------------------------------------------
+class _BatchNorm(_CppModule):
+    _impl = None
+    eps = _cpp_attr("eps")
+    momentum = _cpp_attr("momentum")
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
+                 dtype=None, *, bias=True):
+        super().__init__()
+        self._bind(self._impl(num_features, eps, momentum, affine, track_running_stats, bias, dtype))
+        self.num_features, self.affine, self.track_running_stats = num_features, affine, track_running_stats
+
+    def reset_running_stats(self):
+        self._cpp.reset_running_stats()
+
+    def reset_parameters(self):
+        self._cpp.reset_parameters()
+
+
+class BatchNorm1d(_BatchNorm):
+    _impl = _cnn.BatchNorm1d
+
+
+class BatchNorm2d(_BatchNorm):
+    _impl = _cnn.BatchNorm2d
+
+
+class GroupNorm(_CppModule):
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None, *, bias=True):
+        super().__init__()
+        self._bind(_cnn.GroupNorm(num_groups, num_channels, eps, affine, bias, dtype))
+        self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
+
+    def reset_parameters(self):
+        self._cpp.reset_parameters()
+
+
+class EmbeddingBag(_CppModule):
+    def __init__(self, num_embeddings, embedding_dim, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                 mode="mean", sparse=False, _weight=None, include_last_offset=False, padding_idx=None, device=None,
+                 dtype=None):
+        super().__init__()
+        self._bind(_cnn.EmbeddingBag(num_embeddings, embedding_dim, max_norm, norm_type, scale_grad_by_freq, mode,
+                                     sparse, include_last_offset, padding_idx, dtype))
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.max_norm, self.norm_type, self.scale_grad_by_freq = max_norm, norm_type, scale_grad_by_freq
+        self.mode, self.sparse, self.include_last_offset = mode, sparse, include_last_offset
+        self.padding_idx = self._cpp.padding_idx
+        if _weight is not None:
+            if list(_weight.shape) != [num_embeddings, embedding_dim]:
+                raise AssertionError("Shape of weight does not match num_embeddings and embedding_dim")
+            from .parameter import Parameter
+            self.weight = Parameter(_weight)
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                        mode="mean", sparse=False, include_last_offset=False, padding_idx=None):
+        if embeddings.dim() != 2:
+            raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
+        rows, cols = embeddings.shape
+        bag = cls(rows, cols, max_norm, norm_type, scale_grad_by_freq, mode, sparse, embeddings,
+                  include_last_offset, padding_idx)
+        bag.weight.requires_grad_(not freeze)
+        return bag
+
+    def forward(self, input, offsets=None, per_sample_weights=None):
+        return self._cpp.forward(input, offsets, per_sample_weights)
+
+    def reset_parameters(self):
+        self._cpp.reset_parameters()
+
+
+# ---- convolution --------------------------------------------------------------------------------------
+class _ConvNd(_CppModule):
+    def _setup(self, cpp, in_channels, out_channels, groups, padding_mode, transposed):
+        self._bind(cpp)
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size, self.stride = tuple(cpp.kernel_size), tuple(cpp.stride)
+        self.padding = cpp.padding_str or tuple(cpp.padding_values)
+        self.dilation, self.output_padding = tuple(cpp.dilation), tuple(cpp.output_padding)
+        self.transposed, self.padding_mode = transposed, padding_mode
+
+    def reset_parameters(self):
+        self._cpp.reset_parameters()
+
+
+class Conv1d(_ConvNd):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
+                 padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        self._setup(_cnn.Conv1d(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                                padding_mode, dtype), in_channels, out_channels, groups, padding_mode, False)
+
+
+class Conv2d(_ConvNd):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
+                 padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        self._setup(_cnn.Conv2d(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                                padding_mode, dtype), in_channels, out_channels, groups, padding_mode, False)
+
+
+class ConvTranspose1d(_ConvNd):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                 bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        self._setup(_cnn.ConvTranspose1d(in_channels, out_channels, kernel_size, stride, padding, output_padding,
+                                         groups, bias, dilation, padding_mode, dtype),
+                    in_channels, out_channels, groups, padding_mode, True)
+
+    def forward(self, input, output_size=None):
+        return self._cpp.forward(input, None if output_size is None else tuple(output_size))
+
+
+# ---- pooling and upsampling -----------------------------------------------------------------------------
+class _MaxPoolNd(_CppModule):
+    _impl = None
+
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
+        super().__init__()
+        self._bind(self._impl(kernel_size, stride, padding, dilation, return_indices, ceil_mode))
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding, self.dilation = padding, dilation
+        self.return_indices, self.ceil_mode = return_indices, ceil_mode
+
+
+class MaxPool1d(_MaxPoolNd):
+    _impl = _cnn.MaxPool1d
+
+
+class MaxPool2d(_MaxPoolNd):
+    _impl = _cnn.MaxPool2d
+
+
+def _single(v):
+    return tuple(v) if isinstance(v, (tuple, list)) else (v,)
+
+
+class AvgPool1d(_CppModule):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+        super().__init__()
+        self._bind(_cnn.AvgPool1d(kernel_size, stride, padding, ceil_mode, count_include_pad))
+        self.kernel_size = _single(kernel_size)
+        self.stride = _single(stride if stride is not None else kernel_size)
+        self.padding, self.ceil_mode, self.count_include_pad = _single(padding), ceil_mode, count_include_pad
+
+
+class AvgPool2d(_CppModule):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                 divisor_override=None):
+        super().__init__()
+        self._bind(_cnn.AvgPool2d(kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override))
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad
+        self.divisor_override = divisor_override
+
+
+class AdaptiveAvgPool1d(_CppModule):
+    def __init__(self, output_size):
+        super().__init__()
+        self._bind(_cnn.AdaptiveAvgPool1d(output_size))
+        self.output_size = output_size
+
+
+class AdaptiveAvgPool2d(_CppModule):
+    def __init__(self, output_size):
+        super().__init__()
+        self._bind(_cnn.AdaptiveAvgPool2d(output_size))
+        self.output_size = output_size
+
+
+class Upsample(_CppModule):
+    def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                 recompute_scale_factor=None):
+        super().__init__()
+        self._bind(_cnn.Upsample(size, scale_factor, mode, align_corners, recompute_scale_factor))
+        self.name = type(self).__name__
+        self.size = size
+        if isinstance(scale_factor, tuple):
+            self.scale_factor = tuple(float(f) for f in scale_factor)
+        else:
+            self.scale_factor = float(scale_factor) if scale_factor else None
+        self.mode, self.align_corners, self.recompute_scale_factor = mode, align_corners, recompute_scale_factor
