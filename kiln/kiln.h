@@ -2,6 +2,7 @@
 #pragma once
 
 #include "kiln/autograd/autograd.h"
+#include "kiln/autograd/function.h"
 #include "kiln/backend/cpu/parallel.h"
 #include "kiln/core/allocator.h"
 #include "kiln/core/dtype.h"

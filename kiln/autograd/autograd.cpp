@@ -1,10 +1,11 @@
 // Grad mode, the per-tensor autograd state, saved tensors, the node kinds, and the autograd layer
 // that dispatch() calls for every op whose inputs require grad.
+#include "kiln/autograd/autograd.h"
+
 #include <atomic>
 #include <cctype>
 #include <cstring>
 
-#include "kiln/autograd/autograd.h"
 #include "kiln/autograd/nodes.h"
 #include "kiln/ops/ops.h"
 
@@ -17,23 +18,26 @@ std::atomic<bool> g_anomaly{false};
 std::string (*g_trace_fn)() = nullptr;
 std::atomic<int> g_hook_id{0};
 
-AutogradMeta* meta_of(const Tensor& t) { return t.defined() ? t.impl()->autograd.get() : nullptr; }
-AutogradMeta& ensure_meta(const Tensor& t) {
-  if (!t.impl()->autograd) t.impl()->autograd = std::make_shared<AutogradMeta>();
-  return *t.impl()->autograd;
-}
-
 const char* legacy_type(Dtype d) {
   switch (d) {
-    case kFloat32: return "FloatTensor";
-    case kFloat64: return "DoubleTensor";
-    case kFloat16: return "HalfTensor";
-    case kBFloat16: return "BFloat16Tensor";
-    case kComplex64: return "ComplexFloatTensor";
-    case kComplex128: return "ComplexDoubleTensor";
-    case kInt64: return "LongTensor";
-    case kInt32: return "IntTensor";
-    default: return "Tensor";
+    case kFloat32:
+      return "FloatTensor";
+    case kFloat64:
+      return "DoubleTensor";
+    case kFloat16:
+      return "HalfTensor";
+    case kBFloat16:
+      return "BFloat16Tensor";
+    case kComplex64:
+      return "ComplexFloatTensor";
+    case kComplex128:
+      return "ComplexDoubleTensor";
+    case kInt64:
+      return "LongTensor";
+    case kInt32:
+      return "IntTensor";
+    default:
+      return "Tensor";
   }
 }
 
@@ -45,11 +49,27 @@ std::string describe(const Tensor& t) {
 
 }  // namespace
 
+AutogradMeta* meta_of(const Tensor& t) { return t.defined() ? t.impl()->autograd.get() : nullptr; }
+AutogradMeta& ensure_meta(const Tensor& t) {
+  if (!t.impl()->autograd) t.impl()->autograd = std::make_shared<AutogradMeta>();
+  return *t.impl()->autograd;
+}
+
+void set_history(const Tensor& t, const std::shared_ptr<Node>& fn, uint32_t output_nr) {
+  AutogradMeta& m = ensure_meta(t);
+  if (m.retains_grad && m.grad_fn) m.grad_fn->retained.erase(m.output_nr);
+  m.requires_grad = true;
+  m.grad_fn = fn;
+  m.output_nr = output_nr;
+  if (m.retains_grad && fn) fn->retained[output_nr] = t.impl_ptr();
+}
+
 // ---- grad mode ----------------------------------------------------------------------------------
 bool grad_mode_enabled() { return t_grad_enabled; }
 void set_grad_enabled(bool enabled) { t_grad_enabled = enabled; }
 bool inference_mode_enabled() { return inference_mode_tls(); }
-InferenceMode::InferenceMode(bool enabled) : prev_grad_(t_grad_enabled), prev_inf_(inference_mode_tls()) {
+InferenceMode::InferenceMode(bool enabled)
+    : prev_grad_(t_grad_enabled), prev_inf_(inference_mode_tls()) {
   if (enabled) t_grad_enabled = false;
   inference_mode_tls() = enabled;
 }
@@ -60,6 +80,9 @@ InferenceMode::~InferenceMode() {
 bool anomaly_mode_enabled() { return g_anomaly.load(std::memory_order_relaxed); }
 void set_anomaly_enabled(bool enabled, bool) { g_anomaly = enabled; }
 void set_anomaly_trace_fn(std::string (*fn)()) { g_trace_fn = fn; }
+std::string anomaly_trace(const std::string& fallback) {
+  return g_trace_fn ? g_trace_fn() : fallback;
+}
 
 bool is_differentiable(Dtype d) { return is_floating(d) || is_complex(d); }
 
@@ -70,7 +93,8 @@ bool requires_grad(const Tensor& t) {
 }
 
 const Tensor& set_requires_grad(const Tensor& t, bool r) {
-  AutogradMeta* m = meta_of(t);
+  AutogradMeta* m = fresh_meta(t);
+  if (r && m && m->grad_fn) return t;  // torch's requires_grad_(True) on a non-leaf: nothing to do
   KILN_CHECK(!(m && m->grad_fn), Runtime, "requires_grad_",
              r ? "you can only change requires_grad flags of leaf variables."
                : "you can only change requires_grad flags of leaf variables. If you want to use a "
@@ -78,8 +102,9 @@ const Tensor& set_requires_grad(const Tensor& t, bool r) {
                  "var_no_grad = var.detach().");
   KILN_CHECK(!r || is_differentiable(t.dtype()), Runtime, "requires_grad_",
              "only Tensors of floating point and complex dtype can require gradients");
-  KILN_CHECK(!r || !t.impl()->inference || inference_mode_tls(), Runtime, "requires_grad_",
-             "Setting requires_grad=True on inference tensor outside InferenceMode is not allowed.");
+  KILN_CHECK(
+      !r || !t.impl()->inference || inference_mode_tls(), Runtime, "requires_grad_",
+      "Setting requires_grad=True on inference tensor outside InferenceMode is not allowed.");
   if (r || m) ensure_meta(t).requires_grad = r;
   return t;
 }
@@ -91,22 +116,26 @@ Tensor grad(const Tensor& t) {
 
 void set_grad(const Tensor& t, const Tensor& g) {
   if (g.defined()) {
-    KILN_CHECK(g.sizes() == t.sizes(), Runtime, "grad", "assigned grad has data of a different size");
-    KILN_CHECK(g.dtype() == t.dtype(), Runtime, "grad", "assigned grad has data of a different type");
+    KILN_CHECK(g.sizes() == t.sizes(), Runtime, "grad",
+               "assigned grad has data of a different size");
+    KILN_CHECK(g.dtype() == t.dtype(), Runtime, "grad",
+               "assigned grad has data of a different type");
   }
   if (!g.defined() && !meta_of(t)) return;
   ensure_meta(t).grad = g;
 }
 
 std::shared_ptr<Node> grad_fn(const Tensor& t) {
-  const AutogradMeta* m = meta_of(t);
+  const AutogradMeta* m = fresh_meta(t);
   return m ? m->grad_fn : nullptr;
 }
 
 bool is_leaf(const Tensor& t) { return grad_fn(t) == nullptr; }
 
 void retain_grad(const Tensor& t) {
-  KILN_CHECK(requires_grad(t), Runtime, "retain_grad", "can't retain_grad on Tensor that has requires_grad=False");
+  KILN_CHECK(requires_grad(t), Runtime, "retain_grad",
+             "can't retain_grad on Tensor that has requires_grad=False");
+  fresh_meta(t);
   AutogradMeta& m = ensure_meta(t);
   if (!m.grad_fn || m.retains_grad) return;
   m.grad_fn->retained[m.output_nr] = t.impl_ptr();
@@ -124,8 +153,35 @@ Tensor detach(const Tensor& t) {
   return Tensor(std::move(impl));
 }
 
+Tensor variable_data(const Tensor& t) {
+  // a second Storage over the same memory (so a second version counter); it keeps the first alive
+  const std::shared_ptr<Storage>& st = t.storage();
+  auto* keep = new std::shared_ptr<Storage>(st);
+  auto alias = std::make_shared<Storage>(
+      st->data(), st->nbytes(), st->device(),
+      [](void*, size_t, void* ctx) { delete static_cast<std::shared_ptr<Storage>*>(ctx); }, keep);
+  auto impl = std::make_shared<TensorImpl>(*t.impl());
+  impl->storage = std::move(alias);
+  impl->autograd = nullptr;
+  return Tensor(std::move(impl));
+}
+
+bool is_view(const Tensor& t) {
+  const AutogradMeta* m = meta_of(t);
+  return m && m->view_base;
+}
+
+Tensor view_base(const Tensor& t) {
+  const AutogradMeta* m = meta_of(t);
+  return m && m->view_base ? Tensor(m->view_base) : Tensor();
+}
+
 const Tensor& detach_(const Tensor& t) {
   if (AutogradMeta* m = meta_of(t)) {
+    KILN_CHECK(!m->view_base, Runtime, "detach_",
+               "Can't detach views in-place. Use detach() instead.");
+    if (m->retains_grad && m->grad_fn) m->grad_fn->retained.erase(m->output_nr);
+    m->retains_grad = false;
     m->grad_fn = nullptr;
     m->requires_grad = false;
     m->output_nr = 0;
@@ -137,9 +193,14 @@ int register_hook(const Tensor& t, TensorHook hook) {
   KILN_CHECK(requires_grad(t), Runtime, "register_hook",
              "cannot register a hook on a tensor that doesn't require gradient");
   int id = ++g_hook_id;
+  fresh_meta(t);
   AutogradMeta& m = ensure_meta(t);
-  if (m.grad_fn) m.grad_fn->tensor_hooks[m.output_nr][id] = std::move(hook);
-  else m.hooks[id] = std::move(hook);
+  if (m.grad_fn) {
+    m.grad_fn->tensor_hooks[m.output_nr][id] = std::move(hook);
+    m.hook_nodes[id] = m.grad_fn;
+  } else {
+    m.hooks[id] = std::move(hook);
+  }
   return id;
 }
 
@@ -147,11 +208,15 @@ void remove_hook(const Tensor& t, int id) {
   AutogradMeta* m = meta_of(t);
   if (!m) return;
   m->hooks.erase(id);
-  if (m->grad_fn)
-    for (auto& [slot, hooks] : m->grad_fn->tensor_hooks) hooks.erase(id);
+  if (auto it = m->hook_nodes.find(id); it != m->hook_nodes.end()) {
+    if (auto node = it->second.lock())
+      for (auto& [slot, hooks] : node->tensor_hooks) hooks.erase(id);
+    m->hook_nodes.erase(it);
+  }
 }
 
 Edge gradient_edge(const Tensor& t) {
+  fresh_meta(t);
   AutogradMeta& m = ensure_meta(t);
   if (m.grad_fn) return {m.grad_fn, m.output_nr};
   std::shared_ptr<Node> acc = m.grad_accumulator.lock();
@@ -172,7 +237,8 @@ std::shared_ptr<Node> Tensor::grad_fn() const { return kiln::grad_fn(*this); }
 bool Tensor::is_leaf() const { return kiln::is_leaf(*this); }
 Tensor Tensor::detach() const { return kiln::detach(*this); }
 void Tensor::retain_grad() const { kiln::retain_grad(*this); }
-void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph, bool create_graph) const {
+void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph,
+                      bool create_graph) const {
   BackwardOptions o;
   o.retain_graph = retain_graph;
   o.create_graph = create_graph;
@@ -183,9 +249,10 @@ void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph, 
 SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output) {
   was_defined_ = t.defined();
   if (!was_defined_) return;
-  KILN_CHECK(!t.impl()->inference, Runtime, "autograd",
-             "Inference tensors cannot be saved for backward. To work around you can make a clone to "
-             "get a normal tensor and use it in autograd.");
+  KILN_CHECK(
+      !t.impl()->inference, Runtime, "autograd",
+      "Inference tensors cannot be saved for backward. To work around you can make a clone to "
+      "get a normal tensor and use it in autograd.");
   version_ = t.version();
   requires_grad_ = requires_grad(t);
   if (is_output) {
@@ -198,26 +265,32 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output
 
 void SavedTensor::release() {
   data_ = Tensor();
-  released_ = true;
+  released_ = was_defined_;
 }
 
 Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner) const {
-  KILN_CHECK(!released_, Runtime, "autograd",
-             "Trying to backward through the graph a second time (or directly access saved tensors "
-             "after they have already been freed). Saved intermediate values of the graph are freed "
-             "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
-             "backward through the graph a second time or if you need to access saved tensors after "
-             "calling backward.");
   if (!was_defined_) return Tensor();
+  KILN_CHECK(
+      !released_, Runtime, "autograd",
+      "Trying to backward through the graph a second time (or directly access saved tensors "
+      "after they have already been freed). Saved intermediate values of the graph are freed "
+      "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+      "backward through the graph a second time or if you need to access saved tensors after "
+      "calling backward.");
   if (data_.version() != version_) {
     std::string who;
-    if (is_output_) who = ", which is output " + std::to_string(output_nr_) + " of " + owner->name() + ",";
-    else if (auto fn = grad_fn(data_)) who = ", which is output " + std::to_string(meta_of(data_)->output_nr) + " of " + fn->name() + ",";
-    KILN_CHECK(false, Runtime, "autograd",
-               "one of the variables needed for gradient computation has been modified by an inplace "
-               "operation: ", describe(data_), who, " is at version ", data_.version(), "; expected version ",
-               version_, " instead. Hint: enable anomaly detection to find the operation that failed to "
-               "compute its gradient, with kiln.autograd.set_detect_anomaly(True).");
+    if (is_output_)
+      who = ", which is output " + std::to_string(output_nr_) + " of " + owner->name() + ",";
+    else if (auto fn = grad_fn(data_))
+      who = ", which is output " + std::to_string(meta_of(data_)->output_nr) + " of " + fn->name() +
+            ",";
+    KILN_CHECK(
+        false, Runtime, "autograd",
+        "one of the variables needed for gradient computation has been modified by an inplace "
+        "operation: ",
+        describe(data_), who, " is at version ", data_.version(), "; expected version ", version_,
+        " instead. Hint: enable anomaly detection to find the operation that failed to "
+        "compute its gradient, with kiln.autograd.set_detect_anomaly(True).");
   }
   if (is_output_ && requires_grad_) {
     Tensor t = detach(data_);
@@ -233,7 +306,26 @@ Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner) const {
 // ---- nodes --------------------------------------------------------------------------------------
 Node::Node() : sequence_nr(g_sequence.fetch_add(1, std::memory_order_relaxed)) {}
 
+// A chain of 100k nodes would otherwise be freed by 100k nested destructors: a node whose last
+// owner is a dying node is queued and freed by the outermost destructor's loop.
+Node::~Node() {
+  thread_local std::vector<std::shared_ptr<Node>> pending;
+  thread_local bool draining = false;
+  for (Edge& e : next_edges)
+    if (e.fn && e.fn.use_count() == 1) pending.push_back(std::move(e.fn));
+  next_edges.clear();
+  if (draining) return;
+  draining = true;
+  while (!pending.empty()) {
+    std::shared_ptr<Node> n = std::move(pending.back());
+    pending.pop_back();
+    n.reset();
+  }
+  draining = false;
+}
+
 std::string backward_name(const char* op) {
+  if (std::strcmp(op, "true_divide") == 0) op = "div";  // torch's name for a / b
   std::string s;
   bool up = true;
   for (const char* p = op; *p; ++p) {
@@ -254,10 +346,6 @@ TensorList OpNode::apply(TensorList&& grad_outputs) {
   TensorList in(saved_in.size()), out(saved_out.size());
   for (size_t i = 0; i < saved_in.size(); ++i) in[i] = saved_in[i].unpack(self);
   for (size_t i = 0; i < saved_out.size(); ++i) out[i] = saved_out[i].unpack(self);
-  KILN_CHECK(!released, Runtime, "autograd",
-             "Trying to backward through the graph a second time (or directly access saved tensors "
-             "after they have already been freed). Specify retain_graph=True if you need to backward "
-             "through the graph a second time.");
   bool any = false;
   for (bool b : needs) any |= b;
   if (!any || !op->derivative) return TensorList(next_edges.size());
@@ -276,19 +364,16 @@ void OpNode::release_saved() {
 }
 
 TensorList NotImplementedNode::apply(TensorList&&) {
-  KILN_CHECK(false, NotImplemented, op_name.c_str(), "the derivative for '", op_name, "' is not implemented.");
+  KILN_CHECK(false, NotImplemented, op_name.c_str(), "the derivative for '", op_name,
+             "' is not implemented.");
   return {};
 }
 
 TensorList AccumulateGrad::apply(TensorList&& grad_outputs) {
-  Tensor g = std::move(grad_outputs[0]);
+  Tensor g = std::move(grad_outputs[0]);  // the leaf's hooks already ran (engine)
   if (!g.defined()) return {};
   Tensor var(leaf);
   AutogradMeta& m = ensure_meta(var);
-  for (auto& [id, h] : m.hooks) {
-    Tensor r = h(g);
-    if (r.defined()) g = r;
-  }
   if (!grad_mode_enabled()) {
     if (requires_grad(g)) g = detach(g);
     bool steal = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && g.is_contiguous();
@@ -300,7 +385,7 @@ TensorList AccumulateGrad::apply(TensorList&& grad_outputs) {
       m.grad = add(m.grad, g);
     }
   } else {
-    m.grad = m.grad.defined() ? add(m.grad, g) : g;
+    m.grad = m.grad.defined() ? add(m.grad, g) : clone(g);  // never an alias of another gradient
   }
   return {};
 }
@@ -321,38 +406,78 @@ TensorList CustomNode::unpack_saved() {
 // ---- the autograd layer -------------------------------------------------------------------------
 namespace {
 
+// dispatch() calls the layer when this is true: an input that requires grad (grad mode on), or an
+// inference tensor outside inference mode (which may not be updated in place).
 bool needs_grad(const TensorList& ts) {
-  if (!t_grad_enabled) return false;
   for (const Tensor& t : ts)
     if (t.defined()) {
-      const AutogradMeta* m = t.impl()->autograd.get();
-      if (m && m->requires_grad) return true;
+      const TensorImpl* impl = t.impl();
+      const AutogradMeta* m = impl->autograd.get();
+      if (m && m->requires_grad && t_grad_enabled) return true;
+      if (impl->inference && !inference_mode_tls()) [[unlikely]]
+        return true;
     }
   return false;
 }
 
-TensorList autograd_layer(const OpDef& op, const TensorList& inputs, const Attrs& attrs, TensorList* out,
-                          bool inplace) {
+TensorList plain(const OpDef& op, const TensorList& inputs, const Attrs& attrs, TensorList* out,
+                 bool inplace) {
+  TensorList r = dispatch_kernel(op, inputs, attrs, out, inplace);
+  if (inference_mode_tls() && !out)
+    for (Tensor& t : r)
+      if (t.defined()) t.impl()->inference = true;
+  return r;
+}
+
+TensorList autograd_layer(const OpDef& op, const TensorList& inputs, const Attrs& attrs,
+                          TensorList* out, bool inplace) {
   static const bool resolved = (resolve_derivatives(), true);
   (void)resolved;
-  if (out && !inplace) {
-    KILN_CHECK(false, Runtime, op.name, op.name,
-               "(): functions with out=... arguments don't support automatic differentiation, but one "
-               "of the arguments requires grad.");
-  }
+  if (inference_mode_tls()) return plain(op, inputs, attrs, out, inplace);
   // in-place: torch's `x.op_(...)` (out = {x}), or a table op named `*_` writing into its input 0
   const size_t len = std::strlen(op.name);
-  const bool writes_self = inplace || (!out && len > 1 && op.name[len - 1] == '_' && !inputs.empty());
+  const bool writes_self =
+      inplace || (!out && len > 1 && op.name[len - 1] == '_' && !inputs.empty());
   const Tensor* self = inplace ? &(*out)[0] : (writes_self ? &inputs[0] : nullptr);
-  if (self) {
-    const AutogradMeta* m = meta_of(*self);
-    KILN_CHECK(!(m && m->requires_grad && !m->grad_fn), Runtime, op.name,
-               "a leaf Variable that requires grad is being used in an in-place operation.");
+  if (self || out) {
+    bool inference = self && self->defined() && self->impl()->inference;
+    if (out)
+      for (const Tensor& o : *out) inference |= o.defined() && o.impl()->inference;
+    KILN_CHECK(
+        !inference, Runtime, op.name,
+        "Inplace update to inference tensor outside InferenceMode is not allowed.You can make a "
+        "clone to get a normal tensor before doing inplace update.See "
+        "https://github.com/pytorch/rfcs/pull/17 for more details.");
   }
   const size_t n = inputs.size();
   std::vector<bool> needs(n);
   bool any = false;
-  for (size_t i = 0; i < n; ++i) any |= (needs[i] = requires_grad(inputs[i]));
+  if (t_grad_enabled)
+    for (size_t i = 0; i < n; ++i) any |= (needs[i] = requires_grad(inputs[i]));
+  bool out_rg = false;
+  if (out && t_grad_enabled)
+    for (const Tensor& o : *out) out_rg |= requires_grad(o);
+  if (!any && !out_rg) return plain(op, inputs, attrs, out, inplace);
+  if (out && !inplace) {
+    KILN_CHECK(
+        false, Runtime, op.name, op.name,
+        "(): functions with out=... arguments don't support automatic differentiation, but one "
+        "of the arguments requires grad.");
+  }
+  // the tensor written in place: a leaf that requires grad may not be; a view of one neither
+  Tensor base;  // set when self is a differentiable view whose base's history must be rebased
+  int self_index = -1;
+  if (self) {
+    const AutogradMeta* m = fresh_meta(*self);
+    KILN_CHECK(!(m && m->requires_grad && !m->grad_fn), Runtime, op.name,
+               "a leaf Variable that requires grad is being used in an in-place operation.");
+    base = tracked_base(m);
+    KILN_CHECK(
+        !(base.defined() && is_leaf(base)), Runtime, op.name,
+        "a view of a leaf Variable that requires grad is being used in an in-place operation.");
+    for (size_t i = 0; i < n && self_index < 0; ++i)
+      if (inputs[i].is_same(*self)) self_index = static_cast<int>(i);
+  }
 
   // inputs the derivative needs; an input the op overwrites is saved as a copy of its old value
   std::vector<SavedTensor> saved_in;
@@ -374,7 +499,6 @@ TensorList autograd_layer(const OpDef& op, const TensorList& inputs, const Attrs
   bool differentiable_out = false;
   for (const Tensor& r : result) differentiable_out |= r.defined() && is_differentiable(r.dtype());
   if (!differentiable_out) return result;
-  if (!any && !writes_self) return result;
 
   std::shared_ptr<Node> node;
   if (!any) {
@@ -402,23 +526,32 @@ TensorList autograd_layer(const OpDef& op, const TensorList& inputs, const Attrs
     node->in_specs[i] = {inputs[i].sizes(), inputs[i].dtype()};
     if (needs[i]) node->next_edges[i] = gradient_edge(inputs[i]);
   }
+  if (anomaly_mode_enabled()) node->trace = anomaly_trace(op.name);
   node->out_specs.reserve(result.size());
+  for (const Tensor& r : result)
+    node->out_specs.push_back(r.defined() ? TensorSpec{r.sizes(), r.dtype()}
+                                          : TensorSpec{{}, kFloat32});
+  // outputs the derivative needs, saved once they carry this node's history (double backward)
+  auto save_outputs = [&] {
+    if (auto* nn = dynamic_cast<OpNode*>(node.get()); nn && any && op.save_out) {
+      nn->saved_out.resize(result.size());
+      for (size_t i = 0; i < result.size(); ++i)
+        if (op.save_out >> i & 1) nn->saved_out[i] = SavedTensor(result[i], true);
+    }
+  };
+  if (base.defined()) {  // self is a view that requires grad: saved as output 0 of the node
+    save_outputs();
+    rebase_view(*self, node, self_index);
+    return result;
+  }
+  const bool view_op = (op.tags & kView) && !writes_self && n > 0 && needs[0];
   for (size_t i = 0; i < result.size(); ++i) {
     const Tensor& r = result[i];
-    node->out_specs.push_back(r.defined() ? TensorSpec{r.sizes(), r.dtype()} : TensorSpec{{}, kFloat32});
     if (!r.defined() || !is_differentiable(r.dtype())) continue;
-    AutogradMeta& m = ensure_meta(r);
-    m.requires_grad = true;
-    m.grad_fn = node;
-    m.output_nr = static_cast<uint32_t>(i);
-    m.retains_grad = false;
+    set_history(r, node, static_cast<uint32_t>(i));
+    if (view_op) track_view(inputs[0], op, attrs, r);
   }
-  if (auto* nn = dynamic_cast<OpNode*>(node.get()); nn && any && op.save_out) {
-    nn->saved_out.resize(result.size());
-    for (size_t i = 0; i < result.size(); ++i)
-      if (op.save_out >> i & 1) nn->saved_out[i] = SavedTensor(result[i], true);
-  }
-  if (anomaly_mode_enabled()) node->trace = g_trace_fn ? g_trace_fn() : std::string(op.name);
+  save_outputs();
   return result;
 }
 

@@ -29,14 +29,28 @@ struct Edge {
 // A tensor hook sees the gradient and may return a replacement (undefined = keep it).
 using TensorHook = std::function<Tensor(const Tensor&)>;
 
+// One step of a view chain: a kView op and its attributes (replayed to rebuild a view's history).
+struct ViewStep {
+  const OpDef* op;
+  Attrs attrs;
+};
+
 struct AutogradMeta {
   bool requires_grad = false;
   bool retains_grad = false;
   uint32_t output_nr = 0;
   Tensor grad;
-  std::shared_ptr<Node> grad_fn;          // null for leaves
-  std::weak_ptr<Node> grad_accumulator;   // leaves: their AccumulateGrad, while a graph holds it
-  std::map<int, TensorHook> hooks;        // leaves: run before accumulation (id -> hook)
+  std::shared_ptr<Node> grad_fn;         // null for leaves
+  std::weak_ptr<Node> grad_accumulator;  // leaves: their AccumulateGrad, while a graph holds it
+  std::map<int, TensorHook> hooks;       // leaves: run before accumulation (id -> hook)
+  std::map<int, std::weak_ptr<Node>> hook_nodes;  // non-leaves: the node each hook was put on
+  // Differentiable views (made by a kView op from a tensor that requires grad): the root base and
+  // the view ops from it. An in-place op on the view rebases the base's history (CopySlices); a
+  // view whose storage version moved since its grad_fn was set gets its grad_fn rebuilt from the
+  // base.
+  std::shared_ptr<TensorImpl> view_base;
+  std::shared_ptr<const std::vector<ViewStep>> view_chain;
+  uint32_t view_version = 0;
 };
 
 // A tensor saved for backward with the version it had; unpacking checks the version so a later
@@ -64,7 +78,7 @@ class SavedTensor {
 // A node of the backward graph.
 struct Node : std::enable_shared_from_this<Node> {
   Node();
-  virtual ~Node() = default;
+  virtual ~Node();  // releases next_edges without recursion (deep graphs)
   virtual std::string name() const = 0;
   // Gradients of the inputs (one per next_edges entry) from those of the outputs (one per output).
   virtual TensorList apply(TensorList&& grad_outputs) = 0;
@@ -75,8 +89,9 @@ struct Node : std::enable_shared_from_this<Node> {
   SpecList out_specs;            // outputs' shapes and dtypes: undefined gradients become zeros
   uint64_t sequence_nr;
   std::map<uint32_t, std::map<int, TensorHook>> tensor_hooks;  // by output slot
-  std::map<uint32_t, std::weak_ptr<TensorImpl>> retained;       // non-leaf retain_grad()
-  std::string trace;  // anomaly mode: where the forward op ran
+  std::map<uint32_t, std::weak_ptr<TensorImpl>> retained;      // non-leaf retain_grad()
+  std::string trace;              // anomaly mode: where the forward op ran
+  bool materialize_grads = true;  // undefined output gradients become zeros before apply()
 };
 
 // ---- grad mode ----------------------------------------------------------------------------------
@@ -123,15 +138,22 @@ void set_anomaly_trace_fn(std::string (*fn)());
 
 // ---- tensor-level API (also Tensor methods) ----------------------------------------------------
 bool requires_grad(const Tensor& t);
-const Tensor& set_requires_grad(const Tensor& t, bool r = true);  // leaves only, float/complex only
-Tensor grad(const Tensor& t);                                     // undefined when none
+// Leaves only (a non-leaf accepts r = true as a no-op, as torch's requires_grad_), float/complex
+// only.
+const Tensor& set_requires_grad(const Tensor& t, bool r = true);
+Tensor grad(const Tensor& t);  // undefined when none
 void set_grad(const Tensor& t, const Tensor& g);
 std::shared_ptr<Node> grad_fn(const Tensor& t);
 bool is_leaf(const Tensor& t);
 void retain_grad(const Tensor& t);
 bool retains_grad(const Tensor& t);
-Tensor detach(const Tensor& t);          // shares storage, no autograd history
-const Tensor& detach_(const Tensor& t);
+Tensor detach(const Tensor& t);          // shares storage and version counter, no autograd history
+const Tensor& detach_(const Tensor& t);  // not for views of tensors that require grad
+// Tensor.data: shares memory but has its own version counter (changes are invisible to autograd).
+Tensor variable_data(const Tensor& t);
+// A differentiable view of a tensor that requires grad (tracked by autograd), and its root base.
+bool is_view(const Tensor& t);
+Tensor view_base(const Tensor& t);
 int register_hook(const Tensor& t, TensorHook hook);  // returns an id for remove_hook
 void remove_hook(const Tensor& t, int id);
 // The edge a gradient for `t` flows into (its grad_fn slot, or the leaf's accumulator).
@@ -148,8 +170,9 @@ void backward(const TensorList& tensors, const TensorList& grad_tensors = {},
               const BackwardOptions& opts = {});
 // kiln.autograd.grad: gradients of `outputs` w.r.t. `inputs` (returned, not accumulated).
 TensorList grad(const TensorList& outputs, const TensorList& inputs,
-                const TensorList& grad_outputs = {}, std::optional<bool> retain_graph = std::nullopt,
-                bool create_graph = false, bool allow_unused = false);
+                const TensorList& grad_outputs = {},
+                std::optional<bool> retain_graph = std::nullopt, bool create_graph = false,
+                bool allow_unused = false);
 
 // Sums a (broadcast) gradient back to `shape`.
 Tensor sum_to(const Tensor& g, const Shape& shape);

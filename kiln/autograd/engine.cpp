@@ -22,18 +22,22 @@ std::string dims_str(const Tensor& t) {
 // Ones for an implicit gradient (scalar outputs only), or the given gradient after checks.
 Tensor root_grad(const Tensor& out, const Tensor& g, size_t i, const char* who) {
   if (!g.defined()) {
-    KILN_CHECK(out.numel() == 1, Runtime, who, "grad can be implicitly created only for scalar outputs");
+    KILN_CHECK(out.numel() == 1, Runtime, who,
+               "grad can be implicitly created only for scalar outputs");
     KILN_CHECK(is_floating(out.dtype()), Runtime, who,
                "grad can be implicitly created only for real scalar outputs but got ",
                dtype_name(out.dtype()));
     return ones_like(out);
   }
   KILN_CHECK(g.sizes() == out.sizes(), Runtime, who, "Mismatch in shape: grad_output[", i,
-             "] has a shape of ", dims_str(g), " and output[", i, "] has a shape of ", dims_str(out), ".");
-  KILN_CHECK(is_complex(g.dtype()) == is_complex(out.dtype()), Runtime, who,
-             "For complex Tensors, both grad_output and output are required to have the same dtype. "
-             "Mismatch in dtype: grad_output[", i, "] has a dtype of ", dtype_name(g.dtype()),
-             " and output[", i, "] has a dtype of ", dtype_name(out.dtype()), ".");
+             "] has a shape of ", dims_str(g), " and output[", i, "] has a shape of ",
+             dims_str(out), ".");
+  KILN_CHECK(
+      is_complex(g.dtype()) == is_complex(out.dtype()), Runtime, who,
+      "For complex Tensors, both grad_output and output are required to have the same dtype. "
+      "Mismatch in dtype: grad_output[",
+      i, "] has a dtype of ", dtype_name(g.dtype()), " and output[", i, "] has a dtype of ",
+      dtype_name(out.dtype()), ".");
   return g;
 }
 
@@ -45,27 +49,6 @@ bool broadcastable_to(const Shape& from, const Shape& to) {  // `to` expands to 
   return true;
 }
 
-// Gradient checks after a node ran: sum to the input's shape, cast to its dtype (DESIGN.md §2).
-Tensor validate(const Node& node, size_t i, Tensor g) {
-  if (!g.defined() || i >= node.in_specs.size()) return g;
-  const TensorSpec& spec = node.in_specs[i];
-  if (g.sizes() != spec.sizes) {
-    if (broadcastable_to(g.sizes(), spec.sizes)) {
-      g = sum_to(g, spec.sizes);
-    } else {
-      KILN_CHECK(g.numel() == shape_numel(spec.sizes), Runtime, "autograd", "Function ", node.name(),
-                 " returned an invalid gradient at index ", i, " - got ", dims_str(g),
-                 " but expected shape compatible with ", dims_str(make_tensor(spec.sizes, kFloat32)));
-      g = reshape(g, spec.sizes);
-    }
-  }
-  if (g.dtype() != spec.dtype) {
-    if (is_complex(g.dtype()) && !is_complex(spec.dtype)) g = real(g);
-    if (g.dtype() != spec.dtype) g = to_dtype(g, spec.dtype);
-  }
-  return g;
-}
-
 Tensor accumulate(const Tensor& a, const Tensor& b) {
   if (!a.defined()) return b;
   if (!b.defined()) return a;
@@ -73,7 +56,8 @@ Tensor accumulate(const Tensor& a, const Tensor& b) {
 }
 
 bool has_nan(const Tensor& g) {
-  if (!g.defined() || !(is_floating(g.dtype()) || is_complex(g.dtype())) || g.numel() == 0) return false;
+  if (!g.defined() || !(is_floating(g.dtype()) || is_complex(g.dtype())) || g.numel() == 0)
+    return false;
   Tensor x = is_complex(g.dtype()) ? view_as_real(g) : g;
   return any(isnan(x)).item<bool>();
 }
@@ -82,7 +66,8 @@ struct GraphTask {
   std::unordered_map<Node*, int> deps;
   std::unordered_map<Node*, TensorList> buffers;
   // autograd.grad / backward(inputs=): where gradients are captured, and which nodes must run
-  std::unordered_map<Node*, std::vector<std::pair<uint32_t, size_t>>> captures;  // slot -> result idx
+  std::unordered_map<Node*, std::vector<std::pair<uint32_t, size_t>>>
+      captures;  // slot -> result idx
   std::unordered_set<Node*> needed;
   bool restrict = false;
 };
@@ -124,7 +109,8 @@ void compute_needed(GraphTask& task, const std::vector<Node*>& roots) {
       }
       bool need = false;
       for (const Edge& e : n->next_edges)
-        if (e.valid() && (task.needed.count(e.fn.get()) || task.captures.count(e.fn.get()))) need = true;
+        if (e.valid() && (task.needed.count(e.fn.get()) || task.captures.count(e.fn.get())))
+          need = true;
       if (need) task.needed.insert(n);
       state[n] = 2;
       stack.pop_back();
@@ -168,7 +154,14 @@ void execute(const std::vector<Edge>& roots, const TensorList& root_grads, bool 
     task.buffers.erase(node);
     grads.resize(std::max(grads.size(), node->out_specs.size()));
 
-    // tensor hooks and retain_grad on the outputs this node produced
+    // tensor hooks and retain_grad on the outputs this node produced; a leaf's hooks
+    if (auto* acc = dynamic_cast<AccumulateGrad*>(node);
+        acc && !grads.empty() && grads[0].defined())
+      if (const auto& m = acc->leaf->autograd)
+        for (auto& [id, h] : m->hooks) {
+          Tensor r = h(grads[0]);
+          if (r.defined()) grads[0] = r;
+        }
     for (auto& [slot, hooks] : node->tensor_hooks)
       if (slot < grads.size() && grads[slot].defined())
         for (auto& [id, h] : hooks) {
@@ -192,15 +185,20 @@ void execute(const std::vector<Edge>& roots, const TensorList& root_grads, bool 
       bool any_grad = false;
       for (const Tensor& g : grads) any_grad |= g.defined();
       if (any_grad) {
-        for (size_t i = 0; i < node->out_specs.size(); ++i)
+        for (size_t i = 0; i < node->out_specs.size() && node->materialize_grads; ++i)
           if (!grads[i].defined() && is_differentiable(node->out_specs[i].dtype))
             grads[i] = zeros(node->out_specs[i].sizes, node->out_specs[i].dtype);
         outs = node->apply(std::move(grads));
-        KILN_CHECK(outs.size() == node->next_edges.size(), Runtime, node->name().c_str(), "function ",
-                   node->name(), " returned an incorrect number of gradients (expected ",
-                   node->next_edges.size(), ", got ", outs.size(), ")");
+        KILN_CHECK(outs.size() == node->next_edges.size(), Runtime, node->name().c_str(),
+                   "function ", node->name(),
+                   " returned an incorrect number of gradients (expected ", node->next_edges.size(),
+                   ", got ", outs.size(), ")");
         for (size_t i = 0; i < outs.size(); ++i) {
-          outs[i] = validate(*node, i, std::move(outs[i]));
+          if (!node->next_edges[i].valid()) {  // a gradient nobody asked for is dropped unchecked
+            outs[i] = Tensor();
+            continue;
+          }
+          outs[i] = validate_grad(*node, i, std::move(outs[i]));
           if (anomaly_mode_enabled() && has_nan(outs[i])) {
             std::string msg = "Function '" + node->name() + "' returned nan values in its " +
                               std::to_string(i) + "th output.";
@@ -217,7 +215,8 @@ void execute(const std::vector<Edge>& roots, const TensorList& root_grads, bool 
       Node* m = e.fn.get();
       if (i < outs.size() && outs[i].defined()) {
         TensorList& buf = task.buffers[m];
-        if (buf.size() <= e.input_nr) buf.resize(std::max<size_t>(m->out_specs.size(), e.input_nr + 1));
+        if (buf.size() <= e.input_nr)
+          buf.resize(std::max<size_t>(m->out_specs.size(), e.input_nr + 1));
         buf[e.input_nr] = accumulate(buf[e.input_nr], outs[i]);
       }
       keep.emplace(m, e.fn);
@@ -228,7 +227,30 @@ void execute(const std::vector<Edge>& roots, const TensorList& root_grads, bool 
 
 }  // namespace
 
-void backward(const TensorList& tensors, const TensorList& grad_tensors, const BackwardOptions& opts) {
+// Gradient checks after a node ran: sum to the input's shape, cast to its dtype (DESIGN.md §2).
+Tensor validate_grad(const Node& node, size_t i, Tensor g) {
+  if (!g.defined() || i >= node.in_specs.size()) return g;
+  const TensorSpec& spec = node.in_specs[i];
+  if (g.sizes() != spec.sizes) {
+    if (broadcastable_to(g.sizes(), spec.sizes)) {
+      g = sum_to(g, spec.sizes);
+    } else {
+      KILN_CHECK(g.numel() == shape_numel(spec.sizes), Runtime, "autograd", "Function ",
+                 node.name(), " returned an invalid gradient at index ", i, " - got ", dims_str(g),
+                 " but expected shape compatible with ",
+                 dims_str(make_tensor(spec.sizes, kFloat32)));
+      g = reshape(g, spec.sizes);
+    }
+  }
+  if (g.dtype() != spec.dtype) {
+    if (is_complex(g.dtype()) && !is_complex(spec.dtype)) g = real(g);
+    if (g.dtype() != spec.dtype) g = to_dtype(g, spec.dtype);
+  }
+  return g;
+}
+
+void backward(const TensorList& tensors, const TensorList& grad_tensors,
+              const BackwardOptions& opts) {
   KILN_CHECK(grad_tensors.empty() || grad_tensors.size() == tensors.size(), Runtime, "backward",
              "got ", grad_tensors.size(), " gradients for ", tensors.size(), " tensors");
   std::vector<Edge> roots;
@@ -260,7 +282,8 @@ void backward(const TensorList& tensors, const TensorList& grad_tensors, const B
   // non-leaf inputs get their gradient accumulated into .grad, as torch does
   for (size_t i = 0; i < opts.inputs.size(); ++i) {
     const Tensor& in = opts.inputs[i];
-    if (is_leaf(in) || !captured[i].defined()) continue;
+    if (is_leaf(in) || retains_grad(in) || !captured[i].defined())
+      continue;  // retained: already set
     Tensor g = opts.create_graph ? captured[i] : detach(captured[i]);
     Tensor old = grad(in);
     set_grad(in, old.defined() ? add(old, g) : g);
@@ -285,7 +308,8 @@ TensorList grad(const TensorList& outputs, const TensorList& inputs, const Tenso
   task.restrict = true;
   std::vector<std::shared_ptr<Node>> hold;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    KILN_CHECK(requires_grad(inputs[i]), Runtime, "grad", "One of the differentiated Tensors does not require grad");
+    KILN_CHECK(requires_grad(inputs[i]), Runtime, "grad",
+               "One of the differentiated Tensors does not require grad");
     Edge e = gradient_edge(inputs[i]);
     hold.push_back(e.fn);
     task.captures[e.fn.get()].push_back({e.input_nr, i});

@@ -220,6 +220,8 @@ KILN_DEF_BINARY(clamp_min_tensor, ClampMinT, Same)
 KILN_DEF_BINARY(clamp_max_tensor, ClampMaxT, Same)
 KILN_DEF_BINARY(polar, Polar, Float)
 KILN_DEF_BINARY(complex, Complex, Same)
+KILN_DEF_BINARY(gelu_backward, GeluBackward, Same)  // (grad, x): GELU's fused first derivative
+KILN_DEF_BINARY(gelu_tanh_backward, GeluTanhBackward, Same)
 #undef KILN_DEF_BINARY
 
 // Parametrised unary ops share the unary kernel; their attrs are Scalars in KParams order.

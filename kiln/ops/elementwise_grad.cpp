@@ -2,6 +2,8 @@
 // themselves differentiable. Complex inputs follow torch's convention (conjugates where it has
 // them). Gradients may keep the broadcast shape: the engine sums them to each input's shape.
 #include <cmath>
+#include <map>
+#include <string>
 #include <numbers>
 
 #include "kiln/autograd/autograd.h"
@@ -112,8 +114,21 @@ TensorList mish_grad(G c, GL go) {
 }
 DerivativeByName d_mish{"mish", mish_grad, 1, 0};
 
+// First-order backward runs GELU's fused kernel (one pass); under create_graph the composite below
+// keeps the second derivative available.
+bool fused_gelu_ok(const Tensor& g, const Tensor& x) {
+  return !grad_mode_enabled() && !g.is_complex() && !x.is_complex() && is_floating(x.dtype());
+}
+Tensor fused(const char* name, const Tensor& a, const Tensor& b) {
+  static std::map<std::string, const OpDef*> cache;
+  auto it = cache.find(name);
+  if (it == cache.end()) it = cache.emplace(name, find_op(name)).first;
+  return dispatch1(*it->second, {a, b});
+}
+
 TensorList gelu_grad(G c, GL go) {
   const Tensor &g = go[0], &x = c.in[0];
+  if (fused_gelu_ok(g, x)) return {fused("gelu_backward", g, x)};
   Tensor cdf = mul(add(erf(mul(x, Scalar(M_SQRT1_2))), Scalar(1.0)), Scalar(0.5));
   Tensor pdf = mul(exp(mul(mul(x, x), Scalar(-0.5))), Scalar(0.5 * M_2_SQRTPI * M_SQRT1_2));
   return {mul(g, add(cdf, mul(x, pdf)))};
@@ -122,6 +137,7 @@ DerivativeByName d_gelu{"gelu", gelu_grad, 1, 0};
 
 TensorList gelu_tanh_grad(G c, GL go) {
   const Tensor &g = go[0], &x = c.in[0];
+  if (fused_gelu_ok(g, x)) return {fused("gelu_tanh_backward", g, x)};
   const double k = M_SQRT2 * M_2_SQRTPI * 0.5, kk = 0.044715;
   Tensor x2 = mul(x, x);
   Tensor inner = mul(mul(x, add(mul(x2, Scalar(kk)), Scalar(1.0))), Scalar(k));

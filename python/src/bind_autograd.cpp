@@ -3,7 +3,7 @@
 #include <nanobind/stl/shared_ptr.h>
 
 #include "common.h"
-#include "kiln/autograd/nodes.h"
+#include "kiln/autograd/function.h"
 
 namespace kiln::py {
 namespace {
@@ -56,45 +56,62 @@ TensorHook py_hook(nb::object fn) {
 void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls) {
   nb::class_<Node>(m, "Node")
       .def("name", &Node::name)
-      .def_prop_ro("next_functions", [](const Node& n) {
-        nb::list l;
-        for (const Edge& e : n.next_edges)
-          l.append(nb::make_tuple(e.fn ? nb::cast(e.fn) : nb::none(), e.input_nr));
-        return nb::tuple(l);
-      })
+      .def_prop_ro("next_functions",
+                   [](const Node& n) {
+                     nb::list l;
+                     for (const Edge& e : n.next_edges)
+                       l.append(nb::make_tuple(e.fn ? nb::cast(e.fn) : nb::none(), e.input_nr));
+                     return nb::tuple(l);
+                   })
       .def_prop_ro("_sequence_nr", [](const Node& n) { return n.sequence_nr; })
       .def("__repr__", [](const Node& n) { return "<" + n.name() + " object>"; })
       .def("__eq__", [](const Node& a, const Node& b) { return &a == &b; })
       .def("__hash__", [](const Node& a) { return reinterpret_cast<uintptr_t>(&a); });
 
-  cls.def_prop_rw("requires_grad", [](const Tensor& t) { return requires_grad(t); },
-                  [](const Tensor& t, bool r) { set_requires_grad(t, r); })
-      .def_prop_rw("grad", [](const Tensor& t) { return opt_tensor(grad(t)); },
-                   [](const Tensor& t, nb::handle g) {
-                     set_grad(t, g.is_none() ? Tensor() : nb::cast<Tensor>(g));
-                   }, nb::arg("value").none())
-      .def_prop_ro("grad_fn", [](const Tensor& t) -> nb::object {
-        auto fn = grad_fn(t);
-        return fn ? nb::cast(fn) : nb::none();
-      })
+  cls.def_prop_rw(
+         "requires_grad", [](const Tensor& t) { return requires_grad(t); },
+         [](const Tensor& t, bool r) {
+           KILN_CHECK(is_leaf(t), Runtime, "requires_grad",
+                      "you can only change requires_grad flags of leaf variables.",
+                      r ? ""
+                        : " If you want to use a computed variable in a subgraph that doesn't "
+                          "require differentiation use var_no_grad = var.detach().");
+           set_requires_grad(t, r);
+         })
+      .def_prop_rw(
+          "grad", [](const Tensor& t) { return opt_tensor(grad(t)); },
+          [](const Tensor& t, nb::handle g) {
+            set_grad(t, g.is_none() ? Tensor() : nb::cast<Tensor>(g));
+          },
+          nb::arg("value").none())
+      .def_prop_ro("grad_fn",
+                   [](const Tensor& t) -> nb::object {
+                     auto fn = grad_fn(t);
+                     return fn ? nb::cast(fn) : nb::none();
+                   })
       .def_prop_ro("is_leaf", [](const Tensor& t) { return is_leaf(t); })
       .def_prop_ro("retains_grad", [](const Tensor& t) { return retains_grad(t); })
-      .def_prop_ro("output_nr", [](const Tensor& t) {
-        return t.impl()->autograd ? t.impl()->autograd->output_nr : 0u;
-      })
-      .def_prop_ro("is_inference", [](const Tensor& t) { return t.impl()->inference; })
-      .def_prop_rw("data", [](const Tensor& t) { return detach(t); },
-                   [](const Tensor& t, const Tensor& src) {
-                     auto keep = t.impl()->autograd;
-                     *t.impl() = *src.impl();
-                     t.impl()->autograd = keep;
-                   })
-      .def("requires_grad_", [](const Tensor& t, bool r) { return set_requires_grad(t, r); },
-           "requires_grad"_a = true)
+      .def_prop_ro(
+          "output_nr",
+          [](const Tensor& t) { return t.impl()->autograd ? t.impl()->autograd->output_nr : 0u; })
+      .def("is_inference", [](const Tensor& t) { return t.impl()->inference; })
+      .def("_is_view", [](const Tensor& t) { return is_view(t); })
+      .def_prop_ro("_base", [](const Tensor& t) { return opt_tensor(view_base(t)); })
+      .def_prop_rw(
+          "data", [](const Tensor& t) { return variable_data(t); },
+          [](const Tensor& t, const Tensor& src) {
+            auto keep = t.impl()->autograd;
+            *t.impl() = *src.impl();
+            t.impl()->autograd = keep;
+          })
+      .def(
+          "requires_grad_", [](const Tensor& t, bool r) { return set_requires_grad(t, r); },
+          "requires_grad"_a = true)
       .def("detach", [](const Tensor& t) { return detach(t); })
       .def("detach_", [](const Tensor& t) { return detach_(t); })
       .def("retain_grad", [](const Tensor& t) { retain_grad(t); })
-      .def("_register_hook", [](const Tensor& t, nb::object fn) { return register_hook(t, py_hook(fn)); })
+      .def("_register_hook",
+           [](const Tensor& t, nb::object fn) { return register_hook(t, py_hook(fn)); })
       .def("_remove_hook", [](const Tensor& t, int id) { remove_hook(t, id); });
 
   m.def("is_grad_enabled", &grad_mode_enabled);
@@ -111,106 +128,75 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls) {
     set_anomaly_enabled(on);
   });
 
-  m.def("_backward", [](nb::handle tensors, nb::handle grads, nb::handle retain_graph, bool create_graph,
-                        nb::handle inputs) {
-    BackwardOptions o;
-    if (!retain_graph.is_none()) o.retain_graph = nb::cast<bool>(retain_graph);
-    o.create_graph = create_graph;
-    o.inputs = tensor_list(inputs);
-    TensorList ts = tensor_list(tensors), gs = tensor_list(grads);
-    if (gs.empty()) gs.resize(ts.size());
-    backward(ts, gs, o);
-  }, "tensors"_a, "grad_tensors"_a.none(), "retain_graph"_a.none(), "create_graph"_a, "inputs"_a.none());
+  m.def(
+      "_backward",
+      [](nb::handle tensors, nb::handle grads, nb::handle retain_graph, bool create_graph,
+         nb::handle inputs) {
+        BackwardOptions o;
+        if (!retain_graph.is_none()) o.retain_graph = nb::cast<bool>(retain_graph);
+        o.create_graph = create_graph;
+        o.inputs = tensor_list(inputs);
+        TensorList ts = tensor_list(tensors), gs = tensor_list(grads);
+        if (gs.empty()) gs.resize(ts.size());
+        backward(ts, gs, o);
+      },
+      "tensors"_a, "grad_tensors"_a.none(), "retain_graph"_a.none(), "create_graph"_a,
+      "inputs"_a.none());
 
-  m.def("_grad", [](nb::handle outputs, nb::handle inputs, nb::handle grad_outputs, nb::handle retain_graph,
-                    bool create_graph, bool allow_unused) {
-    TensorList outs = tensor_list(outputs), ins = tensor_list(inputs), gs = tensor_list(grad_outputs);
-    if (gs.empty()) gs.resize(outs.size());
-    std::optional<bool> rg;
-    if (!retain_graph.is_none()) rg = nb::cast<bool>(retain_graph);
-    TensorList r = grad(outs, ins, gs, rg, create_graph, allow_unused);
-    nb::list l;
-    for (const Tensor& t : r) l.append(opt_tensor(t));
-    return nb::tuple(l);
-  }, "outputs"_a, "inputs"_a, "grad_outputs"_a.none(), "retain_graph"_a.none(), "create_graph"_a,
-     "allow_unused"_a);
+  m.def(
+      "_grad",
+      [](nb::handle outputs, nb::handle inputs, nb::handle grad_outputs, nb::handle retain_graph,
+         bool create_graph, bool allow_unused) {
+        TensorList outs = tensor_list(outputs), ins = tensor_list(inputs),
+                   gs = tensor_list(grad_outputs);
+        if (gs.empty()) gs.resize(outs.size());
+        std::optional<bool> rg;
+        if (!retain_graph.is_none()) rg = nb::cast<bool>(retain_graph);
+        TensorList r = grad(outs, ins, gs, rg, create_graph, allow_unused);
+        nb::list l;
+        for (const Tensor& t : r) l.append(opt_tensor(t));
+        return nb::tuple(l);
+      },
+      "outputs"_a, "inputs"_a, "grad_outputs"_a.none(), "retain_graph"_a.none(), "create_graph"_a,
+      "allow_unused"_a);
 
-  // Custom Function: records a CustomNode whose backward calls `backward(saved, grads)` in Python.
-  // Returns the outputs (aliases where an output is an input) with grad_fn set.
-  m.def("_function_record", [](const std::string& name, nb::handle inputs, nb::list outputs, nb::handle to_save,
-                               nb::handle non_differentiable, nb::object backward_cb) -> nb::list {
-    TensorList ins = tensor_list(inputs);
-    bool any = false;
-    for (const Tensor& t : ins) any |= t.defined() && requires_grad(t);
-    nb::list result;
-    if (!grad_mode_enabled() || !any) {
-      for (nb::handle o : outputs) result.append(o);
-      return result;
-    }
-    auto node = std::make_shared<CustomNode>();
-    node->fn_name = name;
-    node->next_edges.resize(ins.size());
-    node->in_specs.resize(ins.size());
-    for (size_t i = 0; i < ins.size(); ++i) {
-      if (!ins[i].defined()) continue;
-      node->in_specs[i] = {ins[i].sizes(), ins[i].dtype()};
-      if (requires_grad(ins[i])) node->next_edges[i] = gradient_edge(ins[i]);
-    }
-    TensorList nondiff = tensor_list(non_differentiable);
-    TensorList outs;
-    for (nb::handle o : outputs) {
-      if (!nb::isinstance<Tensor>(o)) {
-        result.append(o);
-        outs.push_back(Tensor());
-        node->out_specs.push_back({{}, kFloat32});
-        continue;
-      }
-      Tensor t = nb::cast<Tensor>(o);
-      bool is_input = false;
-      for (const Tensor& in : ins) is_input |= in.defined() && in.is_same(t);
-      if (is_input || !is_leaf(t)) t = detach(t);  // returned inputs become fresh aliases
-      bool nd = false;
-      for (const Tensor& x : nondiff) nd |= x.defined() && x.storage() == t.storage() && x.sizes() == t.sizes();
-      node->out_specs.push_back({t.sizes(), t.dtype()});
-      if (!nd && is_differentiable(t.dtype())) {
-        auto& meta = t.impl()->autograd;
-        if (!meta) meta = std::make_shared<AutogradMeta>();
-        meta->requires_grad = true;
-        meta->grad_fn = node;
-        meta->output_nr = static_cast<uint32_t>(outs.size());
-      }
-      outs.push_back(t);
-      result.append(nb::cast(t));
-    }
-    for (const Tensor& s : tensor_list(to_save)) {
-      bool is_out = false;
-      for (const Tensor& o : outs) is_out |= o.defined() && s.defined() && o.storage() == s.storage() &&
-                                             o.sizes() == s.sizes() && o.strides() == s.strides();
-      node->saved.emplace_back(s, false);
-      if (is_out) {  // an output: saved without its graph link (no cycle), re-linked when unpacked
-        for (const Tensor& o : outs)
-          if (o.defined() && o.storage() == s.storage() && o.sizes() == s.sizes()) {
-            node->saved.back() = SavedTensor(o, true);
-            break;
+  // Custom Function (python/kiln/autograd/function.py): links forward's outputs to a CustomNode
+  // whose backward calls `backward_cb(saved, grads)`; the recording is autograd::record_function,
+  // shared with C++ Function<T>. Returns the outputs (fresh aliases where an output is an input).
+  m.def("_function_record",
+        [](const std::string& name, nb::handle inputs, nb::list outputs, nb::handle to_save,
+           nb::handle non_differentiable, nb::handle dirty, bool materialize_grads,
+           nb::object backward_cb) -> nb::list {
+          autograd::FunctionRecord rec;
+          rec.name = name;
+          rec.inputs = tensor_list(inputs);
+          for (nb::handle o : outputs)
+            rec.outputs.push_back(nb::isinstance<Tensor>(o) ? nb::cast<Tensor>(o) : Tensor());
+          rec.to_save = tensor_list(to_save);
+          rec.non_differentiable = tensor_list(non_differentiable);
+          rec.dirty = tensor_list(dirty);
+          rec.materialize_grads = materialize_grads;
+          auto cb = std::make_shared<PyRef>(PyRef{std::move(backward_cb)});
+          rec.backward = [cb](CustomNode& self, TensorList&& grads) -> TensorList {
+            TensorList saved = self.unpack_saved();
+            nb::gil_scoped_acquire gil;
+            nb::list ps, gs;
+            for (const Tensor& t : saved) ps.append(opt_tensor(t));
+            for (const Tensor& g : grads) gs.append(opt_tensor(g));
+            nb::object r = cb->obj(ps, gs);
+            TensorList out;
+            for (nb::handle x : r) out.push_back(x.is_none() ? Tensor() : nb::cast<Tensor>(x));
+            return out;
+          };
+          TensorList outs = autograd::record_function(std::move(rec));
+          nb::list result;
+          size_t k = 0;
+          for (nb::handle o : outputs) {
+            const Tensor& t = outs[k++];
+            result.append(t.defined() ? nb::cast(t) : nb::borrow(o));
           }
-      }
-    }
-    auto cb = std::make_shared<PyRef>(PyRef{std::move(backward_cb)});
-    node->backward_fn = [cb](CustomNode& self, TensorList&& grads) -> TensorList {
-      TensorList saved = self.unpack_saved();
-      nb::gil_scoped_acquire gil;
-      KILN_CHECK(cb->obj.is_valid(), Runtime, self.fn_name.c_str(),
-                 "Trying to backward through the graph a second time; specify retain_graph=True.");
-      nb::list ps, gs;
-      for (const Tensor& t : saved) ps.append(opt_tensor(t));
-      for (const Tensor& g : grads) gs.append(opt_tensor(g));
-      nb::object r = cb->obj(ps, gs);
-      TensorList out;
-      for (nb::handle x : r) out.push_back(x.is_none() ? Tensor() : nb::cast<Tensor>(x));
-      return out;
-    };
-    return result;
-  });
+          return result;
+        });
 }
 
 }  // namespace kiln::py

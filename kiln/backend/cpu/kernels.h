@@ -23,6 +23,7 @@ enum class BinaryOp : int {
   Add, Sub, Mul, Div, DivTrunc, DivFloor, Remainder, Fmod, Pow, Atan2, Maximum, Minimum, Fmax, Fmin,
   Hypot, Copysign, Nextafter, BitAnd, BitOr, BitXor, Shl, Shr, LogicalAnd, LogicalOr, LogicalXor,
   Eq, Ne, Lt, Le, Gt, Ge, Xlogy, ClampMinT, ClampMaxT, Polar, Complex,
+  GeluBackward, GeluTanhBackward,  // (grad, x) -> grad * gelu'(x): the fused first derivative
   Count
 };
 

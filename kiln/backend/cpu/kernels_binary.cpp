@@ -126,6 +126,15 @@ inline auto apply(M a, M b, M alpha) {
     if constexpr (std::is_floating_point_v<M>)
       if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<M>::quiet_NaN();
     return a > b ? b : a;
+  } else if constexpr (OP == B::GeluBackward) {
+    M cdf = M(0.5) * (M(1) + std::erf(b * static_cast<M>(M_SQRT1_2)));
+    M pdf = std::exp(M(-0.5) * b * b) * static_cast<M>(0.5 * M_2_SQRTPI * M_SQRT1_2);
+    return static_cast<M>(a * (cdf + b * pdf));
+  } else if constexpr (OP == B::GeluTanhBackward) {
+    const M k = static_cast<M>(M_SQRT2 * M_2_SQRTPI * 0.5), c = static_cast<M>(0.044715);
+    M x2 = b * b, t = std::tanh(k * b * (M(1) + c * x2));
+    M left = M(0.5) * (M(1) + t), right = M(0.5) * b * (M(1) - t * t) * k * (M(1) + M(3) * c * x2);
+    return static_cast<M>(a * (left + right));
   } else if constexpr (OP == B::Polar) return std::complex<M>(a * std::cos(b), a * std::sin(b));
   else if constexpr (OP == B::Complex) return std::complex<M>(a, b);
   else {
@@ -157,17 +166,31 @@ inline float div_floor_rounded(float a, float b) {
   return fl;
 }
 
+template <B OP>
+constexpr bool gelu_grad() { return OP == B::GeluBackward || OP == B::GeluTanhBackward; }
+
 // half / bfloat16 arithmetic through float vectors (the conversions are what costs; the compiler
 // does not vectorise the scalar ones).
 template <B OP>
-constexpr bool has_vec() { return OP == B::Add || OP == B::Sub || OP == B::Mul || OP == B::Div; }
+constexpr bool has_vec() { return OP == B::Add || OP == B::Sub || OP == B::Mul || OP == B::Div || gelu_grad<OP>(); }
 
 template <B OP>
 inline VecF vec_apply(VecF a, VecF b, VecF alpha) {
   if constexpr (OP == B::Add) return a + alpha * b;
   else if constexpr (OP == B::Sub) return a - alpha * b;
   else if constexpr (OP == B::Mul) return a * b;
-  else return a / b;
+  else if constexpr (OP == B::GeluBackward) {
+    const VecF half = VecF::set1(0.5f), one = VecF::set1(1.0f);
+    VecF cdf = half * (one + erf_fast(b * VecF::set1(static_cast<float>(M_SQRT1_2))));
+    VecF pdf = (VecF::set1(-0.5f) * b * b).exp() * VecF::set1(static_cast<float>(0.5 * M_2_SQRTPI * M_SQRT1_2));
+    return a * (cdf + b * pdf);
+  } else if constexpr (OP == B::GeluTanhBackward) {
+    const VecF half = VecF::set1(0.5f), one = VecF::set1(1.0f);
+    const VecF k = VecF::set1(static_cast<float>(M_SQRT2 * M_2_SQRTPI * 0.5)), c = VecF::set1(0.044715f);
+    VecF x2 = b * b, t = tanh_fast(k * b * (one + c * x2));
+    VecF left = half * (one + t), right = half * b * (one - t * t) * k * (one + VecF::set1(3.0f) * c * x2);
+    return a * (left + right);
+  } else return a / b;
 }
 
 template <B OP, class T>
@@ -192,6 +215,7 @@ bool vec_loop(char** data, const int64_t* s, int64_t n, float alpha) {
     if constexpr (OP == B::Add) r = av + alpha * bv;
     else if constexpr (OP == B::Sub) r = av - alpha * bv;
     else if constexpr (OP == B::Mul) r = av * bv;
+    else if constexpr (gelu_grad<OP>()) r = apply<OP, float>(av, bv, 1.0f);
     else r = av / bv;
     o[i] = T(r);
   }
@@ -202,7 +226,8 @@ template <B OP, class T>
 void loop(char** data, const int64_t* s, int64_t n, const void* pp) {
   using O = out_t<OP, T>;
   using M = opmath_t<T>;
-  if constexpr (has_vec<OP>() && (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>)) {
+  if constexpr (has_vec<OP>() && (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half> ||
+                                   (gelu_grad<OP>() && std::is_same_v<T, float>))) {
     if (vec_loop<OP, T>(data, s, n, static_cast<float>(static_cast<const KParams*>(pp)->d[0]))) return;
   }
   if constexpr (OP == B::DivFloor && (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)) {

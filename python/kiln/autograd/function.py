@@ -11,6 +11,7 @@ class FunctionCtx:
         self._to_save = ()
         self._saved = None
         self._non_differentiable = ()
+        self._dirty = ()
         self.needs_input_grad = ()
         self.materialize_grads = True
 
@@ -52,39 +53,44 @@ class Function:
     @classmethod
     def apply(cls, *args, **kwargs):
         ctx = FunctionCtx()
+        tensor_pos = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+        inputs = [args[i] for i in tensor_pos]
+        record = _C.is_grad_enabled() and any(t.requires_grad for t in inputs)
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         with no_grad():
             out = cls.forward(ctx, *args, **kwargs)
+        if not record:
+            return out
         single = not isinstance(out, tuple)
         outs = [out] if single else list(out)
-        tensor_pos = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
-        inputs = [args[i] for i in tensor_pos]
+        nargs, name = len(args), cls.__name__
+        is_tensor_arg = [isinstance(a, Tensor) for a in args]
 
+        # keeps no tensor (inputs, outputs) alive: the node holds this callback, the outputs the node
         def backward_cb(saved, grads):
             ctx._saved = saved
-            grads = list(grads)
-            if ctx.materialize_grads:
-                grads = [g if g is not None else (_C.zeros_like(o) if isinstance(o, Tensor) else None)
-                         for g, o in zip(grads, outs)]
-            res = cls.backward(ctx, *grads)
+            try:
+                res = cls.backward(ctx, *grads)
+            finally:
+                ctx._saved = None
             if not isinstance(res, tuple):
                 res = (res,)
-            if len(res) < len(args):
-                raise RuntimeError(f"function {cls.__name__}Backward returned an incorrect number of "
-                                   f"gradients (expected {len(args)}, got {len(res)})")
-            res = list(res[:len(args)]) if all(r is None for r in res[len(args):]) else list(res)
-            if len(res) != len(args):
-                raise RuntimeError(f"function {cls.__name__}Backward returned an incorrect number of "
-                                   f"gradients (expected {len(args)}, got {len(res)})")
+            if len(res) > nargs and all(r is None for r in res[nargs:]):
+                res = res[:nargs]
+            if len(res) != nargs:
+                raise RuntimeError(f"function {name}Backward returned an incorrect number of "
+                                   f"gradients (expected {nargs}, got {len(res)})")
             for i, r in enumerate(res):
-                if r is not None and not isinstance(args[i], Tensor):
-                    raise RuntimeError(f"function {cls.__name__}Backward returned a gradient different "
+                if r is not None and not is_tensor_arg[i]:
+                    raise RuntimeError(f"function {name}Backward returned a gradient different "
                                        f"than None at position {i + 1}, but the corresponding forward "
                                        "input was not a Variable")
             return [res[i] for i in tensor_pos]
 
-        result = _C._function_record(cls.__name__ + "Backward", inputs, outs, list(ctx._to_save),
-                                     list(ctx._non_differentiable), backward_cb)
+        result = _C._function_record(name + "Backward", inputs, outs, list(ctx._to_save),
+                                     list(ctx._non_differentiable), list(ctx._dirty),
+                                     ctx.materialize_grads, backward_cb)
+        ctx._to_save, ctx._non_differentiable, ctx._dirty = (), (), ()
         return result[0] if single else tuple(result)
 
 

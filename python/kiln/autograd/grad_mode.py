@@ -44,6 +44,10 @@ class set_grad_enabled(_DecoratorContextManager):
         self.mode = bool(mode)
         _C._set_grad_enabled(self.mode)
 
+    def __call__(self, fn):
+        _C._set_grad_enabled(self.prev)  # as a decorator: the mode applies inside fn only
+        return super().__call__(fn)
+
     def __enter__(self):
         pass
 
