@@ -195,10 +195,10 @@ Tensor ones_like(const Tensor& t, std::optional<Dtype> d) { return ones(t.sizes(
 Tensor full_like(const Tensor& t, const Scalar& v, std::optional<Dtype> d) {
   return full(t.sizes(), v, d.value_or(t.dtype()));
 }
+// Through dispatch (as an in-place `full`), so autograd sees it: a leaf that requires grad raises,
+// and a filled tensor's history is cut.
 Tensor fill_(const Tensor& t, const Scalar& v) {
-  fill_tensor(t, v);
-  t.bump_version();
-  return t;
+  return dispatch_inplace(op_full, t, {}, {t.sizes(), v, t.dtype()});
 }
 Tensor zero_(const Tensor& t) { return fill_(t, Scalar(0)); }
 

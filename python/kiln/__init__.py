@@ -1,4 +1,6 @@
 """kiln: a small, fast deep-learning framework with torch-shaped names."""
+import builtins as _builtins
+
 from . import _C
 from ._C import *  # noqa: F401,F403
 from ._C import Tensor, dtype  # noqa: F401
@@ -84,6 +86,10 @@ def _with_out(name):
     def wrapper(*args, out=None, **kwargs):
         if out is not None and name in _DTYPE_FROM_OUT and isinstance(out, Tensor):
             kwargs.setdefault("dtype", out.dtype)
+        if out is not None and _C.is_grad_enabled() and _builtins.any(
+                isinstance(a, Tensor) and a.requires_grad for a in args + tuple(kwargs.values())):
+            raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic "
+                               "differentiation, but one of the arguments requires grad.")
         result = fn(*args, **kwargs)
         return result if out is None else _write_out(name, result, out)
 
