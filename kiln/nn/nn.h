@@ -8,5 +8,6 @@
 #include "kiln/nn/layers.h"
 #include "kiln/nn/module.h"
 #include "kiln/nn/norm_layers.h"
+#include "kiln/nn/rnn.h"
 #include "kiln/nn/transformer.h"
 #include "kiln/nn/utils.h"

@@ -9,3 +9,4 @@ from .layers import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403
 from .norm_conv import *  # noqa: F401,F403
 from .transformer import *  # noqa: F401,F403
+from .rnn import *  # noqa: F401,F403

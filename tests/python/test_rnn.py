@@ -1,0 +1,568 @@
+"""Recurrent layers (RNN tanh/relu, LSTM with proj_size, GRU, the cells) against torch.nn with the same
+weights copied across by name: outputs, final states, gradients of the input, of the initial states
+and of every parameter; layouts (batch_first, unbatched, strided, expanded states), dropout, float32
+tolerances, the fused layer ops (lstm_layer, gru_layer, rnn_layer and their *_backward), gradcheck,
+errors and reprs."""
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+
+import kiln
+import kiln.nn.rnn as krnn
+from helpers import to_kiln, to_torch
+
+KINDS = {  # name: (torch class, kiln class, extra kwargs)
+    "rnn_tanh": (torch.nn.RNN, krnn.RNN, {}),
+    "rnn_relu": (torch.nn.RNN, krnn.RNN, {"nonlinearity": "relu"}),
+    "lstm": (torch.nn.LSTM, krnn.LSTM, {}),
+    "lstm_proj": (torch.nn.LSTM, krnn.LSTM, {"proj_size": 3}),
+    "gru": (torch.nn.GRU, krnn.GRU, {}),
+}
+KDT = {torch.float32: kiln.float32, torch.float64: kiln.float64}
+pytestmark = pytest.mark.filterwarnings("ignore:LSTM with projections is not supported with oneDNN")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Both libraries on one thread: their OpenMP pools spinning against each other on a small
+    machine make these tiny problems many times slower. test_two_threads covers the parallel path."""
+    kn, tn = kiln.get_num_threads(), torch.get_num_threads()
+    kiln.set_num_threads(1), torch.set_num_threads(1)
+    yield
+    kiln.set_num_threads(kn), torch.set_num_threads(tn)
+
+
+def copy_params(km, tm):
+    kp, tp = dict(km.named_parameters()), dict(tm.named_parameters())
+    assert list(kp) == list(tp)
+    for name, p in tp.items():
+        assert tuple(kp[name].shape) == tuple(p.shape), name
+    with kiln.no_grad():
+        for name, p in kp.items():
+            p.copy_(to_kiln(tp[name].detach()))
+
+
+def close(k, t, tol, msg=""):
+    assert k is not None, msg
+    got = to_torch(k.detach() if k.requires_grad else k)
+    assert tuple(got.shape) == tuple(t.shape), f"{msg}: shape {tuple(got.shape)} != {tuple(t.shape)}"
+    torch.testing.assert_close(got.to(t.dtype), t.detach(), rtol=tol, atol=tol, msg=msg or None)
+
+
+def pair(kind, dtype=torch.float64, **kw):
+    tcls, kcls, extra = KINDS[kind]
+    kw = {**extra, **kw}
+    torch.manual_seed(0)
+    tm = tcls(**kw).to(dtype)
+    km = kcls(**kw, dtype=KDT[dtype])
+    copy_params(km, tm)
+    return km, tm
+
+
+def leaf(t):
+    return to_kiln(t.detach()).requires_grad_(), t.detach().clone().requires_grad_()
+
+
+def flat(res):
+    """(output, h) or (output, (h, c)) -> [output, h(, c)]"""
+    out, h = res
+    return [out, *h] if isinstance(h, tuple) else [out, h]
+
+
+def compare(km, tm, x, hx=None, tol=1e-10, grads=True):
+    """Forward both modules, then backward a random weighting of every output; compare all grads."""
+    kx, tx = leaf(x)
+    khx = thx = None
+    if hx is not None:
+        pairs = [leaf(h) for h in (hx if isinstance(hx, tuple) else (hx,))]
+        khx = tuple(p[0] for p in pairs) if isinstance(hx, tuple) else pairs[0][0]
+        thx = tuple(p[1] for p in pairs) if isinstance(hx, tuple) else pairs[0][1]
+    kres, tres = flat(km(kx, khx)), flat(tm(tx, thx))
+    for i, (k, t) in enumerate(zip(kres, tres)):
+        close(k, t, tol, f"result {i}")
+    if not grads:
+        return
+    g = torch.Generator().manual_seed(1)
+    ws = [torch.randn(t.shape, dtype=t.dtype, generator=g) for t in tres]
+    sum((t * w).sum() for t, w in zip(tres, ws)).backward()
+    kloss = None
+    for k, w in zip(kres, ws):
+        term = (k * to_kiln(w)).sum()
+        kloss = term if kloss is None else kloss + term
+    kloss.backward()
+    close(kx.grad, tx.grad, tol, "input grad")
+    if hx is not None:
+        for i, (k, t) in enumerate(zip(khx if isinstance(khx, tuple) else (khx,),
+                                       thx if isinstance(thx, tuple) else (thx,))):
+            close(k.grad, t.grad, tol, f"hx[{i}] grad")
+    kp = dict(km.named_parameters())
+    for name, p in tm.named_parameters():
+        close(kp[name].grad, p.grad, tol, f"grad of {name}")
+
+
+def states(kind, layers, dirs, batch, hidden=6, proj=3, dtype=torch.float64, unbatched=False):
+    g = torch.Generator().manual_seed(2)
+    lead = (layers * dirs,) if unbatched else (layers * dirs, batch)
+    h = torch.randn(*lead, proj if kind == "lstm_proj" else hidden, dtype=dtype, generator=g)
+    if kind.startswith("lstm"):
+        return h, torch.randn(*lead, hidden, dtype=dtype, generator=g)
+    return h
+
+
+# ---- modules vs torch, float64 ------------------------------------------------------------------
+@pytest.mark.parametrize("given_h0", [False, True])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize("num_layers", [1, 2])
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_module_matches_torch(kind, num_layers, bidirectional, batch_first, bias, given_h0):
+    km, tm = pair(kind, input_size=5, hidden_size=6, num_layers=num_layers, bias=bias,
+                  batch_first=batch_first, bidirectional=bidirectional)
+    T, B = 4, 3
+    x = torch.randn((B, T, 5) if batch_first else (T, B, 5), dtype=torch.float64)
+    hx = states(kind, num_layers, 2 if bidirectional else 1, B) if given_h0 else None
+    compare(km, tm, x, hx)
+
+
+@pytest.mark.parametrize("given_h0", [False, True])
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_unbatched_input(kind, given_h0):
+    for batch_first in (False, True):
+        km, tm = pair(kind, input_size=5, hidden_size=6, num_layers=2, bidirectional=True,
+                      batch_first=batch_first)
+        hx = states(kind, 2, 2, 1, unbatched=True) if given_h0 else None
+        compare(km, tm, torch.randn(4, 5, dtype=torch.float64), hx)
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_strided_input_and_expanded_states(kind):
+    km, tm = pair(kind, input_size=5, hidden_size=6, num_layers=2, bidirectional=True)
+    x = torch.randn(5, 8, 12, dtype=torch.float64)[:, ::2, 1:11:2]  # (5, 4, 5), non-contiguous
+    hx = states(kind, 1, 1, 4)
+    hx = tuple(h.expand(4, 4, h.shape[-1]) for h in hx) if isinstance(hx, tuple) else hx.expand(4, 4, 6)
+    compare(km, tm, x, hx)
+    km, tm = pair(kind, input_size=5, hidden_size=6, batch_first=True)
+    compare(km, tm, torch.randn(5, 4, 3, dtype=torch.float64).permute(1, 2, 0))  # (4, 3, 5) permuted
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_empty_batch(kind):
+    km, tm = pair(kind, input_size=5, hidden_size=6, num_layers=2)
+    compare(km, tm, torch.randn(3, 0, 5, dtype=torch.float64))
+
+
+# ---- float32 (the vectorised pointwise path, hidden sizes that leave a tail) -----------------------
+@pytest.mark.parametrize("hidden", [8, 20, 37, 32, 48])
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_float32_matches_torch(kind, hidden):
+    km, tm = pair(kind, torch.float32, input_size=11, hidden_size=hidden, num_layers=2, bidirectional=True)
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(30, 5, 11, generator=g) * 2
+    compare(km, tm, x, states(kind, 2, 2, 5, hidden, dtype=torch.float32), tol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru", "rnn_relu"])
+def test_two_threads(kind):
+    """Threads split the hidden units (and their slices of the bias gradient) in blocks of 8."""
+    km, tm = pair(kind, torch.float32, input_size=9, hidden_size=96, bidirectional=True)
+    x = torch.randn(5, 32, 9, generator=torch.Generator().manual_seed(7))
+    kiln.set_num_threads(2)
+    try:
+        compare(km, tm, x, tol=1e-4)
+    finally:
+        kiln.set_num_threads(1)
+
+
+@pytest.mark.parametrize("batch", [1, 2, 4, 6, 7, 13])
+def test_lstm_row_tiles(batch):
+    """The fused float32 LSTM step works on tiles of 3 (forward) and 6 (backward) rows: every tail."""
+    km, tm = pair("lstm", torch.float32, input_size=5, hidden_size=16, bidirectional=True)
+    compare(km, tm, torch.randn(3, batch, 5, generator=torch.Generator().manual_seed(8)), tol=1e-5)
+
+
+def test_float32_large_preactivations():
+    # saturated gates: exp over/underflow in the vector sigmoid/tanh must stay finite and exact
+    km, tm = pair("lstm", torch.float32, input_size=4, hidden_size=16)
+    compare(km, tm, torch.linspace(-120, 120, 10 * 3 * 4).reshape(10, 3, 4), tol=1e-5)
+    km, tm = pair("gru", torch.float32, input_size=4, hidden_size=16)
+    compare(km, tm, torch.linspace(-120, 120, 10 * 3 * 4).reshape(10, 3, 4), tol=1e-5)
+
+
+def test_portable_float32_path_matches_torch():
+    """KILN_CPU_ISA=base selects the scalar float32 pointwise code: same results."""
+    code = (
+        "import torch, kiln, kiln.nn.rnn as krnn, sys\n"
+        "sys.path.insert(0, %r)\n"
+        "from helpers import to_kiln, to_torch\n"
+        "for kind in ('LSTM', 'GRU', 'RNN'):\n"
+        "    torch.manual_seed(0)\n"
+        "    tm = getattr(torch.nn, kind)(7, 19, num_layers=2, bidirectional=True)\n"
+        "    km = getattr(krnn, kind)(7, 19, num_layers=2, bidirectional=True)\n"
+        "    with kiln.no_grad():\n"
+        "        for (n, k), (_, t) in zip(km.named_parameters(), tm.named_parameters()):\n"
+        "            k.copy_(to_kiln(t.detach()))\n"
+        "    x = torch.randn(9, 3, 7)\n"
+        "    kx = to_kiln(x).requires_grad_(); tx = x.clone().requires_grad_()\n"
+        "    ko, tout = km(kx)[0], tm(tx)[0]\n"
+        "    torch.testing.assert_close(to_torch(ko.detach()), tout.detach(), rtol=1e-5, atol=1e-5)\n"
+        "    ko.sum().backward(); tout.sum().backward()\n"
+        "    torch.testing.assert_close(to_torch(kx.grad), tx.grad, rtol=1e-4, atol=1e-5)\n"
+        "print('ok')\n" % os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, KILN_CPU_ISA="base", OMP_NUM_THREADS="1")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_low_precision_runs_in_float32(kind):
+    tcls, kcls, _ = KINDS[kind]
+    torch.manual_seed(0)
+    tm = tcls(6, 8, num_layers=2).bfloat16()
+    km = kcls(6, 8, num_layers=2).to(kiln.bfloat16)
+    copy_params(km, tm)
+    x = torch.randn(5, 2, 6).bfloat16()
+    ko, to = km(to_kiln(x))[0], tm(x)[0]
+    assert ko.dtype == kiln.bfloat16
+    torch.testing.assert_close(to_torch(ko).float(), to.float(), rtol=0.05, atol=0.03)
+
+
+# ---- dropout ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["lstm", "gru", "rnn_tanh"])
+def test_dropout(kind):
+    km, tm = pair(kind, input_size=5, hidden_size=6, num_layers=3, dropout=0.5)
+    km.eval(), tm.eval()
+    x = torch.randn(4, 3, 5, dtype=torch.float64)
+    compare(km, tm, x)  # eval: no dropout, equal to torch
+    km, tm = pair(kind, input_size=5, hidden_size=6, num_layers=2, dropout=1.0)
+    compare(km, tm, x)  # training with p=1: the second layer sees zeros, deterministic
+    km, _ = pair(kind, input_size=5, hidden_size=6, num_layers=2, dropout=0.5)
+    kx = to_kiln(x).requires_grad_()
+    a, b = km(kx)[0], km(kx)[0]
+    assert not torch.equal(to_torch(a.detach()), to_torch(b.detach()))  # random masks in training
+    a.sum().backward()
+    assert kx.grad is not None and torch.isfinite(to_torch(kx.grad)).all()
+    km.eval()
+    torch.testing.assert_close(to_torch(km(kx)[0].detach()), to_torch(km(kx)[0].detach()))
+
+
+def test_dropout_warning_matches_torch():
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        krnn.LSTM(3, 4, dropout=0.3)
+    assert any("num_layers greater than 1" in str(x.message) for x in w)
+
+
+# ---- cells --------------------------------------------------------------------------------------
+CELLS = {
+    "rnn_tanh": (torch.nn.RNNCell, krnn.RNNCell, {}),
+    "rnn_relu": (torch.nn.RNNCell, krnn.RNNCell, {"nonlinearity": "relu"}),
+    "lstm": (torch.nn.LSTMCell, krnn.LSTMCell, {}),
+    "gru": (torch.nn.GRUCell, krnn.GRUCell, {}),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("batched", [True, False])
+@pytest.mark.parametrize("given_h", [False, True])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("kind", list(CELLS))
+def test_cells_match_torch(kind, bias, given_h, batched, dtype):
+    tcls, kcls, extra = CELLS[kind]
+    torch.manual_seed(0)
+    tm = tcls(5, 10, bias=bias, **extra).to(dtype)
+    km = kcls(5, 10, bias=bias, **extra, dtype=KDT[dtype])
+    assert [n for n, _ in km.named_parameters()] == [n for n, _ in tm.named_parameters()]
+    copy_params(km, tm)
+    lead = (3,) if batched else ()
+    x = torch.randn(*lead, 5, dtype=dtype)
+    kx, tx = leaf(x)
+    hs = [torch.randn(*lead, 10, dtype=dtype) for _ in range(2 if kind == "lstm" else 1)]
+    kh = [leaf(h) for h in hs] if given_h else None
+    if kind == "lstm":
+        kr = km(kx, None if kh is None else (kh[0][0], kh[1][0]))
+        tr = tm(tx, None if kh is None else (kh[0][1], kh[1][1]))
+    else:
+        kr, tr = (km(kx, None if kh is None else kh[0][0]),), (tm(tx, None if kh is None else kh[0][1]),)
+    tol = 1e-10 if dtype == torch.float64 else 1e-5
+    for k, t in zip(kr, tr):
+        close(k, t, tol, kind)
+    sum((t * (i + 1.5)).sum() for i, t in enumerate(tr)).backward()
+    kloss = None
+    for i, k in enumerate(kr):
+        kloss = (k * (i + 1.5)).sum() if kloss is None else kloss + (k * (i + 1.5)).sum()
+    kloss.backward()
+    close(kx.grad, tx.grad, tol, "input grad")
+    for a, b in kh or []:
+        close(a.grad, b.grad, tol, "state grad")
+    kp = dict(km.named_parameters())
+    for name, p in tm.named_parameters():
+        close(kp[name].grad, p.grad, tol, name)
+
+
+def test_cell_functions_match_torch():
+    g = torch.Generator().manual_seed(4)
+    x, h, c = (torch.randn(3, n, dtype=torch.float64, generator=g) for n in (5, 4, 4))
+
+    def r(*shape):
+        return torch.randn(*shape, dtype=torch.float64, generator=g)
+
+    w3, u3, b3 = r(12, 5), r(12, 4), r(12)
+    w4, u4, b4 = r(16, 5), r(16, 4), r(16)
+    w1, u1 = r(4, 5), r(4, 4)
+    K = to_kiln
+    for kr, tr in [
+        (kiln.lstm_cell(K(x), (K(h), K(c)), K(w4), K(u4), K(b4), K(b4)),
+         torch.lstm_cell(x, (h, c), w4, u4, b4, b4)),
+        ((kiln.gru_cell(K(x), K(h), K(w3), K(u3), K(b3), None),), (torch.gru_cell(x, h, w3, u3, b3, None),)),
+        ((kiln.rnn_tanh_cell(K(x), K(h), K(w1), K(u1)),), (torch.rnn_tanh_cell(x, h, w1, u1),)),
+        ((kiln.rnn_relu_cell(K(x), K(h), K(w1), K(u1)),), (torch.rnn_relu_cell(x, h, w1, u1),)),
+    ]:
+        for k, t in zip(kr, tr):
+            close(k, t, 1e-12)
+
+
+# ---- the fused layer ops ------------------------------------------------------------------------
+def test_layer_ops_are_table_ops_with_fused_backward():
+    ops = set(kiln.registered_ops())
+    for name in ("lstm_layer", "lstm_layer_backward", "gru_layer", "gru_layer_backward",
+                 "rnn_layer", "rnn_layer_backward"):
+        assert name in ops
+    km, _ = pair("lstm", input_size=5, hidden_size=6)
+    out, (h, c) = km(to_kiln(torch.randn(3, 2, 5, dtype=torch.float64)))
+    assert out.grad_fn.name() == "LstmLayerBackward0"
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_layer_ops_vs_torch_single_layer(reverse):
+    """_nn.lstm_layer / gru_layer / rnn_layer: one direction; reverse = torch on the flipped sequence."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(6, 3, 4, dtype=torch.float64, generator=g)
+    xs = x.flip(0) if reverse else x
+    fix = (lambda y: y.flip(0)) if reverse else (lambda y: y)
+    for kind in ("lstm", "lstm_proj", "gru", "rnn_tanh", "rnn_relu"):
+        km, tm = pair(kind, input_size=4, hidden_size=5)
+        hx = states(kind, 1, 1, 3, 5)
+        ps = [to_kiln(p.detach()) for p in tm.parameters()]
+        if kind.startswith("lstm"):
+            ty, (th, tc) = tm(xs, hx)
+            w_hr = ps[4] if kind == "lstm_proj" else None
+            ky, kh, kc = kiln._C._nn.lstm_layer(to_kiln(x), to_kiln(hx[0][0]), to_kiln(hx[1][0]), *ps[:4],
+                                                w_hr, reverse)
+            close(kc, tc[0], 1e-12)
+        elif kind == "gru":
+            ty, th = tm(xs, hx)
+            ky, kh = kiln._C._nn.gru_layer(to_kiln(x), to_kiln(hx[0]), *ps, reverse)
+        else:
+            ty, th = tm(xs, hx)
+            ky, kh = kiln._C._nn.rnn_layer(to_kiln(x), to_kiln(hx[0]), *ps, kind == "rnn_relu", reverse)
+        close(ky, fix(ty), 1e-12, kind)
+        close(kh, th[0], 1e-12, kind)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "lstm_proj", "gru", "rnn_tanh", "rnn_relu"])
+def test_gradcheck_layer_ops(kind):
+    g = torch.Generator().manual_seed(6)
+    H, R = 3, (2 if kind == "lstm_proj" else 3)
+    chunks = {"lstm": 4, "lstm_proj": 4, "gru": 3}.get(kind, 1)
+
+    def t(*shape):
+        return to_kiln(torch.randn(*shape, dtype=torch.float64, generator=g) * 0.8).requires_grad_()
+
+    x, h0, c0 = t(3, 2, 2), t(2, R), t(2, H)
+    w_ih, w_hh, b_ih, b_hh = t(chunks * H, 2), t(chunks * H, R), t(chunks * H), t(chunks * H)
+    w_hr = t(R, H)
+    for reverse in (False, True):
+        if kind.startswith("lstm"):
+            wr = w_hr if kind == "lstm_proj" else None
+            def fn(x, h0, c0, a, b, c, d, e=None):
+                return kiln._C._nn.lstm_layer(x, h0, c0, a, b, c, d, e, reverse)
+            args = (x, h0, c0, w_ih, w_hh, b_ih, b_hh) + ((wr,) if wr is not None else ())
+        elif kind == "gru":
+            def fn(x, h0, a, b, c, d):
+                return kiln._C._nn.gru_layer(x, h0, a, b, c, d, reverse)
+            args = (x, h0, w_ih, w_hh, b_ih, b_hh)
+        else:
+            relu = kind == "rnn_relu"
+            def fn(x, h0, a, b, c, d):
+                return kiln._C._nn.rnn_layer(x, h0, a, b, c, d, relu, reverse)
+            args = (x, h0, w_ih, w_hh, b_ih, b_hh)
+        assert kiln.autograd.gradcheck(fn, args, eps=1e-6, atol=1e-6)
+
+
+def test_double_backward_is_not_implemented():
+    km, _ = pair("lstm", input_size=3, hidden_size=4)
+    x = to_kiln(torch.randn(2, 2, 3, dtype=torch.float64)).requires_grad_()
+    (gx,) = kiln.autograd.grad(km(x)[0].sum(), [x], create_graph=True)
+    with pytest.raises(NotImplementedError):
+        gx.sum().backward()
+
+
+def test_backward_twice_needs_retain_graph_and_partial_grads():
+    km, tm = pair("gru", input_size=3, hidden_size=4, num_layers=2)
+    x = torch.randn(3, 2, 3, dtype=torch.float64)
+    out = km(to_kiln(x))[0]
+    out.sum().backward(retain_graph=True)
+    first = to_torch(km.weight_hh_l0.grad).clone()
+    out.sum().backward()
+    torch.testing.assert_close(to_torch(km.weight_hh_l0.grad), 2 * first)
+    # only some parameters need a gradient: the others stay None
+    km.zero_grad()
+    for name, p in km.named_parameters():
+        if name != "weight_ih_l1":
+            p.requires_grad_(False)
+    km(to_kiln(x))[0].sum().backward()
+    assert km.weight_ih_l1.grad is not None and km.weight_hh_l0.grad is None
+
+
+# ---- construction, parameters, repr, errors -----------------------------------------------------
+@pytest.mark.parametrize("kw", [
+    dict(input_size=3, hidden_size=4),
+    dict(input_size=3, hidden_size=4, num_layers=2, bias=False, batch_first=True, dropout=0.5,
+         bidirectional=True),
+    dict(input_size=3, hidden_size=4, num_layers=3, proj_size=2, bidirectional=True),
+])
+def test_parameters_init_and_repr(kw):
+    for kind, (tcls, kcls, extra) in KINDS.items():
+        if "proj_size" in kw and not kind.startswith("lstm"):
+            continue
+        args = {**kw, **({k: v for k, v in extra.items() if k != "proj_size"})}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tm, km = tcls(**args), kcls(**args)
+        assert repr(km) == repr(tm)
+        tp, kp = list(tm.named_parameters()), list(km.named_parameters())
+        assert [n for n, _ in kp] == [n for n, _ in tp]
+        assert [tuple(p.shape) for _, p in kp] == [tuple(p.shape) for _, p in tp]
+        bound = 1 / kw["hidden_size"] ** 0.5
+        for _, p in kp:
+            v = to_torch(p.detach())
+            assert v.abs().max() <= bound and v.std() > 0
+        assert km._flat_weights_names == tm._flat_weights_names
+        assert [[tuple(p.shape) for p in ws] for ws in km.all_weights] == \
+               [[tuple(p.shape) for p in ws] for ws in tm.all_weights]
+        for attr in ("input_size", "hidden_size", "num_layers", "bias", "batch_first", "dropout",
+                     "bidirectional", "proj_size", "mode"):
+            assert getattr(km, attr) == getattr(tm, attr), attr
+
+
+def test_cell_repr_and_parameters():
+    for tm, km in [(torch.nn.RNNCell(3, 4), krnn.RNNCell(3, 4)),
+                   (torch.nn.RNNCell(3, 4, bias=False, nonlinearity="relu"),
+                    krnn.RNNCell(3, 4, bias=False, nonlinearity="relu")),
+                   (torch.nn.LSTMCell(3, 4), krnn.LSTMCell(3, 4)),
+                   (torch.nn.GRUCell(3, 4, bias=False), krnn.GRUCell(3, 4, bias=False))]:
+        assert repr(km) == repr(tm)
+        assert [(n, tuple(p.shape)) for n, p in km.named_parameters()] == \
+               [(n, tuple(p.shape)) for n, p in tm.named_parameters()]
+        assert km.bias_ih is None if not tm.bias else km.bias_ih is not None
+
+
+def test_module_parameters_are_shared_with_cpp():
+    km, tm = pair("lstm", input_size=3, hidden_size=4)
+    x = torch.randn(2, 2, 3, dtype=torch.float64)
+    with kiln.no_grad():
+        km.weight_hh_l0.mul_(2)
+    with torch.no_grad():
+        tm.weight_hh_l0.mul_(2)
+    compare(km, tm, x, grads=False)
+    # .double() converts the parameters in place: the C++ layer computes in float64 afterwards
+    torch.manual_seed(0)
+    tm32, km32 = torch.nn.GRU(3, 4, num_layers=2), krnn.GRU(3, 4, num_layers=2)
+    copy_params(km32, tm32)
+    km32.double(), tm32.double()
+    assert km32.weight_ih_l1.dtype == kiln.float64
+    compare(km32, tm32, x)
+    # load_state_dict with torch's values
+    km2 = krnn.GRU(3, 4, num_layers=2, dtype=kiln.float64)
+    km2.load_state_dict({k: to_kiln(v) for k, v in tm32.state_dict().items()})
+    compare(km2, tm32, x, grads=False)
+
+
+def raises_like(tfn, kfn, prefix=None):
+    with pytest.raises(Exception) as te:
+        tfn()
+    with pytest.raises(Exception) as ke:
+        kfn()
+    assert isinstance(ke.value, type(te.value)), f"torch {te.value!r} vs kiln {ke.value!r}"
+    if prefix:
+        assert str(ke.value).startswith(prefix), str(ke.value)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(dropout=1.5), dict(dropout=-0.1), dict(dropout=True), dict(proj_size=4), dict(proj_size=-1),
+    dict(num_layers=0), dict(input_size=0), dict(hidden_size=0), dict(bias=1), dict(batch_first=None),
+    dict(hidden_size=4.0), dict(num_layers=2.0),
+])
+def test_constructor_errors(kw):
+    args = {"input_size": 3, "hidden_size": 4, **kw}
+    raises_like(lambda: torch.nn.LSTM(**args), lambda: krnn.LSTM(**args))
+
+
+def test_constructor_errors_rnn_gru():
+    raises_like(lambda: torch.nn.GRU(3, 4, proj_size=2), lambda: krnn.GRU(3, 4, proj_size=2))
+    raises_like(lambda: torch.nn.RNN(3, 4, nonlinearity="gelu"), lambda: krnn.RNN(3, 4, nonlinearity="gelu"))
+    raises_like(lambda: torch.nn.RNN(3, 4, 1, "sigmoid"), lambda: krnn.RNN(3, 4, 1, "sigmoid"))
+    tm, km = torch.nn.RNN(3, 4, 2, "relu"), krnn.RNN(3, 4, 2, "relu")  # positional nonlinearity
+    assert km.nonlinearity == tm.nonlinearity == "relu" and km.num_layers == 2
+    with pytest.raises(ValueError, match=r"^\[LSTM\] proj_size has to be smaller"):
+        kiln._C._nn.RNNBase("LSTM", 3, 4, proj_size=4)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru", "rnn_tanh"])
+def test_forward_errors(kind):
+    km, tm = pair(kind, input_size=3, hidden_size=4, num_layers=2)
+    name = {"lstm": "[LSTM]", "gru": "[GRU]", "rnn_tanh": "[RNN]"}[kind]
+    K = to_kiln
+
+    def both(x, hx=None, prefix=None):
+        khx = None if hx is None else (tuple(K(h) for h in hx) if isinstance(hx, tuple) else K(hx))
+        raises_like(lambda: tm(x, hx), lambda: km(K(x), khx), prefix)
+
+    d = torch.float64
+    both(torch.randn(2, 3, 4, 3, dtype=d), prefix=name)           # 4-D input
+    both(torch.randn(5, 2, 4, dtype=d), prefix=name)              # wrong input size
+    both(torch.randn(5, 2, 3), prefix=name)                       # dtype differs from the weights
+    both(torch.randn(0, 2, 3, dtype=d))                           # empty sequence
+    if kind == "lstm":
+        both(torch.randn(5, 2, 3, dtype=d), (torch.randn(2, 2, 4, dtype=d), torch.randn(2, 4, dtype=d)), name)
+        both(torch.randn(5, 2, 3, dtype=d), (torch.randn(2, 3, 4, dtype=d), torch.randn(2, 2, 4, dtype=d)), name)
+        both(torch.randn(5, 2, 3, dtype=d), (torch.randn(2, 2, 4, dtype=d), torch.randn(1, 2, 4, dtype=d)), name)
+        both(torch.randn(5, 3, dtype=d), (torch.randn(2, 1, 4, dtype=d), torch.randn(2, 1, 4, dtype=d)), name)
+    else:
+        both(torch.randn(5, 2, 3, dtype=d), torch.randn(2, 4, dtype=d), name)     # 2-D hx, batched input
+        both(torch.randn(5, 2, 3, dtype=d), torch.randn(1, 2, 4, dtype=d), name)  # wrong layer count
+        both(torch.randn(5, 2, 3, dtype=d), torch.randn(2, 2, 5, dtype=d), name)  # wrong hidden size
+        both(torch.randn(5, 3, dtype=d), torch.randn(2, 1, 4, dtype=d), name)     # 3-D hx, unbatched
+    with pytest.raises(RuntimeError, match=r"^\[" + name[1:-1] + r"\] Expected hidden"):
+        km(K(torch.randn(5, 2, 3, dtype=d)),
+           (K(torch.randn(2, 3, 4, dtype=d)), K(torch.randn(2, 3, 4, dtype=d))) if kind == "lstm"
+           else K(torch.randn(2, 3, 4, dtype=d)))
+
+
+@pytest.mark.parametrize("kind", list(CELLS))
+def test_cell_errors(kind):
+    tcls, kcls, extra = CELLS[kind]
+    tm, km = tcls(3, 4, **extra), kcls(3, 4, **extra)
+    K = to_kiln
+    lstm = kind == "lstm"
+
+    def both(x, h=None):
+        th = (h, h) if lstm and h is not None else h
+        kh = None if h is None else ((K(h), K(h)) if lstm else K(h))
+        raises_like(lambda: tm(x, th), lambda: km(K(x), kh))
+
+    both(torch.randn(2, 5))                       # inconsistent input size
+    both(torch.randn(2, 3, 4))                    # 3-D input
+    both(torch.randn(2, 3), torch.randn(3, 4))    # batch mismatch
+    both(torch.randn(2, 3), torch.randn(2, 5))    # hidden size mismatch
+    both(torch.randn(2, 3), torch.randn(2, 4, 1))  # 3-D hidden
+    both(torch.randn(3), torch.randn(2, 4))       # unbatched input, batched hidden
+    both(torch.randn(2, 3).double())              # dtype differs from the weights
+    if kind == "rnn_tanh":
+        raises_like(lambda: torch.nn.RNNCell(3, 4, nonlinearity="x")(torch.randn(2, 3)),
+                    lambda: krnn.RNNCell(3, 4, nonlinearity="x")(K(torch.randn(2, 3))))
