@@ -35,7 +35,7 @@ test-asan: deps
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ASAN)/kiln_tests --gtest_brief=1
 
 test-python: build
-	$(PY) -m pytest -q -n $(JOBS) tests/python
+	OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest -q -n $(JOBS) tests/python
 
 test: test-cpp test-asan test-python
 

@@ -25,6 +25,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kiln  # noqa: E402
 
 DTYPES = {"f32": (kiln.float32, torch.float32, 4), "f16": (kiln.float16, torch.float16, 2),
@@ -38,8 +39,8 @@ class Case:
     """One benchmark: `setup()` returns (kiln_fn, torch_fn), no-argument callables on the same data;
     `work` is FLOPs or bytes per call, `unit` its rate unit (None: time only)."""
 
-    def __init__(self, name, setup, work=None, unit=None):
-        self.name, self.setup, self.work, self.unit = name, setup, work, unit
+    def __init__(self, name, setup, work=None, unit=None, note=None):
+        self.name, self.setup, self.work, self.unit, self.note = name, setup, work, unit, note
 
 
 def inputs(shapes, tag, seed=0):
@@ -98,6 +99,8 @@ def build_cases(quick):
                       2.0 * 4096 * 4096, "GFLOP/s"))
     cases.append(Case("overhead: add f32 1-elem (time/call)",
                       make_setup([(1,), (1,)], "f32", kiln.add, torch.add)))
+    from train_cases import train_cases
+    cases += train_cases(Case, quick)
     return cases
 
 
@@ -179,8 +182,14 @@ def run_case(case, threads, budget):
         k, t, k1, t1 = measure(kfn, tfn, *cals, budget)
     except Exception as e:  # noqa: BLE001
         return [case.name, str(threads), "failed while timing: " + short_error(e), "", "", "", ""]
+    krate = fmt_rate(case, k)
+    if case.note is not None:
+        try:
+            krate = (krate + "; " if krate != "-" else "") + case.note()
+        except Exception as e:  # noqa: BLE001
+            krate += "; note failed: " + short_error(e)
     return [case.name, str(threads), fmt_time(k) + "*" * k1, fmt_time(t) + "*" * t1, f"{t / k:.2f}",
-            fmt_rate(case, k), fmt_rate(case, t)]
+            krate, fmt_rate(case, t)]
 
 
 HEADER = ["case", "threads", "kiln", "torch", "ratio (torch/kiln)", "kiln rate", "torch rate"]
