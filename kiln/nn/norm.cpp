@@ -1,5 +1,6 @@
 // Normalisation: the fused layer_norm table op (forward kernel + derivative beside it), rms_norm.
 #include <cmath>
+#include <vector>
 
 #include "kiln/autograd/autograd.h"
 #include "kiln/backend/cpu/parallel.h"
@@ -69,10 +70,86 @@ void layer_norm_kernel(const OpDef&, const TensorList& in, const Attrs& a, Tenso
 OpDef op_layer_norm{"native_layer_norm", 0, layer_norm_meta, {layer_norm_kernel, nullptr}};
 OpRegistrar reg_layer_norm{op_layer_norm};
 
-// dx = rstd * (dxh - mean(dxh) - xh * mean(dxh * xh)), dxh = g * w; dw = sum(g * xh); db = sum(g)
+// The fused first-order backward: inputs {grad, x, mean, rstd, weight?}; outputs {dx, dweight, dbias}
+// (dweight/dbias over the normalised shape, summed over rows in fixed 64-row blocks, so results do
+// not depend on the thread count).
+SpecList layer_norm_bwd_meta(const OpDef&, const TensorList& in, const Attrs& a) {
+  const Tensor& x = in[1];
+  int64_t k = attr<int64_t>(a, 0);
+  Shape ns(x.sizes().end() - k, x.sizes().end());
+  return {{x.sizes(), x.dtype()}, {ns, x.dtype()}, {ns, x.dtype()}};
+}
+
+template <class T>
+void layer_norm_bwd_rows(const Tensor& g, const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& w,
+                         TensorList& out) {
+  const int64_t n = mean.numel(), N = n == 0 ? 0 : x.numel() / n;
+  const T *gp = static_cast<const T*>(g.data_ptr()), *xp = static_cast<const T*>(x.data_ptr());
+  const T *mp = static_cast<const T*>(mean.data_ptr()), *rp = static_cast<const T*>(rstd.data_ptr());
+  const T* wp = w.defined() ? static_cast<const T*>(w.data_ptr()) : nullptr;
+  T* dxp = static_cast<T*>(out[0].data_ptr());
+  constexpr int64_t kBlock = 64;
+  const int64_t nblocks = (n + kBlock - 1) / kBlock;
+  std::vector<T> partial(static_cast<size_t>(nblocks * 2 * N), T(0));
+  cpu::parallel_for(nblocks, 1, [&](int64_t b0, int64_t b1) {
+    std::vector<T> dxh(static_cast<size_t>(N));
+    for (int64_t b = b0; b < b1; ++b) {
+      T* dw = partial.data() + b * 2 * N;
+      T* db = dw + N;
+      for (int64_t r = b * kBlock; r < std::min(n, (b + 1) * kBlock); ++r) {
+        const T *gr = gp + r * N, *xr = xp + r * N;
+        const T mu = mp[r], rs = rp[r];
+        T s1 = 0, s2 = 0;
+        for (int64_t i = 0; i < N; ++i) {
+          T xh = (xr[i] - mu) * rs;
+          T d = wp ? gr[i] * wp[i] : gr[i];
+          dxh[i] = d;
+          s1 += d;
+          s2 += d * xh;
+          dw[i] += gr[i] * xh;
+          db[i] += gr[i];
+        }
+        s1 /= static_cast<T>(N);
+        s2 /= static_cast<T>(N);
+        T* dx = dxp + r * N;
+        for (int64_t i = 0; i < N; ++i) dx[i] = rs * (dxh[i] - s1 - (xr[i] - mu) * rs * s2);
+      }
+    }
+  });
+  T* dwp = static_cast<T*>(out[1].data_ptr());
+  T* dbp = static_cast<T*>(out[2].data_ptr());
+  for (int64_t i = 0; i < N; ++i) dwp[i] = dbp[i] = T(0);
+  for (int64_t b = 0; b < nblocks; ++b)
+    for (int64_t i = 0; i < N; ++i) {
+      dwp[i] += partial[b * 2 * N + i];
+      dbp[i] += partial[b * 2 * N + N + i];
+    }
+}
+
+void layer_norm_bwd_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) {
+  Tensor g = contiguous(in[0]), x = contiguous(in[1]), mean = contiguous(in[2]), rstd = contiguous(in[3]);
+  Tensor w = in.size() > 4 && in[4].defined() ? contiguous(in[4]) : Tensor();
+  if (x.dtype() == kFloat64) return layer_norm_bwd_rows<double>(g, x, mean, rstd, w, out);
+  layer_norm_bwd_rows<float>(g, x, mean, rstd, w, out);
+}
+
+OpDef op_layer_norm_bwd{"native_layer_norm_backward", 0, layer_norm_bwd_meta, {layer_norm_bwd_kernel, nullptr}};
+OpRegistrar reg_layer_norm_bwd{op_layer_norm_bwd};
+
+// dx = rstd * (dxh - mean(dxh) - xh * mean(dxh * xh)), dxh = g * w; dw = sum(g * xh); db = sum(g).
+// First order runs the fused kernel above; under create_graph the composite keeps it differentiable.
 TensorList layer_norm_grad(const GradCtx& c, const TensorList& go) {
   const Tensor &g = go[0], &x = c.in[0], &mean = c.out[1], &rstd = c.out[2];
   const Tensor w = c.in.size() > 1 ? c.in[1] : Tensor();
+  if (!grad_mode_enabled() && (x.dtype() == kFloat32 || x.dtype() == kFloat64) && g.dtype() == x.dtype() &&
+      mean.dtype() == x.dtype()) {
+    TensorList r = dispatch(op_layer_norm_bwd, {g, x, mean, rstd, w}, {attr<int64_t>(c.attrs, 0)});
+    TensorList out(c.in_specs.size());
+    out[0] = r[0];
+    if (out.size() > 1 && c.needs[1]) out[1] = r[1];
+    if (out.size() > 2 && c.needs[2]) out[2] = r[2];
+    return out;
+  }
   int64_t k = attr<int64_t>(c.attrs, 0);
   int64_t nd = x.dim();
   Shape norm_dims, lead_dims;
