@@ -49,9 +49,17 @@ bool broadcastable_to(const Shape& from, const Shape& to) {  // `to` expands to 
   return true;
 }
 
+// Sums two gradients for one input slot. Without create_graph, a buffer the engine alone holds
+// (one handle, one storage owner, same shape and dtype as the sum) is added into in place.
 Tensor accumulate(const Tensor& a, const Tensor& b) {
   if (!a.defined()) return b;
   if (!b.defined()) return a;
+  if (!grad_mode_enabled() && a.impl_ptr().use_count() == 1 && a.storage().use_count() == 1 &&
+      a.is_contiguous() && a.dtype() == b.dtype() && a.sizes() == b.sizes() && !requires_grad(a) &&
+      !requires_grad(b)) {
+    add_(a, b);
+    return a;
+  }
   return add(a, b);
 }
 
