@@ -35,9 +35,11 @@ void layer_norm_rows(const Tensor& x, const Tensor& w, const Tensor& b, double e
     for (int64_t r = r0; r < r1; ++r) {
       const T* row = xp + r * N;
       T s = 0;
+#pragma omp simd reduction(+ : s)
       for (int64_t i = 0; i < N; ++i) s += row[i];
       T mean = s / static_cast<T>(N);
       T v = 0;
+#pragma omp simd reduction(+ : v)
       for (int64_t i = 0; i < N; ++i) {
         T d = row[i] - mean;
         v += d * d;
@@ -46,6 +48,7 @@ void layer_norm_rows(const Tensor& x, const Tensor& w, const Tensor& b, double e
       mp[r] = mean;
       rp[r] = rstd;
       T* y = yp + r * N;
+#pragma omp simd
       for (int64_t i = 0; i < N; ++i) {
         T h = (row[i] - mean) * rstd;
         if (wp) h *= wp[i];
@@ -100,6 +103,7 @@ void layer_norm_bwd_rows(const Tensor& g, const Tensor& x, const Tensor& mean, c
         const T *gr = gp + r * N, *xr = xp + r * N;
         const T mu = mp[r], rs = rp[r];
         T s1 = 0, s2 = 0;
+#pragma omp simd reduction(+ : s1, s2)
         for (int64_t i = 0; i < N; ++i) {
           T xh = (xr[i] - mu) * rs;
           T d = wp ? gr[i] * wp[i] : gr[i];
@@ -112,6 +116,7 @@ void layer_norm_bwd_rows(const Tensor& g, const Tensor& x, const Tensor& mean, c
         s1 /= static_cast<T>(N);
         s2 /= static_cast<T>(N);
         T* dx = dxp + r * N;
+#pragma omp simd
         for (int64_t i = 0; i < N; ++i) dx[i] = rs * (dxh[i] - s1 - (xr[i] - mu) * rs * s2);
       }
     }
