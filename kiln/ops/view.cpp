@@ -4,6 +4,7 @@
 #include <numeric>
 #include <optional>
 
+#include "kiln/autograd/function.h"
 #include "kiln/ops/ops.h"
 
 namespace kiln {
@@ -504,15 +505,48 @@ Tensor imag(const Tensor& x) {
 }
 Tensor conj(const Tensor& x) { return x.is_complex() ? conj_physical(x) : x; }
 
+namespace {
+// split/chunk under autograd: one backward node that concatenates the pieces' gradients (zeros for
+// pieces that got none), instead of one zero-padded full-size gradient per piece. Like torch, the
+// pieces are views that are not meant to be modified in place.
+struct SplitWithSizes : autograd::Function<SplitWithSizes> {
+  static std::string name() { return "SplitWithSizes"; }
+  static TensorList forward(autograd::AutogradContext* ctx, const TensorList& in, Shape sizes, int64_t d) {
+    ctx->saved_data["dim"] = d;
+    TensorList out;
+    int64_t start = 0;
+    for (int64_t n : sizes) {
+      out.push_back(narrow(in[0], d, start, n));
+      start += n;
+    }
+    return out;
+  }
+  static TensorList backward(autograd::AutogradContext* ctx, const TensorList& g) {
+    return {cat(g, std::get<int64_t>(ctx->saved_data["dim"]))};
+  }
+};
+
+TensorList split_pieces(const Tensor& x, const Shape& sizes, int64_t d) {
+  if (autograd::function_needs_record({x})) return SplitWithSizes::apply({x}, sizes, d);
+  TensorList out;
+  int64_t start = 0;
+  for (int64_t n : sizes) {
+    out.push_back(narrow(x, d, start, n));
+    start += n;
+  }
+  return out;
+}
+}  // namespace
+
 TensorList split(const Tensor& x, int64_t size, int64_t dim) {
   int64_t d = wrap_dim(dim, x.dim(), "split");
   int64_t n = x.sizes()[d];
   KILN_CHECK(size >= 0, Runtime, "split", "split expects split_size be non-negative, but got split_size=", size);
   KILN_CHECK(size > 0 || n == 0, Runtime, "split", "split_size can only be 0 if dimension size is 0, but got dimension size of ", n);
-  TensorList out;
   if (n == 0) return {x};
-  for (int64_t s = 0; s < n; s += size) out.push_back(narrow(x, d, s, std::min(size, n - s)));
-  return out;
+  Shape sizes;
+  for (int64_t s = 0; s < n; s += size) sizes.push_back(std::min(size, n - s));
+  return split_pieces(x, sizes, d);
 }
 
 TensorList split_with_sizes(const Tensor& x, const Shape& sizes, int64_t dim) {
@@ -522,13 +556,7 @@ TensorList split_with_sizes(const Tensor& x, const Shape& sizes, int64_t dim) {
   KILN_CHECK(total == x.sizes()[d], Runtime, "split_with_sizes", "split_with_sizes expects split_sizes to "
              "sum exactly to ", x.sizes()[d], " (input tensor's size at dimension ", d, "), but got split_sizes=",
              sizes);
-  TensorList out;
-  int64_t start = 0;
-  for (int64_t s : sizes) {
-    out.push_back(narrow(x, d, start, s));
-    start += s;
-  }
-  return out;
+  return split_pieces(x, sizes, d);
 }
 
 TensorList chunk(const Tensor& x, int64_t chunks, int64_t dim) {
