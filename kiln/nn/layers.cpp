@@ -1,30 +1,17 @@
 #include "kiln/nn/layers.h"
 
-#include <charconv>
 #include <cmath>
 
 #include "kiln/nn/init.h"
+#include "kiln/nn/layer_util.h"
 #include "kiln/ops/shape.h"
 
 namespace kiln::nn {
 namespace {
 
-// Python's repr of a float: shortest round-trip digits, always with a '.' or exponent.
-std::string pyfloat(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof(buf), v);
-  std::string s(buf, r.ptr);
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";
-  return s;
-}
-std::string pybool(bool b) { return b ? "True" : "False"; }
-std::string tuple_str(const Shape& s) {
-  std::string r = "(";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + (s.size() == 1 ? ",)" : ")");
-}
+using layer_util::pybool;
+using layer_util::pyfloat;
+using layer_util::tuple_str;
 TensorOptions opts(Dtype d) { return TensorOptions(d == Dtype::Undefined ? default_dtype() : d); }
 
 }  // namespace
