@@ -11,7 +11,7 @@ import os
 
 from . import _C
 
-__all__ = ["save_file", "load_file", "save", "load", "load_metadata", "safe_open"]
+__all__ = ["save_file", "load_file", "save", "load", "load_metadata", "safe_open", "save_model", "load_model"]
 
 
 def _path(path):
@@ -89,3 +89,15 @@ class safe_open:  # noqa: N801 (safetensors' name)
             return self._tensors[name]
         except KeyError:
             raise KeyError(f"[safetensors] no tensor named '{name}'") from None
+
+
+def save_model(model, filename, metadata=None):
+    """Writes model.state_dict() to a safetensors file (safetensors.torch.save_model's role). Tensors
+    that share memory (tied weights) are written once per name, as kiln's save_file does."""
+    save_file(dict(model.state_dict()), filename, metadata)
+
+
+def load_model(model, filename, strict=True):
+    """Loads a safetensors file into model (load_state_dict); returns (missing, unexpected) keys."""
+    result = model.load_state_dict(load_file(filename), strict=strict)
+    return result.missing_keys, result.unexpected_keys

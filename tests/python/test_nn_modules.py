@@ -349,3 +349,21 @@ def test_clip_grad_and_vector_utils():
     close(v, torch.nn.utils.parameters_to_vector(tps))
     nn.utils.vector_to_parameters(v * 2, ps)
     close(ps[1], tps[1] * 2)
+
+
+def test_save_model_load_model_roundtrip_and_torch_interop(tmp_path):
+    safetensors_torch = pytest.importorskip("safetensors.torch")
+    km, tm = make_pair()
+    path = str(tmp_path / "m.safetensors")
+    kiln.save_model(km, path)
+    tm.load_state_dict(safetensors_torch.load_file(path))  # kiln's file loads into the torch twin
+    for name, p in tm.state_dict().items():
+        np.testing.assert_array_equal(p.numpy(), km.state_dict()[name].numpy())
+    km2, _ = make_pair()
+    assert kiln.load_model(km2, path) == ([], [])
+    x = torch.randn(2, 3)
+    close(km2(to_kiln(x)), tm(x))
+    safetensors_torch.save_file(tm.state_dict(), path)  # and the reverse
+    km3, _ = make_pair()
+    kiln.load_model(km3, path)
+    close(km3(to_kiln(x)), tm(x))
