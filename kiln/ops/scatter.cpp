@@ -9,6 +9,7 @@
 #include <limits>
 #include <vector>
 
+#include "kiln/autograd/autograd.h"
 #include "kiln/core/convert.h"
 #include "kiln/core/visit.h"
 #include "kiln/ops/ops.h"
@@ -904,7 +905,10 @@ const Tensor& index_put_checked_(const Tensor& x, const TensorList& indices, con
       if (is_barebones_unsigned(x.dtype())) not_implemented(op, "masked_fill", x.dtype());
       Scalar v = values.item();
       check_scalar_fits(v, x.dtype(), op);
-      return kiln::index_put_(x, indices, scalar_tensor(v, x.dtype()), false);
+      // a value that requires grad stays a tensor, so its gradient (the masked sum) flows back
+      Tensor val = grad_mode_enabled() && requires_grad(values) ? to_dtype(reshape(values, {}), x.dtype())
+                                                                : scalar_tensor(v, x.dtype());
+      return kiln::index_put_(x, indices, val, false);
     }
   }
   bool any = false;

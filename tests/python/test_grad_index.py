@@ -46,8 +46,6 @@ def test_index_put():
     compare_grads(lambda L, x, v, i: L.index_put(x * 1, (i, i), v, accumulate=True), x, v, idx)
 
 
-@pytest.mark.xfail(reason="scatter.cpp index_put_checked_: a bool mask with a one-element value goes "
-                          "through value.item(), dropping the value's gradient", strict=False)
 def test_index_put_mask_one_element_value():
     x, v = leaf(rand(4, 3, seed=1)), leaf(rand(1, seed=2))
     compare_grads(lambda L, x, v, m: L.index_put(x, (m,), v), x, v, rand(4, 3, seed=3) > 0)
