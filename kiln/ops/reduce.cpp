@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "kiln/autograd/function.h"
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/core/convert.h"
 #include "kiln/ops/ops.h"
@@ -521,6 +522,25 @@ std::tuple<Tensor, Tensor> aminmax(const Tensor& x, std::optional<int64_t> dim, 
 }
 
 namespace {
+// sqrt for std and the 2-norm: the same forward, but a zero result gets a zero gradient (torch's
+// std_backward / norm_backward) instead of g / 0 * 0 = NaN.
+struct NormSqrt : autograd::Function<NormSqrt> {
+  static std::string name() { return "NormSqrt"; }
+  static TensorList forward(autograd::AutogradContext* ctx, const TensorList& in) {
+    Tensor y = sqrt(in[0]);
+    ctx->save_for_backward({y});
+    return {y};
+  }
+  static TensorList backward(autograd::AutogradContext* ctx, const TensorList& g) {
+    Tensor y = ctx->get_saved_variables()[0];
+    Tensor r = true_divide(g[0], mul(y, Scalar(2.0)));
+    return {where(eq(y, Scalar(0)), zeros_like(r), r)};
+  }
+};
+Tensor norm_sqrt(const Tensor& v) {
+  return autograd::function_needs_record({v}) ? NormSqrt::apply({v})[0] : sqrt(v);
+}
+
 // var and mean in the compute dtype (float32 for half / bfloat16); callers round once at the end.
 std::tuple<Tensor, Tensor> var_mean_acc(const Tensor& x, OptDims dims, double correction, bool keepdim) {
   KILN_CHECK(is_floating(x.dtype()) || is_complex(x.dtype()), Runtime, "var", "std and var only support "
@@ -547,7 +567,7 @@ Tensor var(const Tensor& x, OptDims dims, double correction, bool keepdim) {
 }
 std::tuple<Tensor, Tensor> std_mean(const Tensor& x, OptDims dims, double correction, bool keepdim) {
   auto [v, m] = var_mean_acc(x, dims, correction, keepdim);
-  return {to_dtype(sqrt(v), to_real(x.dtype())), to_dtype(m, x.dtype())};
+  return {to_dtype(norm_sqrt(v), to_real(x.dtype())), to_dtype(m, x.dtype())};
 }
 Tensor std(const Tensor& x, OptDims dims, double correction, bool keepdim) {
   return std::get<0>(std_mean(x, dims, correction, keepdim));
@@ -567,7 +587,7 @@ Tensor vector_norm(const Tensor& x, double ord, OptDims dims, bool keepdim, std:
   KILN_CHECK(is_floating(xf.dtype()) || is_complex(xf.dtype()), Runtime, "linalg.vector_norm",
              "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ",
              dtype_name(xf.dtype()));
-  if (ord == 2) return sqrt(reduce(op_norm_l2sq, xf, dims, keepdim));
+  if (ord == 2) return norm_sqrt(reduce(op_norm_l2sq, xf, dims, keepdim));
   if (ord == 1) return reduce(op_norm_l1, xf, dims, keepdim);
   if (std::isinf(ord)) {
     KILN_CHECK(xf.numel() > 0 || ord > 0, Runtime, "linalg.vector_norm", "linalg.vector_norm cannot compute "

@@ -89,8 +89,6 @@ def test_norms_at_zero_and_special_values():
     compare_grads(lambda m, x: m.amax(x, 1), y)
 
 
-@pytest.mark.xfail(strict=True, reason="std and vector_norm(ord=2) are composites over sqrt in reduce.cpp: "
-                   "their gradient is NaN where the result is 0; torch defines it as 0")
 def test_std_norm_at_zero():
     x = torch.tensor([[1.5, 1.5, 1.5], [0.0, 0.0, 0.0]], dtype=torch.float64)
     compare_grads(lambda m, x: m.std(x, 1), x)
