@@ -1,6 +1,7 @@
 // Grad mode, the per-tensor autograd state, saved tensors, the node kinds, and the autograd layer
 // that dispatch() calls for every op whose inputs require grad.
 #include "kiln/autograd/autograd.h"
+#include "kiln/core/format.h"
 
 #include <atomic>
 #include <cctype>
@@ -42,9 +43,7 @@ const char* legacy_type(Dtype d) {
 }
 
 std::string describe(const Tensor& t) {
-  std::string s = std::string("[kiln.") + legacy_type(t.dtype()) + " [";
-  for (size_t i = 0; i < t.sizes().size(); ++i) s += (i ? ", " : "") + std::to_string(t.sizes()[i]);
-  return s + "]]";
+  return std::string("[kiln.") + legacy_type(t.dtype()) + " " + shape_list(t.sizes()) + "]";
 }
 
 }  // namespace

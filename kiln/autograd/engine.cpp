@@ -7,17 +7,14 @@
 #include <unordered_set>
 
 #include "kiln/autograd/autograd.h"
+#include "kiln/core/format.h"
 #include "kiln/autograd/nodes.h"
 #include "kiln/ops/ops.h"
 
 namespace kiln {
 namespace {
 
-std::string dims_str(const Tensor& t) {
-  std::string s = "[";
-  for (size_t i = 0; i < t.sizes().size(); ++i) s += (i ? ", " : "") + std::to_string(t.sizes()[i]);
-  return s + "]";
-}
+std::string dims_str(const Tensor& t) { return shape_list(t.sizes()); }
 
 // Ones for an implicit gradient (scalar outputs only), or the given gradient after checks.
 Tensor root_grad(const Tensor& out, const Tensor& g, size_t i, const char* who) {

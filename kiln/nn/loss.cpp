@@ -9,6 +9,7 @@
 
 #include "kiln/autograd/autograd.h"
 #include "kiln/backend/cpu/parallel.h"
+#include "kiln/core/format.h"
 #include "kiln/nn/loss_detail.h"
 #include "kiln/ops/grad_util.h"
 #include "kiln/ops/shape.h"
@@ -30,11 +31,7 @@ Tensor apply_reduction(const Tensor& loss, int64_t reduction) {
   return loss;
 }
 
-std::string shape_str(const Shape& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
+std::string shape_str(const Shape& s) { return shape_list(s); }
 
 }  // namespace loss_detail
 

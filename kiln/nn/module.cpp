@@ -4,6 +4,8 @@
 #include <ostream>
 #include <sstream>
 
+#include "kiln/core/format.h"
+
 namespace kiln::nn {
 namespace {
 
@@ -16,11 +18,7 @@ std::string add_indent(const std::string& s, int n) {
   return out;
 }
 
-std::string shape_str(const Shape& s) {
-  std::string r = "kiln.Size([";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "])";
-}
+std::string shape_str(const Shape& s) { return "kiln.Size(" + shape_list(s) + ")"; }
 
 Tensor* find(NamedTensors& v, const std::string& name) {
   for (auto& [n, t] : v)

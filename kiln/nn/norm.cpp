@@ -4,6 +4,7 @@
 
 #include "kiln/autograd/autograd.h"
 #include "kiln/backend/cpu/parallel.h"
+#include "kiln/core/format.h"
 #include "kiln/nn/functional.h"
 
 namespace kiln {
@@ -188,11 +189,7 @@ Tensor layer_norm(const Tensor& x, const Shape& ns, const Tensor& weight, const 
   int64_t k = static_cast<int64_t>(ns.size());
   bool ok = k <= x.dim();
   for (int64_t i = 0; ok && i < k; ++i) ok = x.sizes()[x.dim() - k + i] == ns[i];
-  auto shape_s = [](const Shape& s) {
-    std::string r = "[";
-    for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-    return r + "]";
-  };
+  auto shape_s = shape_list;
   KILN_CHECK(ok, Runtime, op, "Given normalized_shape=", shape_s(ns), ", expected input with shape [*, ",
              shape_s(ns).substr(1), ", but got input of size", shape_s(x.sizes()));
   KILN_CHECK(!weight.defined() || weight.sizes() == ns, Runtime, op, "Expected weight to be of same shape as "

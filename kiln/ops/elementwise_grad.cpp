@@ -2,7 +2,6 @@
 // themselves differentiable. Complex inputs follow torch's convention (conjugates where it has
 // them). Gradients may keep the broadcast shape: the engine sums them to each input's shape.
 #include <cmath>
-#include <map>
 #include <string>
 #include <numbers>
 
@@ -119,16 +118,15 @@ DerivativeByName d_mish{"mish", mish_grad, 1, 0};
 bool fused_gelu_ok(const Tensor& g, const Tensor& x) {
   return !grad_mode_enabled() && !g.is_complex() && !x.is_complex() && is_floating(x.dtype());
 }
-Tensor fused(const char* name, const Tensor& a, const Tensor& b) {
-  static std::map<std::string, const OpDef*> cache;
-  auto it = cache.find(name);
-  if (it == cache.end()) it = cache.emplace(name, find_op(name)).first;
-  return dispatch1(*it->second, {a, b});
+Tensor gelu_backward(const Tensor& g, const Tensor& x, bool tanh_form) {
+  static const OpDef* exact = find_op("gelu_backward");
+  static const OpDef* approx = find_op("gelu_tanh_backward");
+  return dispatch1(tanh_form ? *approx : *exact, {g, x});
 }
 
 TensorList gelu_grad(G c, GL go) {
   const Tensor &g = go[0], &x = c.in[0];
-  if (fused_gelu_ok(g, x)) return {fused("gelu_backward", g, x)};
+  if (fused_gelu_ok(g, x)) return {gelu_backward(g, x, false)};
   Tensor cdf = mul(add(erf(mul(x, Scalar(M_SQRT1_2))), Scalar(1.0)), Scalar(0.5));
   Tensor pdf = mul(exp(mul(mul(x, x), Scalar(-0.5))), Scalar(0.5 * M_2_SQRTPI * M_SQRT1_2));
   return {mul(g, add(cdf, mul(x, pdf)))};
@@ -137,7 +135,7 @@ DerivativeByName d_gelu{"gelu", gelu_grad, 1, 0};
 
 TensorList gelu_tanh_grad(G c, GL go) {
   const Tensor &g = go[0], &x = c.in[0];
-  if (fused_gelu_ok(g, x)) return {fused("gelu_tanh_backward", g, x)};
+  if (fused_gelu_ok(g, x)) return {gelu_backward(g, x, true)};
   const double k = M_SQRT2 * M_2_SQRTPI * 0.5, kk = 0.044715;
   Tensor x2 = mul(x, x);
   Tensor inner = mul(mul(x, add(mul(x2, Scalar(kk)), Scalar(1.0))), Scalar(k));

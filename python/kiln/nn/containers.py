@@ -7,6 +7,12 @@ from .parameter import Parameter
 from .._C import Tensor
 
 
+def _params_repr(module):
+    """ParameterList / ParameterDict body: one line per parameter, as torch prints them."""
+    return "\n".join(f"({k}): Parameter containing: [kiln.{str(p.dtype).split('.')[-1]} of size "
+                     f"{'x'.join(str(s) for s in p.shape)}]" for k, p in module._parameters.items())
+
+
 class Sequential(Module):
     def __init__(self, *args):
         super().__init__()
@@ -223,11 +229,7 @@ class ParameterList(Module):
         return self
 
     def extra_repr(self):
-        lines = []
-        for k, p in self._parameters.items():
-            lines.append(f"({k}): Parameter containing: [kiln.{str(p.dtype).split('.')[-1]} of size "
-                         f"{'x'.join(str(s) for s in p.shape)}]")
-        return "\n".join(lines)
+        return _params_repr(self)
 
 
 class ParameterDict(Module):
@@ -274,8 +276,4 @@ class ParameterDict(Module):
             self[k] = v
 
     def extra_repr(self):
-        lines = []
-        for k, p in self._parameters.items():
-            lines.append(f"({k}): Parameter containing: [kiln.{str(p.dtype).split('.')[-1]} of size "
-                         f"{'x'.join(str(s) for s in p.shape)}]")
-        return "\n".join(lines)
+        return _params_repr(self)

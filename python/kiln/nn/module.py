@@ -9,6 +9,7 @@ import itertools
 from .. import _C
 from .._C import Tensor
 from .parameter import Parameter, Buffer
+from ..autograd.grad_mode import no_grad as _C_no_grad
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
@@ -452,15 +453,6 @@ class Module:
 
 def _size(shape):
     return "torch.Size([" + ", ".join(str(s) for s in shape) + "])"
-
-
-class _C_no_grad:
-    def __enter__(self):
-        self.prev = _C.is_grad_enabled()
-        _C._set_grad_enabled(False)
-
-    def __exit__(self, *exc):
-        _C._set_grad_enabled(self.prev)
 
 
 class _CppModule(Module):
