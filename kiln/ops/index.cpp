@@ -2,8 +2,10 @@
 // Indices are checked before any write: out-of-range raises IndexError, never a crash.
 #include <cstring>
 
+#include "kiln/autograd/autograd.h"
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/ops/ops.h"
+#include "kiln/ops/shape.h"
 
 namespace kiln {
 namespace {
@@ -365,6 +367,86 @@ const Tensor& index_put_(const Tensor& x, const TensorList& indices, const Tenso
   in.insert(in.end(), indices.begin(), indices.end());
   dispatch(op_index_put, in, {accumulate});
   return x;
+}
+
+// index_put with torch's argument checks (the Python __setitem__ / index_put path).
+using shape_detail::not_implemented;
+using shape_detail::torch_type_name;
+const Tensor& index_put_checked_(const Tensor& x, const TensorList& indices, const Tensor& values, bool accumulate) {
+  const char* op = "index_put_";
+  KILN_CHECK(static_cast<int64_t>(indices.size()) <= x.dim(), Index, op, "too many indices for tensor of dimension ",
+             x.dim(), " (got ", indices.size(), ")");
+  // torch fills through masked_fill_ for a single mask index and a one-element value
+  if (!accumulate && values.numel() == 1) {
+    Tensor mask;
+    bool ok = true;
+    int64_t num_ind = 0;
+    for (const Tensor& t : indices) {
+      if (!t.defined()) {
+        ++num_ind;
+        continue;
+      }
+      if ((t.dtype() != kBool && t.dtype() != kUInt8) || mask.defined()) {
+        ok = false;
+        break;
+      }
+      mask = t;
+      for (int64_t j = 0; j < t.dim(); ++j) {
+        int64_t src = num_ind + j;
+        KILN_CHECK(src < x.dim(), Index, op, "Dimension out of range (expected to be in range of [", -x.dim(), ", ",
+                   x.dim() - 1, "], but got ", src, ")");
+        KILN_CHECK(t.sizes()[j] == x.sizes()[src], Index, op, "The shape of the mask ", t.sizes(), " at index ", j,
+                   " does not match the shape of the indexed tensor ", x.sizes(), " at index ", src);
+      }
+      num_ind += t.dim();
+    }
+    if (ok) {
+      KILN_CHECK(mask.defined(), Runtime, op, "sym_strides() called on an undefined Tensor");
+      KILN_CHECK(mask.dtype() == kBool, Runtime, op, "masked_fill_ only supports boolean masks, but got mask with "
+                 "dtype unsigned char");
+      if (is_barebones_unsigned(x.dtype())) not_implemented(op, "masked_fill", x.dtype());
+      Scalar v = values.item();
+      shape_detail::check_scalar_fits(v, x.dtype(), op);
+      // a value that requires grad stays a tensor, so its gradient (the masked sum) flows back
+      Tensor val = grad_mode_enabled() && requires_grad(values) ? to_dtype(reshape(values, {}), x.dtype())
+                                                                : scalar_tensor(v, x.dtype());
+      return kiln::index_put_(x, indices, val, false);
+    }
+  }
+  bool any = false;
+  for (const Tensor& t : indices) {
+    if (!t.defined()) continue;
+    any = true;
+    Dtype d = t.dtype();
+    KILN_CHECK(d == kInt64 || d == kInt32 || d == kUInt8 || d == kBool, Index, op,
+               "tensors used as indices must be long, int, byte or bool tensors");
+  }
+  KILN_CHECK(any, Runtime, op, "sym_strides() called on an undefined Tensor");
+  int64_t d = 0;
+  for (const Tensor& t : indices) {
+    if (t.defined() && t.dtype() != kBool && t.dtype() != kUInt8)
+      KILN_CHECK(!(x.sizes()[d] == 0 && t.numel() > 0), Index, op, "index is out of bounds for dimension with size 0");
+    d += t.defined() && (t.dtype() == kBool || t.dtype() == kUInt8) ? t.dim() : 1;
+    if (d >= x.dim()) break;
+  }
+  KILN_CHECK(values.dtype() == x.dtype(), Runtime, op, "Index put requires the source and destination dtypes match, "
+             "got ", torch_type_name(x.dtype()), " for the destination and ", torch_type_name(values.dtype()),
+             " for the source.");
+  if (is_barebones_unsigned(x.dtype())) not_implemented(op, accumulate ? "index_put_with_sort" : "index_put", x.dtype());
+  if (accumulate && is_float8(x.dtype())) {
+    // kiln's accumulate kernel has no float8 arithmetic: accumulate in float32 and round once per index
+    Tensor tmp = to_dtype(x, kFloat32);
+    kiln::index_put_(tmp, indices, to_dtype(values, kFloat32), true);
+    copy_(x, tmp);
+    return x;
+  }
+  return kiln::index_put_(x, indices, values, accumulate);
+}
+
+Tensor index_put(const Tensor& x, const TensorList& indices, const Tensor& values, bool accumulate) {
+  Tensor y = clone(x);
+  index_put_checked_(y, indices, values, accumulate);
+  return y;
 }
 
 }  // namespace kiln
