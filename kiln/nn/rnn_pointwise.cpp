@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kiln/backend/cpu/isa.h"
 #include "kiln/nn/rnn_detail.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -25,15 +26,7 @@ inline T sigm(T x) {
 }
 
 #ifdef KILN_RNN_AVX2
-bool use_avx2() {
-  static const bool on = [] {
-    __builtin_cpu_init();
-    const char* force = std::getenv("KILN_CPU_ISA");
-    if (force && std::strcmp(force, "base") == 0) return false;
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return on;
-}
+bool use_avx2() { return cpu::selected_isa() >= cpu::Isa::Avx2; }
 
 #define KILN_AVX2_FN __attribute__((target("avx2,fma")))
 #define KILN_AVX2_INL __attribute__((target("avx2,fma"), always_inline)) inline

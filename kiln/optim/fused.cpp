@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kiln/backend/cpu/isa.h"
 #include "kiln/backend/cpu/parallel.h"
 #include "kiln/core/half.h"
 
@@ -204,16 +205,11 @@ struct IsaChoice {
 };
 
 IsaChoice pick_isa() {
-  __builtin_cpu_init();
-  const char* force = std::getenv("KILN_CPU_ISA");
-  bool has512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-  bool has2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (force && std::strcmp(force, "base") == 0) has512 = has2 = false;
-  if (force && std::strcmp(force, "avx2") == 0) has512 = false;
-  if (has512) return {avx512::update_chunk, "avx512"};
-  if (has2) return {avx2::update_chunk, "avx2"};
-  return {sse2::update_chunk, "sse2"};
+  switch (cpu::selected_isa()) {
+    case cpu::Isa::Avx512: return {avx512::update_chunk, "avx512"};
+    case cpu::Isa::Avx2: return {avx2::update_chunk, "avx2"};
+    default: return {sse2::update_chunk, "sse2"};
+  }
 }
 
 const IsaChoice& isa() {

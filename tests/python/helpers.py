@@ -117,8 +117,25 @@ def run_both(fn, targs, kargs, tkw=None, kkw=None):
     return kres, tres, texc, kexc
 
 
-def check(fn, *targs, rtol=None, atol=None, exact=False, msg="", **tkw):
-    """Runs fn on torch inputs and on their kiln copies; results or exception types must agree."""
+def _f64(a):
+    return a.double() if isinstance(a, torch.Tensor) and a.dtype.is_floating_point else a
+
+
+def reference_f64(fn, *targs, like=None, **tkw):
+    """fn's result computed by torch in float64 on the same values, then rounded to the dtype of `like`
+    (torch's own result): an answer that does not depend on which kernels torch picks on this CPU
+    (its vector float32 kernels differ between ISAs in special values and in the last ulps)."""
+    res = fn(torch, *[_f64(a) for a in targs], **tkw)
+    if isinstance(like, (tuple, list)):
+        return type(like)(r.to(t.dtype) if isinstance(t, torch.Tensor) else r for r, t in zip(res, like))
+    return res.to(like.dtype) if isinstance(like, torch.Tensor) else res
+
+
+def check(fn, *targs, rtol=None, atol=None, exact=False, msg="", ref=None, **tkw):
+    """Runs fn on torch inputs and on their kiln copies; results or exception types must agree.
+    ref="float64": kiln's values are compared with reference_f64 (torch in float64) instead of torch's
+    result in the input dtype, for ops whose torch answer depends on torch's ISA; dtypes, shapes and
+    exceptions still come from torch's own call."""
     kargs = [to_kiln(a) if isinstance(a, torch.Tensor) else
              ([to_kiln(x) for x in a] if isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor) else a)
              for a in targs]
@@ -131,6 +148,10 @@ def check(fn, *targs, rtol=None, atol=None, exact=False, msg="", **tkw):
         return None
     if kexc is not None:
         raise AssertionError(f"{msg}: kiln raised {type(kexc).__name__}: {kexc}; torch gave {tres}") from kexc
+    if ref == "float64":
+        tres = reference_f64(fn, *targs, like=tres, **tkw)
+    else:
+        assert ref is None, f"unknown reference {ref!r}"
     assert_same(kres, tres, rtol, atol, exact, msg=msg)
     return kres
 

@@ -195,7 +195,6 @@ CREATION = [
     ("arange-neg", lambda m: m.arange(10, 0, -3)),
     ("arange-dt", lambda m: m.arange(5, dtype=m.float64)),
     ("arange-empty", lambda m: m.arange(0)),
-    ("linspace", lambda m: m.linspace(-1, 1, 7)),
     ("linspace-1", lambda m: m.linspace(3, 5, 1)),
     ("linspace-int", lambda m: m.linspace(0, 10, 5, dtype=m.int64)),
     ("logspace", lambda m: m.logspace(0, 3, 4)),
@@ -221,6 +220,23 @@ CREATION = [
 @pytest.mark.parametrize("name,fn", CREATION, ids=[c[0] for c in CREATION])
 def test_creation(name, fn):
     check(fn, exact=True, msg=name)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float16"])
+@pytest.mark.parametrize("start,end,steps", [(-1, 1, 7), (0, 1, 37), (-3.5, 10, 100), (5, -5, 11), (100, 101, 9)])
+def test_linspace(start, end, steps, dtype):
+    # float64 reference: torch's result depends on its ISA (its vector kernel uses fused multiply-adds
+    # from both ends, its scalar one does not: linspace(-1, 1, 7)[3] is -2.98e-8 or 0.0), so kiln is
+    # held to one ulp of max(|start|, |end|) of the exact value
+    atol = torch.finfo(getattr(torch, dtype)).eps * max(abs(start), abs(end))
+    check(lambda m: m.linspace(start, end, steps, dtype=getattr(m, dtype)), ref="float64", rtol=0, atol=atol)
+
+
+def test_linspace_pinned():
+    # kiln's choice: torch's vector formula, start + i * step up to the middle and end - (steps - 1 - i) *
+    # step after it, each one fused multiply-add (std::fma, so the same on every ISA)
+    assert kiln.linspace(-1, 1, 7)[3].item() == -2.9802322387695312e-08
+    assert kiln.linspace(-1, 1, 7, dtype=kiln.float64)[3].item() == 5.551115123125783e-17
 
 
 def test_float_default_dtype():

@@ -1,3 +1,4 @@
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -33,34 +34,51 @@ KernelTable* build(const char* name) {
   return t;
 }
 
-const KernelTable* pick() {
-  __builtin_cpu_init();
-  const char* force = std::getenv("KILN_CPU_ISA");
-  bool has512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-  bool has2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-              __builtin_cpu_supports("bmi2");
-  if (force && std::strcmp(force, "base") == 0) has512 = has2 = false;
-  if (force && std::strcmp(force, "avx2") == 0) has512 = false;
-#ifdef KILN_BASE_ISA_ONLY
-  has512 = has2 = false;
-#else
-  if (has512)
+const KernelTable* build_table(Isa isa) {
+#ifndef KILN_BASE_ISA_ONLY
+  if (isa == Isa::Avx512)
     return build<avx512::fill_unary, avx512::fill_binary, avx512::fill_reduce, avx512::fill_copy,
                  avx512::fill_gemm>("avx512");
-  if (has2)
+  if (isa == Isa::Avx2)
     return build<avx2::fill_unary, avx2::fill_binary, avx2::fill_reduce, avx2::fill_copy, avx2::fill_gemm>(
         "avx2");
 #endif
-  (void)has512;
-  (void)has2;
+  (void)isa;
   return build<base::fill_unary, base::fill_binary, base::fill_reduce, base::fill_copy, base::fill_gemm>(
       "base");
 }
+
+Isa pick_isa() {
+  __builtin_cpu_init();
+  Isa best = Isa::Base;
+#ifndef KILN_BASE_ISA_ONLY
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+    best = Isa::Avx512;
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2"))
+    best = Isa::Avx2;
+#endif
+  const char* force = std::getenv("KILN_CPU_ISA");
+  if (!force || !*force) return best;
+  Isa want;
+  if (std::strcmp(force, "base") == 0) want = Isa::Base;
+  else if (std::strcmp(force, "avx2") == 0) want = Isa::Avx2;
+  else if (std::strcmp(force, "avx512") == 0) want = Isa::Avx512;
+  else {
+    std::fprintf(stderr, "kiln: ignoring KILN_CPU_ISA=%s (expected base, avx2 or avx512)\n", force);
+    return best;
+  }
+  return want < best ? want : best;
+}
 }  // namespace
 
+Isa selected_isa() {
+  static const Isa isa = pick_isa();
+  return isa;
+}
+
 const KernelTable& cpu_kernels() {
-  static const KernelTable* t = pick();
+  static const KernelTable* t = build_table(selected_isa());
   return *t;
 }
 

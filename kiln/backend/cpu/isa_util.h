@@ -9,8 +9,9 @@
 #ifndef KILN_ISA
 #error "KILN_ISA must name the ISA namespace (base, avx2, avx512)"
 #endif
+// Like vec.h and math.h, its contents live in the ISA's namespace (no inline code shared between tables).
 
-namespace kiln::cpu {
+namespace kiln::cpu::KILN_ISA {
 
 template <class F>
 void for_each_type(F&& f) {
@@ -45,4 +46,4 @@ template <class T> struct RealOf { using type = T; };
 template <class T> struct RealOf<std::complex<T>> { using type = T; };
 template <class T> using real_of_t = typename RealOf<T>::type;
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::KILN_ISA

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "kiln/backend/cpu/isa.h"
 #include "kiln/backend/cpu/loop.h"
 #include "kiln/core/dtype.h"
 
@@ -72,8 +73,6 @@ struct KernelTable {
   LowpGemmFn gemm_lowp[kNumDtypes] = {};
 };
 
-const KernelTable& cpu_kernels();
-// "avx512", "avx2" or "base"; KILN_CPU_ISA in the environment can force a lower one.
-const char* cpu_isa();
+const KernelTable& cpu_kernels();  // the table of selected_isa() (isa.h)
 
 }  // namespace kiln::cpu

@@ -1,6 +1,8 @@
 // Binary elementwise inner loops (compiled once per ISA). Inputs share the compute dtype T;
 // comparisons and logical ops write bool.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "kiln/backend/cpu/isa_util.h"
 #include "kiln/backend/cpu/math.h"
@@ -127,14 +129,14 @@ inline auto apply(M a, M b, M alpha) {
       if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<M>::quiet_NaN();
     return a > b ? b : a;
   } else if constexpr (OP == B::GeluBackward) {
-    M cdf = M(0.5) * (M(1) + std::erf(b * static_cast<M>(M_SQRT1_2)));
     M pdf = std::exp(M(-0.5) * b * b) * static_cast<M>(0.5 * M_2_SQRTPI * M_SQRT1_2);
-    return static_cast<M>(a * (cdf + b * pdf));
+    return static_cast<M>(a * (normal_cdf(b) + b * pdf));
   } else if constexpr (OP == B::GeluTanhBackward) {
+    // with s = sigmoid(2u), u = k (x + c x^3): gelu = x s and gelu' = s + 2 x e s^2 u', e = exp(-2u)
+    // (the exponent capped so that e s^2 -> 0 instead of inf * 0 far in the negative tail)
     const M k = static_cast<M>(M_SQRT2 * M_2_SQRTPI * 0.5), c = static_cast<M>(0.044715);
-    M x2 = b * b, t = std::tanh(k * b * (M(1) + c * x2));
-    M left = M(0.5) * (M(1) + t), right = M(0.5) * b * (M(1) - t * t) * k * (M(1) + M(3) * c * x2);
-    return static_cast<M>(a * (left + right));
+    M e = std::exp(std::min(M(-2) * gelu_tanh_arg(b), max_exp_arg<M>())), s = M(1) / (M(1) + e);
+    return static_cast<M>(a * (s + M(2) * b * e * s * s * k * (M(1) + M(3) * c * b * b)));
   } else if constexpr (OP == B::Polar) return std::complex<M>(a * std::cos(b), a * std::sin(b));
   else if constexpr (OP == B::Complex) return std::complex<M>(a, b);
   else {
@@ -180,16 +182,15 @@ inline VecF vec_apply(VecF a, VecF b, VecF alpha) {
   else if constexpr (OP == B::Sub) return a - alpha * b;
   else if constexpr (OP == B::Mul) return a * b;
   else if constexpr (OP == B::GeluBackward) {
-    const VecF half = VecF::set1(0.5f), one = VecF::set1(1.0f);
-    VecF cdf = half * (one + erf_fast(b * VecF::set1(static_cast<float>(M_SQRT1_2))));
-    VecF pdf = (VecF::set1(-0.5f) * b * b).exp() * VecF::set1(static_cast<float>(0.5 * M_2_SQRTPI * M_SQRT1_2));
-    return a * (cdf + b * pdf);
-  } else if constexpr (OP == B::GeluTanhBackward) {
-    const VecF half = VecF::set1(0.5f), one = VecF::set1(1.0f);
-    const VecF k = VecF::set1(static_cast<float>(M_SQRT2 * M_2_SQRTPI * 0.5)), c = VecF::set1(0.044715f);
-    VecF x2 = b * b, t = tanh_fast(k * b * (one + c * x2));
-    VecF left = half * (one + t), right = half * b * (one - t * t) * k * (one + VecF::set1(3.0f) * c * x2);
-    return a * (left + right);
+    VecF gauss;
+    VecF cdf = normal_cdf_fast(b, &gauss);
+    return a * (cdf + b * gauss * VecF::set1(static_cast<float>(0.5 * M_2_SQRTPI * M_SQRT1_2)));
+  } else if constexpr (OP == B::GeluTanhBackward) {  // as the scalar form above
+    const VecF one = VecF::set1(1.0f);
+    const VecF k = VecF::set1(static_cast<float>(M_SQRT2 * M_2_SQRTPI * 0.5)), c3 = VecF::set1(3.0f * 0.044715f);
+    VecF e = VecF::min(VecF::set1(-2.0f) * gelu_tanh_arg_fast(b), VecF::set1(max_exp_arg<float>())).exp();
+    VecF s = one / (one + e);
+    return a * (s + VecF::set1(2.0f) * b * e * s * s * k * (one + c3 * b * b));
   } else return a / b;
 }
 
@@ -209,15 +210,17 @@ bool vec_loop(char** data, const int64_t* s, int64_t n, float alpha) {
     for (; i + VecF::N <= n; i += VecF::N)
       store_from_float(o + i, vec_apply<OP>(load_as_float(a + i), load_as_float(b + i), al));
   }
-  for (; i < n; ++i) {
-    float bv = static_cast<float>(s[2] == 0 ? *b : b[i]), av = static_cast<float>(a[i]);
-    float r;
-    if constexpr (OP == B::Add) r = av + alpha * bv;
-    else if constexpr (OP == B::Sub) r = av - alpha * bv;
-    else if constexpr (OP == B::Mul) r = av * bv;
-    else if constexpr (gelu_grad<OP>()) r = apply<OP, float>(av, bv, 1.0f);
-    else r = av / bv;
-    o[i] = T(r);
+  if (i < n) {  // the tail through the same vector code on padded buffers (position-independent results)
+    T ba[VecF::N] = {}, bb[VecF::N] = {}, bo[VecF::N];
+    const size_t bytes = static_cast<size_t>(n - i) * sizeof(T);
+    std::memcpy(ba, a + i, bytes);
+    if (s[2] == 0) {
+      for (int l = 0; l < VecF::N; ++l) bb[l] = *b;
+    } else {
+      std::memcpy(bb, b + i, bytes);
+    }
+    store_from_float(bo, vec_apply<OP>(load_as_float(ba), load_as_float(bb), al));
+    std::memcpy(o + i, bo, bytes);
   }
   return true;
 }

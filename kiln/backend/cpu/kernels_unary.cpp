@@ -162,11 +162,9 @@ inline auto apply(M x, const KParams& p) {
   else if constexpr (OP == U::Elu) {  // d[0]=alpha d[1]=scale d[2]=input_scale
     M a = static_cast<M>(p.d[0]), s = static_cast<M>(p.d[1]), is = static_cast<M>(p.d[2]);
     return x > M(0) ? static_cast<M>(x * s) : static_cast<M>(std::expm1(x * is) * a * s);
-  } else if constexpr (OP == U::Gelu) return static_cast<M>(M(0.5) * x * (M(1) + std::erf(x * static_cast<M>(M_SQRT1_2))));
-  else if constexpr (OP == U::GeluTanh) {
-    constexpr M k = static_cast<M>(M_SQRT2 * M_2_SQRTPI * 0.5), c = static_cast<M>(0.044715);
-    return static_cast<M>(M(0.5) * x * (M(1) + std::tanh(k * (x + c * x * x * x))));
-  } else if constexpr (OP == U::Silu) return static_cast<M>(x / (M(1) + exp(-x)));
+  } else if constexpr (OP == U::Gelu) return static_cast<M>(x * normal_cdf(x));
+  else if constexpr (OP == U::GeluTanh) return static_cast<M>(x / (M(1) + std::exp(M(-2) * gelu_tanh_arg(x))));
+  else if constexpr (OP == U::Silu) return static_cast<M>(x / (M(1) + exp(-x)));
   else if constexpr (OP == U::Mish) return static_cast<M>(x * std::tanh(std::log1p(exp(x))));
   else if constexpr (OP == U::Softplus) {  // d[0]=beta d[1]=threshold
     M b = static_cast<M>(p.d[0]), t = static_cast<M>(p.d[1]);
@@ -247,12 +245,8 @@ inline VecF vec_apply(VecF x) {
   else if constexpr (OP == U::Cos) return x.cos();
   else if constexpr (OP == U::Sigmoid) return one / (one + (VecF::set1(0.0f) - x).exp());
   else if constexpr (OP == U::Silu) return x / (one + (VecF::set1(0.0f) - x).exp());
-  else if constexpr (OP == U::Gelu)
-    return x * VecF::set1(0.5f) * (one + erf_fast(x * VecF::set1(static_cast<float>(M_SQRT1_2))));
-  else {  // GeluTanh
-    const VecF k = VecF::set1(static_cast<float>(M_SQRT2 * M_2_SQRTPI * 0.5)), c = VecF::set1(0.044715f);
-    return VecF::set1(0.5f) * x * (one + tanh_fast(k * (x + c * x * x * x)));
-  }
+  else if constexpr (OP == U::Gelu) return x * normal_cdf_fast(x);
+  else return x / (one + (VecF::set1(-2.0f) * gelu_tanh_arg_fast(x)).exp());  // GeluTanh
 }
 
 template <U OP, class T>

@@ -2,6 +2,12 @@
 // digamma) and PyTorch's exact semantics for integer division, remainder, shifts and rounding.
 #pragma once
 
+// Compiled once per ISA with different flags: everything here lives in that ISA's namespace, so no
+// out-of-line copy of an inline function is shared (merged by the linker) between the tables.
+#ifndef KILN_ISA
+#error "KILN_ISA must name the ISA namespace (base, avx2, avx512)"
+#endif
+
 #include <cmath>
 #include <complex>
 #include <cstdint>
@@ -10,7 +16,24 @@
 
 #include "kiln/core/visit.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::KILN_ISA {
+
+// GELU's pieces. Phi(x) = P(N(0,1) <= x) through erfc, which keeps its relative accuracy in the
+// negative tail (1 + erf(x) cancels there); the tanh form's argument u = sqrt(2/pi) (x + 0.044715 x^3),
+// with 0.5 (1 + tanh(u)) written as 1 / (1 + exp(-2u)) for the same reason.
+template <class T>
+inline T normal_cdf(T x) {
+  return T(0.5) * std::erfc(-x * static_cast<T>(0.70710678118654752440));
+}
+template <class T>
+inline T gelu_tanh_arg(T x) {
+  return static_cast<T>(0.79788456080286535588) * (x + static_cast<T>(0.044715) * x * x * x);
+}
+// The largest argument exp() takes without overflowing, rounded down.
+template <class T>
+constexpr T max_exp_arg() {
+  return std::is_same_v<T, float> ? T(88) : T(709);
+}
 
 template <class T>
 inline T erfinv_impl(T y) {
@@ -233,4 +256,4 @@ inline T round_decimals(T x, int64_t decimals) {
   return neg ? std::nearbyint(x / ten) * ten : std::nearbyint(x * ten) / ten;
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::KILN_ISA

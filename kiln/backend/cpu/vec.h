@@ -1,7 +1,14 @@
 // One float vector type per ISA (SSE2 4 lanes, AVX2 8, AVX-512 16), chosen by the compiler flags of
-// the translation unit that includes it (the per-ISA kernel files). Transcendentals come from
-// SLEEF's 1-ULP (u10) functions, the same family PyTorch's CPU kernels use.
+// the translation unit that includes it (the per-ISA kernel files). exp is kiln's own (inline, within
+// 1 ulp of the correctly rounded result for every float); the other transcendentals come from SLEEF's
+// 1-ULP (u10) functions, the same family PyTorch's CPU kernels use.
 #pragma once
+
+// Compiled once per ISA with different flags: everything here lives in that ISA's namespace, so no
+// out-of-line copy of an inline function is shared (merged by the linker) between the tables.
+#ifndef KILN_ISA
+#error "KILN_ISA must name the ISA namespace (base, avx2, avx512)"
+#endif
 
 #include <immintrin.h>
 #include <sleef.h>
@@ -11,7 +18,7 @@
 
 #include "kiln/core/half.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::KILN_ISA {
 
 #if defined(__AVX512F__)
 struct VecF {
@@ -37,7 +44,15 @@ struct VecF {
   }
   VecF or_bits(VecF o) const { return {_mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), _mm512_castps_si512(o.v)))}; }
   bool any_bits() const { return _mm512_test_epi32_mask(_mm512_castps_si512(v), _mm512_castps_si512(v)) != 0; }
-  VecF exp() const { return {Sleef_expf16_u10avx512f(v)}; }
+  VecF exp() const;
+  // n: integral floats; round_int rounds to nearest even, mul_pow2 gives this * 2^n for |n| <= 252
+  static VecF round_int(VecF x) { return {_mm512_cvtepi32_ps(_mm512_cvtps_epi32(x.v))}; }
+  VecF mul_pow2(VecF n) const {
+    __m512i ni = _mm512_cvtps_epi32(n.v), h = _mm512_srai_epi32(ni, 1), bias = _mm512_set1_epi32(127);
+    __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(h, bias), 23));
+    __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_sub_epi32(ni, h), bias), 23));
+    return {_mm512_mul_ps(_mm512_mul_ps(v, s1), s2)};
+  }
   VecF expm1() const { return {Sleef_expm1f16_u10avx512f(v)}; }
   VecF log() const { return {Sleef_logf16_u10avx512f(v)}; }
   VecF log1p() const { return {Sleef_log1pf16_u10avx512f(v)}; }
@@ -68,7 +83,14 @@ struct VecF {
   VecF nan_mask() const { return {_mm256_cmp_ps(v, v, _CMP_UNORD_Q)}; }
   VecF or_bits(VecF o) const { return {_mm256_or_ps(v, o.v)}; }
   bool any_bits() const { return _mm256_movemask_ps(v) != 0; }
-  VecF exp() const { return {Sleef_expf8_u10avx2(v)}; }
+  VecF exp() const;
+  static VecF round_int(VecF x) { return {_mm256_cvtepi32_ps(_mm256_cvtps_epi32(x.v))}; }
+  VecF mul_pow2(VecF n) const {
+    __m256i ni = _mm256_cvtps_epi32(n.v), h = _mm256_srai_epi32(ni, 1), bias = _mm256_set1_epi32(127);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h, bias), 23));
+    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, h), bias), 23));
+    return {_mm256_mul_ps(_mm256_mul_ps(v, s1), s2)};
+  }
   VecF expm1() const { return {Sleef_expm1f8_u10avx2(v)}; }
   VecF log() const { return {Sleef_logf8_u10avx2(v)}; }
   VecF log1p() const { return {Sleef_log1pf8_u10avx2(v)}; }
@@ -100,7 +122,14 @@ struct VecF {
   VecF nan_mask() const { return {_mm_cmpunord_ps(v, v)}; }
   VecF or_bits(VecF o) const { return {_mm_or_ps(v, o.v)}; }
   bool any_bits() const { return _mm_movemask_ps(v) != 0; }
-  VecF exp() const { return {Sleef_expf4_u10sse2(v)}; }
+  VecF exp() const;
+  static VecF round_int(VecF x) { return {_mm_cvtepi32_ps(_mm_cvtps_epi32(x.v))}; }
+  VecF mul_pow2(VecF n) const {
+    __m128i ni = _mm_cvtps_epi32(n.v), h = _mm_srai_epi32(ni, 1), bias = _mm_set1_epi32(127);
+    __m128 s1 = _mm_castsi128_ps(_mm_slli_epi32(_mm_add_epi32(h, bias), 23));
+    __m128 s2 = _mm_castsi128_ps(_mm_slli_epi32(_mm_add_epi32(_mm_sub_epi32(ni, h), bias), 23));
+    return {_mm_mul_ps(_mm_mul_ps(v, s1), s2)};
+  }
   VecF expm1() const { return {Sleef_expm1f4_u10sse2(v)}; }
   VecF log() const { return {Sleef_logf4_u10sse2(v)}; }
   VecF log1p() const { return {Sleef_log1pf4_u10sse2(v)}; }
@@ -111,18 +140,58 @@ struct VecF {
 };
 #endif
 
-// erf(x) by Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7): one exp instead of SLEEF's erf, the
-// speed/accuracy trade torch's vectorised GELU makes as well.
-inline VecF erf_fast(VecF x) {
-  VecF a = x.abs(), one = VecF::set1(1.0f);
-  VecF t = one / (VecF::set1(0.3275911f) * a + one);
-  VecF r = VecF::set1(1.061405429f);
-  r = r * t + VecF::set1(-1.453152027f);
-  r = r * t + VecF::set1(1.421413741f);
-  r = r * t + VecF::set1(-0.284496736f);
-  r = r * t + VecF::set1(0.254829592f);
-  VecF e = (VecF::set1(0.0f) - a * a).exp();
-  return (one - r * t * e).xor_bits(x.sign_bits());
+// The polynomials here are plain expressions: the avx2 and avx512 tables contract them into the same
+// fused multiply-adds (bit-identical results); base, without FMA, rounds every step (the bounds between
+// the tables are stated and checked in tests/python/test_isa.py).
+
+// exp(x) = 2^n exp(r), n = round(x / ln 2), r = x - n ln 2 (ln 2 split in two, the first part exact
+// in n * C1), exp(r) = 1 + r + r^2 p(r) with p of degree 4 fitted here for relative error 3e-9 on
+// |r| <= ln(2) / 2 (Lawson's iteration in float64). Within 1 ulp of the correctly rounded float for
+// every input (checked for all floats in [-104, 89], subnormal results included); 2^n is applied in
+// two steps so results down to 2^-149 come out right. NaN stays NaN (max/min take x second), +-inf
+// give inf and 0. Inline, unlike SLEEF's call, so the kernels that use it are not split by a call.
+inline VecF exp_impl(VecF x) {
+  x = VecF::min(VecF::set1(100.0f), VecF::max(VecF::set1(-104.0f), x));
+  VecF n = VecF::round_int(x * VecF::set1(1.44269504088896341f));
+  VecF r = x - n * VecF::set1(0.693359375f);
+  r = r - n * VecF::set1(-2.12194440e-4f);
+  VecF p = VecF::set1(0.0013814595295116305f);
+  p = p * r + VecF::set1(0.008368706330657005f);
+  p = p * r + VecF::set1(0.04166838899254799f);
+  p = p * r + VecF::set1(0.1666652113199234f);
+  p = p * r + VecF::set1(0.4999999403953552f);
+  return (VecF::set1(1.0f) + (r + r * r * p)).mul_pow2(n);
+}
+inline VecF VecF::exp() const { return exp_impl(*this); }
+
+// The standard normal CDF Phi(x) = erfc(-x / sqrt(2)) / 2, without cancellation: for z >= 0,
+// erfc(z) = t P(t) exp(-z^2) with t = 1 / (1 + 0.3275911 z) and P a degree-7 polynomial fitted here
+// (Lawson's iteration in float64) for relative error below 1.1e-7 on z in [0, 9.5]; beyond that
+// exp(-z^2) underflows in float32. So Phi(x) = erfc(|x| / sqrt(2)) / 2 for x < 0 and 1 minus that
+// for x >= 0: accurate in relative terms far into the negative tail, where 1 + erf(x) loses every
+// digit. exp(-z^2) does not depend on the division and the polynomial, so they overlap. Also
+// returns exp(-x^2 / 2), which GELU's derivative needs. +inf gives 1, NaN stays NaN.
+inline VecF normal_cdf_fast(VecF x, VecF* gauss = nullptr) {
+  const VecF one = VecF::set1(1.0f), half = VecF::set1(0.5f);
+  VecF z = x.abs() * VecF::set1(0.70710678118654752f);
+  VecF e = (VecF::set1(0.0f) - z * z).exp();
+  VecF t = one / (VecF::set1(0.3275911f) * z + one);
+  VecF P = VecF::set1(-0.14166226983070374f);
+  P = P * t + VecF::set1(0.4988775849342346f);
+  P = P * t + VecF::set1(-0.4095989465713501f);
+  P = P * t + VecF::set1(0.45656126737594604f);
+  P = P * t + VecF::set1(0.02371659316122532f);
+  P = P * t + VecF::set1(0.20639780163764954f);
+  P = P * t + VecF::set1(0.1806500107049942f);
+  P = P * t + VecF::set1(0.1850580871105194f);
+  VecF q = half * t * P * e;  // Phi(-|x|)
+  if (gauss) *gauss = e;
+  return VecF::select_lt(x, VecF::set1(0.0f), q, one - q);
+}
+
+// The tanh form of GELU's argument, as gelu_tanh_arg in math.h.
+inline VecF gelu_tanh_arg_fast(VecF x) {
+  return VecF::set1(0.79788456080286535588f) * (x + VecF::set1(0.044715f) * x * x * x);
 }
 
 // tanh: odd Taylor series to x^13 below |x| = 0.4, 1 - 2 / (exp(2|x|) + 1) above (both within
@@ -214,4 +283,4 @@ inline void map_contiguous(T* out, const T* in, int64_t n, F&& f) {
   }
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::KILN_ISA

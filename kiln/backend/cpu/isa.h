@@ -1,0 +1,15 @@
+// Which vector instruction set kiln's CPU kernels use. Chosen once per process: the best of base
+// (SSE2), avx2 (AVX2 + FMA + BMI2) and avx512 (AVX-512 F/BW/VL/DQ) that the CPU runs, or a lower one
+// named by KILN_CPU_ISA (base | avx2 | avx512; a value the CPU cannot run falls back to the best it
+// can, an unknown value is reported on stderr and ignored). Every per-ISA code path reads this.
+#pragma once
+
+namespace kiln::cpu {
+
+enum class Isa : int { Base = 0, Avx2 = 1, Avx512 = 2 };
+
+Isa selected_isa();
+// "avx512", "avx2" or "base".
+const char* cpu_isa();
+
+}  // namespace kiln::cpu
