@@ -1,8 +1,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "kiln/backend/cpu/kernels.h"
+#include "kiln/core/error.h"
 
 namespace kiln::cpu {
 
@@ -48,7 +50,7 @@ const KernelTable* build_table(Isa isa) {
       "base");
 }
 
-Isa pick_isa() {
+Isa best_isa() {
   __builtin_cpu_init();
   Isa best = Isa::Base;
 #ifndef KILN_BASE_ISA_ONLY
@@ -58,6 +60,11 @@ Isa pick_isa() {
   else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2"))
     best = Isa::Avx2;
 #endif
+  return best;
+}
+
+Isa pick_isa() {
+  const Isa best = best_isa();
   const char* force = std::getenv("KILN_CPU_ISA");
   if (!force || !*force) return best;
   Isa want;
@@ -83,5 +90,17 @@ const KernelTable& cpu_kernels() {
 }
 
 const char* cpu_isa() { return cpu_kernels().isa; }
+
+bool isa_supported(Isa isa) { return isa <= best_isa(); }
+
+const KernelTable& kernel_table_for(Isa isa) {
+  KILN_CHECK(isa_supported(isa), Runtime, "kernel_table_for", "this CPU cannot run ISA ", static_cast<int>(isa));
+  if (isa == selected_isa()) return cpu_kernels();
+  static const KernelTable* tables[3] = {};
+  static std::once_flag once[3];
+  const int i = static_cast<int>(isa);
+  std::call_once(once[i], [&] { tables[i] = build_table(isa); });
+  return *tables[i];
+}
 
 }  // namespace kiln::cpu

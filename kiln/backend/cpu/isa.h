@@ -11,5 +11,7 @@ enum class Isa : int { Base = 0, Avx2 = 1, Avx512 = 2 };
 Isa selected_isa();
 // "avx512", "avx2" or "base".
 const char* cpu_isa();
+// Whether this CPU (and this build) can run the kernels of `isa`.
+bool isa_supported(Isa isa);
 
 }  // namespace kiln::cpu

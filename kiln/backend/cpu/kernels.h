@@ -74,5 +74,7 @@ struct KernelTable {
 };
 
 const KernelTable& cpu_kernels();  // the table of selected_isa() (isa.h)
+// The table of another ISA the CPU runs (isa_supported), for tests that compare tables.
+const KernelTable& kernel_table_for(Isa isa);
 
 }  // namespace kiln::cpu

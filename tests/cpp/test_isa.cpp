@@ -1,0 +1,88 @@
+// The kernel tables of every ISA this CPU runs, compared with exact values and with each other.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kiln/backend/cpu/kernels.h"
+
+namespace {
+
+using kiln::cpu::Isa;
+
+std::vector<Isa> runnable() {
+  std::vector<Isa> v;
+  for (Isa i : {Isa::Base, Isa::Avx2, Isa::Avx512})
+    if (kiln::cpu::isa_supported(i)) v.push_back(i);
+  return v;
+}
+
+int64_t ordered(float f) {
+  int32_t i;
+  std::memcpy(&i, &f, 4);
+  return i < 0 ? -static_cast<int64_t>(i & 0x7fffffff) : i;
+}
+
+void run_exp(const kiln::cpu::KernelTable& t, const std::vector<float>& x, std::vector<float>& y) {
+  auto fn = t.unary[static_cast<int>(kiln::cpu::UnaryOp::Exp)][static_cast<int>(kiln::Dtype::Float32)];
+  ASSERT_NE(fn, nullptr);
+  y.resize(x.size());
+  char* data[2] = {reinterpret_cast<char*>(y.data()), reinterpret_cast<char*>(const_cast<float*>(x.data()))};
+  const int64_t st[2] = {4, 4};
+  kiln::cpu::KParams p;
+  fn(data, st, static_cast<int64_t>(x.size()), &p);
+}
+
+// Every 61st float of [-104, 89] (the whole range where exp is neither 0 nor inf), and every float
+// near the ends: within 1 ulp of the correctly rounded value, on each table.
+TEST(Isa, ExpWithinOneUlpOnEveryTable) {
+  std::vector<float> x;
+  auto add_range = [&](uint32_t lo, uint32_t hi, uint32_t step) {
+    for (uint64_t u = lo; u <= hi; u += step) {
+      uint32_t b = static_cast<uint32_t>(u);
+      float f;
+      std::memcpy(&f, &b, 4);
+      x.push_back(f);
+    }
+  };
+  add_range(0x00000000u, 0x42B20000u, 61);  // +0 .. 89
+  add_range(0x80000000u, 0xC2D00000u, 61);  // -0 .. -104
+  add_range(0x42B17000u, 0x42B20000u, 1);   // overflow edge
+  add_range(0xC2CE0000u, 0xC2D00000u, 1);   // subnormal results
+  for (Isa isa : runnable()) {
+    std::vector<float> y;
+    run_exp(kiln::cpu::kernel_table_for(isa), x, y);
+    int64_t worst = 0;
+    float at = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      float exact = static_cast<float>(std::exp(static_cast<double>(x[i])));
+      int64_t d = std::llabs(ordered(y[i]) - ordered(exact));
+      if (d > worst) worst = d, at = x[i];
+    }
+    EXPECT_LE(worst, 1) << "ISA " << static_cast<int>(isa) << " at x = " << at;
+  }
+}
+
+TEST(Isa, ExpSpecialValuesOnEveryTable) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = {inf, -inf, std::nanf(""), 0.0f, -0.0f, 89.0f, -105.0f, 1e30f, -1e30f};
+  x.resize(40, 1.0f);  // full vectors and a tail
+  for (Isa isa : runnable()) {
+    std::vector<float> y;
+    run_exp(kiln::cpu::kernel_table_for(isa), x, y);
+    EXPECT_EQ(y[0], inf);
+    EXPECT_EQ(y[1], 0.0f);
+    EXPECT_TRUE(std::isnan(y[2]));
+    EXPECT_EQ(y[3], 1.0f);
+    EXPECT_EQ(y[4], 1.0f);
+    EXPECT_EQ(y[5], inf);
+    EXPECT_EQ(y[6], 0.0f);
+    EXPECT_EQ(y[7], inf);
+    EXPECT_EQ(y[8], 0.0f);
+  }
+}
+
+}  // namespace
