@@ -211,7 +211,8 @@ def main():
     threads = [int(x) for x in args.threads.split(",") if x.strip()]
     budget = args.budget if args.budget is not None else (0.05 if args.quick else 0.3)
     cases = [c for c in build_cases(args.quick) if args.filter in c.name]
-    if not cases:
+    gil = not args.filter or "gil" in args.filter.lower()  # the GIL section (bench/gil_cases.py)
+    if not cases and not gil:
         sys.exit(f"no case matches --filter {args.filter!r}")
 
     preamble = [
@@ -232,6 +233,15 @@ def main():
             line = md_row(run_case(case, threads_n, budget))
             print(line, flush=True)
             lines.append(line)
+    if gil:
+        import gil_cases  # noqa: E402
+        section = ["", "Interpreter lock: " + gil_cases.__doc__.replace("\n", " ").strip(), ""] + gil_cases.HEADER
+        for line in section:
+            print(line, flush=True)
+        rows = gil_cases.gil_rows()
+        for line in rows:
+            print(line, flush=True)
+        lines += section + rows
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write("\n".join(lines) + "\n")

@@ -16,7 +16,26 @@ thread_local std::vector<std::shared_ptr<DispatchMode>> tls_modes;
 AutogradLayerFn g_autograd_layer = nullptr;
 bool (*g_needs_grad)(const TensorList&) = nullptr;
 thread_local bool tls_inference = false;
+KernelRegionHooks g_region_hooks;
+
+// Elements a kernel touches, from its inputs and output specs (counted until the threshold).
+bool long_kernel(const OpDef& op, const TensorList& inputs, const SpecList* specs) {
+  if (!g_region_hooks.begin || (op.tags & kView)) return false;
+  int64_t n = 0;
+  for (const Tensor& t : inputs)
+    if (t.defined() && (n += t.numel()) >= kKernelRegionElems) return true;
+  if (specs)
+    for (const TensorSpec& s : *specs) {
+      int64_t m = 1;
+      for (int64_t d : s.sizes) m *= d;
+      if ((n += m) >= kKernelRegionElems) return true;
+    }
+  return false;
+}
 }  // namespace
+
+void set_kernel_region_hooks(KernelRegionHooks hooks) { g_region_hooks = hooks; }
+const KernelRegionHooks& kernel_region_hooks() { return g_region_hooks; }
 
 struct PendingDerivative {
   const char* op;
@@ -95,7 +114,10 @@ TensorList dispatch_kernel(const OpDef& op, const TensorList& inputs, const Attr
   KILN_CHECK(kernel != nullptr, NotImplemented, op.name, "no kernel for this device");
   TensorList result;
   if (!op.meta) {  // view / dynamic-shape ops make their own outputs
-    kernel(op, inputs, attrs, result);
+    {
+      KernelRegion region(long_kernel(op, inputs, nullptr));
+      kernel(op, inputs, attrs, result);
+    }
     if (out) {
       KILN_CHECK(out->size() == result.size(), Runtime, op.name, "wrong number of out tensors");
       for (size_t i = 0; i < result.size(); ++i) {
@@ -108,6 +130,7 @@ TensorList dispatch_kernel(const OpDef& op, const TensorList& inputs, const Attr
     return result;
   }
   SpecList specs = op.meta(op, inputs, attrs);
+  KernelRegion region(long_kernel(op, inputs, &specs));
   if (!out) {
     result.reserve(specs.size());
     for (const TensorSpec& s : specs) result.push_back(make_tensor(s.sizes, s.dtype, dev));

@@ -137,6 +137,35 @@ void set_autograd_layer(AutogradLayerFn fn, bool (*needs_grad)(const TensorList&
 // Inference mode flag (thread-local): outputs made while it is set are marked as inference tensors.
 bool& inference_mode_tls();
 
+// Called around every kernel that touches at least kKernelRegionElems elements (inputs and outputs
+// together; view ops excluded), by the thread that dispatched it. A host-language binding sets them:
+// Python's releases the interpreter lock for the kernel (`begin` returns what `end` restores), so
+// other Python threads run while kiln computes. Kernels never call back into the host language.
+struct KernelRegionHooks {
+  void* (*begin)() = nullptr;
+  void (*end)(void* token) = nullptr;
+};
+inline constexpr int64_t kKernelRegionElems = 1 << 14;
+void set_kernel_region_hooks(KernelRegionHooks hooks);
+const KernelRegionHooks& kernel_region_hooks();
+// RAII: runs the hooks for a scope when `on` (dispatch uses it around kernels).
+class KernelRegion {
+ public:
+  explicit KernelRegion(bool on) {
+    const KernelRegionHooks& h = kernel_region_hooks();
+    if (on && h.begin) end_ = h.end, token_ = h.begin();
+  }
+  ~KernelRegion() {
+    if (end_) end_(token_);
+  }
+  KernelRegion(const KernelRegion&) = delete;
+  KernelRegion& operator=(const KernelRegion&) = delete;
+
+ private:
+  void (*end_)(void*) = nullptr;
+  void* token_ = nullptr;
+};
+
 // Attribute accessors with clear errors.
 template <class T>
 const T& attr(const Attrs& a, size_t i) {

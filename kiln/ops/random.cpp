@@ -1,7 +1,8 @@
-// Random ops on the counter-based generator: each element draws from its own Philox counter.
+// Random ops on the counter-based generator (Philox; the fills are kernels_random.cpp).
 #include <algorithm>
 #include <cmath>
 
+#include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/parallel.h"
 #include "kiln/core/convert.h"
 #include "kiln/core/generator.h"
@@ -17,67 +18,40 @@ void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
 
 namespace {
 
-inline double u53(uint32_t a, uint32_t b) {  // uniform in [0, 1)
-  uint64_t x = (static_cast<uint64_t>(a) << 21) ^ (b >> 11);
-  return static_cast<double>(x & ((1ULL << 53) - 1)) * (1.0 / 9007199254740992.0);
+using cpu::RandomDist;
+constexpr int kUniform = static_cast<int>(RandomDist::Uniform), kNormal = static_cast<int>(RandomDist::Normal),
+              kExponential = static_cast<int>(RandomDist::Exponential),
+              kLogNormal = static_cast<int>(RandomDist::LogNormal), kGeometric = static_cast<int>(RandomDist::Geometric),
+              kCauchy = static_cast<int>(RandomDist::Cauchy), kRandint = static_cast<int>(RandomDist::Randint);
+
+// The table op every random function reduces to: fills its input (in place) with draws of one
+// distribution. attrs {dist, p0, p1, key, first counter}: the generator's state is reserved by the
+// front end and passed in, so the kernel is a pure function of its attributes (a recorded call
+// replays the same numbers); which counters an element uses: kernels.h, RandomFn.
+SpecList random_meta(const OpDef&, const TensorList& in, const Attrs&) { return {{in[0].sizes(), in[0].dtype()}}; }
+
+void random_kernel(const OpDef&, const TensorList&, const Attrs& a, TensorList& out) {
+  const Tensor& c = out[0];
+  const int dist = static_cast<int>(attr<int64_t>(a, 0));
+  cpu::RandomArgs args;
+  args.p0 = attr<double>(a, 1), args.p1 = attr<double>(a, 2);
+  args.key = static_cast<uint64_t>(attr<int64_t>(a, 3)), args.first = static_cast<uint64_t>(attr<int64_t>(a, 4));
+  cpu::RandomFn fn = cpu::cpu_kernels().random[dist][static_cast<int>(c.dtype())];
+  if (!fn) raise_dtype_unsupported("random", c.dtype());
+  void* p = c.data_ptr();
+  cpu::parallel_for(c.numel(), 4096, [&](int64_t b, int64_t e) { fn(p, b, e, args); });
 }
+OpDef op_random_fill{"random_fill_", kRandom, random_meta, {random_kernel, nullptr}};
+OpRegistrar reg_random_fill{op_random_fill};
+// The values do not depend on the tensor's old ones: no gradient flows through (zeros, as torch).
+TensorList random_backward(const GradCtx&, const TensorList& g) { return {zeros_like(g[0])}; }
+DerivativeRegistrar d_random_fill{op_random_fill, random_backward, 0, 0};
 
-enum Dist : int { kUniform, kNormal, kBernoulli, kExponential, kLogNormal, kGeometric, kCauchy, kRandint };
-
-// attrs: {p0 (double), p1 (double), seed-from-generator? } — generator pointer is passed as int64.
 void random_fill(const Tensor& t, int dist, double p0, double p1, Generator* gen) {
   Generator& g = gen ? *gen : default_generator();
-  int64_t n = t.numel();
-  auto [key, start] = g.reserve(static_cast<uint64_t>(n));
-  Tensor c = t.is_contiguous() ? t : make_tensor(t.sizes(), t.dtype());
-  visit_real(t.dtype(), "random", [&]<class T>() {
-    T* p = static_cast<T*>(c.data_ptr());
-    cpu::parallel_for(n, 4096, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        auto r = philox(key, start + static_cast<uint64_t>(i));
-        double u = u53(r[0], r[1]);
-        double v;
-        switch (dist) {
-          case kUniform:
-            if constexpr (std::is_same_v<T, float> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-              // 24-bit uniform, as float draws are; never rounds up to the upper bound
-              v = static_cast<double>(r[0] >> 8) * (1.0 / 16777216.0);
-            } else {
-              v = u;
-            }
-            v = p0 + v * (p1 - p0);
-            if constexpr (is_float_v<T>) {
-              if (static_cast<double>(static_cast<float>(convert<T>(v))) >= p1 && p1 > p0) v = p0;
-            }
-            break;
-          case kNormal: {
-            double u2 = u53(r[2], r[3]);
-            double rad = std::sqrt(-2.0 * std::log1p(-u));
-            v = p0 + p1 * rad * std::cos(2.0 * M_PI * u2);
-            break;
-          }
-          case kLogNormal: {
-            double u2 = u53(r[2], r[3]);
-            v = std::exp(p0 + p1 * std::sqrt(-2.0 * std::log1p(-u)) * std::cos(2.0 * M_PI * u2));
-            break;
-          }
-          case kBernoulli: v = u < p0 ? 1.0 : 0.0; break;
-          case kExponential: v = -std::log1p(-u) / p0; break;
-          case kGeometric: v = std::ceil(std::log1p(-u) / std::log1p(-p0)); if (v < 1) v = 1; break;
-          case kCauchy: v = p0 + p1 * std::tan(M_PI * (u - 0.5)); break;
-          default: {  // randint in [p0, p1)
-            uint64_t range = static_cast<uint64_t>(p1 - p0);
-            uint64_t x = (static_cast<uint64_t>(r[0]) << 32) | r[1];
-            p[i] = convert<T>(static_cast<int64_t>(p0) + static_cast<int64_t>(x % range));
-            continue;
-          }
-        }
-        p[i] = convert<T>(v);
-      }
-    });
-  });
-  if (!c.is_same(t)) copy_(t, c);
-  t.bump_version();
+  auto [key, start] = g.reserve(static_cast<uint64_t>(t.numel()));
+  dispatch_inplace(op_random_fill, t, {t},
+                   {static_cast<int64_t>(dist), p0, p1, static_cast<int64_t>(key), static_cast<int64_t>(start)});
 }
 
 Tensor float_tensor(const Shape& size, TensorOptions o, const char* op) {

@@ -138,6 +138,7 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls) {
         o.inputs = tensor_list(inputs);
         TensorList ts = tensor_list(tensors), gs = tensor_list(grads);
         if (gs.empty()) gs.resize(ts.size());
+        nb::gil_scoped_release nogil;  // Python hooks and Functions take it back (py_hook, _function_record)
         backward(ts, gs, o);
       },
       "tensors"_a, "grad_tensors"_a.none(), "retain_graph"_a.none(), "create_graph"_a,
@@ -152,7 +153,11 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls) {
         if (gs.empty()) gs.resize(outs.size());
         std::optional<bool> rg;
         if (!retain_graph.is_none()) rg = nb::cast<bool>(retain_graph);
-        TensorList r = grad(outs, ins, gs, rg, create_graph, allow_unused);
+        TensorList r;
+        {
+          nb::gil_scoped_release nogil;
+          r = grad(outs, ins, gs, rg, create_graph, allow_unused);
+        }
         nb::list l;
         for (const Tensor& t : r) l.append(opt_tensor(t));
         return nb::tuple(l);

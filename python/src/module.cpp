@@ -21,6 +21,12 @@ PyObject* exc_for(ErrorKind k) {
 NB_MODULE(_C, m) {
   using namespace kiln;
   using namespace kiln::py;
+  // Every kernel above a small size runs without the interpreter lock (op.h: KernelRegionHooks);
+  // a thread that does not hold it (the autograd engine's caller released it) is left alone.
+  set_kernel_region_hooks({[]() -> void* { return PyGILState_Check() ? PyEval_SaveThread() : nullptr; },
+                           [](void* t) {
+                             if (t) PyEval_RestoreThread(static_cast<PyThreadState*>(t));
+                           }});
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);

@@ -15,6 +15,7 @@ namespace kiln::cpu {
   void fill_reduce(KernelTable&);              \
   void fill_copy(KernelTable&);                \
   void fill_gemm(KernelTable&);                \
+  void fill_random(KernelTable&);              \
   }
 KILN_DECLARE_ISA(base)
 #ifndef KILN_BASE_ISA_ONLY
@@ -24,7 +25,7 @@ KILN_DECLARE_ISA(avx512)
 
 namespace {
 template <void (*U)(KernelTable&), void (*B)(KernelTable&), void (*R)(KernelTable&),
-          void (*C)(KernelTable&), void (*G)(KernelTable&)>
+          void (*C)(KernelTable&), void (*G)(KernelTable&), void (*X)(KernelTable&)>
 KernelTable* build(const char* name) {
   auto* t = new KernelTable();
   t->isa = name;
@@ -33,6 +34,7 @@ KernelTable* build(const char* name) {
   R(*t);
   C(*t);
   G(*t);
+  X(*t);
   return t;
 }
 
@@ -40,14 +42,14 @@ const KernelTable* build_table(Isa isa) {
 #ifndef KILN_BASE_ISA_ONLY
   if (isa == Isa::Avx512)
     return build<avx512::fill_unary, avx512::fill_binary, avx512::fill_reduce, avx512::fill_copy,
-                 avx512::fill_gemm>("avx512");
+                 avx512::fill_gemm, avx512::fill_random>("avx512");
   if (isa == Isa::Avx2)
-    return build<avx2::fill_unary, avx2::fill_binary, avx2::fill_reduce, avx2::fill_copy, avx2::fill_gemm>(
-        "avx2");
+    return build<avx2::fill_unary, avx2::fill_binary, avx2::fill_reduce, avx2::fill_copy, avx2::fill_gemm,
+                 avx2::fill_random>("avx2");
 #endif
   (void)isa;
-  return build<base::fill_unary, base::fill_binary, base::fill_reduce, base::fill_copy, base::fill_gemm>(
-      "base");
+  return build<base::fill_unary, base::fill_binary, base::fill_reduce, base::fill_copy, base::fill_gemm,
+               base::fill_random>("base");
 }
 
 Isa best_isa() {

@@ -61,6 +61,16 @@ struct GemmArgs {
 };
 using LowpGemmFn = void (*)(const GemmArgs&);
 
+// Random fills (kernels_random.cpp): writes elements [begin, end) of a fill of `out` (pointing at
+// element 0, contiguous) with draws of one distribution; element i depends only on the generator
+// key, the fill's first Philox counter and i (so not on threads or ISA beyond stated ulps).
+enum class RandomDist : int { Uniform, Normal, Bernoulli, Exponential, LogNormal, Geometric, Cauchy, Randint, Count };
+struct RandomArgs {
+  double p0 = 0, p1 = 0;  // the distribution's two parameters (from/to, mean/std, p, lambda, ...)
+  uint64_t key = 0, first = 0;
+};
+using RandomFn = void (*)(void* out, int64_t begin, int64_t end, const RandomArgs& args);
+
 struct KernelTable {
   const char* isa = "";
   InnerLoop unary[static_cast<int>(UnaryOp::Count)][kNumDtypes] = {};
@@ -71,6 +81,7 @@ struct KernelTable {
   // Packed GEMM (kernels_gemm.cpp) for float16, bfloat16, float8_e4m3fn, float8_e5m2 (and float32,
   // which bmm sends to OpenBLAS instead); null for other dtypes.
   LowpGemmFn gemm_lowp[kNumDtypes] = {};
+  RandomFn random[static_cast<int>(RandomDist::Count)][kNumDtypes] = {};
 };
 
 const KernelTable& cpu_kernels();  // the table of selected_isa() (isa.h)

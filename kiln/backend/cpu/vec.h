@@ -60,6 +60,15 @@ struct VecF {
   VecF erf() const { return {Sleef_erff16_u10avx512f(v)}; }
   VecF sin() const { return {Sleef_sinf16_u10avx512f(v)}; }
   VecF cos() const { return {Sleef_cosf16_u10avx512f(v)}; }
+  VecF sqrt() const { return {_mm512_sqrt_ps(v)}; }
+  void sincospi(VecF* s, VecF* c) const {  // sin(pi x), cos(pi x) (3.5 ulp)
+    Sleef___m512_2 r = Sleef_sincospif16_u35avx512f(v);
+    s->v = r.x, c->v = r.y;
+  }
+  // The top 24 bits of N 32-bit words as exact floats in [0, 2^24)
+  static VecF from_top24(const uint32_t* p) {
+    return {_mm512_cvtepi32_ps(_mm512_srli_epi32(_mm512_loadu_si512(p), 8))};
+  }
 };
 #elif defined(__AVX2__)
 struct VecF {
@@ -98,6 +107,14 @@ struct VecF {
   VecF erf() const { return {Sleef_erff8_u10avx2(v)}; }
   VecF sin() const { return {Sleef_sinf8_u10avx2(v)}; }
   VecF cos() const { return {Sleef_cosf8_u10avx2(v)}; }
+  VecF sqrt() const { return {_mm256_sqrt_ps(v)}; }
+  void sincospi(VecF* s, VecF* c) const {
+    Sleef___m256_2 r = Sleef_sincospif8_u35avx2(v);
+    s->v = r.x, c->v = r.y;
+  }
+  static VecF from_top24(const uint32_t* p) {
+    return {_mm256_cvtepi32_ps(_mm256_srli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), 8))};
+  }
 };
 #else
 struct VecF {
@@ -137,6 +154,14 @@ struct VecF {
   VecF erf() const { return {Sleef_erff4_u10sse2(v)}; }
   VecF sin() const { return {Sleef_sinf4_u10sse2(v)}; }
   VecF cos() const { return {Sleef_cosf4_u10sse2(v)}; }
+  VecF sqrt() const { return {_mm_sqrt_ps(v)}; }
+  void sincospi(VecF* s, VecF* c) const {
+    Sleef___m128_2 r = Sleef_sincospif4_u35sse2(v);
+    s->v = r.x, c->v = r.y;
+  }
+  static VecF from_top24(const uint32_t* p) {
+    return {_mm_cvtepi32_ps(_mm_srli_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), 8))};
+  }
 };
 #endif
 

@@ -1,0 +1,92 @@
+"""How much a second Python thread gets done while kiln (or torch) computes: the interpreter lock must be
+released around kernels and during backward. Each row: a thread counting in a loop, its rate while the
+main thread runs the op back to back, as a percentage of its rate alone (the median of samples taken
+between the cases; a shared machine's speed drifts, so readings above 100 % occur). Both libraries at
+1 thread, so the two Python threads do not share a core."""
+import statistics
+import threading
+import time
+
+import numpy as np
+import torch
+
+import kiln
+
+SECONDS = 0.6
+
+
+class Counter:
+    def __init__(self):
+        self.n = 0
+        self.stop = False
+        self.t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self.stop:
+            self.n += 1
+
+    def __enter__(self):
+        self.t.start()
+        time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc):
+        self.stop = True
+        self.t.join()
+
+
+def _rate_during(fn):
+    fn()  # warm-up (allocations, first-touch)
+    with Counter() as c:
+        t0, n0 = time.perf_counter(), c.n
+        while time.perf_counter() - t0 < SECONDS:
+            fn()
+        t1, n1 = time.perf_counter(), c.n
+    return (n1 - n0) / (t1 - t0)
+
+
+def _free_rate():
+    with Counter() as c:
+        t0, n0 = time.perf_counter(), c.n
+        time.sleep(SECONDS)
+        return (c.n - n0) / (time.perf_counter() - t0)
+
+
+def _cases(lib):
+    rng = np.random.default_rng(0)
+    a = lib.from_numpy(rng.standard_normal((2048, 2048), dtype=np.float32))
+    v = lib.from_numpy(rng.standard_normal(1 << 24, dtype=np.float32))
+    s = lib.from_numpy(rng.standard_normal(1 << 22, dtype=np.float32))
+    w = lib.from_numpy(rng.standard_normal((1024, 1024), dtype=np.float32)).requires_grad_(True)
+    x = lib.from_numpy(rng.standard_normal((512, 1024), dtype=np.float32))
+
+    def backward():
+        loss = (lib.tanh(x @ w) @ w).sum()
+        loss.backward()
+
+    return [
+        ("matmul f32 2048^3", lambda: a @ a),
+        ("mul f32 16M", lambda: v * v),
+        ("sort f32 4M", lambda: lib.sort(s)),
+        ("randn f32 20M", lambda: lib.randn(20_000_000)),
+        ("backward (512x1024 @ 1024x1024, tanh, twice)", backward),
+    ]
+
+
+def gil_rows():
+    """Markdown rows: case | kiln % | torch %."""
+    kiln.set_num_threads(1)
+    torch.set_num_threads(1)
+    frees, rates = [_free_rate()], []
+    for (name, kfn), (_, tfn) in zip(_cases(kiln), _cases(torch)):
+        rates.append((name, _rate_during(kfn), _rate_during(tfn)))
+        frees.append(_free_rate())  # the machine's speed drifts: the free rate is sampled between cases
+    free = statistics.median(frees)
+    return [f"| GIL: second thread during {name} | 1 | {k / free * 100:.0f} % | {t / free * 100:.0f} % |"
+            for name, k, t in rates]
+
+
+HEADER = ["| case | threads | kiln: counter thread's rate (of its free rate) | torch |", "| --- | --- | ---: | ---: |"]
+
+if __name__ == "__main__":
+    print("\n".join(HEADER + gil_rows()))
