@@ -233,6 +233,18 @@ def main():
             line = md_row(run_case(case, threads_n, budget))
             print(line, flush=True)
             lines.append(line)
+    cpp = os.path.join(os.environ.get("KILN_BUILD", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build")),
+                       "kiln_bench_overhead")
+    if (not args.filter or "overhead" in args.filter) and os.path.exists(cpp):
+        import subprocess  # noqa: E402
+        section = ["", "C++ per-op overhead (bench/cpp/overhead.cpp, 1 thread): median time of one call on "
+                   "tiny tensors through kiln's C++ API.", "", "| case | threads | kiln (C++) |", "| --- | --- | ---: |"]
+        out = subprocess.run([cpp], capture_output=True, text=True, check=True).stdout
+        section += [f"| overhead (C++): {name} | 1 | {float(ns):.0f} ns |"
+                    for name, ns in (line.split("\t") for line in out.strip().splitlines())]
+        for line in section:
+            print(line, flush=True)
+        lines += section
     if gil:
         import gil_cases  # noqa: E402
         section = ["", "Interpreter lock: " + gil_cases.__doc__.replace("\n", " ").strip(), ""] + gil_cases.HEADER

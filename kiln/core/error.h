@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/small_vector.h"
+
 namespace kiln {
 
 enum class ErrorKind { Value, Index, Type, Runtime, NotImplemented, LinAlg, OutOfMemory };
@@ -24,13 +26,17 @@ namespace detail {
 inline void stream_all(std::ostringstream&) {}
 template <class T, class... R>
 void stream_all(std::ostringstream& os, const T& t, const R&... r);
-template <class T>
-void stream_one(std::ostringstream& os, const std::vector<T>& v) {
+template <class V>
+void stream_seq(std::ostringstream& os, const V& v) {
   os << '(';
   for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
   if (v.size() == 1) os << ',';
   os << ')';
 }
+template <class T>
+void stream_one(std::ostringstream& os, const std::vector<T>& v) { stream_seq(os, v); }
+template <class T, size_t N>
+void stream_one(std::ostringstream& os, const SmallVec<T, N>& v) { stream_seq(os, v); }
 template <class T>
 void stream_one(std::ostringstream& os, const T& t) { os << t; }
 template <class T, class... R>

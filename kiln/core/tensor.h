@@ -10,10 +10,12 @@
 #include "kiln/core/dtype.h"
 #include "kiln/core/error.h"
 #include "kiln/core/scalar.h"
+#include "kiln/core/small_vector.h"
 
 namespace kiln {
 
-using Shape = std::vector<int64_t>;
+// Sizes and strides: inline up to 6 dimensions (no heap allocation for them).
+using Shape = SmallVec<int64_t, 6>;
 
 enum class DeviceType : int8_t { CPU = 0, CUDA = 1 };
 inline constexpr int kNumDeviceTypes = 2;

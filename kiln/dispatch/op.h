@@ -15,17 +15,18 @@
 
 namespace kiln {
 
-using TensorList = std::vector<Tensor>;
+// The lists one op call passes around, inline up to a few entries (no heap allocation for them).
+using TensorList = SmallVec<Tensor, 4>;
 
 // Non-tensor arguments, positional, in torch's argument order.
 using Attr = std::variant<std::monostate, bool, int64_t, double, Scalar, Shape, Dtype, std::string>;
-using Attrs = std::vector<Attr>;
+using Attrs = SmallVec<Attr, 4>;
 
 struct TensorSpec {
   Shape sizes;
   Dtype dtype;
 };
-using SpecList = std::vector<TensorSpec>;
+using SpecList = SmallVec<TensorSpec, 2>;
 
 enum OpTag : uint32_t {
   kPointwise = 1 << 0,

@@ -13,6 +13,12 @@
 namespace nb = nanobind;
 using namespace nb::literals;
 
+// kiln's inline vectors (Shape, TensorList, Attrs) convert like std::vector: Python sequence <-> list.
+namespace nanobind::detail {
+template <class T, size_t N>
+struct type_caster<kiln::SmallVec<T, N>> : list_caster<kiln::SmallVec<T, N>, T> {};
+}  // namespace nanobind::detail
+
 namespace kiln::py {
 
 // dtype objects are singletons so `x.dtype is kiln.float32` holds.
