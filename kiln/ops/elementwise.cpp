@@ -90,7 +90,7 @@ void unary_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs, Ten
   cpu::InnerLoop fn = cpu::cpu_kernels().unary[static_cast<int>(code)][static_cast<int>(ct)];
   if (!fn) raise_dtype_unsupported(op.name, ct);
   KParams p = unary_params(code, attrs);
-  cpu::run(cpu::make_loop({&y, &x}, y.sizes()), fn, &p);
+  cpu::run_elementwise({&y, &x}, y.sizes(), fn, &p);
 }
 
 // ---- binary ---------------------------------------------------------------------------------------
@@ -172,18 +172,27 @@ void check_pow_args(const OpDef& op, const Tensor& a, const Tensor& b, Dtype ct)
 }
 
 void binary_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs, TensorList& out) {
-  Tensor a = in[0], b = in[1];
+  const Tensor* pa = &in[0];
+  const Tensor* pb = &in[1];
   Tensor& y = out[0];
   BinaryOp code = static_cast<BinaryOp>(code_of(op));
-  Dtype ct = binary_compute_dtype(op, a, b);
-  if (is_float8(ct) && rule_of(op) != Rule::Bool && (a.dtype() != ct || b.dtype() != ct))
+  // the output has meta's dtype, which is the compute dtype but for comparisons and complex results
+  Dtype ct = rule_of(op) == Rule::Bool || code == BinaryOp::Polar || code == BinaryOp::Complex
+                 ? binary_compute_dtype(op, *pa, *pb)
+                 : y.dtype();
+  const Tensor& a0 = *pa;
+  const Tensor& b0 = *pb;
+  if (is_float8(ct) && rule_of(op) != Rule::Bool && (a0.dtype() != ct || b0.dtype() != ct))
     raise_dtype_unsupported(op.name, ct);
   if (code == BinaryOp::Pow) {
-    check_pow_args(op, a, b, ct);
-    if (pow_scalar_fast_path(a, b, ct, y)) return;
+    check_pow_args(op, a0, b0, ct);
+    if (pow_scalar_fast_path(a0, b0, ct, y)) return;
   }
-  if (a.dtype() != ct) a = to_dtype(a, ct);
-  if (b.dtype() != ct) b = to_dtype(b, ct);
+  Tensor ca, cb;  // operands converted to the compute dtype, where they differ
+  if (a0.dtype() != ct) ca = to_dtype(a0, ct), pa = &ca;
+  if (b0.dtype() != ct) cb = to_dtype(b0, ct), pb = &cb;
+  const Tensor& a = *pa;
+  const Tensor& b = *pb;
   if (is_integral(ct, false) && (code == BinaryOp::DivTrunc || code == BinaryOp::DivFloor ||
                                  code == BinaryOp::Remainder || code == BinaryOp::Fmod))
     KILN_CHECK(!any_zero(b), Runtime, op.name, "ZeroDivisionError");
@@ -198,7 +207,7 @@ void binary_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs, Te
     p.i[0] = alpha.to_int();
     p.c_im[0] = alpha.to_complex().imag();
   }
-  cpu::run(cpu::make_loop({&y, &a, &b}, y.sizes()), fn, &p);
+  cpu::run_elementwise({&y, &a, &b}, y.sizes(), fn, &p);
 }
 
 #define KILN_DEF_UNARY(name, code, rule)                                                          \
@@ -339,6 +348,7 @@ const Tensor& binary_out(const char* name, const Tensor& a, const Tensor& b, con
 }
 
 static void check_alpha(const char* op, const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  if (!alpha.is_floating() && !alpha.is_complex()) return;  // an integer or bool alpha suits every dtype
   Dtype d = result_type(a, b);
   if (is_integral(d, true))
     KILN_CHECK(!alpha.is_floating() && !alpha.is_complex(), Runtime, op,

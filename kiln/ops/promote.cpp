@@ -24,9 +24,11 @@ Dtype combine_categories(Dtype higher, Dtype lower) {
 
 }  // namespace
 
-Dtype result_type(const TensorList& ts) {
+namespace {
+Dtype result_type_of(const Tensor* const* ts, size_t n) {
   Dtype dim = Dtype::Undefined, zero = Dtype::Undefined, wrapped = Dtype::Undefined;
-  for (const Tensor& t : ts) {
+  for (size_t i = 0; i < n; ++i) {
+    const Tensor& t = *ts[i];
     if (!t.defined()) continue;
     Dtype d = t.dtype();
     if (t.is_wrapped_number()) {
@@ -41,8 +43,18 @@ Dtype result_type(const TensorList& ts) {
   }
   return combine_categories(dim, combine_categories(zero, wrapped));
 }
+}  // namespace
 
-Dtype result_type(const Tensor& a, const Tensor& b) { return result_type(TensorList{a, b}); }
+Dtype result_type(const TensorList& ts) {
+  SmallVec<const Tensor*, 8> p;
+  for (const Tensor& t : ts) p.push_back(&t);
+  return result_type_of(p.data(), p.size());
+}
+
+Dtype result_type(const Tensor& a, const Tensor& b) {
+  const Tensor* p[2] = {&a, &b};
+  return result_type_of(p, 2);
+}
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   size_t n = std::max(a.size(), b.size());

@@ -81,4 +81,33 @@ inline void run(const Loop& L, InnerLoop fn, const void* params, int64_t grain =
   for_each(L, [&](char** d, const int64_t* s, int64_t n) { fn(d, s, n, params); }, grain);
 }
 
+// fn over `ops` (output first) broadcast to `shape`. When every operand is contiguous with exactly
+// `shape`, or is an input of one element, fn runs straight over [0, numel) in the chunks
+// parallel_for makes, without the loop set-up: the single dimension the general path would
+// coalesce to, so the calls are the same but for a one-element tensor, which takes the contiguous
+// inner loop like any element of a longer run.
+inline void run_elementwise(std::initializer_list<const Tensor*> ops, const Shape& shape, InnerLoop fn,
+                            const void* params, int64_t grain = kGrainSize) {
+  const int n = static_cast<int>(ops.size());
+  char* data[kMaxOperands];
+  int64_t st[kMaxOperands];
+  int k = 0;
+  for (const Tensor* t : ops) {
+    if (k == kMaxOperands) break;
+    if (k > 0 && t->numel() == 1) st[k] = 0;
+    else if (t->is_contiguous() && t->sizes() == shape) st[k] = static_cast<int64_t>(t->itemsize());
+    else break;
+    data[k++] = static_cast<char*>(t->data_ptr());
+  }
+  if (k < n) {
+    run(make_loop(ops, shape), fn, params, grain);
+    return;
+  }
+  parallel_for(ops.begin()[0]->numel(), grain, [&](int64_t b, int64_t e) {
+    char* d[kMaxOperands];
+    for (int j = 0; j < n; ++j) d[j] = data[j] + b * st[j];
+    fn(d, st, e - b, params);
+  });
+}
+
 }  // namespace kiln::cpu
