@@ -17,6 +17,22 @@ AutogradLayerFn g_autograd_layer = nullptr;
 bool (*g_needs_grad)(const TensorList&) = nullptr;
 thread_local bool tls_inference = false;
 KernelRegionHooks g_region_hooks;
+thread_local const OpDef* tls_kernel = nullptr;  // the kernel this thread runs, if any
+thread_local CaptureLayer* tls_capture = nullptr;
+
+// Runs a kernel: marks the thread as inside it (nested dispatch goes straight to kernels), then shows
+// it to the capture layer.
+void run_kernel(KernelFn kernel, const OpDef& op, const TensorList& inputs, const Attrs& attrs,
+                TensorList& outputs) {
+  const OpDef* outer = tls_kernel;
+  tls_kernel = &op;
+  struct Restore {
+    const OpDef* o;
+    ~Restore() { tls_kernel = o; }
+  } restore{outer};
+  kernel(op, inputs, attrs, outputs);
+  if (tls_capture && !outer) [[unlikely]] tls_capture->on_kernel(op, kernel, inputs, attrs, outputs);
+}
 
 // Elements a kernel touches, from its inputs and output specs (counted until the threshold).
 bool long_kernel(const OpDef& op, const TensorList& inputs, const SpecList* specs) {
@@ -35,6 +51,9 @@ bool long_kernel(const OpDef& op, const TensorList& inputs, const SpecList* spec
 }  // namespace
 
 void set_kernel_region_hooks(KernelRegionHooks hooks) { g_region_hooks = hooks; }
+void set_capture_layer(CaptureLayer* layer) { tls_capture = layer; }
+CaptureLayer* capture_layer() { return tls_capture; }
+bool in_kernel() { return tls_kernel != nullptr; }
 const KernelRegionHooks& kernel_region_hooks() { return g_region_hooks; }
 
 struct PendingDerivative {
@@ -116,7 +135,7 @@ TensorList dispatch_kernel(const OpDef& op, const TensorList& inputs, const Attr
   if (!op.meta) {  // view / dynamic-shape ops make their own outputs
     {
       KernelRegion region(long_kernel(op, inputs, nullptr));
-      kernel(op, inputs, attrs, result);
+      run_kernel(kernel, op, inputs, attrs, result);
     }
     if (out) {
       KILN_CHECK(out->size() == result.size(), Runtime, op.name, "wrong number of out tensors");
@@ -134,7 +153,7 @@ TensorList dispatch_kernel(const OpDef& op, const TensorList& inputs, const Attr
   if (!out) {
     result.reserve(specs.size());
     for (const TensorSpec& s : specs) result.push_back(make_tensor(s.sizes, s.dtype, dev));
-    kernel(op, inputs, attrs, result);
+    run_kernel(kernel, op, inputs, attrs, result);
     return result;
   }
   KILN_CHECK(out->size() == specs.size(), Runtime, op.name, "expected ", specs.size(),
@@ -146,10 +165,10 @@ TensorList dispatch_kernel(const OpDef& op, const TensorList& inputs, const Attr
     if (o.dtype() != specs[i].dtype || !o.is_contiguous()) direct = false;
   }
   if (direct) {
-    kernel(op, inputs, attrs, *out);
+    run_kernel(kernel, op, inputs, attrs, *out);
   } else {
     for (const TensorSpec& s : specs) result.push_back(make_tensor(s.sizes, s.dtype, dev));
-    kernel(op, inputs, attrs, result);
+    run_kernel(kernel, op, inputs, attrs, result);
     for (size_t i = 0; i < specs.size(); ++i) copy_((*out)[i], result[i]);
   }
   for (Tensor& o : *out) o.bump_version();
@@ -157,6 +176,8 @@ TensorList dispatch_kernel(const OpDef& op, const TensorList& inputs, const Attr
 }
 
 TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, TensorList* out, bool inplace) {
+  if (tls_kernel) [[unlikely]]  // a kernel's own step: beneath every layer (op.h)
+    return dispatch_kernel(op, inputs, attrs, out, inplace);
   if (!tls_modes.empty()) [[unlikely]] {
     auto mode = pop_mode();
     struct Repush {

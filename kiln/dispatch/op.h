@@ -19,7 +19,8 @@ namespace kiln {
 using TensorList = SmallVec<Tensor, 4>;
 
 // Non-tensor arguments, positional, in torch's argument order.
-using Attr = std::variant<std::monostate, bool, int64_t, double, Scalar, Shape, Dtype, std::string>;
+using Attr = std::variant<std::monostate, bool, int64_t, double, Scalar, Shape, Dtype, std::string,
+                          std::vector<double>>;
 using Attrs = SmallVec<Attr, 4>;
 
 struct TensorSpec {
@@ -112,8 +113,14 @@ const Tensor& dispatch_out(const OpDef& op, const Tensor& out, TensorList inputs
 TensorList dispatch_kernel(const OpDef& op, const TensorList& inputs, const Attrs& attrs,
                            TensorList* out, bool inplace);
 
-// Modes wrap every op (export tracing, graph capture). While a mode handles a call it is popped,
-// so dispatch() from inside handle() reaches the layer below.
+// The layers of dispatch(), outermost first:
+//   1. modes (export tracing, fake/meta modes): a thread-local stack of DispatchMode; while a mode
+//      handles a call it is popped, so dispatch() from inside handle() reaches the layer below;
+//   2. autograd (set_autograd_layer): records a Node when grad mode is on and an input requires grad;
+//   3. meta and the kernel (dispatch_kernel), observed by the capture layer (innermost).
+// A kernel that uses another op for a step of its own (a dtype conversion, a copy) calls dispatch()
+// too; such a call goes straight to dispatch_kernel, beneath every layer and unobserved: it is part
+// of the outer kernel, so what the layers see is a flat sequence of top-level kernels.
 class DispatchMode {
  public:
   virtual ~DispatchMode() = default;
@@ -129,6 +136,21 @@ struct ModeGuard {
   explicit ModeGuard(std::shared_ptr<DispatchMode> m) { push_mode(std::move(m)); }
   ~ModeGuard() { pop_mode(); }
 };
+
+// The capture layer: observes every top-level kernel after it ran, with the resolved kernel and the
+// real buffers it read and wrote (inputs and outputs: the outputs the kernel wrote, which for an
+// in-place or out= call whose target has another dtype or layout are temporaries, copied into the
+// target by a copy_ kernel that is observed next). Thread-local; nullptr detaches.
+class CaptureLayer {
+ public:
+  virtual ~CaptureLayer() = default;
+  virtual void on_kernel(const OpDef& op, KernelFn kernel, const TensorList& inputs, const Attrs& attrs,
+                         const TensorList& outputs) = 0;
+};
+void set_capture_layer(CaptureLayer* layer);
+CaptureLayer* capture_layer();
+// True while the calling thread runs a kernel.
+bool in_kernel();
 
 // Autograd layer hook: installed by kiln/autograd. Called when grad mode is on and an input
 // requires grad.

@@ -240,3 +240,54 @@ void run_update(Algo algo, const Hyper& h, Dtype dtype, const std::vector<Segmen
 }
 
 }  // namespace kiln::optim::detail
+
+namespace kiln::optim::detail {
+namespace {
+
+// attrs: {algo, flags, hyper-parameters (8), c0 per segment, c1 per segment, fresh per segment}
+enum : int64_t { kMaximize = 1, kNesterov = 2, kAmsgrad = 4, kDecoupled = 8, kCentered = 16, kMomentum = 32 };
+
+SpecList update_meta(const OpDef&, const TensorList&, const Attrs&) { return {}; }
+
+void update_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList&) {
+  const Algo algo = static_cast<Algo>(attr<int64_t>(a, 0));
+  const int64_t f = attr<int64_t>(a, 1);
+  const std::vector<double>& hv = attr<std::vector<double>>(a, 2);
+  Hyper h;
+  h.lr = hv[0], h.beta1 = hv[1], h.beta2 = hv[2], h.eps = hv[3], h.weight_decay = hv[4];
+  h.momentum = hv[5], h.dampening = hv[6], h.alpha = hv[7];
+  h.maximize = f & kMaximize, h.nesterov = f & kNesterov, h.amsgrad = f & kAmsgrad;
+  h.decoupled = f & kDecoupled, h.centered = f & kCentered, h.use_momentum = f & kMomentum;
+  const std::vector<double>& c0 = attr<std::vector<double>>(a, 3);
+  const std::vector<double>& c1 = attr<std::vector<double>>(a, 4);
+  const Shape& fresh = attr<Shape>(a, 5);
+  std::vector<Segment> segs(c0.size());
+  for (size_t k = 0; k < segs.size(); ++k) {
+    const Tensor* t = &in[5 * k];
+    auto ptr = [](const Tensor& x) { return x.defined() ? x.data_ptr() : nullptr; };
+    segs[k].p = t[0].data_ptr(), segs[k].g = t[1].data_ptr();
+    segs[k].s0 = ptr(t[2]), segs[k].s1 = ptr(t[3]), segs[k].s2 = ptr(t[4]);
+    segs[k].n = t[0].numel(), segs[k].c0 = c0[k], segs[k].c1 = c1[k], segs[k].fresh = fresh[k] != 0;
+  }
+  if (!segs.empty()) run_update(algo, h, in[0].dtype(), segs);
+}
+
+OpDef op_update{"_fused_optimizer_update", 0, update_meta, {update_kernel, nullptr}};
+OpRegistrar reg_update{op_update};
+
+}  // namespace
+
+void fused_update(Algo algo, const Hyper& h, const TensorList& tensors, const std::vector<Segment>& segs) {
+  const int64_t f = (h.maximize ? kMaximize : 0) | (h.nesterov ? kNesterov : 0) | (h.amsgrad ? kAmsgrad : 0) |
+                    (h.decoupled ? kDecoupled : 0) | (h.centered ? kCentered : 0) |
+                    (h.use_momentum ? kMomentum : 0);
+  std::vector<double> c0, c1;
+  Shape fresh;
+  for (const Segment& s : segs) c0.push_back(s.c0), c1.push_back(s.c1), fresh.push_back(s.fresh);
+  dispatch(op_update, tensors,
+           {static_cast<int64_t>(algo), f,
+            std::vector<double>{h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.momentum, h.dampening, h.alpha},
+            std::move(c0), std::move(c1), std::move(fresh)});
+}
+
+}  // namespace kiln::optim::detail

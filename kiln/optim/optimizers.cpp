@@ -118,27 +118,27 @@ class Updater {
         if (t.defined()) t = view_as_real(t);
       dt = work.dtype();
     }
-    seg.p = work.data_ptr();
-    seg.g = g.data_ptr();
-    seg.s0 = slots[0].defined() ? slots[0].data_ptr() : nullptr;
-    seg.s1 = slots[1].defined() ? slots[1].data_ptr() : nullptr;
-    seg.s2 = slots[2].defined() ? slots[2].data_ptr() : nullptr;
     seg.n = work.numel();
-    segs_[dt].push_back(seg);
-    keep_.push_back(g);
+    Job& job = jobs_[dt];
+    job.segs.push_back(seg);
+    for (const Tensor& t : {work, g, slots[0], slots[1], slots[2]}) job.tensors.push_back(t);
     bumped_.push_back(p);
   }
 
   void run(Algo algo, const Hyper& h) {
-    for (const auto& [dt, segs] : segs_) detail::run_update(algo, h, dt, segs);
+    for (const auto& [dt, job] : jobs_) detail::fused_update(algo, h, job.tensors, job.segs);
     for (auto& [p, work] : copy_back_) copy_(p, work);
     for (const Tensor& t : bumped_) t.bump_version();
   }
 
  private:
+  struct Job {  // one fused update per dtype
+    std::vector<Segment> segs;
+    TensorList tensors;  // five per segment (detail::fused_update)
+  };
   const char* op_;
-  std::map<Dtype, std::vector<Segment>> segs_;
-  std::vector<Tensor> keep_, bumped_;
+  std::map<Dtype, Job> jobs_;
+  std::vector<Tensor> bumped_;
   std::vector<std::pair<Tensor, Tensor>> copy_back_;
 };
 

@@ -12,7 +12,7 @@ PUBLIC = {
     "gelu_tanh": "gelu", "to": "to", "copy_": "copy_", "index": "t[[", "index_put_": "__setitem__",
     "slice": "::2", "select": "select", "view_dtype": "view(kdt", "conj_physical": "conj_physical",
     "empty": "empty", "full": "full", "elu": "elu", "gelu_backward": "gelu", "gelu_tanh_backward": "gelu",
-    "native_layer_norm_backward": "layer_norm", "random_fill_": "randn",
+    "native_layer_norm_backward": "layer_norm", "random_fill_": "randn", "_fused_optimizer_update": "AdamW",
 }
 
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kiln/core/dtype.h"
+#include "kiln/dispatch/op.h"
 
 namespace kiln::optim::detail {
 
@@ -38,6 +39,13 @@ struct Segment {
 
 // Applies the update to every segment (all of `dtype`: float32, float64, float16 or bfloat16).
 void run_update(Algo algo, const Hyper& h, Dtype dtype, const std::vector<Segment>& segs);
+
+// The same through the op table (op `_fused_optimizer_update`): `tensors` holds five per segment,
+// in order: parameter, gradient, state slots 0, 1, 2 (undefined where unused), all contiguous, real
+// and of one dtype; the segments' pointers are ignored (taken from the tensors), their n, c0, c1 and
+// fresh are passed as the op's attributes. So an optimiser step is one kernel with its buffers and
+// hyper-parameters, like every other op.
+void fused_update(Algo algo, const Hyper& h, const TensorList& tensors, const std::vector<Segment>& segs);
 
 // The vector ISA run_update uses: "avx512", "avx2" or "sse2" (KILN_CPU_ISA=base/avx2 lowers it).
 const char* update_isa();
