@@ -162,7 +162,7 @@ void fwd_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& 
 }
 
 OpDef op_sdpa{"_sdpa_flash", kRandom, fwd_meta, {fwd_kernel, nullptr}};
-OpRegistrar reg_sdpa{op_sdpa};
+OpRegistrar reg_sdpa{op_sdpa, "_sdpa_flash(Tensor query, Tensor key, Tensor value, Tensor? attn_mask, float dropout_p, bool is_causal, float? scale, bool enable_gqa) -> (Tensor, Tensor, Tensor)"};
 
 // ---- backward ----------------------------------------------------------------------------------
 // in {grad_out, q, k, v, out, logsumexp, rng_state, mask?, grad_logsumexp?}; attrs: the forward's
@@ -246,7 +246,7 @@ void bwd_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
 }
 
 OpDef op_sdpa_backward{"_sdpa_flash_backward", 0, bwd_meta, {bwd_kernel, nullptr}};
-OpRegistrar reg_sdpa_backward{op_sdpa_backward};
+OpRegistrar reg_sdpa_backward{op_sdpa_backward, "_sdpa_flash_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, Tensor rng_state, Tensor? attn_mask, Tensor? grad_logsumexp, float dropout_p, bool is_causal, float? scale, bool enable_gqa, bool grad_mask=False) -> (Tensor, Tensor, Tensor, Tensor)"};
 
 // d(out, logsumexp) -> d(q, k, v, mask): the fused backward (mask gradient for float masks only).
 TensorList sdpa_derivative(const GradCtx& ctx, const TensorList& grad_out) {

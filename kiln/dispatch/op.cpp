@@ -1,8 +1,15 @@
 #include "kiln/dispatch/op.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
 
+#include "kiln/dispatch/schema.h"
 #include "kiln/ops/ops.h"
 
 namespace kiln {
@@ -67,6 +74,63 @@ std::vector<PendingDerivative>& pending_derivatives() {
 }
 
 void register_op(OpDef* op) { registry().push_back(op); }
+
+const Schema* op_schema(const OpDef& op) {
+  if (!op.schema) return nullptr;
+  if (const Schema* s = op.parsed_schema.load(std::memory_order_acquire)) return s;
+  static std::mutex mu;
+  std::lock_guard<std::mutex> g(mu);
+  if (const Schema* s = op.parsed_schema.load(std::memory_order_relaxed)) return s;
+  const Schema* s = new Schema(parse_schema(op.schema));  // lives as long as the op table
+  op.parsed_schema.store(s, std::memory_order_release);
+  return s;
+}
+
+namespace {
+// KILN_CHECK_SCHEMA=1: every dispatch() call is checked against its op's schema; the ones that do
+// not fit (or whose op has none) are printed to stderr at exit, one line per op and reason.
+struct SchemaCheck {
+  std::atomic<bool> on{std::getenv("KILN_CHECK_SCHEMA") != nullptr};
+  std::mutex mu;
+  std::set<std::string> problems;
+  ~SchemaCheck() {
+    for (const std::string& p : problems) std::fprintf(stderr, "kiln schema: %s\n", p.c_str());
+  }
+};
+SchemaCheck& schema_check() {
+  static SchemaCheck c;
+  return c;
+}
+void check_call(SchemaCheck& c, const OpDef& op, const TensorList& inputs, const Attrs& attrs) {
+  std::string why;
+  try {
+    const Schema* s = op_schema(op);
+    if (s) {
+      why = schema_mismatch(*s, inputs, attrs);
+    } else {  // what the call looked like, to write the schema from
+      static const char* names[] = {"None", "bool", "int", "float", "Scalar", "int[]", "ScalarType", "str", "float[]"};
+      why = "no schema; called with " + std::to_string(inputs.size()) + " tensors (";
+      for (const Tensor& t : inputs) why += t.defined() ? "T" : "-";
+      why += "), attrs (";
+      for (size_t i = 0; i < attrs.size(); ++i) why += std::string(i ? ", " : "") + names[attrs[i].index()];
+      why += ")";
+    }
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  if (why.empty()) return;
+  std::lock_guard<std::mutex> g(c.mu);
+  c.problems.insert(std::string(op.name) + ": " + why);
+}
+}  // namespace
+
+void set_schema_check(bool on) { schema_check().on = on; }
+std::vector<std::string> schema_problems() {
+  SchemaCheck& c = schema_check();
+  std::lock_guard<std::mutex> g(c.mu);
+  return std::vector<std::string>(c.problems.begin(), c.problems.end());
+}
+
 
 DerivativeByName::DerivativeByName(const char* op, DerivativeFn fn, uint32_t save_in, uint32_t save_out) {
   pending_derivatives().push_back({op, fn, save_in, save_out});
@@ -176,6 +240,8 @@ TensorList dispatch_kernel(const OpDef& op, const TensorList& inputs, const Attr
 }
 
 TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, TensorList* out, bool inplace) {
+  static SchemaCheck& checking = schema_check();
+  if (checking.on.load(std::memory_order_relaxed)) [[unlikely]] check_call(checking, op, inputs, attrs);
   if (tls_kernel) [[unlikely]]  // a kernel's own step: beneath every layer (op.h)
     return dispatch_kernel(op, inputs, attrs, out, inplace);
   if (!tls_modes.empty()) [[unlikely]] {

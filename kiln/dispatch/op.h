@@ -5,6 +5,7 @@
 // Every call goes through dispatch(): modes (tracing, capture) -> autograd -> meta -> kernel.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -41,6 +42,7 @@ enum OpTag : uint32_t {
 };
 
 struct OpDef;
+struct Schema;
 // meta: output specs from inputs' shapes and dtypes (never reads data).
 using MetaFn = SpecList (*)(const OpDef& op, const TensorList& in, const Attrs& attrs);
 // kernel: writes `out` (pre-allocated from meta, contiguous, of the meta dtype) or, for kView /
@@ -72,7 +74,19 @@ struct OpDef {
   DerivativeFn derivative = nullptr;
   uint32_t save_in = 0;   // bit i: input i is saved for backward
   uint32_t save_out = 0;  // bit i: output i is saved for backward
+  // The op's signature in torch's schema language (dispatch/schema.h): its arguments in call order,
+  // with names, types, defaults and keyword-only markers. Set by its OpRegistrar.
+  const char* schema = nullptr;
+  mutable std::atomic<const Schema*> parsed_schema{nullptr};  // op_schema's cache
 };
+
+// The parsed schema of an op (parsed once, on first use); null when the op has none. A malformed
+// schema raises here, naming the text.
+const Schema* op_schema(const OpDef& op);
+// Checking every dispatch() call against its op's schema (also on with KILN_CHECK_SCHEMA=1 in the
+// environment); the calls that did not fit, one line per op and reason (printed at exit too).
+void set_schema_check(bool on);
+std::vector<std::string> schema_problems();
 
 // Registry: every OpDef registers itself once at load time.
 void register_op(OpDef* op);
@@ -80,7 +94,10 @@ const std::vector<OpDef*>& registered_ops();
 const OpDef* find_op(std::string_view name);
 
 struct OpRegistrar {
-  explicit OpRegistrar(OpDef& op) { register_op(&op); }
+  explicit OpRegistrar(OpDef& op, const char* schema = nullptr) {
+    if (schema) op.schema = schema;
+    register_op(&op);
+  }
 };
 
 // Declares an op's derivative beside its registration:

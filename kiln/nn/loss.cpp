@@ -87,7 +87,7 @@ void bce_kernel(const OpDef& op, const TensorList& in, const Attrs&, TensorList&
 }
 
 OpDef op_bce{"binary_cross_entropy", kPointwise, bce_meta, {bce_kernel, nullptr}};
-OpRegistrar reg_bce{op_bce};
+OpRegistrar reg_bce{op_bce, "binary_cross_entropy(Tensor self, Tensor target) -> Tensor"};
 
 // torch's gradients (not those of the clamped logs): g (x - t) / max(x (1 - x), 1e-12) and
 // -g logit(x); composed of kiln ops, so they differentiate again.

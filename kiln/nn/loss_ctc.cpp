@@ -125,7 +125,7 @@ void ctc_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
 }
 
 OpDef op_ctc{"ctc_loss", 0, ctc_meta, {ctc_kernel, nullptr}};
-OpRegistrar reg_ctc{op_ctc};
+OpRegistrar reg_ctc{op_ctc, "ctc_loss(Tensor log_probs, Tensor targets, int[] input_lengths, int[] target_lengths, int blank, bool zero_infinity) -> (Tensor, Tensor)"};
 
 // ---- backward ----------------------------------------------------------------------------------
 SpecList ctc_bw_meta(const OpDef&, const TensorList& in, const Attrs&) {
@@ -219,7 +219,7 @@ void ctc_bw_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tensor
 }
 
 OpDef op_ctc_bw{"ctc_loss_backward", 0, ctc_bw_meta, {ctc_bw_kernel, nullptr}};
-OpRegistrar reg_ctc_bw{op_ctc_bw};
+OpRegistrar reg_ctc_bw{op_ctc_bw, "ctc_loss_backward(Tensor grad, Tensor log_probs, Tensor targets, Tensor neg_log_likelihood, Tensor log_alpha, int[] input_lengths, int[] target_lengths, int blank, bool zero_infinity) -> Tensor"};
 
 TensorList ctc_grad(const GradCtx& c, const TensorList& go) {
   TensorList r(c.in_specs.size());

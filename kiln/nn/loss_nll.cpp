@@ -246,9 +246,9 @@ void ce_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorList
 }
 
 OpDef op_ce{"cross_entropy_loss", kReduction, ce_meta, {ce_kernel, nullptr}, 0};
-OpRegistrar reg_ce{op_ce};
+OpRegistrar reg_ce{op_ce, "cross_entropy_loss(Tensor self, Tensor target, Tensor? weight, int reduction, int ignore_index, float label_smoothing) -> (Tensor, Tensor)"};
 OpDef op_nll{"nll_loss", kReduction, ce_meta, {ce_kernel, nullptr}, 1};
-OpRegistrar reg_nll{op_nll};
+OpRegistrar reg_nll{op_nll, "nll_loss(Tensor self, Tensor target, Tensor? weight, int reduction, int ignore_index) -> (Tensor, Tensor)"};
 
 // ---- backward ops ------------------------------------------------------------------------------
 // cross_entropy_loss_backward: inputs {grad, x, target, weight, lse}; output d loss / d x.
@@ -329,7 +329,7 @@ void ce_bw_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorL
 }
 
 OpDef op_ce_bw{"cross_entropy_loss_backward", 0, ce_bw_meta, {ce_bw_kernel, nullptr}};
-OpRegistrar reg_ce_bw{op_ce_bw};
+OpRegistrar reg_ce_bw{op_ce_bw, "cross_entropy_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, Tensor logsumexp, int reduction, int ignore_index, float label_smoothing) -> Tensor"};
 
 // nll_loss_backward: inputs {grad, target, weight}; attrs {reduction, ignore_index, input shape}.
 SpecList nll_bw_meta(const OpDef&, const TensorList& in, const Attrs& a) {
@@ -363,7 +363,7 @@ void nll_bw_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tensor
 }
 
 OpDef op_nll_bw{"nll_loss_backward", 0, nll_bw_meta, {nll_bw_kernel, nullptr}};
-OpRegistrar reg_nll_bw{op_nll_bw};
+OpRegistrar reg_nll_bw{op_nll_bw, "nll_loss_backward(Tensor grad_output, Tensor target, Tensor? weight, int reduction, int ignore_index, int[] input_size) -> Tensor"};
 
 // ---- derivatives -------------------------------------------------------------------------------
 TensorList ce_grad(const GradCtx& c, const TensorList& go) {

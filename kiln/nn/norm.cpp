@@ -72,7 +72,7 @@ void layer_norm_kernel(const OpDef&, const TensorList& in, const Attrs& a, Tenso
 }
 
 OpDef op_layer_norm{"native_layer_norm", 0, layer_norm_meta, {layer_norm_kernel, nullptr}};
-OpRegistrar reg_layer_norm{op_layer_norm};
+OpRegistrar reg_layer_norm{op_layer_norm, "native_layer_norm(Tensor input, Tensor? weight, Tensor? bias, int normalized_ndim, float eps) -> (Tensor, Tensor, Tensor)"};
 
 // The fused first-order backward: inputs {grad, x, mean, rstd, weight?}; outputs {dx, dweight, dbias}
 // (dweight/dbias over the normalised shape, summed over rows in fixed 64-row blocks, so results do
@@ -140,7 +140,7 @@ void layer_norm_bwd_kernel(const OpDef&, const TensorList& in, const Attrs&, Ten
 }
 
 OpDef op_layer_norm_bwd{"native_layer_norm_backward", 0, layer_norm_bwd_meta, {layer_norm_bwd_kernel, nullptr}};
-OpRegistrar reg_layer_norm_bwd{op_layer_norm_bwd};
+OpRegistrar reg_layer_norm_bwd{op_layer_norm_bwd, "native_layer_norm_backward(Tensor grad_out, Tensor input, Tensor mean, Tensor rstd, Tensor? weight, int normalized_ndim) -> (Tensor, Tensor, Tensor)"};
 
 // dx = rstd * (dxh - mean(dxh) - xh * mean(dxh * xh)), dxh = g * w; dw = sum(g * xh); db = sum(g).
 // First order runs the fused kernel above; under create_graph the composite keeps it differentiable.

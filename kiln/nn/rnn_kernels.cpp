@@ -218,7 +218,7 @@ void lstm_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList&
     lstm_forward<float>(in, attr<bool>(a, 0), out);
 }
 OpDef op_lstm_layer{"lstm_layer", 0, lstm_meta, {lstm_kernel, nullptr}};
-OpRegistrar reg_lstm_layer{op_lstm_layer};
+OpRegistrar reg_lstm_layer{op_lstm_layer, "lstm_layer(Tensor input, Tensor h0, Tensor c0, Tensor w_ih, Tensor w_hh, Tensor? b_ih, Tensor? b_hh, Tensor? w_hr, bool reverse) -> (Tensor, Tensor, Tensor, Tensor)"};
 
 // inputs {x, h0, c0, w_ih, w_hh, w_hr?, y, reserve, dy, dh_n, dc_n}; attrs {reverse, mask}
 // outputs {dx, dh0, dc0, dw_ih, dw_hh, db, dw_hr}; mask bit k: output k is wanted (else shape {0})
@@ -322,7 +322,7 @@ void lstm_back_kernel(const OpDef&, const TensorList& in, const Attrs& a, Tensor
     lstm_backward<float>(in, rev, mask, out);
 }
 OpDef op_lstm_layer_backward{"lstm_layer_backward", 0, lstm_back_meta, {lstm_back_kernel, nullptr}};
-OpRegistrar reg_lstm_layer_backward{op_lstm_layer_backward};
+OpRegistrar reg_lstm_layer_backward{op_lstm_layer_backward, "lstm_layer_backward(Tensor input, Tensor h0, Tensor c0, Tensor w_ih, Tensor w_hh, Tensor? w_hr, Tensor output, Tensor reserve, Tensor? grad_output, Tensor? grad_h_n, Tensor? grad_c_n, bool reverse, int needs_mask) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"};
 
 TensorList lstm_layer_grad(const GradCtx& c, const TensorList& go) {
   const auto& n = c.needs;
@@ -393,7 +393,7 @@ void gru_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& 
     gru_forward<float>(in, attr<bool>(a, 0), out);
 }
 OpDef op_gru_layer{"gru_layer", 0, gru_meta, {gru_kernel, nullptr}};
-OpRegistrar reg_gru_layer{op_gru_layer};
+OpRegistrar reg_gru_layer{op_gru_layer, "gru_layer(Tensor input, Tensor h0, Tensor w_ih, Tensor w_hh, Tensor? b_ih, Tensor? b_hh, bool reverse) -> (Tensor, Tensor, Tensor)"};
 
 // inputs {x, h0, w_ih, w_hh, y, reserve, dy, dh_n}; attrs {reverse, mask}
 // outputs {dx, dh0, dw_ih, dw_hh, db_ih, db_hh}
@@ -456,7 +456,7 @@ void gru_back_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorL
     gru_backward<float>(in, rev, mask, out);
 }
 OpDef op_gru_layer_backward{"gru_layer_backward", 0, gru_back_meta, {gru_back_kernel, nullptr}};
-OpRegistrar reg_gru_layer_backward{op_gru_layer_backward};
+OpRegistrar reg_gru_layer_backward{op_gru_layer_backward, "gru_layer_backward(Tensor input, Tensor h0, Tensor w_ih, Tensor w_hh, Tensor output, Tensor reserve, Tensor? grad_output, Tensor? grad_h_n, bool reverse, int needs_mask) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"};
 
 TensorList gru_layer_grad(const GradCtx& c, const TensorList& go) {
   const auto& n = c.needs;
@@ -512,7 +512,7 @@ void rnn_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& 
     rnn_forward<float>(in, attr<bool>(a, 0), attr<bool>(a, 1), out);
 }
 OpDef op_rnn_layer{"rnn_layer", 0, rnn_meta, {rnn_kernel, nullptr}};
-OpRegistrar reg_rnn_layer{op_rnn_layer};
+OpRegistrar reg_rnn_layer{op_rnn_layer, "rnn_layer(Tensor input, Tensor h0, Tensor w_ih, Tensor w_hh, Tensor? b_ih, Tensor? b_hh, bool reverse, bool relu) -> (Tensor, Tensor)"};
 
 // inputs {x, h0, w_ih, w_hh, y, dy, dh_n}; attrs {reverse, relu, mask}; outputs {dx, dh0, dw_ih,
 // dw_hh, db}
@@ -562,7 +562,7 @@ void rnn_back_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorL
     rnn_backward<float>(in, rev, relu, mask, out);
 }
 OpDef op_rnn_layer_backward{"rnn_layer_backward", 0, rnn_back_meta, {rnn_back_kernel, nullptr}};
-OpRegistrar reg_rnn_layer_backward{op_rnn_layer_backward};
+OpRegistrar reg_rnn_layer_backward{op_rnn_layer_backward, "rnn_layer_backward(Tensor input, Tensor h0, Tensor w_ih, Tensor w_hh, Tensor output, Tensor? grad_output, Tensor? grad_h_n, bool reverse, bool relu, int needs_mask) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"};
 
 TensorList rnn_layer_grad(const GradCtx& c, const TensorList& go) {
   const auto& n = c.needs;

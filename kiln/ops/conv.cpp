@@ -376,7 +376,7 @@ void conv_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorLi
       });
 }
 OpDef op_convolution{"convolution", 0, conv_meta, {conv_kernel, nullptr}};
-OpRegistrar reg_convolution{op_convolution};
+OpRegistrar reg_convolution{op_convolution, "convolution(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] dilation, bool transposed, int[] output_padding, int groups) -> Tensor"};
 
 // ---- convolution_backward_weight: inputs {grad_output, input}; attrs {weight_sizes, stride,
 // padding, dilation, groups}
@@ -418,7 +418,7 @@ void conv_bw_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tenso
                           });
 }
 OpDef op_conv_bw{"convolution_backward_weight", 0, conv_bw_meta, {conv_bw_kernel, nullptr}};
-OpRegistrar reg_conv_bw{op_conv_bw};
+OpRegistrar reg_conv_bw{op_conv_bw, "convolution_backward_weight(Tensor grad_output, Tensor input, int[] weight_size, int[] stride, int[] padding, int[] dilation, int groups) -> Tensor"};
 
 // ---- derivatives -------------------------------------------------------------------------------
 // The transposed-convolution output_padding that makes conv_transpose(g) as large as `target`.

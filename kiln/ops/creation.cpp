@@ -23,14 +23,14 @@ void full_kernel(const OpDef&, const TensorList&, const Attrs& a, TensorList& ou
   fill_tensor(out[0], std::get<Scalar>(a[1]));
 }
 OpDef op_full{"full", kCreation, full_meta, {full_kernel, nullptr}};
-OpRegistrar reg_full{op_full};
+OpRegistrar reg_full{op_full, "full(int[] size, Scalar fill_value, ScalarType dtype) -> Tensor"};
 
 SpecList empty_meta(const OpDef&, const TensorList&, const Attrs& a) {
   return {{std::get<Shape>(a[0]), std::get<Dtype>(a[1])}};
 }
 void empty_kernel(const OpDef&, const TensorList&, const Attrs&, TensorList&) {}
 OpDef op_empty{"empty", kCreation, empty_meta, {empty_kernel, nullptr}};
-OpRegistrar reg_empty{op_empty};
+OpRegistrar reg_empty{op_empty, "empty(int[] size, ScalarType dtype) -> Tensor"};
 
 // arange(start, end, step, dtype): values start + i * step computed in double (int64 for ints).
 SpecList arange_meta(const OpDef&, const TensorList&, const Attrs& a) {
@@ -68,7 +68,7 @@ void arange_kernel(const OpDef&, const TensorList&, const Attrs& a, TensorList& 
   });
 }
 OpDef op_arange{"arange", kCreation, arange_meta, {arange_kernel, nullptr}};
-OpRegistrar reg_arange{op_arange};
+OpRegistrar reg_arange{op_arange, "arange.start_step(Scalar start, Scalar end, Scalar step, ScalarType dtype) -> Tensor"};
 
 // linspace / logspace(start, end, steps, base, dtype); base 0 means linspace.
 SpecList linspace_meta(const OpDef& op, const TensorList&, const Attrs& a) {
@@ -104,9 +104,9 @@ void linspace_kernel(const OpDef& op, const TensorList&, const Attrs& a, TensorL
   });
 }
 OpDef op_linspace{"linspace", kCreation, linspace_meta, {linspace_kernel, nullptr}};
-OpRegistrar reg_linspace{op_linspace};
+OpRegistrar reg_linspace{op_linspace, "linspace(Scalar start, Scalar end, int steps, float base, ScalarType dtype) -> Tensor"};
 OpDef op_logspace{"logspace", kCreation, linspace_meta, {linspace_kernel, nullptr}};
-OpRegistrar reg_logspace{op_logspace};
+OpRegistrar reg_logspace{op_logspace, "logspace(Scalar start, Scalar end, int steps, float base, ScalarType dtype) -> Tensor"};
 
 SpecList eye_meta(const OpDef&, const TensorList&, const Attrs& a) {
   int64_t n = std::get<int64_t>(a[0]), m = std::get<int64_t>(a[1]);
@@ -121,7 +121,7 @@ void eye_kernel(const OpDef&, const TensorList&, const Attrs&, TensorList& out) 
   if (n > 0) fill_tensor(diagonal(y), Scalar(1));
 }
 OpDef op_eye{"eye", kCreation, eye_meta, {eye_kernel, nullptr}};
-OpRegistrar reg_eye{op_eye};
+OpRegistrar reg_eye{op_eye, "eye.m(int n, int m, ScalarType dtype) -> Tensor"};
 
 // contiguous copy with the same shape (clone) and dtype conversion share one kernel: attrs {dtype}
 SpecList to_meta(const OpDef&, const TensorList& in, const Attrs& a) {
@@ -129,7 +129,7 @@ SpecList to_meta(const OpDef&, const TensorList& in, const Attrs& a) {
 }
 void to_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) { copy_(out[0], in[0]); }
 OpDef op_to{"to", kPointwise, to_meta, {to_kernel, nullptr}};
-OpRegistrar reg_to{op_to};
+OpRegistrar reg_to{op_to, "to.dtype(Tensor self, ScalarType dtype) -> Tensor"};
 
 // cat(tensors, dim)
 SpecList cat_meta(const OpDef&, const TensorList& in, const Attrs& a) {
@@ -174,7 +174,7 @@ void cat_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& 
   }
 }
 OpDef op_cat{"cat", 0, cat_meta, {cat_kernel, nullptr}};
-OpRegistrar reg_cat{op_cat};
+OpRegistrar reg_cat{op_cat, "cat(Tensor[] tensors, int dim=0) -> Tensor"};
 
 Dtype dtype_or(const TensorOptions& o) { return o.dtype_or_default(); }
 

@@ -65,10 +65,10 @@ KParams unary_params(UnaryOp code, const Attrs& a) {
     // integer clamp with a float bound: bounds are cast like torch (ceil for min, floor for max)
     if (auto* s = std::get_if<Scalar>(&a[0])) p.i[0] = s->to_int();
   }
-  if (code == UnaryOp::ClampMax || code == UnaryOp::Clamp) {
-    if (a.size() > 1)
-      if (auto* s = std::get_if<Scalar>(&a[1])) p.i[1] = s->to_int();
-  }
+  if (code == UnaryOp::Clamp && a.size() > 1)
+    if (auto* s = std::get_if<Scalar>(&a[1])) p.i[1] = s->to_int();
+  if (code == UnaryOp::ClampMax && !a.empty())  // clamp_max(self, max): the kernel reads the upper bound
+    if (auto* s = std::get_if<Scalar>(&a[0])) p.d[1] = s->to_double(), p.i[1] = s->to_int();
   return p;
 }
 
@@ -213,45 +213,50 @@ void binary_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs, Te
 #define KILN_DEF_UNARY(name, code, rule)                                                          \
   OpDef op_##name{#name, kPointwise | kInplaceable, unary_meta, {unary_kernel, nullptr},          \
                   pack(static_cast<int>(UnaryOp::code), Rule::rule)};                            \
-  OpRegistrar reg_##name{op_##name};
+  OpRegistrar reg_##name{op_##name, #name "(Tensor self) -> Tensor"};
 KILN_UNARY_OPS(KILN_DEF_UNARY)
 #undef KILN_DEF_UNARY
 
-#define KILN_DEF_BINARY(name, code, rule)                                                         \
+#define KILN_DEF_BINARY_S(name, code, rule, schema)                                               \
   OpDef op_##name{#name, kPointwise | kInplaceable, binary_meta, {binary_kernel, nullptr},        \
                   pack(static_cast<int>(BinaryOp::code), Rule::rule)};                           \
-  OpRegistrar reg_##name{op_##name};
+  OpRegistrar reg_##name{op_##name, schema};
+#define KILN_DEF_BINARY(name, code, rule) \
+  KILN_DEF_BINARY_S(name, code, rule, #name "(Tensor self, Tensor other) -> Tensor")
 KILN_BINARY_OPS(KILN_DEF_BINARY)
-KILN_DEF_BINARY(add, Add, Same)
-KILN_DEF_BINARY(sub, Sub, Same)
+KILN_DEF_BINARY_S(add, Add, Same, "add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor")
+KILN_DEF_BINARY_S(sub, Sub, Same, "sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor")
 KILN_DEF_BINARY(div_trunc, DivTrunc, Same)
 KILN_DEF_BINARY(clamp_min_tensor, ClampMinT, Same)
 KILN_DEF_BINARY(clamp_max_tensor, ClampMaxT, Same)
 KILN_DEF_BINARY(polar, Polar, Float)
 KILN_DEF_BINARY(complex, Complex, Same)
-KILN_DEF_BINARY(gelu_backward, GeluBackward, Same)  // (grad, x): GELU's fused first derivative
-KILN_DEF_BINARY(gelu_tanh_backward, GeluTanhBackward, Same)
+// GELU's fused first derivative: grad_output * gelu'(self)
+KILN_DEF_BINARY_S(gelu_backward, GeluBackward, Same, "gelu_backward(Tensor grad_output, Tensor self) -> Tensor")
+KILN_DEF_BINARY_S(gelu_tanh_backward, GeluTanhBackward, Same,
+                  "gelu_tanh_backward(Tensor grad_output, Tensor self) -> Tensor")
 #undef KILN_DEF_BINARY
+#undef KILN_DEF_BINARY_S
 
-// Parametrised unary ops share the unary kernel; their attrs are Scalars in KParams order.
-#define KILN_DEF_PUNARY(name, code, rule)                                                         \
+// Parametrised unary ops share the unary kernel; their attrs are Scalars or floats in KParams order.
+#define KILN_DEF_PUNARY(name, code, rule, schema)                                                 \
   OpDef op_##name{#name, kPointwise | kInplaceable, unary_meta, {unary_kernel, nullptr},          \
                   pack(static_cast<int>(UnaryOp::code), Rule::rule)};                            \
-  OpRegistrar reg_##name{op_##name};
-KILN_DEF_PUNARY(round_decimals, RoundDecimals, Same)
-KILN_DEF_PUNARY(round, Round, Round)
-KILN_DEF_PUNARY(logit, Logit, Float)
-KILN_DEF_PUNARY(clamp, Clamp, Same)
-KILN_DEF_PUNARY(clamp_min, ClampMin, Same)
-KILN_DEF_PUNARY(clamp_max, ClampMax, Same)
-KILN_DEF_PUNARY(nan_to_num, NanToNum, Same)
-KILN_DEF_PUNARY(leaky_relu, LeakyRelu, Same)
-KILN_DEF_PUNARY(elu, Elu, Same)
-KILN_DEF_PUNARY(gelu, Gelu, Same)
-KILN_DEF_PUNARY(gelu_tanh, GeluTanh, Same)
-KILN_DEF_PUNARY(softplus, Softplus, Same)
-KILN_DEF_PUNARY(hardtanh, Hardtanh, Same)
-KILN_DEF_PUNARY(threshold, Threshold, Same)
+  OpRegistrar reg_##name{op_##name, schema};
+KILN_DEF_PUNARY(round_decimals, RoundDecimals, Same, "round.decimals(Tensor self, *, int decimals) -> Tensor")
+KILN_DEF_PUNARY(round, Round, Round, "round(Tensor self) -> Tensor")
+KILN_DEF_PUNARY(logit, Logit, Float, "logit(Tensor self, float? eps=None) -> Tensor")
+KILN_DEF_PUNARY(clamp, Clamp, Same, "clamp(Tensor self, Scalar min, Scalar max) -> Tensor")
+KILN_DEF_PUNARY(clamp_min, ClampMin, Same, "clamp_min(Tensor self, Scalar min) -> Tensor")
+KILN_DEF_PUNARY(clamp_max, ClampMax, Same, "clamp_max(Tensor self, Scalar max) -> Tensor")
+KILN_DEF_PUNARY(nan_to_num, NanToNum, Same, "nan_to_num(Tensor self, float nan, float posinf, float neginf) -> Tensor")
+KILN_DEF_PUNARY(leaky_relu, LeakyRelu, Same, "leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor")
+KILN_DEF_PUNARY(elu, Elu, Same, "elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor")
+KILN_DEF_PUNARY(gelu, Gelu, Same, "gelu(Tensor self) -> Tensor")
+KILN_DEF_PUNARY(gelu_tanh, GeluTanh, Same, "gelu_tanh(Tensor self) -> Tensor")
+KILN_DEF_PUNARY(softplus, Softplus, Same, "softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor")
+KILN_DEF_PUNARY(hardtanh, Hardtanh, Same, "hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor")
+KILN_DEF_PUNARY(threshold, Threshold, Same, "threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor")
 #undef KILN_DEF_PUNARY
 
 Tensor wrap(const Scalar& s) { return scalar_tensor(s, Dtype::Undefined, true); }
@@ -292,7 +297,7 @@ void where_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& 
   });
 }
 OpDef op_where{"where", kPointwise, where_meta, {where_kernel, nullptr}};
-OpRegistrar reg_where{op_where};
+OpRegistrar reg_where{op_where, "where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"};
 
 // ---- copy_ ----------------------------------------------------------------------------------------
 void copy_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) {
@@ -309,7 +314,7 @@ void copy_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& o
   out = {dst};
 }
 OpDef op_copy_{"copy_", kInplaceable, nullptr, {copy_kernel, nullptr}};
-OpRegistrar reg_copy_{op_copy_};
+OpRegistrar reg_copy_{op_copy_, "copy_(Tensor(a!) self, Tensor src) -> Tensor(a!)"};
 
 Tensor un(const OpDef& op, const Tensor& x, Attrs attrs = {}) { return dispatch1(op, {x}, std::move(attrs)); }
 const Tensor& un_(const OpDef& op, const Tensor& x, Attrs attrs = {}) {
@@ -420,13 +425,13 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi
   Tensor xx = x.dtype() == d ? x : to_dtype(x, d);
   if (lo && hi) return un(op_clamp, xx, {*lo, *hi});
   if (lo) return un(op_clamp_min, xx, {*lo});
-  return un(op_clamp_max, xx, {Scalar(0), *hi});
+  return un(op_clamp_max, xx, {*hi});
 }
 const Tensor& clamp_(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {
   KILN_CHECK(lo || hi, Runtime, "clamp_", "At least one of 'min' or 'max' must not be None");
   if (lo && hi) return un_(op_clamp, x, {*lo, *hi});
   if (lo) return un_(op_clamp_min, x, {*lo});
-  return un_(op_clamp_max, x, {Scalar(0), *hi});
+  return un_(op_clamp_max, x, {*hi});
 }
 Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi) {
   KILN_CHECK(lo.defined() || hi.defined(), Runtime, "clamp",
@@ -451,9 +456,9 @@ Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<doub
   return un(op_nan_to_num, x, {nan.value_or(0.0), posinf.value_or(big), neginf.value_or(small)});
 }
 
-Tensor leaky_relu(const Tensor& x, double slope) { return un(op_leaky_relu, x, {slope}); }
+Tensor leaky_relu(const Tensor& x, double slope) { return un(op_leaky_relu, x, {Scalar(slope)}); }
 Tensor elu(const Tensor& x, double alpha, double scale, double input_scale) {
-  return un(op_elu, x, {alpha, scale, input_scale});
+  return un(op_elu, x, {Scalar(alpha), Scalar(scale), Scalar(input_scale)});
 }
 Tensor selu(const Tensor& x) {
   return elu(x, 1.6732632423543772848170429916717, 1.0507009873554804934193349852946, 1.0);
@@ -465,15 +470,15 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
              approximate);
   return un(op_gelu_tanh, x);
 }
-Tensor softplus(const Tensor& x, double beta, double thr) { return un(op_softplus, x, {beta, thr}); }
+Tensor softplus(const Tensor& x, double beta, double thr) { return un(op_softplus, x, {Scalar(beta), Scalar(thr)}); }
 Tensor hardtanh(const Tensor& x, double lo, double hi) {
   KILN_CHECK(!(is_unsigned(x.dtype()) && x.dtype() != kBool && (lo < 0 || hi < 0)), Runtime, "hardtanh",
              "cannot do hardtanh on an unsigned type with negative limits");
-  return un(op_hardtanh, x, {lo, hi});
+  return un(op_hardtanh, x, {Scalar(lo), Scalar(hi)});
 }
 // torch.nn.functional.softsign is this composite; rounding each step the same way matches it.
 Tensor softsign(const Tensor& x) { return div(x, add(abs(x), Scalar(1))); }
-Tensor threshold(const Tensor& x, double thr, double value) { return un(op_threshold, x, {thr, value}); }
+Tensor threshold(const Tensor& x, double thr, double value) { return un(op_threshold, x, {Scalar(thr), Scalar(value)}); }
 
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) { return dispatch1(op_where, {c, a, b}); }
 

@@ -170,7 +170,7 @@ TensorList clamp_min_grad(G c, GL go) {
 }
 DerivativeByName d_clamp_min{"clamp_min", clamp_min_grad, 1, 0};
 TensorList clamp_max_grad(G c, GL go) {
-  return {where_g(le(c.in[0], attr_scalar(c.attrs[1])), go[0])};
+  return {where_g(le(c.in[0], attr_scalar(c.attrs[0])), go[0])};
 }
 DerivativeByName d_clamp_max{"clamp_max", clamp_max_grad, 1, 0};
 

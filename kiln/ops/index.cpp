@@ -46,7 +46,7 @@ void index_select_kernel(const OpDef&, const TensorList& in, const Attrs& a, Ten
   copy_(out[0], kiln::index(x, ind));
 }
 OpDef op_index_select{"index_select", 0, index_select_meta, {index_select_kernel, nullptr}};
-OpRegistrar reg_index_select{op_index_select};
+OpRegistrar reg_index_select{op_index_select, "index_select(Tensor self, Tensor index, int dim) -> Tensor"};
 
 // ---- gather(x, dim, index) ------------------------------------------------------------------------
 SpecList gather_meta(const OpDef&, const TensorList& in, const Attrs& a) {
@@ -88,7 +88,7 @@ void gather_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorLis
   });
 }
 OpDef op_gather{"gather", 0, gather_meta, {gather_kernel, nullptr}};
-OpRegistrar reg_gather{op_gather};
+OpRegistrar reg_gather{op_gather, "gather(Tensor self, Tensor index, int dim) -> Tensor"};
 
 // ---- nonzero ----------------------------------------------------------------------------------------
 void nonzero_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) {
@@ -110,7 +110,7 @@ void nonzero_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList
   out = {y};
 }
 OpDef op_nonzero{"nonzero", kDynamicShape, nullptr, {nonzero_kernel, nullptr}};
-OpRegistrar reg_nonzero{op_nonzero};
+OpRegistrar reg_nonzero{op_nonzero, "nonzero(Tensor self) -> Tensor"};
 
 // ---- masked_select ----------------------------------------------------------------------------------
 void masked_select_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) {
@@ -129,7 +129,7 @@ void masked_select_kernel(const OpDef&, const TensorList& in, const Attrs&, Tens
   out = {y};
 }
 OpDef op_masked_select{"masked_select", kDynamicShape, nullptr, {masked_select_kernel, nullptr}};
-OpRegistrar reg_masked_select{op_masked_select};
+OpRegistrar reg_masked_select{op_masked_select, "masked_select(Tensor self, Tensor mask) -> Tensor"};
 
 // ---- flip -------------------------------------------------------------------------------------------
 SpecList same_meta(const OpDef&, const TensorList& in, const Attrs&) { return {{in[0].sizes(), in[0].dtype()}}; }
@@ -148,7 +148,7 @@ void flip_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList&
   copy_(out[0], make_view(x, x.sizes(), st, off));
 }
 OpDef op_flip{"flip", 0, same_meta, {flip_kernel, nullptr}};
-OpRegistrar reg_flip{op_flip};
+OpRegistrar reg_flip{op_flip, "flip(Tensor self, int[] dims) -> Tensor"};
 
 // ---- tril / triu (attrs: diagonal; code 0 tril, 1 triu) --------------------------------------------
 SpecList tri_meta(const OpDef& op, const TensorList& in, const Attrs&) {
@@ -164,9 +164,9 @@ void tri_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
   copy_(out[0], where(keep, x, zeros({}, x.dtype())));
 }
 OpDef op_tril{"tril", 0, tri_meta, {tri_kernel, nullptr}, 0};
-OpRegistrar reg_tril{op_tril};
+OpRegistrar reg_tril{op_tril, "tril(Tensor self, int diagonal) -> Tensor"};
 OpDef op_triu{"triu", 0, tri_meta, {tri_kernel, nullptr}, 1};
-OpRegistrar reg_triu{op_triu};
+OpRegistrar reg_triu{op_triu, "triu(Tensor self, int diagonal) -> Tensor"};
 
 }  // namespace
 
@@ -305,7 +305,7 @@ void index_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& 
   out = {contiguous(permute(r, final_perm(p)))};
 }
 OpDef op_index{"index", kDynamicShape, nullptr, {index_kernel, nullptr}};
-OpRegistrar reg_index{op_index};
+OpRegistrar reg_index{op_index, "index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"};
 
 // inputs: x, values, indices...; attrs {accumulate}
 void index_put_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
@@ -352,7 +352,7 @@ void index_put_kernel(const OpDef&, const TensorList& in, const Attrs& a, Tensor
   out = {x};
 }
 OpDef op_index_put{"index_put_", kDynamicShape, nullptr, {index_put_kernel, nullptr}};
-OpRegistrar reg_index_put{op_index_put};
+OpRegistrar reg_index_put{op_index_put, "index_put_(Tensor(a!) self, Tensor values, Tensor?[] indices, bool accumulate) -> Tensor(a!)"};
 
 }  // namespace
 

@@ -147,7 +147,7 @@ void bmm_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs, Tenso
   });
 }
 OpDef op_bmm{"bmm", 0, bmm_meta, {bmm_kernel, nullptr}};
-OpRegistrar reg_bmm{op_bmm};
+OpRegistrar reg_bmm{op_bmm, "bmm(Tensor self, Tensor mat2) -> Tensor"};
 
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
   KILN_CHECK(a.dtype() == b.dtype(), Runtime, op, "expected m1 and m2 to have the same dtype, but got: ",

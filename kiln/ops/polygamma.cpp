@@ -112,7 +112,7 @@ void polygamma_kernel(const OpDef&, const TensorList& in, const Attrs& a, Tensor
 }
 
 OpDef op_polygamma{"polygamma", kPointwise, polygamma_meta, {polygamma_kernel, nullptr}};
-OpRegistrar reg_polygamma{op_polygamma};
+OpRegistrar reg_polygamma{op_polygamma, "polygamma(Tensor self, int n) -> Tensor"};
 
 TensorList polygamma_grad(const GradCtx& c, const TensorList& go) {
   return {mul(go[0], polygamma(attr<int64_t>(c.attrs, 0) + 1, c.in[0]))};

@@ -143,7 +143,7 @@ void max_pool_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tens
       });
 }
 OpDef op_max_pool{"max_pool", 0, max_pool_meta, {max_pool_kernel, nullptr}};
-OpRegistrar reg_max_pool{op_max_pool};
+OpRegistrar reg_max_pool{op_max_pool, "max_pool(Tensor self, int[] kernel_size, int[] stride, int[] padding, int[] dilation, bool ceil_mode) -> (Tensor, Tensor)"};
 
 // ---- max_pool_backward: {grad, indices} -> grad_input; attrs {input_size} -----------------------
 SpecList max_pool_bw_meta(const OpDef&, const TensorList& in, const Attrs& a) {
@@ -175,7 +175,7 @@ void max_pool_bw_kernel(const OpDef& op, const TensorList& in, const Attrs&, Ten
                            });
 }
 OpDef op_max_pool_bw{"max_pool_backward", 0, max_pool_bw_meta, {max_pool_bw_kernel, nullptr}};
-OpRegistrar reg_max_pool_bw{op_max_pool_bw};
+OpRegistrar reg_max_pool_bw{op_max_pool_bw, "max_pool_backward(Tensor grad_output, Tensor indices, int[] input_size) -> Tensor"};
 
 Tensor max_pool_backward(const Tensor& grad, const Tensor& indices, const Shape& input_size) {
   return dispatch1(op_max_pool_bw, {grad, indices}, {input_size});
@@ -259,7 +259,7 @@ void avg_pool_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tens
       });
 }
 OpDef op_avg_pool{"avg_pool", 0, avg_pool_meta, {avg_pool_kernel, nullptr}};
-OpRegistrar reg_avg_pool{op_avg_pool};
+OpRegistrar reg_avg_pool{op_avg_pool, "avg_pool(Tensor self, int[] kernel_size, int[] stride, int[] padding, bool ceil_mode, bool count_include_pad, int divisor_override) -> Tensor"};
 
 SpecList avg_pool_bw_meta(const OpDef&, const TensorList& in, const Attrs& a) {
   const Shape& is = attr<Shape>(a, 0);
@@ -290,7 +290,7 @@ void avg_pool_bw_kernel(const OpDef& op, const TensorList& in, const Attrs& a, T
       });
 }
 OpDef op_avg_pool_bw{"avg_pool_backward", 0, avg_pool_bw_meta, {avg_pool_bw_kernel, nullptr}};
-OpRegistrar reg_avg_pool_bw{op_avg_pool_bw};
+OpRegistrar reg_avg_pool_bw{op_avg_pool_bw, "avg_pool_backward(Tensor grad_output, int[] input_size, int[] kernel_size, int[] stride, int[] padding, bool ceil_mode, bool count_include_pad, int divisor_override) -> Tensor"};
 
 TensorList avg_pool_derivative(const GradCtx& ctx, const TensorList& grad) {
   TensorList r(1);
@@ -359,7 +359,7 @@ void adaptive_kernel(const OpDef& op, const TensorList& in, const Attrs&, Tensor
       });
 }
 OpDef op_adaptive{"adaptive_avg_pool", 0, adaptive_meta, {adaptive_kernel, nullptr}};
-OpRegistrar reg_adaptive{op_adaptive};
+OpRegistrar reg_adaptive{op_adaptive, "adaptive_avg_pool(Tensor self, int[] output_size) -> Tensor"};
 
 SpecList adaptive_bw_meta(const OpDef&, const TensorList& in, const Attrs& a) {
   const Shape& is = attr<Shape>(a, 0);
@@ -394,7 +394,7 @@ void adaptive_bw_kernel(const OpDef& op, const TensorList& in, const Attrs&, Ten
 }
 OpDef op_adaptive_bw{
     "adaptive_avg_pool_backward", 0, adaptive_bw_meta, {adaptive_bw_kernel, nullptr}};
-OpRegistrar reg_adaptive_bw{op_adaptive_bw};
+OpRegistrar reg_adaptive_bw{op_adaptive_bw, "adaptive_avg_pool_backward(Tensor grad_output, int[] input_size) -> Tensor"};
 
 TensorList adaptive_derivative(const GradCtx& ctx, const TensorList& grad) {
   TensorList r(1);

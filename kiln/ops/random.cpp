@@ -42,7 +42,8 @@ void random_kernel(const OpDef&, const TensorList&, const Attrs& a, TensorList& 
   cpu::parallel_for(c.numel(), 4096, [&](int64_t b, int64_t e) { fn(p, b, e, args); });
 }
 OpDef op_random_fill{"random_fill_", kRandom, random_meta, {random_kernel, nullptr}};
-OpRegistrar reg_random_fill{op_random_fill};
+OpRegistrar reg_random_fill{op_random_fill,
+                              "random_fill_(Tensor(a!) self, int dist, float p0, float p1, int key, int first) -> Tensor(a!)"};
 // The values do not depend on the tensor's old ones: no gradient flows through (zeros, as torch).
 TensorList random_backward(const GradCtx&, const TensorList& g) { return {zeros_like(g[0])}; }
 DerivativeRegistrar d_random_fill{op_random_fill, random_backward, 0, 0};

@@ -150,7 +150,7 @@ void reduce_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tensor
 
 #define REDUCE_OP(name, code)                                                                  \
   OpDef op_##name{#name, kReduction, reduce_meta, {reduce_kernel, nullptr}, static_cast<int>(ReduceOp::code)}; \
-  OpRegistrar reg_##name{op_##name};
+  OpRegistrar reg_##name{op_##name, #name "(Tensor self, int[] dim, bool all_dims, bool keepdim) -> Tensor"};
 REDUCE_OP(sum, Sum)
 REDUCE_OP(prod, Prod)
 REDUCE_OP(amax, Max)
@@ -228,9 +228,9 @@ void argred_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tensor
   });
 }
 OpDef op_max_dim{"max_dim", kReduction, argred_meta, {argred_kernel, nullptr}, 0};
-OpRegistrar reg_max_dim{op_max_dim};
+OpRegistrar reg_max_dim{op_max_dim, "max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"};
 OpDef op_min_dim{"min_dim", kReduction, argred_meta, {argred_kernel, nullptr}, 1};
-OpRegistrar reg_min_dim{op_min_dim};
+OpRegistrar reg_min_dim{op_min_dim, "min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"};
 
 // The float32 exp and sum kernels of the selected ISA, used row by row by softmax.
 struct SoftmaxKernels {
@@ -357,9 +357,9 @@ void softmax_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tenso
   });
 }
 OpDef op_softmax{"softmax", 0, softmax_meta, {softmax_kernel, nullptr}, 0};
-OpRegistrar reg_softmax{op_softmax};
+OpRegistrar reg_softmax{op_softmax, "softmax.int(Tensor self, int dim) -> Tensor"};
 OpDef op_log_softmax{"log_softmax", 0, softmax_meta, {softmax_kernel, nullptr}, 1};
-OpRegistrar reg_log_softmax{op_log_softmax};
+OpRegistrar reg_log_softmax{op_log_softmax, "log_softmax.int(Tensor self, int dim) -> Tensor"};
 
 // ---- cumulative scans: code 0 cumsum, 1 cumprod, 2 logcumsumexp, 3 cummax, 4 cummin ----------------
 SpecList scan_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
@@ -432,15 +432,15 @@ void scan_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorLi
   });
 }
 OpDef op_cumsum{"cumsum", 0, scan_meta, {scan_kernel, nullptr}, 0};
-OpRegistrar reg_cumsum{op_cumsum};
+OpRegistrar reg_cumsum{op_cumsum, "cumsum(Tensor self, int dim) -> Tensor"};
 OpDef op_cumprod{"cumprod", 0, scan_meta, {scan_kernel, nullptr}, 1};
-OpRegistrar reg_cumprod{op_cumprod};
+OpRegistrar reg_cumprod{op_cumprod, "cumprod(Tensor self, int dim) -> Tensor"};
 OpDef op_logcumsumexp{"logcumsumexp", 0, scan_meta, {scan_kernel, nullptr}, 2};
-OpRegistrar reg_logcumsumexp{op_logcumsumexp};
+OpRegistrar reg_logcumsumexp{op_logcumsumexp, "logcumsumexp(Tensor self, int dim) -> Tensor"};
 OpDef op_cummax{"cummax", 0, scan_meta, {scan_kernel, nullptr}, 3};
-OpRegistrar reg_cummax{op_cummax};
+OpRegistrar reg_cummax{op_cummax, "cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)"};
 OpDef op_cummin{"cummin", 0, scan_meta, {scan_kernel, nullptr}, 4};
-OpRegistrar reg_cummin{op_cummin};
+OpRegistrar reg_cummin{op_cummin, "cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)"};
 
 Tensor reduce(const OpDef& op, const Tensor& x, const OptDims& dims, bool keepdim) {
   return dispatch1(op, {x}, rattrs(dims, keepdim));

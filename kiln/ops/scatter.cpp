@@ -345,13 +345,13 @@ void scatter_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tenso
 }
 
 OpDef op_scatter{"scatter", kInplaceable, scatter_meta, {scatter_kernel, nullptr}, kScSrc};
-OpRegistrar reg_scatter{op_scatter};
+OpRegistrar reg_scatter{op_scatter, "scatter.src(Tensor self, Tensor index, Tensor src, int dim, str reduce) -> Tensor"};
 OpDef op_scatter_value{"scatter.value", kInplaceable, scatter_meta, {scatter_kernel, nullptr}, kScValue};
-OpRegistrar reg_scatter_value{op_scatter_value};
+OpRegistrar reg_scatter_value{op_scatter_value, "scatter.value(Tensor self, Tensor index, int dim, Scalar value, str reduce) -> Tensor"};
 OpDef op_scatter_add{"scatter_add", kInplaceable, scatter_meta, {scatter_kernel, nullptr}, kScAdd};
-OpRegistrar reg_scatter_add{op_scatter_add};
+OpRegistrar reg_scatter_add{op_scatter_add, "scatter_add(Tensor self, Tensor index, Tensor src, int dim) -> Tensor"};
 OpDef op_scatter_reduce{"scatter_reduce", kInplaceable, scatter_meta, {scatter_kernel, nullptr}, kScReduce};
-OpRegistrar reg_scatter_reduce{op_scatter_reduce};
+OpRegistrar reg_scatter_reduce{op_scatter_reduce, "scatter_reduce.two(Tensor self, Tensor index, Tensor src, int dim, str reduce, bool include_self) -> Tensor"};
 
 // ---- index_add / index_copy / index_fill --------------------------------------------------------------
 // Visits the slice positions of index entry i: f(i, k = index[i], offset in out, offset in source).
@@ -460,7 +460,7 @@ void index_add_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Ten
   });
 }
 OpDef op_index_add{"index_add", kInplaceable, index_add_meta, {index_add_kernel, nullptr}};
-OpRegistrar reg_index_add{op_index_add};
+OpRegistrar reg_index_add{op_index_add, "index_add(Tensor self, Tensor index, Tensor source, int dim, Scalar alpha) -> Tensor"};
 
 // index_copy / index_fill on an empty self: torch restrides self to the index's length along dim (with
 // stride 0 there); when that view is non-empty its storage is too small (RuntimeError), otherwise nothing
@@ -531,7 +531,7 @@ void index_copy_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Te
   });
 }
 OpDef op_index_copy{"index_copy", kInplaceable, index_copy_meta, {index_copy_kernel, nullptr}};
-OpRegistrar reg_index_copy{op_index_copy};
+OpRegistrar reg_index_copy{op_index_copy, "index_copy(Tensor self, Tensor index, Tensor source, int dim) -> Tensor"};
 
 SpecList index_fill_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
   const Tensor &x = in[0], &idx = in[1];
@@ -576,7 +576,7 @@ void index_fill_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Te
   });
 }
 OpDef op_index_fill{"index_fill", kInplaceable, index_fill_meta, {index_fill_kernel, nullptr}};
-OpRegistrar reg_index_fill{op_index_fill};
+OpRegistrar reg_index_fill{op_index_fill, "index_fill.int_Scalar(Tensor self, Tensor index, int dim, Scalar value) -> Tensor"};
 
 // ---- masked_scatter -----------------------------------------------------------------------------------
 void check_masked_scatter(const OpDef& op, const Tensor& x, const Tensor& mask, const Tensor& src) {
@@ -610,7 +610,7 @@ void masked_scatter_kernel(const OpDef& op, const TensorList& in, const Attrs&, 
     if (mp[i]) std::memcpy(yp + i * isz, sp + (k++) * isz, isz);
 }
 OpDef op_masked_scatter{"masked_scatter", kInplaceable, masked_scatter_meta, {masked_scatter_kernel, nullptr}};
-OpRegistrar reg_masked_scatter{op_masked_scatter};
+OpRegistrar reg_masked_scatter{op_masked_scatter, "masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor"};
 
 // ---- take / put ---------------------------------------------------------------------------------------
 SpecList take_meta(const OpDef& op, const TensorList& in, const Attrs&) {
@@ -641,7 +641,7 @@ void take_kernel(const OpDef& op, const TensorList& in, const Attrs&, TensorList
   }
 }
 OpDef op_take{"take", 0, take_meta, {take_kernel, nullptr}};
-OpRegistrar reg_take{op_take};
+OpRegistrar reg_take{op_take, "take(Tensor self, Tensor index) -> Tensor"};
 
 SpecList put_meta(const OpDef& op, const TensorList& in, const Attrs&) {
   const Tensor &x = in[0], &idx = in[1], &src = in[2];
@@ -678,7 +678,7 @@ void put_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
   });
 }
 OpDef op_put{"put", kInplaceable, put_meta, {put_kernel, nullptr}};
-OpRegistrar reg_put{op_put};
+OpRegistrar reg_put{op_put, "put(Tensor self, Tensor index, Tensor source, bool accumulate) -> Tensor"};
 
 // ---- gather without index wrapping (take_along_dim) ------------------------------------------------------
 // inputs: x, index (int64, same rank, broadcast already); attrs {dim}. Indices must lie in [0, size).
@@ -710,7 +710,7 @@ void tad_gather_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Te
   });
 }
 OpDef op_tad_gather{"take_along_dim", 0, tad_gather_meta, {tad_gather_kernel, nullptr}};
-OpRegistrar reg_tad_gather{op_tad_gather};
+OpRegistrar reg_tad_gather{op_tad_gather, "take_along_dim(Tensor self, Tensor indices, int dim) -> Tensor"};
 
 std::string reduce_str(const std::optional<std::string>& r) { return r ? *r : std::string(); }
 

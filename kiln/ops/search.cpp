@@ -94,7 +94,7 @@ void searchsorted_kernel(const OpDef& op, const TensorList& in, const Attrs& a, 
   });
 }
 OpDef op_searchsorted{"searchsorted", 0, searchsorted_meta, {searchsorted_kernel, nullptr}};
-OpRegistrar reg_searchsorted{op_searchsorted};
+OpRegistrar reg_searchsorted{op_searchsorted, "searchsorted(Tensor sorted_sequence, Tensor self, Tensor? sorter, bool out_int32, bool right, bool has_sorter) -> Tensor"};
 
 // ---- histc(x, bins, min, max). attrs {bins, min, max} -------------------------------------------
 SpecList histc_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
@@ -175,7 +175,7 @@ void histc_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorL
   });
 }
 OpDef op_histc{"histc", 0, histc_meta, {histc_kernel, nullptr}};
-OpRegistrar reg_histc{op_histc};
+OpRegistrar reg_histc{op_histc, "histc(Tensor self, int bins, Scalar min, Scalar max) -> Tensor"};
 
 // ---- bincount(x[, weights]). attrs {minlength, has_weights} -----------------------------------------
 void bincount_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {
@@ -222,7 +222,7 @@ void bincount_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tens
   out = {y};
 }
 OpDef op_bincount{"bincount", kDynamicShape, nullptr, {bincount_kernel, nullptr}};
-OpRegistrar reg_bincount{op_bincount};
+OpRegistrar reg_bincount{op_bincount, "bincount(Tensor self, Tensor? weights, int minlength, bool has_weights) -> Tensor"};
 
 }  // namespace
 

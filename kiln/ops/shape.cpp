@@ -155,7 +155,7 @@ void roll_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList&
   gather_maps(x, y, m);
 }
 OpDef op_roll{"roll", 0, roll_meta, {roll_kernel, nullptr}};
-OpRegistrar reg_roll{op_roll};
+OpRegistrar reg_roll{op_roll, "roll(Tensor self, int[] shifts, int[] dims) -> Tensor"};
 
 // ---- repeat ----------------------------------------------------------------------------------------------
 Shape repeat_shape(const Tensor& x, const Shape& r) {
@@ -192,7 +192,7 @@ void repeat_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorLis
   gather_maps(xv, y, m);
 }
 OpDef op_repeat{"repeat", 0, repeat_meta, {repeat_kernel, nullptr}};
-OpRegistrar reg_repeat{op_repeat};
+OpRegistrar reg_repeat{op_repeat, "repeat(Tensor self, int[] repeats) -> Tensor"};
 
 // ---- repeat_interleave(repeats) -> indices -----------------------------------------------------------------
 // attrs {output_size (int64, or monostate for none)}
@@ -230,7 +230,7 @@ void repeat_interleave_kernel(const OpDef& op, const TensorList& in, const Attrs
   out = {y};
 }
 OpDef op_repeat_interleave{"repeat_interleave", kDynamicShape, nullptr, {repeat_interleave_kernel, nullptr}};
-OpRegistrar reg_repeat_interleave{op_repeat_interleave};
+OpRegistrar reg_repeat_interleave{op_repeat_interleave, "repeat_interleave.Tensor(Tensor repeats, *, int? output_size=None) -> Tensor"};
 
 // ---- diag / diag_embed ----------------------------------------------------------------------------------------
 SpecList diag_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
@@ -264,7 +264,7 @@ void diag_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList&
   copy_(y, make_view(x, {y.numel()}, {s0 + s1}, off));
 }
 OpDef op_diag{"diag", 0, diag_meta, {diag_kernel, nullptr}};
-OpRegistrar reg_diag{op_diag};
+OpRegistrar reg_diag{op_diag, "diag(Tensor self, int diagonal) -> Tensor"};
 
 // attrs {offset, dim1, dim2}
 SpecList diag_embed_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
@@ -291,7 +291,7 @@ void diag_embed_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Te
   copy_(diagonal(y, attr<int64_t>(a, 0), d1, d2), x);
 }
 OpDef op_diag_embed{"diag_embed", 0, diag_embed_meta, {diag_embed_kernel, nullptr}};
-OpRegistrar reg_diag_embed{op_diag_embed};
+OpRegistrar reg_diag_embed{op_diag_embed, "diag_embed(Tensor self, int offset, int dim1, int dim2) -> Tensor"};
 
 // ---- pad ---------------------------------------------------------------------------------------------------
 // constant_pad_nd: attrs {pad, value}. Pads the last pad.size()/2 dims; negative pads crop.
@@ -342,7 +342,7 @@ void constant_pad_kernel(const OpDef& op, const TensorList& in, const Attrs& a, 
   gather_maps(x, y, m, fill);
 }
 OpDef op_constant_pad{"constant_pad_nd", 0, constant_pad_meta, {constant_pad_kernel, nullptr}};
-OpRegistrar reg_constant_pad{op_constant_pad};
+OpRegistrar reg_constant_pad{op_constant_pad, "constant_pad_nd(Tensor self, int[] pad, Scalar value) -> Tensor"};
 
 // reflect / replicate / circular: attrs {pad, mode}. Pads 1-3 trailing dims of a (batched) input.
 Shape nonconst_pad_shape(const Tensor& x, const Shape& pad, const std::string& mode) {
@@ -438,7 +438,7 @@ void nonconst_pad_kernel(const OpDef& op, const TensorList& in, const Attrs& a, 
   gather_maps(x, y, m, zero);
 }
 OpDef op_nonconst_pad{"pad", 0, nonconst_pad_meta, {nonconst_pad_kernel, nullptr}};
-OpRegistrar reg_nonconst_pad{op_nonconst_pad};
+OpRegistrar reg_nonconst_pad{op_nonconst_pad, "pad(Tensor self, int[] pad, str mode) -> Tensor"};
 
 // ---- embedding ---------------------------------------------------------------------------------------------
 // inputs {weight, indices}; attrs {padding_idx, scale_grad_by_freq, sparse}
@@ -471,7 +471,7 @@ void embedding_kernel(const OpDef& op, const TensorList& in, const Attrs&, Tenso
   for (int64_t i = 0; i < ii.numel(); ++i) std::memcpy(yp + i * row, wp + ip[i] * row, row);
 }
 OpDef op_embedding{"embedding", 0, embedding_meta, {embedding_kernel, nullptr}};
-OpRegistrar reg_embedding{op_embedding};
+OpRegistrar reg_embedding{op_embedding, "embedding(Tensor weight, Tensor indices, int padding_idx, bool scale_grad_by_freq, bool sparse) -> Tensor"};
 
 // ---- flip's dtype support (rot90) ------------------------------------------------------------------------------
 // torch's flip reverses the innermost (unit-stride) dimension with a dtype-dispatched kernel that has no

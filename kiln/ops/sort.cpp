@@ -121,7 +121,7 @@ void sort_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorLi
   write_back(out[1], d, it);
 }
 OpDef op_sort{"sort", 0, sort_meta, {sort_kernel, nullptr}};
-OpRegistrar reg_sort{op_sort};
+OpRegistrar reg_sort{op_sort, "sort.stable(Tensor self, int dim, bool descending, bool stable) -> (Tensor values, Tensor indices)"};
 
 // ---- topk(x, k, dim, largest, sorted): torch's partial_sort / nth_element selection ---------------
 SpecList topk_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
@@ -186,7 +186,7 @@ void topk_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorLi
   write_back(out[1], d, it);
 }
 OpDef op_topk{"topk", 0, topk_meta, {topk_kernel, nullptr}};
-OpRegistrar reg_topk{op_topk};
+OpRegistrar reg_topk{op_topk, "topk(Tensor self, int k, int dim, bool largest, bool sorted) -> (Tensor values, Tensor indices)"};
 
 // ---- kthvalue(x, k, dim, keepdim): torch's quickselect (Sedgewick), NaN largest ------------------
 template <class C>
@@ -260,7 +260,7 @@ void kthvalue_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tens
   });
 }
 OpDef op_kthvalue{"kthvalue", kReduction, kthvalue_meta, {kthvalue_kernel, nullptr}};
-OpRegistrar reg_kthvalue{op_kthvalue};
+OpRegistrar reg_kthvalue{op_kthvalue, "kthvalue(Tensor self, int k, int dim, bool keepdim) -> (Tensor values, Tensor indices)"};
 
 // ---- median / nanmedian along a dim (code 0 median, 1 nanmedian) ----------------------------------
 SpecList median_dim_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
@@ -322,9 +322,9 @@ void median_dim_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Te
   });
 }
 OpDef op_median_dim{"median_dim", kReduction, median_dim_meta, {median_dim_kernel, nullptr}, 0};
-OpRegistrar reg_median_dim{op_median_dim};
+OpRegistrar reg_median_dim{op_median_dim, "median.dim(Tensor self, int dim, bool keepdim) -> (Tensor values, Tensor indices)"};
 OpDef op_nanmedian_dim{"nanmedian_dim", kReduction, median_dim_meta, {median_dim_kernel, nullptr}, 1};
-OpRegistrar reg_nanmedian_dim{op_nanmedian_dim};
+OpRegistrar reg_nanmedian_dim{op_nanmedian_dim, "nanmedian.dim(Tensor self, int dim, bool keepdim) -> (Tensor values, Tensor indices)"};
 
 // ---- global median / nanmedian ---------------------------------------------------------------------
 SpecList median_meta(const OpDef& op, const TensorList& in, const Attrs&) {
@@ -365,9 +365,9 @@ void median_kernel(const OpDef& op, const TensorList& in, const Attrs&, TensorLi
   });
 }
 OpDef op_median{"median", kReduction, median_meta, {median_kernel, nullptr}, 0};
-OpRegistrar reg_median{op_median};
+OpRegistrar reg_median{op_median, "median(Tensor self) -> Tensor"};
 OpDef op_nanmedian{"nanmedian", kReduction, median_meta, {median_kernel, nullptr}, 1};
-OpRegistrar reg_nanmedian{op_nanmedian};
+OpRegistrar reg_nanmedian{op_nanmedian, "nanmedian(Tensor self) -> Tensor"};
 
 // ---- mode(x, dim, keepdim): torch's sort-and-count; the index is the last in its run ---------------
 SpecList mode_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
@@ -415,7 +415,7 @@ void mode_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorLi
   });
 }
 OpDef op_mode{"mode", kReduction, mode_meta, {mode_kernel, nullptr}};
-OpRegistrar reg_mode{op_mode};
+OpRegistrar reg_mode{op_mode, "mode(Tensor self, int dim, bool keepdim) -> (Tensor values, Tensor indices)"};
 
 // ---- quantile / nanquantile (code 0 / 1). inputs {x, q}; attrs {has_dim, dim, keepdim, interp} ----
 enum class Interp { Linear, Lower, Higher, Midpoint, Nearest };
@@ -501,9 +501,9 @@ void quantile_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tens
   });
 }
 OpDef op_quantile{"quantile", kReduction, quantile_meta, {quantile_kernel, nullptr}, 0};
-OpRegistrar reg_quantile{op_quantile};
+OpRegistrar reg_quantile{op_quantile, "quantile(Tensor self, Tensor q, bool has_dim, int dim, bool keepdim, str interpolation) -> Tensor"};
 OpDef op_nanquantile{"nanquantile", kReduction, quantile_meta, {quantile_kernel, nullptr}, 1};
-OpRegistrar reg_nanquantile{op_nanquantile};
+OpRegistrar reg_nanquantile{op_nanquantile, "nanquantile(Tensor self, Tensor q, bool has_dim, int dim, bool keepdim, str interpolation) -> Tensor"};
 
 // ---- unique / unique_consecutive (code 0 / 1). attrs {has_dim, dim, return_inverse, return_counts};
 // outputs {values, inverse, counts}
@@ -651,9 +651,9 @@ void unique_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tensor
   else unique_dim(op, x, dim, consecutive, want_inv, want_counts, out);
 }
 OpDef op_unique{"unique", kDynamicShape, nullptr, {unique_kernel, nullptr}, 0};
-OpRegistrar reg_unique{op_unique};
+OpRegistrar reg_unique{op_unique, "unique(Tensor self, bool has_dim, int dim, bool return_inverse, bool return_counts) -> (Tensor, Tensor, Tensor)"};
 OpDef op_unique_consecutive{"unique_consecutive", kDynamicShape, nullptr, {unique_kernel, nullptr}, 1};
-OpRegistrar reg_unique_consecutive{op_unique_consecutive};
+OpRegistrar reg_unique_consecutive{op_unique_consecutive, "unique_consecutive(Tensor self, bool has_dim, int dim, bool return_inverse, bool return_counts) -> (Tensor, Tensor, Tensor)"};
 
 std::tuple<Tensor, Tensor> pair_of(const TensorList& r) { return {r[0], r[1]}; }
 

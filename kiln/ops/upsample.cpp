@@ -122,7 +122,7 @@ void nearest_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tenso
                           });
 }
 OpDef op_nearest{"upsample_nearest", 0, nearest_meta, {nearest_kernel, nullptr}};
-OpRegistrar reg_nearest{op_nearest};
+OpRegistrar reg_nearest{op_nearest, "upsample_nearest(Tensor self, int[] output_size, float? scale_0=None, float? scale_1=None, float? scale_2=None) -> Tensor"};
 
 // upsample_nearest_backward: {grad} -> grad_input; attrs {input_size, output_size, scales...}
 SpecList nearest_bw_meta(const OpDef&, const TensorList& in, const Attrs& a) {
@@ -154,7 +154,7 @@ void nearest_bw_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Te
                            });
 }
 OpDef op_nearest_bw{"upsample_nearest_backward", 0, nearest_bw_meta, {nearest_bw_kernel, nullptr}};
-OpRegistrar reg_nearest_bw{op_nearest_bw};
+OpRegistrar reg_nearest_bw{op_nearest_bw, "upsample_nearest_backward(Tensor grad_output, int[] input_size, int[] output_size, float? scale_0=None, float? scale_1=None, float? scale_2=None) -> Tensor"};
 
 TensorList nearest_derivative(const GradCtx& ctx, const TensorList& grad) {
   TensorList r(1);
@@ -245,7 +245,7 @@ void linear_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tensor
                            });
 }
 OpDef op_linear{"upsample_linear", 0, linear_meta, {linear_kernel, nullptr}};
-OpRegistrar reg_linear{op_linear};
+OpRegistrar reg_linear{op_linear, "upsample_linear(Tensor self, int[] output_size, bool align_corners, float? scale_0=None, float? scale_1=None, float? scale_2=None) -> Tensor"};
 
 // upsample_linear_backward: {grad} -> grad_input; attrs {input_size, output_size, align_corners,
 // scales...}
@@ -288,7 +288,7 @@ void linear_bw_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Ten
                            });
 }
 OpDef op_linear_bw{"upsample_linear_backward", 0, linear_bw_meta, {linear_bw_kernel, nullptr}};
-OpRegistrar reg_linear_bw{op_linear_bw};
+OpRegistrar reg_linear_bw{op_linear_bw, "upsample_linear_backward(Tensor grad_output, int[] input_size, int[] output_size, bool align_corners, float? scale_0=None, float? scale_1=None, float? scale_2=None) -> Tensor"};
 
 TensorList linear_derivative(const GradCtx& ctx, const TensorList& grad) {
   TensorList r(1);

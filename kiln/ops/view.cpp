@@ -62,9 +62,9 @@ std::optional<Shape> view_strides(Shape old_sizes, Shape old_strides, const Shap
   return st;
 }
 
-#define VIEW_OP(name, fn)                                    \
+#define VIEW_OP(name, fn, schema)                            \
   OpDef op_##name{#name, kView, nullptr, {fn, nullptr}};     \
-  OpRegistrar reg_##name{op_##name};
+  OpRegistrar reg_##name{op_##name, schema};
 
 void view_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
   const Tensor& x = in[0];
@@ -75,7 +75,7 @@ void view_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out)
              ".reshape(...) instead.");
   out = {make_view(x, shape, *st, x.storage_offset())};
 }
-VIEW_OP(view, view_k)
+VIEW_OP(view, view_k, "view(Tensor(a) self, int[] size) -> Tensor(a)")
 
 void view_dtype_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
   const Tensor& x = in[0];
@@ -120,7 +120,7 @@ void view_dtype_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList
   impl->refresh();
   out = {Tensor(impl)};
 }
-VIEW_OP(view_dtype, view_dtype_k)
+VIEW_OP(view_dtype, view_dtype_k, "view.dtype(Tensor(a) self, ScalarType dtype) -> Tensor(a)")
 
 void as_strided_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
   const Tensor& x = in[0];
@@ -143,7 +143,7 @@ void as_strided_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList
              " bytes, but the storage has ", x.storage()->nbytes());
   out = {make_view(x, size, stride, off)};
 }
-VIEW_OP(as_strided, as_strided_k)
+VIEW_OP(as_strided, as_strided_k, "as_strided(Tensor(a) self, int[] size, int[] stride, int storage_offset) -> Tensor(a)")
 
 void permute_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
   const Tensor& x = in[0];
@@ -162,7 +162,7 @@ void permute_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& o
   }
   out = {make_view(x, sizes, strides, x.storage_offset())};
 }
-VIEW_OP(permute, permute_k)
+VIEW_OP(permute, permute_k, "permute(Tensor(a) self, int[] dims) -> Tensor(a)")
 
 void expand_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
   const Tensor& x = in[0];
@@ -191,7 +191,7 @@ void expand_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& ou
   }
   out = {make_view(x, sizes, strides, x.storage_offset())};
 }
-VIEW_OP(expand, expand_k)
+VIEW_OP(expand, expand_k, "expand(Tensor(a) self, int[] size) -> Tensor(a)")
 
 // slice(dim, start, end, step): attrs {dim, start, end, step} already clamped by the front end.
 void slice_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
@@ -204,7 +204,7 @@ void slice_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out
   strides[d] *= step;
   out = {make_view(x, sizes, strides, off)};
 }
-VIEW_OP(slice, slice_k)
+VIEW_OP(slice, slice_k, "slice.Tensor(Tensor(a) self, int dim, int start, int end, int step) -> Tensor(a)")
 
 void select_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
   const Tensor& x = in[0];
@@ -215,7 +215,7 @@ void select_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& ou
   strides.erase(strides.begin() + d);
   out = {make_view(x, sizes, strides, off)};
 }
-VIEW_OP(select, select_k)
+VIEW_OP(select, select_k, "select.int(Tensor(a) self, int dim, int index) -> Tensor(a)")
 
 void unsqueeze_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
   const Tensor& x = in[0];
@@ -226,7 +226,7 @@ void unsqueeze_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList&
   strides.insert(strides.begin() + d, st);
   out = {make_view(x, sizes, strides, x.storage_offset())};
 }
-VIEW_OP(unsqueeze, unsqueeze_k)
+VIEW_OP(unsqueeze, unsqueeze_k, "unsqueeze(Tensor(a) self, int dim) -> Tensor(a)")
 
 void squeeze_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
   const Tensor& x = in[0];
@@ -241,7 +241,7 @@ void squeeze_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& o
   }
   out = {make_view(x, sizes, strides, x.storage_offset())};
 }
-VIEW_OP(squeeze, squeeze_k)
+VIEW_OP(squeeze, squeeze_k, "squeeze.dims(Tensor(a) self, int[] dim, bool all_dims) -> Tensor(a)")
 
 void diagonal_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
   const Tensor& x = in[0];
@@ -265,7 +265,7 @@ void diagonal_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& 
   strides.push_back(x.strides()[d1] + x.strides()[d2]);
   out = {make_view(x, sizes, strides, off)};
 }
-VIEW_OP(diagonal, diagonal_k)
+VIEW_OP(diagonal, diagonal_k, "diagonal(Tensor(a) self, int offset, int dim1, int dim2) -> Tensor(a)")
 
 void unfold_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
   const Tensor& x = in[0];
@@ -283,7 +283,7 @@ void unfold_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& ou
   }
   out = {make_view(x, sizes, strides, x.storage_offset())};
 }
-VIEW_OP(unfold, unfold_k)
+VIEW_OP(unfold, unfold_k, "unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)")
 
 void view_as_real_k(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) {
   const Tensor& x = in[0];
@@ -302,7 +302,7 @@ void view_as_real_k(const OpDef&, const TensorList& in, const Attrs&, TensorList
   impl->refresh();
   out = {Tensor(impl)};
 }
-VIEW_OP(view_as_real, view_as_real_k)
+VIEW_OP(view_as_real, view_as_real_k, "view_as_real(Tensor(a) self) -> Tensor(a)")
 
 void view_as_complex_k(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) {
   const Tensor& x = in[0];
@@ -330,7 +330,7 @@ void view_as_complex_k(const OpDef&, const TensorList& in, const Attrs&, TensorL
   impl->refresh();
   out = {Tensor(impl)};
 }
-VIEW_OP(view_as_complex, view_as_complex_k)
+VIEW_OP(view_as_complex, view_as_complex_k, "view_as_complex(Tensor(a) self) -> Tensor(a)")
 
 Tensor run_view(const OpDef& op, const Tensor& x, Attrs a) { return dispatch1(op, {x}, std::move(a)); }
 

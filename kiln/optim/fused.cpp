@@ -273,7 +273,9 @@ void update_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorLis
 }
 
 OpDef op_update{"_fused_optimizer_update", 0, update_meta, {update_kernel, nullptr}};
-OpRegistrar reg_update{op_update};
+OpRegistrar reg_update{op_update,
+                       "_fused_optimizer_update(Tensor[] tensors, int algo, int flags, float[] hyper, float[] c0, "
+                       "float[] c1, int[] fresh) -> ()"};
 
 }  // namespace
 

@@ -2,6 +2,7 @@
 #include <Python.h>
 
 #include "common.h"
+#include "kiln/dispatch/schema.h"
 
 namespace kiln::py {
 namespace {
@@ -71,6 +72,21 @@ NB_MODULE(_C, m) {
   m.def("reset_peak_memory_stats", &kiln::reset_peak_memory_stats);
   m.def("empty_cache", &kiln::empty_cache);
   m.def("cpu_isa", &kiln::cpu::cpu_isa);
+  // op schemas (dispatch/schema.h): the text, and the parsed form as (name, overload, args, returns)
+  // with args as (name, type, default or None, kwarg_only)
+  m.def("_op_schema", [](const std::string& name) -> nb::object {
+    const OpDef* op = find_op(name);
+    if (!op) throw nb::value_error(("no op named " + name).c_str());
+    const Schema* s = op_schema(*op);
+    if (!s) return nb::none();
+    nb::list args;
+    for (const SchemaArg& a : s->args)
+      args.append(nb::make_tuple(a.name, a.type, a.default_ ? nb::cast(*a.default_) : nb::none(), a.kwarg_only));
+    return nb::make_tuple(s->name, s->overload, args, nb::cast(s->returns), s->str());
+  });
+  m.def("_parse_schema", [](const std::string& text) { return parse_schema(text).str(); });
+  m.def("_set_schema_check", &set_schema_check);
+  m.def("_schema_problems", &schema_problems);
   m.def("registered_ops", []() {
     std::vector<std::string> names;
     for (const OpDef* op : registered_ops()) names.emplace_back(op->name);
