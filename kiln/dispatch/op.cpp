@@ -108,11 +108,10 @@ void check_call(SchemaCheck& c, const OpDef& op, const TensorList& inputs, const
     if (s) {
       why = schema_mismatch(*s, inputs, attrs);
     } else {  // what the call looked like, to write the schema from
-      static const char* names[] = {"None", "bool", "int", "float", "Scalar", "int[]", "ScalarType", "str", "float[]"};
       why = "no schema; called with " + std::to_string(inputs.size()) + " tensors (";
       for (const Tensor& t : inputs) why += t.defined() ? "T" : "-";
       why += "), attrs (";
-      for (size_t i = 0; i < attrs.size(); ++i) why += std::string(i ? ", " : "") + names[attrs[i].index()];
+      for (size_t i = 0; i < attrs.size(); ++i) why += std::string(i ? ", " : "") + attr_type_name(attrs[i]);
       why += ")";
     }
   } catch (const Error& e) {
@@ -130,7 +129,6 @@ std::vector<std::string> schema_problems() {
   std::lock_guard<std::mutex> g(c.mu);
   return std::vector<std::string>(c.problems.begin(), c.problems.end());
 }
-
 
 DerivativeByName::DerivativeByName(const char* op, DerivativeFn fn, uint32_t save_in, uint32_t save_out) {
   pending_derivatives().push_back({op, fn, save_in, save_out});

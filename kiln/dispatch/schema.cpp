@@ -210,15 +210,16 @@ bool fits(const SchemaArg& a, const Attr& v) {
     default: return false;
   }
 }
-const char* attr_type_name(const Attr& a) {
-  static const char* names[] = {"None", "bool", "int", "float", "Scalar", "int[]", "ScalarType", "str", "float[]"};
-  return names[a.index()];
-}
 std::string range(size_t lo, size_t hi) {
   if (hi == SIZE_MAX) return std::to_string(lo) + " or more";
   return lo == hi ? std::to_string(lo) : std::to_string(lo) + " to " + std::to_string(hi);
 }
 }  // namespace
+
+const char* attr_type_name(const Attr& a) {
+  static const char* names[] = {"None", "bool", "int", "float", "Scalar", "int[]", "ScalarType", "str", "float[]"};
+  return names[a.index()];
+}
 
 std::string schema_mismatch(const Schema& schema, const TensorList& inputs, const Attrs& attrs) {
   if (inputs.size() < schema.min_inputs || inputs.size() > schema.max_inputs)

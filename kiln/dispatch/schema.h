@@ -58,5 +58,7 @@ Schema parse_schema(std::string_view text);
 // Why a call's inputs and attributes do not fit the schema ("" when they do): the counts, or the
 // first argument whose value has another type.
 std::string schema_mismatch(const Schema& schema, const TensorList& inputs, const Attrs& attrs);
+// The schema type an attribute value holds: "int", "float[]", "None", ...
+const char* attr_type_name(const Attr& a);
 
 }  // namespace kiln
