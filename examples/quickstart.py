@@ -102,7 +102,7 @@ class CharTransformer(nn.Module):
 
     def forward(self, idx):
         T = idx.shape[1]
-        x = self.tok(idx) + self.pos(kiln.arange(T))
+        x = self.tok(idx) + self.pos(kiln.arange(T, device=idx.device))
         for block in self.blocks:
             x = block(x)
         return F.linear(self.ln_f(x), self.tok.weight)  # tied output head

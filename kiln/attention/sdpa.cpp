@@ -123,7 +123,7 @@ Tensor blas_operand(const Tensor& x, Dtype ct) {
 Tensor additive_mask(const Tensor& m, Dtype ct) {
   if (!m.defined()) return m;
   if (m.dtype() == kBool)
-    return masked_fill(zeros(m.sizes(), ct), logical_not(m),
+    return masked_fill(zeros(m.sizes(), like(m, ct)), logical_not(m),
                        -std::numeric_limits<double>::infinity());
   return to_dtype(m, ct);
 }

@@ -192,7 +192,7 @@ void execute(const std::vector<Edge>& roots, const TensorList& root_grads, bool 
       if (any_grad) {
         for (size_t i = 0; i < node->out_specs.size() && node->materialize_grads; ++i)
           if (!grads[i].defined() && is_differentiable(node->out_specs[i].dtype))
-            grads[i] = zeros(node->out_specs[i].sizes, node->out_specs[i].dtype);
+            grads[i] = zeros(node->out_specs[i].sizes, TensorOptions(node->out_specs[i].dtype).device(node->out_specs[i].device));
         outs = node->apply(std::move(grads));
         KILN_CHECK(outs.size() == node->next_edges.size(), Runtime, node->name().c_str(),
                    "function ", node->name(),
@@ -243,7 +243,7 @@ Tensor validate_grad(const Node& node, size_t i, Tensor g) {
       KILN_CHECK(g.numel() == shape_numel(spec.sizes), Runtime, "autograd", "Function ",
                  node.name(), " returned an invalid gradient at index ", i, " - got ", dims_str(g),
                  " but expected shape compatible with ",
-                 dims_str(make_tensor(spec.sizes, kFloat32)));
+                 dims_str(make_tensor(spec.sizes, kFloat32, kMeta)));
       g = reshape(g, spec.sizes);
     }
   }
@@ -251,6 +251,7 @@ Tensor validate_grad(const Node& node, size_t i, Tensor g) {
     if (is_complex(g.dtype()) && !is_complex(spec.dtype)) g = real(g);
     if (g.dtype() != spec.dtype) g = to_dtype(g, spec.dtype);
   }
+  if (g.device().type != spec.device.type) g = to_device(g, spec.device);  // as torch: back to the input's
   return g;
 }
 

@@ -102,4 +102,23 @@ void empty_cache() {
   c.cached = 0;
 }
 
+namespace {
+void* meta_allocate(size_t) { return nullptr; }
+void meta_free(void*, size_t) {}
+DeviceAllocator* allocators() {
+  static DeviceAllocator a[8] = {{cpu_allocate, cpu_free}, {}, {meta_allocate, meta_free}};
+  return a;
+}
+}  // namespace
+
+void register_device_allocator(int device_type, DeviceAllocator a) { allocators()[device_type] = a; }
+
+const DeviceAllocator& device_allocator(int device_type, const char* device_name) {
+  const DeviceAllocator& a = allocators()[device_type];
+  KILN_CHECK(a.allocate != nullptr, Assertion, device_name, "kiln was built without a ", device_name,
+             " backend, so no tensor can be placed on device '", device_name,
+             "' (available devices: cpu, meta)");
+  return a;
+}
+
 }  // namespace kiln

@@ -16,6 +16,16 @@ struct MemoryStats {
   int64_t cache_hits = 0;
 };
 
+// Each device type allocates through its own allocator; Storage finds it here. cpu: the caching
+// allocator below; meta: no memory at all (data() is null). A device type without one (cuda until
+// its backend exists) raises when a tensor is made there, naming the missing backend.
+struct DeviceAllocator {
+  void* (*allocate)(size_t nbytes) = nullptr;
+  void (*free)(void* ptr, size_t nbytes) = nullptr;
+};
+void register_device_allocator(int device_type, DeviceAllocator a);
+const DeviceAllocator& device_allocator(int device_type, const char* device_name);
+
 void* cpu_allocate(size_t nbytes);
 void cpu_free(void* ptr, size_t nbytes);
 MemoryStats memory_stats();

@@ -11,7 +11,8 @@
 
 namespace kiln {
 
-enum class ErrorKind { Value, Index, Type, Runtime, NotImplemented, LinAlg, OutOfMemory };
+// Assertion: torch's AssertionError (a device without a backend: "Torch not compiled with CUDA enabled").
+enum class ErrorKind { Value, Index, Type, Runtime, NotImplemented, LinAlg, OutOfMemory, Assertion };
 
 class Error : public std::runtime_error {
  public:

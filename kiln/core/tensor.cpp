@@ -7,9 +7,20 @@
 
 namespace kiln {
 
-Storage::Storage(size_t nbytes, Device device)
-    : data_(cpu_allocate(nbytes)), nbytes_(nbytes), device_(device), free_fn_(nullptr),
-      ctx_(nullptr) {}
+namespace {
+void device_free(void* data, size_t nbytes, void* ctx) {
+  static_cast<const DeviceAllocator*>(ctx)->free(data, nbytes);
+}
+}  // namespace
+
+Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
+  if (device.type == DeviceType::CPU) {  // the common case, without the table
+    data_ = cpu_allocate(nbytes), free_fn_ = nullptr, ctx_ = nullptr;
+    return;
+  }
+  const DeviceAllocator& a = device_allocator(static_cast<int>(device.type), device_type_name(device.type));
+  data_ = a.allocate(nbytes), free_fn_ = device_free, ctx_ = const_cast<DeviceAllocator*>(&a);
+}
 
 Storage::Storage(void* data, size_t nbytes, Device device, FreeFn free_fn, void* ctx)
     : data_(data), nbytes_(nbytes), device_(device), free_fn_(free_fn), ctx_(ctx) {}
@@ -114,7 +125,50 @@ int64_t Tensor::stride(int64_t d) const {
   return dim() == 0 ? 1 : impl_->strides[wrap_dim(d, dim(), "stride")];
 }
 
+const char* device_type_name(DeviceType t) {
+  switch (t) {
+    case DeviceType::CPU: return "cpu";
+    case DeviceType::CUDA: return "cuda";
+    case DeviceType::Meta: return "meta";
+  }
+  return "?";
+}
+
+std::string device_str(Device d) {
+  std::string s = device_type_name(d.type);
+  if (d.index >= 0) s += ":" + std::to_string(d.index);
+  return s;
+}
+
+std::ostream& operator<<(std::ostream& os, Device d) { return os << device_str(d); }
+
+Device parse_device(std::string_view s) {
+  std::string_view type = s, index;
+  if (size_t c = s.find(':'); c != std::string_view::npos) type = s.substr(0, c), index = s.substr(c + 1);
+  Device d;
+  if (type == "cpu") d.type = DeviceType::CPU;
+  else if (type == "cuda") d.type = DeviceType::CUDA;
+  else if (type == "meta") d.type = DeviceType::Meta;
+  else
+    KILN_CHECK(false, Runtime, "device", "Expected one of cpu, cuda, meta device type at start of device string: ",
+               std::string(s));
+  if (s.size() > type.size()) {
+    bool digits = !index.empty() && index.size() < 10;
+    for (char c : index) digits = digits && c >= '0' && c <= '9';
+    KILN_CHECK(digits && (index.size() == 1 || index[0] != '0'), Runtime, "device", "Invalid device string: '",
+               std::string(s), "'");
+    d.index = std::stoi(std::string(index));
+  }
+  return d;
+}
+
+void Tensor::check_has_data() const {
+  KILN_CHECK(!is_meta(), NotImplemented, "data_ptr", "a meta tensor has no data (shape ", sizes(),
+             ", dtype ", dtype_name(dtype()), "); this step needs the values");
+}
+
 Scalar Tensor::item() const {
+  KILN_CHECK(!is_meta() || numel() != 1, Runtime, "item", "Tensor.item() cannot be called on meta tensors");
   KILN_CHECK(numel() == 1, Runtime, "item",
              "a Tensor with ", numel(), " elements cannot be converted to Scalar");
   return visit_all(dtype(), "item", [&]<class T>() -> Scalar {

@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/core/dtype.h"
@@ -17,14 +20,26 @@ namespace kiln {
 // Sizes and strides: inline up to 6 dimensions (no heap allocation for them).
 using Shape = SmallVec<int64_t, 6>;
 
-enum class DeviceType : int8_t { CPU = 0, CUDA = 1 };
-inline constexpr int kNumDeviceTypes = 2;
+// Devices as torch names them. `meta` tensors have sizes, strides and a dtype but no data: every op
+// on them runs its meta function only (DESIGN.md §2). `cuda` is a name without a backend yet: creating
+// a tensor there raises, naming the missing backend.
+enum class DeviceType : int8_t { CPU = 0, CUDA = 1, Meta = 2 };
+inline constexpr int kNumDeviceTypes = 3;
 struct Device {
   DeviceType type = DeviceType::CPU;
-  int index = 0;
+  int index = -1;  // -1: none given ("cpu", "cuda"); torch.device's index None
   bool operator==(const Device&) const = default;
+  bool is_meta() const { return type == DeviceType::Meta; }
+  bool is_cpu() const { return type == DeviceType::CPU; }
 };
 inline constexpr Device kCPU{};
+inline constexpr Device kMeta{DeviceType::Meta, -1};
+const char* device_type_name(DeviceType t);  // "cpu", "cuda", "meta"
+std::string device_str(Device d);            // "cpu", "cuda:0", "meta"
+// Parses "cpu", "cuda", "cuda:1", "meta" (torch's device strings); raises RuntimeError naming the
+// string otherwise, as torch.
+Device parse_device(std::string_view s);
+std::ostream& operator<<(std::ostream& os, Device d);
 
 // A block of memory shared by a tensor and its views. Owns its memory through `free_fn` (the caching
 // allocator for kiln's own storage, a foreign deleter for numpy / DLPack memory). The version counter
@@ -104,6 +119,8 @@ class Tensor {
   size_t itemsize() const { return kiln::itemsize(impl_->dtype); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * itemsize(); }
   Device device() const { return impl_->storage->device(); }
+  bool is_meta() const { return device().type == DeviceType::Meta; }
+  bool is_cpu() const { return device().type == DeviceType::CPU; }
   bool is_contiguous() const { return impl_->contiguous; }
   int64_t storage_offset() const { return impl_->offset; }
   const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
@@ -111,8 +128,11 @@ class Tensor {
   bool is_floating_point() const { return is_floating(dtype()); }
   bool is_complex() const { return kiln::is_complex(dtype()); }
 
+  // The first element's address. A meta tensor has none: asking raises (never a null dereference).
   void* data_ptr() const {
-    return static_cast<char*>(impl_->storage->data()) + impl_->offset * itemsize();
+    void* d = impl_->storage->data();
+    if (d == nullptr) [[unlikely]] check_has_data();
+    return static_cast<char*>(d) + impl_->offset * itemsize();
   }
   template <class T>
   T* data_ptr() const;  // checks the dtype
@@ -129,6 +149,8 @@ class Tensor {
   Tensor contiguous() const;
   Tensor clone() const;
   Tensor to(Dtype d, bool copy = false) const;
+  Tensor to(Device d, bool copy = false) const;
+  Tensor cpu() const { return to(kCPU); }
   Tensor& copy_(const Tensor& src);
   Tensor view(const Shape& shape) const;
   Tensor reshape(const Shape& shape) const;
@@ -160,6 +182,7 @@ class Tensor {
 
  private:
   std::shared_ptr<TensorImpl> impl_;
+  void check_has_data() const;  // raises NotImplementedError for a tensor without data (meta)
 };
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);  // torch-style repr

@@ -8,7 +8,9 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <sstream>
 
+#include "kiln/core/allocator.h"
 #include "kiln/dispatch/schema.h"
 #include "kiln/ops/ops.h"
 
@@ -183,18 +185,183 @@ static void check_out(const OpDef& op, const TensorSpec& spec, Tensor& o, bool i
              dtype_name(spec.dtype), " can't be cast to the desired output type ", dtype_name(o.dtype()));
 }
 
+namespace {
+[[noreturn]] void device_mismatch(const OpDef& op, DeviceType a, DeviceType b) {
+  KILN_CHECK(false, Runtime, op.name, "Expected all tensors to be on the same device, but found at least two devices, ",
+             device_type_name(a), " and ", device_type_name(b), "!");
+  __builtin_unreachable();
+}
+
+// The device a call runs on (see dispatch_kernel in op.h).
+Device call_device(const OpDef& op, const TensorList& inputs, const Attrs& attrs, const TensorList* out) {
+  if (op.tags & kCrossDevice) [[unlikely]]  // the destination's: the out tensor, or copy_'s self
+    return out && !out->empty() ? (*out)[0].device() : inputs[0].device();
+  const Tensor* first = nullptr;
+  bool scalars_only = true;
+  for (const Tensor& t : inputs) {
+    if (!t.defined()) continue;
+    if (!first) first = &t;
+    const DeviceType ty = t.impl()->storage->device().type;
+    const bool cpu_scalar = ty == DeviceType::CPU && t.dim() == 0;
+    if (scalars_only && !cpu_scalar) {
+      first = &t, scalars_only = false;
+    } else if (!cpu_scalar && ty != first->device().type) [[unlikely]] {
+      device_mismatch(op, first->device().type, ty);
+    }
+  }
+  if (first && !scalars_only) return first->device();
+  if (out && !out->empty() && (*out)[0].defined()) return (*out)[0].device();
+  if (first) return first->device();
+  if (op.tags & kCreation)
+    for (const Attr& a : attrs)
+      if (const Device* d = std::get_if<Device>(&a)) return *d;
+  return kCPU;
+}
+
+// What dispatch_kernel does on the meta device: meta only, outputs without data.
+TensorList meta_device_call(const OpDef& op, const TensorList& inputs, const Attrs& attrs, TensorList* out,
+                            bool inplace) {
+  if (out)
+    for (const Tensor& o : *out)
+      if (o.defined() && !o.is_meta()) device_mismatch(op, DeviceType::Meta, o.device().type);
+  KernelFn own = op.kernels[static_cast<int>(DeviceType::Meta)];
+  if (own || (op.tags & kView)) {  // an op's own meta kernel (copy_); a view is sizes, strides and an
+    TensorList result;             // offset over the same (empty) storage, made by its CPU kernel
+    run_kernel(own ? own : op.kernels[static_cast<int>(DeviceType::CPU)], op, inputs, attrs, result);
+    return result;
+  }
+  KILN_CHECK(op.meta != nullptr, NotImplemented, op.name,
+             "the shape of its output depends on the input's data, which meta tensors do not have");
+  SpecList specs = op.meta(op, inputs, attrs);
+  if (!out) {
+    TensorList result;
+    for (const TensorSpec& s : specs) result.push_back(make_tensor(s.sizes, s.dtype, kMeta));
+    return result;
+  }
+  KILN_CHECK(out->size() == specs.size(), Runtime, op.name, "expected ", specs.size(), " out tensors, got ",
+             out->size());
+  for (size_t i = 0; i < specs.size(); ++i) check_out(op, specs[i], (*out)[i], inplace);
+  for (Tensor& o : *out) o.bump_version();
+  return *out;
+}
+}  // namespace
+
+namespace {
+// KILN_CHECK_META=1 (or set_meta_check): every top-level CPU call is run again on meta twins of its
+// inputs (same sizes, strides, offset, dtype; no data), and the meta results' sizes and dtypes (a
+// view's strides and offset too) are compared with what the kernel produced.
+struct MetaCheck {
+  std::atomic<bool> on{std::getenv("KILN_CHECK_META") != nullptr};
+  std::mutex mu;
+  std::set<std::string> problems;
+  ~MetaCheck() {
+    for (const std::string& p : problems) std::fprintf(stderr, "kiln meta: %s\n", p.c_str());
+  }
+};
+MetaCheck& meta_check() {
+  static MetaCheck c;
+  return c;
+}
+Tensor meta_twin(const Tensor& t) {
+  if (!t.defined()) return t;
+  auto impl = std::make_shared<TensorImpl>(*t.impl());
+  impl->autograd = nullptr;
+  impl->storage = std::make_shared<Storage>(t.storage()->nbytes(), kMeta);
+  return Tensor(std::move(impl));
+}
+std::string spec_str(const Tensor& t) {
+  std::ostringstream os;
+  detail::stream_one(os, t.sizes());
+  os << " " << dtype_name(t.dtype());
+  return os.str();
+}
+void compare_with_meta(MetaCheck& c, const OpDef& op, const TensorList& inputs, const Attrs& attrs,
+                       const TensorList* out, const TensorList& real) {
+  if ((op.tags & kDynamicShape) && !op.meta) return;  // no meta by design: the shape is the data's
+  std::string why;
+  try {
+    TensorList twins;
+    for (const Tensor& t : inputs) twins.push_back(meta_twin(t));
+    const bool to_out = out && !(op.tags & kCrossDevice);
+    TensorList out_twins;
+    if (to_out)
+      for (const Tensor& t : *out) out_twins.push_back(meta_twin(t));
+    TensorList got = meta_device_call(op, twins, attrs, to_out ? &out_twins : nullptr, out != nullptr);
+    if (got.size() != real.size()) {
+      why = "meta gives " + std::to_string(got.size()) + " outputs, the kernel " + std::to_string(real.size());
+    } else {
+      for (size_t i = 0; i < got.size() && why.empty(); ++i) {
+        if (got[i].defined() != real[i].defined()) {
+          why = "output " + std::to_string(i) + ": defined in one of meta and the kernel only";
+        } else if (got[i].defined() && (got[i].sizes() != real[i].sizes() || got[i].dtype() != real[i].dtype())) {
+          why = "output " + std::to_string(i) + ": meta " + spec_str(got[i]) + ", kernel " + spec_str(real[i]);
+        } else if (got[i].defined() && (op.tags & kView) &&
+                   (got[i].strides() != real[i].strides() || got[i].storage_offset() != real[i].storage_offset())) {
+          why = "output " + std::to_string(i) + ": the view's strides or offset differ on meta";
+        }
+      }
+    }
+  } catch (const Error& e) {
+    why = std::string("meta raised: ") + e.what();
+  }
+  if (why.empty()) return;
+  std::ostringstream call;
+  call << op.name << "(";
+  for (size_t i = 0; i < inputs.size(); ++i)
+    call << (i ? ", " : "") << (inputs[i].defined() ? spec_str(inputs[i]) : std::string("None"));
+  call << "): " << why;
+  std::lock_guard<std::mutex> g(c.mu);
+  if (c.problems.size() < 200) c.problems.insert(call.str());
+}
+}  // namespace
+
+void set_meta_check(bool on) { meta_check().on = on; }
+std::vector<std::string> meta_problems() {
+  MetaCheck& c = meta_check();
+  std::lock_guard<std::mutex> g(c.mu);
+  return std::vector<std::string>(c.problems.begin(), c.problems.end());
+}
+
+static TensorList dispatch_kernel_on(const OpDef& op, const TensorList& inputs, const Attrs& attrs,
+                                     TensorList* out, bool inplace, Device dev);
+
 TensorList dispatch_kernel(const OpDef& op, const TensorList& inputs, const Attrs& attrs,
                            TensorList* out, bool inplace) {
-  Device dev = kCPU;
-  for (const Tensor& t : inputs)
-    if (t.defined()) {
-      dev = t.device();
-      break;
-    }
+  const Device dev = call_device(op, inputs, attrs, out);
+  static MetaCheck& checking = meta_check();
+  if (checking.on.load(std::memory_order_relaxed) && dev.type == DeviceType::CPU && !tls_kernel) [[unlikely]] {
+    // the meta run sees the inputs as they were (an in-place kernel may resize nothing, but out= may)
+    TensorList before;
+    for (const Tensor& t : inputs) before.push_back(meta_twin(t));
+    TensorList before_out;
+    if (out)
+      for (const Tensor& t : *out) before_out.push_back(meta_twin(t));
+    TensorList r = dispatch_kernel_on(op, inputs, attrs, out, inplace, dev);
+    compare_with_meta(checking, op, before, attrs, out ? &before_out : nullptr, r);
+    return r;
+  }
+  return dispatch_kernel_on(op, inputs, attrs, out, inplace, dev);
+}
+
+static TensorList dispatch_kernel_on(const OpDef& op, const TensorList& inputs, const Attrs& attrs,
+                                     TensorList* out, bool inplace, Device dev) {
+  if (dev.type != DeviceType::CPU) [[unlikely]] {
+    if (dev.type == DeviceType::Meta) return meta_device_call(op, inputs, attrs, out, inplace);
+  }
+  if (op.tags & kCrossDevice) [[unlikely]]
+    for (const Tensor& t : inputs)
+      KILN_CHECK(!t.defined() || t.device().type == dev.type, NotImplemented, op.name,
+                 t.is_meta() ? "Cannot copy out of meta tensor; no data!" : "no copy between these devices");
   KernelFn kernel = op.kernels[static_cast<int>(dev.type)];
-  KILN_CHECK(kernel != nullptr, NotImplemented, op.name, "no kernel for this device");
+  if (!kernel) [[unlikely]] {
+    device_allocator(static_cast<int>(dev.type), device_type_name(dev.type));  // raises: no such backend
+    KILN_FAIL(NotImplemented, op.name, "no kernel for device '", device_str(dev), "'");
+  }
+  if (out && !(op.tags & kCrossDevice))
+    for (const Tensor& o : *out)
+      if (o.defined() && o.device().type != dev.type) [[unlikely]] device_mismatch(op, dev.type, o.device().type);
   TensorList result;
-  if (!op.meta) {  // view / dynamic-shape ops make their own outputs
+  if (!op.meta || (op.tags & (kView | kDynamicShape))) {  // view / dynamic-shape ops make their own outputs
     {
       KernelRegion region(long_kernel(op, inputs, nullptr));
       run_kernel(kernel, op, inputs, attrs, result);

@@ -21,12 +21,13 @@ using TensorList = SmallVec<Tensor, 4>;
 
 // Non-tensor arguments, positional, in torch's argument order.
 using Attr = std::variant<std::monostate, bool, int64_t, double, Scalar, Shape, Dtype, std::string,
-                          std::vector<double>>;
+                          std::vector<double>, Device>;
 using Attrs = SmallVec<Attr, 4>;
 
 struct TensorSpec {
   Shape sizes;
   Dtype dtype;
+  Device device = kCPU;  // set where it matters (autograd's records); meta functions leave it
 };
 using SpecList = SmallVec<TensorSpec, 2>;
 
@@ -39,6 +40,7 @@ enum OpTag : uint32_t {
   kNondeterministic = 1 << 5,
   kCreation = 1 << 6,      // no tensor inputs
   kInplaceable = 1 << 7,   // has a torch in-place variant `name_`
+  kCrossDevice = 1 << 8,   // copies: the input may be on another device than the output
 };
 
 struct OpDef;
@@ -87,6 +89,10 @@ const Schema* op_schema(const OpDef& op);
 // environment); the calls that did not fit, one line per op and reason (printed at exit too).
 void set_schema_check(bool on);
 std::vector<std::string> schema_problems();
+// Checking every top-level CPU call against its op's meta run on data-less twins of its inputs (also
+// on with KILN_CHECK_META=1): sizes and dtypes, and a view's strides; the calls that differ.
+void set_meta_check(bool on);
+std::vector<std::string> meta_problems();
 
 // Registry: every OpDef registers itself once at load time.
 void register_op(OpDef* op);
@@ -126,7 +132,10 @@ const Tensor& dispatch_inplace(const OpDef& op, const Tensor& self, TensorList i
 // out=: writes into out (resized when empty), returns out.
 const Tensor& dispatch_out(const OpDef& op, const Tensor& out, TensorList inputs, Attrs attrs = {});
 
-// Runs meta and the device kernel only (below modes and autograd).
+// Runs meta and the device kernel only (below modes and autograd). The device is the inputs' (a
+// 0-dim CPU tensor goes with any device, as in torch), a creation op's `Device` attribute, or for a
+// kCrossDevice op its output's. On the meta device only meta runs (view ops make their views, which
+// read no data); an op whose output shape depends on data, without a meta, raises NotImplementedError.
 TensorList dispatch_kernel(const OpDef& op, const TensorList& inputs, const Attrs& attrs,
                            TensorList* out, bool inplace);
 

@@ -157,7 +157,8 @@ class Parser {
         {"Tensor", ArgKind::Tensor}, {"Tensor[]", ArgKind::TensorList}, {"int", ArgKind::Int},
         {"SymInt", ArgKind::Int}, {"float", ArgKind::Float}, {"bool", ArgKind::Bool},
         {"Scalar", ArgKind::Scalar}, {"int[]", ArgKind::IntList}, {"SymInt[]", ArgKind::IntList},
-        {"float[]", ArgKind::FloatList}, {"str", ArgKind::Str}, {"ScalarType", ArgKind::ScalarType}};
+        {"float[]", ArgKind::FloatList}, {"str", ArgKind::Str}, {"ScalarType", ArgKind::ScalarType},
+        {"Device", ArgKind::Device}};
     for (const auto& [name, kind] : kinds)
       if (t == name) {
         a.kind = kind;
@@ -207,6 +208,7 @@ bool fits(const SchemaArg& a, const Attr& v) {
     case ArgKind::FloatList: return std::holds_alternative<std::vector<double>>(v);
     case ArgKind::Str: return std::holds_alternative<std::string>(v);
     case ArgKind::ScalarType: return std::holds_alternative<Dtype>(v);
+    case ArgKind::Device: return std::holds_alternative<Device>(v);
     default: return false;
   }
 }
@@ -217,7 +219,7 @@ std::string range(size_t lo, size_t hi) {
 }  // namespace
 
 const char* attr_type_name(const Attr& a) {
-  static const char* names[] = {"None", "bool", "int", "float", "Scalar", "int[]", "ScalarType", "str", "float[]"};
+  static const char* names[] = {"None", "bool", "int", "float", "Scalar", "int[]", "ScalarType", "str", "float[]", "Device"};
   return names[a.index()];
 }
 

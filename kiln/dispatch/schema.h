@@ -5,7 +5,7 @@
 // in schema order. Types and the Attr alternative each takes:
 //   int, SymInt -> int64_t    float -> double       bool -> bool        Scalar -> Scalar
 //   int[], SymInt[] -> Shape  float[] -> std::vector<double>            str -> std::string
-//   ScalarType -> Dtype       T? -> T or std::monostate (None)
+//   ScalarType -> Dtype       Device -> Device      T? -> T or std::monostate (None)
 // A Tensor[] argument takes the rest of the inputs (there may be only one, and it comes last among
 // the tensor arguments); an undefined tensor stands for None in a Tensor? input.
 #pragma once
@@ -22,7 +22,7 @@ namespace kiln {
 
 // What an argument holds, with the Attr alternative it takes (Tensor kinds are inputs instead).
 enum class ArgKind : uint8_t {
-  Tensor, TensorList, Int, Float, Bool, Scalar, IntList, FloatList, Str, ScalarType, Other
+  Tensor, TensorList, Int, Float, Bool, Scalar, IntList, FloatList, Str, ScalarType, Device, Other
 };
 
 struct SchemaArg {

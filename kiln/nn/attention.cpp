@@ -74,7 +74,7 @@ Tensor canonical_mask(const Tensor& mask, const char* name, Dtype dtype) {
   KILN_NN_ASSERT(mask.dtype() == kBool || fl, "multi_head_attention_forward",
                  "only bool and floating types of ", name, " are supported");
   if (fl) return mask;
-  return masked_fill(zeros(mask.sizes(), TensorOptions(dtype)), mask, -INFINITY);
+  return masked_fill(zeros(mask.sizes(), like(mask, dtype)), mask, -INFINITY);
 }
 
 std::tuple<Tensor, Tensor> multi_head_attention_forward(
@@ -182,8 +182,8 @@ std::tuple<Tensor, Tensor> multi_head_attention_forward(
   k = transpose(reshape(k, {k.size(0), bh, head_dim}), 0, 1);
   v = transpose(reshape(v, {v.size(0), bh, head_dim}), 0, 1);
   if (add_zero_attn) {
-    k = cat({k, zeros({bh, 1, head_dim}, TensorOptions(k.dtype()))}, 1);
-    v = cat({v, zeros({bh, 1, head_dim}, TensorOptions(v.dtype()))}, 1);
+    k = cat({k, zeros({bh, 1, head_dim}, like(k))}, 1);
+    v = cat({v, zeros({bh, 1, head_dim}, like(v))}, 1);
     if (am.defined()) am = pad(am, {0, 1});
     if (kpm.defined()) kpm = pad(kpm, {0, 1});
   }

@@ -382,13 +382,13 @@ Tensor softmax_scale(const Tensor& g, const Tensor& x, const Tensor& t, const Te
   const double ls = attr<double>(a, 2);
   const int64_t C = x.sizes()[1];
   Tensor keep = ne(t, Scalar(ignore_of(a)));
-  Tensor wt = ones(t.sizes(), x.dtype());
+  Tensor wt = ones(t.sizes(), like(x));
   if (w.defined()) {
     Tensor safe = where(keep, t, zeros({}, kInt64));
     wt = reshape(index_select(w, 0, reshape(safe, {-1})), t.sizes());
   }
   Tensor k = to_dtype(keep, x.dtype());
-  if (red == kMean) k = where(keep, reciprocal(sum(mul(wt, k))), zeros({}, x.dtype()));
+  if (red == kMean) k = where(keep, reciprocal(sum(mul(wt, k))), zeros({}, like(x)));
   Tensor sa = mul(wt, Scalar(1 - ls));
   if (ls > 0) {
     Tensor sumw = w.defined() ? sum(w) : full({}, Scalar(static_cast<double>(C)), x.dtype());

@@ -237,7 +237,7 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   KILN_CHECK(p >= 0 && p <= 1, Value, "dropout", "dropout probability has to be between 0 and 1, but got ", p);
   if (!training || p == 0) return x;
   if (p == 1) return mul(x, zeros_like(x));
-  Tensor keep = ge(rand(x.sizes(), TensorOptions(is_floating(x.dtype()) ? x.dtype() : kFloat32)), Scalar(p));
+  Tensor keep = ge(rand(x.sizes(), like(x, is_floating(x.dtype()) ? x.dtype() : kFloat32)), Scalar(p));
   return mul(x, mul(keep, Scalar(1.0 / (1.0 - p))));
 }
 

@@ -23,14 +23,14 @@ void full_kernel(const OpDef&, const TensorList&, const Attrs& a, TensorList& ou
   fill_tensor(out[0], std::get<Scalar>(a[1]));
 }
 OpDef op_full{"full", kCreation, full_meta, {full_kernel, nullptr}};
-OpRegistrar reg_full{op_full, "full(int[] size, Scalar fill_value, ScalarType dtype) -> Tensor"};
+OpRegistrar reg_full{op_full, "full(int[] size, Scalar fill_value, ScalarType dtype, *, Device? device=None) -> Tensor"};
 
 SpecList empty_meta(const OpDef&, const TensorList&, const Attrs& a) {
   return {{std::get<Shape>(a[0]), std::get<Dtype>(a[1])}};
 }
 void empty_kernel(const OpDef&, const TensorList&, const Attrs&, TensorList&) {}
 OpDef op_empty{"empty", kCreation, empty_meta, {empty_kernel, nullptr}};
-OpRegistrar reg_empty{op_empty, "empty(int[] size, ScalarType dtype) -> Tensor"};
+OpRegistrar reg_empty{op_empty, "empty(int[] size, ScalarType dtype, *, Device? device=None) -> Tensor"};
 
 // arange(start, end, step, dtype): values start + i * step computed in double (int64 for ints).
 SpecList arange_meta(const OpDef&, const TensorList&, const Attrs& a) {
@@ -68,7 +68,7 @@ void arange_kernel(const OpDef&, const TensorList&, const Attrs& a, TensorList& 
   });
 }
 OpDef op_arange{"arange", kCreation, arange_meta, {arange_kernel, nullptr}};
-OpRegistrar reg_arange{op_arange, "arange.start_step(Scalar start, Scalar end, Scalar step, ScalarType dtype) -> Tensor"};
+OpRegistrar reg_arange{op_arange, "arange.start_step(Scalar start, Scalar end, Scalar step, ScalarType dtype, *, Device? device=None) -> Tensor"};
 
 // linspace / logspace(start, end, steps, base, dtype); base 0 means linspace.
 SpecList linspace_meta(const OpDef& op, const TensorList&, const Attrs& a) {
@@ -104,9 +104,9 @@ void linspace_kernel(const OpDef& op, const TensorList&, const Attrs& a, TensorL
   });
 }
 OpDef op_linspace{"linspace", kCreation, linspace_meta, {linspace_kernel, nullptr}};
-OpRegistrar reg_linspace{op_linspace, "linspace(Scalar start, Scalar end, int steps, float base, ScalarType dtype) -> Tensor"};
+OpRegistrar reg_linspace{op_linspace, "linspace(Scalar start, Scalar end, int steps, float base, ScalarType dtype, *, Device? device=None) -> Tensor"};
 OpDef op_logspace{"logspace", kCreation, linspace_meta, {linspace_kernel, nullptr}};
-OpRegistrar reg_logspace{op_logspace, "logspace(Scalar start, Scalar end, int steps, float base, ScalarType dtype) -> Tensor"};
+OpRegistrar reg_logspace{op_logspace, "logspace(Scalar start, Scalar end, int steps, float base, ScalarType dtype, *, Device? device=None) -> Tensor"};
 
 SpecList eye_meta(const OpDef&, const TensorList&, const Attrs& a) {
   int64_t n = std::get<int64_t>(a[0]), m = std::get<int64_t>(a[1]);
@@ -121,7 +121,7 @@ void eye_kernel(const OpDef&, const TensorList&, const Attrs&, TensorList& out) 
   if (n > 0) fill_tensor(diagonal(y), Scalar(1));
 }
 OpDef op_eye{"eye", kCreation, eye_meta, {eye_kernel, nullptr}};
-OpRegistrar reg_eye{op_eye, "eye.m(int n, int m, ScalarType dtype) -> Tensor"};
+OpRegistrar reg_eye{op_eye, "eye.m(int n, int m, ScalarType dtype, *, Device? device=None) -> Tensor"};
 
 // contiguous copy with the same shape (clone) and dtype conversion share one kernel: attrs {dtype}
 SpecList to_meta(const OpDef&, const TensorList& in, const Attrs& a) {
@@ -181,19 +181,20 @@ Dtype dtype_or(const TensorOptions& o) { return o.dtype_or_default(); }
 }  // namespace
 
 Tensor empty(const Shape& size, TensorOptions o) {
-  return dispatch1(op_empty, {}, {size, dtype_or(o)});
+  return dispatch1(op_empty, {}, {size, dtype_or(o), o.device_});
 }
 Tensor full(const Shape& size, const Scalar& v, TensorOptions o) {
   Dtype d = o.dtype_ == Dtype::Undefined ? v.wrapped_dtype() : o.dtype_;
-  return dispatch1(op_full, {}, {size, v, d});
+  return dispatch1(op_full, {}, {size, v, d, o.device_});
 }
-Tensor zeros(const Shape& size, TensorOptions o) { return dispatch1(op_full, {}, {size, Scalar(0), dtype_or(o)}); }
-Tensor ones(const Shape& size, TensorOptions o) { return dispatch1(op_full, {}, {size, Scalar(1), dtype_or(o)}); }
-Tensor empty_like(const Tensor& t, std::optional<Dtype> d) { return empty(t.sizes(), d.value_or(t.dtype())); }
-Tensor zeros_like(const Tensor& t, std::optional<Dtype> d) { return zeros(t.sizes(), d.value_or(t.dtype())); }
-Tensor ones_like(const Tensor& t, std::optional<Dtype> d) { return ones(t.sizes(), d.value_or(t.dtype())); }
+Tensor zeros(const Shape& size, TensorOptions o) { return dispatch1(op_full, {}, {size, Scalar(0), dtype_or(o), o.device_}); }
+Tensor ones(const Shape& size, TensorOptions o) { return dispatch1(op_full, {}, {size, Scalar(1), dtype_or(o), o.device_}); }
+// *_like: the input's sizes, dtype (unless given) and device.
+Tensor empty_like(const Tensor& t, std::optional<Dtype> d) { return empty(t.sizes(), like(t, d.value_or(t.dtype()))); }
+Tensor zeros_like(const Tensor& t, std::optional<Dtype> d) { return zeros(t.sizes(), like(t, d.value_or(t.dtype()))); }
+Tensor ones_like(const Tensor& t, std::optional<Dtype> d) { return ones(t.sizes(), like(t, d.value_or(t.dtype()))); }
 Tensor full_like(const Tensor& t, const Scalar& v, std::optional<Dtype> d) {
-  return full(t.sizes(), v, d.value_or(t.dtype()));
+  return full(t.sizes(), v, like(t, d.value_or(t.dtype())));
 }
 // Through dispatch (as an in-place `full`), so autograd sees it: a leaf that requires grad raises,
 // and a filled tensor's history is cut.
@@ -206,18 +207,18 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
   Dtype d = o.dtype_;
   if (d == Dtype::Undefined)
     d = (start.is_floating() || end.is_floating() || step.is_floating()) ? default_dtype() : kInt64;
-  return dispatch1(op_arange, {}, {start, end, step, d});
+  return dispatch1(op_arange, {}, {start, end, step, d, o.device_});
 }
 Tensor arange(const Scalar& end, TensorOptions o) { return arange(Scalar(0), end, Scalar(1), o); }
 Tensor linspace(const Scalar& s, const Scalar& e, int64_t steps, TensorOptions o) {
   Dtype d = o.dtype_ == Dtype::Undefined ? ((s.is_complex() || e.is_complex()) ? default_complex_dtype() : default_dtype()) : o.dtype_;
-  return dispatch1(op_linspace, {}, {s, e, steps, 0.0, d});
+  return dispatch1(op_linspace, {}, {s, e, steps, 0.0, d, o.device_});
 }
 Tensor logspace(const Scalar& s, const Scalar& e, int64_t steps, double base, TensorOptions o) {
-  return dispatch1(op_logspace, {}, {s, e, steps, base, dtype_or(o)});
+  return dispatch1(op_logspace, {}, {s, e, steps, base, dtype_or(o), o.device_});
 }
 Tensor eye(int64_t n, std::optional<int64_t> m, TensorOptions o) {
-  return dispatch1(op_eye, {}, {n, m.value_or(n), dtype_or(o)});
+  return dispatch1(op_eye, {}, {n, m.value_or(n), dtype_or(o), o.device_});
 }
 
 Tensor contiguous(const Tensor& t) { return t.is_contiguous() ? t : clone(t); }
@@ -226,6 +227,15 @@ Tensor to_dtype(const Tensor& t, Dtype d, bool copy) {
   if (t.dtype() == d && !copy) return t;
   return dispatch1(op_to, {t}, {d});
 }
+// A move to another device: a fresh tensor there, written by copy_ (which raises when the source is a
+// meta tensor: it has no data to copy).
+Tensor to_device(const Tensor& t, Device d, bool copy) {
+  if (t.device().type == d.type && !copy) return t;
+  Tensor dst = empty(t.sizes(), TensorOptions(t.dtype()).device(d));
+  copy_(dst, t);
+  return dst;
+}
+Tensor Tensor::to(Device d, bool copy) const { return to_device(*this, d, copy); }
 
 Tensor cat(const TensorList& ts, int64_t dim) { return dispatch1(op_cat, ts, {dim}); }
 Tensor stack(const TensorList& ts, int64_t dim) {

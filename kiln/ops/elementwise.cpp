@@ -313,7 +313,16 @@ void copy_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& o
   dst.bump_version();
   out = {dst};
 }
-OpDef op_copy_{"copy_", kInplaceable, nullptr, {copy_kernel, nullptr}};
+// On the meta device (the destination's): only the shape check.
+void copy_meta_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) {
+  const Tensor& dst = in[0];
+  KILN_CHECK(shape_numel(broadcast_shapes(dst.sizes(), in[1].sizes(), "copy_")) == dst.numel(), Runtime,
+             "copy_", "output with shape ", dst.sizes(), " doesn't match the broadcast shape ",
+             broadcast_shapes(dst.sizes(), in[1].sizes()));
+  dst.bump_version();
+  out = {dst};
+}
+OpDef op_copy_{"copy_", kInplaceable | kCrossDevice, nullptr, {copy_kernel, nullptr, copy_meta_kernel}};
 OpRegistrar reg_copy_{op_copy_, "copy_(Tensor(a!) self, Tensor src) -> Tensor(a!)"};
 
 Tensor un(const OpDef& op, const Tensor& x, Attrs attrs = {}) { return dispatch1(op, {x}, std::move(attrs)); }

@@ -17,13 +17,13 @@ int64_t dim0(G c) {
 
 TensorList index_select_grad(G c, GL go) {
   if (in_shape(c).empty()) return {reshape(go[0], {}), Tensor()};
-  return {index_add(zeros(in_shape(c), go[0].dtype()), dim0(c), c.in[1], go[0]), Tensor()};
+  return {index_add(zeros(in_shape(c), like(go[0])), dim0(c), c.in[1], go[0]), Tensor()};
 }
 DerivativeByName d_index_select{"index_select", index_select_grad, 0b10, 0};
 
 TensorList gather_grad(G c, GL go) {
   if (in_shape(c).empty()) return {reshape(go[0], {}), Tensor()};
-  return {scatter_add(zeros(in_shape(c), go[0].dtype()), dim0(c), c.in[1], go[0]), Tensor()};
+  return {scatter_add(zeros(in_shape(c), like(go[0])), dim0(c), c.in[1], go[0]), Tensor()};
 }
 DerivativeByName d_gather{"gather", gather_grad, 0b10, 0};
 
@@ -31,7 +31,7 @@ DerivativeByName d_gather{"gather", gather_grad, 0b10, 0};
 TensorList index_grad(G c, GL go) {
   TensorList idx(c.in.begin() + 1, c.in.end());
   TensorList r(c.in.size());
-  r[0] = index_put(zeros(in_shape(c), go[0].dtype()), idx, go[0], true);
+  r[0] = index_put(zeros(in_shape(c), like(go[0])), idx, go[0], true);
   return r;
 }
 DerivativeByName d_index{"index", index_grad, ~1u, 0};
@@ -42,7 +42,7 @@ TensorList index_put_grad(G c, GL go) {
   bool accumulate = attr<bool>(c.attrs, 0);
   TensorList r(c.in.size());
   if (c.needs[0])
-    r[0] = accumulate ? go[0] : index_put(go[0], idx, zeros({}, go[0].dtype()), false);
+    r[0] = accumulate ? go[0] : index_put(go[0], idx, zeros({}, like(go[0])), false);
   if (c.needs[1]) r[1] = index(go[0], idx);
   return r;
 }
@@ -50,7 +50,7 @@ DerivativeByName d_index_put{"index_put_", index_put_grad, ~3u, 0};
 
 TensorList masked_select_grad(G c, GL go) {
   Tensor mask = expand(c.in[1], broadcast_shapes(in_shape(c), in_shape(c, 1)));
-  Tensor z = zeros(mask.sizes(), go[0].dtype());
+  Tensor z = zeros(mask.sizes(), like(go[0]));
   return {masked_scatter(z, mask, go[0]), Tensor()};
 }
 DerivativeByName d_masked_select{"masked_select", masked_select_grad, 0b10, 0};
@@ -89,7 +89,7 @@ TensorList embedding_grad(G c, GL go) {
     Tensor counts = bincount(flat, Tensor(), ws[0]);
     g = div(g, unsqueeze(index_select(counts, 0, flat), 1));
   }
-  return {index_add(zeros(ws, go[0].dtype()), 0, flat, g), Tensor()};
+  return {index_add(zeros(ws, like(go[0])), 0, flat, g), Tensor()};
 }
 DerivativeByName d_embedding{"embedding", embedding_grad, 0b10, 0};
 

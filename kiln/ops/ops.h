@@ -46,6 +46,10 @@ const Tensor& copy_(const Tensor& dst, const Tensor& src);
 Tensor contiguous(const Tensor& t);
 Tensor clone(const Tensor& t);
 Tensor to_dtype(const Tensor& t, Dtype d, bool copy = false);
+Tensor to_device(const Tensor& t, Device d, bool copy = false);
+// Options for a tensor made to go with `t`: t's dtype (or `d`) and t's device.
+inline TensorOptions like(const Tensor& t) { return TensorOptions(t.dtype()).device(t.device()); }
+inline TensorOptions like(const Tensor& t, Dtype d) { return TensorOptions(d).device(t.device()); }
 
 // ---- views ---------------------------------------------------------------------------------------
 Tensor view(const Tensor& t, const Shape& shape);

@@ -134,6 +134,15 @@ struct Printer {
 
 std::string repr(const Tensor& t) {
   std::ostringstream os;
+  if (t.is_meta()) {  // no data: sizes, and the dtype unless it is the default one (torch's form)
+    os << "tensor(..., device='meta', size=(";
+    for (int64_t i = 0; i < t.dim(); ++i) os << (i ? ", " : "") << t.sizes()[i];
+    if (t.dim() == 1) os << ",";
+    os << ")";
+    if (t.dtype() != default_dtype()) os << ", dtype=kiln." << dtype_name(t.dtype());
+    os << ")";
+    return os.str();
+  }
   std::string prefix = "tensor(";
   Dtype d = t.dtype();
   bool show_dtype = !(d == default_dtype() || d == kInt64 || d == kBool ||

@@ -59,7 +59,7 @@ Tensor float_tensor(const Shape& size, TensorOptions o, const char* op) {
   Dtype d = o.dtype_or_default();
   KILN_CHECK(is_floating(d) && !is_float8(d), Runtime, op, op, " expects a floating point dtype, got ",
              dtype_name(d));
-  return make_tensor(size, d);
+  return make_tensor(size, d, o.device_);
 }
 
 }  // namespace
@@ -77,12 +77,14 @@ Tensor randn(const Shape& size, TensorOptions o, Generator* g) {
 Tensor randint(int64_t low, int64_t high, const Shape& size, TensorOptions o, Generator* g) {
   KILN_CHECK(high > low, Runtime, "randint", "random_ expects 'from' to be less than 'to', but got from=", low,
              " >= to=", high);
-  Tensor t = make_tensor(size, o.dtype_ == Dtype::Undefined ? kInt64 : o.dtype_);
+  Tensor t = make_tensor(size, o.dtype_ == Dtype::Undefined ? kInt64 : o.dtype_, o.device_);
   random_fill(t, kRandint, static_cast<double>(low), static_cast<double>(high), g);
   return t;
 }
 Tensor randperm(int64_t n, TensorOptions o, Generator* g) {
   KILN_CHECK(n >= 0, Runtime, "randperm", "n must be non-negative, got", n);
+  if (o.device_.type != DeviceType::CPU)  // meta (or a device without a backend, which raises there)
+    return empty({n}, TensorOptions(o.dtype_ == Dtype::Undefined ? kInt64 : o.dtype_).device(o.device_));
   // random keys, then argsort: a permutation that depends only on the seed
   Tensor keys = make_tensor({n}, kInt64);
   random_fill(keys, kRandint, 0.0, 9.0e15, g);
@@ -126,7 +128,7 @@ const Tensor& cauchy_(const Tensor& t, double median, double sigma, Generator* g
 Tensor bernoulli(const Tensor& p, Generator* g) {
   KILN_CHECK(is_floating(p.dtype()), Runtime, "bernoulli", "bernoulli expects a floating point tensor of "
              "probabilities, got ", dtype_name(p.dtype()));
-  Tensor u = make_tensor(p.sizes(), kFloat64);
+  Tensor u = make_tensor(p.sizes(), kFloat64, p.device());
   random_fill(u, kUniform, 0.0, 1.0, g);
   return to_dtype(lt(u, to_dtype(p, kFloat64)), p.dtype());
 }
@@ -139,6 +141,7 @@ Tensor multinomial(const Tensor& probs, int64_t n, bool replacement, Generator* 
   KILN_CHECK(n > 0, Runtime, "multinomial", "cannot sample n_sample <= 0 samples");
   KILN_CHECK(replacement || n <= cats, Runtime, "multinomial", "cannot sample n_sample > prob_dist.size(-1) "
              "samples without replacement");
+  if (probs.is_meta()) return empty(probs.dim() == 1 ? Shape{n} : Shape{rows, n}, TensorOptions(kInt64).device(kMeta));
   Tensor out = make_tensor({rows, n}, kInt64);
   Tensor u = make_tensor({rows, n}, kFloat64);
   random_fill(u, kUniform, 0.0, 1.0, g);

@@ -93,7 +93,7 @@ TensorList argred_grad(G c, GL go) {
   if (s.empty()) return {go[0]};
   Tensor g = keep ? go[0] : unsqueeze(go[0], dim);
   Tensor idx = keep ? c.out[1] : unsqueeze(c.out[1], dim);
-  return {scatter(zeros(s, go[0].dtype()), dim, idx, g)};
+  return {scatter(zeros(s, like(go[0])), dim, idx, g)};
 }
 DerivativeByName d_max_dim{"max_dim", argred_grad, 0, 0b10};
 DerivativeByName d_min_dim{"min_dim", argred_grad, 0, 0b10};
@@ -105,7 +105,7 @@ Tensor exclusive_cumprod(const Tensor& x, int64_t d) {
   const int64_t n = x.sizes()[d];
   Shape s1 = x.sizes();
   s1[d] = 1;
-  return cumprod(cat({ones(s1, x.dtype()), narrow(x, d, 0, n - 1)}, d), d);
+  return cumprod(cat({ones(s1, like(x)), narrow(x, d, 0, n - 1)}, d), d);
 }
 Tensor prod_others(const Tensor& x, int64_t d) {
   Tensor fwd = exclusive_cumprod(x, d);
@@ -170,7 +170,7 @@ Tensor cumprod_grad_exact(const Tensor& g, const Tensor& x, int64_t d) {
     if (!head.defined()) {
       Shape s1 = x.sizes();
       s1[d] = 1;
-      omit = rest.defined() ? cat({ones(s1, x.dtype()), rest}, d) : ones(s1, x.dtype());
+      omit = rest.defined() ? cat({ones(s1, like(x)), rest}, d) : ones(s1, like(x));
     } else {
       omit = rest.defined() ? cat({head, mul(head, rest)}, d) : head;
     }
@@ -188,7 +188,7 @@ TensorList cumprod_grad(G c, GL go) {
   if (grad_mode_enabled()) return {cumprod_grad_exact(g, x, d)};
   Tensor count = cumsum(z, d);
   Tensor before = eq(count, Scalar(0)), in_first = eq(count, Scalar(1));
-  Tensor one = ones({}, x.dtype());
+  Tensor one = ones({}, like(x));
   Tensor g_before = div(reverse_cumsum(mul(g, cj(y)), d), cj(where(before, x, one)));
   Tensor skipped = cumprod(where(z, one, x), d);  // prefix products with the zeros left out
   Tensor g_first = reverse_cumsum(where_g(in_first, mul(g, cj(skipped))), d);
@@ -218,7 +218,7 @@ DerivativeByName d_logcumsumexp{"logcumsumexp", logcumsumexp_grad, 1, 1};
 
 TensorList cumext_grad(G c, GL go) {  // cummax / cummin
   if (in_shape(c).empty()) return {go[0]};
-  return {scatter_add(zeros(in_shape(c), go[0].dtype()), sm_dim(c), c.out[1], go[0])};
+  return {scatter_add(zeros(in_shape(c), like(go[0])), sm_dim(c), c.out[1], go[0])};
 }
 DerivativeByName d_cummax{"cummax", cumext_grad, 0, 0b10};
 DerivativeByName d_cummin{"cummin", cumext_grad, 0, 0b10};

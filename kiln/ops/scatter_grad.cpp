@@ -14,7 +14,7 @@ using GL = const TensorList&;
 
 const Shape& in_shape(G c, size_t i = 0) { return c.in_specs[i].sizes; }
 int64_t dim_attr(G c) { return attr<int64_t>(c.attrs, 0); }
-Tensor zero_of(const Tensor& g) { return zeros({}, g.dtype()); }
+Tensor zero_of(const Tensor& g) { return zeros({}, like(g)); }
 
 // src (at least as large as index in every dim) cut to index's shape: the part scatter reads.
 Tensor src_part(const Tensor& src, const Tensor& index) {
@@ -164,7 +164,7 @@ DerivativeByName d_masked_scatter{"masked_scatter", masked_scatter_grad, 0b010, 
 TensorList take_grad(G c, GL go) {
   const Tensor& g = go[0];
   const Shape& s = in_shape(c);
-  Tensor flat = zeros({shape_numel(s)}, g.dtype());
+  Tensor flat = zeros({shape_numel(s)}, like(g));
   return {reshape(put(flat, c.in[1], g, true), s), Tensor()};
 }
 DerivativeByName d_take{"take", take_grad, 0b10, 0};
@@ -175,7 +175,7 @@ TensorList put_grad(G c, GL go) {
   const Tensor& index = c.in[1];
   TensorList r(3);
   if (c.needs[0])
-    r[0] = attr<bool>(c.attrs, 0) ? g : put(g, index, zeros(in_shape(c, 2), g.dtype()), false);
+    r[0] = attr<bool>(c.attrs, 0) ? g : put(g, index, zeros(in_shape(c, 2), like(g)), false);
   if (c.needs[2]) r[2] = reshape(take(g, index), in_shape(c, 2));
   return r;
 }
@@ -184,7 +184,7 @@ DerivativeByName d_put{"put", put_grad, 0b010, 0};
 // inputs {x broadcast, index broadcast and wrapped}; attrs {dim}
 TensorList take_along_dim_grad(G c, GL go) {
   const Tensor& g = go[0];
-  return {scatter_add(zeros(in_shape(c), g.dtype()), dim_attr(c), c.in[1], g), Tensor()};
+  return {scatter_add(zeros(in_shape(c), like(g)), dim_attr(c), c.in[1], g), Tensor()};
 }
 DerivativeByName d_take_along_dim{"take_along_dim", take_along_dim_grad, 0b10, 0};
 

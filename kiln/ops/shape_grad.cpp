@@ -59,9 +59,9 @@ TensorList pad_grad(G c, GL go) {
   const Tensor& g = go[0];
   const Shape& s = in_shape(c);
   const int64_t n = shape_numel(s);
-  Tensor flat = zeros({n}, g.dtype());
+  Tensor flat = zeros({n}, like(g));
   if (g.numel() == 0) return {reshape(flat, s)};
-  Tensor iota = reshape(arange(Scalar(n), TensorOptions(kInt64)), s);
+  Tensor iota = reshape(arange(Scalar(n), like(g, kInt64)), s);
   Tensor where_from = pad(iota, attr<Shape>(c.attrs, 0), attr<std::string>(c.attrs, 1));
   return {reshape(index_add(flat, 0, reshape(where_from, {-1}), reshape(g, {-1})), s)};
 }

@@ -23,7 +23,7 @@ Tensor to_indices(G c, const Tensor& g, const Tensor& idx, int64_t dim, bool kee
   const int64_t d = wrap_dim(dim, static_cast<int64_t>(s.size()), "backward");
   Tensor gg = keep ? g : unsqueeze(g, d);
   Tensor ii = keep ? idx : unsqueeze(idx, d);
-  return scatter(zeros(s, g.dtype()), d, ii, gg);
+  return scatter(zeros(s, like(g)), d, ii, gg);
 }
 
 // sort(x, dim, descending, stable), topk(x, k, dim, largest, sorted): outputs {values, indices}
@@ -105,7 +105,7 @@ TensorList quantile_grad(G c, GL go) {
   Tensor below = to_dtype(floor(detach(pick)), kInt64);
   Tensor lo = gather(order_e, -1, below);  // positions in the row
   Tensor gr = reshape(g, fshape);
-  Tensor z = zeros(rows, g.dtype());
+  Tensor z = zeros(rows, like(g));
   TensorList r(2);
   if (interp == "linear" || interp == "midpoint") {
     Tensor hi = gather(order_e, -1, to_dtype(ceil(detach(pick)), kInt64));

@@ -30,7 +30,7 @@ Tensor pad_dim(const Tensor& g, int64_t d, int64_t before, int64_t after) {
 Tensor diagonal_backward(const Tensor& g, const Shape& in_shape, int64_t offset, int64_t d1,
                          int64_t d2) {
   const int64_t n = g.dim() ? g.sizes().back() : 0;
-  if (n == 0 || shape_numel(in_shape) == 0) return zeros(in_shape, g.dtype());
+  if (n == 0 || shape_numel(in_shape) == 0) return zeros(in_shape, like(g));
   const int64_t m = n + std::abs(offset);
   Tensor e = diag_embed(g, offset, d1, d2);
   e = pad_dim(e, d1, 0, in_shape[d1] - m);
@@ -62,8 +62,8 @@ TensorList slice_grad(G c, GL go) {
   int64_t n = in_shape(c)[d];
   if (step == 1) return {pad_dim(go[0], d, s, n - std::max(e, s))};
   Tensor idx =
-      arange(Scalar(s), Scalar(s + step * go[0].sizes()[d]), Scalar(step), TensorOptions(kInt64));
-  return {index_add(zeros(in_shape(c), go[0].dtype()), d, idx, go[0])};
+      arange(Scalar(s), Scalar(s + step * go[0].sizes()[d]), Scalar(step), like(go[0], kInt64));
+  return {index_add(zeros(in_shape(c), like(go[0])), d, idx, go[0])};
 }
 DerivativeByName d_slice{"slice", slice_grad, 0, 0};
 
@@ -104,7 +104,7 @@ Tensor storage_positions(const Shape& sizes, const Shape& strides, int64_t offse
 TensorList as_strided_grad(G c, GL go) {
   const Tensor& x = c.in[0];
   const Tensor& g = go[0];
-  if (x.numel() == 0) return {zeros(x.sizes(), g.dtype())};
+  if (x.numel() == 0) return {zeros(x.sizes(), like(g))};
   Tensor in_pos = storage_positions(x.sizes(), x.strides(), x.storage_offset());
   Tensor out_pos = storage_positions(attr<Shape>(c.attrs, 0), attr<Shape>(c.attrs, 1),
                                      attr<int64_t>(c.attrs, 2));
@@ -115,7 +115,7 @@ TensorList as_strided_grad(G c, GL go) {
   for (int64_t i = 0; i < out_pos.numel(); ++i) lo = std::min(lo, op[i]), hi = std::max(hi, op[i]);
   const int64_t n = hi - lo + 1;
   Tensor in_flat = contiguous(reshape(sub(in_pos, Scalar(lo)), {-1}));
-  Tensor buf = zeros({n}, g.dtype());
+  Tensor buf = zeros({n}, like(g));
   if (g.numel() > 0)
     buf = index_add(buf, 0, reshape(sub(out_pos, Scalar(lo)), {-1}), reshape(g, {-1}));
   std::vector<int64_t> count(static_cast<size_t>(n), 0);
@@ -149,11 +149,10 @@ TensorList unfold_grad(G c, GL go) {
   const Attrs& a = c.attrs;
   int64_t d = attr<int64_t>(a, 0), size = attr<int64_t>(a, 1), step = attr<int64_t>(a, 2);
   int64_t windows = g.sizes()[d];
-  Tensor start = unsqueeze(arange(Scalar(int64_t(0)), Scalar(windows * step), Scalar(step),
-                                  TensorOptions(kInt64)), 1);
-  Tensor idx = reshape(add(start, unsqueeze(arange(Scalar(size), TensorOptions(kInt64)), 0)), {-1});
+  Tensor start = unsqueeze(arange(Scalar(int64_t(0)), Scalar(windows * step), Scalar(step), like(g, kInt64)), 1);
+  Tensor idx = reshape(add(start, unsqueeze(arange(Scalar(size), like(g, kInt64)), 0)), {-1});
   Tensor gm = flatten(movedim(g, {-1}, {d + 1}), d, d + 1);
-  return {index_add(zeros(s, g.dtype()), d, idx, gm)};
+  return {index_add(zeros(s, like(g)), d, idx, gm)};
 }
 DerivativeByName d_unfold{"unfold", unfold_grad, 0, 0};
 
@@ -171,7 +170,7 @@ TensorList cat_grad(G c, GL go) {
   for (size_t i = 0; i < c.in_specs.size(); ++i) {
     const Shape& s = c.in_specs[i].sizes;
     if (s.size() == 1 && s[0] == 0 && nd != 1) {  // legacy empty inputs are skipped by cat
-      if (c.needs[i]) r[i] = zeros(s, g.dtype());
+      if (c.needs[i]) r[i] = zeros(s, like(g));
       continue;
     }
     int64_t dd = wrap_dim(d, nd, "cat");

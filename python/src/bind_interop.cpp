@@ -99,6 +99,8 @@ Tensor wrap_dl(DLManagedTensor* m) {
 
 void bind_interop(nb::module_& m, nb::class_<Tensor>& cls) {
   cls.def("__dlpack__", [](const Tensor& t, nb::kwargs) {
+    KILN_CHECK(t.is_cpu(), Runtime, "__dlpack__", "Cannot export a tensor on device '", device_str(t.device()),
+               "' through DLPack (no data)");
     auto* e = new Export{t, t.sizes(), t.strides(), {}};
     e->m.dl_tensor.data = t.storage()->data();
     e->m.dl_tensor.byte_offset = static_cast<uint64_t>(t.storage_offset()) * t.itemsize();
@@ -169,6 +171,8 @@ void bind_interop(nb::module_& m, nb::class_<Tensor>& cls) {
   });
   cls.def("numpy", [](nb::handle self) -> nb::object {
     const Tensor& t = nb::cast<const Tensor&>(self);
+    KILN_CHECK(!t.is_meta(), Type, "numpy", "can't convert meta device type tensor to numpy. Use Tensor.cpu() "
+               "to copy the tensor to host memory first.");
     nb::object np = nb::module_::import_("numpy");
     const char* name;
     switch (t.dtype()) {

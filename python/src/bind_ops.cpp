@@ -13,11 +13,6 @@ nb::object none() { return nb::none(); }
 
 OptDims dims_arg(nb::handle h) { return as_dims(h); }
 
-TensorOptions opts(nb::handle dtype) {
-  TensorOptions o;
-  if (auto d = as_opt_dtype(dtype)) o = o.dtype(*d);
-  return o;
-}
 
 nb::object tuple2(const std::tuple<Tensor, Tensor>& t) {
   return nb::make_tuple(std::get<0>(t), std::get<1>(t));
@@ -191,48 +186,72 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   cls.def("conj", [](const Tensor& x) { return conj(x); });
 
   // ---- creation -----------------------------------------------------------------------------------
-  m.def("tensor", [](nb::handle data, nb::handle dtype, nb::handle, bool) {
-    return tensor_from_data(data, as_opt_dtype(dtype));
+  m.def("tensor", [](nb::handle data, nb::handle dtype, nb::handle device, bool) {
+    Tensor t = tensor_from_data(data, as_opt_dtype(dtype));
+    auto d = as_opt_device(device);
+    return d ? to_device(t, *d) : t;
   }, "data"_a, nb::kw_only(), "dtype"_a.none() = none(), "device"_a.none() = none(), "requires_grad"_a = false);
-  m.def("as_tensor", [](nb::handle data, nb::handle dtype) -> Tensor {
+  m.def("as_tensor", [](nb::handle data, nb::handle dtype, nb::handle device) -> Tensor {
+    Tensor t;
     if (nb::isinstance<Tensor>(data)) {
-      Tensor t = nb::cast<Tensor>(data);
+      t = nb::cast<Tensor>(data);
       auto d = as_opt_dtype(dtype);
-      return d ? to_dtype(t, *d) : t;
+      if (d) t = to_dtype(t, *d);
+    } else {
+      t = tensor_from_data(data, as_opt_dtype(dtype));
     }
-    return tensor_from_data(data, as_opt_dtype(dtype));
-  }, "data"_a, "dtype"_a.none() = none());
+    auto dev = as_opt_device(device);
+    return dev ? to_device(t, *dev) : t;
+  }, "data"_a, "dtype"_a.none() = none(), "device"_a.none() = none());
   m.def("scalar_tensor", [](nb::handle v, nb::handle dtype) {
     return scalar_tensor(as_scalar(v), as_opt_dtype(dtype).value_or(default_dtype()));
   }, "s"_a, nb::kw_only(), "dtype"_a.none() = none());
 #define BIND_FILL(name)                                                                          \
-  m.def(#name, [](nb::args size, nb::handle dtype, nb::handle, bool) {                           \
-    return name(shape_from_args(size), opts(dtype));                                             \
+  m.def(#name, [](nb::args size, nb::handle dtype, nb::handle device, bool) {                    \
+    return name(shape_from_args(size), opts(dtype, device));                                     \
   }, "size"_a, nb::kw_only(), "dtype"_a.none() = none(), "device"_a.none() = none(), "requires_grad"_a = false);
   BIND_FILL(zeros)
   BIND_FILL(ones)
   BIND_FILL(empty)
 #undef BIND_FILL
-  m.def("full", [](nb::handle size, nb::handle v, nb::handle dtype) {
-    return full(as_shape(size), as_scalar(v), opts(dtype));
-  }, "size"_a, "fill_value"_a, nb::kw_only(), "dtype"_a.none() = none());
-  m.def("zeros_like", [](const Tensor& t, nb::handle d) { return zeros_like(t, as_opt_dtype(d)); }, "input"_a, nb::kw_only(), "dtype"_a.none() = none());
-  m.def("ones_like", [](const Tensor& t, nb::handle d) { return ones_like(t, as_opt_dtype(d)); }, "input"_a, nb::kw_only(), "dtype"_a.none() = none());
-  m.def("empty_like", [](const Tensor& t, nb::handle d) { return empty_like(t, as_opt_dtype(d)); }, "input"_a, nb::kw_only(), "dtype"_a.none() = none());
-  m.def("full_like", [](const Tensor& t, nb::handle v, nb::handle d) { return full_like(t, as_scalar(v), as_opt_dtype(d)); },
-        "input"_a, "fill_value"_a, nb::kw_only(), "dtype"_a.none() = none());
-  m.def("arange", [](nb::handle a, nb::handle b, nb::handle step, nb::handle dtype) {
-    if (b.is_none()) return arange(Scalar(0), as_scalar(a), as_scalar(step), opts(dtype));
-    return arange(as_scalar(a), as_scalar(b), as_scalar(step), opts(dtype));
-  }, "start"_a, "end"_a.none() = none(), "step"_a = 1, nb::kw_only(), "dtype"_a.none() = none());
-  m.def("linspace", [](nb::handle s, nb::handle e, int64_t steps, nb::handle dtype) {
-    return linspace(as_scalar(s), as_scalar(e), steps, opts(dtype));
-  }, "start"_a, "end"_a, "steps"_a, nb::kw_only(), "dtype"_a.none() = none());
-  m.def("logspace", [](nb::handle s, nb::handle e, int64_t steps, double base, nb::handle dtype) {
-    return logspace(as_scalar(s), as_scalar(e), steps, base, opts(dtype));
-  }, "start"_a, "end"_a, "steps"_a, "base"_a = 10.0, nb::kw_only(), "dtype"_a.none() = none());
-  m.def("eye", [](int64_t n, std::optional<int64_t> mm, nb::handle dtype) { return eye(n, mm, opts(dtype)); },
-        "n"_a, "m"_a.none() = none(), nb::kw_only(), "dtype"_a.none() = none());
+  m.def("full", [](nb::handle size, nb::handle v, nb::handle dtype, nb::handle device, bool) {
+    return full(as_shape(size), as_scalar(v), opts(dtype, device));
+  }, "size"_a, "fill_value"_a, nb::kw_only(), "dtype"_a.none() = none(), "device"_a.none() = none(),
+     "requires_grad"_a = false);
+  // *_like: the input's sizes, and its dtype and device unless given.
+  auto like_opts = [](const Tensor& t, nb::handle dtype, nb::handle device) {
+    return TensorOptions(dtype.is_none() ? t.dtype() : as_dtype(dtype))
+        .device(device.is_none() ? t.device() : as_device(device));
+  };
+#define BIND_LIKE(name, base)                                                                    \
+  m.def(#name, [like_opts](const Tensor& t, nb::handle d, nb::handle dev, bool) {                \
+    return base(t.sizes(), like_opts(t, d, dev));                                                \
+  }, "input"_a, nb::kw_only(), "dtype"_a.none() = none(), "device"_a.none() = none(), "requires_grad"_a = false);
+  BIND_LIKE(zeros_like, zeros)
+  BIND_LIKE(ones_like, ones)
+  BIND_LIKE(empty_like, empty)
+#undef BIND_LIKE
+  m.def("full_like", [like_opts](const Tensor& t, nb::handle v, nb::handle d, nb::handle dev, bool) {
+    return full(t.sizes(), as_scalar(v), like_opts(t, d, dev));
+  }, "input"_a, "fill_value"_a, nb::kw_only(), "dtype"_a.none() = none(), "device"_a.none() = none(),
+     "requires_grad"_a = false);
+  m.def("arange", [](nb::handle a, nb::handle b, nb::handle step, nb::handle dtype, nb::handle device, bool) {
+    if (b.is_none()) return arange(Scalar(0), as_scalar(a), as_scalar(step), opts(dtype, device));
+    return arange(as_scalar(a), as_scalar(b), as_scalar(step), opts(dtype, device));
+  }, "start"_a, "end"_a.none() = none(), "step"_a = 1, nb::kw_only(), "dtype"_a.none() = none(),
+     "device"_a.none() = none(), "requires_grad"_a = false);
+  m.def("linspace", [](nb::handle s, nb::handle e, int64_t steps, nb::handle dtype, nb::handle device, bool) {
+    return linspace(as_scalar(s), as_scalar(e), steps, opts(dtype, device));
+  }, "start"_a, "end"_a, "steps"_a, nb::kw_only(), "dtype"_a.none() = none(), "device"_a.none() = none(),
+     "requires_grad"_a = false);
+  m.def("logspace", [](nb::handle s, nb::handle e, int64_t steps, double base, nb::handle dtype, nb::handle device, bool) {
+    return logspace(as_scalar(s), as_scalar(e), steps, base, opts(dtype, device));
+  }, "start"_a, "end"_a, "steps"_a, "base"_a = 10.0, nb::kw_only(), "dtype"_a.none() = none(),
+     "device"_a.none() = none(), "requires_grad"_a = false);
+  m.def("eye", [](int64_t n, std::optional<int64_t> mm, nb::handle dtype, nb::handle device, bool) {
+    return eye(n, mm, opts(dtype, device));
+  }, "n"_a, "m"_a.none() = none(), nb::kw_only(), "dtype"_a.none() = none(), "device"_a.none() = none(),
+     "requires_grad"_a = false);
   cls.def("fill_", [](const Tensor& t, nb::handle v) { return fill_(t, as_scalar(v)); });
   cls.def("zero_", [](const Tensor& t) { return zero_(t); });
 
@@ -241,16 +260,34 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   cls.def("clone", [](const Tensor& t) { return clone(t); });
   m.def("clone", [](const Tensor& t) { return clone(t); });
   cls.def("copy_", [](const Tensor& t, nb::handle src) { return copy_(t, as_tensor(src)); });
-  cls.def("to", [](const Tensor& t, nb::args args, nb::kwargs kw) -> Tensor {
+  // to(dtype), to(device, dtype=None), to(other) and the keywords dtype, device, copy, non_blocking.
+  cls.def("to", [](nb::handle self, nb::args args, nb::kwargs kw) -> nb::object {
+    const Tensor& t = nb::cast<const Tensor&>(self);
     std::optional<Dtype> d;
+    std::optional<Device> dev;
     bool copy = false;
+    size_t positional = 0;
     for (nb::handle a : args) {
-      if (nb::isinstance<Tensor>(a)) d = nb::cast<Tensor>(a).dtype();
-      else if (nb::isinstance<PyDtype>(a)) d = as_dtype(a);
+      if (nb::isinstance<Tensor>(a)) {
+        d = nb::cast<Tensor>(a).dtype(), dev = nb::cast<Tensor>(a).device();
+      } else if (nb::isinstance<PyDtype>(a)) {
+        d = as_dtype(a);
+      } else if (positional == 0 && !nb::isinstance<nb::bool_>(a) && !a.is_none()) {
+        dev = as_device(a);
+      } else if (nb::isinstance<nb::bool_>(a)) {
+        if (positional >= 2) copy = nb::cast<bool>(a);  // to(dtype, non_blocking, copy)
+      }
+      ++positional;
     }
-    if (kw.contains("dtype")) d = as_dtype(kw["dtype"]);
+    if (kw.contains("dtype") && !kw["dtype"].is_none()) d = as_dtype(kw["dtype"]);
+    if (kw.contains("device") && !kw["device"].is_none()) dev = as_device(kw["device"]);
     if (kw.contains("copy")) copy = nb::cast<bool>(kw["copy"]);
-    return d ? to_dtype(t, *d, copy) : (copy ? clone(t) : t);
+    Tensor r = t;
+    bool copied = false;
+    if (dev && dev->type != t.device().type) r = to_device(r, *dev), copied = true;
+    if (d && *d != r.dtype()) r = to_dtype(r, *d), copied = true;
+    if (copy && !copied) return nb::cast(clone(r));
+    return copied ? nb::cast(r) : nb::borrow(self);  // no change: the same object, as torch
   });
   cls.def("type", [](const Tensor& t, nb::handle d) { return to_dtype(t, as_dtype(d)); });
 #define BIND_CAST(name, dt) cls.def(#name, [](const Tensor& t) { return to_dtype(t, dt); });
@@ -543,24 +580,27 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
         g.set_offset(nb::cast<uint64_t>(st[1]));
         return &g;
       }, nb::rv_policy::reference)
-      .def_prop_ro("device", [](const Generator&) { return "cpu"; });
+      .def_prop_ro("device", [](const Generator&) { return kCPU; });
   auto gen = [](nb::handle h) -> Generator* { return h.is_none() ? nullptr : nb::cast<Generator*>(h); };
-  m.def("rand", [gen](nb::args size, nb::handle g, nb::handle dtype) {
-    return rand(shape_from_args(size), opts(dtype), gen(g));
-  }, "size"_a, nb::kw_only(), "generator"_a.none() = none(), "dtype"_a.none() = none());
-  m.def("randn", [gen](nb::args size, nb::handle g, nb::handle dtype) {
-    return randn(shape_from_args(size), opts(dtype), gen(g));
-  }, "size"_a, nb::kw_only(), "generator"_a.none() = none(), "dtype"_a.none() = none());
-  m.def("randint", [gen](int64_t a, nb::handle b, nb::handle size, nb::handle g, nb::handle dtype) {
-    TensorOptions o = opts(dtype);
+  m.def("rand", [gen](nb::args size, nb::handle g, nb::handle dtype, nb::handle device) {
+    return rand(shape_from_args(size), opts(dtype, device), gen(g));
+  }, "size"_a, nb::kw_only(), "generator"_a.none() = none(), "dtype"_a.none() = none(), "device"_a.none() = none());
+  m.def("randn", [gen](nb::args size, nb::handle g, nb::handle dtype, nb::handle device) {
+    return randn(shape_from_args(size), opts(dtype, device), gen(g));
+  }, "size"_a, nb::kw_only(), "generator"_a.none() = none(), "dtype"_a.none() = none(), "device"_a.none() = none());
+  m.def("randint", [gen](int64_t a, nb::handle b, nb::handle size, nb::handle g, nb::handle dtype, nb::handle device) {
+    TensorOptions o = opts(dtype, device);
     if (size.is_none()) return randint(0, a, as_shape(b), o, gen(g));
     return randint(a, nb::cast<int64_t>(b), as_shape(size), o, gen(g));
   }, "low"_a, "high"_a, "size"_a.none() = none(), nb::kw_only(), "generator"_a.none() = none(),
-     "dtype"_a.none() = none());
-  m.def("randperm", [gen](int64_t n, nb::handle g, nb::handle dtype) { return randperm(n, opts(dtype), gen(g)); },
-        "n"_a, nb::kw_only(), "generator"_a.none() = none(), "dtype"_a.none() = none());
-  m.def("rand_like", [](const Tensor& t, nb::handle d) { return rand(t.sizes(), as_opt_dtype(d).value_or(t.dtype())); }, "input"_a, nb::kw_only(), "dtype"_a.none() = none());
-  m.def("randn_like", [](const Tensor& t, nb::handle d) { return randn(t.sizes(), as_opt_dtype(d).value_or(t.dtype())); }, "input"_a, nb::kw_only(), "dtype"_a.none() = none());
+     "dtype"_a.none() = none(), "device"_a.none() = none());
+  m.def("randperm", [gen](int64_t n, nb::handle g, nb::handle dtype, nb::handle device) {
+    return randperm(n, opts(dtype, device), gen(g));
+  }, "n"_a, nb::kw_only(), "generator"_a.none() = none(), "dtype"_a.none() = none(), "device"_a.none() = none());
+  m.def("rand_like", [like_opts](const Tensor& t, nb::handle d, nb::handle dev) { return rand(t.sizes(), like_opts(t, d, dev)); },
+        "input"_a, nb::kw_only(), "dtype"_a.none() = none(), "device"_a.none() = none());
+  m.def("randn_like", [like_opts](const Tensor& t, nb::handle d, nb::handle dev) { return randn(t.sizes(), like_opts(t, d, dev)); },
+        "input"_a, nb::kw_only(), "dtype"_a.none() = none(), "device"_a.none() = none());
   cls.def("uniform_", [gen](const Tensor& t, double a, double b, nb::handle g) { return uniform_(t, a, b, gen(g)); },
           "from_"_a = 0.0, "to"_a = 1.0, nb::kw_only(), "generator"_a.none() = none());
   cls.def("normal_", [gen](const Tensor& t, double a, double b, nb::handle g) { return normal_(t, a, b, gen(g)); },
@@ -573,10 +613,10 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
         "generator"_a.none() = none());
   cls.def("bernoulli", [gen](const Tensor& p, nb::handle g) { return bernoulli(p, gen(g)); }, nb::kw_only(),
           "generator"_a.none() = none());
-  m.def("normal", [](double mean, double std, nb::handle size, nb::handle dtype) {
-    Tensor t = make_tensor(as_shape(size), as_opt_dtype(dtype).value_or(default_dtype()));
-    return normal_(t, mean, std);
-  }, "mean"_a, "std"_a, "size"_a, nb::kw_only(), "dtype"_a.none() = none());
+  m.def("normal", [gen](double mean, double std, nb::handle size, nb::handle g, nb::handle dtype, nb::handle device) {
+    return normal_(empty(as_shape(size), opts(dtype, device)), mean, std, gen(g));
+  }, "mean"_a, "std"_a, "size"_a, nb::kw_only(), "generator"_a.none() = none(), "dtype"_a.none() = none(),
+     "device"_a.none() = none());
   auto multi = [gen](const Tensor& p, int64_t n, bool r, nb::handle g) { return multinomial(p, n, r, gen(g)); };
   m.def("multinomial", multi, "input"_a, "num_samples"_a, "replacement"_a = false, nb::kw_only(),
         "generator"_a.none() = none());

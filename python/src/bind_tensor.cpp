@@ -42,7 +42,19 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
   cls.def_prop_ro("shape", [](const Tensor& t) { return shape_tuple(t.sizes()); })
       .def_prop_ro("dtype", [](const Tensor& t) { return dtype_object(t.dtype()); })
       .def_prop_ro("ndim", &Tensor::dim)
-      .def_prop_ro("device", [](const Tensor&) { return "cpu"; })
+      .def_prop_ro("device", [](const Tensor& t) { return t.device(); })
+      .def_prop_ro("is_meta", &Tensor::is_meta)
+      .def_prop_ro("is_cpu", &Tensor::is_cpu)
+      .def_prop_ro("is_cuda", [](const Tensor& t) { return t.device().type == DeviceType::CUDA; })
+      .def("get_device", [](const Tensor& t) { return t.is_cpu() ? -1 : t.device().index; })
+      .def("cpu", [](nb::handle self) -> nb::object {
+        const Tensor& t = nb::cast<const Tensor&>(self);
+        return t.is_cpu() ? nb::borrow(self) : nb::cast(to_device(t, kCPU));
+      })
+      .def("cuda", [](const Tensor& t, nb::handle device) {
+        Device d = device.is_none() ? Device{DeviceType::CUDA, -1} : as_device(device);
+        return to_device(t, d);
+      }, "device"_a.none() = nb::none())
       .def_prop_ro("T", [](const Tensor& t) {
         Shape p(t.dim());
         for (int64_t i = 0; i < t.dim(); ++i) p[i] = t.dim() - 1 - i;
@@ -80,7 +92,7 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
       .def("is_contiguous", [](const Tensor& t) { return t.is_contiguous(); })
       .def("is_floating_point", &Tensor::is_floating_point)
       .def("is_complex", &Tensor::is_complex)
-      .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })
+      .def("data_ptr", [](const Tensor& t) { return t.is_meta() ? uintptr_t(0) : reinterpret_cast<uintptr_t>(t.data_ptr()); })
       .def("untyped_storage_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.storage()->data()); })
       .def("item", [](const Tensor& t) -> nb::object {
         Scalar s = t.item();

@@ -29,6 +29,14 @@ nb::object dtype_object(Dtype d);
 Dtype as_dtype(nb::handle h);
 std::optional<Dtype> as_opt_dtype(nb::handle h);
 
+// kiln.device: torch.device's type, index, equality, hash and repr. Device arguments take a device,
+// a string ("cpu", "meta", "cuda:1") or an int (a cuda index), as torch.
+void bind_device(nb::module_& m);
+Device as_device(nb::handle h);
+std::optional<Device> as_opt_device(nb::handle h);
+// dtype= and device= keyword arguments as TensorOptions.
+TensorOptions opts(nb::handle dtype, nb::handle device = nb::none());
+
 bool is_number(nb::handle h);
 Scalar as_scalar(nb::handle h);
 // A Tensor argument, or a Python number turned into a wrapped 0-dim tensor.

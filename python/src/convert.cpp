@@ -218,7 +218,64 @@ nb::object list_rec(const Tensor& t, const char* p, int64_t d) {
 }
 }  // namespace
 
-nb::object to_list(const Tensor& t) { return list_rec(t, static_cast<const char*>(t.data_ptr()), 0); }
+nb::object to_list(const Tensor& t) {
+  KILN_CHECK(!t.is_meta(), NotImplemented, "tolist", "Cannot copy out of meta tensor; no data!");
+  return list_rec(t, static_cast<const char*>(t.data_ptr()), 0); }
+
+Device as_device(nb::handle h) {
+  if (nb::isinstance<Device>(h)) return nb::cast<Device>(h);
+  if (nb::isinstance<nb::str>(h)) return parse_device(nb::cast<std::string>(h));
+  if (nb::isinstance<nb::int_>(h) && !nb::isinstance<nb::bool_>(h))  // the current accelerator's index
+    KILN_FAIL(Runtime, "device", "Cannot access accelerator device when none is available.");
+  KILN_FAIL(Type, "device", "expected a device (kiln.device, str or int), but got ",
+            nb::cast<std::string>(nb::str(h.type().attr("__name__"))));
+}
+std::optional<Device> as_opt_device(nb::handle h) {
+  if (h.is_none()) return std::nullopt;
+  return as_device(h);
+}
+TensorOptions opts(nb::handle dtype, nb::handle device) {
+  TensorOptions o;
+  if (auto d = as_opt_dtype(dtype)) o = o.dtype(*d);
+  if (auto d = as_opt_device(device)) o = o.device(*d);
+  return o;
+}
+
+void bind_device(nb::module_& m) {
+  nb::class_<Device>(m, "device")
+      .def("__init__", [](Device* self, nb::handle type, nb::handle index) {
+        Device d = as_device(type);
+        if (!index.is_none()) {
+          KILN_CHECK(nb::isinstance<nb::str>(type) && d.index < 0, Runtime, "device",
+                     "type (string) must not include an index because index was passed explicitly: ",
+                     nb::cast<std::string>(nb::str(type)));
+          int64_t i = nb::cast<int64_t>(index);
+          KILN_CHECK(i >= 0, Runtime, "device", "Device index must not be negative");
+          d.index = static_cast<int>(i);
+        }
+        new (self) Device(d);
+      }, "type"_a, "index"_a.none() = nb::none())
+      .def_prop_ro("type", [](const Device& d) { return device_type_name(d.type); })
+      .def_prop_ro("index", [](const Device& d) -> nb::object {
+        return d.index < 0 ? nb::object(nb::none()) : nb::object(nb::int_(d.index));
+      })
+      .def("__eq__", [](const Device& a, nb::handle b) {
+        return nb::isinstance<Device>(b) && nb::cast<Device>(b) == a;
+      })
+      .def("__ne__", [](const Device& a, nb::handle b) {
+        return !(nb::isinstance<Device>(b) && nb::cast<Device>(b) == a);
+      })
+      .def("__hash__", [](const Device& d) { return static_cast<int64_t>(d.type) * 1000 + d.index; })
+      .def("__str__", [](const Device& d) { return device_str(d); })
+      .def("__repr__", [](const Device& d) {
+        std::string s = std::string("device(type='") + device_type_name(d.type) + "'";
+        if (d.index >= 0) s += ", index=" + std::to_string(d.index);
+        return s + ")";
+      })
+      .def("__reduce__", [](const Device& d) {
+        return nb::make_tuple(nb::module_::import_("kiln").attr("device"), nb::make_tuple(device_str(d)));
+      });
+}
 
 void bind_dtype(nb::module_& m) {
   nb::class_<PyDtype>(m, "dtype")

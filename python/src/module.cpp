@@ -13,6 +13,7 @@ PyObject* exc_for(ErrorKind k) {
     case ErrorKind::Type: return PyExc_TypeError;
     case ErrorKind::NotImplemented: return PyExc_NotImplementedError;
     case ErrorKind::OutOfMemory: return PyExc_MemoryError;
+    case ErrorKind::Assertion: return PyExc_AssertionError;
     default: return PyExc_RuntimeError;
   }
 }
@@ -37,6 +38,7 @@ NB_MODULE(_C, m) {
   });
   nb::set_leak_warnings(false);  // module-lifetime singletons (dtype objects) are intentional
   bind_dtype(m);
+  bind_device(m);
   nb::class_<Tensor> cls(m, "Tensor");
   bind_tensor(m, cls);
   bind_ops(m, cls);
@@ -87,6 +89,8 @@ NB_MODULE(_C, m) {
   m.def("_parse_schema", [](const std::string& text) { return parse_schema(text).str(); });
   m.def("_set_schema_check", &set_schema_check);
   m.def("_schema_problems", &schema_problems);
+  m.def("_set_meta_check", &set_meta_check);
+  m.def("_meta_problems", &meta_problems);
   m.def("registered_ops", []() {
     std::vector<std::string> names;
     for (const OpDef* op : registered_ops()) names.emplace_back(op->name);

@@ -4,6 +4,8 @@ Parameters, buffers and submodules live in ordered dicts; layers implemented in 
 wrapped by _CppModule, which shares their parameter tensors, so optimisers, load_state_dict and
 .to(dtype) act on the very tensors the C++ forward uses."""
 from collections import OrderedDict, namedtuple
+import functools
+import inspect
 import itertools
 
 from .. import _C
@@ -47,8 +49,31 @@ def _addindent(s, n):
     return lines[0] + "\n" + "\n".join(" " * n + line for line in lines[1:])
 
 
+def _honour_device(init):
+    """Wraps a kiln layer's __init__(..., device=None, ...): its parameters and buffers are made, then
+    moved to `device` (on "meta" they keep their shapes and dtypes and hold no data)."""
+    sig = inspect.signature(init)
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        device = kwargs.get("device")
+        if device is None and args:
+            device = sig.bind_partial(self, *args, **kwargs).arguments.get("device")
+        if device is not None and _C.device(device).type != "cpu":
+            self.to(device)
+    return __init__
+
+
 class Module:
     """Base class for all neural network modules; subclass it and define forward()."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is not None and cls.__module__.startswith("kiln.nn") and \
+                "device" in inspect.signature(init).parameters:
+            cls.__init__ = _honour_device(init)
 
     def __init__(self, *args, **kwargs):
         if args or kwargs:
@@ -324,23 +349,35 @@ class Module:
         return self
 
     def to(self, *args, **kwargs):
-        dtype = kwargs.get("dtype")
+        """to(device=None, dtype=None, non_blocking=False), to(dtype), to(tensor): as torch."""
+        dtype, device = kwargs.get("dtype"), kwargs.get("device")
         for a in args:
             if isinstance(a, _C.dtype):
                 dtype = a
             elif isinstance(a, Tensor):
-                dtype = a.dtype
-        if dtype is None:
-            return self  # device moves: CPU only for now
-        if not (dtype.is_floating_point or dtype.is_complex):
+                dtype, device = a.dtype, a.device
+            elif isinstance(a, (str, _C.device)) or (isinstance(a, int) and not isinstance(a, bool)):
+                device = a
+        if dtype is not None and not (dtype.is_floating_point or dtype.is_complex):
             raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired "
                             f"dtype={dtype}")
+        if device is not None:
+            device = _C.device(device)
 
         def convert(t):
-            if t.is_floating_point() or t.is_complex():
-                return t.to(dtype) if t.dtype != dtype else t
+            if dtype is not None and (t.is_floating_point() or t.is_complex()) and t.dtype != dtype:
+                t = t.to(dtype)
+            if device is not None and t.device.type != device.type:
+                t = t.to(device)
             return t
+        if dtype is None and device is None:
+            return self
         return self._apply(convert)
+
+    def to_empty(self, *, device, recurse=True):
+        """Moves parameters and buffers to `device` without copying their values (torch's to_empty)."""
+        device = _C.device(device)
+        return self._apply(lambda t: _C.empty_like(t, device=device))
 
     def float(self):
         return self._apply(lambda t: t.float() if t.is_floating_point() else t)
@@ -355,7 +392,10 @@ class Module:
         return self._apply(lambda t: t.bfloat16() if t.is_floating_point() else t)
 
     def cpu(self):
-        return self
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        return self.to(_C.device("cuda") if device is None else device)
 
     # ---- state dict -----------------------------------------------------------------------------
     def _save_to_state_dict(self, destination, prefix, keep_vars):
