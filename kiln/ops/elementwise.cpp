@@ -221,16 +221,16 @@ KILN_UNARY_OPS(KILN_DEF_UNARY)
   OpDef op_##name{#name, kPointwise | kInplaceable, binary_meta, {binary_kernel, nullptr},        \
                   pack(static_cast<int>(BinaryOp::code), Rule::rule)};                           \
   OpRegistrar reg_##name{op_##name, schema};
-#define KILN_DEF_BINARY(name, code, rule) \
+#define KILN_DEF_BINARY(name, code, rule, numbers) \
   KILN_DEF_BINARY_S(name, code, rule, #name "(Tensor self, Tensor other) -> Tensor")
 KILN_BINARY_OPS(KILN_DEF_BINARY)
 KILN_DEF_BINARY_S(add, Add, Same, "add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor")
 KILN_DEF_BINARY_S(sub, Sub, Same, "sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor")
-KILN_DEF_BINARY(div_trunc, DivTrunc, Same)
-KILN_DEF_BINARY(clamp_min_tensor, ClampMinT, Same)
-KILN_DEF_BINARY(clamp_max_tensor, ClampMaxT, Same)
-KILN_DEF_BINARY(polar, Polar, Float)
-KILN_DEF_BINARY(complex, Complex, Same)
+KILN_DEF_BINARY(div_trunc, DivTrunc, Same, Any)
+KILN_DEF_BINARY(clamp_min_tensor, ClampMinT, Same, Any)
+KILN_DEF_BINARY(clamp_max_tensor, ClampMaxT, Same, Any)
+KILN_DEF_BINARY(polar, Polar, Float, None)
+KILN_DEF_BINARY(complex, Complex, Same, None)
 // GELU's fused first derivative: grad_output * gelu'(self)
 KILN_DEF_BINARY_S(gelu_backward, GeluBackward, Same, "gelu_backward(Tensor grad_output, Tensor self) -> Tensor")
 KILN_DEF_BINARY_S(gelu_tanh_backward, GeluTanhBackward, Same,
@@ -338,7 +338,7 @@ const Tensor& un_(const OpDef& op, const Tensor& x, Attrs attrs = {}) {
 KILN_UNARY_OPS(KILN_IMPL_UNARY)
 #undef KILN_IMPL_UNARY
 
-#define KILN_IMPL_BINARY(name, code, rule)                                                   \
+#define KILN_IMPL_BINARY(name, code, rule, numbers)                                          \
   Tensor name(const Tensor& a, const Tensor& b) { return dispatch1(op_##name, {a, b}); }      \
   Tensor name(const Tensor& a, const Scalar& b) { return dispatch1(op_##name, {a, wrap(b)}); } \
   const Tensor& name##_(const Tensor& a, const Tensor& b) {                                  \

@@ -98,7 +98,7 @@ Tensor vstack(const TensorList& ts);
   const Tensor& name##_(const Tensor& x);
 KILN_UNARY_OPS(KILN_DECL_UNARY)
 #undef KILN_DECL_UNARY
-#define KILN_DECL_BINARY(name, code, rule)              \
+#define KILN_DECL_BINARY(name, code, rule, numbers)     \
   Tensor name(const Tensor& a, const Tensor& b);        \
   Tensor name(const Tensor& a, const Scalar& b);        \
   const Tensor& name##_(const Tensor& a, const Tensor& b); \

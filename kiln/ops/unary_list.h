@@ -22,16 +22,23 @@
   X(hardsigmoid, Hardsigmoid, Same) X(hardswish, Hardswish, Same)   \
   X(logsigmoid, Logsigmoid, Same) X(angle, Angle, Float) X(conj_physical, Conj, Same)
 
-// Binary ops with a tensor-or-scalar second operand: X(torch_name, BinaryOp code, dtype rule).
+// Binary ops: X(torch_name, BinaryOp code, dtype rule, Python numbers). One line adds the C++
+// functions, the in-place variant, the op-table entry with its schema, the kernel table's slot
+// (the code is its BinaryOp) and the Python function, method and out= variant; the inner loop is
+// the op's branch in backend/cpu/kernels_binary.cpp and the derivative sits in elementwise_grad.cpp.
 //   Same: promoted dtype. Float: integers promote to the default float. Bool: bool result.
 //   Int: integral/bool only.
-#define KILN_BINARY_OPS(X)                                                                       \
-  X(mul, Mul, Same) X(true_divide, Div, Float) X(floor_divide, DivFloor, Same)                   \
-  X(remainder, Remainder, Same) X(fmod, Fmod, Same) X(pow, Pow, Same) X(atan2, Atan2, Float)     \
-  X(maximum, Maximum, Same) X(minimum, Minimum, Same) X(fmax, Fmax, Same) X(fmin, Fmin, Same)    \
-  X(hypot, Hypot, Same) X(copysign, Copysign, Float) X(nextafter, Nextafter, Same)              \
-  X(bitwise_and, BitAnd, Int) X(bitwise_or, BitOr, Int) X(bitwise_xor, BitXor, Int)              \
-  X(bitwise_left_shift, Shl, Int) X(bitwise_right_shift, Shr, Int)                               \
-  X(logical_and, LogicalAnd, Bool) X(logical_or, LogicalOr, Bool) X(logical_xor, LogicalXor, Bool) \
-  X(eq, Eq, Bool) X(ne, Ne, Bool) X(lt, Lt, Bool) X(le, Le, Bool) X(gt, Gt, Bool) X(ge, Ge, Bool) \
-  X(xlogy, Xlogy, Float)
+//   Python numbers (torch's signatures): Any: either operand may be one; Second: only `other`;
+//   None: both must be tensors.
+#define KILN_BINARY_OPS(X)                                                                          \
+  X(mul, Mul, Same, Any) X(true_divide, Div, Float, Any) X(floor_divide, DivFloor, Same, Any)       \
+  X(remainder, Remainder, Same, Any) X(fmod, Fmod, Same, Second) X(pow, Pow, Same, Any)             \
+  X(atan2, Atan2, Float, None) X(maximum, Maximum, Same, None) X(minimum, Minimum, Same, None)      \
+  X(fmax, Fmax, Same, None) X(fmin, Fmin, Same, None) X(hypot, Hypot, Same, None)                   \
+  X(copysign, Copysign, Float, Second) X(nextafter, Nextafter, Same, None)                          \
+  X(bitwise_and, BitAnd, Int, Any) X(bitwise_or, BitOr, Int, Any) X(bitwise_xor, BitXor, Int, Any)  \
+  X(bitwise_left_shift, Shl, Int, Any) X(bitwise_right_shift, Shr, Int, Any)                        \
+  X(logical_and, LogicalAnd, Bool, None) X(logical_or, LogicalOr, Bool, None)                       \
+  X(logical_xor, LogicalXor, Bool, None) X(eq, Eq, Bool, Second) X(ne, Ne, Bool, Second)            \
+  X(lt, Lt, Bool, Second) X(le, Le, Bool, Second) X(gt, Gt, Bool, Second) X(ge, Ge, Bool, Second)   \
+  X(xlogy, Xlogy, Float, Any)

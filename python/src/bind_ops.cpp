@@ -27,18 +27,12 @@ nb::object named2(const std::tuple<Tensor, Tensor>& t, const char* a, const char
   return vi(std::get<0>(t), std::get<1>(t));
 }
 
-// torch's signatures: which binary functions take a Python number, and in which position.
-Tensor binary_arg(nb::handle h, const char* op, int pos) {
+// torch's signatures: which binary functions take a Python number, and in which position (the
+// list's fourth column, ops/unary_list.h).
+enum class Numbers { Any, Second, None };
+Tensor binary_arg(nb::handle h, const char* op, int pos, Numbers numbers) {
   if (nb::isinstance<Tensor>(h)) return nb::cast<Tensor>(h);
-  static const char* tensor_only[] = {"atan2", "maximum", "minimum", "fmax", "fmin", "hypot", "nextafter",
-                                      "logical_and", "logical_or", "logical_xor"};
-  static const char* second_only[] = {"fmod", "copysign", "eq", "ne", "lt", "le", "gt", "ge"};
-  bool allowed = true;
-  for (const char* n : tensor_only)
-    if (std::strcmp(n, op) == 0) allowed = false;
-  if (pos == 0)
-    for (const char* n : second_only)
-      if (std::strcmp(n, op) == 0) allowed = false;
+  const bool allowed = numbers == Numbers::Any || (numbers == Numbers::Second && pos == 1);
   if (!allowed || !is_number(h))
     throw nb::type_error((std::string(op) + "(): argument '" + (pos ? "other" : "input") + "' (position " +
                           std::to_string(pos + 1) + ") must be Tensor, not " +
@@ -65,14 +59,18 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   KILN_UNARY_OPS(BIND_UNARY)
 #undef BIND_UNARY
 
-#define BIND_BINARY(name, code, rule)                                                         \
+#define BIND_BINARY(name, code, rule, numbers)                                                \
   m.def(#name, [](nb::handle a, nb::handle b, nb::handle out) -> Tensor {                     \
-    Tensor A = binary_arg(a, #name, 0), B = binary_arg(b, #name, 1);                          \
+    Tensor A = binary_arg(a, #name, 0, Numbers::numbers), B = binary_arg(b, #name, 1, Numbers::numbers); \
     if (out.is_none()) return name(A, B);                                                     \
     return binary_out(#name, A, B, nb::cast<Tensor>(out));                                    \
   }, "input"_a, "other"_a, nb::kw_only(), "out"_a.none() = none());                           \
-  cls.def(#name, [](const Tensor& a, nb::handle b) { return name(a, binary_arg(b, #name, 1)); }, "other"_a); \
-  cls.def(#name "_", [](const Tensor& a, nb::handle b) { return name##_(a, binary_arg(b, #name, 1)); }, "other"_a);
+  cls.def(#name, [](const Tensor& a, nb::handle b) {                                          \
+    return name(a, binary_arg(b, #name, 1, Numbers::numbers));                                \
+  }, "other"_a);                                                                              \
+  cls.def(#name "_", [](const Tensor& a, nb::handle b) {                                      \
+    return name##_(a, binary_arg(b, #name, 1, Numbers::numbers));                             \
+  }, "other"_a);
   KILN_BINARY_OPS(BIND_BINARY)
 #undef BIND_BINARY
 

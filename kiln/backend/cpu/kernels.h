@@ -7,6 +7,7 @@
 #include "kiln/backend/cpu/isa.h"
 #include "kiln/backend/cpu/loop.h"
 #include "kiln/core/dtype.h"
+#include "kiln/ops/unary_list.h"
 
 namespace kiln::cpu {
 
@@ -20,13 +21,15 @@ enum class UnaryOp : int {
   Count
 };
 
+// The binary ops of the list in ops/unary_list.h, then those with a front end of their own.
+#define KILN_BINARY_CODE(name, code, rule, numbers) code,
 enum class BinaryOp : int {
-  Add, Sub, Mul, Div, DivTrunc, DivFloor, Remainder, Fmod, Pow, Atan2, Maximum, Minimum, Fmax, Fmin,
-  Hypot, Copysign, Nextafter, BitAnd, BitOr, BitXor, Shl, Shr, LogicalAnd, LogicalOr, LogicalXor,
-  Eq, Ne, Lt, Le, Gt, Ge, Xlogy, ClampMinT, ClampMaxT, Polar, Complex,
+  KILN_BINARY_OPS(KILN_BINARY_CODE)
+  Add, Sub, DivTrunc, ClampMinT, ClampMaxT, Polar, Complex,
   GeluBackward, GeluTanhBackward,  // (grad, x) -> grad * gelu'(x): the fused first derivative
   Count
 };
+#undef KILN_BINARY_CODE
 
 enum class ReduceOp : int { Sum, Prod, Max, Min, All, Any, SumAbs, SumSq, NanSum, Mean, Count };
 
