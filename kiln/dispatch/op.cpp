@@ -276,7 +276,7 @@ std::string spec_str(const Tensor& t) {
   return os.str();
 }
 void compare_with_meta(MetaCheck& c, const OpDef& op, const TensorList& inputs, const Attrs& attrs,
-                       const TensorList* out, const TensorList& real) {
+                       const TensorList* out, bool inplace, const TensorList& real) {
   if ((op.tags & kDynamicShape) && !op.meta) return;  // no meta by design: the shape is the data's
   std::string why;
   try {
@@ -286,7 +286,7 @@ void compare_with_meta(MetaCheck& c, const OpDef& op, const TensorList& inputs, 
     TensorList out_twins;
     if (to_out)
       for (const Tensor& t : *out) out_twins.push_back(meta_twin(t));
-    TensorList got = meta_device_call(op, twins, attrs, to_out ? &out_twins : nullptr, out != nullptr);
+    TensorList got = meta_device_call(op, twins, attrs, to_out ? &out_twins : nullptr, inplace);
     if (got.size() != real.size()) {
       why = "meta gives " + std::to_string(got.size()) + " outputs, the kernel " + std::to_string(real.size());
     } else {
@@ -337,7 +337,7 @@ TensorList dispatch_kernel(const OpDef& op, const TensorList& inputs, const Attr
     if (out)
       for (const Tensor& t : *out) before_out.push_back(meta_twin(t));
     TensorList r = dispatch_kernel_on(op, inputs, attrs, out, inplace, dev);
-    compare_with_meta(checking, op, before, attrs, out ? &before_out : nullptr, r);
+    compare_with_meta(checking, op, before, attrs, out ? &before_out : nullptr, inplace, r);
     return r;
   }
   return dispatch_kernel_on(op, inputs, attrs, out, inplace, dev);

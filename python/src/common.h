@@ -70,6 +70,7 @@ void bind_rnn(nb::module_& m);                                 // bind_rnn.cpp (
 void bind_layers(nb::module_& m);                              // bind_layers.cpp (norms, conv/pool modules, attention)
 void bind_loss(nb::module_& m);                                // bind_loss.cpp (losses)
 void bind_conv(nb::module_& m);                                // bind_conv.cpp (conv, pooling, upsample)
+void bind_schema(nb::module_& m);                              // bind_schema.cpp (kiln.ops: any op by its schema)
 void bind_capture(nb::module_& m);                             // bind_capture.cpp (capture layer test hook)
 
 }  // namespace kiln::py

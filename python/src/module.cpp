@@ -52,6 +52,7 @@ NB_MODULE(_C, m) {
   bind_attention(m);
   bind_conv(m);
   bind_capture(m);
+  bind_schema(m);
   bind_loss(m);
   bind_rnn(m);
   bind_layers(m);
