@@ -345,6 +345,18 @@ TensorList xlogy_grad(G c, GL go) {
 }
 DerivativeByName d_xlogy{"xlogy", xlogy_grad, 0b11, 0};
 
+// d/da log(e^a + e^b) = 1 / (1 + e^(b - a)) (conjugated for complex, as torch); base 2 alike.
+TensorList logaddexp_grad(G c, GL go) {
+  const Tensor &g = go[0], &a = c.in[0], &b = c.in[1];
+  return {div(g, conj(add(exp(sub(b, a)), Scalar(1)))), div(g, conj(add(exp(sub(a, b)), Scalar(1))))};
+}
+DerivativeByName d_logaddexp{"logaddexp", logaddexp_grad, 0b11, 0};
+TensorList logaddexp2_grad(G c, GL go) {
+  const Tensor &g = go[0], &a = c.in[0], &b = c.in[1];
+  return {div(g, add(exp2(sub(b, a)), Scalar(1))), div(g, add(exp2(sub(a, b)), Scalar(1)))};
+}
+DerivativeByName d_logaddexp2{"logaddexp2", logaddexp2_grad, 0b11, 0};
+
 TensorList clamp_min_tensor_grad(G c, GL go) {
   const Tensor &g = go[0], &x = c.in[0], &lo = c.in[1];
   return {where_g(ge(x, lo), g), where_g(lt(x, lo), g)};

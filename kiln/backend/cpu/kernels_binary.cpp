@@ -42,6 +42,7 @@ constexpr bool supported() {
     case B::Lt: case B::Le: case B::Gt: case B::Ge: return b || i || f;
     case B::ClampMinT: case B::ClampMaxT: return i || f;
     case B::Polar: case B::Complex: return std::is_same_v<T, float> || std::is_same_v<T, double>;
+    case B::LogAddExp: return f || c;
     default: return f;  // Atan2 Hypot Copysign Nextafter Xlogy
   }
 }
@@ -137,6 +138,24 @@ inline auto apply(M a, M b, M alpha) {
     const M k = static_cast<M>(M_SQRT2 * M_2_SQRTPI * 0.5), c = static_cast<M>(0.044715);
     M e = std::exp(std::min(M(-2) * gelu_tanh_arg(b), max_exp_arg<M>())), s = M(1) / (M(1) + e);
     return static_cast<M>(a * (s + M(2) * b * e * s * s * k * (M(1) + M(3) * c * b * b)));
+  } else if constexpr (OP == B::LogAddExp) {
+    // log(e^a + e^b) = max + log1p(e^-|a - b|); two equal infinities give themselves (no inf - inf)
+    if constexpr (is_complex_v<M>) {
+      using R = typename M::value_type;
+      const M& hi = a.real() < b.real() ? b : a;
+      const M& lo = a.real() < b.real() ? a : b;
+      if (std::isnan(lo.real()) || std::isnan(lo.imag()))
+        return M(std::numeric_limits<R>::quiet_NaN(), std::numeric_limits<R>::quiet_NaN());
+      if (std::isinf(lo.real()) && lo.real() == hi.real())
+        return lo.real() < 0 ? lo : std::log(std::exp(lo) + std::exp(hi));
+      return std::log(R(1) + std::exp(lo - hi)) + hi;
+    } else {
+      if (std::isinf(a) && a == b) return a;
+      return static_cast<M>((a < b ? b : a) + std::log1p(std::exp(-std::abs(a - b))));
+    }
+  } else if constexpr (OP == B::LogAddExp2) {  // the same in base 2
+    if (std::isinf(a) && a == b) return a;
+    return static_cast<M>((a < b ? b : a) + std::log1p(std::exp2(-std::abs(a - b))) * M(M_LOG2E));
   } else if constexpr (OP == B::Polar) return std::complex<M>(a * std::cos(b), a * std::sin(b));
   else if constexpr (OP == B::Complex) return std::complex<M>(a, b);
   else {
