@@ -108,6 +108,23 @@ clip = globals()["clip"]
 Tensor.__module__ = "kiln"
 
 
+# In-place methods return the tensor they were called on, the same Python object (torch's
+# `x.add_(1) is x`); the C++ methods return a new handle on the same tensor.
+def _returns_self(fn):
+    def method(self, *args, **kwargs):
+        fn(self, *args, **kwargs)
+        return self
+
+    method.__name__ = method.__qualname__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return method
+
+
+for _n in [n for n in dir(Tensor) if n.endswith("_") and not n.startswith("_")]:
+    setattr(Tensor, _n, _returns_self(getattr(Tensor, _n)))
+del _n
+
+
 # requires_grad= for the factory functions
 def _with_requires_grad(fn):
     def wrapper(*args, requires_grad=False, **kwargs):

@@ -50,9 +50,10 @@ Shape dims_list(nb::handle h) {
 void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   // ---- elementwise lists ------------------------------------------------------------------------
 #define BIND_UNARY(name, code, rule)                                                          \
-  m.def(#name, [](const Tensor& x, nb::handle out) -> Tensor {                                \
-    if (out.is_none()) return name(x);                                                        \
-    return unary_out(#name, x, nb::cast<Tensor>(out));                                        \
+  m.def(#name, [](const Tensor& x, nb::handle out) -> nb::object {                            \
+    if (out.is_none()) return nb::cast(name(x));                                              \
+    unary_out(#name, x, nb::cast<Tensor>(out));                                               \
+    return nb::borrow(out); /* the out object itself, as torch */                              \
   }, "input"_a, nb::kw_only(), "out"_a.none() = none());                                             \
   cls.def(#name, [](const Tensor& x) { return name(x); });                                     \
   cls.def(#name "_", [](const Tensor& x) { return name##_(x); });
@@ -60,10 +61,11 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
 #undef BIND_UNARY
 
 #define BIND_BINARY(name, code, rule, numbers)                                                \
-  m.def(#name, [](nb::handle a, nb::handle b, nb::handle out) -> Tensor {                     \
+  m.def(#name, [](nb::handle a, nb::handle b, nb::handle out) -> nb::object {                 \
     Tensor A = binary_arg(a, #name, 0, Numbers::numbers), B = binary_arg(b, #name, 1, Numbers::numbers); \
-    if (out.is_none()) return name(A, B);                                                     \
-    return binary_out(#name, A, B, nb::cast<Tensor>(out));                                    \
+    if (out.is_none()) return nb::cast(name(A, B));                                           \
+    binary_out(#name, A, B, nb::cast<Tensor>(out));                                           \
+    return nb::borrow(out);                                                                   \
   }, "input"_a, "other"_a, nb::kw_only(), "out"_a.none() = none());                           \
   cls.def(#name, [](const Tensor& a, nb::handle b) {                                          \
     return name(a, binary_arg(b, #name, 1, Numbers::numbers));                                \
