@@ -133,7 +133,7 @@ OpRegistrar reg_to{op_to, "to.dtype(Tensor self, ScalarType dtype) -> Tensor"};
 
 // cat(tensors, dim)
 SpecList cat_meta(const OpDef&, const TensorList& in, const Attrs& a) {
-  KILN_CHECK(!in.empty(), Runtime, "cat", "torch.cat(): expected a non-empty list of Tensors");
+  KILN_CHECK(!in.empty(), Value, "cat", "torch.cat(): expected a non-empty list of Tensors");
   int64_t dim = std::get<int64_t>(a[0]);
   const Tensor* ref = nullptr;
   for (const Tensor& t : in)

@@ -21,6 +21,10 @@ SpecList index_select_meta(const OpDef&, const TensorList& in, const Attrs& a) {
   const Tensor &x = in[0], &idx = in[1];
   int64_t d = wrap_dim(std::get<int64_t>(a[0]), x.dim(), "index_select");
   KILN_CHECK(idx.dim() <= 1, Index, "index_select", "index_select(): Index is supposed to be a vector");
+  KILN_CHECK(idx.dtype() == kInt64 || idx.dtype() == kInt32, Runtime, "index_select",
+             "index_select(): Expected dtype int32 or int64 for index");
+  KILN_CHECK(x.dim() > 0 || idx.numel() <= 1, Runtime, "index_select",
+             "index_select(): Index to scalar can have only 1 value, got ", idx.numel(), " value(s)");
   Shape s = x.sizes();
   if (x.dim() > 0) s[d] = idx.numel();
   return {{s, x.dtype()}};

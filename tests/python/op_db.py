@@ -937,9 +937,9 @@ def _index_select_samples(dtype, grad):
     x = X((4, 5), dtype, grad, 1)
     out = [S(x, 0, idx([0, 2, 3, 2]), desc="dim0-dups"), S(x, 1, idx([4, 0]), desc="dim1"),
            S(x.t(), -1, idx([1, 3], torch.int32), desc="transposed-int32"), S(x, 0, idx(2), desc="0-dim-index"),
-           S(x[0, 0], 0, idx([0, 0]), desc="0-dim-self")]
+           S(x[0, 0], 0, idx([0]), desc="0-dim-self")]
     if not grad:
-        out += [S(x, 0, idx([], torch.int64), desc="empty-index"), S(x, 0, idx([4]), desc="error-out-of-range"),
+        out += [S(x[0, 0], 0, idx([0, 0]), desc="error-0-dim-self-2-values"), S(x, 0, idx([], torch.int64), desc="empty-index"), S(x, 0, idx([4]), desc="error-out-of-range"),
                 S(x, 0, idx([0.0], torch.float32), desc="error-float-index")]
     return out
 
@@ -1891,9 +1891,6 @@ EMPTY_NO_KERNEL = ("an empty input raises NotImplementedError for a dtype withou
 SOFTMAX_0DIM_GRADGRAD = "the gradient of softmax/log_softmax of a 0-dim input is not differentiable (double backward)"
 LOGCUMSUMEXP_COMPLEX = "logcumsumexp is not implemented for complex dtypes (torch computes it)"
 NAN_TO_NUM_COMPLEX = "nan_to_num is not implemented for complex dtypes (torch computes it)"
-CAT_EMPTY_LIST = "cat([]) raises RuntimeError; torch raises ValueError"
-INDEX_SELECT_0DIM = "index_select on a 0-dim self accepts an index of 2 values; torch raises"
-INDEX_SELECT_FLOAT_INDEX = "index_select with a float index raises IndexError; torch raises RuntimeError"
 SETITEM_CASTS = "x[int index] = values of another dtype casts the values; torch raises (dtypes must match)"
 META_NO_CHECK = "meta gives an output where the real run and torch's meta raise (a dtype or argument the op rejects)"
 META_INDEX_SHAPE = ("meta refuses integer-tensor indexing (and output_size=) although the output shape does not "
@@ -1919,7 +1916,6 @@ def no_float8(name):
 
 KNOWN_XFAILS = [  # (test, entry id, reason, dtypes (empty: all), samples (empty: all))
     ("inplace", "abs", ABS_COMPLEX_INPLACE, ("complex64", "complex128"), ()),
-    ("forward", "cat", CAT_EMPTY_LIST, (), ("error-empty-list",)),
     ("inplace", "clamp", CLAMP_INPLACE_CAST,
      ("uint8", "int8", "int16", "int32", "int64"),
      ("contig", "transposed", "sliced", "expanded", "0-dim", "empty")),
@@ -1946,9 +1942,6 @@ KNOWN_XFAILS = [  # (test, entry id, reason, dtypes (empty: all), samples (empty
     ("forward", "mul", FLOAT8_SCALAR_MUL, ("float8_e4m3fn", "float8_e5m2"), ("scalar-lhs-3",)),
     ("out", "mul", FLOAT8_SCALAR_MUL, ("float8_e4m3fn", "float8_e5m2"), ("scalar-lhs-3",)),
     ("forward", "nn.functional.hardtanh", HARDTANH_UINT8, ("uint8",), ("kwargs{'min_val': -0.5, 'max_val': 1.0}",)),
-    ("forward", "index_select", INDEX_SELECT_0DIM, (), ("0-dim-self",)),
-    ("grad", "index_select", INDEX_SELECT_0DIM, (), ("0-dim-self",)),
-    ("forward", "index_select", INDEX_SELECT_FLOAT_INDEX, (), ("error-float-index",)),
     ("forward", "logcumsumexp", LOGCUMSUMEXP_COMPLEX, ("complex64", "complex128"), ()),
     ("out", "logcumsumexp", LOGCUMSUMEXP_COMPLEX, ("complex64", "complex128"), ()),
     ("meta", "Tensor.__getitem__.index", META_INDEX_ITEM, (), ("0-dim-index",)),
