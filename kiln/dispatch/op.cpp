@@ -75,7 +75,47 @@ std::vector<PendingDerivative>& pending_derivatives() {
   return p;
 }
 
-void register_op(OpDef* op) { registry().push_back(op); }
+namespace {
+struct PendingKernel {
+  const char* op;
+  DeviceType device;
+  KernelFn fn;
+};
+std::vector<PendingKernel>& pending_kernels() {
+  static std::vector<PendingKernel> p;
+  return p;
+}
+void install(OpDef& op, DeviceType device, KernelFn fn) {
+  KernelFn& slot = op.kernels[static_cast<int>(device)];
+  KILN_CHECK(slot == nullptr || slot == fn, Runtime, "register_kernel", "two ", device_type_name(device),
+             " kernels for op '", op.name, "'");
+  slot = fn;
+}
+}  // namespace
+
+void register_op(OpDef* op) {
+  registry().push_back(op);
+  auto& pending = pending_kernels();
+  for (size_t i = 0; i < pending.size();)
+    if (std::string_view(pending[i].op) == op->name) {
+      install(*op, pending[i].device, pending[i].fn);
+      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+}
+
+void register_kernel(const char* op, DeviceType device, KernelFn fn) {
+  for (OpDef* o : registry())
+    if (std::string_view(o->name) == op) return install(*o, device, fn);
+  pending_kernels().push_back({op, device, fn});
+}
+
+std::vector<std::string> unresolved_kernels() {
+  std::vector<std::string> r;
+  for (const PendingKernel& k : pending_kernels()) r.emplace_back(k.op);
+  return r;
+}
 
 const Schema* op_schema(const OpDef& op) {
   if (!op.schema) return nullptr;

@@ -106,6 +106,16 @@ struct OpRegistrar {
   }
 };
 
+// A backend's kernel for an op, registered from kiln/backend/<device>/<family>.cpp by the op's name,
+// so an op's file names no backend: whichever of the op and its kernel is registered second
+// completes the pair (load order does not matter). unresolved_kernels() lists kernels whose op
+// never registered (a misspelt name); the test suite checks that it is empty.
+void register_kernel(const char* op, DeviceType device, KernelFn fn);
+std::vector<std::string> unresolved_kernels();
+struct KernelRegistrar {
+  KernelRegistrar(const char* op, DeviceType device, KernelFn fn) { register_kernel(op, device, fn); }
+};
+
 // Declares an op's derivative beside its registration:
 //   DerivativeRegistrar d_mul{op_mul, mul_backward, /*save_in=*/0b11, /*save_out=*/0};
 struct DerivativeRegistrar {

@@ -90,6 +90,7 @@ NB_MODULE(_C, m) {
   m.def("_parse_schema", [](const std::string& text) { return parse_schema(text).str(); });
   m.def("_set_schema_check", &set_schema_check);
   m.def("_schema_problems", &schema_problems);
+  m.def("_unresolved_kernels", &unresolved_kernels);
   m.def("_set_meta_check", &set_meta_check);
   m.def("_meta_problems", &meta_problems);
   m.def("registered_ops", []() {

@@ -63,3 +63,10 @@ def test_argument_errors_as_python_calls():
         kiln.ops.cat(a)
     with pytest.raises(AttributeError):
         kiln.ops.no_such_op
+
+
+def test_backend_kernels_all_found_their_ops():
+    # kernels registered by op name from kiln/backend/cpu/ (register_kernel): none is left without its op
+    assert kiln._C._unresolved_kernels() == []
+    x = kiln.zeros(3)
+    assert kiln.ops.scatter_add(x, kiln.tensor([0, 0, 2]), kiln.ones(3), 0).tolist() == [2.0, 0.0, 1.0]
