@@ -129,18 +129,31 @@ const Schema* op_schema(const OpDef& op) {
 }
 
 namespace {
-// KILN_CHECK_SCHEMA=1: every dispatch() call is checked against its op's schema; the ones that do
-// not fit (or whose op has none) are printed to stderr at exit, one line per op and reason.
-struct SchemaCheck {
-  std::atomic<bool> on{std::getenv("KILN_CHECK_SCHEMA") != nullptr};
+// A suite-wide check of every call (the schema check, the meta check): on from the environment or
+// by a setter, the problems it found kept once each (at most 200) and printed to stderr at exit.
+struct CallCheck {
+  const char* label;
+  std::atomic<bool> on;
   std::mutex mu;
   std::set<std::string> problems;
-  ~SchemaCheck() {
-    for (const std::string& p : problems) std::fprintf(stderr, "kiln schema: %s\n", p.c_str());
+  CallCheck(const char* l, const char* env) : label(l), on(std::getenv(env) != nullptr) {}
+  ~CallCheck() {
+    for (const std::string& p : problems) std::fprintf(stderr, "kiln %s: %s\n", label, p.c_str());
+  }
+  void add(std::string problem) {
+    std::lock_guard<std::mutex> g(mu);
+    if (problems.size() < 200) problems.insert(std::move(problem));
+  }
+  std::vector<std::string> list() {
+    std::lock_guard<std::mutex> g(mu);
+    return std::vector<std::string>(problems.begin(), problems.end());
   }
 };
+using SchemaCheck = CallCheck;
+using MetaCheck = CallCheck;
+// KILN_CHECK_SCHEMA=1: every dispatch() call is checked against its op's schema.
 SchemaCheck& schema_check() {
-  static SchemaCheck c;
+  static SchemaCheck c{"schema", "KILN_CHECK_SCHEMA"};
   return c;
 }
 void check_call(SchemaCheck& c, const OpDef& op, const TensorList& inputs, const Attrs& attrs) {
@@ -159,18 +172,12 @@ void check_call(SchemaCheck& c, const OpDef& op, const TensorList& inputs, const
   } catch (const Error& e) {
     why = e.what();
   }
-  if (why.empty()) return;
-  std::lock_guard<std::mutex> g(c.mu);
-  c.problems.insert(std::string(op.name) + ": " + why);
+  if (!why.empty()) c.add(std::string(op.name) + ": " + why);
 }
 }  // namespace
 
 void set_schema_check(bool on) { schema_check().on = on; }
-std::vector<std::string> schema_problems() {
-  SchemaCheck& c = schema_check();
-  std::lock_guard<std::mutex> g(c.mu);
-  return std::vector<std::string>(c.problems.begin(), c.problems.end());
-}
+std::vector<std::string> schema_problems() { return schema_check().list(); }
 
 DerivativeByName::DerivativeByName(const char* op, DerivativeFn fn, uint32_t save_in, uint32_t save_out) {
   pending_derivatives().push_back({op, fn, save_in, save_out});
@@ -290,16 +297,8 @@ namespace {
 // KILN_CHECK_META=1 (or set_meta_check): every top-level CPU call is run again on meta twins of its
 // inputs (same sizes, strides, offset, dtype; no data), and the meta results' sizes and dtypes (a
 // view's strides and offset too) are compared with what the kernel produced.
-struct MetaCheck {
-  std::atomic<bool> on{std::getenv("KILN_CHECK_META") != nullptr};
-  std::mutex mu;
-  std::set<std::string> problems;
-  ~MetaCheck() {
-    for (const std::string& p : problems) std::fprintf(stderr, "kiln meta: %s\n", p.c_str());
-  }
-};
 MetaCheck& meta_check() {
-  static MetaCheck c;
+  static MetaCheck c{"meta", "KILN_CHECK_META"};
   return c;
 }
 Tensor meta_twin(const Tensor& t) {
@@ -350,17 +349,12 @@ void compare_with_meta(MetaCheck& c, const OpDef& op, const TensorList& inputs, 
   for (size_t i = 0; i < inputs.size(); ++i)
     call << (i ? ", " : "") << (inputs[i].defined() ? spec_str(inputs[i]) : std::string("None"));
   call << "): " << why;
-  std::lock_guard<std::mutex> g(c.mu);
-  if (c.problems.size() < 200) c.problems.insert(call.str());
+  c.add(call.str());
 }
 }  // namespace
 
 void set_meta_check(bool on) { meta_check().on = on; }
-std::vector<std::string> meta_problems() {
-  MetaCheck& c = meta_check();
-  std::lock_guard<std::mutex> g(c.mu);
-  return std::vector<std::string>(c.problems.begin(), c.problems.end());
-}
+std::vector<std::string> meta_problems() { return meta_check().list(); }
 
 static TensorList dispatch_kernel_on(const OpDef& op, const TensorList& inputs, const Attrs& attrs,
                                      TensorList* out, bool inplace, Device dev);

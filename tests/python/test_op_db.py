@@ -150,16 +150,23 @@ def _run_dtypes(op, test, runs, body):
 
 
 # ---- 1. forward vs torch ------------------------------------------------------------------------------
+def _errors_agree(texc, kexc, kiln_ran, torch_ran):
+    """True when both raised the same kind of error (the sample is done); raises when only one did."""
+    if texc is not None:
+        assert kexc is not None, f"torch raised {type(texc).__name__}({texc}) but {kiln_ran}"
+        assert _same_exception(texc, kexc), \
+            f"torch raised {type(texc).__name__}({texc}), kiln raised {type(kexc).__name__}({kexc})"
+        return True
+    if kexc is not None:
+        raise AssertionError(f"kiln raised {type(kexc).__name__}: {kexc}; {torch_ran}") from kexc
+    return False
+
+
 def check_forward(op, dtype, s):
     kargs, kkw = to_kiln_tree(s.args), to_kiln_tree(s.kwargs)
     kres, tres, texc, kexc = run_both(op.call, s.args, kargs, s.kwargs, kkw)
-    if texc is not None:
-        assert kexc is not None, f"torch raised {type(texc).__name__}({texc}) but kiln returned {kres}"
-        assert _same_exception(texc, kexc), \
-            f"torch raised {type(texc).__name__}({texc}), kiln raised {type(kexc).__name__}({kexc})"
+    if _errors_agree(texc, kexc, f"kiln returned {kres}", f"torch gave {tres}"):
         return
-    if kexc is not None:
-        raise AssertionError(f"kiln raised {type(kexc).__name__}: {kexc}; torch gave {tres}") from kexc
     if op.nondeterministic:
         kt, tt = _tensors(kres), _tensors(tres)
         assert len(kt) == len(tt)
@@ -271,13 +278,8 @@ def check_inplace(op, dtype, s):
         kr = getattr(k_self, op.inplace_variant)(*krest, **kkw)
     except Exception as e:  # noqa: BLE001
         kexc = e
-    if texc is not None:
-        assert kexc is not None, f"torch raised {type(texc).__name__}({texc}) but kiln's {op.inplace_variant} ran"
-        assert _same_exception(texc, kexc), \
-            f"torch raised {type(texc).__name__}({texc}), kiln raised {type(kexc).__name__}({kexc})"
+    if _errors_agree(texc, kexc, f"kiln's {op.inplace_variant} ran", "torch ran"):
         return
-    if kexc is not None:
-        raise AssertionError(f"kiln raised {type(kexc).__name__}: {kexc}") from kexc
     assert same_tensor(kr, k_self), f"{op.inplace_variant} did not return self"
     want = t_self
     if op.ref_for(dtype, s) == "float64":
