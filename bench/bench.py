@@ -97,6 +97,9 @@ def build_cases(quick):
     cases.append(Case("matmul f32 (1x4096)(4096x4096)",
                       make_setup([(1, 4096), (4096, 4096)], "f32", kiln.matmul, torch.matmul),
                       2.0 * 4096 * 4096, "GFLOP/s"))
+    n = 1 << 20 if quick else 20_000_000
+    cases.append(Case(f"randn f32 {human(n) if quick else '20M'}",
+                      lambda n=n: ((lambda: kiln.randn(n)), (lambda: torch.randn(n))), 4 * n, "GB/s"))
     cases.append(Case("overhead: add f32 1-elem (time/call)",
                       make_setup([(1,), (1,)], "f32", kiln.add, torch.add)))
     from train_cases import train_cases
