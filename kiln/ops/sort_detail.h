@@ -1,6 +1,8 @@
 // Internal helpers shared by the sort/select (sort.cpp) and search/count (search.cpp) kernels.
 #pragma once
 
+#include <string>
+
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -88,5 +90,18 @@ template <class T>
 inline const T* cptr(const Tensor& t) { return static_cast<const T*>(t.data_ptr()); }
 template <class T>
 inline T* mptr(const Tensor& t) { return static_cast<T*>(t.data_ptr()); }
+
+// quantile's interpolation names (its meta checks the name, its kernel uses it)
+enum class Interp { Linear, Lower, Higher, Midpoint, Nearest };
+
+inline Interp parse_interp(const std::string& s, const char* op) {
+  if (s == "linear") return Interp::Linear;
+  if (s == "lower") return Interp::Lower;
+  if (s == "higher") return Interp::Higher;
+  if (s == "midpoint") return Interp::Midpoint;
+  if (s == "nearest") return Interp::Nearest;
+  KILN_FAIL(Runtime, op, "quantile() interpolation must be one of linear, lower, higher, midpoint or nearest, "
+            "but got ", s);
+}
 
 }  // namespace kiln::sort_detail
