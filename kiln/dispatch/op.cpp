@@ -377,6 +377,13 @@ TensorList dispatch_kernel(const OpDef& op, const TensorList& inputs, const Attr
   return dispatch_kernel_on(op, inputs, attrs, out, inplace, dev);
 }
 
+void check_no_internal_overlap(const char* op, const Tensor& t) {
+  for (int64_t d = 0; d < t.dim(); ++d)
+    KILN_CHECK(!(t.sizes()[d] > 1 && t.strides()[d] == 0), Runtime, op,
+               "unsupported operation: more than one element of the written-to tensor refers to a single "
+               "memory location. Please clone() the tensor before performing the operation.");
+}
+
 static TensorList dispatch_kernel_on(const OpDef& op, const TensorList& inputs, const Attrs& attrs,
                                      TensorList* out, bool inplace, Device dev) {
   if (dev.type != DeviceType::CPU) [[unlikely]] {
@@ -392,8 +399,10 @@ static TensorList dispatch_kernel_on(const OpDef& op, const TensorList& inputs, 
     KILN_FAIL(NotImplemented, op.name, "no kernel for device '", device_str(dev), "'");
   }
   if (out && !(op.tags & kCrossDevice))
-    for (const Tensor& o : *out)
+    for (const Tensor& o : *out) {
       if (o.defined() && o.device().type != dev.type) [[unlikely]] device_mismatch(op, dev.type, o.device().type);
+      if (o.defined() && (op.tags & (kPointwise | kRandom))) check_no_internal_overlap(op.name, o);
+    }
   TensorList result;
   if (!op.meta || (op.tags & (kView | kDynamicShape))) {  // view / dynamic-shape ops make their own outputs
     {

@@ -225,6 +225,11 @@ class KernelRegion {
   void* token_ = nullptr;
 };
 
+// torch's assert_no_internal_overlap for a tensor an op writes: one whose elements share memory (an
+// expanded view: a stride of 0 over a size above 1) raises RuntimeError. dispatch checks the outputs
+// of pointwise, random and copy ops; fill_ and the index ops accept such a tensor, as torch's do.
+void check_no_internal_overlap(const char* op, const Tensor& t);
+
 // Attribute accessors with clear errors.
 template <class T>
 const T& attr(const Attrs& a, size_t i) {

@@ -303,6 +303,7 @@ OpRegistrar reg_where{op_where, "where.self(Tensor condition, Tensor self, Tenso
 void copy_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) {
   const Tensor& dst = in[0];
   const Tensor& src = in[1];
+  check_no_internal_overlap("copy_", dst);
   broadcast_shapes(dst.sizes(), src.sizes(), "copy_");
   KILN_CHECK(shape_numel(broadcast_shapes(dst.sizes(), src.sizes(), "copy_")) == dst.numel(), Runtime,
              "copy_", "output with shape ", dst.sizes(), " doesn't match the broadcast shape ",
@@ -334,7 +335,10 @@ const Tensor& un_(const OpDef& op, const Tensor& x, Attrs attrs = {}) {
 
 #define KILN_IMPL_UNARY(name, code, rule)                                      \
   Tensor name(const Tensor& x) { return dispatch1(op_##name, {x}); }           \
-  const Tensor& name##_(const Tensor& x) { return dispatch_inplace(op_##name, x, {x}); }
+  const Tensor& name##_(const Tensor& x) {                                     \
+    if (UnaryOp::code == UnaryOp::Conj && !x.is_complex()) return x; /* as torch */ \
+    return dispatch_inplace(op_##name, x, {x});                                \
+  }
 KILN_UNARY_OPS(KILN_IMPL_UNARY)
 #undef KILN_IMPL_UNARY
 
