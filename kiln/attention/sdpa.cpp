@@ -12,11 +12,19 @@
 namespace kiln {
 namespace sdpa {
 
-Geom make_geom(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
-               const Tensor& mask, const Attrs& a) {
+namespace {
+int64_t numel_of(const Shape& s) { return shape_numel(s); }
+int64_t hint_of(int64_t v) { return v; }
+int64_t hint_of(SymInt v) { return v.guard_int(std::string("scaled_dot_product_attention")); }  // the default scale
+SymInt numel_of(const SymShape& s) { return sym_numel(s); }
+}  // namespace
+
+template <class T, class I = std::decay_t<decltype(std::declval<T>().sizes()[0])>>
+GeomT<I> geom_of(const char* op, const T& q, const T& k, const T& v, const T& mask, const Attrs& a) {
+  using Sizes = SmallVec<I, 6>;
   KILN_CHECK(q.defined() && k.defined() && v.defined(), Runtime, op,
              "query, key and value must be tensors");
-  Geom g;
+  GeomT<I> g;
   g.dropout_p = attr<double>(a, 0);
   g.causal = attr<bool>(a, 1);
   g.gqa = attr<bool>(a, 3);
@@ -48,25 +56,25 @@ Geom make_geom(const char* op, const Tensor& q, const Tensor& k, const Tensor& v
   KILN_CHECK(v.size(-2) == g.S, Runtime, op,
              "key and value must have the same sequence length S, but got key ", k.sizes(),
              " and value ", v.sizes());
-  Shape qb(q.sizes().begin(), q.sizes().end() - 2), kb(k.sizes().begin(), k.sizes().end() - 2),
+  Sizes qb(q.sizes().begin(), q.sizes().end() - 2), kb(k.sizes().begin(), k.sizes().end() - 2),
       vb(v.sizes().begin(), v.sizes().end() - 2);
   if (g.gqa) {
     KILN_CHECK(
         q.dim() >= 3 && k.dim() >= 3 && v.dim() >= 3, Index, op,
         "Dimension out of range (expected to be in range of [-2, 1], but got -3): enable_gqa "
         "needs a head dim (-3) in query, key and value");
-    const int64_t hq = q.size(-3), hk = k.size(-3), hv = v.size(-3);
+    const I hq = q.size(-3), hk = k.size(-3), hv = v.size(-3);
     KILN_CHECK(
-        hk > 0 && hv > 0 && hq % hk == 0 && hq % hv == 0, Runtime, op,
+        bool(hk > 0) && bool(hv > 0) && bool(hq % hk == 0) && bool(hq % hv == 0), Runtime, op,
         "Number of heads in key and value must divide the number of heads in query, but got ", hq,
         " query heads, ", hk, " key heads and ", hv, " value heads");
     g.gk = hq / hk, g.gv = hq / hv;
     kb.back() = hq, vb.back() = hq;  // repeat_interleave of the k / v heads
   }
   g.batch = broadcast_shapes(broadcast_shapes(qb, kb, op), vb, op);
-  g.BH = shape_numel(g.batch);
+  g.BH = numel_of(g.batch);
   if (mask.defined()) {
-    Shape full = g.batch;
+    Sizes full = g.batch;
     full.push_back(g.L), full.push_back(g.S);
     KILN_CHECK(mask.dim() <= static_cast<int64_t>(full.size()) &&
                    broadcast_shapes(mask.sizes(), full, op) == full,
@@ -77,8 +85,16 @@ Geom make_geom(const char* op, const Tensor& q, const Tensor& k, const Tensor& v
                                           ? std::optional<double>(attr<double>(a, 2))
                                           : std::nullopt;
   // E == 0: every score is an empty dot product, 0 (torch's math path), whatever the scale
-  g.scale = g.E == 0 ? 1.0 : scale.value_or(1.0 / std::sqrt(static_cast<double>(g.E)));
+  g.scale = bool(g.E == 0) ? 1.0 : scale ? *scale : 1.0 / std::sqrt(static_cast<double>(hint_of(g.E)));
   return g;
+}
+Geom make_geom(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+               const Attrs& a) {
+  return geom_of(op, q, k, v, mask, a);
+}
+GeomT<SymInt> make_geom(const char* op, const TensorSpec& q, const TensorSpec& k, const TensorSpec& v,
+                        const TensorSpec& mask, const Attrs& a) {
+  return geom_of(op, q, k, v, mask, a);
 }
 
 std::vector<int64_t> slice_offsets(const Tensor& x, int trail, const Shape& batch, int64_t group) {
@@ -138,8 +154,13 @@ Shape with(Shape s, std::initializer_list<int64_t> tail) {
 // Forward errors carry the public name: `[scaled_dot_product_attention] ...`.
 constexpr const char* kName = "scaled_dot_product_attention";
 
-SpecList fwd_meta(const OpDef&, const TensorList& in, const Attrs& a) {
-  sdpa::Geom g = sdpa::make_geom(kName, in[0], in[1], in[2], in[3], a);
+SymShape with(SymShape s, std::initializer_list<SymInt> tail) {
+  s.insert(s.end(), tail);
+  return s;
+}
+
+SpecList fwd_meta(const OpDef&, const SpecList& in, const Attrs& a) {
+  sdpa::GeomT<SymInt> g = sdpa::make_geom(kName, in[0], in[1], in[2], in[3], a);
   const Dtype d = in[0].dtype();
   return {{with(g.batch, {g.L, g.Ev}), d}, {with(g.batch, {g.L}), compute_dtype(d)}, {{2}, kInt64}};
 }
@@ -168,19 +189,20 @@ OpRegistrar reg_sdpa{op_sdpa, "_sdpa_flash(Tensor query, Tensor key, Tensor valu
 // in {grad_out, q, k, v, out, logsumexp, rng_state, mask?, grad_logsumexp?}; attrs: the forward's
 // + {mask_grad}; out {dq, dk, dv, dmask (shape (0,) unless mask_grad)}.
 
-bool wants_mask_grad(const TensorList& in, const Attrs& a) {
+template <class L>
+bool wants_mask_grad(const L& in, const Attrs& a) {
   return a.size() > 4 && attr<bool>(a, 4) && in[7].defined() && in[7].dtype() != kBool;
 }
 
-void check_like(const char* op, const char* what, const Tensor& t, const Shape& shape) {
+void check_like(const char* op, const char* what, const TensorSpec& t, const SymShape& shape) {
   KILN_CHECK(t.defined() && t.dim() <= static_cast<int64_t>(shape.size()) &&
                  broadcast_shapes(t.sizes(), shape, op) == shape,
              Runtime, op, what, " must have shape ", shape, ", got ",
-             t.defined() ? t.sizes() : Shape{});
+             t.defined() ? t.sizes() : SymShape{});
 }
 
-SpecList bwd_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
-  sdpa::Geom g = sdpa::make_geom(op.name, in[1], in[2], in[3], in[7], a);
+SpecList bwd_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
+  sdpa::GeomT<SymInt> g = sdpa::make_geom(op.name, in[1], in[2], in[3], in[7], a);
   check_like(op.name, "grad_out", in[0], with(g.batch, {g.L, g.Ev}));
   check_like(op.name, "out", in[4], with(g.batch, {g.L, g.Ev}));
   check_like(op.name, "logsumexp", in[5], with(g.batch, {g.L}));

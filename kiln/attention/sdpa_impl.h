@@ -10,20 +10,25 @@ namespace kiln::sdpa {
 
 // Shapes of one call, validated as torch validates them. The output's batch dims are `batch`
 // (flattened: BH); q heads use k head h / gk and v head h / gv under GQA.
-struct Geom {
-  Shape batch;
-  int64_t BH = 1, L = 0, S = 0, E = 0, Ev = 0;
-  int64_t gk = 1, gv = 1;
+// I: int64_t (the kernels) or SymInt (the meta functions).
+template <class I>
+struct GeomT {
+  SmallVec<I, 6> batch;
+  I BH = 1, L = 0, S = 0, E = 0, Ev = 0;
+  I gk = 1, gv = 1;
   bool gqa = false;
   bool causal = false;
   double dropout_p = 0.0;  // > 0: dropout on
   double scale = 1.0;      // effective softmax scale
 };
+using Geom = GeomT<int64_t>;
 
 // attrs: {dropout_p (double), is_causal (bool), scale (double | none), enable_gqa (bool)[,
 // mask_grad]}
 Geom make_geom(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
                const Tensor& mask, const Attrs& attrs);
+GeomT<SymInt> make_geom(const char* op, const TensorSpec& q, const TensorSpec& k, const TensorSpec& v,
+                        const TensorSpec& mask, const Attrs& attrs);
 
 // Element offsets of x's trailing-`trail`-dim slices for every flattened index of `batch`: x's
 // leading dims align right with batch, size-1 dims broadcast, and the last batch dim (the head dim)

@@ -222,7 +222,7 @@ Edge gradient_edge(const Tensor& t) {
   if (!acc) {
     auto a = std::make_shared<AccumulateGrad>();
     a->leaf = t.impl_ptr();
-    a->out_specs = {{t.sizes(), t.dtype(), t.device()}};
+    a->out_specs = {TensorSpec::of(t)};
     m.grad_accumulator = a;
     acc = a;
   }
@@ -522,13 +522,13 @@ TensorList autograd_layer(const OpDef& op, const TensorList& inputs, const Attrs
   node->in_specs.resize(n);
   for (size_t i = 0; i < n; ++i) {
     if (!inputs[i].defined()) continue;
-    node->in_specs[i] = {inputs[i].sizes(), inputs[i].dtype(), inputs[i].device()};
+    node->in_specs[i] = TensorSpec::of(inputs[i]);
     if (needs[i]) node->next_edges[i] = gradient_edge(inputs[i]);
   }
   if (anomaly_mode_enabled()) node->trace = anomaly_trace(op.name);
   node->out_specs.reserve(result.size());
   for (const Tensor& r : result)
-    node->out_specs.push_back(r.defined() ? TensorSpec{r.sizes(), r.dtype(), r.device()}
+    node->out_specs.push_back(r.defined() ? TensorSpec::of(r)
                                           : TensorSpec{{}, kFloat32});
   // outputs the derivative needs, saved once they carry this node's history (double backward)
   auto save_outputs = [&] {

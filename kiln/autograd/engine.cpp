@@ -191,8 +191,8 @@ void execute(const std::vector<Edge>& roots, const TensorList& root_grads, bool 
       for (const Tensor& g : grads) any_grad |= g.defined();
       if (any_grad) {
         for (size_t i = 0; i < node->out_specs.size() && node->materialize_grads; ++i)
-          if (!grads[i].defined() && is_differentiable(node->out_specs[i].dtype))
-            grads[i] = zeros(node->out_specs[i].sizes, TensorOptions(node->out_specs[i].dtype).device(node->out_specs[i].device));
+          if (!grads[i].defined() && is_differentiable(node->out_specs[i].dtype()))
+            grads[i] = zeros(node->out_specs[i].concrete_sizes("backward"), TensorOptions(node->out_specs[i].dtype()).device(node->out_specs[i].device()));
         outs = node->apply(std::move(grads));
         KILN_CHECK(outs.size() == node->next_edges.size(), Runtime, node->name().c_str(),
                    "function ", node->name(),
@@ -236,22 +236,22 @@ void execute(const std::vector<Edge>& roots, const TensorList& root_grads, bool 
 Tensor validate_grad(const Node& node, size_t i, Tensor g) {
   if (!g.defined() || i >= node.in_specs.size()) return g;
   const TensorSpec& spec = node.in_specs[i];
-  if (g.sizes() != spec.sizes) {
-    if (broadcastable_to(g.sizes(), spec.sizes)) {
-      g = sum_to(g, spec.sizes);
+  if (g.sizes() != spec.concrete_sizes("backward")) {
+    if (broadcastable_to(g.sizes(), spec.concrete_sizes("backward"))) {
+      g = sum_to(g, spec.concrete_sizes("backward"));
     } else {
-      KILN_CHECK(g.numel() == shape_numel(spec.sizes), Runtime, "autograd", "Function ",
+      KILN_CHECK(g.numel() == shape_numel(spec.concrete_sizes("backward")), Runtime, "autograd", "Function ",
                  node.name(), " returned an invalid gradient at index ", i, " - got ", dims_str(g),
                  " but expected shape compatible with ",
-                 dims_str(make_tensor(spec.sizes, kFloat32, kMeta)));
-      g = reshape(g, spec.sizes);
+                 dims_str(make_tensor(spec.concrete_sizes("backward"), kFloat32, kMeta)));
+      g = reshape(g, spec.concrete_sizes("backward"));
     }
   }
-  if (g.dtype() != spec.dtype) {
-    if (is_complex(g.dtype()) && !is_complex(spec.dtype)) g = real(g);
-    if (g.dtype() != spec.dtype) g = to_dtype(g, spec.dtype);
+  if (g.dtype() != spec.dtype()) {
+    if (is_complex(g.dtype()) && !is_complex(spec.dtype())) g = real(g);
+    if (g.dtype() != spec.dtype()) g = to_dtype(g, spec.dtype());
   }
-  if (g.device().type != spec.device.type) g = to_device(g, spec.device);  // as torch: back to the input's
+  if (g.device().type != spec.device().type) g = to_device(g, spec.device());  // as torch: back to the input's
   return g;
 }
 

@@ -51,7 +51,7 @@ TensorList record_function(FunctionRecord&& rec, std::shared_ptr<CustomNode>* no
   for (size_t i = 0; i < n; ++i) {
     const Tensor& in = rec.inputs[i];
     if (!in.defined()) continue;
-    node->in_specs[i] = {in.sizes(), in.dtype(), in.device()};
+    node->in_specs[i] = TensorSpec::of(in);
     if (requires_grad(in)) node->next_edges[i] = gradient_edge(in);
   }
   for (const Tensor& d : rec.dirty) {
@@ -77,7 +77,7 @@ TensorList record_function(FunctionRecord&& rec, std::shared_ptr<CustomNode>* no
     Tensor t = o;
     if (!contains(rec.dirty, o) && (contains(rec.inputs, o) || !is_leaf(o)))
       t = detach(o);  // a returned input (or a tensor with history) becomes a fresh alias
-    node->out_specs.push_back({t.sizes(), t.dtype(), t.device()});
+    node->out_specs.push_back(TensorSpec::of(t));
     if (!contains(rec.non_differentiable, o) && is_differentiable(t.dtype()))
       set_history(t, node, nr);
     outs.push_back(t);

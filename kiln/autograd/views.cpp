@@ -85,8 +85,8 @@ void rebase_view(const Tensor& self, const std::shared_ptr<Node>& fn, int self_i
     cs->in_specs.emplace_back();
   }
   cs->next_edges[cs->base_slot] = gradient_edge(base);
-  cs->in_specs[cs->base_slot] = {base.sizes(), base.dtype()};
-  cs->out_specs = {{base.sizes(), base.dtype()}};
+  cs->in_specs[cs->base_slot] = TensorSpec::of(base);
+  cs->out_specs = {TensorSpec::of(base)};
   cs->trace = fn->trace;
   if (self_index >= 0) fn->next_edges[self_index] = Edge();  // the view's old history is the base's
   set_history(base, cs, 0);
@@ -100,13 +100,13 @@ void rebase_view(const Tensor& self, const std::shared_ptr<Node>& fn, int self_i
 TensorList CopySlices::apply(TensorList&& grad_outputs) {
   const TensorSpec& bs = in_specs[base_slot];
   Tensor g = grad_outputs.empty() ? Tensor() : grad_outputs[0];
-  Tensor result = g.defined() ? clone(g) : zeros(bs.sizes, TensorOptions(bs.dtype).device(bs.device));
+  Tensor result = g.defined() ? clone(g) : zeros(bs.concrete_sizes("backward"), TensorOptions(bs.dtype()).device(bs.device()));
   Tensor region = replay_view(result, *chain);
   TensorList fg(std::max<size_t>(fn->out_specs.size(), 1));
   fg[0] = clone(region);
   for (size_t i = 1; i < fg.size(); ++i)
-    if (is_differentiable(fn->out_specs[i].dtype))
-      fg[i] = zeros(fn->out_specs[i].sizes, TensorOptions(fn->out_specs[i].dtype).device(fn->out_specs[i].device));
+    if (is_differentiable(fn->out_specs[i].dtype()))
+      fg[i] = zeros(fn->out_specs[i].concrete_sizes("backward"), TensorOptions(fn->out_specs[i].dtype()).device(fn->out_specs[i].device()));
   TensorList r = fn->apply(std::move(fg));
   r.resize(fn->next_edges.size());
   Tensor gs = self_index >= 0 ? validate_grad(*fn, self_index, r[self_index]) : Tensor();
@@ -118,13 +118,13 @@ TensorList CopySlices::apply(TensorList&& grad_outputs) {
   } else {
     // create_graph: the same write, out of place (index_put on the flat base) so that it is
     // recorded even when `result` itself does not require grad
-    int64_t n = shape_numel(bs.sizes);
+    int64_t n = shape_numel(bs.concrete_sizes("backward"));
     Tensor pos = replay_view(
-        reshape(arange(Scalar(0), Scalar(n), Scalar(1), TensorOptions(kInt64).device(bs.device)), bs.sizes), *chain);
-    Tensor vals = gs.defined() ? expand(gs, pos.sizes()) : zeros(pos.sizes(), TensorOptions(bs.dtype).device(bs.device));
+        reshape(arange(Scalar(0), Scalar(n), Scalar(1), TensorOptions(kInt64).device(bs.device())), bs.concrete_sizes("backward")), *chain);
+    Tensor vals = gs.defined() ? expand(gs, pos.sizes()) : zeros(pos.sizes(), TensorOptions(bs.dtype()).device(bs.device()));
     result =
         reshape(index_put(reshape(result, {-1}), {reshape(pos, {-1})}, reshape(vals, {-1}), false),
-                bs.sizes);
+                bs.concrete_sizes("backward"));
   }
   TensorList out(next_edges.size());
   for (size_t i = 0; i < r.size(); ++i)

@@ -114,6 +114,16 @@ class SmallVec {
     return data_[size_++];
   }
   void pop_back() { data_[--size_].~T(); }
+  // Replaces the contents with n elements copied bit for bit from another trivially copyable type of
+  // the same size (int64_t sizes into SymInts and back).
+  template <class U>
+  void assign_bits(const U* src, size_t n) {
+    static_assert(sizeof(U) == sizeof(T) && std::is_trivially_copyable_v<U> && std::is_trivially_copyable_v<T>);
+    size_ = 0;  // T is trivially destructible
+    if (n > cap_) grow_to(n);
+    for (size_t i = 0; i < n; ++i) std::memcpy(static_cast<void*>(data_ + i), src + i, sizeof(T));
+    size_ = n;
+  }
   void resize(size_t n) {
     if (n < size_) {
       destroy(begin() + n, end());

@@ -350,6 +350,11 @@ int64_t SymInt::hint() const {
              " depends on a tensor's data (an unbacked symbol) and has no example value");
   return e.hint(*this);
 }
+std::optional<int64_t> SymInt::maybe_hint() const {
+  if (!is_symbolic()) return v_;
+  ShapeEnv::Impl& e = env_of(*this);
+  return e.has_hint(*this) ? std::optional<int64_t>(e.hint(*this)) : std::nullopt;
+}
 int64_t SymInt::guard_int(std::source_location where) const {
   if (!is_symbolic()) return v_;
   std::string w = where.file_name();
@@ -375,40 +380,40 @@ SymInt SymInt::operator-() const {
   if (!is_symbolic()) return SymInt(checked_mul(v_, -1));
   return env_of(*this).mul(*this, SymInt(-1));
 }
-SymInt operator+(SymInt a, SymInt b) {
-  if (!a.is_symbolic() && !b.is_symbolic()) [[likely]]
-    return SymInt(checked_add(a.v_, b.v_));
+namespace symint_detail {
+SymInt add(SymInt a, SymInt b) {
+  if (both_concrete(a, b)) return SymInt(checked_add(a.raw(), b.raw()));  // raises on overflow
   return env_of(a, b).add(a, b);
 }
-SymInt operator-(SymInt a, SymInt b) {
-  if (!a.is_symbolic() && !b.is_symbolic()) [[likely]] {
+SymInt sub(SymInt a, SymInt b) {
+  if (both_concrete(a, b)) {
     int64_t r;
-    if (__builtin_sub_overflow(a.v_, b.v_, &r)) overflow();
+    if (__builtin_sub_overflow(a.raw(), b.raw(), &r)) overflow();
     return SymInt(r);
   }
   ShapeEnv::Impl& e = env_of(a, b);
   return e.add(a, e.mul(b, SymInt(-1)));
 }
-SymInt operator*(SymInt a, SymInt b) {
-  if (!a.is_symbolic() && !b.is_symbolic()) [[likely]]
-    return SymInt(checked_mul(a.v_, b.v_));
+SymInt mul(SymInt a, SymInt b) {
+  if (both_concrete(a, b)) return SymInt(checked_mul(a.raw(), b.raw()));
   return env_of(a, b).mul(a, b);
 }
-SymInt operator/(SymInt a, SymInt b) {
-  if (!a.is_symbolic() && !b.is_symbolic()) [[likely]] {
-    KILN_CHECK(b.v_ != 0, Runtime, "symint", "division by zero in a size computation");
-    if (b.v_ == -1) return -a;
-    return SymInt(a.v_ / b.v_);
+SymInt div(SymInt a, SymInt b) {
+  if (both_concrete(a, b)) {
+    KILN_CHECK(b.raw() != 0, Runtime, "symint", "division by zero in a size computation");
+    if (b.raw() == -1) return -a;
+    return SymInt(a.raw() / b.raw());
   }
   return env_of(a, b).div(a, b);
 }
-SymInt operator%(SymInt a, SymInt b) {
-  if (!a.is_symbolic() && !b.is_symbolic()) [[likely]] {
-    KILN_CHECK(b.v_ != 0, Runtime, "symint", "division by zero in a size computation");
-    return SymInt(b.v_ == -1 ? 0 : a.v_ % b.v_);
+SymInt mod(SymInt a, SymInt b) {
+  if (both_concrete(a, b)) {
+    KILN_CHECK(b.raw() != 0, Runtime, "symint", "division by zero in a size computation");
+    return SymInt(b.raw() == -1 ? 0 : a.raw() % b.raw());
   }
   return env_of(a, b).mod(a, b);
 }
+}  // namespace symint_detail
 SymInt sym_max(SymInt a, SymInt b) {
   if (!a.is_symbolic() && !b.is_symbolic()) return SymInt(std::max(a.raw(), b.raw()));
   return env_of(a, b).minmax(a, b, true);
@@ -426,6 +431,26 @@ struct ShapeEnvAccess {
     const SymInt d = e.add(x, e.mul(y, SymInt(-1)));
     if (!d.is_symbolic()) return SymBool(apply(c, d.raw(), 0));
     auto [lo, hi] = e.range(d);
+    // a product against a multiple of it (16*seq vs 16*batch*seq): compare the quotient with 1
+    if (lo == -kInf || hi == kInf) {
+      auto rx = e.range(x), ry = e.range(y);
+      if (rx.first >= 1 && ry.first >= 1) {
+        if (auto q = e.exact_div(y, x)) {  // y = q * x, x > 0: x ? y  is  1 ? q
+          if (!q->is_symbolic() || e.range(*q).first != -kInf) {
+            auto rq = e.range(*q);
+            if (c == kLt && rq.first > 1) return SymBool(true);
+            if (c == kLe && rq.first >= 1) return SymBool(true);
+            if ((c == kEq || c == kNe) && rq.first > 1) return SymBool(c == kNe);
+          }
+        }
+        if (auto q = e.exact_div(x, y)) {  // x = q * y, y > 0: x ? y  is  q ? 1
+          auto rq = e.range(*q);
+          if ((c == kLt || c == kLe) && rq.first > 1) return SymBool(false);
+          if (c == kLe && rq.first >= 1 && rq.second <= 1) return SymBool(true);
+          if ((c == kEq || c == kNe) && rq.first > 1) return SymBool(c == kNe);
+        }
+      }
+    }
     switch (c) {
       case kEq: if (lo > 0 || hi < 0) return SymBool(false); break;
       case kNe: if (lo > 0 || hi < 0) return SymBool(true); break;
@@ -464,20 +489,18 @@ struct ShapeEnvAccess {
   static bool hinted(const SymBool& b) { return !(b.cmp_ & 0x80); }
 };
 
-SymBool operator==(SymInt a, SymInt b) { return ShapeEnvAccess::compare(a, b, kEq); }
-SymBool operator!=(SymInt a, SymInt b) { return ShapeEnvAccess::compare(a, b, kNe); }
-SymBool operator<(SymInt a, SymInt b) { return ShapeEnvAccess::compare(a, b, kLt); }
-SymBool operator<=(SymInt a, SymInt b) { return ShapeEnvAccess::compare(a, b, kLe); }
-SymBool operator>(SymInt a, SymInt b) { return ShapeEnvAccess::compare(b, a, kLt); }
-SymBool operator>=(SymInt a, SymInt b) { return ShapeEnvAccess::compare(b, a, kLe); }
+SymBool symint_detail::cmp(SymInt a, SymInt b, int kind) {
+  return ShapeEnvAccess::compare(a, b, static_cast<Cmp>(kind));
+}
 
 SymBool SymBool::operator!() const { return ShapeEnvAccess::negate(*this); }
-bool SymBool::guard() const {
+bool SymBool::guard() const { return guard(g_where ? g_where : ""); }
+bool SymBool::guard(const std::string& where) const {
   if (static_) return value_;
   ShapeEnv* e = g_env;
   KILN_CHECK(e != nullptr && e->generation() == gen_, Runtime, "symint",
              "a comparison of symbolic sizes is used outside the ShapeEnv that made it");
-  e->record(*this, g_where ? g_where : "");
+  e->record(*this, where);
   return value_;
 }
 
@@ -558,6 +581,11 @@ ShapeEnv::Where::~Where() { g_where = prev; }
 ShapeEnvGuard::ShapeEnvGuard(ShapeEnv& env) : prev_(g_env) { g_env = &env; }
 ShapeEnvGuard::~ShapeEnvGuard() { g_env = prev_; }
 ShapeEnv* active_shape_env() { return g_env; }
+ShapeEnv* set_active_shape_env(ShapeEnv* env) {
+  ShapeEnv* prev = g_env;
+  g_env = env;
+  return prev;
+}
 
 // ---- shapes ---------------------------------------------------------------------------------------
 bool is_symbolic(const SymShape& s) {

@@ -53,6 +53,7 @@ class SymInt {
   std::optional<int64_t> maybe_int() const;
   // The value in the example the env was made from; raises for a data-dependent (unbacked) size.
   int64_t hint() const;
+  std::optional<int64_t> maybe_hint() const;  // none for an unbacked size
   // A plain integer: a symbolic value is specialised to its hint, recording the guard `expr == hint`
   // with `where` (the caller's source line unless given).
   int64_t guard_int(std::source_location where = std::source_location::current()) const;
@@ -62,27 +63,54 @@ class SymInt {
   std::string str() const;
 
   SymInt operator-() const;
-  SymInt& operator+=(SymInt o) { return *this = *this + o; }
-  SymInt& operator-=(SymInt o) { return *this = *this - o; }
-  SymInt& operator*=(SymInt o) { return *this = *this * o; }
-  SymInt& operator/=(SymInt o) { return *this = *this / o; }
-  // On concrete values / and % are C++'s; on symbols they are floor division and its remainder (sizes
-  // are >= 0, where the two agree).
-  friend SymInt operator+(SymInt a, SymInt b);
-  friend SymInt operator-(SymInt a, SymInt b);
-  friend SymInt operator*(SymInt a, SymInt b);
-  friend SymInt operator/(SymInt a, SymInt b);
-  friend SymInt operator%(SymInt a, SymInt b);
-  friend SymBool operator==(SymInt a, SymInt b);
-  friend SymBool operator!=(SymInt a, SymInt b);
-  friend SymBool operator<(SymInt a, SymInt b);
-  friend SymBool operator<=(SymInt a, SymInt b);
-  friend SymBool operator>(SymInt a, SymInt b);
-  friend SymBool operator>=(SymInt a, SymInt b);
+  SymInt& operator+=(SymInt o);
+  SymInt& operator-=(SymInt o);
+  SymInt& operator*=(SymInt o);
+  SymInt& operator/=(SymInt o);
 
  private:
   int64_t v_;
 };
+
+// Arithmetic and comparisons: inline for concrete values (meta functions run them on every call),
+// out of line for expressions. On concrete values / and % are C++'s; on symbols they are floor
+// division and its remainder (sizes are >= 0, where the two agree). Overflow raises RuntimeError.
+namespace symint_detail {
+SymInt add(SymInt a, SymInt b);
+SymInt sub(SymInt a, SymInt b);
+SymInt mul(SymInt a, SymInt b);
+SymInt div(SymInt a, SymInt b);
+SymInt mod(SymInt a, SymInt b);
+SymBool cmp(SymInt a, SymInt b, int kind);  // kind: 0 ==, 1 !=, 2 <, 3 <=
+inline bool both_concrete(SymInt a, SymInt b) { return !a.is_symbolic() && !b.is_symbolic(); }
+}  // namespace symint_detail
+inline SymInt operator+(SymInt a, SymInt b) {
+  int64_t r;
+  if (symint_detail::both_concrete(a, b) && !__builtin_add_overflow(a.raw(), b.raw(), &r)) [[likely]]
+    return SymInt(r);
+  return symint_detail::add(a, b);
+}
+inline SymInt operator-(SymInt a, SymInt b) {
+  int64_t r;
+  if (symint_detail::both_concrete(a, b) && !__builtin_sub_overflow(a.raw(), b.raw(), &r)) [[likely]]
+    return SymInt(r);
+  return symint_detail::sub(a, b);
+}
+inline SymInt operator*(SymInt a, SymInt b) {
+  int64_t r;
+  if (symint_detail::both_concrete(a, b) && !__builtin_mul_overflow(a.raw(), b.raw(), &r)) [[likely]]
+    return SymInt(r);
+  return symint_detail::mul(a, b);
+}
+inline SymInt operator/(SymInt a, SymInt b) {
+  if (symint_detail::both_concrete(a, b) && b.raw() > 0) [[likely]] return SymInt(a.raw() / b.raw());
+  return symint_detail::div(a, b);
+}
+inline SymInt operator%(SymInt a, SymInt b) {
+  if (symint_detail::both_concrete(a, b) && b.raw() > 0) [[likely]] return SymInt(a.raw() % b.raw());
+  return symint_detail::mod(a, b);
+}
+
 SymInt sym_max(SymInt a, SymInt b);
 SymInt sym_min(SymInt a, SymInt b);
 std::ostream& operator<<(std::ostream& os, SymInt s);
@@ -94,6 +122,7 @@ class SymBool {
   constexpr SymBool(bool b) : value_(b) {}  // NOLINT
   explicit operator bool() const { return guard(); }
   bool guard() const;
+  bool guard(const std::string& where) const;  // records with this `where` (a Python line)
   bool is_static() const { return static_; }
   std::optional<bool> maybe_bool() const {
     return is_static() ? std::optional<bool>(value_) : std::nullopt;
@@ -103,12 +132,33 @@ class SymBool {
  private:
   friend class ShapeEnv;
   friend struct ShapeEnvAccess;
+  friend SymBool symint_detail::cmp(SymInt, SymInt, int);
   bool value_;
   bool static_ = true;
   uint8_t cmp_ = 0;  // ShapeEnv's comparison kind; bit 7: no example value (data-dependent)
   uint32_t gen_ = 0;
   int64_t lhs_ = 0, rhs_ = 0;  // the compared values (raw)
 };
+
+inline SymInt& SymInt::operator+=(SymInt o) { return *this = *this + o; }
+inline SymInt& SymInt::operator-=(SymInt o) { return *this = *this - o; }
+inline SymInt& SymInt::operator*=(SymInt o) { return *this = *this * o; }
+inline SymInt& SymInt::operator/=(SymInt o) { return *this = *this / o; }
+
+inline SymBool operator==(SymInt a, SymInt b) {
+  return symint_detail::both_concrete(a, b) ? SymBool(a.raw() == b.raw()) : symint_detail::cmp(a, b, 0);
+}
+inline SymBool operator!=(SymInt a, SymInt b) {
+  return symint_detail::both_concrete(a, b) ? SymBool(a.raw() != b.raw()) : symint_detail::cmp(a, b, 1);
+}
+inline SymBool operator<(SymInt a, SymInt b) {
+  return symint_detail::both_concrete(a, b) ? SymBool(a.raw() < b.raw()) : symint_detail::cmp(a, b, 2);
+}
+inline SymBool operator<=(SymInt a, SymInt b) {
+  return symint_detail::both_concrete(a, b) ? SymBool(a.raw() <= b.raw()) : symint_detail::cmp(a, b, 3);
+}
+inline SymBool operator>(SymInt a, SymInt b) { return b < a; }
+inline SymBool operator>=(SymInt a, SymInt b) { return b <= a; }
 
 using SymShape = SmallVec<SymInt, 6>;
 bool is_symbolic(const SymShape& s);
@@ -179,5 +229,8 @@ class ShapeEnvGuard {
   ShapeEnv* prev_;
 };
 ShapeEnv* active_shape_env();
+// Makes `env` (or none) the thread's active ShapeEnv; returns the previous one (for front ends whose
+// scopes are not C++ blocks: Python's `with`).
+ShapeEnv* set_active_shape_env(ShapeEnv* env);
 
 }  // namespace kiln

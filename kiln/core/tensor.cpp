@@ -65,18 +65,25 @@ void TensorImpl::refresh() {
   if (numel == 0) contiguous = true;
 }
 
-Tensor make_tensor(const Shape& sizes, Dtype dtype, Device device) {
+namespace {
+Tensor make_contiguous(std::shared_ptr<TensorImpl> impl, Dtype dtype, Device device) {
+  const Shape& sizes = impl->sizes;
   for (int64_t s : sizes)
     KILN_CHECK(s >= 0, Runtime, "empty", "trying to create tensor with negative dimension ", s, ": ",
                sizes);
-  auto impl = std::make_shared<TensorImpl>();
-  impl->sizes = sizes;
   impl->strides = contiguous_strides(sizes);
   impl->dtype = dtype;
   impl->numel = shape_numel(sizes);
   impl->contiguous = true;
   impl->storage = std::make_shared<Storage>(static_cast<size_t>(impl->numel) * itemsize(dtype), device);
   return Tensor(std::move(impl));
+}
+}  // namespace
+
+Tensor make_tensor(const Shape& sizes, Dtype dtype, Device device) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->sizes = sizes;
+  return make_contiguous(std::move(impl), dtype, device);
 }
 
 Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset) {
@@ -118,10 +125,66 @@ int64_t wrap_dim(int64_t d, int64_t ndim, const char* op) {
   return d < 0 ? d + n : d;
 }
 
-int64_t Tensor::size(int64_t d) const {
-  return dim() == 0 ? 1 : impl_->sizes[wrap_dim(d, dim(), "size")];
+Tensor make_tensor(const SymShape& sizes, Dtype dtype, Device device) {
+  if (!is_symbolic(sizes)) [[likely]] {
+    auto impl = std::make_shared<TensorImpl>();
+    impl->sizes.assign_bits(sizes.data(), sizes.size());
+    return make_contiguous(std::move(impl), dtype, device);
+  }
+  KILN_CHECK(device.is_meta(), Runtime, "empty", "a tensor with symbolic sizes ", sym_str(sizes),
+             " can only be a meta tensor, not on ", device_str(device));
+  Shape hints;
+  for (SymInt v : sizes) {
+    KILN_CHECK(bool(v >= 0), Runtime, "empty", "trying to create tensor with negative dimension ", v.str());
+    // an unbacked size has no example value: the smallest it can be
+    hints.push_back(v.maybe_hint().value_or(std::max<int64_t>(active_shape_env()->range(v).first, 0)));
+  }
+  Tensor t = make_tensor(hints, dtype, device);
+  auto g = std::make_shared<SymGeometry>();
+  g->sizes = sizes;
+  g->strides = sym_contiguous_strides(sizes);
+  t.impl()->sym = std::move(g);
+  return t;
 }
-int64_t Tensor::stride(int64_t d) const {
+
+SymShape Tensor::sym_sizes() const {
+  if (impl_->sym) return impl_->sym->sizes;
+  return SymShape(impl_->sizes.begin(), impl_->sizes.end());
+}
+SymShape Tensor::sym_strides() const {
+  if (impl_->sym) return impl_->sym->strides;
+  return SymShape(impl_->strides.begin(), impl_->strides.end());
+}
+void Tensor::specialize(Where w) const {
+  std::string where = w.file_name();
+  const auto k = where.find("kiln/");
+  if (k != std::string::npos) where = where.substr(k);
+  where += ":" + std::to_string(w.line());
+  const SymGeometry& g = *impl_->sym;
+  for (SymInt v : g.sizes) v.guard_int(where);
+  for (SymInt v : g.strides) v.guard_int(where);
+  g.offset.guard_int(where);
+}
+
+SymInt Tensor::sym_size(int64_t d) const {
+  if (!impl_->sym) return size(d);
+  return dim() == 0 ? SymInt(1) : impl_->sym->sizes[wrap_dim(d, dim(), "size")];
+}
+SymInt Tensor::sym_numel() const { return impl_->sym ? kiln::sym_numel(impl_->sym->sizes) : SymInt(impl_->numel); }
+
+int64_t Tensor::size(int64_t d, Where w) const {
+  if (dim() == 0) return 1;
+  const int64_t k = wrap_dim(d, dim(), "size");
+  if (impl_->sym) [[unlikely]] {  // pins this dimension only
+    std::string where = w.file_name();
+    const auto p = where.find("kiln/");
+    if (p != std::string::npos) where = where.substr(p);
+    impl_->sym->sizes[k].guard_int(where + ":" + std::to_string(w.line()));
+  }
+  return impl_->sizes[k];
+}
+int64_t Tensor::stride(int64_t d, Where w) const {
+  if (impl_->sym) [[unlikely]] specialize(w);
   return dim() == 0 ? 1 : impl_->strides[wrap_dim(d, dim(), "stride")];
 }
 

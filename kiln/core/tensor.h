@@ -14,6 +14,7 @@
 #include "kiln/core/error.h"
 #include "kiln/core/scalar.h"
 #include "kiln/core/small_vector.h"
+#include "kiln/core/symint.h"
 
 namespace kiln {
 
@@ -68,6 +69,13 @@ class Storage {
   std::atomic<uint32_t> version_{0};
 };
 
+// The symbolic geometry of a meta tensor made in a trace (a ShapeEnv is active): TensorImpl's sizes,
+// strides and offset then hold the example values (hints), and these the expressions.
+struct SymGeometry {
+  SymShape sizes, strides;
+  SymInt offset = 0;
+};
+
 struct AutogradMeta;  // defined by kiln/autograd
 struct Node;
 
@@ -82,6 +90,7 @@ struct TensorImpl {
   bool wrapped_number = false;  // a Python scalar turned into a 0-dim tensor (promotion category)
   bool inference = false;       // made in inference mode: may not be saved for backward
   std::shared_ptr<AutogradMeta> autograd;
+  std::shared_ptr<const SymGeometry> sym;  // symbolic sizes (meta tensors in a trace); null otherwise
 
   void refresh();  // recompute numel and contiguity after sizes/strides change
 };
@@ -107,26 +116,48 @@ class Tensor {
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
 
-  const Shape& sizes() const { return impl_->sizes; }
-  const Shape& shape() const { return impl_->sizes; }
-  const Shape& strides() const { return impl_->strides; }
+  // Plain sizes. For a meta tensor with symbolic sizes (made in a trace) these are the example values,
+  // and reading them specialises the symbols to them: the ShapeEnv records the guard with the caller's
+  // line. Code that keeps sizes symbolic reads sym_sizes().
+  using Where = std::source_location;
+  const Shape& sizes(Where w = Where::current()) const {
+    if (impl_->sym) [[unlikely]] specialize(w);
+    return impl_->sizes;
+  }
+  const Shape& shape(Where w = Where::current()) const { return sizes(w); }
+  const Shape& strides(Where w = Where::current()) const {
+    if (impl_->sym) [[unlikely]] specialize(w);
+    return impl_->strides;
+  }
   int64_t dim() const { return static_cast<int64_t>(impl_->sizes.size()); }
-  int64_t size(int64_t d) const;
-  int64_t stride(int64_t d) const;
-  int64_t numel() const { return impl_->numel; }
+  int64_t size(int64_t d, Where w = Where::current()) const;
+  int64_t stride(int64_t d, Where w = Where::current()) const;
+  int64_t numel(Where w = Where::current()) const {
+    if (impl_->sym) [[unlikely]] specialize(w);
+    return impl_->numel;
+  }
   Dtype dtype() const { return impl_->dtype; }
   Dtype scalar_type() const { return impl_->dtype; }
   size_t itemsize() const { return kiln::itemsize(impl_->dtype); }
-  size_t nbytes() const { return static_cast<size_t>(numel()) * itemsize(); }
+  size_t nbytes() const { return static_cast<size_t>(impl_->numel) * itemsize(); }
   Device device() const { return impl_->storage->device(); }
   bool is_meta() const { return device().type == DeviceType::Meta; }
   bool is_cpu() const { return device().type == DeviceType::CPU; }
   bool is_contiguous() const { return impl_->contiguous; }
-  int64_t storage_offset() const { return impl_->offset; }
+  int64_t storage_offset(Where w = Where::current()) const {
+    if (impl_->sym) [[unlikely]] specialize(w);
+    return impl_->offset;
+  }
   const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
   bool is_wrapped_number() const { return impl_->wrapped_number; }
   bool is_floating_point() const { return is_floating(dtype()); }
   bool is_complex() const { return kiln::is_complex(dtype()); }
+  // Sizes as SymInts: the symbolic ones of a meta tensor made in a trace, the plain ones otherwise.
+  bool has_symbolic_sizes() const { return impl_->sym != nullptr; }
+  SymShape sym_sizes() const;
+  SymShape sym_strides() const;
+  SymInt sym_size(int64_t d) const;
+  SymInt sym_numel() const;
 
   // The first element's address. A meta tensor has none: asking raises (never a null dereference).
   void* data_ptr() const {
@@ -183,6 +214,7 @@ class Tensor {
  private:
   std::shared_ptr<TensorImpl> impl_;
   void check_has_data() const;  // raises NotImplementedError for a tensor without data (meta)
+  void specialize(Where w) const;  // pins this tensor's symbolic sizes to their example values
 };
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);  // torch-style repr
@@ -201,6 +233,9 @@ Shape contiguous_strides(const Shape& sizes);
 int64_t shape_numel(const Shape& sizes);
 // Uninitialised contiguous tensor.
 Tensor make_tensor(const Shape& sizes, Dtype dtype, Device device = kCPU);
+// The same from SymInts: concrete sizes on any device; symbolic ones only on meta (a tensor with hints
+// for sizes and the expressions in its SymGeometry).
+Tensor make_tensor(const SymShape& sizes, Dtype dtype, Device device);
 // A view sharing `base`'s storage.
 Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset);
 // A 0-dim tensor holding `s` (dtype: natural_dtype unless given); wrapped marks a Python number.

@@ -16,6 +16,35 @@
 
 namespace kiln {
 
+TensorSpec TensorSpec::of(const Tensor& t) {
+  if (!t.defined()) return TensorSpec();
+  TensorSpec s;
+  s.fill(t);
+  return s;
+}
+void TensorSpec::fill(const Tensor& t) {
+  const TensorImpl& i = *t.impl();
+  if (i.sym) [[unlikely]]
+    sizes_ = i.sym->sizes;
+  else
+    sizes_.assign_bits(i.sizes.data(), i.sizes.size());
+  dtype_ = i.dtype;
+  device_ = i.storage->device();
+  wrapped_ = i.wrapped_number;
+}
+SymInt TensorSpec::size(int64_t d) const { return dim() == 0 ? SymInt(1) : sizes_[wrap_dim(d, dim(), "size")]; }
+SpecList specs_of(const TensorList& ts) {
+  SpecList s(ts.size());
+  for (size_t i = 0; i < ts.size(); ++i)
+    if (ts[i].defined()) s[i].fill(ts[i]);
+  return s;
+}
+Shape TensorSpec::concrete_sizes(const char* op) const {
+  Shape s(sizes_.size());
+  for (size_t i = 0; i < s.size(); ++i) s[i] = sizes_[i].is_symbolic() ? sizes_[i].guard_int(std::string(op)) : sizes_[i].raw();
+  return s;
+}
+
 namespace {
 std::vector<OpDef*>& registry() {
   static std::vector<OpDef*> r;
@@ -52,7 +81,7 @@ bool long_kernel(const OpDef& op, const TensorList& inputs, const SpecList* spec
   if (specs)
     for (const TensorSpec& s : *specs) {
       int64_t m = 1;
-      for (int64_t d : s.sizes) m *= d;
+      for (SymInt d : s.sizes()) m *= d.is_symbolic() ? 1 : d.raw();
       if ((n += m) >= kKernelRegionElems) return true;
     }
   return false;
@@ -217,19 +246,35 @@ void set_autograd_layer(AutogradLayerFn fn, bool (*needs_grad)(const TensorList&
   g_needs_grad = needs_grad;
 }
 
+static bool same_sizes(const Tensor& o, const SymShape& s) {
+  const size_t n = s.size();
+  if (o.impl()->sym) [[unlikely]] {
+    const SymShape& os = o.impl()->sym->sizes;
+    if (os.size() != n) return false;
+    for (size_t i = 0; i < n; ++i)
+      if (!bool(os[i] == s[i])) return false;
+    return true;
+  }
+  const Shape& os = o.sizes();
+  if (os.size() != n) return false;
+  for (size_t i = 0; i < n; ++i)
+    if (s[i].is_symbolic() ? !bool(s[i] == os[i]) : s[i].raw() != os[i]) return false;
+  return true;
+}
+
 static void check_out(const OpDef& op, const TensorSpec& spec, Tensor& o, bool inplace) {
   KILN_CHECK(o.defined(), Runtime, op.name, "out tensor is undefined");
-  if (o.sizes() != spec.sizes) {
-    KILN_CHECK(!inplace, Runtime, op.name, "output with shape ", o.sizes(),
-               " doesn't match the broadcast shape ", spec.sizes);
+  if (!same_sizes(o, spec.sizes())) {
+    KILN_CHECK(!inplace, Runtime, op.name, "output with shape ", o.sym_sizes(),
+               " doesn't match the broadcast shape ", spec.sizes());
     // out=: resize (torch warns for a non-empty out; we resize the same way)
     KILN_CHECK(o.is_contiguous() || o.numel() == 0, Runtime, op.name,
-               "cannot resize a non-contiguous out tensor of shape ", o.sizes(), " to ", spec.sizes);
-    Tensor fresh = make_tensor(spec.sizes, o.dtype(), o.device());
+               "cannot resize a non-contiguous out tensor of shape ", o.sizes(), " to ", spec.sizes());
+    Tensor fresh = make_tensor(spec.sizes(), o.dtype(), o.device());
     *o.impl() = *fresh.impl();
   }
-  KILN_CHECK(can_cast(spec.dtype, o.dtype()), Runtime, op.name, "result type ",
-             dtype_name(spec.dtype), " can't be cast to the desired output type ", dtype_name(o.dtype()));
+  KILN_CHECK(can_cast(spec.dtype(), o.dtype()), Runtime, op.name, "result type ",
+             dtype_name(spec.dtype()), " can't be cast to the desired output type ", dtype_name(o.dtype()));
 }
 
 namespace {
@@ -271,6 +316,7 @@ TensorList meta_device_call(const OpDef& op, const TensorList& inputs, const Att
   if (out)
     for (const Tensor& o : *out)
       if (o.defined() && !o.is_meta()) device_mismatch(op, DeviceType::Meta, o.device().type);
+  ShapeEnv::Where where(op.name);  // a guard recorded by the meta names the op
   KernelFn own = op.kernels[static_cast<int>(DeviceType::Meta)];
   if (own || (op.tags & kView)) {  // an op's own meta kernel (copy_); a view is sizes, strides and an
     TensorList result;             // offset over the same (empty) storage, made by its CPU kernel
@@ -279,10 +325,10 @@ TensorList meta_device_call(const OpDef& op, const TensorList& inputs, const Att
   }
   KILN_CHECK(op.meta != nullptr, NotImplemented, op.name,
              "the shape of its output depends on the input's data, which meta tensors do not have");
-  SpecList specs = op.meta(op, inputs, attrs);
+  SpecList specs = op.meta(op, specs_of(inputs), attrs);
   if (!out) {
     TensorList result;
-    for (const TensorSpec& s : specs) result.push_back(make_tensor(s.sizes, s.dtype, kMeta));
+    for (const TensorSpec& s : specs) result.push_back(make_tensor(s.sizes(), s.dtype(), kMeta));
     return result;
   }
   KILN_CHECK(out->size() == specs.size(), Runtime, op.name, "expected ", specs.size(), " out tensors, got ",
@@ -412,7 +458,7 @@ static TensorList dispatch_kernel_on(const OpDef& op, const TensorList& inputs, 
     if (out) {
       KILN_CHECK(out->size() == result.size(), Runtime, op.name, "wrong number of out tensors");
       for (size_t i = 0; i < result.size(); ++i) {
-        TensorSpec spec{result[i].sizes(), result[i].dtype()};
+        TensorSpec spec = TensorSpec::of(result[i]);
         check_out(op, spec, (*out)[i], inplace);
         copy_((*out)[i], result[i]);
       }
@@ -420,11 +466,11 @@ static TensorList dispatch_kernel_on(const OpDef& op, const TensorList& inputs, 
     }
     return result;
   }
-  SpecList specs = op.meta(op, inputs, attrs);
+  SpecList specs = op.meta(op, specs_of(inputs), attrs);
   KernelRegion region(long_kernel(op, inputs, &specs));
   if (!out) {
     result.reserve(specs.size());
-    for (const TensorSpec& s : specs) result.push_back(make_tensor(s.sizes, s.dtype, dev));
+    for (const TensorSpec& s : specs) result.push_back(make_tensor(s.sizes(), s.dtype(), dev));
     run_kernel(kernel, op, inputs, attrs, result);
     return result;
   }
@@ -434,12 +480,12 @@ static TensorList dispatch_kernel_on(const OpDef& op, const TensorList& inputs, 
   for (size_t i = 0; i < specs.size(); ++i) {
     check_out(op, specs[i], (*out)[i], inplace);
     Tensor& o = (*out)[i];
-    if (o.dtype() != specs[i].dtype || !o.is_contiguous()) direct = false;
+    if (o.dtype() != specs[i].dtype() || !o.is_contiguous()) direct = false;
   }
   if (direct) {
     run_kernel(kernel, op, inputs, attrs, *out);
   } else {
-    for (const TensorSpec& s : specs) result.push_back(make_tensor(s.sizes, s.dtype, dev));
+    for (const TensorSpec& s : specs) result.push_back(make_tensor(s.sizes(), s.dtype(), dev));
     run_kernel(kernel, op, inputs, attrs, result);
     for (size_t i = 0; i < specs.size(); ++i) copy_((*out)[i], result[i]);
   }

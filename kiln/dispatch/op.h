@@ -24,12 +24,39 @@ using Attr = std::variant<std::monostate, bool, int64_t, double, Scalar, Shape, 
                           std::vector<double>, Device>;
 using Attrs = SmallVec<Attr, 4>;
 
+// What a meta function sees of a tensor, and returns: sizes (symbolic in a trace), dtype, device. Never
+// data. Its accessors have Tensor's names, so meta code reads like kernel code.
 struct TensorSpec {
-  Shape sizes;
-  Dtype dtype;
-  Device device = kCPU;  // set where it matters (autograd's records); meta functions leave it
+  SymShape sizes_;
+  Dtype dtype_ = Dtype::Undefined;  // Undefined: an absent optional tensor
+  Device device_ = kCPU;
+  bool wrapped_ = false;  // a Python number (promotion category)
+
+  TensorSpec() = default;
+  TensorSpec(std::initializer_list<SymInt> s, Dtype d, Device dev = kCPU) : sizes_(s), dtype_(d), device_(dev) {}
+  TensorSpec(SymShape s, Dtype d, Device dev = kCPU) : sizes_(std::move(s)), dtype_(d), device_(dev) {}
+  TensorSpec(const Shape& s, Dtype d, Device dev = kCPU) : dtype_(d), device_(dev) { sizes_.assign_bits(s.data(), s.size()); }
+  static TensorSpec of(const Tensor& t);
+  void fill(const Tensor& t);  // becomes t's spec (t defined)
+
+  bool defined() const { return dtype_ != Dtype::Undefined; }
+  const SymShape& sizes() const { return sizes_; }
+  int64_t dim() const { return static_cast<int64_t>(sizes_.size()); }
+  SymInt size(int64_t d) const;  // d may be negative
+  SymInt numel() const { return sym_numel(sizes_); }
+  Dtype dtype() const { return dtype_; }
+  Dtype scalar_type() const { return dtype_; }
+  Device device() const { return device_; }
+  bool is_meta() const { return device_.is_meta(); }
+  bool is_wrapped_number() const { return wrapped_; }
+  bool is_floating_point() const { return is_floating(dtype_); }
+  bool is_complex() const { return kiln::is_complex(dtype_); }
+  // The sizes as plain integers, for allocating or where only numbers make sense; a symbolic size is
+  // specialised (a guard, from `op`).
+  Shape concrete_sizes(const char* op) const;
 };
 using SpecList = SmallVec<TensorSpec, 2>;
+SpecList specs_of(const SmallVec<Tensor, 4>& ts);
 
 enum OpTag : uint32_t {
   kPointwise = 1 << 0,
@@ -45,8 +72,9 @@ enum OpTag : uint32_t {
 
 struct OpDef;
 struct Schema;
-// meta: output specs from inputs' shapes and dtypes (never reads data).
-using MetaFn = SpecList (*)(const OpDef& op, const TensorList& in, const Attrs& attrs);
+// meta: output specs from inputs' specs (sizes, dtypes; never data), in SymInts so that it runs on
+// symbolic sizes too.
+using MetaFn = SpecList (*)(const OpDef& op, const SpecList& in, const Attrs& attrs);
 // kernel: writes `out` (pre-allocated from meta, contiguous, of the meta dtype) or, for kView /
 // kDynamicShape ops, fills `out` itself.
 using KernelFn = void (*)(const OpDef& op, const TensorList& in, const Attrs& attrs, TensorList& out);
@@ -234,6 +262,29 @@ void check_no_internal_overlap(const char* op, const Tensor& t);
 template <class T>
 const T& attr(const Attrs& a, size_t i) {
   return std::get<T>(a[i]);
+}
+// An integer-list attribute as sizes: its entries are SymInts bit for bit (symbolic in a trace).
+inline SymShape attr_sym_shape(const Attrs& a, size_t i) {
+  const Shape& s = std::get<Shape>(a[i]);
+  SymShape r;
+  r.assign_bits(s.data(), s.size());
+  return r;
+}
+// Sizes into an integer list (an attribute of the next op), bit for bit: symbolic entries stay symbolic.
+inline Shape raw_shape(const SymShape& s) {
+  Shape r;
+  r.assign_bits(s.data(), s.size());
+  return r;
+}
+inline bool has_symbolic(const Shape& s) {
+  for (int64_t v : s)
+    if (SymInt::from_raw(v).is_symbolic()) return true;
+  return false;
+}
+inline SymShape to_sym(const Shape& s) {
+  SymShape r;
+  r.assign_bits(s.data(), s.size());
+  return r;
 }
 
 }  // namespace kiln

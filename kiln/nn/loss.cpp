@@ -32,6 +32,11 @@ Tensor apply_reduction(const Tensor& loss, int64_t reduction) {
 }
 
 std::string shape_str(const Shape& s) { return shape_list(s); }
+std::string shape_str(const SymShape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + s[i].str();
+  return out + "]";
+}
 
 }  // namespace loss_detail
 
@@ -54,7 +59,7 @@ void check_elem_weight(const char* op, const Tensor& x, const Tensor& w) {
 // ---- binary_cross_entropy: pointwise table op --------------------------------------------------
 // inputs {x, t} of one shape and dtype (float32 / float64); output the unweighted, unreduced loss
 // (t - 1) max(log(1 - x), -100) - t max(log x, -100). Values outside [0, 1] raise RuntimeError.
-SpecList bce_meta(const OpDef&, const TensorList& in, const Attrs&) {
+SpecList bce_meta(const OpDef&, const SpecList& in, const Attrs&) {
   return {{in[0].sizes(), in[0].dtype()}};
 }
 

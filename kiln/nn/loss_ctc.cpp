@@ -51,11 +51,11 @@ const Shape& tg_lengths(const Attrs& a) { return attr<Shape>(a, 1); }
 int64_t blank_of(const Attrs& a) { return attr<int64_t>(a, 2); }
 bool zero_inf_of(const Attrs& a) { return attr<bool>(a, 3); }
 
-SpecList ctc_meta(const OpDef&, const TensorList& in, const Attrs& a) {
-  const Tensor& lp = in[0];
+SpecList ctc_meta(const OpDef&, const SpecList& in, const Attrs& a) {
+  const TensorSpec& lp = in[0];
   int64_t max_len = 0;
   for (int64_t l : tg_lengths(a)) max_len = std::max(max_len, l);
-  const int64_t T = lp.sizes()[0], N = lp.sizes()[1];
+  const SymInt T = lp.sizes()[0], N = lp.sizes()[1];
   return {{{N}, lp.dtype()}, {{N, T, 2 * max_len + 1}, lp.dtype()}};
 }
 
@@ -128,7 +128,7 @@ OpDef op_ctc{"ctc_loss", 0, ctc_meta, {ctc_kernel, nullptr}};
 OpRegistrar reg_ctc{op_ctc, "ctc_loss(Tensor log_probs, Tensor targets, int[] input_lengths, int[] target_lengths, int blank, bool zero_infinity) -> (Tensor, Tensor)"};
 
 // ---- backward ----------------------------------------------------------------------------------
-SpecList ctc_bw_meta(const OpDef&, const TensorList& in, const Attrs&) {
+SpecList ctc_bw_meta(const OpDef&, const SpecList& in, const Attrs&) {
   return {{in[1].sizes(), in[1].dtype()}};
 }
 

@@ -16,5 +16,6 @@ int64_t reduction_enum(const std::string& reduction);
 Tensor apply_reduction(const Tensor& loss, int64_t reduction);
 // "[3, 4]", as torch prints sizes in messages.
 std::string shape_str(const Shape& s);
+std::string shape_str(const SymShape& s);  // "[batch, 5]"
 
 }  // namespace kiln::loss_detail

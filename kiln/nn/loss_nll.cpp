@@ -151,9 +151,9 @@ void for_blocks(const Geom& g, const T* in, T* out, F&& block) {
 }
 
 // ---- cross_entropy_loss ------------------------------------------------------------------------
-SpecList ce_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
-  const Tensor &x = in[0], &t = in[1];
-  Shape loss = red_of(a) == kNone ? t.sizes() : Shape{};
+SpecList ce_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
+  const TensorSpec &x = in[0], &t = in[1];
+  SymShape loss = red_of(a) == kNone ? t.sizes() : SymShape{};
   if (op.code == 1) return {{loss, x.dtype()}};  // nll_loss
   return {{loss, x.dtype()}, {t.sizes(), x.dtype()}};
 }
@@ -252,7 +252,7 @@ OpRegistrar reg_nll{op_nll, "nll_loss(Tensor self, Tensor target, Tensor? weight
 
 // ---- backward ops ------------------------------------------------------------------------------
 // cross_entropy_loss_backward: inputs {grad, x, target, weight, lse}; output d loss / d x.
-SpecList ce_bw_meta(const OpDef&, const TensorList& in, const Attrs&) {
+SpecList ce_bw_meta(const OpDef&, const SpecList& in, const Attrs&) {
   return {{in[1].sizes(), in[1].dtype()}};
 }
 
@@ -332,7 +332,7 @@ OpDef op_ce_bw{"cross_entropy_loss_backward", 0, ce_bw_meta, {ce_bw_kernel, null
 OpRegistrar reg_ce_bw{op_ce_bw, "cross_entropy_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, Tensor logsumexp, int reduction, int ignore_index, float label_smoothing) -> Tensor"};
 
 // nll_loss_backward: inputs {grad, target, weight}; attrs {reduction, ignore_index, input shape}.
-SpecList nll_bw_meta(const OpDef&, const TensorList& in, const Attrs& a) {
+SpecList nll_bw_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   return {{attr<Shape>(a, 2), in[0].dtype()}};
 }
 
@@ -419,7 +419,7 @@ TensorList nll_grad(const GradCtx& c, const TensorList& go) {
   TensorList r(c.in_specs.size());
   if (c.needs[0])
     r[0] = dispatch1(op_nll_bw, {go[0], c.in[1], c.in[2]},
-                     {c.attrs[0], c.attrs[1], Attr(c.in_specs[0].sizes)});
+                     {c.attrs[0], c.attrs[1], Attr(c.in_specs[0].concrete_sizes("backward"))});
   return r;
 }
 DerivativeRegistrar d_nll{op_nll, nll_grad, 0b110, 0};
@@ -435,34 +435,35 @@ DerivativeRegistrar d_nll_bw{op_nll_bw, nll_bw_grad, 0b110, 0};
 // ---- front ends --------------------------------------------------------------------------------
 // torch's argument checks of nll_loss_nd / nll_loss / nll_loss2d, in torch's order.
 void check_nll_args(const char* op, const Tensor& x, const Tensor& t, const Tensor& w) {
+  const SymShape xs = x.sym_sizes(), ts = t.sym_sizes();  // symbolic in a trace
   KILN_CHECK(x.dim() >= 1, Value, op, "Expected 1 or more dimensions (got ", x.dim(), ")");
   if (x.dim() != 1) {
-    const int64_t tb = t.dim() ? t.sizes()[0] : 0;
-    KILN_CHECK(x.sizes()[0] == tb, Value, op, "Expected input batch_size (", x.sizes()[0],
+    const SymInt tb = t.dim() ? ts[0] : SymInt(0);
+    KILN_CHECK(xs[0] == tb, Value, op, "Expected input batch_size (", xs[0],
                ") to match target batch_size (", tb, ").");
   }
   if (x.dim() <= 2) {
     KILN_CHECK(t.dim() <= 1, Runtime, op,
                "0D or 1D target tensor expected, multi-target not supported");
     if (x.dim() == 1 && t.dim() == 1)
-      KILN_CHECK(t.sizes()[0] == 1, Value, op,
-                 "For 1D input, 1D target must have size 1, but got target size: ", t.sizes()[0]);
+      KILN_CHECK(ts[0] == 1, Value, op,
+                 "For 1D input, 1D target must have size 1, but got target size: ", ts[0]);
   } else if (x.dim() == 4) {
     KILN_CHECK(t.dim() == 3, Runtime, op,
                "only batches of spatial targets supported (3D tensors) but got "
                "targets of dimension: ",
                t.dim());
-    KILN_CHECK(x.sizes()[2] == t.sizes()[1] && x.sizes()[3] == t.sizes()[2], Runtime, op,
-               "size mismatch (got input: ", shape_str(x.sizes()),
-               " , target: ", shape_str(t.sizes()));
+    KILN_CHECK(xs[2] == ts[1] && xs[3] == ts[2], Runtime, op,
+               "size mismatch (got input: ", shape_str(xs),
+               " , target: ", shape_str(ts));
   } else {
-    Shape want{x.sizes()[0]};
-    want.insert(want.end(), x.sizes().begin() + 2, x.sizes().end());
-    KILN_CHECK(t.sizes() == want, Runtime, op, "Expected target size ", shape_str(want), ", got ",
-               shape_str(t.sizes()));
+    SymShape want{xs[0]};
+    want.insert(want.end(), xs.begin() + 2, xs.end());
+    KILN_CHECK(ts == want, Runtime, op, "Expected target size ", shape_str(want), ", got ",
+               shape_str(ts));
   }
-  const int64_t C = x.dim() == 1 ? x.sizes()[0] : x.sizes()[1];
-  KILN_CHECK(!w.defined() || (w.dim() == 1 && w.numel() == C), Runtime, op,
+  const SymInt C = x.dim() == 1 ? xs[0] : xs[1];
+  KILN_CHECK(!w.defined() || (w.dim() == 1 && w.sym_numel() == C), Runtime, op,
              "weight tensor should be defined either for all ", C,
              " classes or no classes but got weight tensor of shape: ",
              shape_str(w.defined() ? w.sizes() : Shape{}));
@@ -545,7 +546,7 @@ namespace nn::functional {
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight,
                      int64_t ignore_index, const std::string& reduction, double label_smoothing) {
   const int64_t red = reduction_enum(reduction);
-  if (input.sizes() == target.sizes())
+  if (input.dim() == target.dim() && input.sym_sizes() == target.sym_sizes())
     return prob_cross_entropy(input, target, weight, ignore_index, red, label_smoothing);
   const char* op = "cross_entropy";
   double ls = 0;

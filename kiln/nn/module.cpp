@@ -182,6 +182,20 @@ void Module::to(Dtype d) {
   });
 }
 
+void Module::to(Device d) {
+  NoGradGuard ng;
+  auto move = [&](const Tensor& t) {
+    if (!t.defined() || t.device() == d) return;
+    Tensor g = grad(t);
+    assign_data(t, to_device(t, d));
+    if (g.defined()) set_grad(t, to_device(g, d));
+  };
+  apply([&](Module& m) {
+    for (auto& [n, t] : m.params_) move(t);
+    for (auto& [n, t] : m.buffers_) move(t);
+  });
+}
+
 void Module::apply(const std::function<void(Module&)>& fn) {
   for (auto& [n, c] : children_)
     if (c) c->apply(fn);

@@ -79,6 +79,8 @@ class Module : public std::enable_shared_from_this<Module> {
   void zero_grad(bool set_to_none = true);
   // Converts floating parameters and buffers (in place: the tensors keep their identity).
   void to(Dtype d);
+  // Moves parameters and buffers (and their gradients) to a device, in place (torch's Module.to(device)).
+  void to(Device d);
   void apply(const std::function<void(Module&)>& fn);
   void requires_grad_(bool on = true);
 

@@ -13,10 +13,10 @@ namespace {
 Tensor mean_of(const Tensor& x, const Shape& dims) { return mean(x, dims, true); }
 
 // inputs {x, weight?, bias?}; attrs {normalized ndim, eps}; outputs {y, mean, rstd}
-SpecList layer_norm_meta(const OpDef&, const TensorList& in, const Attrs& a) {
-  const Tensor& x = in[0];
+SpecList layer_norm_meta(const OpDef&, const SpecList& in, const Attrs& a) {
+  const TensorSpec& x = in[0];
   int64_t k = attr<int64_t>(a, 0);
-  Shape stat = x.sizes();
+  SymShape stat = x.sizes();
   for (int64_t i = 0; i < k; ++i) stat[x.dim() - 1 - i] = 1;
   Dtype acc = x.dtype() == kFloat64 ? kFloat64 : kFloat32;
   return {{x.sizes(), x.dtype()}, {stat, acc}, {stat, acc}};
@@ -77,10 +77,10 @@ OpRegistrar reg_layer_norm{op_layer_norm, "native_layer_norm(Tensor input, Tenso
 // The fused first-order backward: inputs {grad, x, mean, rstd, weight?}; outputs {dx, dweight, dbias}
 // (dweight/dbias over the normalised shape, summed over rows in fixed 64-row blocks, so results do
 // not depend on the thread count).
-SpecList layer_norm_bwd_meta(const OpDef&, const TensorList& in, const Attrs& a) {
-  const Tensor& x = in[1];
+SpecList layer_norm_bwd_meta(const OpDef&, const SpecList& in, const Attrs& a) {
+  const TensorSpec& x = in[1];
   int64_t k = attr<int64_t>(a, 0);
-  Shape ns(x.sizes().end() - k, x.sizes().end());
+  SymShape ns(x.sizes().end() - k, x.sizes().end());
   return {{x.sizes(), x.dtype()}, {ns, x.dtype()}, {ns, x.dtype()}};
 }
 
@@ -188,7 +188,7 @@ Tensor layer_norm(const Tensor& x, const Shape& ns, const Tensor& weight, const 
   const char* op = "layer_norm";
   int64_t k = static_cast<int64_t>(ns.size());
   bool ok = k <= x.dim();
-  for (int64_t i = 0; ok && i < k; ++i) ok = x.sizes()[x.dim() - k + i] == ns[i];
+  for (int64_t i = 0; ok && i < k; ++i) ok = bool(x.sym_size(x.dim() - k + i) == ns[i]);
   auto shape_s = shape_list;
   KILN_CHECK(ok, Runtime, op, "Given normalized_shape=", shape_s(ns), ", expected input with shape [*, ",
              shape_s(ns).substr(1), ", but got input of size", shape_s(x.sizes()));

@@ -97,43 +97,51 @@ void grad_w_hh(const T* dg, int64_t G, const T* h0, const T* y, int64_t R, int64
 }
 
 // ---- checks shared by the metas -----------------------------------------------------------------
-Dtype check_dtypes(const char* op, const TensorList& in) {
+// L: TensorList (kernels) or SpecList (metas, in SymInts); X its element.
+template <class L>
+Dtype check_dtypes(const char* op, const L& in) {
   Dtype d = in[0].dtype();
   KILN_CHECK(d == kFloat32 || d == kFloat64, Runtime, op,
              "expected a float32 or float64 input, got ", dtype_name(d));
-  for (const Tensor& t : in)
+  for (const auto& t : in)
     if (t.defined())
       KILN_CHECK(t.dtype() == d, Runtime, op, "expected all tensors to have dtype ", dtype_name(d),
                  ", but got ", dtype_name(t.dtype()));
   return d;
 }
-void check_shape(const char* op, const char* what, const Tensor& t, const Shape& want) {
+template <class X>
+void check_shape(const char* op, const char* what, const X& t,
+                 const std::decay_t<decltype(std::declval<X>().sizes())>& want) {
   if (!t.defined()) return;
   KILN_CHECK(t.sizes() == want, Runtime, op, what, " has shape ", t.sizes(), ", expected ", want);
 }
 
 // Sizes of a layer op: x (T, B, I), hidden H (gate rows / chunks), state width R.
-struct Dims {
-  int64_t T, B, I, H, R;
+template <class N>
+struct DimsT {
+  N T, B, I, H, R;
 };
-Dims layer_dims(const char* op, const Tensor& x, const Tensor& w_ih, int64_t chunks) {
+using Dims = DimsT<int64_t>;
+template <class X, class N = std::decay_t<decltype(std::declval<X>().sizes()[0])>>
+DimsT<N> layer_dims(const char* op, const X& x, const X& w_ih, int64_t chunks) {
   KILN_CHECK(x.dim() == 3, Runtime, op, "input must be 3-D (T, B, I), got ", x.dim(), "-D");
   KILN_CHECK(w_ih.dim() == 2 && w_ih.size(0) % chunks == 0 && w_ih.size(0) > 0, Runtime, op,
              "weight_ih must be 2-D with a multiple of ", chunks, " rows, got shape ",
              w_ih.sizes());
   KILN_CHECK(x.size(0) > 0, Runtime, op, "Expected sequence length to be larger than 0 in RNN");
-  int64_t H = w_ih.size(0) / chunks;
+  N H = w_ih.size(0) / chunks;
   return {x.size(0), x.size(1), x.size(2), H, H};
 }
-int64_t bytes(Dtype d, int64_t n) { return n * static_cast<int64_t>(itemsize(d)); }
-Shape maybe(bool on, Shape s) { return on ? s : Shape{0}; }
+SymInt bytes(Dtype d, SymInt n) { return n * static_cast<int64_t>(itemsize(d)); }
+SymShape maybe(bool on, SymShape s) { return on ? s : SymShape{0}; }
 
 // ==== LSTM =======================================================================================
 // inputs {x, h0, c0, w_ih, w_hh, b_ih?, b_hh?, w_hr?}; attrs {reverse}; outputs {y, h_n, c_n,
 // reserve}
-Dims lstm_dims(const char* op, const TensorList& in) {
-  Dims d = layer_dims(op, in[0], in[3], 4);
-  const int64_t G = 4 * d.H;
+template <class L>
+auto lstm_dims(const char* op, const L& in) {
+  auto d = layer_dims(op, in[0], in[3], 4);
+  const auto G = 4 * d.H;
   if (in[7].defined()) {
     KILN_CHECK(in[7].dim() == 2, Runtime, op, "weight_hr must be 2-D");
     d.R = in[7].size(0);
@@ -148,10 +156,10 @@ Dims lstm_dims(const char* op, const TensorList& in) {
   return d;
 }
 
-SpecList lstm_meta(const OpDef& op, const TensorList& in, const Attrs&) {
+SpecList lstm_meta(const OpDef& op, const SpecList& in, const Attrs&) {
   Dtype dt = check_dtypes(op.name, in);
-  Dims d = lstm_dims(op.name, in);
-  int64_t n = d.T * d.B * (5 * d.H + (in[7].defined() ? d.H : 0));
+  auto d = lstm_dims(op.name, in);
+  SymInt n = d.T * d.B * (5 * d.H + (in[7].defined() ? d.H : 0));
   return {{{d.T, d.B, d.R}, dt}, {{d.B, d.R}, dt}, {{d.B, d.H}, dt}, {{bytes(dt, n)}, kUInt8}};
 }
 
@@ -222,13 +230,14 @@ OpRegistrar reg_lstm_layer{op_lstm_layer, "lstm_layer(Tensor input, Tensor h0, T
 
 // inputs {x, h0, c0, w_ih, w_hh, w_hr?, y, reserve, dy, dh_n, dc_n}; attrs {reverse, mask}
 // outputs {dx, dh0, dc0, dw_ih, dw_hh, db, dw_hr}; mask bit k: output k is wanted (else shape {0})
-SpecList lstm_back_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
-  Dims d = lstm_dims(op.name, {in[0], in[1], in[2], in[3], in[4], {}, {}, in[5]});
+SpecList lstm_back_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
+  auto d = lstm_dims(op.name, SpecList{in[0], in[1], in[2], in[3], in[4], {}, {}, in[5]});
   Dtype dt = in[0].dtype();
   check_shape(op.name, "grad_output", in[8], {d.T, d.B, d.R});
   check_shape(op.name, "grad_h_n", in[9], {d.B, d.R});
   check_shape(op.name, "grad_c_n", in[10], {d.B, d.H});
-  const int64_t m = attr<int64_t>(a, 1), G = 4 * d.H;
+  const int64_t m = attr<int64_t>(a, 1);
+  const SymInt G = 4 * d.H;
   return {{maybe(m & 1, {d.T, d.B, d.I}), dt}, {maybe(m & 2, {d.B, d.R}), dt},
           {maybe(m & 4, {d.B, d.H}), dt},      {maybe(m & 8, {G, d.I}), dt},
           {maybe(m & 16, {G, d.R}), dt},       {maybe(m & 32, {G}), dt},
@@ -240,7 +249,7 @@ void lstm_backward(const TensorList& in_, bool reverse, int64_t mask, TensorList
   TensorList in;
   for (const Tensor& t : in_) in.push_back(contig(t));
   const Dims d =
-      lstm_dims("lstm_layer_backward", {in[0], in[1], in[2], in[3], in[4], {}, {}, in[5]});
+      lstm_dims("lstm_layer_backward", TensorList{in[0], in[1], in[2], in[3], in[4], {}, {}, in[5]});
   const int64_t T_ = d.T, B = d.B, H = d.H, R = d.R, G = 4 * H;
   const bool proj = in[5].defined();
   const T *x = ptr<T>(in[0]), *h0 = ptr<T>(in[1]), *c0 = ptr<T>(in[2]), *wih = ptr<T>(in[3]);
@@ -344,9 +353,10 @@ DerivativeRegistrar d_lstm_layer{op_lstm_layer, lstm_layer_grad, 0b10011111, 0b1
 
 // ==== GRU ========================================================================================
 // inputs {x, h0, w_ih, w_hh, b_ih?, b_hh?}; attrs {reverse}; outputs {y, h_n, reserve}
-Dims gru_dims(const char* op, const TensorList& in) {
-  Dims d = layer_dims(op, in[0], in[2], 3);
-  const int64_t G = 3 * d.H;
+template <class L>
+auto gru_dims(const char* op, const L& in) {
+  auto d = layer_dims(op, in[0], in[2], 3);
+  const auto G = 3 * d.H;
   check_shape(op, "weight_ih", in[2], {G, d.I});
   check_shape(op, "weight_hh", in[3], {G, d.H});
   if (in.size() > 5) {
@@ -357,9 +367,9 @@ Dims gru_dims(const char* op, const TensorList& in) {
   return d;
 }
 
-SpecList gru_meta(const OpDef& op, const TensorList& in, const Attrs&) {
+SpecList gru_meta(const OpDef& op, const SpecList& in, const Attrs&) {
   Dtype dt = check_dtypes(op.name, in);
-  Dims d = gru_dims(op.name, in);
+  auto d = gru_dims(op.name, in);
   return {{{d.T, d.B, d.H}, dt}, {{d.B, d.H}, dt}, {{bytes(dt, d.T * d.B * 4 * d.H)}, kUInt8}};
 }
 
@@ -397,12 +407,13 @@ OpRegistrar reg_gru_layer{op_gru_layer, "gru_layer(Tensor input, Tensor h0, Tens
 
 // inputs {x, h0, w_ih, w_hh, y, reserve, dy, dh_n}; attrs {reverse, mask}
 // outputs {dx, dh0, dw_ih, dw_hh, db_ih, db_hh}
-SpecList gru_back_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
-  Dims d = gru_dims(op.name, {in[0], in[1], in[2], in[3]});
+SpecList gru_back_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
+  auto d = gru_dims(op.name, SpecList{in[0], in[1], in[2], in[3]});
   Dtype dt = in[0].dtype();
   check_shape(op.name, "grad_output", in[6], {d.T, d.B, d.H});
   check_shape(op.name, "grad_h_n", in[7], {d.B, d.H});
-  const int64_t m = attr<int64_t>(a, 1), G = 3 * d.H;
+  const int64_t m = attr<int64_t>(a, 1);
+  const SymInt G = 3 * d.H;
   return {{maybe(m & 1, {d.T, d.B, d.I}), dt},
           {maybe(m & 2, {d.B, d.H}), dt},
           {maybe(m & 4, {G, d.I}), dt},
@@ -415,7 +426,7 @@ template <class T>
 void gru_backward(const TensorList& in_, bool reverse, int64_t mask, TensorList& out) {
   TensorList in;
   for (const Tensor& t : in_) in.push_back(contig(t));
-  const Dims d = gru_dims("gru_layer_backward", {in[0], in[1], in[2], in[3]});
+  const Dims d = gru_dims("gru_layer_backward", TensorList{in[0], in[1], in[2], in[3]});
   const int64_t T_ = d.T, B = d.B, H = d.H, G = 3 * H;
   const T *x = ptr<T>(in[0]), *h0 = ptr<T>(in[1]), *wih = ptr<T>(in[2]), *whh = ptr<T>(in[3]);
   const T *y = ptr<T>(in[4]), *dy = ptr<T>(in[6]);
@@ -474,9 +485,9 @@ DerivativeRegistrar d_gru_layer{op_gru_layer, gru_layer_grad, 0b1111, 0b101};
 
 // ==== Elman RNN ==================================================================================
 // inputs {x, h0, w_ih, w_hh, b_ih?, b_hh?}; attrs {reverse, relu}; outputs {y, h_n}
-SpecList rnn_meta(const OpDef& op, const TensorList& in, const Attrs&) {
+SpecList rnn_meta(const OpDef& op, const SpecList& in, const Attrs&) {
   Dtype dt = check_dtypes(op.name, in);
-  Dims d = layer_dims(op.name, in[0], in[2], 1);
+  auto d = layer_dims(op.name, in[0], in[2], 1);
   check_shape(op.name, "weight_ih", in[2], {d.H, d.I});
   check_shape(op.name, "weight_hh", in[3], {d.H, d.H});
   check_shape(op.name, "bias_ih", in[4], {d.H});
@@ -516,8 +527,8 @@ OpRegistrar reg_rnn_layer{op_rnn_layer, "rnn_layer(Tensor input, Tensor h0, Tens
 
 // inputs {x, h0, w_ih, w_hh, y, dy, dh_n}; attrs {reverse, relu, mask}; outputs {dx, dh0, dw_ih,
 // dw_hh, db}
-SpecList rnn_back_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
-  Dims d = layer_dims(op.name, in[0], in[2], 1);
+SpecList rnn_back_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
+  auto d = layer_dims(op.name, in[0], in[2], 1);
   Dtype dt = in[0].dtype();
   check_shape(op.name, "grad_output", in[5], {d.T, d.B, d.H});
   check_shape(op.name, "grad_h_n", in[6], {d.B, d.H});

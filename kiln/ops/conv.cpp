@@ -258,7 +258,7 @@ Attrs conv_attrs(const Shape& s, const Shape& p, const Shape& d, bool transposed
 }
 
 // torch's check_shape_forward, then the output shape.
-Shape conv_output_shape(const Tensor& x, const Tensor& w, const Tensor* b, const ConvArgs& c) {
+SymShape conv_output_shape(const TensorSpec& x, const TensorSpec& w, const TensorSpec* b, const ConvArgs& c) {
   const char* op = "convolution";
   int64_t nsp = w.dim() - 2;
   KILN_CHECK(nsp == 1 || nsp == 2, NotImplemented, op,
@@ -278,7 +278,7 @@ Shape conv_output_shape(const Tensor& x, const Tensor& w, const Tensor* b, const
   for (int64_t v : c.dilation)
     KILN_CHECK(v > 0, Runtime, op, "non-positive dilation is not supported");
   KILN_CHECK(c.groups > 0, Runtime, op, "non-positive groups is not supported");
-  const Shape& ws = w.sizes();
+  const SymShape& ws = w.sizes();
   KILN_CHECK(x.dim() == w.dim(), Runtime, op, "Expected ", w.dim(), "-dimensional input for ",
              w.dim(), "-dimensional weight ", ws, ", but got ", x.dim(),
              "-dimensional input of size ", x.sizes(), " instead");
@@ -292,7 +292,7 @@ Shape conv_output_shape(const Tensor& x, const Tensor& w, const Tensor* b, const
              ") and weight type (", dtype_name(w.dtype()), ") should be the same");
   KILN_CHECK(!b || b->dtype() == x.dtype(), Runtime, op, "Input type (", dtype_name(x.dtype()),
              ") and bias type (", dtype_name(b->dtype()), ") should be the same");
-  Shape out{x.sizes()[0], 0};
+  SymShape out{x.sizes()[0], 0};
   if (!c.transposed) {
     KILN_CHECK(x.sizes()[1] == ws[1] * c.groups, Runtime, op, "Given groups=", c.groups,
                ", weight of size ", ws, ", expected input", x.sizes(), " to have ",
@@ -301,17 +301,17 @@ Shape conv_output_shape(const Tensor& x, const Tensor& w, const Tensor* b, const
                "Given weight of size ", ws, ", expected bias to be 1-dimensional with ", ws[0],
                " elements, but got bias of size ", b->sizes(), " instead");
     bool fits = true;
-    Shape padded, kernel;
+    SymShape padded, kernel;
     for (int64_t i = 0; i < nsp; ++i) {
       padded.push_back(x.sizes()[i + 2] + 2 * c.padding[i]);
       kernel.push_back(c.dilation[i] * (ws[i + 2] - 1) + 1);
-      fits = fits && padded.back() >= kernel.back();
+      fits = fits && bool(padded.back() >= kernel.back());
     }
     if (!fits) {
       std::string ps, ks;
       for (int64_t i = 0; i < nsp; ++i) {
-        ps += (i ? " x " : "") + std::to_string(padded[i]);
-        ks += (i ? " x " : "") + std::to_string(kernel[i]);
+        ps += (i ? " x " : "") + padded[i].str();
+        ks += (i ? " x " : "") + kernel[i].str();
       }
       KILN_FAIL(Runtime, op, "Calculated padded input size per channel: (", ps, "). Kernel size: (",
                 ks, "). Kernel size can't be greater than actual input size");
@@ -338,17 +338,17 @@ Shape conv_output_shape(const Tensor& x, const Tensor& w, const Tensor* b, const
   for (int64_t i = 0; i < nsp; ++i) {
     out.push_back((x.sizes()[i + 2] - 1) * c.stride[i] - 2 * c.padding[i] +
                   c.dilation[i] * (ws[i + 2] - 1) + c.output_padding[i] + 1);
-    positive = positive && out.back() > 0;
+    positive = positive && bool(out.back() > 0);
   }
-  KILN_CHECK(positive, Runtime, op, "Given input size per channel: ", spatial(x.sizes()),
-             ". Calculated output size per channel: ", spatial(out), ". Output size is too small");
+  KILN_CHECK(positive, Runtime, op, "Given input size per channel: ", SymShape(x.sizes().begin() + 2, x.sizes().end()),
+             ". Calculated output size per channel: ", SymShape(out.begin() + 2, out.end()), ". Output size is too small");
   return out;
 }
 
-SpecList conv_meta(const OpDef&, const TensorList& in, const Attrs& a) {
+SpecList conv_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   KILN_CHECK(in.size() == 2 || in.size() == 3, Runtime, "convolution",
              "expected input, weight and bias");
-  const Tensor* b = in.size() == 3 && in[2].defined() ? &in[2] : nullptr;
+  const TensorSpec* b = in.size() == 3 && in[2].defined() ? &in[2] : nullptr;
   return {{conv_output_shape(in[0], in[1], b, conv_args(a)), in[0].dtype()}};
 }
 
@@ -380,10 +380,10 @@ OpRegistrar reg_convolution{op_convolution, "convolution(Tensor input, Tensor we
 
 // ---- convolution_backward_weight: inputs {grad_output, input}; attrs {weight_sizes, stride,
 // padding, dilation, groups}
-SpecList conv_bw_meta(const OpDef&, const TensorList& in, const Attrs& a) {
+SpecList conv_bw_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   const char* op = "convolution_backward_weight";
-  const Tensor &gy = in[0], &x = in[1];
-  const Shape& ws = attr<Shape>(a, 0);
+  const TensorSpec &gy = in[0], &x = in[1];
+  const SymShape ws = attr_sym_shape(a, 0);
   int64_t groups = attr<int64_t>(a, 4);
   KILN_CHECK((x.dim() == 3 || x.dim() == 4) && gy.dim() == x.dim() &&
                  static_cast<int64_t>(ws.size()) == x.dim(),
@@ -441,7 +441,7 @@ Tensor trim_to(Tensor t, const Shape& target) {
 TensorList conv_derivative(const GradCtx& ctx, const TensorList& grad) {
   ConvArgs c = conv_args(ctx.attrs);
   const Tensor &x = ctx.in[0], &w = ctx.in[1], &g = grad[0];
-  const Shape& xs = ctx.in_specs[0].sizes;
+  const Shape& xs = ctx.in_specs[0].concrete_sizes("backward");
   TensorList r(ctx.in.size());
   Shape zero(c.stride.size(), 0);
   if (!c.transposed) {

@@ -10,7 +10,7 @@ namespace kiln {
 namespace {
 
 // full(size, value, dtype)
-SpecList full_meta(const OpDef&, const TensorList&, const Attrs& a) {
+SpecList full_meta(const OpDef&, const SpecList&, const Attrs& a) {
   return {{std::get<Shape>(a[0]), std::get<Dtype>(a[2])}};
 }
 void fill_tensor(const Tensor& t, const Scalar& v) {
@@ -25,7 +25,7 @@ void full_kernel(const OpDef&, const TensorList&, const Attrs& a, TensorList& ou
 OpDef op_full{"full", kCreation, full_meta, {full_kernel, nullptr}};
 OpRegistrar reg_full{op_full, "full(int[] size, Scalar fill_value, ScalarType dtype, *, Device? device=None) -> Tensor"};
 
-SpecList empty_meta(const OpDef&, const TensorList&, const Attrs& a) {
+SpecList empty_meta(const OpDef&, const SpecList&, const Attrs& a) {
   return {{std::get<Shape>(a[0]), std::get<Dtype>(a[1])}};
 }
 void empty_kernel(const OpDef&, const TensorList&, const Attrs&, TensorList&) {}
@@ -33,9 +33,19 @@ OpDef op_empty{"empty", kCreation, empty_meta, {empty_kernel, nullptr}};
 OpRegistrar reg_empty{op_empty, "empty(int[] size, ScalarType dtype, *, Device? device=None) -> Tensor"};
 
 // arange(start, end, step, dtype): values start + i * step computed in double (int64 for ints).
-SpecList arange_meta(const OpDef&, const TensorList&, const Attrs& a) {
+SpecList arange_meta(const OpDef&, const SpecList&, const Attrs& a) {
   const Scalar &start = std::get<Scalar>(a[0]), &end = std::get<Scalar>(a[1]), &step = std::get<Scalar>(a[2]);
   Dtype d = std::get<Dtype>(a[3]);
+  if (start.is_integral() && end.is_integral() && step.is_integral()) {
+    const SymInt a0 = SymInt::from_raw(start.to_int()), b0 = SymInt::from_raw(end.to_int());
+    if (a0.is_symbolic() || b0.is_symbolic()) [[unlikely]] {  // a traced bound: the size is symbolic
+      const int64_t c0 = step.to_int();
+      KILN_CHECK(c0 != 0, Runtime, "arange", "step must be nonzero");
+      KILN_CHECK(c0 > 0 ? b0 >= a0 : b0 <= a0, Runtime, "arange",
+                 "upper bound and larger bound inconsistent with step sign");
+      return {{{(b0 - a0 + (c0 - (c0 > 0 ? 1 : -1))) / c0}, d}};
+    }
+  }
   double s = start.to_double(), e = end.to_double(), st = step.to_double();
   KILN_CHECK(st != 0, Runtime, "arange", "step must be nonzero");
   KILN_CHECK(std::isfinite(s) && std::isfinite(e), Runtime, "arange", "unsupported range: ", start, " -> ", end);
@@ -71,7 +81,7 @@ OpDef op_arange{"arange", kCreation, arange_meta, {arange_kernel, nullptr}};
 OpRegistrar reg_arange{op_arange, "arange.start_step(Scalar start, Scalar end, Scalar step, ScalarType dtype, *, Device? device=None) -> Tensor"};
 
 // linspace / logspace(start, end, steps, base, dtype); base 0 means linspace.
-SpecList linspace_meta(const OpDef& op, const TensorList&, const Attrs& a) {
+SpecList linspace_meta(const OpDef& op, const SpecList&, const Attrs& a) {
   int64_t steps = std::get<int64_t>(a[2]);
   KILN_CHECK(steps >= 0, Runtime, op.name, "number of steps must be non-negative");
   return {{{steps}, std::get<Dtype>(a[4])}};
@@ -108,7 +118,7 @@ OpRegistrar reg_linspace{op_linspace, "linspace(Scalar start, Scalar end, int st
 OpDef op_logspace{"logspace", kCreation, linspace_meta, {linspace_kernel, nullptr}};
 OpRegistrar reg_logspace{op_logspace, "logspace(Scalar start, Scalar end, int steps, float base, ScalarType dtype, *, Device? device=None) -> Tensor"};
 
-SpecList eye_meta(const OpDef&, const TensorList&, const Attrs& a) {
+SpecList eye_meta(const OpDef&, const SpecList&, const Attrs& a) {
   int64_t n = std::get<int64_t>(a[0]), m = std::get<int64_t>(a[1]);
   KILN_CHECK(n >= 0, Runtime, "eye", "n must be greater or equal to 0, got ", n);
   KILN_CHECK(m >= 0, Runtime, "eye", "m must be greater or equal to 0, got ", m);
@@ -124,7 +134,7 @@ OpDef op_eye{"eye", kCreation, eye_meta, {eye_kernel, nullptr}};
 OpRegistrar reg_eye{op_eye, "eye.m(int n, int m, ScalarType dtype, *, Device? device=None) -> Tensor"};
 
 // contiguous copy with the same shape (clone) and dtype conversion share one kernel: attrs {dtype}
-SpecList to_meta(const OpDef&, const TensorList& in, const Attrs& a) {
+SpecList to_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   return {{in[0].sizes(), std::get<Dtype>(a[0])}};
 }
 void to_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) { copy_(out[0], in[0]); }
@@ -132,11 +142,11 @@ OpDef op_to{"to", kPointwise, to_meta, {to_kernel, nullptr}};
 OpRegistrar reg_to{op_to, "to.dtype(Tensor self, ScalarType dtype) -> Tensor"};
 
 // cat(tensors, dim)
-SpecList cat_meta(const OpDef&, const TensorList& in, const Attrs& a) {
+SpecList cat_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   KILN_CHECK(!in.empty(), Value, "cat", "torch.cat(): expected a non-empty list of Tensors");
   int64_t dim = std::get<int64_t>(a[0]);
-  const Tensor* ref = nullptr;
-  for (const Tensor& t : in)
+  const TensorSpec* ref = nullptr;
+  for (const TensorSpec& t : in)
     if (!(t.dim() == 1 && t.numel() == 0)) {  // legacy: 1-D empty tensors are skipped
       ref = &t;
       break;
@@ -146,10 +156,10 @@ SpecList cat_meta(const OpDef&, const TensorList& in, const Attrs& a) {
   int64_t nd = ref->dim();
   KILN_CHECK(nd > 0, Runtime, "cat", "zero-dimensional tensor (at position 0) cannot be concatenated");
   dim = wrap_dim(dim, nd, "cat");
-  Shape s = ref->sizes();
+  SymShape s = ref->sizes();
   s[dim] = 0;
   for (size_t i = 0; i < in.size(); ++i) {
-    const Tensor& t = in[i];
+    const TensorSpec& t = in[i];
     if (t.dim() == 1 && t.numel() == 0) continue;
     KILN_CHECK(t.dim() == nd, Runtime, "cat", "Tensors must have same number of dimensions: got ", nd,
                " and ", t.dim());
@@ -180,6 +190,8 @@ Dtype dtype_or(const TensorOptions& o) { return o.dtype_or_default(); }
 
 }  // namespace
 
+Tensor empty_symint(const SymShape& size, TensorOptions o) { return empty(raw_shape(size), o); }
+Tensor zeros_symint(const SymShape& size, TensorOptions o) { return zeros(raw_shape(size), o); }
 Tensor empty(const Shape& size, TensorOptions o) {
   return dispatch1(op_empty, {}, {size, dtype_or(o), o.device_});
 }

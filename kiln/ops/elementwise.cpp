@@ -30,8 +30,8 @@ Dtype unary_compute_dtype(const OpDef& op, Dtype in) {
   return in;
 }
 
-SpecList unary_meta(const OpDef& op, const TensorList& in, const Attrs&) {
-  const Tensor& x = in[0];
+SpecList unary_meta(const OpDef& op, const SpecList& in, const Attrs&) {
+  const TensorSpec& x = in[0];
   Dtype d = x.dtype();
   UnaryOp code = static_cast<UnaryOp>(code_of(op));
   KILN_CHECK(!(code == UnaryOp::Neg && d == kBool), Runtime, op.name,
@@ -95,7 +95,8 @@ void unary_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs, Ten
 
 // ---- binary ---------------------------------------------------------------------------------------
 
-Dtype binary_compute_dtype(const OpDef& op, const Tensor& a, const Tensor& b) {
+template <class T>  // Tensor (the kernel's callers) or TensorSpec (meta)
+Dtype binary_compute_dtype(const OpDef& op, const T& a, const T& b) {
   Dtype p = result_type(a, b);
   BinaryOp code = static_cast<BinaryOp>(code_of(op));
   switch (rule_of(op)) {
@@ -115,10 +116,10 @@ Dtype binary_compute_dtype(const OpDef& op, const Tensor& a, const Tensor& b) {
   return p;
 }
 
-SpecList binary_meta(const OpDef& op, const TensorList& in, const Attrs&) {
-  const Tensor& a = in[0];
-  const Tensor& b = in[1];
-  Shape shape = broadcast_shapes(a.sizes(), b.sizes(), op.name);
+SpecList binary_meta(const OpDef& op, const SpecList& in, const Attrs&) {
+  const TensorSpec& a = in[0];
+  const TensorSpec& b = in[1];
+  SymShape shape = broadcast_shapes(a.sizes(), b.sizes(), op.name);
   Dtype ct = binary_compute_dtype(op, a, b);
   BinaryOp code = static_cast<BinaryOp>(code_of(op));
   Dtype out = rule_of(op) == Rule::Bool ? kBool : ct;
@@ -277,10 +278,10 @@ void check_scalar_fits(const char* op, const Scalar& v, Dtype d) {
 namespace {
 
 // ---- where ----------------------------------------------------------------------------------------
-SpecList where_meta(const OpDef& op, const TensorList& in, const Attrs&) {
+SpecList where_meta(const OpDef& op, const SpecList& in, const Attrs&) {
   KILN_CHECK(in[0].dtype() == kBool, Runtime, op.name, "where expected condition to be a boolean "
              "tensor, but got a tensor with dtype ", dtype_name(in[0].dtype()));
-  Shape s = broadcast_shapes(broadcast_shapes(in[0].sizes(), in[1].sizes(), op.name), in[2].sizes(), op.name);
+  SymShape s = broadcast_shapes(broadcast_shapes(in[0].sizes(), in[1].sizes(), op.name), in[2].sizes(), op.name);
   return {{s, result_type(in[1], in[2])}};
 }
 

@@ -11,15 +11,15 @@ namespace kiln {
 namespace {
 
 // ---- index_select(x, dim, index) ------------------------------------------------------------------
-SpecList index_select_meta(const OpDef&, const TensorList& in, const Attrs& a) {
-  const Tensor &x = in[0], &idx = in[1];
+SpecList index_select_meta(const OpDef&, const SpecList& in, const Attrs& a) {
+  const TensorSpec &x = in[0], &idx = in[1];
   int64_t d = wrap_dim(std::get<int64_t>(a[0]), x.dim(), "index_select");
   KILN_CHECK(idx.dim() <= 1, Index, "index_select", "index_select(): Index is supposed to be a vector");
   KILN_CHECK(idx.dtype() == kInt64 || idx.dtype() == kInt32, Runtime, "index_select",
              "index_select(): Expected dtype int32 or int64 for index");
   KILN_CHECK(x.dim() > 0 || idx.numel() <= 1, Runtime, "index_select",
              "index_select(): Index to scalar can have only 1 value, got ", idx.numel(), " value(s)");
-  Shape s = x.sizes();
+  SymShape s = x.sizes();
   if (x.dim() > 0) s[d] = idx.numel();
   return {{s, x.dtype()}};
 }
@@ -28,8 +28,8 @@ OpDef op_index_select{"index_select", 0, index_select_meta, {}};
 OpRegistrar reg_index_select{op_index_select, "index_select(Tensor self, Tensor index, int dim) -> Tensor"};
 
 // ---- gather(x, dim, index) ------------------------------------------------------------------------
-SpecList gather_meta(const OpDef&, const TensorList& in, const Attrs& a) {
-  const Tensor &x = in[0], &idx = in[1];
+SpecList gather_meta(const OpDef&, const SpecList& in, const Attrs& a) {
+  const TensorSpec &x = in[0], &idx = in[1];
   int64_t d = wrap_dim(std::get<int64_t>(a[0]), x.dim(), "gather");
   KILN_CHECK(idx.dtype() == kInt64 || idx.dtype() == kInt32, Runtime, "gather",
              "gather(): Expected dtype int32/int64 for index");
@@ -52,12 +52,12 @@ OpDef op_masked_select{"masked_select", kDynamicShape, nullptr, {}};
 OpRegistrar reg_masked_select{op_masked_select, "masked_select(Tensor self, Tensor mask) -> Tensor"};
 
 // ---- flip -------------------------------------------------------------------------------------------
-SpecList same_meta(const OpDef&, const TensorList& in, const Attrs&) { return {{in[0].sizes(), in[0].dtype()}}; }
+SpecList same_meta(const OpDef&, const SpecList& in, const Attrs&) { return {{in[0].sizes(), in[0].dtype()}}; }
 OpDef op_flip{"flip", 0, same_meta, {}};
 OpRegistrar reg_flip{op_flip, "flip(Tensor self, int[] dims) -> Tensor"};
 
 // ---- tril / triu (attrs: diagonal; code 0 tril, 1 triu) --------------------------------------------
-SpecList tri_meta(const OpDef& op, const TensorList& in, const Attrs&) {
+SpecList tri_meta(const OpDef& op, const SpecList& in, const Attrs&) {
   KILN_CHECK(in[0].dim() >= 2, Runtime, op.name, op.name, ": input tensor must have at least 2 dimensions");
   return {{in[0].sizes(), in[0].dtype()}};
 }

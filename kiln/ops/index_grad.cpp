@@ -10,7 +10,7 @@ namespace {
 using G = const GradCtx&;
 using GL = const TensorList&;
 
-const Shape& in_shape(G c, size_t i = 0) { return c.in_specs[i].sizes; }
+Shape in_shape(G c, size_t i = 0) { return c.in_specs[i].concrete_sizes("backward"); }
 int64_t dim0(G c) {
   return wrap_dim(attr<int64_t>(c.attrs, 0), std::max<int64_t>(in_shape(c).size(), 1), "backward");
 }

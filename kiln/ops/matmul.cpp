@@ -14,8 +14,8 @@
 namespace kiln {
 namespace {
 
-SpecList bmm_meta(const OpDef&, const TensorList& in, const Attrs&) {
-  const Tensor &a = in[0], &b = in[1];
+SpecList bmm_meta(const OpDef&, const SpecList& in, const Attrs&) {
+  const TensorSpec &a = in[0], &b = in[1];
   KILN_CHECK(a.dim() == 3 && b.dim() == 3, Runtime, "bmm", "batch1 must be a 3D tensor, got ", a.dim(),
              "D and ", b.dim(), "D");
   KILN_CHECK(a.sizes()[0] == b.sizes()[0], Runtime, "bmm", "batch1 and batch2 must have same number of "
@@ -161,8 +161,8 @@ Tensor bmm(const Tensor& a, const Tensor& b) { return dispatch1(op_bmm, {a, b});
 Tensor mm(const Tensor& a, const Tensor& b) {
   KILN_CHECK(a.dim() == 2, Runtime, "mm", "self must be a matrix");
   KILN_CHECK(b.dim() == 2, Runtime, "mm", "mat2 must be a matrix");
-  KILN_CHECK(a.sizes()[1] == b.sizes()[0], Runtime, "mm", "mat1 and mat2 shapes cannot be multiplied (",
-             a.sizes()[0], "x", a.sizes()[1], " and ", b.sizes()[0], "x", b.sizes()[1], ")");
+  KILN_CHECK(a.sym_size(1) == b.sym_size(0), Runtime, "mm", "mat1 and mat2 shapes cannot be multiplied (",
+             a.sym_size(0), "x", a.sym_size(1), " and ", b.sym_size(0), "x", b.sym_size(1), ")");
   check_same_dtype("mm", a, b);
   return squeeze(bmm(unsqueeze(a, 0), unsqueeze(b, 0)), Shape{0});
 }
@@ -201,25 +201,26 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   // batched: promote 1-D operands, broadcast batch dims
   Tensor A = da == 1 ? unsqueeze(a, 0) : a;
   Tensor B = db == 1 ? unsqueeze(b, 1) : b;
-  int64_t M = A.sizes()[A.dim() - 2], K = A.sizes()[A.dim() - 1];
-  int64_t K2 = B.sizes()[B.dim() - 2], N = B.sizes()[B.dim() - 1];
+  // in SymInts: a traced batch or sequence length stays symbolic
+  const SymShape as = A.sym_sizes(), bs = B.sym_sizes();
+  SymInt M = as[as.size() - 2], K = as.back(), K2 = bs[bs.size() - 2], N = bs.back();
   KILN_CHECK(K == K2, Runtime, "matmul", "mat1 and mat2 shapes cannot be multiplied (", M, "x", K, " and ",
              K2, "x", N, ")");
-  Shape ba(A.sizes().begin(), A.sizes().end() - 2), bb(B.sizes().begin(), B.sizes().end() - 2);
-  Shape batch = broadcast_shapes(ba, bb, "matmul");
-  int64_t Bn = shape_numel(batch);
+  SymShape ba(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+  SymShape batch = broadcast_shapes(ba, bb, "matmul");
+  SymInt Bn = sym_numel(batch);
+  SymShape s = batch;
+  s.push_back(M), s.push_back(N);
   Tensor C;
   if (db <= 2 && ba == batch) {
     // (..., M, K) @ (K, N): fold the batch into M
-    C = reshape(mm(reshape(A, {Bn * M, K}), B), [&] { Shape s = batch; s.push_back(M); s.push_back(N); return s; }());
+    C = reshape_symint(mm(reshape_symint(A, {Bn * M, K}), B), s);
   } else {
-    Shape ea = batch, eb = batch;
+    SymShape ea = batch, eb = batch;
     ea.push_back(M), ea.push_back(K), eb.push_back(K), eb.push_back(N);
-    Tensor A3 = reshape(expand(A, ea), {Bn, M, K});
-    Tensor B3 = reshape(expand(B, eb), {Bn, K, N});
-    Shape s = batch;
-    s.push_back(M), s.push_back(N);
-    C = reshape(bmm(A3, B3), s);
+    Tensor A3 = reshape_symint(expand_symint(A, ea), {Bn, M, K});
+    Tensor B3 = reshape_symint(expand_symint(B, eb), {Bn, K, N});
+    C = reshape_symint(bmm(A3, B3), s);
   }
   if (da == 1) C = squeeze(C, Shape{-2});
   if (db == 1) C = squeeze(C, Shape{-1});

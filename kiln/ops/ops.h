@@ -19,12 +19,21 @@ using OptDims = std::optional<Shape>;  // reduction dims: nullopt = all
 // torch.result_type over tensors (0-dim and wrapped numbers by category).
 Dtype result_type(const TensorList& ts);
 Dtype result_type(const Tensor& a, const Tensor& b);
+Dtype result_type(const SpecList& ts);
+Dtype result_type(const TensorSpec& a, const TensorSpec& b);
+SymShape broadcast_shapes(const SymShape& a, const SymShape& b, const char* op = "broadcast_shapes");
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op = "broadcast_shapes");
 // Raises torch's "value cannot be converted to type X without overflow" for integer targets.
 void check_scalar_fits(const char* op, const Scalar& v, Dtype d);
 
 // ---- creation ------------------------------------------------------------------------------------
 Tensor empty(const Shape& size, TensorOptions o = {});
+// SymInt forms (libtorch's *_symint): sizes that stay symbolic in a trace (meta tensors in a ShapeEnv).
+Tensor empty_symint(const SymShape& size, TensorOptions o = {});
+Tensor zeros_symint(const SymShape& size, TensorOptions o = {});
+Tensor view_symint(const Tensor& x, const SymShape& shape);
+Tensor reshape_symint(const Tensor& x, const SymShape& shape);
+Tensor expand_symint(const Tensor& x, const SymShape& shape);
 Tensor zeros(const Shape& size, TensorOptions o = {});
 Tensor ones(const Shape& size, TensorOptions o = {});
 Tensor full(const Shape& size, const Scalar& value, TensorOptions o = {});

@@ -86,8 +86,8 @@ double polygamma_scalar(int64_t n, double x) {
   return (n % 2 ? 1.0 : -1.0) * f * z;
 }
 
-SpecList polygamma_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
-  const Tensor& x = in[0];
+SpecList polygamma_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
+  const TensorSpec& x = in[0];
   int64_t n = attr<int64_t>(a, 0);
   KILN_CHECK(n >= 1, Runtime, op.name,
              "polygamma(n, x) does not support negative n (the op table entry "

@@ -19,8 +19,8 @@ using namespace nn_detail;
 using namespace pool_detail;
 
 // ---- max_pool: {input} -> {values, indices}; attrs {kernel, stride, padding, dilation, ceil_mode}
-SpecList max_pool_meta(const OpDef&, const TensorList& in, const Attrs& a) {
-  Shape out = pool_shape("max_pool", in[0].sizes(), attr<Shape>(a, 0), attr<Shape>(a, 1),
+SpecList max_pool_meta(const OpDef&, const SpecList& in, const Attrs& a) {
+  SymShape out = pool_shape("max_pool", in[0].sizes(), attr<Shape>(a, 0), attr<Shape>(a, 1),
                          attr<Shape>(a, 2), attr<Shape>(a, 3), attr<bool>(a, 4));
   return {{out, in[0].dtype()}, {out, kInt64}};
 }
@@ -28,8 +28,8 @@ OpDef op_max_pool{"max_pool", 0, max_pool_meta, {}};
 OpRegistrar reg_max_pool{op_max_pool, "max_pool(Tensor self, int[] kernel_size, int[] stride, int[] padding, int[] dilation, bool ceil_mode) -> (Tensor, Tensor)"};
 
 // ---- max_pool_backward: {grad, indices} -> grad_input; attrs {input_size} -----------------------
-SpecList max_pool_bw_meta(const OpDef&, const TensorList& in, const Attrs& a) {
-  const Shape& is = attr<Shape>(a, 0);
+SpecList max_pool_bw_meta(const OpDef&, const SpecList& in, const Attrs& a) {
+  const SymShape is = attr_sym_shape(a, 0);
   KILN_CHECK(in[0].sizes() == in[1].sizes() && in[1].dtype() == kInt64 &&
                  in[0].dim() == static_cast<int64_t>(is.size()) &&
                  (is.size() == 3 || is.size() == 4) && in[0].sizes()[0] == is[0] &&
@@ -46,7 +46,7 @@ Tensor max_pool_backward(const Tensor& grad, const Tensor& indices, const Shape&
 }
 TensorList max_pool_derivative(const GradCtx& ctx, const TensorList& grad) {
   TensorList r(1);
-  if (ctx.needs[0]) r[0] = max_pool_backward(grad[0], ctx.out[1], ctx.in_specs[0].sizes);
+  if (ctx.needs[0]) r[0] = max_pool_backward(grad[0], ctx.out[1], ctx.in_specs[0].concrete_sizes("backward"));
   return r;
 }
 DerivativeRegistrar d_max_pool{op_max_pool, max_pool_derivative, 0, 0b10};
@@ -64,14 +64,14 @@ TensorList max_pool_bw_derivative(const GradCtx& ctx, const TensorList& grad) {
 DerivativeRegistrar d_max_pool_bw{op_max_pool_bw, max_pool_bw_derivative, 0b10, 0};
 
 // ---- avg_pool: attrs {kernel, stride, padding, ceil_mode, count_include_pad, divisor_override
-SpecList avg_pool_meta(const OpDef&, const TensorList& in, const Attrs& a) {
+SpecList avg_pool_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   return {{avg_shape(in[0].sizes(), avg_args(a, 0)), in[0].dtype()}};
 }
 OpDef op_avg_pool{"avg_pool", 0, avg_pool_meta, {}};
 OpRegistrar reg_avg_pool{op_avg_pool, "avg_pool(Tensor self, int[] kernel_size, int[] stride, int[] padding, bool ceil_mode, bool count_include_pad, int divisor_override) -> Tensor"};
 
-SpecList avg_pool_bw_meta(const OpDef&, const TensorList& in, const Attrs& a) {
-  const Shape& is = attr<Shape>(a, 0);
+SpecList avg_pool_bw_meta(const OpDef&, const SpecList& in, const Attrs& a) {
+  const SymShape is = attr_sym_shape(a, 0);
   KILN_CHECK(avg_shape(is, avg_args(a, 1)) == in[0].sizes(), Runtime, "avg_pool_backward",
              "grad of size ", in[0].sizes(), " does not match the pooled input size ", is);
   return {{is, in[0].dtype()}};
@@ -82,7 +82,7 @@ OpRegistrar reg_avg_pool_bw{op_avg_pool_bw, "avg_pool_backward(Tensor grad_outpu
 TensorList avg_pool_derivative(const GradCtx& ctx, const TensorList& grad) {
   TensorList r(1);
   if (ctx.needs[0]) {
-    Attrs a{ctx.in_specs[0].sizes};
+    Attrs a{ctx.in_specs[0].concrete_sizes("backward")};
     a.insert(a.end(), ctx.attrs.begin(), ctx.attrs.end());
     r[0] = dispatch1(op_avg_pool_bw, {grad[0]}, std::move(a));
   }
@@ -99,14 +99,14 @@ DerivativeRegistrar d_avg_pool_bw{op_avg_pool_bw, avg_pool_bw_derivative, 0, 0};
 
 // ---- adaptive_avg_pool: attrs {output_size}; backward: {grad} -> grad_input, attrs {input_size}
 
-SpecList adaptive_meta(const OpDef&, const TensorList& in, const Attrs& a) {
+SpecList adaptive_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   const char* op = "adaptive_avg_pool";
-  const Tensor& x = in[0];
-  const Shape& os = attr<Shape>(a, 0);
+  const TensorSpec& x = in[0];
+  const SymShape os = attr_sym_shape(a, 0);
   int64_t nsp = static_cast<int64_t>(os.size());
   KILN_CHECK((nsp == 1 || nsp == 2) && x.dim() == nsp + 2, Runtime, op,
              "expected a batched input with ", nsp, " spatial dims, got input of size ", x.sizes());
-  for (int64_t v : os)
+  for (SymInt v : os)
     KILN_CHECK(v >= 0, Runtime, op,
                "elements of output_size must be greater than or equal to 0 but received ", os);
   for (int64_t i = 2; i < x.dim(); ++i)
@@ -114,15 +114,15 @@ SpecList adaptive_meta(const OpDef&, const TensorList& in, const Attrs& a) {
                "Expected input to have non-zero size for non-batch dimensions, but "
                "input has sizes ",
                x.sizes(), " with dimension ", i, " being empty");
-  Shape out{x.sizes()[0], x.sizes()[1]};
+  SymShape out{x.sizes()[0], x.sizes()[1]};
   out.insert(out.end(), os.begin(), os.end());
   return {{out, x.dtype()}};
 }
 OpDef op_adaptive{"adaptive_avg_pool", 0, adaptive_meta, {}};
 OpRegistrar reg_adaptive{op_adaptive, "adaptive_avg_pool(Tensor self, int[] output_size) -> Tensor"};
 
-SpecList adaptive_bw_meta(const OpDef&, const TensorList& in, const Attrs& a) {
-  const Shape& is = attr<Shape>(a, 0);
+SpecList adaptive_bw_meta(const OpDef&, const SpecList& in, const Attrs& a) {
+  const SymShape is = attr_sym_shape(a, 0);
   KILN_CHECK((is.size() == 3 || is.size() == 4) && in[0].dim() == static_cast<int64_t>(is.size()) &&
                  in[0].sizes()[0] == is[0] && in[0].sizes()[1] == is[1],
              Runtime, "adaptive_avg_pool_backward", "grad of size ", in[0].sizes(),
@@ -135,13 +135,13 @@ OpRegistrar reg_adaptive_bw{op_adaptive_bw, "adaptive_avg_pool_backward(Tensor g
 
 TensorList adaptive_derivative(const GradCtx& ctx, const TensorList& grad) {
   TensorList r(1);
-  if (ctx.needs[0]) r[0] = dispatch1(op_adaptive_bw, {grad[0]}, {ctx.in_specs[0].sizes});
+  if (ctx.needs[0]) r[0] = dispatch1(op_adaptive_bw, {grad[0]}, {ctx.in_specs[0].concrete_sizes("backward")});
   return r;
 }
 DerivativeRegistrar d_adaptive{op_adaptive, adaptive_derivative, 0, 0};
 TensorList adaptive_bw_derivative(const GradCtx& ctx, const TensorList& grad) {
   TensorList r(1);
-  if (ctx.needs[0]) r[0] = dispatch1(op_adaptive, {grad[0]}, {spatial(ctx.in_specs[0].sizes)});
+  if (ctx.needs[0]) r[0] = dispatch1(op_adaptive, {grad[0]}, {spatial(ctx.in_specs[0].concrete_sizes("backward"))});
   return r;
 }
 DerivativeRegistrar d_adaptive_bw{op_adaptive_bw, adaptive_bw_derivative, 0, 0};

@@ -21,8 +21,8 @@ inline Window window(const Shape& k, const Shape& s, const Shape& p, const Shape
           hw(p, 0, 0), hw(p, 1, 0), hw(d, 0, 1), hw(d, 1, 1)};
 }
 
-// torch's pooling_output_shape, with its checks.
-inline int64_t pool_out(const char* op, int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d,
+// torch's pooling_output_shape, with its checks (the input size a SymInt: the metas run on it).
+inline SymInt pool_out(const char* op, SymInt in, int64_t k, int64_t pad, int64_t s, int64_t d,
                  bool ceil) {
   KILN_CHECK(s != 0, Runtime, op, "stride should not be zero");
   KILN_CHECK(pad >= 0, Runtime, op, "pad must be non-negative, but got pad: ", pad);
@@ -30,16 +30,16 @@ inline int64_t pool_out(const char* op, int64_t in, int64_t k, int64_t pad, int6
              "pad should be at most half of effective kernel size, but got "
              "pad=",
              pad, ", kernel_size=", k, " and dilation=", d);
-  int64_t num = in + 2 * pad - d * (k - 1) - 1 + (ceil ? s - 1 : 0);
-  int64_t q = num / s;
-  if ((num % s != 0) && ((num < 0) != (s < 0))) --q;  // floor division
-  int64_t out = q + 1;
-  if (ceil && (out - 1) * s >= in + pad) --out;
+  SymInt num = in + 2 * pad - d * (k - 1) - 1 + (ceil ? s - 1 : 0);
+  SymInt q = num / s;
+  if (!num.is_symbolic() && (num.raw() % s != 0) && ((num.raw() < 0) != (s < 0))) q = q - 1;  // floor division
+  SymInt out = q + 1;
+  if (ceil && bool((out - 1) * s >= in + pad)) out = out - 1;
   return out;
 }
 
 // Checks a pooling call (torch's pool2d_shape_check) and returns the output shape.
-inline Shape pool_shape(const char* op, const Shape& xs, const Shape& k, const Shape& s, const Shape& p,
+inline SymShape pool_shape(const char* op, const SymShape& xs, const Shape& k, const Shape& s, const Shape& p,
                  const Shape& d, bool ceil) {
   int64_t nsp = static_cast<int64_t>(k.size()), nd = static_cast<int64_t>(xs.size());
   KILN_CHECK((nsp == 1 || nsp == 2) && nd == nsp + 2 && s.size() == k.size() &&
@@ -48,7 +48,7 @@ inline Shape pool_shape(const char* op, const Shape& xs, const Shape& k, const S
              " spatial dims and one kernel, stride, padding "
              "and dilation value per spatial dim, got input of size ",
              xs);
-  Shape out{xs[0], xs[1]};
+  SymShape out{xs[0], xs[1]};
   for (int64_t i = 0; i < nsp; ++i)
     out.push_back(pool_out(op, xs[i + 2], k[i], p[i], s[i], d[i], ceil));
   Window w = window(k, s, p, d);
@@ -60,7 +60,7 @@ inline Shape pool_shape(const char* op, const Shape& xs, const Shape& k, const S
              "dilation should be greater than zero, but got dilationH: ", w.dH,
              " dilationW: ", w.dW);
   bool nonempty = true;
-  for (int64_t i = 1; i < nd; ++i) nonempty = nonempty && xs[i] != 0;
+  for (int64_t i = 1; i < nd; ++i) nonempty = nonempty && bool(xs[i] != 0);
   KILN_CHECK(nonempty, Runtime, op, "Expected ", nd - 1, "D or ", nd,
              "D (batch mode) tensor with optional 0 dim batch size for input, but got:", xs);
   KILN_CHECK(w.kW / 2 >= w.pW && w.kH / 2 >= w.pH, Runtime, op,
@@ -68,10 +68,10 @@ inline Shape pool_shape(const char* op, const Shape& xs, const Shape& k, const S
              "kernel size, but got padW = ",
              w.pW, ", padH = ", w.pH, ", kW = ", w.kW, ", kH = ", w.kH);
   bool positive = true;
-  for (int64_t i = 2; i < nd; ++i) positive = positive && out[i] >= 1;
-  std::string ins = std::to_string(xs[1]), outs = ins;
+  for (int64_t i = 2; i < nd; ++i) positive = positive && bool(out[i] >= 1);
+  std::string ins = xs[1].str(), outs = ins;
   for (int64_t i = 2; i < nd; ++i)
-    ins += "x" + std::to_string(xs[i]), outs += "x" + std::to_string(out[i]);
+    ins += "x" + xs[i].str(), outs += "x" + out[i].str();
   KILN_CHECK(positive, Runtime, op, "Given input size: (", ins, "). Calculated output size: (",
              outs, "). Output size is too small");
   return out;
@@ -89,7 +89,7 @@ inline AvgArgs avg_args(const Attrs& a, size_t o) {
           attr<bool>(a, o + 3), attr<bool>(a, o + 4),  attr<int64_t>(a, o + 5)};
 }
 
-inline Shape avg_shape(const Shape& xs, const AvgArgs& c) {
+inline SymShape avg_shape(const SymShape& xs, const AvgArgs& c) {
   return pool_shape("avg_pool", xs, c.k, c.s, c.p, Shape(c.k.size(), 1), c.ceil);
 }
 

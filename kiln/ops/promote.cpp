@@ -25,10 +25,11 @@ Dtype combine_categories(Dtype higher, Dtype lower) {
 }  // namespace
 
 namespace {
-Dtype result_type_of(const Tensor* const* ts, size_t n) {
+template <class T>  // Tensor or TensorSpec: the same rule for kernels' and meta functions' callers
+Dtype result_type_of(const T* const* ts, size_t n) {
   Dtype dim = Dtype::Undefined, zero = Dtype::Undefined, wrapped = Dtype::Undefined;
   for (size_t i = 0; i < n; ++i) {
-    const Tensor& t = *ts[i];
+    const T& t = *ts[i];
     if (!t.defined()) continue;
     Dtype d = t.dtype();
     if (t.is_wrapped_number()) {
@@ -54,6 +55,37 @@ Dtype result_type(const TensorList& ts) {
 Dtype result_type(const Tensor& a, const Tensor& b) {
   const Tensor* p[2] = {&a, &b};
   return result_type_of(p, 2);
+}
+
+Dtype result_type(const SpecList& ts) {
+  SmallVec<const TensorSpec*, 8> p;
+  for (const TensorSpec& t : ts) p.push_back(&t);
+  return result_type_of(p.data(), p.size());
+}
+
+Dtype result_type(const TensorSpec& a, const TensorSpec& b) {
+  const TensorSpec* p[2] = {&a, &b};
+  return result_type_of(p, 2);
+}
+
+SymShape broadcast_shapes(const SymShape& a, const SymShape& b, const char* op) {
+  if (a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(SymInt)) == 0) [[likely]]
+    return a;  // the same sizes (or the same expressions)
+  size_t n = std::max(a.size(), b.size());
+  SymShape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    SymInt da = i < n - a.size() ? SymInt(1) : a[i - (n - a.size())];
+    SymInt db = i < n - b.size() ? SymInt(1) : b[i - (n - b.size())];
+    if (da.raw() == db.raw()) [[likely]] {  // the same value or the same expression
+      out[i] = da;
+      continue;
+    }
+    const bool a1 = bool(da == 1);
+    KILN_CHECK(a1 || bool(db == 1) || bool(da == db), Runtime, op, "The size of tensor a (", da,
+               ") must match the size of tensor b (", db, ") at non-singleton dimension ", i);
+    out[i] = a1 ? db : da;
+  }
+  return out;
 }
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {

@@ -28,7 +28,7 @@ constexpr int kUniform = static_cast<int>(RandomDist::Uniform), kNormal = static
 // distribution. attrs {dist, p0, p1, key, first counter}: the generator's state is reserved by the
 // front end and passed in, so the kernel is a pure function of its attributes (a recorded call
 // replays the same numbers); which counters an element uses: kernels.h, RandomFn.
-SpecList random_meta(const OpDef&, const TensorList& in, const Attrs&) { return {{in[0].sizes(), in[0].dtype()}}; }
+SpecList random_meta(const OpDef&, const SpecList& in, const Attrs&) { return {{in[0].sizes(), in[0].dtype()}}; }
 
 void random_kernel(const OpDef&, const TensorList&, const Attrs& a, TensorList& out) {
   const Tensor& c = out[0];

@@ -14,7 +14,8 @@ namespace {
 
 using cpu::ReduceOp;
 
-std::vector<bool> dim_mask(const Tensor& x, const OptDims& dims, const char* op) {
+template <class T>  // Tensor or TensorSpec: only the rank is read
+std::vector<bool> dim_mask(const T& x, const OptDims& dims, const char* op) {
   int64_t n = x.dim();
   std::vector<bool> m(n, false);
   if (!dims || dims->empty()) {
@@ -30,8 +31,8 @@ std::vector<bool> dim_mask(const Tensor& x, const OptDims& dims, const char* op)
   return m;
 }
 
-Shape reduced_shape(const Tensor& x, const std::vector<bool>& m, bool keepdim) {
-  Shape s;
+SymShape reduced_shape(const TensorSpec& x, const std::vector<bool>& m, bool keepdim) {
+  SymShape s;
   for (int64_t i = 0; i < x.dim(); ++i) {
     if (!m[i]) s.push_back(x.sizes()[i]);
     else if (keepdim) s.push_back(1);
@@ -40,7 +41,8 @@ Shape reduced_shape(const Tensor& x, const std::vector<bool>& m, bool keepdim) {
 }
 
 // attrs: {dims (Shape), all (bool), keepdim (bool)}; the input is already in the compute dtype.
-std::vector<bool> mask_from_attrs(const Tensor& x, const Attrs& a, const char* op) {
+template <class T>
+std::vector<bool> mask_from_attrs(const T& x, const Attrs& a, const char* op) {
   bool all = std::get<bool>(a[1]);
   return dim_mask(x, all ? OptDims{} : OptDims{std::get<Shape>(a[0])}, op);
 }
@@ -53,8 +55,8 @@ Dtype reduce_out_dtype(ReduceOp r, Dtype in) {
   }
 }
 
-SpecList reduce_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
-  const Tensor& x = in[0];
+SpecList reduce_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
+  const TensorSpec& x = in[0];
   ReduceOp r = static_cast<ReduceOp>(op.code);
   auto m = mask_from_attrs(x, a, op.name);
   if ((r == ReduceOp::Max || r == ReduceOp::Min) && x.numel() == 0) {
@@ -178,11 +180,11 @@ int64_t reduced_count(const Tensor& x, const OptDims& dims) {
 }
 
 // ---- arg reductions: max/min along a dim with indices ----------------------------------------------
-SpecList argred_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
-  const Tensor& x = in[0];
+SpecList argred_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
+  const TensorSpec& x = in[0];
   int64_t d = std::get<int64_t>(a[0]);
   bool keep = std::get<bool>(a[1]);
-  Shape s;
+  SymShape s;
   if (x.dim() > 0) {
     d = wrap_dim(d, x.dim(), op.name);
     KILN_CHECK(x.sizes()[d] > 0, Index, op.name, op.name, "(): Expected reduction dim ", d,
@@ -245,8 +247,8 @@ const SoftmaxKernels& kernels_for_softmax() {
 }
 
 // ---- softmax / log_softmax over one dim: (outer, R, inner) on a contiguous input ----------------
-SpecList softmax_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
-  const Tensor& x = in[0];
+SpecList softmax_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
+  const TensorSpec& x = in[0];
   wrap_dim(std::get<int64_t>(a[0]), x.dim(), op.name);
   KILN_CHECK(is_floating(x.dtype()) && !is_float8(x.dtype()), Runtime, op.name, "not implemented for dtype ",
              dtype_name(x.dtype()));
@@ -362,8 +364,8 @@ OpDef op_log_softmax{"log_softmax", 0, softmax_meta, {softmax_kernel, nullptr}, 
 OpRegistrar reg_log_softmax{op_log_softmax, "log_softmax.int(Tensor self, int dim) -> Tensor"};
 
 // ---- cumulative scans: code 0 cumsum, 1 cumprod, 2 logcumsumexp, 3 cummax, 4 cummin ----------------
-SpecList scan_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
-  const Tensor& x = in[0];
+SpecList scan_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
+  const TensorSpec& x = in[0];
   wrap_dim(std::get<int64_t>(a[0]), x.dim(), op.name);
   if (op.code >= 3) return {{x.sizes(), x.dtype()}, {x.sizes(), kInt64}};
   return {{x.sizes(), x.dtype()}};

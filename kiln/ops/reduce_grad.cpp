@@ -36,7 +36,7 @@ using GL = const TensorList&;
 const Shape& rdims(G c) { return attr<Shape>(c.attrs, 0); }
 bool rall(G c) { return attr<bool>(c.attrs, 1); }
 bool rkeep(G c) { return attr<bool>(c.attrs, 2); }
-const Shape& in_shape(G c) { return c.in_specs[0].sizes; }
+Shape in_shape(G c) { return c.in_specs[0].concrete_sizes("backward"); }
 Tensor expand_g(G c, const Tensor& g) {
   return expand_reduced(g, in_shape(c), rdims(c), rall(c), rkeep(c));
 }
@@ -87,7 +87,7 @@ DerivativeByName d_norm_l2sq{"norm_l2sq", norm_l2sq_grad, 1, 0};
 // max(dim) / min(dim): the gradient goes to the selected index.
 TensorList argred_grad(G c, GL go) {
   int64_t dim = wrap_dim(attr<int64_t>(c.attrs, 0),
-                         std::max<int64_t>(c.in_specs[0].sizes.size(), 1), "backward");
+                         std::max<int64_t>(c.in_specs[0].concrete_sizes("backward").size(), 1), "backward");
   bool keep = attr<bool>(c.attrs, 1);
   const Shape& s = in_shape(c);
   if (s.empty()) return {go[0]};
@@ -126,7 +126,7 @@ TensorList prod_grad(G c, GL go) {
 DerivativeByName d_prod{"prod", prod_grad, 1, 1};
 
 int64_t sm_dim(G c) {
-  return wrap_dim(attr<int64_t>(c.attrs, 0), std::max<int64_t>(c.in_specs[0].sizes.size(), 1),
+  return wrap_dim(attr<int64_t>(c.attrs, 0), std::max<int64_t>(c.in_specs[0].concrete_sizes("backward").size(), 1),
                   "backward");
 }
 TensorList softmax_grad(G c, GL go) {

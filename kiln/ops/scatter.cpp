@@ -26,9 +26,9 @@ using namespace scatter_detail;
 // ---- scatter / scatter_add / scatter_reduce -----------------------------------------------------------
 
 // The shape checks of torch's scatter_meta_impl (dtype, then sizes, then the reduce name).
-SpecList scatter_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
-  const Tensor &x = in[0], &idx = in[1];
-  const Tensor* src = op.code == kScValue ? nullptr : &in[2];
+SpecList scatter_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
+  const TensorSpec &x = in[0], &idx = in[1];
+  const TensorSpec* src = op.code == kScValue ? nullptr : &in[2];
   int64_t dim = wrap_dim(attr<int64_t>(a, 0), x.dim(), op.name);
   if (idx.numel() != 0)
     KILN_CHECK(idx.dtype() == kInt64 || idx.dtype() == kInt32, Runtime, op.name,
@@ -71,10 +71,10 @@ OpRegistrar reg_scatter_add{op_scatter_add, "scatter_add(Tensor self, Tensor ind
 OpDef op_scatter_reduce{"scatter_reduce", kInplaceable, scatter_meta, {}, kScReduce};
 OpRegistrar reg_scatter_reduce{op_scatter_reduce, "scatter_reduce.two(Tensor self, Tensor index, Tensor src, int dim, str reduce, bool include_self) -> Tensor"};
 
-SpecList index_add_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
-  const Tensor &x = in[0], &idx = in[1], &src = in[2];
+SpecList index_add_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
+  const TensorSpec &x = in[0], &idx = in[1], &src = in[2];
   int64_t dim = wrap_dim(attr<int64_t>(a, 0), x.dim(), op.name);
-  int64_t numel = idx.numel();
+  SymInt numel = idx.numel();
   KILN_CHECK(idx.dim() <= 1, Index, op.name, "index_add_(): Index is supposed to be a vector, but got dim: ",
              idx.dim(), " with type: ", torch_type_name(idx.dtype()), " and size: ", idx.sizes());
   KILN_CHECK(idx.dtype() == kInt64 || idx.dtype() == kInt32, Runtime, op.name,
@@ -88,7 +88,7 @@ SpecList index_add_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
     KILN_FAIL(Runtime, op.name, "index_add_(): Number of indices (", numel, ") should be equal to source.size(dim): (",
               src.sizes()[dim], "), for dim: ", dim);
   }
-  Shape xs = x.sizes(), ss = src.sizes();
+  SymShape xs = x.sizes(), ss = src.sizes();
   if (src.dim() != 0 && x.dim() != 0) {
     xs.erase(xs.begin() + dim);
     ss.erase(ss.begin() + dim);
@@ -101,11 +101,11 @@ SpecList index_add_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
 OpDef op_index_add{"index_add", kInplaceable, index_add_meta, {}};
 OpRegistrar reg_index_add{op_index_add, "index_add(Tensor self, Tensor index, Tensor source, int dim, Scalar alpha) -> Tensor"};
 
-SpecList index_copy_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
-  const Tensor &x = in[0], &idx = in[1], &src = in[2];
+SpecList index_copy_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
+  const TensorSpec &x = in[0], &idx = in[1], &src = in[2];
   int64_t dim = wrap_dim(attr<int64_t>(a, 0), x.dim(), op.name);
   KILN_CHECK(idx.dim() < 2, Index, op.name, "index_copy_(): Index should have dimension 1 or 0 (got ", idx.dim(), ")");
-  int64_t numel = idx.numel();
+  SymInt numel = idx.numel();
   if (src.dim() == 0 && numel != 1)
     KILN_FAIL(Index, op.name, "index_copy_(): When source is scalar, index should have one element (got ", numel, ")");
   if (src.dim() != x.dim() && src.dim() != 0 && x.dim() != 0)
@@ -115,7 +115,7 @@ SpecList index_copy_meta(const OpDef& op, const TensorList& in, const Attrs& a) 
              torch_type_name(idx.dtype()));
   KILN_CHECK(x.dtype() == src.dtype(), Runtime, op.name, "index_copy_(): self and source expected to have the same "
              "dtype, but got (self) ", torch_type_name(x.dtype()), " and (source) ", torch_type_name(src.dtype()));
-  Shape xs = x.sizes(), ss = src.sizes();
+  SymShape xs = x.sizes(), ss = src.sizes();
   if (!xs.empty()) xs.erase(xs.begin() + dim);
   if (!ss.empty()) ss.erase(ss.begin() + dim);
   KILN_CHECK(xs == ss, Runtime, op.name, "index_copy_(): Source/destination tensor must have same slice shapes. "
@@ -128,8 +128,8 @@ SpecList index_copy_meta(const OpDef& op, const TensorList& in, const Attrs& a) 
 OpDef op_index_copy{"index_copy", kInplaceable, index_copy_meta, {}};
 OpRegistrar reg_index_copy{op_index_copy, "index_copy(Tensor self, Tensor index, Tensor source, int dim) -> Tensor"};
 
-SpecList index_fill_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
-  const Tensor &x = in[0], &idx = in[1];
+SpecList index_fill_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
+  const TensorSpec &x = in[0], &idx = in[1];
   KILN_CHECK(idx.dtype() == kInt64, Index, op.name, "index_fill_(): Expected dtype int64 for index.");
   const Scalar& v = attr<Scalar>(a, 1);
   KILN_CHECK(x.is_complex() || !v.is_complex(), Runtime, op.name,
@@ -142,9 +142,9 @@ SpecList index_fill_meta(const OpDef& op, const TensorList& in, const Attrs& a) 
 OpDef op_index_fill{"index_fill", kInplaceable, index_fill_meta, {}};
 OpRegistrar reg_index_fill{op_index_fill, "index_fill.int_Scalar(Tensor self, Tensor index, int dim, Scalar value) -> Tensor"};
 
-SpecList masked_scatter_meta(const OpDef& op, const TensorList& in, const Attrs&) {
-  const Tensor &x = in[0], &mask = in[1], &src = in[2];
-  Shape s = broadcast_shapes(mask.sizes(), x.sizes(), op.name);
+SpecList masked_scatter_meta(const OpDef& op, const SpecList& in, const Attrs&) {
+  const TensorSpec &x = in[0], &mask = in[1], &src = in[2];
+  SymShape s = broadcast_shapes(mask.sizes(), x.sizes(), op.name);
   check_masked_scatter(op, x, mask, src);
   return {{s, x.dtype()}};
 }
@@ -152,8 +152,8 @@ OpDef op_masked_scatter{"masked_scatter", kInplaceable, masked_scatter_meta, {}}
 OpRegistrar reg_masked_scatter{op_masked_scatter, "masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor"};
 
 // ---- take / put ---------------------------------------------------------------------------------------
-SpecList take_meta(const OpDef& op, const TensorList& in, const Attrs&) {
-  const Tensor &x = in[0], &idx = in[1];
+SpecList take_meta(const OpDef& op, const SpecList& in, const Attrs&) {
+  const TensorSpec &x = in[0], &idx = in[1];
   KILN_CHECK(idx.dtype() == kInt64, Runtime, op.name, "take(): Expected a long tensor for index, but got ",
              torch_type_name(idx.dtype()));
   KILN_CHECK(!(x.numel() == 0 && idx.numel() != 0), Index, op.name, "take(): tried to take from an empty tensor");
@@ -162,8 +162,8 @@ SpecList take_meta(const OpDef& op, const TensorList& in, const Attrs&) {
 OpDef op_take{"take", 0, take_meta, {}};
 OpRegistrar reg_take{op_take, "take(Tensor self, Tensor index) -> Tensor"};
 
-SpecList put_meta(const OpDef& op, const TensorList& in, const Attrs&) {
-  const Tensor &x = in[0], &idx = in[1], &src = in[2];
+SpecList put_meta(const OpDef& op, const SpecList& in, const Attrs&) {
+  const TensorSpec &x = in[0], &idx = in[1], &src = in[2];
   KILN_CHECK(idx.dtype() == kInt64, Runtime, op.name, "put_(): Expected a long tensor for index, but got ",
              torch_type_name(idx.dtype()));
   KILN_CHECK(x.dtype() == src.dtype(), Runtime, op.name, "put_(): self and source expected to have the same dtype, "
@@ -178,7 +178,7 @@ OpRegistrar reg_put{op_put, "put(Tensor self, Tensor index, Tensor source, bool 
 
 // ---- gather without index wrapping (take_along_dim) ------------------------------------------------------
 // inputs: x, index (int64, same rank, broadcast already); attrs {dim}. Indices must lie in [0, size).
-SpecList tad_gather_meta(const OpDef&, const TensorList& in, const Attrs&) {
+SpecList tad_gather_meta(const OpDef&, const SpecList& in, const Attrs&) {
   return {{in[1].sizes(), in[0].dtype()}};
 }
 OpDef op_tad_gather{"take_along_dim", 0, tad_gather_meta, {}};

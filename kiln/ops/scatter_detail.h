@@ -30,13 +30,22 @@ inline bool std_dtype(Dtype d) {
   return !(d == kUInt16 || d == kUInt32 || d == kUInt64 || is_float8(d));
 }
 
-inline int64_t nonempty_dim(const Tensor& t) { return t.dim() == 0 ? 1 : t.dim(); }
-inline int64_t nonempty_size(const Tensor& t, int64_t d) { return t.dim() == 0 ? 1 : t.sizes()[d]; }
-inline Shape nonempty_sizes(const Tensor& t) { return t.dim() == 0 ? Shape{1} : t.sizes(); }
+// T: Tensor (kernels) or TensorSpec (meta functions, in SymInts).
+template <class T>
+int64_t nonempty_dim(const T& t) { return t.dim() == 0 ? 1 : t.dim(); }
+template <class T>
+auto nonempty_size(const T& t, int64_t d) -> std::decay_t<decltype(t.sizes()[0])> {
+  return t.dim() == 0 ? 1 : t.sizes()[d];
+}
+template <class T>
+auto nonempty_sizes(const T& t) -> std::decay_t<decltype(t.sizes())> {
+  return t.dim() == 0 ? std::decay_t<decltype(t.sizes())>{1} : t.sizes();
+}
 inline Shape nonempty_strides(const Tensor& t) { return t.dim() == 0 ? Shape{1} : t.strides(); }
 
 // size(d) of t as torch's Tensor::size would: IndexError for d outside a non-scalar tensor's dims.
-inline int64_t checked_size(const Tensor& t, int64_t d, const char* op) {
+template <class T>
+auto checked_size(const T& t, int64_t d, const char* op) -> std::decay_t<decltype(t.sizes()[0])> {
   if (t.dim() == 0) return 1;
   KILN_CHECK(d < t.dim(), Index, op, "Dimension out of range (expected to be in range of [", -t.dim(), ", ",
              t.dim() - 1, "], but got ", d, ")");
@@ -104,7 +113,8 @@ inline int two_reduce(const std::string& r, const char* op) {
 }
 
 // ---- masked_scatter -----------------------------------------------------------------------------------
-inline void check_masked_scatter(const OpDef& op, const Tensor& x, const Tensor& mask, const Tensor& src) {
+template <class T>  // Tensor or TensorSpec
+void check_masked_scatter(const OpDef& op, const T& x, const T& mask, const T& src) {
   KILN_CHECK(x.dtype() == src.dtype(), Runtime, op.name, "masked_scatter: expected self and source to have same "
              "dtypes but got", torch_type_name(x.dtype()), " and ", torch_type_name(src.dtype()));
   KILN_CHECK(mask.dtype() == kBool, Runtime, op.name, "masked_scatter_ only supports boolean masks, but got mask "

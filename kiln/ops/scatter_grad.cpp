@@ -12,7 +12,7 @@ namespace {
 using G = const GradCtx&;
 using GL = const TensorList&;
 
-const Shape& in_shape(G c, size_t i = 0) { return c.in_specs[i].sizes; }
+Shape in_shape(G c, size_t i = 0) { return c.in_specs[i].concrete_sizes("backward"); }
 int64_t dim_attr(G c) { return attr<int64_t>(c.attrs, 0); }
 Tensor zero_of(const Tensor& g) { return zeros({}, like(g)); }
 

@@ -15,8 +15,8 @@ namespace {
 using namespace sort_detail;
 
 // ---- searchsorted. inputs {boundaries, values[, sorter]} (one dtype); attrs {out_int32, right, has_sorter}
-SpecList searchsorted_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
-  const Tensor &bd = in[0], &v = in[1];
+SpecList searchsorted_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
+  const TensorSpec &bd = in[0], &v = in[1];
   bool out_int32 = attr<bool>(a, 0), has_sorter = attr<bool>(a, 2);
   KILN_CHECK(bd.dim() != 0, Runtime, op.name, "torch.searchsorted(): boundaries tensor should have positive "
              "dimension, but got 0 dimension");
@@ -25,13 +25,13 @@ SpecList searchsorted_meta(const OpDef& op, const TensorList& in, const Attrs& a
              ") and input value's dim(", v.dim(), ") numel(", v.numel(), ")");
   if (bd.dim() != 1) {
     bool ok = v.dim() == bd.dim();
-    for (int64_t i = 0; ok && i + 1 < bd.dim(); ++i) ok = bd.sizes()[i] == v.sizes()[i];
+    for (int64_t i = 0; ok && i + 1 < bd.dim(); ++i) ok = bool(bd.sizes()[i] == v.sizes()[i]);
     KILN_CHECK(ok, Runtime, op.name, "torch.searchsorted(): boundaries tensor should be 1 dimension or the first "
                "N-1 dimensions of boundaries tensor and input value tensor must match, but we got boundaries "
                "tensor ", bd.sizes(), " and input value tensor ", v.sizes());
   }
   if (has_sorter) {
-    const Tensor& st = in[2];
+    const TensorSpec& st = in[2];
     KILN_CHECK(st.dtype() == kInt64, Runtime, op.name, "torch.searchsorted(): sorter must be a tensor of long "
                "dtype but got dtype ", dtype_name(st.dtype()));
     KILN_CHECK(st.sizes() == bd.sizes(), Runtime, op.name, "torch.searchsorted(): boundary and sorter must have "
@@ -46,8 +46,8 @@ OpDef op_searchsorted{"searchsorted", 0, searchsorted_meta, {}};
 OpRegistrar reg_searchsorted{op_searchsorted, "searchsorted(Tensor sorted_sequence, Tensor self, Tensor? sorter, bool out_int32, bool right, bool has_sorter) -> Tensor"};
 
 // ---- histc(x, bins, min, max). attrs {bins, min, max} -------------------------------------------
-SpecList histc_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
-  const Tensor& x = in[0];
+SpecList histc_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
+  const TensorSpec& x = in[0];
   int64_t bins = attr<int64_t>(a, 0);
   if (!plain_float(x.dtype())) not_implemented(op.name, "histogram_cpu", x.dtype());
   KILN_CHECK(bins > 0, Runtime, op.name, "torch.histogram(): bins must be > 0, but got ", bins, " for dimension 0");

@@ -22,7 +22,7 @@ using shape_detail::torch_type_name;
 namespace {
 
 // ---- roll -------------------------------------------------------------------------------------------------
-void check_roll(const Tensor& x, const Shape& shifts, const Shape& dims) {
+void check_roll(const TensorSpec& x, const Shape& shifts, const Shape& dims) {
   const char* op = "roll";
   if (!(dims.size() == 1 && shifts.size() == 1)) {
     KILN_CHECK(!shifts.empty(), Runtime, op, "`shifts` required");
@@ -30,13 +30,13 @@ void check_roll(const Tensor& x, const Shape& shifts, const Shape& dims) {
       KILN_CHECK(shifts.size() == dims.size(), Runtime, op, "shifts and dimensions must align. shifts: ", shifts.size(),
                  ", dims:", dims.size());
   }
-  if (x.numel() == 0) return;  // torch returns a clone before looking at dims
+  if (bool(x.numel() == 0)) return;  // torch returns a clone before looking at dims
   for (int64_t d : dims) {
     KILN_CHECK(x.dim() > 0, Index, op, "Dimension specified as ", d, " but tensor has no dimensions");
     wrap_dim(d, x.dim(), op);
   }
 }
-SpecList roll_meta(const OpDef&, const TensorList& in, const Attrs& a) {
+SpecList roll_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   check_roll(in[0], attr<Shape>(a, 0), attr<Shape>(a, 1));
   return {{in[0].sizes(), in[0].dtype()}};
 }
@@ -44,20 +44,20 @@ OpDef op_roll{"roll", 0, roll_meta, {}};
 OpRegistrar reg_roll{op_roll, "roll(Tensor self, int[] shifts, int[] dims) -> Tensor"};
 
 // ---- repeat ----------------------------------------------------------------------------------------------
-Shape repeat_shape(const Tensor& x, const Shape& r) {
+SymShape repeat_shape(const TensorSpec& x, const Shape& r) {
   KILN_CHECK(static_cast<int64_t>(r.size()) >= x.dim(), Runtime, "repeat",
              "Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor");
   int64_t lead = static_cast<int64_t>(r.size()) - x.dim();
-  Shape s(r.size());
+  SymShape s(r.size());
   for (size_t i = 0; i < r.size(); ++i) {
-    int64_t xs = static_cast<int64_t>(i) < lead ? 1 : x.sizes()[i - lead];
+    SymInt xs = static_cast<int64_t>(i) < lead ? SymInt(1) : x.sizes()[i - lead];
     s[i] = xs * r[i];
   }
-  for (int64_t v : s)
+  for (SymInt v : s)
     KILN_CHECK(v >= 0, Runtime, "repeat", "Trying to create tensor with negative dimension ", v, ": ", s);
   return s;
 }
-SpecList repeat_meta(const OpDef&, const TensorList& in, const Attrs& a) {
+SpecList repeat_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   return {{repeat_shape(in[0], attr<Shape>(a, 0)), in[0].dtype()}};
 }
 OpDef op_repeat{"repeat", 0, repeat_meta, {}};
@@ -68,31 +68,31 @@ OpDef op_repeat_interleave{"repeat_interleave", kDynamicShape, nullptr, {}};
 OpRegistrar reg_repeat_interleave{op_repeat_interleave, "repeat_interleave.Tensor(Tensor repeats, *, int? output_size=None) -> Tensor"};
 
 // ---- diag / diag_embed ----------------------------------------------------------------------------------------
-SpecList diag_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
-  const Tensor& x = in[0];
+SpecList diag_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
+  const TensorSpec& x = in[0];
   int64_t k = attr<int64_t>(a, 0);
   if (x.dim() == 1) {
-    int64_t n = x.sizes()[0] + (k < 0 ? -k : k);
+    SymInt n = x.sizes()[0] + (k < 0 ? -k : k);
     return {{{n, n}, x.dtype()}};
   }
   KILN_CHECK(x.dim() == 2, Runtime, op.name, "diag(): Supports 1D or 2D tensors. Got ", x.dim(), "D");
-  int64_t R = x.sizes()[0], C = x.sizes()[1];
-  int64_t len = k >= 0 ? std::min(R, C - k) : std::min(R + k, C);
-  return {{{std::max<int64_t>(len, 0)}, x.dtype()}};
+  SymInt R = x.sizes()[0], C = x.sizes()[1];
+  SymInt len = k >= 0 ? sym_min(R, C - k) : sym_min(R + k, C);
+  return {{{sym_max(len, 0)}, x.dtype()}};
 }
 OpDef op_diag{"diag", 0, diag_meta, {}};
 OpRegistrar reg_diag{op_diag, "diag(Tensor self, int diagonal) -> Tensor"};
 
 // attrs {offset, dim1, dim2}
-SpecList diag_embed_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
-  const Tensor& x = in[0];
+SpecList diag_embed_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
+  const TensorSpec& x = in[0];
   int64_t off = attr<int64_t>(a, 0);
   int64_t nd = x.dim() + 1;
   int64_t d1 = wrap_dim(attr<int64_t>(a, 1), nd, op.name), d2 = wrap_dim(attr<int64_t>(a, 2), nd, op.name);
   KILN_CHECK(d1 != d2, Runtime, op.name, "diagonal dimensions cannot be identical ", attr<int64_t>(a, 1), ", ",
              attr<int64_t>(a, 2));
-  int64_t n = (off < 0 ? -off : off) + (x.dim() ? x.sizes().back() : 1);
-  Shape s = x.sizes();
+  SymInt n = (off < 0 ? -off : off) + (x.dim() ? x.sizes().back() : 1);
+  SymShape s = x.sizes();
   if (!s.empty()) s.pop_back();
   s.insert(s.begin() + std::min(d1, d2), n);
   s.insert(s.begin() + std::max(d1, d2), n);
@@ -103,15 +103,16 @@ OpRegistrar reg_diag_embed{op_diag_embed, "diag_embed(Tensor self, int offset, i
 
 // ---- pad ---------------------------------------------------------------------------------------------------
 // constant_pad_nd: attrs {pad, value}. Pads the last pad.size()/2 dims; negative pads crop.
-Shape constant_pad_shape(const Tensor& x, const Shape& pad) {
+SymShape constant_pad_shape(const TensorSpec& x, const Shape& pad) {
   const char* op = "constant_pad_nd";
   KILN_CHECK(pad.size() % 2 == 0, Runtime, op, "Length of pad must be even but instead it equals ", pad.size());
   int64_t lp = static_cast<int64_t>(pad.size()) / 2;
   KILN_CHECK(x.dim() >= lp, Runtime, op, "Length of pad should be no more than twice the number of dimensions of "
              "the input. Pad length is ", pad.size(), " while the input has ", x.dim(), " dimensions.");
-  Shape s = x.sizes();
+  SymShape s = x.sizes();
   for (int64_t i = 0; i < lp; ++i) {
-    int64_t d = x.dim() - 1 - i, cur = x.sizes()[d];
+    int64_t d = x.dim() - 1 - i;
+    SymInt cur = x.sizes()[d];
     // torch narrows for the negative pads first, left then right
     for (int64_t p : {pad[2 * i], pad[2 * i + 1]})
       if (p < 0) {
@@ -125,14 +126,14 @@ Shape constant_pad_shape(const Tensor& x, const Shape& pad) {
   }
   return s;
 }
-SpecList constant_pad_meta(const OpDef&, const TensorList& in, const Attrs& a) {
+SpecList constant_pad_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   return {{constant_pad_shape(in[0], attr<Shape>(a, 0)), in[0].dtype()}};
 }
 OpDef op_constant_pad{"constant_pad_nd", 0, constant_pad_meta, {}};
 OpRegistrar reg_constant_pad{op_constant_pad, "constant_pad_nd(Tensor self, int[] pad, Scalar value) -> Tensor"};
 
 // reflect / replicate / circular: attrs {pad, mode}. Pads 1-3 trailing dims of a (batched) input.
-Shape nonconst_pad_shape(const Tensor& x, const Shape& pad, const std::string& mode) {
+SymShape nonconst_pad_shape(const TensorSpec& x, const Shape& pad, const std::string& mode) {
   const char* op = "pad";
   int64_t k = static_cast<int64_t>(pad.size()) / 2, nd = x.dim();
   bool ok = (k == 1 || k == 2 || k == 3) && (nd == k + 1 || nd == k + 2);
@@ -140,13 +141,14 @@ Shape nonconst_pad_shape(const Tensor& x, const Shape& pad, const std::string& m
   if (mode != "circular") {
     bool batch = nd == k + 2;
     bool valid = true;
-    for (int64_t d = batch ? 1 : 0; d < nd; ++d) valid = valid && x.sizes()[d] != 0;
+    for (int64_t d = batch ? 1 : 0; d < nd; ++d) valid = valid && bool(x.sizes()[d] != 0);
     KILN_CHECK(valid, Runtime, op, "Expected ", k + 1, "D or ", k + 2, "D (batch mode) tensor with possibly 0 batch "
                "size and other non-zero dimensions for input, but got: ", x.sizes());
   }
-  Shape s = x.sizes();
+  SymShape s = x.sizes();
   for (int64_t i = 0; i < k; ++i) {
-    int64_t d = nd - 1 - i, n = x.sizes()[d], pl = pad[2 * i], pr = pad[2 * i + 1];
+    int64_t d = nd - 1 - i, pl = pad[2 * i], pr = pad[2 * i + 1];
+    SymInt n = x.sizes()[d];
     s[d] = n + pl + pr;
     if (mode == "reflect")
       KILN_CHECK(pl < n && pr < n, Runtime, op, "Argument #4: Padding size should be less than the corresponding "
@@ -156,13 +158,13 @@ Shape nonconst_pad_shape(const Tensor& x, const Shape& pad, const std::string& m
       KILN_CHECK(s[d] >= 0, Runtime, op, "Negative padding value is resulting in an empty dimension");
     }
   }
-  if (mode == "circular" && shape_numel(s) > 0) {
+  if (mode == "circular" && bool(sym_numel(s) > 0)) {
     // torch fills the pads by copying slices of the output into itself; where a source and a destination
     // slice are dense and partially overlap, copy_ refuses
     for (int64_t i = 0; i < k; ++i) {
-      int64_t d = nd - 1 - i, pl = pad[2 * i], pr = pad[2 * i + 1], o = s[d];
+      int64_t d = nd - 1 - i, pl = pad[2 * i], pr = pad[2 * i + 1], o = s[d].guard_int(std::string(op));
       int64_t outer = 1;
-      for (int64_t j = 0; j < d; ++j) outer *= s[j];
+      for (int64_t j = 0; j < d; ++j) outer *= s[j].guard_int(std::string(op));
       if (outer != 1) continue;
       auto partial = [](int64_t a, int64_t b, int64_t len) { return a != b && a < b + len && b < a + len; };
       bool bad = (pl > 0 && partial(o - pl - std::max<int64_t>(pr, 0), 0, pl)) ||
@@ -181,7 +183,7 @@ Shape nonconst_pad_shape(const Tensor& x, const Shape& pad, const std::string& m
     }
   return s;
 }
-SpecList nonconst_pad_meta(const OpDef&, const TensorList& in, const Attrs& a) {
+SpecList nonconst_pad_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   return {{nonconst_pad_shape(in[0], attr<Shape>(a, 0), attr<std::string>(a, 1)), in[0].dtype()}};
 }
 OpDef op_nonconst_pad{"pad", 0, nonconst_pad_meta, {}};
@@ -189,16 +191,17 @@ OpRegistrar reg_nonconst_pad{op_nonconst_pad, "pad(Tensor self, int[] pad, str m
 
 // ---- embedding ---------------------------------------------------------------------------------------------
 // inputs {weight, indices}; attrs {padding_idx, scale_grad_by_freq, sparse}
-void check_embedding_args(const Tensor& weight, const Tensor& indices, const char* op) {
+template <class T>
+void check_embedding_args(const T& weight, const T& indices, const char* op) {
   KILN_CHECK(weight.dim() == 2, Runtime, op, "'weight' must be 2-D");
   KILN_CHECK(indices.dtype() == kInt64 || indices.dtype() == kInt32, Runtime, op,
              "Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but got ",
              torch_type_name(indices.dtype()), " instead (while checking arguments for ", op, ")");
 }
-SpecList embedding_meta(const OpDef& op, const TensorList& in, const Attrs&) {
-  const Tensor &w = in[0], &idx = in[1];
+SpecList embedding_meta(const OpDef& op, const SpecList& in, const Attrs&) {
+  const TensorSpec &w = in[0], &idx = in[1];
   check_embedding_args(w, idx, op.name);
-  Shape s = idx.sizes();
+  SymShape s = idx.sizes();
   s.push_back(w.sizes()[1]);
   return {{s, w.dtype()}};
 }

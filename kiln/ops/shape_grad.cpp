@@ -15,7 +15,7 @@ namespace {
 using G = const GradCtx&;
 using GL = const TensorList&;
 
-const Shape& in_shape(G c) { return c.in_specs[0].sizes; }
+Shape in_shape(G c) { return c.in_specs[0].concrete_sizes("backward"); }
 
 // repeat(r): output dim i is r[i] copies of the input's dim; viewed as (r[i], size[i]) pairs the
 // copies are summed away.

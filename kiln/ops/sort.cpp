@@ -31,8 +31,8 @@ void check_sort_dtype(const char* op, Dtype d) {
   if (is_float8(d)) not_implemented(op, "sort", d);
 }
 
-SpecList sort_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
-  const Tensor& x = in[0];
+SpecList sort_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
+  const TensorSpec& x = in[0];
   wrap_dim(attr<int64_t>(a, 0), x.dim(), op.name);
   check_sort_dtype(op.name, x.dtype());
   return {{x.sizes(), x.dtype()}, {x.sizes(), kInt64}};
@@ -42,8 +42,8 @@ OpDef op_sort{"sort", 0, sort_meta, {}};
 OpRegistrar reg_sort{op_sort, "sort.stable(Tensor self, int dim, bool descending, bool stable) -> (Tensor values, Tensor indices)"};
 
 // ---- topk(x, k, dim, largest, sorted): torch's partial_sort / nth_element selection ---------------
-SpecList topk_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
-  const Tensor& x = in[0];
+SpecList topk_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
+  const TensorSpec& x = in[0];
   int64_t k = attr<int64_t>(a, 0);
   int64_t d = wrap_dim(attr<int64_t>(a, 1), x.dim(), op.name);
   KILN_CHECK(k >= 0 && k <= row_len(x, d), Runtime, op.name, "selected index k out of range");
@@ -51,7 +51,7 @@ SpecList topk_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
   KILN_CHECK(!is_complex(dt), Runtime, op.name, "topk does not support complex dtypes on CPU");
   KILN_CHECK(dt != kBool, Runtime, op.name, "topk does not support bool dtypes on CPU");
   if (!all_types_half(dt)) not_implemented(op.name, "topk_cpu", dt);
-  Shape s = x.sizes();
+  SymShape s = x.sizes();
   if (x.dim()) s[d] = k;
   return {{s, dt}, {s, kInt64}};
 }
@@ -61,15 +61,15 @@ OpRegistrar reg_topk{op_topk, "topk(Tensor self, int k, int dim, bool largest, b
 
 // ---- kthvalue(x, k, dim, keepdim): torch's quickselect (Sedgewick), NaN largest ------------------
 
-SpecList kthvalue_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
-  const Tensor& x = in[0];
+SpecList kthvalue_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
+  const TensorSpec& x = in[0];
   int64_t k = attr<int64_t>(a, 0);
   int64_t d = wrap_dim(attr<int64_t>(a, 1), x.dim(), op.name);
   check_nonzero_dim(x, d, op.name, "kthvalue");
   KILN_CHECK(k >= 1 && k <= row_len(x, d), Runtime, op.name,
              "kthvalue(): selected number k out of range for dimension ", d);
   if (!all_types_half(x.dtype())) not_implemented(op.name, "kthvalue_cpu", x.dtype());
-  Shape s = reduced_shape(x, d, attr<bool>(a, 2));
+  SymShape s = reduced_shape(x, d, attr<bool>(a, 2));
   return {{s, x.dtype()}, {s, kInt64}};
 }
 
@@ -77,12 +77,12 @@ OpDef op_kthvalue{"kthvalue", kReduction, kthvalue_meta, {}};
 OpRegistrar reg_kthvalue{op_kthvalue, "kthvalue(Tensor self, int k, int dim, bool keepdim) -> (Tensor values, Tensor indices)"};
 
 // ---- median / nanmedian along a dim (code 0 median, 1 nanmedian) ----------------------------------
-SpecList median_dim_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
-  const Tensor& x = in[0];
+SpecList median_dim_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
+  const TensorSpec& x = in[0];
   int64_t d = wrap_dim(attr<int64_t>(a, 0), x.dim(), op.name);
   check_nonzero_dim(x, d, op.name, "median");
   if (!all_types_half(x.dtype())) not_implemented(op.name, "median_out", x.dtype());
-  Shape s = reduced_shape(x, d, attr<bool>(a, 1));
+  SymShape s = reduced_shape(x, d, attr<bool>(a, 1));
   return {{s, x.dtype()}, {s, kInt64}};
 }
 
@@ -92,7 +92,7 @@ OpDef op_nanmedian_dim{"nanmedian_dim", kReduction, median_dim_meta, {}, 1};
 OpRegistrar reg_nanmedian_dim{op_nanmedian_dim, "nanmedian.dim(Tensor self, int dim, bool keepdim) -> (Tensor values, Tensor indices)"};
 
 // ---- global median / nanmedian ---------------------------------------------------------------------
-SpecList median_meta(const OpDef& op, const TensorList& in, const Attrs&) {
+SpecList median_meta(const OpDef& op, const SpecList& in, const Attrs&) {
   if (!all_types_half(in[0].dtype())) not_implemented(op.name, "median_cpu", in[0].dtype());
   return {{{}, in[0].dtype()}};
 }
@@ -103,12 +103,12 @@ OpDef op_nanmedian{"nanmedian", kReduction, median_meta, {}, 1};
 OpRegistrar reg_nanmedian{op_nanmedian, "nanmedian(Tensor self) -> Tensor"};
 
 // ---- mode(x, dim, keepdim): torch's sort-and-count; the index is the last in its run ---------------
-SpecList mode_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
-  const Tensor& x = in[0];
+SpecList mode_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
+  const TensorSpec& x = in[0];
   int64_t d = wrap_dim(attr<int64_t>(a, 0), x.dim(), op.name);
   check_nonzero_dim(x, d, op.name, "mode");
   if (x.dtype() != kBool && !all_types_half(x.dtype())) not_implemented(op.name, "mode_cpu", x.dtype());
-  Shape s = reduced_shape(x, d, attr<bool>(a, 1));
+  SymShape s = reduced_shape(x, d, attr<bool>(a, 1));
   return {{s, x.dtype()}, {s, kInt64}};
 }
 
@@ -117,8 +117,8 @@ OpRegistrar reg_mode{op_mode, "mode(Tensor self, int dim, bool keepdim) -> (Tens
 
 // ---- quantile / nanquantile (code 0 / 1). inputs {x, q}; attrs {has_dim, dim, keepdim, interp} ----
 
-SpecList quantile_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
-  const Tensor &x = in[0], &q = in[1];
+SpecList quantile_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
+  const TensorSpec &x = in[0], &q = in[1];
   KILN_CHECK(x.numel() > 0, Runtime, op.name, "quantile() input tensor must be non-empty");
   KILN_CHECK(q.dim() <= 1, Runtime, op.name, "quantile() q must be a scalar or 1D tensor");
   KILN_CHECK(x.dtype() == kFloat32 || x.dtype() == kFloat64, Runtime, op.name,
@@ -126,9 +126,9 @@ SpecList quantile_meta(const OpDef& op, const TensorList& in, const Attrs& a) {
   KILN_CHECK(x.dtype() == q.dtype(), Runtime, op.name, "quantile() q tensor must be same dtype as the input tensor");
   bool has_dim = attr<bool>(a, 0), keepdim = attr<bool>(a, 2);
   int64_t d = wrap_dim(has_dim ? attr<int64_t>(a, 1) : 0, x.dim(), op.name);
-  Shape s;
+  SymShape s;
   if (has_dim && x.dim() > 0) s = reduced_shape(x, d, keepdim);
-  else if (keepdim) s = Shape(x.dim(), 1);
+  else if (keepdim) s = SymShape(x.dim(), 1);
   if (q.dim() > 0) s.insert(s.begin(), q.numel());
   parse_interp(attr<std::string>(a, 3), op.name);
   return {{s, x.dtype()}};

@@ -58,6 +58,7 @@ inline Tensor rows_of(const Tensor& x, int64_t d) {
   return contiguous(movedim(x, {d}, {-1}));
 }
 inline int64_t row_len(const Tensor& x, int64_t d) { return x.dim() ? x.sizes()[d] : 1; }
+inline SymInt row_len(const TensorSpec& x, int64_t d) { return x.dim() ? x.sizes()[d] : SymInt(1); }
 inline int64_t num_rows(const Tensor& x, int64_t d) {
   int64_t m = 1;
   for (int64_t i = 0; i < x.dim(); ++i)
@@ -74,14 +75,14 @@ inline void write_back(const Tensor& out, int64_t d, const Tensor& tmp) {
   if (!tmp.is_same(out)) copy_(movedim(out, {d}, {-1}), tmp);
 }
 
-inline Shape reduced_shape(const Tensor& x, int64_t d, bool keepdim) {
+inline SymShape reduced_shape(const TensorSpec& x, int64_t d, bool keepdim) {
   if (x.dim() == 0) return {};
-  Shape s = x.sizes();
+  SymShape s = x.sizes();
   if (keepdim) s[d] = 1;
   else s.erase(s.begin() + d);
   return s;
 }
-inline void check_nonzero_dim(const Tensor& x, int64_t d, const char* op, const char* fn) {
+inline void check_nonzero_dim(const TensorSpec& x, int64_t d, const char* op, const char* fn) {
   if (x.dim() > 0)
     KILN_CHECK(x.sizes()[d] != 0, Index, op, fn, "(): Expected reduction dim ", d, " to have non-zero size.");
 }

@@ -14,7 +14,7 @@ namespace {
 using G = const GradCtx&;
 using GL = const TensorList&;
 
-const Shape& in_shape(G c) { return c.in_specs[0].sizes; }
+Shape in_shape(G c) { return c.in_specs[0].concrete_sizes("backward"); }
 
 // g (the values' gradient, reduced along dim unless keep) scattered to `idx` of zeros like x.
 Tensor to_indices(G c, const Tensor& g, const Tensor& idx, int64_t dim, bool keep) {

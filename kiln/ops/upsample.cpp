@@ -29,16 +29,16 @@ void push_scales(Attrs& a, const Scales& s, size_t n) {
 // ---- nearest ------------------------------------------------------------------------------------
 
 // upsample_nearest: attrs {output_size, scale per spatial dim}
-SpecList nearest_meta(const OpDef&, const TensorList& in, const Attrs& a) {
-  return {{upsample_shape("upsample_nearest", in[0].sizes(), attr<Shape>(a, 0)), in[0].dtype()}};
+SpecList nearest_meta(const OpDef&, const SpecList& in, const Attrs& a) {
+  return {{upsample_shape("upsample_nearest", in[0].sizes(), attr_sym_shape(a, 0)), in[0].dtype()}};
 }
 OpDef op_nearest{"upsample_nearest", 0, nearest_meta, {}};
 OpRegistrar reg_nearest{op_nearest, "upsample_nearest(Tensor self, int[] output_size, float? scale_0=None, float? scale_1=None, float? scale_2=None) -> Tensor"};
 
 // upsample_nearest_backward: {grad} -> grad_input; attrs {input_size, output_size, scales...}
-SpecList nearest_bw_meta(const OpDef&, const TensorList& in, const Attrs& a) {
-  const Shape& is = attr<Shape>(a, 0);
-  KILN_CHECK(upsample_shape("upsample_nearest_backward", is, attr<Shape>(a, 1)) == in[0].sizes(),
+SpecList nearest_bw_meta(const OpDef&, const SpecList& in, const Attrs& a) {
+  const SymShape is = attr_sym_shape(a, 0);
+  KILN_CHECK(upsample_shape("upsample_nearest_backward", is, attr_sym_shape(a, 1)) == in[0].sizes(),
              Runtime, "upsample_nearest_backward", "grad of size ", in[0].sizes(),
              " does not match input size ", is);
   return {{is, in[0].dtype()}};
@@ -49,7 +49,7 @@ OpRegistrar reg_nearest_bw{op_nearest_bw, "upsample_nearest_backward(Tensor grad
 TensorList nearest_derivative(const GradCtx& ctx, const TensorList& grad) {
   TensorList r(1);
   if (ctx.needs[0]) {
-    Attrs a{ctx.in_specs[0].sizes};
+    Attrs a{ctx.in_specs[0].concrete_sizes("backward")};
     a.insert(a.end(), ctx.attrs.begin(), ctx.attrs.end());
     r[0] = dispatch1(op_nearest_bw, {grad[0]}, std::move(a));
   }
@@ -76,17 +76,17 @@ DerivativeRegistrar d_nearest_bw{op_nearest_bw, nearest_bw_derivative, 0, 0};
 // ---- linear -------------------------------------------------------------------------------------
 
 // upsample_linear: attrs {output_size, align_corners, scales...}
-SpecList linear_meta(const OpDef&, const TensorList& in, const Attrs& a) {
-  return {{upsample_shape("upsample_linear", in[0].sizes(), attr<Shape>(a, 0)), in[0].dtype()}};
+SpecList linear_meta(const OpDef&, const SpecList& in, const Attrs& a) {
+  return {{upsample_shape("upsample_linear", in[0].sizes(), attr_sym_shape(a, 0)), in[0].dtype()}};
 }
 OpDef op_linear{"upsample_linear", 0, linear_meta, {}};
 OpRegistrar reg_linear{op_linear, "upsample_linear(Tensor self, int[] output_size, bool align_corners, float? scale_0=None, float? scale_1=None, float? scale_2=None) -> Tensor"};
 
 // upsample_linear_backward: {grad} -> grad_input; attrs {input_size, output_size, align_corners,
 // scales...}
-SpecList linear_bw_meta(const OpDef&, const TensorList& in, const Attrs& a) {
-  const Shape& is = attr<Shape>(a, 0);
-  KILN_CHECK(upsample_shape("upsample_linear_backward", is, attr<Shape>(a, 1)) == in[0].sizes(),
+SpecList linear_bw_meta(const OpDef&, const SpecList& in, const Attrs& a) {
+  const SymShape is = attr_sym_shape(a, 0);
+  KILN_CHECK(upsample_shape("upsample_linear_backward", is, attr_sym_shape(a, 1)) == in[0].sizes(),
              Runtime, "upsample_linear_backward", "grad of size ", in[0].sizes(),
              " does not match input size ", is);
   return {{is, in[0].dtype()}};
@@ -97,7 +97,7 @@ OpRegistrar reg_linear_bw{op_linear_bw, "upsample_linear_backward(Tensor grad_ou
 TensorList linear_derivative(const GradCtx& ctx, const TensorList& grad) {
   TensorList r(1);
   if (ctx.needs[0]) {
-    Attrs a{ctx.in_specs[0].sizes};
+    Attrs a{ctx.in_specs[0].concrete_sizes("backward")};
     a.insert(a.end(), ctx.attrs.begin(), ctx.attrs.end());
     r[0] = dispatch1(op_linear_bw, {grad[0]}, std::move(a));
   }

@@ -21,7 +21,7 @@ inline Scales scales_at(const Attrs& a, size_t from, size_t n) {
 }
 
 // torch's upsample_{1,2}d_common_check; returns the output shape.
-inline Shape upsample_shape(const char* op, const Shape& xs, const Shape& os) {
+inline SymShape upsample_shape(const char* op, const SymShape& xs, const SymShape& os) {
   size_t nsp = os.size();
   KILN_CHECK(nsp == 1 || nsp == 2, Runtime, op, "expected 1 or 2 output sizes, got ", nsp);
   KILN_CHECK(xs.size() == nsp + 2, Runtime, op, "It is expected input_size equals to ", nsp + 2,
@@ -37,7 +37,7 @@ inline Shape upsample_shape(const char* op, const Shape& xs, const Shape& os) {
   }
   KILN_CHECK(xs[1] != 0, Runtime, op, "Non-empty ", nsp + 2,
              "D data tensor expected but got a tensor with sizes ", xs);
-  Shape out{xs[0], xs[1]};
+  SymShape out{xs[0], xs[1]};
   out.insert(out.end(), os.begin(), os.end());
   return out;
 }

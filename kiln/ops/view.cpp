@@ -13,41 +13,73 @@ namespace {
 const Shape& shape_attr(const Attrs& a, size_t i) { return std::get<Shape>(a[i]); }
 int64_t int_attr(const Attrs& a, size_t i) { return std::get<int64_t>(a[i]); }
 
-Shape infer_size(const Shape& shape, int64_t numel, const char* op) {
-  Shape out = shape;
-  int64_t known = 1, infer = -1;
+// ---- view geometry, written once over the size type ------------------------------------------------
+// I is int64_t for the CPU kernels and SymInt on the meta device, where a traced tensor's sizes,
+// strides and offset are symbolic: the same code makes both views (DESIGN.md §2).
+template <class I>
+using Sz = SmallVec<I, 6>;
+template <class I>
+struct Geo {
+  Sz<I> sizes, strides;
+  I offset;
+};
+template <class I>
+Sz<I> sizes_attr(const Attrs& a, size_t i) {
+  if constexpr (std::is_same_v<I, int64_t>) return shape_attr(a, i);
+  else return attr_sym_shape(a, i);
+}
+template <class I>
+I size_attr(const Attrs& a, size_t i) {  // an int attribute that may carry a symbolic size
+  if constexpr (std::is_same_v<I, int64_t>) return int_attr(a, i);
+  else return SymInt::from_raw(int_attr(a, i));
+}
+int64_t numel_of(const Shape& s) { return shape_numel(s); }
+SymInt numel_of(const SymShape& s) { return sym_numel(s); }
+Shape strides_for(const Shape& s) { return contiguous_strides(s); }
+SymShape strides_for(const SymShape& s) { return sym_contiguous_strides(s); }
+int64_t min_of(int64_t a, int64_t b) { return std::min(a, b); }
+SymInt min_of(SymInt a, SymInt b) { return sym_min(a, b); }
+int64_t max_of(int64_t a, int64_t b) { return std::max(a, b); }
+SymInt max_of(SymInt a, SymInt b) { return sym_max(a, b); }
+
+template <class I>
+Sz<I> infer_size(const Sz<I>& shape, I numel, const char* op) {
+  Sz<I> out = shape;
+  I known = 1;
+  int64_t infer = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
       KILN_CHECK(infer < 0, Runtime, op, "only one dimension can be inferred");
       infer = static_cast<int64_t>(i);
     } else {
       KILN_CHECK(shape[i] >= 0, Runtime, op, "invalid shape dimension ", shape[i]);
-      known *= shape[i];
+      known = known * shape[i];
     }
   }
   if (infer >= 0) {
-    KILN_CHECK(known != 0 && numel % known == 0, Runtime, op, "shape '", Shape(shape),
+    KILN_CHECK(known != 0 && numel % known == 0, Runtime, op, "shape '", shape,
                "' is invalid for input of size ", numel);
     out[infer] = numel / known;
   } else {
-    KILN_CHECK(known == numel, Runtime, op, "shape '", Shape(shape), "' is invalid for input of size ", numel);
+    KILN_CHECK(known == numel, Runtime, op, "shape '", shape, "' is invalid for input of size ", numel);
   }
   return out;
 }
 
 // Strides for viewing (sizes, strides) as `shape` without a copy, if possible.
-std::optional<Shape> view_strides(Shape old_sizes, Shape old_strides, const Shape& shape) {
+template <class I>
+std::optional<Sz<I>> view_strides(Sz<I> old_sizes, Sz<I> old_strides, const Sz<I>& shape) {
   if (old_sizes.empty()) old_sizes = {1}, old_strides = {1};
-  Shape st(shape.size());
-  if (shape_numel(old_sizes) == 0) return contiguous_strides(shape);
+  Sz<I> st(shape.size());
+  if (numel_of(old_sizes) == 0) return strides_for(shape);
   int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
-  int64_t base = old_strides.back(), tensor_numel = 1, view_numel = 1;
+  I base = old_strides.back(), tensor_numel = 1, view_numel = 1;
   for (int64_t d = static_cast<int64_t>(old_sizes.size()) - 1; d >= 0; --d) {
-    tensor_numel *= old_sizes[d];
+    tensor_numel = tensor_numel * old_sizes[d];
     if (d == 0 || (old_sizes[d - 1] != 1 && old_strides[d - 1] != tensor_numel * base)) {
       while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
         st[view_d] = view_numel * base;
-        view_numel *= shape[view_d];
+        view_numel = view_numel * shape[view_d];
         --view_d;
       }
       if (view_numel != tensor_numel) return std::nullopt;
@@ -62,20 +94,57 @@ std::optional<Shape> view_strides(Shape old_sizes, Shape old_strides, const Shap
   return st;
 }
 
+// A view of x on the meta device with symbolic geometry: example values in the tensor, the
+// expressions beside them.
+Tensor make_sym_view(const Tensor& x, Geo<SymInt> g) {
+  auto hint = [](SymInt v) {
+    if (!v.is_symbolic()) return v.raw();
+    return v.maybe_hint().value_or(std::max<int64_t>(active_shape_env()->range(v).first, 0));
+  };
+  Shape sizes, strides;
+  for (SymInt v : g.sizes) sizes.push_back(hint(v));
+  for (SymInt v : g.strides) strides.push_back(hint(v));
+  Tensor t = make_view(x, sizes, strides, hint(g.offset));
+  if (is_symbolic(g.sizes) || is_symbolic(g.strides) || g.offset.is_symbolic()) {
+    auto sg = std::make_shared<SymGeometry>();
+    sg->sizes = std::move(g.sizes);
+    sg->strides = std::move(g.strides);
+    sg->offset = g.offset;
+    t.impl()->sym = std::move(sg);
+  }
+  return t;
+}
+
+// One view op from its geometry function `geo<I>(sizes, strides, offset, attrs)`: the CPU kernel
+// (int64_t) and the meta kernel (SymInt, so traced shapes stay symbolic).
+#define VIEW_GEO_OP(name, geo, schema)                                                            \
+  void name##_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {             \
+    const Tensor& x = in[0];                                                                        \
+    Geo<int64_t> g = geo<int64_t>(x.sizes(), x.strides(), x.storage_offset(), a);                   \
+    out = {make_view(x, std::move(g.sizes), std::move(g.strides), g.offset)};                       \
+  }                                                                                                 \
+  void name##_meta_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {        \
+    const Tensor& x = in[0];                                                                        \
+    const SymInt off = x.impl()->sym ? x.impl()->sym->offset : SymInt(x.storage_offset());          \
+    out = {make_sym_view(x, geo<SymInt>(x.sym_sizes(), x.sym_strides(), off, a))};                  \
+  }                                                                                                 \
+  OpDef op_##name{#name, kView, nullptr, {name##_k, nullptr, name##_meta_k}};                      \
+  OpRegistrar reg_##name{op_##name, schema};
+
 #define VIEW_OP(name, fn, schema)                            \
   OpDef op_##name{#name, kView, nullptr, {fn, nullptr}};     \
   OpRegistrar reg_##name{op_##name, schema};
 
-void view_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
-  const Tensor& x = in[0];
-  Shape shape = infer_size(shape_attr(a, 0), x.numel(), "view");
-  auto st = view_strides(x.sizes(), x.strides(), shape);
+template <class I>
+Geo<I> view_geo(const Sz<I>& sizes, const Sz<I>& strides, I off, const Attrs& a) {
+  Sz<I> shape = infer_size<I>(sizes_attr<I>(a, 0), numel_of(sizes), "view");
+  auto st = view_strides<I>(sizes, strides, shape);
   KILN_CHECK(st.has_value(), Runtime, "view", "view size is not compatible with input tensor's size "
              "and stride (at least one dimension spans across two contiguous subspaces). Use "
              ".reshape(...) instead.");
-  out = {make_view(x, shape, *st, x.storage_offset())};
+  return {std::move(shape), std::move(*st), off};
 }
-VIEW_OP(view, view_k, "view(Tensor(a) self, int[] size) -> Tensor(a)")
+VIEW_GEO_OP(view, view_geo, "view(Tensor(a) self, int[] size) -> Tensor(a)")
 
 void view_dtype_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
   const Tensor& x = in[0];
@@ -122,17 +191,25 @@ void view_dtype_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList
 }
 VIEW_OP(view_dtype, view_dtype_k, "view.dtype(Tensor(a) self, ScalarType dtype) -> Tensor(a)")
 
-void as_strided_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
-  const Tensor& x = in[0];
-  const Shape& size = shape_attr(a, 0);
-  const Shape& stride = shape_attr(a, 1);
-  int64_t off = int_attr(a, 2);
+template <class I>
+Geo<I> as_strided_geo(const Sz<I>&, const Sz<I>&, I, const Attrs& a) {
+  Sz<I> size = sizes_attr<I>(a, 0), stride = sizes_attr<I>(a, 1);
+  I off = size_attr<I>(a, 2);
   KILN_CHECK(size.size() == stride.size(), Runtime, "as_strided", "mismatch in length of strides and "
              "shape");
-  int64_t max_index = off;
-  for (size_t i = 0; i < size.size(); ++i) {
+  for (size_t i = 0; i < size.size(); ++i)
     KILN_CHECK(size[i] >= 0 && stride[i] >= 0, Runtime, "as_strided", "negative size or stride: ",
                size, " ", stride);
+  return {std::move(size), std::move(stride), off};
+}
+// The storage bound needs the storage: checked by the CPU kernel (a meta tensor's storage is only a size).
+void as_strided_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
+  const Tensor& x = in[0];
+  Geo<int64_t> g = as_strided_geo<int64_t>(x.sizes(), x.strides(), x.storage_offset(), a);
+  const Shape &size = g.sizes, &stride = g.strides;
+  int64_t off = g.offset;
+  int64_t max_index = off;
+  for (size_t i = 0; i < size.size(); ++i) {
     if (size[i] == 0) max_index = -1;
     if (max_index >= 0) max_index += (size[i] - 1) * stride[i];
   }
@@ -143,45 +220,54 @@ void as_strided_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList
              " bytes, but the storage has ", x.storage()->nbytes());
   out = {make_view(x, size, stride, off)};
 }
-VIEW_OP(as_strided, as_strided_k, "as_strided(Tensor(a) self, int[] size, int[] stride, int storage_offset) -> Tensor(a)")
-
-void permute_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
+void as_strided_meta_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
   const Tensor& x = in[0];
+  if (!x.has_symbolic_sizes() && !is_symbolic(attr_sym_shape(a, 0)) && !is_symbolic(attr_sym_shape(a, 1)) &&
+      !SymInt::from_raw(int_attr(a, 2)).is_symbolic())
+    return as_strided_k(op_view, in, a, out);  // concrete: the same bound check as on the CPU
+  out = {make_sym_view(x, as_strided_geo<SymInt>(x.sym_sizes(), x.sym_strides(), SymInt(0), a))};
+}
+OpDef op_as_strided{"as_strided", kView, nullptr, {as_strided_k, nullptr, as_strided_meta_k}};
+OpRegistrar reg_as_strided{op_as_strided, "as_strided(Tensor(a) self, int[] size, int[] stride, int storage_offset) -> Tensor(a)"};
+
+template <class I>
+Geo<I> permute_geo(const Sz<I>& xs, const Sz<I>& xst, I off, const Attrs& a) {
   const Shape& dims = shape_attr(a, 0);
-  int64_t n = x.dim();
+  int64_t n = static_cast<int64_t>(xs.size());
   KILN_CHECK(static_cast<int64_t>(dims.size()) == n, Runtime, "permute", "number of dims don't match "
              "in permute: input has ", n, " dims but ", dims.size(), " were given");
-  Shape sizes(n), strides(n);
+  Sz<I> sizes(n), strides(n);
   std::vector<bool> seen(n, false);
   for (int64_t i = 0; i < n; ++i) {
     int64_t d = wrap_dim(dims[i], n, "permute");
     KILN_CHECK(!seen[d], Runtime, "permute", "repeated dim in permute: ", dims);
     seen[d] = true;
-    sizes[i] = x.sizes()[d];
-    strides[i] = x.strides()[d];
+    sizes[i] = xs[d];
+    strides[i] = xst[d];
   }
-  out = {make_view(x, sizes, strides, x.storage_offset())};
+  return {std::move(sizes), std::move(strides), off};
 }
-VIEW_OP(permute, permute_k, "permute(Tensor(a) self, int[] dims) -> Tensor(a)")
+VIEW_GEO_OP(permute, permute_geo, "permute(Tensor(a) self, int[] dims) -> Tensor(a)")
 
-void expand_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
-  const Tensor& x = in[0];
-  const Shape& shape = shape_attr(a, 0);
-  int64_t n = static_cast<int64_t>(shape.size()), xd = x.dim();
+template <class I>
+Geo<I> expand_geo(const Sz<I>& xs, const Sz<I>& xst, I off, const Attrs& a) {
+  const Sz<I> shape = sizes_attr<I>(a, 0);
+  int64_t n = static_cast<int64_t>(shape.size()), xd = static_cast<int64_t>(xs.size());
   KILN_CHECK(n >= xd, Runtime, "expand", "the number of sizes provided (", n, ") must be greater or "
              "equal to the number of dimensions in the tensor (", xd, ")");
-  Shape sizes(n), strides(n);
+  Sz<I> sizes(n), strides(n);
   for (int64_t i = n - 1; i >= 0; --i) {
-    int64_t off = i - (n - xd);
-    int64_t want = shape[i];
-    if (off >= 0) {
-      int64_t have = x.sizes()[off];
+    int64_t o = i - (n - xd);
+    I want = shape[i];
+    if (o >= 0) {
+      I have = xs[o];
       if (want == -1) want = have;
-      KILN_CHECK(have == want || have == 1, Runtime, "expand", "The expanded size of the tensor (", want,
+      const bool same = bool(have == want);
+      KILN_CHECK(same || have == 1, Runtime, "expand", "The expanded size of the tensor (", want,
                  ") must match the existing size (", have, ") at non-singleton dimension ", i,
-                 ".  Target sizes: ", shape, ".  Tensor sizes: ", x.sizes());
+                 ".  Target sizes: ", shape, ".  Tensor sizes: ", xs);
       sizes[i] = want;
-      strides[i] = have == want ? x.strides()[off] : 0;
+      strides[i] = same ? xst[o] : I(0);
     } else {
       KILN_CHECK(want >= 0, Runtime, "expand", "The expanded size of the tensor (", want,
                  ") isn't allowed in a leading, non-existing dimension ", i);
@@ -189,101 +275,103 @@ void expand_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& ou
       strides[i] = 0;
     }
   }
-  out = {make_view(x, sizes, strides, x.storage_offset())};
+  return {std::move(sizes), std::move(strides), off};
 }
-VIEW_OP(expand, expand_k, "expand(Tensor(a) self, int[] size) -> Tensor(a)")
+VIEW_GEO_OP(expand, expand_geo, "expand(Tensor(a) self, int[] size) -> Tensor(a)")
 
 // slice(dim, start, end, step): attrs {dim, start, end, step} already clamped by the front end.
-void slice_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
-  const Tensor& x = in[0];
-  int64_t d = int_attr(a, 0), start = int_attr(a, 1), end = int_attr(a, 2), step = int_attr(a, 3);
-  Shape sizes = x.sizes(), strides = x.strides();
-  int64_t len = end > start ? (end - start + step - 1) / step : 0;
-  int64_t off = x.storage_offset() + (len > 0 ? start * strides[d] : 0);
+template <class I>
+Geo<I> slice_geo(const Sz<I>& xs, const Sz<I>& xst, I off, const Attrs& a) {
+  int64_t d = int_attr(a, 0), step = int_attr(a, 3);
+  I start = size_attr<I>(a, 1), end = size_attr<I>(a, 2);
+  Sz<I> sizes = xs, strides = xst;
+  I len = max_of(end - start + (step - 1), I(0)) / step;
+  if (len > 0) off = off + start * strides[d];
   sizes[d] = len;
-  strides[d] *= step;
-  out = {make_view(x, sizes, strides, off)};
+  strides[d] = strides[d] * step;
+  return {std::move(sizes), std::move(strides), off};
 }
-VIEW_OP(slice, slice_k, "slice.Tensor(Tensor(a) self, int dim, int start, int end, int step) -> Tensor(a)")
+VIEW_GEO_OP(slice, slice_geo, "slice.Tensor(Tensor(a) self, int dim, int start, int end, int step) -> Tensor(a)")
 
-void select_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
-  const Tensor& x = in[0];
-  int64_t d = int_attr(a, 0), i = int_attr(a, 1);
-  Shape sizes = x.sizes(), strides = x.strides();
-  int64_t off = x.storage_offset() + i * strides[d];
+template <class I>
+Geo<I> select_geo(const Sz<I>& xs, const Sz<I>& xst, I off, const Attrs& a) {
+  int64_t d = int_attr(a, 0);
+  I i = size_attr<I>(a, 1);
+  Sz<I> sizes = xs, strides = xst;
+  off = off + i * strides[d];
   sizes.erase(sizes.begin() + d);
   strides.erase(strides.begin() + d);
-  out = {make_view(x, sizes, strides, off)};
+  return {std::move(sizes), std::move(strides), off};
 }
-VIEW_OP(select, select_k, "select.int(Tensor(a) self, int dim, int index) -> Tensor(a)")
+VIEW_GEO_OP(select, select_geo, "select.int(Tensor(a) self, int dim, int index) -> Tensor(a)")
 
-void unsqueeze_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
-  const Tensor& x = in[0];
+template <class I>
+Geo<I> unsqueeze_geo(const Sz<I>& xs, const Sz<I>& xst, I off, const Attrs& a) {
   int64_t d = int_attr(a, 0);
-  Shape sizes = x.sizes(), strides = x.strides();
-  int64_t st = d < x.dim() ? sizes[d] * strides[d] : 1;
-  sizes.insert(sizes.begin() + d, 1);
+  Sz<I> sizes = xs, strides = xst;
+  I st = d < static_cast<int64_t>(xs.size()) ? sizes[d] * strides[d] : I(1);
+  sizes.insert(sizes.begin() + d, I(1));
   strides.insert(strides.begin() + d, st);
-  out = {make_view(x, sizes, strides, x.storage_offset())};
+  return {std::move(sizes), std::move(strides), off};
 }
-VIEW_OP(unsqueeze, unsqueeze_k, "unsqueeze(Tensor(a) self, int dim) -> Tensor(a)")
+VIEW_GEO_OP(unsqueeze, unsqueeze_geo, "unsqueeze(Tensor(a) self, int dim) -> Tensor(a)")
 
-void squeeze_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
-  const Tensor& x = in[0];
+template <class I>
+Geo<I> squeeze_geo(const Sz<I>& xs, const Sz<I>& xst, I off, const Attrs& a) {
   const Shape& dims = shape_attr(a, 0);  // normalised; empty with attr[1]=true means all
   bool all = std::get<bool>(a[1]);
-  Shape sizes, strides;
-  for (int64_t i = 0; i < x.dim(); ++i) {
-    bool listed = all || std::find(dims.begin(), dims.end(), i) != dims.end();
-    if (listed && x.sizes()[i] == 1) continue;
-    sizes.push_back(x.sizes()[i]);
-    strides.push_back(x.strides()[i]);
+  Sz<I> sizes, strides;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    bool listed = all || std::find(dims.begin(), dims.end(), static_cast<int64_t>(i)) != dims.end();
+    if (listed && xs[i] == 1) continue;
+    sizes.push_back(xs[i]);
+    strides.push_back(xst[i]);
   }
-  out = {make_view(x, sizes, strides, x.storage_offset())};
+  return {std::move(sizes), std::move(strides), off};
 }
-VIEW_OP(squeeze, squeeze_k, "squeeze.dims(Tensor(a) self, int[] dim, bool all_dims) -> Tensor(a)")
+VIEW_GEO_OP(squeeze, squeeze_geo, "squeeze.dims(Tensor(a) self, int[] dim, bool all_dims) -> Tensor(a)")
 
-void diagonal_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
-  const Tensor& x = in[0];
+template <class I>
+Geo<I> diagonal_geo(const Sz<I>& xs, const Sz<I>& xst, I off, const Attrs& a) {
   int64_t offset = int_attr(a, 0), d1 = int_attr(a, 1), d2 = int_attr(a, 2);
-  int64_t s1 = x.sizes()[d1], s2 = x.sizes()[d2];
-  int64_t n, off = x.storage_offset();
+  I s1 = xs[d1], s2 = xs[d2];
+  I n;
   if (offset >= 0) {
-    n = std::max<int64_t>(std::min(s1, s2 - offset), 0);
-    if (n > 0) off += offset * x.strides()[d2];
+    n = max_of(min_of(s1, s2 - offset), I(0));
+    if (n > 0) off = off + offset * xst[d2];
   } else {
-    n = std::max<int64_t>(std::min(s1 + offset, s2), 0);
-    if (n > 0) off -= offset * x.strides()[d1];
+    n = max_of(min_of(s1 + offset, s2), I(0));
+    if (n > 0) off = off - offset * xst[d1];
   }
-  Shape sizes, strides;
-  for (int64_t i = 0; i < x.dim(); ++i) {
+  Sz<I> sizes, strides;
+  for (int64_t i = 0; i < static_cast<int64_t>(xs.size()); ++i) {
     if (i == d1 || i == d2) continue;
-    sizes.push_back(x.sizes()[i]);
-    strides.push_back(x.strides()[i]);
+    sizes.push_back(xs[i]);
+    strides.push_back(xst[i]);
   }
   sizes.push_back(n);
-  strides.push_back(x.strides()[d1] + x.strides()[d2]);
-  out = {make_view(x, sizes, strides, off)};
+  strides.push_back(xst[d1] + xst[d2]);
+  return {std::move(sizes), std::move(strides), off};
 }
-VIEW_OP(diagonal, diagonal_k, "diagonal(Tensor(a) self, int offset, int dim1, int dim2) -> Tensor(a)")
+VIEW_GEO_OP(diagonal, diagonal_geo, "diagonal(Tensor(a) self, int offset, int dim1, int dim2) -> Tensor(a)")
 
-void unfold_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
-  const Tensor& x = in[0];
+template <class I>
+Geo<I> unfold_geo(const Sz<I>& xs, const Sz<I>& xst, I off, const Attrs& a) {
   int64_t d = int_attr(a, 0), size = int_attr(a, 1), step = int_attr(a, 2);
-  Shape sizes = x.sizes(), strides = x.strides();
-  int64_t st = x.dim() == 0 ? 1 : strides[d];
-  if (x.dim() == 0) {
-    sizes = {size};
-    strides = {1};
+  Sz<I> sizes = xs, strides = xst;
+  if (xs.empty()) {
+    sizes = {I(size)};
+    strides = {I(1)};
   } else {
+    I st = strides[d];
     sizes[d] = (sizes[d] - size) / step + 1;
-    strides[d] = step * st;
-    sizes.push_back(size);
+    strides[d] = st * step;
+    sizes.push_back(I(size));
     strides.push_back(st);
   }
-  out = {make_view(x, sizes, strides, x.storage_offset())};
+  return {std::move(sizes), std::move(strides), off};
 }
-VIEW_OP(unfold, unfold_k, "unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)")
+VIEW_GEO_OP(unfold, unfold_geo, "unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)")
 
 void view_as_real_k(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) {
   const Tensor& x = in[0];
@@ -339,7 +427,16 @@ Tensor run_view(const OpDef& op, const Tensor& x, Attrs a) { return dispatch1(op
 Tensor view(const Tensor& x, const Shape& shape) { return run_view(op_view, x, {shape}); }
 Tensor view_dtype(const Tensor& x, Dtype d) { return run_view(op_view_dtype, x, {d}); }
 
+Tensor view_symint(const Tensor& x, const SymShape& shape) { return view(x, raw_shape(shape)); }
+Tensor reshape_symint(const Tensor& x, const SymShape& shape) { return reshape(x, raw_shape(shape)); }
+Tensor expand_symint(const Tensor& x, const SymShape& shape) { return expand(x, raw_shape(shape)); }
+
 Tensor reshape(const Tensor& x, const Shape& shape) {
+  if (x.has_symbolic_sizes() || has_symbolic(shape)) [[unlikely]] {  // a traced shape stays symbolic
+    SymShape s = infer_size<SymInt>(to_sym(shape), x.sym_numel(), "reshape");
+    if (view_strides<SymInt>(x.sym_sizes(), x.sym_strides(), s)) return view(x, raw_shape(s));
+    return view(contiguous(x), raw_shape(s));
+  }
   Shape s = infer_size(shape, x.numel(), "reshape");
   if (view_strides(x.sizes(), x.strides(), s)) return view(x, s);
   return view(contiguous(x), s);
@@ -398,6 +495,15 @@ Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::op
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   KILN_CHECK(x.dim() > 0, Runtime, "narrow", "narrow() cannot be applied to a 0-dim tensor.");
   int64_t d = wrap_dim(dim, x.dim(), "narrow");
+  if (x.has_symbolic_sizes()) [[unlikely]] {  // the dimension may stay symbolic
+    const SymInt n = x.sym_size(d);
+    KILN_CHECK(length >= 0, Runtime, "narrow", "narrow(): length must be non-negative.");
+    KILN_CHECK(start >= -n && start <= n, Index, "narrow", "start out of range");
+    const SymInt s = start < 0 ? n + start : SymInt(start);
+    KILN_CHECK(s <= n - length, Runtime, "narrow", "start (", s, ") + length (", length,
+               ") exceeds dimension size (", n, ").");
+    return run_view(op_slice, x, {d, s.raw(), (s + length).raw(), int64_t(1)});
+  }
   int64_t n = x.sizes()[d];
   KILN_CHECK(length >= 0, Runtime, "narrow", "narrow(): length must be non-negative.");
   KILN_CHECK(start >= -n && start <= n, Index, "narrow", "start out of range (expected to be in range of [",
@@ -411,6 +517,12 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
 Tensor select(const Tensor& x, int64_t dim, int64_t index) {
   KILN_CHECK(x.dim() > 0, Index, "select", "select() cannot be applied to a 0-dim tensor.");
   int64_t d = wrap_dim(dim, x.dim(), "select");
+  if (x.has_symbolic_sizes()) [[unlikely]] {  // the dimension may stay symbolic
+    const SymInt n = x.sym_size(d);
+    KILN_CHECK(index >= -n && index < n, Index, "select", "index ", index, " is out of bounds for dimension ",
+               d, " with size ", n);
+    return run_view(op_select, x, {d, (index < 0 ? n + index : SymInt(index)).raw()});
+  }
   int64_t n = x.sizes()[d];
   KILN_CHECK(index >= -n && index < n, Index, "select", "index ", index, " is out of bounds for dimension ",
              d, " with size ", n);
@@ -540,7 +652,7 @@ TensorList split_pieces(const Tensor& x, const Shape& sizes, int64_t d) {
 
 TensorList split(const Tensor& x, int64_t size, int64_t dim) {
   int64_t d = wrap_dim(dim, x.dim(), "split");
-  int64_t n = x.sizes()[d];
+  int64_t n = x.size(d);  // only the split dimension needs a number
   KILN_CHECK(size >= 0, Runtime, "split", "split expects split_size be non-negative, but got split_size=", size);
   KILN_CHECK(size > 0 || n == 0, Runtime, "split", "split_size can only be 0 if dimension size is 0, but got dimension size of ", n);
   if (n == 0) return {x};

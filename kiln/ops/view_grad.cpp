@@ -13,7 +13,7 @@ namespace {
 using G = const GradCtx&;
 using GL = const TensorList&;
 
-const Shape& in_shape(G c, size_t i = 0) { return c.in_specs[i].sizes; }
+Shape in_shape(G c, size_t i = 0) { return c.in_specs[i].concrete_sizes("backward"); }
 
 // The gradient of a contiguous range [s, e) of dim d: zeros around g, as a (differentiable) pad.
 Tensor pad_dim(const Tensor& g, int64_t d, int64_t before, int64_t after) {
@@ -168,7 +168,7 @@ TensorList cat_grad(G c, GL go) {
   int64_t d = attr<int64_t>(c.attrs, 0);
   int64_t off = 0;
   for (size_t i = 0; i < c.in_specs.size(); ++i) {
-    const Shape& s = c.in_specs[i].sizes;
+    const Shape& s = c.in_specs[i].concrete_sizes("backward");
     if (s.size() == 1 && s[0] == 0 && nd != 1) {  // legacy empty inputs are skipped by cat
       if (c.needs[i]) r[i] = zeros(s, like(g));
       continue;

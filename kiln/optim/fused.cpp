@@ -247,7 +247,7 @@ namespace {
 // attrs: {algo, flags, hyper-parameters (8), c0 per segment, c1 per segment, fresh per segment}
 enum : int64_t { kMaximize = 1, kNesterov = 2, kAmsgrad = 4, kDecoupled = 8, kCentered = 16, kMomentum = 32 };
 
-SpecList update_meta(const OpDef&, const TensorList&, const Attrs&) { return {}; }
+SpecList update_meta(const OpDef&, const SpecList&, const Attrs&) { return {}; }
 
 void update_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList&) {
   const Algo algo = static_cast<Algo>(attr<int64_t>(a, 0));

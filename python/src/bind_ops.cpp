@@ -236,8 +236,10 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   }, "input"_a, "fill_value"_a, nb::kw_only(), "dtype"_a.none() = none(), "device"_a.none() = none(),
      "requires_grad"_a = false);
   m.def("arange", [](nb::handle a, nb::handle b, nb::handle step, nb::handle dtype, nb::handle device, bool) {
-    if (b.is_none()) return arange(Scalar(0), as_scalar(a), as_scalar(step), opts(dtype, device));
-    return arange(as_scalar(a), as_scalar(b), as_scalar(step), opts(dtype, device));
+    // a symbolic bound (kiln.SymInt) stays symbolic: the raw bits ride in the integer Scalar
+    auto bound = [](nb::handle h) { return nb::isinstance<SymInt>(h) ? Scalar(size_arg(h)) : as_scalar(h); };
+    if (b.is_none()) return arange(Scalar(0), bound(a), as_scalar(step), opts(dtype, device));
+    return arange(bound(a), bound(b), as_scalar(step), opts(dtype, device));
   }, "start"_a, "end"_a.none() = none(), "step"_a = 1, nb::kw_only(), "dtype"_a.none() = none(),
      "device"_a.none() = none(), "requires_grad"_a = false);
   m.def("linspace", [](nb::handle s, nb::handle e, int64_t steps, nb::handle dtype, nb::handle device, bool) {

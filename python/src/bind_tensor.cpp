@@ -39,7 +39,7 @@ bool truthy(const Tensor& t) {
 
 void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
   cls.def(nb::init<const Tensor&>(), "data"_a);  // shares the TensorImpl (used by nn.Parameter)
-  cls.def_prop_ro("shape", [](const Tensor& t) { return shape_tuple(t.sizes()); })
+  cls.def_prop_ro("shape", [](const Tensor& t) { return sym_shape_tuple(t); })
       .def_prop_ro("dtype", [](const Tensor& t) { return dtype_object(t.dtype()); })
       .def_prop_ro("ndim", &Tensor::dim)
       .def_prop_ro("device", [](const Tensor& t) { return t.device(); })
@@ -68,18 +68,18 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
       .def_prop_ro("_version", &Tensor::version)
       .def("dim", &Tensor::dim)
       .def("ndimension", &Tensor::dim)
-      .def("numel", &Tensor::numel)
-      .def("nelement", &Tensor::numel)
+      .def("numel", [](const Tensor& t) { return symint_object(t.sym_numel()); })
+      .def("nelement", [](const Tensor& t) { return symint_object(t.sym_numel()); })
       .def("element_size", [](const Tensor& t) { return t.itemsize(); })
       .def("size", [](const Tensor& t, nb::handle d) -> nb::object {
-        if (d.is_none()) return shape_tuple(t.sizes());
-        return nb::int_(t.size(nb::cast<int64_t>(d)));
+        if (d.is_none()) return sym_shape_tuple(t);
+        return symint_object(t.sym_size(nb::cast<int64_t>(d)));
       }, "dim"_a.none() = nb::none())
       .def("stride", [](const Tensor& t, nb::handle d) -> nb::object {
         if (d.is_none()) return shape_tuple(t.strides());
         return nb::int_(t.stride(nb::cast<int64_t>(d)));
       }, "dim"_a.none() = nb::none())
-      .def("storage_offset", &Tensor::storage_offset)
+      .def("storage_offset", [](const Tensor& t) { return t.storage_offset(); })
       .def("resize_", [](Tensor& t, nb::args size) -> Tensor& {
         // out= semantics: a fresh contiguous block of the new shape, same dtype (data not kept)
         Shape s = shape_from_args(size);

@@ -46,6 +46,13 @@ Shape as_shape(nb::handle h);
 Shape shape_from_args(const nb::args& args);
 std::optional<Shape> as_dims(nb::handle h);  // None, int, or sequence of ints
 nb::tuple shape_tuple(const Shape& s);
+// Symbolic sizes (bind_symint.cpp): a SymInt as a Python int when concrete, a kiln.SymInt otherwise;
+// a size argument (int or kiln.SymInt) as the raw SymInt bits an integer-list attribute carries.
+nb::object symint_object(SymInt s);
+int64_t size_arg(nb::handle h);
+nb::tuple sym_shape_tuple(const Tensor& t);
+std::string python_where();  // "file.py:line" of the Python code running now
+void bind_symint(nb::module_& m);
 
 // From nested Python sequences / numbers / numpy arrays.
 Tensor tensor_from_data(nb::handle data, std::optional<Dtype> dtype);

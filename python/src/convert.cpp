@@ -81,6 +81,7 @@ Tensor as_tensor(nb::handle h, const char* op) {
 }
 
 Shape as_shape(nb::handle h) {
+  if (nb::isinstance<SymInt>(h)) return {size_arg(h)};
   if (PyLong_Check(h.ptr()) || PyIndex_Check(h.ptr())) return {nb::cast<int64_t>(h)};
   if (nb::isinstance<Tensor>(h)) {
     Tensor t = nb::cast<Tensor>(h);
@@ -91,14 +92,14 @@ Shape as_shape(nb::handle h) {
     return s;
   }
   Shape s;
-  for (nb::handle x : h) s.push_back(nb::cast<int64_t>(x));
+  for (nb::handle x : h) s.push_back(size_arg(x));
   return s;
 }
 
 Shape shape_from_args(const nb::args& args) {
-  if (args.size() == 1 && !PyLong_Check(args[0].ptr())) return as_shape(args[0]);
+  if (args.size() == 1 && !PyLong_Check(args[0].ptr()) && !nb::isinstance<SymInt>(args[0])) return as_shape(args[0]);
   Shape s;
-  for (nb::handle x : args) s.push_back(nb::cast<int64_t>(x));
+  for (nb::handle x : args) s.push_back(size_arg(x));
   return s;
 }
 

@@ -39,6 +39,7 @@ NB_MODULE(_C, m) {
   nb::set_leak_warnings(false);  // module-lifetime singletons (dtype objects) are intentional
   bind_dtype(m);
   bind_device(m);
+  bind_symint(m);
   nb::class_<Tensor> cls(m, "Tensor");
   bind_tensor(m, cls);
   bind_ops(m, cls);

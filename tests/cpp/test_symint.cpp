@@ -155,3 +155,100 @@ TEST(SymInt, Shapes) {
   EXPECT_EQ(sym_str(st), "(64*seq, 64, 1)");
   EXPECT_EQ(sym_str({B}), "(batch,)");
 }
+
+// ---- meta tensors with symbolic sizes: ops keep them symbolic ------------------------------------
+#include "kiln/attention/sdpa.h"
+#include "kiln/kiln.h"
+#include "kiln/nn/loss.h"
+
+namespace {
+TensorOptions meta_f32() { return TensorOptions(kFloat32).device(kMeta); }
+std::string guards_str(const ShapeEnv& env) {
+  std::string s;
+  for (const Guard& g : env.guards()) s += g.text + " (" + g.where + "); ";
+  return s;
+}
+
+// The quickstart's transformer block written with sym_size (libtorch's symbolic API), so a traced
+// batch and sequence length stay symbolic.
+struct SymBlock : nn::Module {
+  int64_t heads;
+  std::shared_ptr<nn::LayerNorm> ln1, ln2;
+  std::shared_ptr<nn::Linear> qkv, proj, fc, out;
+  SymBlock(int64_t d, int64_t h) : Module("SymBlock"), heads(h) {
+    ln1 = register_module("ln1", std::make_shared<nn::LayerNorm>(Shape{d}));
+    qkv = register_module("qkv", std::make_shared<nn::Linear>(d, 3 * d));
+    proj = register_module("proj", std::make_shared<nn::Linear>(d, d));
+    ln2 = register_module("ln2", std::make_shared<nn::LayerNorm>(Shape{d}));
+    fc = register_module("fc", std::make_shared<nn::Linear>(d, 4 * d));
+    out = register_module("out", std::make_shared<nn::Linear>(4 * d, d));
+  }
+  Tensor forward(const Tensor& x) {
+    SymInt B = x.sym_size(0), T = x.sym_size(1), C = x.sym_size(2);
+    TensorList q = split(qkv->forward(ln1->forward(x)), C.expect_int("split"), 2);
+    for (Tensor& t : q) t = view_symint(t, {B, T, heads, C / heads}).transpose(1, 2);
+    Tensor y = scaled_dot_product_attention(q[0], q[1], q[2], {}, 0.0, /*is_causal=*/true);
+    y = reshape_symint(y.transpose(1, 2), {B, T, C});
+    Tensor h = x + proj->forward(y);
+    return h + out->forward(gelu(fc->forward(ln2->forward(h))));
+  }
+};
+}  // namespace
+
+TEST(SymbolicMeta, OpsKeepSizesSymbolic) {
+  ShapeEnv env;
+  ShapeEnvGuard g(env);
+  SymInt B = env.create_symbol("batch", 4), T = env.create_symbol("seq", 5);
+  Tensor x = empty_symint({B, T, 8}, meta_f32());
+  ASSERT_TRUE(x.is_meta());
+  ASSERT_TRUE(x.has_symbolic_sizes());
+  EXPECT_EQ(sym_str(x.sym_sizes()), "(batch, seq, 8)");
+  EXPECT_EQ(sym_str(x.sym_strides()), "(8*seq, 8, 1)");
+  Tensor w = empty({8, 16}, meta_f32());
+  Tensor y = relu(matmul(x, w) + 1.0);
+  EXPECT_EQ(sym_str(y.sym_sizes()), "(batch, seq, 16)");
+  EXPECT_EQ(sym_str(sum(y, Shape{1}).sym_sizes()), "(batch, 16)");
+  EXPECT_EQ(sym_str(view_symint(y, {B * T, 16}).sym_sizes()), "(batch*seq, 16)");
+  EXPECT_EQ(sym_str(reshape_symint(y, {-1, 16}).sym_sizes()), "(batch*seq, 16)");
+  Tensor yt = y.transpose(0, 1);
+  EXPECT_EQ(sym_str(yt.sym_sizes()), "(seq, batch, 16)");
+  EXPECT_EQ(sym_str(yt.sym_strides()), "(16, 16*seq, 1)");
+  EXPECT_EQ(sym_str(reshape_symint(yt, {-1, 16}).sym_sizes()), "(batch*seq, 16)");  // a copy, then a view
+  EXPECT_EQ(sym_str(cat({x, x}, 1).sym_sizes()), "(batch, 2*seq, 8)");
+  EXPECT_EQ(sym_str(x.select(1, 0).sym_sizes()), "(batch, 8)");
+  EXPECT_EQ(sym_str(softmax(x, -1).sym_sizes()), "(batch, seq, 8)");
+  EXPECT_EQ(sym_str(expand_symint(empty({1, 8}, meta_f32()), {B, 8}).sym_sizes()), "(batch, 8)");
+  EXPECT_TRUE(env.guards().empty()) << guards_str(env);
+  // a plain size() pins that dimension, and says who asked
+  EXPECT_EQ(y.size(1), 5);
+  ASSERT_EQ(env.guards().size(), 1u) << guards_str(env);
+  EXPECT_EQ(env.guards()[0].text, "seq == 5");
+  EXPECT_NE(env.guards()[0].where.find("test_symint.cpp:"), std::string::npos) << env.guards()[0].where;
+  // mismatched symbolic sizes: broadcasting needs them equal, which becomes a guard
+  SymInt S = env.create_symbol("other", 5);
+  Tensor z = x + empty_symint({B, S, 8}, meta_f32());
+  EXPECT_EQ(env.guards().back().text, "seq == other");
+  EXPECT_EQ(env.guards().back().where, "add");
+  (void)z;
+}
+
+TEST(SymbolicMeta, TransformerBlockForwardAndLoss) {
+  manual_seed(0);
+  SymBlock block(16, 2);
+  nn::Embedding tok(11, 16);
+  block.to(kMeta);
+  tok.to(kMeta);
+  ShapeEnv env;
+  ShapeEnvGuard g(env);
+  SymInt B = env.create_symbol("batch", 3), T = env.create_symbol("seq", 7, 2, 64);
+  Tensor idx = empty_symint({B, T}, TensorOptions(kInt64).device(kMeta));
+  Tensor h = block.forward(tok.forward(idx));
+  EXPECT_EQ(sym_str(h.sym_sizes()), "(batch, seq, 16)");
+  Tensor logits = matmul(h, tok.weight().t());
+  Tensor loss = nn::functional::cross_entropy(view_symint(logits, {B * T, 11}), view_symint(idx, {B * T}));
+  EXPECT_EQ(loss.dim(), 0);
+  EXPECT_TRUE(loss.is_meta());
+  EXPECT_TRUE(env.guards().empty()) << guards_str(env);
+  EXPECT_EQ(env.check({5, 9}), std::nullopt);
+  EXPECT_TRUE(env.check({5, 65}).has_value());  // outside seq's range
+}

@@ -1,0 +1,133 @@
+"""Symbolic sizes (DESIGN.md section 2, docs/decisions.md 20): kiln.ShapeEnv, kiln.SymInt, meta tensors
+whose sizes are expressions over named symbols, and the guards a trace records.
+
+The oracle for a symbolic run is the concrete one: an output's symbolic shape, evaluated at the
+symbols' values, must equal the shape a CPU run with inputs of those sizes produces; and a guard-free
+trace must hold for every value in the symbols' ranges."""
+import importlib.util
+import pathlib
+
+import pytest
+
+import kiln
+import kiln.nn.functional as F
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def meta(*sizes, dtype=kiln.float32):
+    return kiln.empty(*sizes, dtype=dtype, device="meta")
+
+
+def evaluate(env, shape, values):
+    return tuple(env.evaluate(s, values) for s in shape)
+
+
+def test_symint_arithmetic_and_printing():
+    with kiln.ShapeEnv() as env:
+        B = env.create_symbol("batch", 4)
+        T = env.create_symbol("seq", 5)
+        assert isinstance(B, kiln.SymInt)
+        assert str(B * T * 3) == "3*batch*seq"
+        assert str(T - B) == "seq - batch"
+        assert (B * T) // T is not None and str((B * T) // T) == "batch"  # exact division simplifies
+        assert (B * 64) % 64 == 0
+        assert isinstance(B - B, int) and B - B == 0  # concrete results are plain ints
+        assert B.hint == 4 and (B * T).hint == 20
+        assert str(T // 2) == "(seq//2)" and (T // 2).hint == 2
+        assert not (B == 1) and B > 1  # decided by the range (sizes are >= 2): no guard
+        assert env.guards == []
+
+
+def test_guards_record_the_python_line():
+    with kiln.ShapeEnv() as env:
+        T = env.create_symbol("seq", 5)
+        n = int(T)  # specialises
+        assert n == 5
+        text, where, spec = env.guards[0]
+        assert text == "seq == 5" and spec
+        assert where.endswith(f"test_symbolic.py:{test_guards_record_the_python_line.__code__.co_firstlineno + 3}")
+        assert env.check([5]) is None
+        assert "seq == 5" in env.check([6])
+        S = env.create_symbol("other", 7, 1, 16)
+        if S != 1:  # may be 1: a guard
+            pass
+        assert env.guards[-1][0] == "other != 1"
+        assert "other != 1" in env.check([5, 1])
+        assert "outside its range" in env.check([5, 17])
+
+
+def test_symbolic_meta_ops_keep_sizes_symbolic():
+    with kiln.ShapeEnv() as env:
+        B, T = env.create_symbol("batch", 4), env.create_symbol("seq", 5)
+        x = meta(B, T, 8)
+        assert str(x.shape) == "(batch, seq, 8)"
+        w = meta(8, 16)
+        y = F.relu(x @ w + 1)
+        assert str(y.shape) == "(batch, seq, 16)"
+        assert str(y.view(B * T, 16).shape) == "(batch*seq, 16)"
+        assert str(y.reshape(-1, 16).shape) == "(batch*seq, 16)"
+        assert str(y.transpose(0, 1).reshape(-1, 16).shape) == "(batch*seq, 16)"
+        assert str(kiln.cat([x, x], 1).shape) == "(batch, 2*seq, 8)"
+        assert str(y.sum(1).shape) == "(batch, 16)"
+        assert str(y.softmax(-1).shape) == "(batch, seq, 16)"
+        assert str(y.numel()) == "16*batch*seq"
+        assert str(kiln.arange(T, device="meta").shape) == "(seq,)"
+        assert env.guards == [], env.guards
+
+
+def _quickstart():
+    spec = importlib.util.spec_from_file_location("quickstart", ROOT / "examples" / "quickstart.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_quickstart_forward_and_loss_trace_with_symbolic_batch_and_sequence():
+    qs = _quickstart()
+    kiln.manual_seed(0)
+    vocab, context = 13, 32
+    model = qs.CharTransformer(vocab, context, d_model=32, n_layers=2, n_heads=4)
+    model.eval()
+    real = {}
+    for b, t in [(2, 3), (5, 9)]:  # the oracle: concrete runs at two sizes
+        idx = kiln.randint(0, vocab, (b, t))
+        real[(b, t)] = (tuple(model(idx).shape), tuple(qs.loss_fn(model, idx, idx).shape))
+    model.to("meta")
+    with kiln.ShapeEnv() as env:
+        B = env.create_symbol("batch", 4)
+        T = env.create_symbol("seq", 7, 2, context)
+        idx = meta(B, T, dtype=kiln.int64)
+        logits = model(idx)
+        loss = qs.loss_fn(model, idx, idx)
+        assert str(logits.shape) == f"(batch, seq, {vocab})"
+        assert tuple(loss.shape) == ()
+        assert env.guards == [], env.guards  # nothing pinned the batch or the sequence length
+        for (b, t), (lshape, loss_shape) in real.items():
+            assert env.check([b, t]) is None
+            assert evaluate(env, logits.shape, [b, t]) == lshape
+            assert loss_shape == ()
+        assert "outside its range" in env.check([2, context + 1])
+
+
+def test_a_plain_int_pins_the_dimension_and_says_where():
+    with kiln.ShapeEnv() as env:
+        B, T = env.create_symbol("batch", 4), env.create_symbol("seq", 5)
+        x = meta(B, T, 8)
+        n = x.shape[1] * 2
+        y = x.view(B, int(n) // 2, 8)  # int() specialises seq
+        assert str(y.shape) == "(batch, 5, 8)"
+        assert env.guards[0][0] == "2*seq == 10"  # (view's size check adds one implied by it)
+        assert "test_symbolic.py" in env.guards[0][1]
+        assert env.check([7, 5]) is None and "2*seq == 10" in env.check([7, 6])
+
+
+def test_symbolic_sizes_only_on_meta_and_only_inside_their_env():
+    with kiln.ShapeEnv() as env:
+        B = env.create_symbol("batch", 4)
+        with pytest.raises(RuntimeError, match="meta"):
+            kiln.empty(B, 3)  # a CPU tensor needs numbers
+    with pytest.raises(RuntimeError, match="ShapeEnv"):
+        str(B)  # the env is no longer active
+    with pytest.raises(ValueError, match="outside its range"):
+        kiln.ShapeEnv().create_symbol("x", 1)  # sizes 0 and 1 need an explicit min
