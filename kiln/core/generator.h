@@ -8,6 +8,9 @@
 
 namespace kiln {
 
+// The distributions of the random_fill_ op (its `dist` attribute; the kernels: backend/cpu).
+enum class RandomDist : int { Uniform, Normal, Bernoulli, Exponential, LogNormal, Geometric, Cauchy, Randint, Count };
+
 class Generator {
  public:
   explicit Generator(uint64_t seed = 67280421310721ULL) : seed_(seed) {}

@@ -33,10 +33,21 @@ void TensorSpec::fill(const Tensor& t) {
   wrapped_ = i.wrapped_number;
 }
 SymInt TensorSpec::size(int64_t d) const { return dim() == 0 ? SymInt(1) : sizes_[wrap_dim(d, dim(), "size")]; }
+SymInt unbacked_size(const char* op, int64_t min, int64_t max) {
+  ShapeEnv* env = active_shape_env();
+  KILN_CHECK(env != nullptr, NotImplemented, op,
+             "the shape of its output depends on the input's data, which meta tensors do not have (in a "
+             "trace, under a ShapeEnv, it is a data-dependent size symbol)");
+  return env->create_unbacked(min, max);
+}
+
 SpecList specs_of(const TensorList& ts) {
-  SpecList s(ts.size());
-  for (size_t i = 0; i < ts.size(); ++i)
-    if (ts[i].defined()) s[i].fill(ts[i]);
+  SpecList s;
+  s.reserve(ts.size());
+  for (const Tensor& t : ts) {
+    TensorSpec& e = s.emplace_back();
+    if (t.defined()) e.fill(t);
+  }
   return s;
 }
 Shape TensorSpec::concrete_sizes(const char* op) const {
@@ -362,7 +373,7 @@ std::string spec_str(const Tensor& t) {
 }
 void compare_with_meta(MetaCheck& c, const OpDef& op, const TensorList& inputs, const Attrs& attrs,
                        const TensorList* out, bool inplace, const TensorList& real) {
-  if ((op.tags & kDynamicShape) && !op.meta) return;  // no meta by design: the shape is the data's
+  if (op.tags & kDynamicShape) return;  // its meta names the data's size only in a trace
   std::string why;
   try {
     TensorList twins;

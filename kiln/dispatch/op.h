@@ -276,6 +276,11 @@ inline Shape raw_shape(const SymShape& s) {
   r.assign_bits(s.data(), s.size());
   return r;
 }
+// A data-dependent output size (nonzero's count) for a meta function: a fresh unbacked symbol of the
+// active ShapeEnv, in [min, max]. Without a trace there is nothing to name it with: NotImplementedError,
+// as torch's meta tensors raise for such ops.
+SymInt unbacked_size(const char* op, int64_t min = 0, int64_t max = ShapeEnv::kInf);
+
 inline bool has_symbolic(const Shape& s) {
   for (int64_t v : s)
     if (SymInt::from_raw(v).is_symbolic()) return true;

@@ -1,8 +1,8 @@
-// Creation ops, copies and conversions, and joining (cat, stack).
+// Creation ops, copies and conversions, and joining (cat, stack): entries, schemas, metas and front
+// ends. The CPU kernels are in kiln/backend/cpu/creation.cpp.
 #include <cmath>
 #include <cstring>
 
-#include "kiln/backend/cpu/kernels.h"
 #include "kiln/core/convert.h"
 #include "kiln/ops/ops.h"
 
@@ -13,23 +13,13 @@ namespace {
 SpecList full_meta(const OpDef&, const SpecList&, const Attrs& a) {
   return {{std::get<Shape>(a[0]), std::get<Dtype>(a[2])}};
 }
-void fill_tensor(const Tensor& t, const Scalar& v) {
-  Tensor src = scalar_tensor(v, t.dtype());
-  cpu::CastFn fn = cpu::cpu_kernels().cast[static_cast<int>(t.dtype())][static_cast<int>(t.dtype())];
-  cpu::for_each(cpu::make_loop({&t, &src}, t.sizes()),
-                [&](char** d, const int64_t* s, int64_t n) { fn(d[0], d[1], n, s[0], 0); });
-}
-void full_kernel(const OpDef&, const TensorList&, const Attrs& a, TensorList& out) {
-  fill_tensor(out[0], std::get<Scalar>(a[1]));
-}
-OpDef op_full{"full", kCreation, full_meta, {full_kernel, nullptr}};
+OpDef op_full{"full", kCreation, full_meta, {}};  // kernels: kiln/backend/cpu/creation.cpp
 OpRegistrar reg_full{op_full, "full(int[] size, Scalar fill_value, ScalarType dtype, *, Device? device=None) -> Tensor"};
 
 SpecList empty_meta(const OpDef&, const SpecList&, const Attrs& a) {
   return {{std::get<Shape>(a[0]), std::get<Dtype>(a[1])}};
 }
-void empty_kernel(const OpDef&, const TensorList&, const Attrs&, TensorList&) {}
-OpDef op_empty{"empty", kCreation, empty_meta, {empty_kernel, nullptr}};
+OpDef op_empty{"empty", kCreation, empty_meta, {}};
 OpRegistrar reg_empty{op_empty, "empty(int[] size, ScalarType dtype, *, Device? device=None) -> Tensor"};
 
 // arange(start, end, step, dtype): values start + i * step computed in double (int64 for ints).
@@ -60,24 +50,7 @@ SpecList arange_meta(const OpDef&, const SpecList&, const Attrs& a) {
   }
   return {{{static_cast<int64_t>(n)}, d}};
 }
-void arange_kernel(const OpDef&, const TensorList&, const Attrs& a, TensorList& out) {
-  const Scalar &start = std::get<Scalar>(a[0]), &step = std::get<Scalar>(a[2]);
-  Tensor& y = out[0];
-  int64_t n = y.numel();
-  visit_real(y.dtype(), "arange", [&]<class T>() {
-    T* p = static_cast<T*>(y.data_ptr());
-    if constexpr (std::is_integral_v<T>) {
-      if (start.is_integral() && step.is_integral()) {
-        int64_t s = start.to_int(), st = step.to_int();
-        for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(s + i * st);
-        return;
-      }
-    }
-    double s = start.to_double(), st = step.to_double();
-    for (int64_t i = 0; i < n; ++i) p[i] = convert<T>(s + static_cast<double>(i) * st);
-  });
-}
-OpDef op_arange{"arange", kCreation, arange_meta, {arange_kernel, nullptr}};
+OpDef op_arange{"arange", kCreation, arange_meta, {}};
 OpRegistrar reg_arange{op_arange, "arange.start_step(Scalar start, Scalar end, Scalar step, ScalarType dtype, *, Device? device=None) -> Tensor"};
 
 // linspace / logspace(start, end, steps, base, dtype); base 0 means linspace.
@@ -86,36 +59,9 @@ SpecList linspace_meta(const OpDef& op, const SpecList&, const Attrs& a) {
   KILN_CHECK(steps >= 0, Runtime, op.name, "number of steps must be non-negative");
   return {{{steps}, std::get<Dtype>(a[4])}};
 }
-void linspace_kernel(const OpDef& op, const TensorList&, const Attrs& a, TensorList& out) {
-  Tensor& y = out[0];
-  int64_t steps = y.numel();
-  double base = std::get<double>(a[3]);
-  bool log = op.name[1] == 'o';
-  visit_numeric(y.dtype(), op.name, [&]<class T>() {
-    T* p = static_cast<T*>(y.data_ptr());
-    using S = std::conditional_t<std::is_same_v<T, float>, float, double>;
-    if constexpr (is_complex_v<T>) {
-      auto s = std::get<Scalar>(a[0]).to_complex(), e = std::get<Scalar>(a[1]).to_complex();
-      auto st = steps > 1 ? (e - s) / static_cast<double>(steps - 1) : std::complex<double>(0);
-      for (int64_t i = 0; i < steps; ++i) p[i] = convert<T>(s + st * static_cast<double>(i));
-    } else {
-      S s = static_cast<S>(std::get<Scalar>(a[0]).to_double()), e = static_cast<S>(std::get<Scalar>(a[1]).to_double());
-      S st = steps > 1 ? (e - s) / static_cast<S>(steps - 1) : S(0);
-      int64_t half = steps / 2;
-      for (int64_t i = 0; i < steps; ++i) {
-        // fused multiply-add, from both ends, as torch's vectorised kernel computes it
-        S v = steps == 1 ? s
-              : i < half ? std::fma(st, static_cast<S>(i), s)
-                         : std::fma(-st, static_cast<S>(steps - i - 1), e);
-        if (log) v = static_cast<S>(std::pow(static_cast<S>(base), v));
-        p[i] = convert<T>(v);
-      }
-    }
-  });
-}
-OpDef op_linspace{"linspace", kCreation, linspace_meta, {linspace_kernel, nullptr}};
+OpDef op_linspace{"linspace", kCreation, linspace_meta, {}};
 OpRegistrar reg_linspace{op_linspace, "linspace(Scalar start, Scalar end, int steps, float base, ScalarType dtype, *, Device? device=None) -> Tensor"};
-OpDef op_logspace{"logspace", kCreation, linspace_meta, {linspace_kernel, nullptr}};
+OpDef op_logspace{"logspace", kCreation, linspace_meta, {}};
 OpRegistrar reg_logspace{op_logspace, "logspace(Scalar start, Scalar end, int steps, float base, ScalarType dtype, *, Device? device=None) -> Tensor"};
 
 SpecList eye_meta(const OpDef&, const SpecList&, const Attrs& a) {
@@ -124,21 +70,14 @@ SpecList eye_meta(const OpDef&, const SpecList&, const Attrs& a) {
   KILN_CHECK(m >= 0, Runtime, "eye", "m must be greater or equal to 0, got ", m);
   return {{{n, m}, std::get<Dtype>(a[2])}};
 }
-void eye_kernel(const OpDef&, const TensorList&, const Attrs&, TensorList& out) {
-  Tensor& y = out[0];
-  fill_tensor(y, Scalar(0));
-  int64_t n = std::min(y.sizes()[0], y.sizes()[1]);
-  if (n > 0) fill_tensor(diagonal(y), Scalar(1));
-}
-OpDef op_eye{"eye", kCreation, eye_meta, {eye_kernel, nullptr}};
+OpDef op_eye{"eye", kCreation, eye_meta, {}};
 OpRegistrar reg_eye{op_eye, "eye.m(int n, int m, ScalarType dtype, *, Device? device=None) -> Tensor"};
 
 // contiguous copy with the same shape (clone) and dtype conversion share one kernel: attrs {dtype}
 SpecList to_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   return {{in[0].sizes(), std::get<Dtype>(a[0])}};
 }
-void to_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) { copy_(out[0], in[0]); }
-OpDef op_to{"to", kPointwise, to_meta, {to_kernel, nullptr}};
+OpDef op_to{"to", kPointwise, to_meta, {}};
 OpRegistrar reg_to{op_to, "to.dtype(Tensor self, ScalarType dtype) -> Tensor"};
 
 // cat(tensors, dim)
@@ -171,19 +110,7 @@ SpecList cat_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   }
   return {{s, d}};
 }
-void cat_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
-  Tensor& y = out[0];
-  if (y.dim() == 1 && y.numel() == 0) return;
-  int64_t dim = wrap_dim(std::get<int64_t>(a[0]), y.dim(), "cat");
-  int64_t off = 0;
-  for (const Tensor& t : in) {
-    if (t.dim() == 1 && t.numel() == 0) continue;
-    int64_t n = t.sizes()[dim];
-    if (n > 0) copy_(narrow(y, dim, off, n), t);
-    off += n;
-  }
-}
-OpDef op_cat{"cat", 0, cat_meta, {cat_kernel, nullptr}};
+OpDef op_cat{"cat", 0, cat_meta, {}};
 OpRegistrar reg_cat{op_cat, "cat(Tensor[] tensors, int dim=0) -> Tensor"};
 
 Dtype dtype_or(const TensorOptions& o) { return o.dtype_or_default(); }

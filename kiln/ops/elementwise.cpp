@@ -44,7 +44,10 @@ SpecList unary_meta(const OpDef& op, const SpecList& in, const Attrs&) {
     case Rule::Float: out = code == UnaryOp::Angle ? to_real(floatify(d)) : floatify(d); break;
     default: out = unary_compute_dtype(op, d);
   }
-  return {{x.sizes(), out}};
+  SpecList r(1);  // built in place: the hot path of every pointwise call
+  r[0].sizes_ = x.sizes();
+  r[0].dtype_ = out;
+  return r;
 }
 
 KParams unary_params(UnaryOp code, const Attrs& a) {
@@ -124,7 +127,10 @@ SpecList binary_meta(const OpDef& op, const SpecList& in, const Attrs&) {
   BinaryOp code = static_cast<BinaryOp>(code_of(op));
   Dtype out = rule_of(op) == Rule::Bool ? kBool : ct;
   if (code == BinaryOp::Polar || code == BinaryOp::Complex) out = to_complex(ct);
-  return {{shape, out}};
+  SpecList r(1);
+  r[0].sizes_ = std::move(shape);
+  r[0].dtype_ = out;
+  return r;
 }
 
 bool any_zero(const Tensor& t) {
@@ -301,30 +307,16 @@ OpDef op_where{"where", kPointwise, where_meta, {where_kernel, nullptr}};
 OpRegistrar reg_where{op_where, "where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"};
 
 // ---- copy_ ----------------------------------------------------------------------------------------
-void copy_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) {
-  const Tensor& dst = in[0];
-  const Tensor& src = in[1];
-  check_no_internal_overlap("copy_", dst);
-  broadcast_shapes(dst.sizes(), src.sizes(), "copy_");
-  KILN_CHECK(shape_numel(broadcast_shapes(dst.sizes(), src.sizes(), "copy_")) == dst.numel(), Runtime,
-             "copy_", "output with shape ", dst.sizes(), " doesn't match the broadcast shape ",
-             broadcast_shapes(dst.sizes(), src.sizes()));
-  cpu::CastFn fn = cpu::cpu_kernels().cast[static_cast<int>(src.dtype())][static_cast<int>(dst.dtype())];
-  cpu::for_each(cpu::make_loop({&dst, &src}, dst.sizes()),
-                [&](char** d, const int64_t* s, int64_t n) { fn(d[0], d[1], n, s[0], s[1]); });
-  dst.bump_version();
-  out = {dst};
-}
 // On the meta device (the destination's): only the shape check.
 void copy_meta_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) {
   const Tensor& dst = in[0];
-  KILN_CHECK(shape_numel(broadcast_shapes(dst.sizes(), in[1].sizes(), "copy_")) == dst.numel(), Runtime,
-             "copy_", "output with shape ", dst.sizes(), " doesn't match the broadcast shape ",
-             broadcast_shapes(dst.sizes(), in[1].sizes()));
+  KILN_CHECK(sym_numel(broadcast_shapes(dst.sym_sizes(), in[1].sym_sizes(), "copy_")) == dst.sym_numel(), Runtime,
+             "copy_", "output with shape ", dst.sym_sizes(), " doesn't match the broadcast shape ",
+             broadcast_shapes(dst.sym_sizes(), in[1].sym_sizes()));
   dst.bump_version();
   out = {dst};
 }
-OpDef op_copy_{"copy_", kInplaceable | kCrossDevice, nullptr, {copy_kernel, nullptr, copy_meta_kernel}};
+OpDef op_copy_{"copy_", kInplaceable | kCrossDevice, nullptr, {nullptr, nullptr, copy_meta_kernel}};  // CPU: backend/cpu/creation.cpp
 OpRegistrar reg_copy_{op_copy_, "copy_(Tensor(a!) self, Tensor src) -> Tensor(a!)"};
 
 Tensor un(const OpDef& op, const Tensor& x, Attrs attrs = {}) { return dispatch1(op, {x}, std::move(attrs)); }

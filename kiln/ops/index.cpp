@@ -44,11 +44,21 @@ OpDef op_gather{"gather", 0, gather_meta, {}};
 OpRegistrar reg_gather{op_gather, "gather(Tensor self, Tensor index, int dim) -> Tensor"};
 
 // ---- nonzero ----------------------------------------------------------------------------------------
-OpDef op_nonzero{"nonzero", kDynamicShape, nullptr, {}};
+// (count, ndim), the count a data-dependent size in [0, numel]
+SpecList nonzero_meta(const OpDef& op, const SpecList& in, const Attrs&) {
+  const auto n = in[0].numel().maybe_int();
+  return {{{unbacked_size(op.name, 0, n ? *n : ShapeEnv::kInf), in[0].dim()}, kInt64}};
+}
+OpDef op_nonzero{"nonzero", kDynamicShape, nonzero_meta, {}};
 OpRegistrar reg_nonzero{op_nonzero, "nonzero(Tensor self) -> Tensor"};
 
 // ---- masked_select ----------------------------------------------------------------------------------
-OpDef op_masked_select{"masked_select", kDynamicShape, nullptr, {}};
+SpecList masked_select_meta(const OpDef& op, const SpecList& in, const Attrs&) {
+  KILN_CHECK(in[1].dtype() == kBool, Runtime, op.name, "masked_select: expected BoolTensor for mask");
+  const SymInt n = sym_numel(broadcast_shapes(in[0].sizes(), in[1].sizes(), op.name));
+  return {{{unbacked_size(op.name, 0, n.maybe_int().value_or(ShapeEnv::kInf))}, in[0].dtype()}};
+}
+OpDef op_masked_select{"masked_select", kDynamicShape, masked_select_meta, {}};
 OpRegistrar reg_masked_select{op_masked_select, "masked_select(Tensor self, Tensor mask) -> Tensor"};
 
 // ---- flip -------------------------------------------------------------------------------------------

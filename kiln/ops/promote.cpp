@@ -80,6 +80,14 @@ SymShape broadcast_shapes(const SymShape& a, const SymShape& b, const char* op) 
       out[i] = da;
       continue;
     }
+    if (!db.is_symbolic() && db.raw() == 1) {  // a literal 1 (or a padded dim): no question to ask
+      out[i] = da;
+      continue;
+    }
+    if (!da.is_symbolic() && da.raw() == 1) {
+      out[i] = db;
+      continue;
+    }
     const bool a1 = bool(da == 1);
     KILN_CHECK(a1 || bool(db == 1) || bool(da == db), Runtime, op, "The size of tensor a (", da,
                ") must match the size of tensor b (", db, ") at non-singleton dimension ", i);

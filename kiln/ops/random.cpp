@@ -2,8 +2,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kiln/backend/cpu/kernels.h"
-#include "kiln/backend/cpu/parallel.h"
 #include "kiln/core/convert.h"
 #include "kiln/core/generator.h"
 #include "kiln/ops/ops.h"
@@ -18,7 +16,6 @@ void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
 
 namespace {
 
-using cpu::RandomDist;
 constexpr int kUniform = static_cast<int>(RandomDist::Uniform), kNormal = static_cast<int>(RandomDist::Normal),
               kExponential = static_cast<int>(RandomDist::Exponential),
               kLogNormal = static_cast<int>(RandomDist::LogNormal), kGeometric = static_cast<int>(RandomDist::Geometric),
@@ -30,18 +27,7 @@ constexpr int kUniform = static_cast<int>(RandomDist::Uniform), kNormal = static
 // replays the same numbers); which counters an element uses: kernels.h, RandomFn.
 SpecList random_meta(const OpDef&, const SpecList& in, const Attrs&) { return {{in[0].sizes(), in[0].dtype()}}; }
 
-void random_kernel(const OpDef&, const TensorList&, const Attrs& a, TensorList& out) {
-  const Tensor& c = out[0];
-  const int dist = static_cast<int>(attr<int64_t>(a, 0));
-  cpu::RandomArgs args;
-  args.p0 = attr<double>(a, 1), args.p1 = attr<double>(a, 2);
-  args.key = static_cast<uint64_t>(attr<int64_t>(a, 3)), args.first = static_cast<uint64_t>(attr<int64_t>(a, 4));
-  cpu::RandomFn fn = cpu::cpu_kernels().random[dist][static_cast<int>(c.dtype())];
-  if (!fn) raise_dtype_unsupported("random", c.dtype());
-  void* p = c.data_ptr();
-  cpu::parallel_for(c.numel(), 4096, [&](int64_t b, int64_t e) { fn(p, b, e, args); });
-}
-OpDef op_random_fill{"random_fill_", kRandom, random_meta, {random_kernel, nullptr}};
+OpDef op_random_fill{"random_fill_", kRandom, random_meta, {}};  // kernel: backend/cpu/random.cpp
 OpRegistrar reg_random_fill{op_random_fill,
                               "random_fill_(Tensor(a!) self, int dist, float p0, float p1, int key, int first) -> Tensor(a!)"};
 // The values do not depend on the tensor's old ones: no gradient flows through (zeros, as torch).

@@ -64,7 +64,16 @@ OpDef op_repeat{"repeat", 0, repeat_meta, {}};
 OpRegistrar reg_repeat{op_repeat, "repeat(Tensor self, int[] repeats) -> Tensor"};
 
 // ---- repeat_interleave(repeats) -> indices -----------------------------------------------------------------
-OpDef op_repeat_interleave{"repeat_interleave", kDynamicShape, nullptr, {}};
+// attrs {output_size (int64, or none)}: a given output size is the output's; otherwise the data's
+SpecList repeat_interleave_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
+  const TensorSpec& r = in[0];
+  if (r.dtype() != kInt32 && r.dtype() != kInt64) shape_detail::not_implemented(op.name, "repeat_interleave_cpu", r.dtype());
+  KILN_CHECK(r.dim() == 1, Runtime, op.name, "repeat_interleave only accept 1D vector as repeat");
+  if (std::holds_alternative<int64_t>(a[0])) return {{{SymInt::from_raw(std::get<int64_t>(a[0]))}, r.dtype()}};
+  if (const auto n = r.numel().maybe_int(); n && *n == 0) return {{{0}, r.dtype()}};  // no repeats, no data
+  return {{{unbacked_size(op.name)}, r.dtype()}};
+}
+OpDef op_repeat_interleave{"repeat_interleave", kDynamicShape, repeat_interleave_meta, {}};
 OpRegistrar reg_repeat_interleave{op_repeat_interleave, "repeat_interleave.Tensor(Tensor repeats, *, int? output_size=None) -> Tensor"};
 
 // ---- diag / diag_embed ----------------------------------------------------------------------------------------

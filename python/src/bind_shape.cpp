@@ -95,7 +95,9 @@ Tensor index_fill_dispatch(const Tensor& x, int64_t dim, const Tensor& index, nb
 }
 
 Tensor repeat_interleave_dispatch(const Tensor& x, nb::handle repeats, nb::handle dim, nb::handle output_size) {
-  auto os = opt_int(output_size);
+  // a symbolic output_size (a traced size) stays symbolic: its raw bits ride in the int
+  std::optional<int64_t> os = nb::isinstance<SymInt>(output_size) ? std::optional<int64_t>(size_arg(output_size))
+                                                                   : opt_int(output_size);
   if (repeats.is_none()) return kiln::repeat_interleave(x, os);  // torch.repeat_interleave(repeats)
   auto d = opt_int(dim);
   if (nb::isinstance<Tensor>(repeats)) return kiln::repeat_interleave(x, nb::cast<Tensor>(repeats), d, os);

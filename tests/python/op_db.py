@@ -1954,8 +1954,6 @@ KNOWN_XFAILS = [  # (test, entry id, reason, dtypes (empty: all), samples (empty
     ("meta", "index_put", META_INDEX_SHAPE, (), ()),
     ("meta", "take_along_dim", META_READS_DATA, (), ("dim1", "bcast-dim0", "transposed")),
     ("meta", "nn.functional.ctc_loss", META_READS_DATA, (), ()),
-    ("meta", "repeat_interleave", META_INDEX_SHAPE, (), ()),
-    ("meta", "repeat_interleave.self", META_INDEX_SHAPE, (), ("tensor-output_size",)),
     ("meta", "div.floor", META_NO_CHECK,
      ("bool",),
      ("same", "broadcast", "bcast-left", "0-dim-a", "empty", "strided")),

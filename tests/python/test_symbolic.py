@@ -131,3 +131,26 @@ def test_symbolic_sizes_only_on_meta_and_only_inside_their_env():
         str(B)  # the env is no longer active
     with pytest.raises(ValueError, match="outside its range"):
         kiln.ShapeEnv().create_symbol("x", 1)  # sizes 0 and 1 need an explicit min
+
+
+def test_data_dependent_sizes_are_unbacked_symbols():
+    with kiln.ShapeEnv() as env:
+        B = env.create_symbol("batch", 4)
+        x = meta(B, 3)
+        nz = kiln.nonzero(x)
+        n = nz.shape[0]
+        assert str(nz.shape) == "(u0, 2)" and nz.dtype == kiln.int64
+        assert n.range() == (0, None)  # at most numel, which is symbolic here
+        m = kiln.masked_select(meta(2, 3), meta(2, 3, dtype=kiln.bool))
+        assert str(m.shape) == "(u1,)" and m.shape[0].range() == (0, 6)
+        r = kiln.repeat_interleave(meta(5, dtype=kiln.int64), output_size=B * 2)
+        assert str(r.shape) == "(2*batch,)"
+        assert str(kiln.repeat_interleave(meta(5, dtype=kiln.int64)).shape) == "(u2,)"
+        assert (n >= 0) is True  # decided by the range
+        with pytest.raises(RuntimeError, match="depends on a tensor's data"):
+            bool(n == 3)  # no example value to decide it with
+        with pytest.raises(RuntimeError, match="depends on a tensor's data"):
+            int(n)
+        assert str((nz + 1).shape) == "(u0, 2)"  # ops on it stay symbolic
+    with pytest.raises(NotImplementedError):  # outside a trace a meta tensor cannot say
+        kiln.nonzero(meta(3))

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "kiln/core/generator.h"
 #include "kiln/backend/cpu/isa.h"
 #include "kiln/backend/cpu/loop.h"
 #include "kiln/core/dtype.h"
@@ -67,7 +68,7 @@ using LowpGemmFn = void (*)(const GemmArgs&);
 // Random fills (kernels_random.cpp): writes elements [begin, end) of a fill of `out` (pointing at
 // element 0, contiguous) with draws of one distribution; element i depends only on the generator
 // key, the fill's first Philox counter and i (so not on threads or ISA beyond stated ulps).
-enum class RandomDist : int { Uniform, Normal, Bernoulli, Exponential, LogNormal, Geometric, Cauchy, Randint, Count };
+using kiln::RandomDist;  // core/generator.h
 struct RandomArgs {
   double p0 = 0, p1 = 0;  // the distribution's two parameters (from/to, mean/std, p, lambda, ...)
   uint64_t key = 0, first = 0;

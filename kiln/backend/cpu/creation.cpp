@@ -1,0 +1,136 @@
+// CPU kernels of the creation ops (full, empty, arange, linspace/logspace, eye) and the copies
+// (copy_, to, cat); their op-table entries, schemas, metas and front ends are in kiln/ops/creation.cpp
+// and kiln/ops/elementwise.cpp (copy_). Registered by op name. No kernel here calls dispatch: views of
+// the output are made with make_view and every copy is the cast loop itself.
+#include <cmath>
+#include <cstring>
+
+#include "kiln/backend/cpu/kernels.h"
+#include "kiln/core/convert.h"
+#include "kiln/core/visit.h"
+#include "kiln/ops/ops.h"
+
+namespace kiln {
+namespace {
+
+// dst := src (broadcast, any dtypes): the cast loop, which is what copy_ runs.
+void copy_into(const Tensor& dst, const Tensor& src) {
+  cpu::CastFn fn = cpu::cpu_kernels().cast[static_cast<int>(src.dtype())][static_cast<int>(dst.dtype())];
+  cpu::for_each(cpu::make_loop({&dst, &src}, dst.sizes()),
+                [&](char** d, const int64_t* s, int64_t n) { fn(d[0], d[1], n, s[0], s[1]); });
+}
+
+void fill_tensor(const Tensor& t, const Scalar& v) {
+  Tensor src = scalar_tensor(v, t.dtype());
+  cpu::CastFn fn = cpu::cpu_kernels().cast[static_cast<int>(t.dtype())][static_cast<int>(t.dtype())];
+  cpu::for_each(cpu::make_loop({&t, &src}, t.sizes()),
+                [&](char** d, const int64_t* s, int64_t n) { fn(d[0], d[1], n, s[0], 0); });
+}
+
+// attrs {size, fill_value, dtype, device}
+void full_kernel(const OpDef&, const TensorList&, const Attrs& a, TensorList& out) {
+  fill_tensor(out[0], std::get<Scalar>(a[1]));
+}
+void empty_kernel(const OpDef&, const TensorList&, const Attrs&, TensorList&) {}
+
+// attrs {start, end, step, dtype, device}: values start + i * step, in int64 for integers
+void arange_kernel(const OpDef&, const TensorList&, const Attrs& a, TensorList& out) {
+  const Scalar &start = std::get<Scalar>(a[0]), &step = std::get<Scalar>(a[2]);
+  Tensor& y = out[0];
+  int64_t n = y.numel();
+  visit_real(y.dtype(), "arange", [&]<class T>() {
+    T* p = static_cast<T*>(y.data_ptr());
+    if constexpr (std::is_integral_v<T>) {
+      if (start.is_integral() && step.is_integral()) {
+        int64_t s = start.to_int(), st = step.to_int();
+        for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(s + i * st);
+        return;
+      }
+    }
+    double s = start.to_double(), st = step.to_double();
+    for (int64_t i = 0; i < n; ++i) p[i] = convert<T>(s + static_cast<double>(i) * st);
+  });
+}
+
+// attrs {start, end, steps, base, dtype, device}; logspace raises base to the linspace values
+void linspace_kernel(const OpDef& op, const TensorList&, const Attrs& a, TensorList& out) {
+  Tensor& y = out[0];
+  int64_t steps = y.numel();
+  double base = std::get<double>(a[3]);
+  bool log = op.name[1] == 'o';
+  visit_numeric(y.dtype(), op.name, [&]<class T>() {
+    T* p = static_cast<T*>(y.data_ptr());
+    using S = std::conditional_t<std::is_same_v<T, float>, float, double>;
+    if constexpr (is_complex_v<T>) {
+      auto s = std::get<Scalar>(a[0]).to_complex(), e = std::get<Scalar>(a[1]).to_complex();
+      auto st = steps > 1 ? (e - s) / static_cast<double>(steps - 1) : std::complex<double>(0);
+      for (int64_t i = 0; i < steps; ++i) p[i] = convert<T>(s + st * static_cast<double>(i));
+    } else {
+      S s = static_cast<S>(std::get<Scalar>(a[0]).to_double()), e = static_cast<S>(std::get<Scalar>(a[1]).to_double());
+      S st = steps > 1 ? (e - s) / static_cast<S>(steps - 1) : S(0);
+      int64_t half = steps / 2;
+      for (int64_t i = 0; i < steps; ++i) {
+        // fused multiply-add, from both ends, as torch's vectorised kernel computes it
+        S v = steps == 1 ? s
+              : i < half ? std::fma(st, static_cast<S>(i), s)
+                         : std::fma(-st, static_cast<S>(steps - i - 1), e);
+        if (log) v = static_cast<S>(std::pow(static_cast<S>(base), v));
+        p[i] = convert<T>(v);
+      }
+    }
+  });
+}
+
+void eye_kernel(const OpDef&, const TensorList&, const Attrs&, TensorList& out) {
+  Tensor& y = out[0];
+  fill_tensor(y, Scalar(0));
+  int64_t n = std::min(y.sizes()[0], y.sizes()[1]);
+  if (n > 0) fill_tensor(make_view(y, {n}, {y.strides()[0] + y.strides()[1]}, y.storage_offset()), Scalar(1));
+}
+
+// to(dtype) / clone: a contiguous converted copy
+void to_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) { copy_into(out[0], in[0]); }
+
+// cat(tensors, dim): each input into its slice of the output (legacy: 1-D empty inputs are skipped)
+void cat_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
+  Tensor& y = out[0];
+  if (y.dim() == 1 && y.numel() == 0) return;
+  int64_t dim = wrap_dim(std::get<int64_t>(a[0]), y.dim(), "cat");
+  int64_t off = 0;
+  for (const Tensor& t : in) {
+    if (t.dim() == 1 && t.numel() == 0) continue;
+    int64_t n = t.sizes()[dim];
+    if (n > 0) {
+      Shape sizes = y.sizes();
+      sizes[dim] = n;
+      copy_into(make_view(y, sizes, y.strides(), y.storage_offset() + off * y.strides()[dim]), t);
+    }
+    off += n;
+  }
+}
+
+// copy_(self, src): in place, src broadcast to self's shape, any dtypes
+void copy_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) {
+  const Tensor& dst = in[0];
+  const Tensor& src = in[1];
+  check_no_internal_overlap("copy_", dst);
+  KILN_CHECK(shape_numel(broadcast_shapes(dst.sizes(), src.sizes(), "copy_")) == dst.numel(), Runtime,
+             "copy_", "output with shape ", dst.sizes(), " doesn't match the broadcast shape ",
+             broadcast_shapes(dst.sizes(), src.sizes()));
+  copy_into(dst, src);
+  dst.bump_version();
+  out = {dst};
+}
+
+KernelRegistrar k_full{"full", DeviceType::CPU, full_kernel};
+KernelRegistrar k_empty{"empty", DeviceType::CPU, empty_kernel};
+KernelRegistrar k_arange{"arange", DeviceType::CPU, arange_kernel};
+KernelRegistrar k_linspace{"linspace", DeviceType::CPU, linspace_kernel};
+KernelRegistrar k_logspace{"logspace", DeviceType::CPU, linspace_kernel};
+KernelRegistrar k_eye{"eye", DeviceType::CPU, eye_kernel};
+KernelRegistrar k_to{"to", DeviceType::CPU, to_kernel};
+KernelRegistrar k_cat{"cat", DeviceType::CPU, cat_kernel};
+KernelRegistrar k_copy{"copy_", DeviceType::CPU, copy_kernel};
+
+}  // namespace
+}  // namespace kiln
