@@ -1,5 +1,7 @@
 """Shared helpers: move tensors between torch and kiln without changing bits or layout, compare."""
+import importlib.util
 import math
+import pathlib
 
 import numpy as np
 import pytest
@@ -191,3 +193,11 @@ def layouts(shape, dtype, **kw):
     out.append(("expanded", make((1, c), dtype, **kw).expand(r, c)))
     return out
 
+
+def load_quickstart():
+    """examples/quickstart.py as a module (its model and loss, for tests that run them)."""
+    root = pathlib.Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("quickstart", root / "examples" / "quickstart.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

@@ -1,22 +1,16 @@
 """The capture layer (innermost in dispatch) sees a training step as a flat list of kernels with their
 buffers and attributes: replaying the list on the same buffers reproduces the step bit for bit
 (DESIGN.md section 1; the proof that the capture point is right for graph capture and replay)."""
-import importlib.util
-import pathlib
 
 import numpy as np
 
 import kiln
+from helpers import load_quickstart
 import kiln.nn.functional as F
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _quickstart():
-    spec = importlib.util.spec_from_file_location("quickstart", ROOT / "examples" / "quickstart.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_quickstart()
 
 
 def _bits(t):

@@ -1,18 +1,15 @@
 """Devices and the meta device (DESIGN.md section 2): torch.device's semantics, device= on the factory
 functions, tensors without data on which every op runs its meta only, modules moved to "meta", and
 the errors torch raises where data would be needed. Compared with torch's own meta tensors."""
-import importlib.util
-import pathlib
 import pickle
 
 import pytest
 import torch
 
 import kiln
+from helpers import load_quickstart
 import kiln.nn as nn
 import kiln.nn.functional as F
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def same_error(kfn, tfn):
@@ -275,10 +272,7 @@ def test_module_to_meta_and_to_empty():
 
 
 def _quickstart():
-    spec = importlib.util.spec_from_file_location("quickstart", ROOT / "examples" / "quickstart.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_quickstart()
 
 
 def test_quickstart_forward_and_backward_on_meta_allocate_nothing():

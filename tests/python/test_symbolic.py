@@ -4,15 +4,12 @@ whose sizes are expressions over named symbols, and the guards a trace records.
 The oracle for a symbolic run is the concrete one: an output's symbolic shape, evaluated at the
 symbols' values, must equal the shape a CPU run with inputs of those sizes produces; and a guard-free
 trace must hold for every value in the symbols' ranges."""
-import importlib.util
-import pathlib
 
 import pytest
 
 import kiln
+from helpers import load_quickstart
 import kiln.nn.functional as F
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def meta(*sizes, dtype=kiln.float32):
@@ -77,10 +74,7 @@ def test_symbolic_meta_ops_keep_sizes_symbolic():
 
 
 def _quickstart():
-    spec = importlib.util.spec_from_file_location("quickstart", ROOT / "examples" / "quickstart.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_quickstart()
 
 
 def test_quickstart_forward_and_loss_trace_with_symbolic_batch_and_sequence():
