@@ -1,34 +1,18 @@
 // Elementwise ops: the unary and binary lists (unary_list.h), parametrised activations, where,
-// clamp and the composites built from them.
+// clamp and the composites built from them: entries, schemas, metas, front ends. The CPU kernels are
+// in kiln/backend/cpu/elementwise.cpp.
 #include <cmath>
 #include <cstring>
 
-#include "kiln/backend/cpu/kernels.h"
+#include "kiln/ops/elementwise_detail.h"
 #include "kiln/ops/ops.h"
 
 namespace kiln {
 namespace {
 
-using cpu::BinaryOp;
-using cpu::KParams;
-using cpu::UnaryOp;
-
-enum class Rule : int { Float, Same, Bool, Real, Round, Int };
-constexpr int pack(int code, Rule r) { return code | (static_cast<int>(r) << 16); }
-int code_of(const OpDef& op) { return op.code & 0xffff; }
-Rule rule_of(const OpDef& op) { return static_cast<Rule>(op.code >> 16); }
-
-Dtype floatify(Dtype d) { return is_integral(d, true) ? default_dtype() : d; }
+using namespace elementwise_detail;
 
 // ---- unary ----------------------------------------------------------------------------------------
-
-Dtype unary_compute_dtype(const OpDef& op, Dtype in) {
-  UnaryOp code = static_cast<UnaryOp>(code_of(op));
-  Rule r = rule_of(op);
-  if (r == Rule::Float) return floatify(in);
-  if (code == UnaryOp::Square && in == kBool) return kInt64;
-  return in;
-}
 
 SpecList unary_meta(const OpDef& op, const SpecList& in, const Attrs&) {
   const TensorSpec& x = in[0];
@@ -50,74 +34,7 @@ SpecList unary_meta(const OpDef& op, const SpecList& in, const Attrs&) {
   return r;
 }
 
-KParams unary_params(UnaryOp code, const Attrs& a) {
-  KParams p;
-  for (size_t i = 0; i < a.size() && i < 4; ++i) {
-    if (auto* s = std::get_if<Scalar>(&a[i])) {
-      p.d[i] = s->to_double();
-      p.i[i] = s->is_floating() ? static_cast<int64_t>(std::floor(s->to_double())) : s->to_int();
-    } else if (auto* d = std::get_if<double>(&a[i])) {
-      p.d[i] = *d;
-    } else if (auto* n = std::get_if<int64_t>(&a[i])) {
-      p.i[i] = *n;
-      p.d[i] = static_cast<double>(*n);
-    }
-  }
-  if (code == UnaryOp::Logit) p.i[0] = !a.empty() && !std::holds_alternative<std::monostate>(a[0]);
-  if (code == UnaryOp::ClampMin || code == UnaryOp::Clamp) {
-    // integer clamp with a float bound: bounds are cast like torch (ceil for min, floor for max)
-    if (auto* s = std::get_if<Scalar>(&a[0])) p.i[0] = s->to_int();
-  }
-  if (code == UnaryOp::Clamp && a.size() > 1)
-    if (auto* s = std::get_if<Scalar>(&a[1])) p.i[1] = s->to_int();
-  if (code == UnaryOp::ClampMax && !a.empty())  // clamp_max(self, max): the kernel reads the upper bound
-    if (auto* s = std::get_if<Scalar>(&a[0])) p.d[1] = s->to_double(), p.i[1] = s->to_int();
-  return p;
-}
-
-void unary_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs, TensorList& out) {
-  Tensor x = in[0];
-  Tensor& y = out[0];
-  UnaryOp code = static_cast<UnaryOp>(code_of(op));
-  Dtype ct = unary_compute_dtype(op, x.dtype());
-  if (rule_of(op) == Rule::Round && is_integral(ct, true)) {
-    if (ct == kBool) raise_dtype_unsupported(op.name, ct);
-    copy_(y, x);
-    return;
-  }
-  if (code == UnaryOp::Conj && !is_complex(ct)) {  // conj of a real tensor is a copy
-    copy_(y, x);
-    return;
-  }
-  if (x.dtype() != ct) x = to_dtype(x, ct);
-  cpu::InnerLoop fn = cpu::cpu_kernels().unary[static_cast<int>(code)][static_cast<int>(ct)];
-  if (!fn) raise_dtype_unsupported(op.name, ct);
-  KParams p = unary_params(code, attrs);
-  cpu::run_elementwise({&y, &x}, y.sizes(), fn, &p);
-}
-
 // ---- binary ---------------------------------------------------------------------------------------
-
-template <class T>  // Tensor (the kernel's callers) or TensorSpec (meta)
-Dtype binary_compute_dtype(const OpDef& op, const T& a, const T& b) {
-  Dtype p = result_type(a, b);
-  BinaryOp code = static_cast<BinaryOp>(code_of(op));
-  switch (rule_of(op)) {
-    case Rule::Float: return floatify(p);
-    case Rule::Int:
-      KILN_CHECK(is_integral(p, true), Runtime, op.name, "not implemented for dtype ", dtype_name(p),
-                 " (bitwise ops need integral or bool tensors)");
-      return p;
-    default: break;
-  }
-  if (code == BinaryOp::Sub && a.dtype() == kBool && b.dtype() == kBool)
-    KILN_FAIL(Runtime, op.name, "Subtraction, the `-` operator, with two bool tensors is not "
-              "supported. Use the `^` or `logical_xor()` operator instead.");
-  if (code == BinaryOp::Sub && (a.dtype() == kBool || b.dtype() == kBool))
-    KILN_FAIL(Runtime, op.name, "Subtraction, the `-` operator, with a bool tensor is not supported. "
-              "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
-  return p;
-}
 
 SpecList binary_meta(const OpDef& op, const SpecList& in, const Attrs&) {
   const TensorSpec& a = in[0];
@@ -133,138 +50,29 @@ SpecList binary_meta(const OpDef& op, const SpecList& in, const Attrs&) {
   return r;
 }
 
-bool any_zero(const Tensor& t) {
-  return any(eq(t, Scalar(0))).item<bool>();
-}
-
-// pow with a Python-number exponent: torch's special cases (copy, fill, square, cube, sqrt,
-// reciprocals) computed as the same ops torch runs, so every rounding step matches.
-bool pow_scalar_fast_path(const Tensor& a, const Tensor& b, Dtype ct, Tensor& y) {
-  if (!b.is_wrapped_number() || b.is_complex()) return false;
-  double e = b.item<double>();
-  if (e == 1.0) {
-    copy_(y, a);
-    return true;
-  }
-  if (e == 0.0) {
-    fill_(y, Scalar(1));
-    return true;
-  }
-  if (!is_floating(ct) && !is_complex(ct)) return false;
-  // torch 2.13 rounds float16 once (computed in float) but bfloat16 after every step
-  Tensor x = to_dtype(a, ct == kFloat16 ? kFloat32 : ct), r;
-  if (e == 2.0) r = mul(x, x);
-  else if (e == 3.0) r = mul(mul(x, x), x);
-  else if (e == 0.5) r = sqrt(x);
-  else if (e == -0.5) r = rsqrt(x);
-  else if (e == -1.0) r = reciprocal(x);
-  else if (e == -2.0) r = reciprocal(mul(x, x));
-  else return false;
-  copy_(y, r);
-  return true;
-}
-
-void check_pow_args(const OpDef& op, const Tensor& a, const Tensor& b, Dtype ct) {
-  if (!is_integral(ct, true)) return;
-  if (b.is_wrapped_number() && !b.is_floating_point() && !b.is_complex()) {
-    int64_t e = b.item<int64_t>();
-    KILN_CHECK(e >= 0, Runtime, op.name, "Integers to negative integer powers are not allowed.");
-    bool fits = visit_integral(ct, op.name, [&]<class T>() {
-      return e <= static_cast<int64_t>(std::numeric_limits<T>::max());
-    });
-    KILN_CHECK(fits, Runtime, op.name, "value cannot be converted to type ", dtype_name(ct), " without overflow");
-  }
-  if (ct == kBool && !b.is_wrapped_number()) raise_dtype_unsupported(op.name, ct);
-  (void)a;
-}
-
-void binary_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs, TensorList& out) {
-  const Tensor* pa = &in[0];
-  const Tensor* pb = &in[1];
-  Tensor& y = out[0];
-  BinaryOp code = static_cast<BinaryOp>(code_of(op));
-  // the output has meta's dtype, which is the compute dtype but for comparisons and complex results
-  Dtype ct = rule_of(op) == Rule::Bool || code == BinaryOp::Polar || code == BinaryOp::Complex
-                 ? binary_compute_dtype(op, *pa, *pb)
-                 : y.dtype();
-  const Tensor& a0 = *pa;
-  const Tensor& b0 = *pb;
-  if (is_float8(ct) && rule_of(op) != Rule::Bool && (a0.dtype() != ct || b0.dtype() != ct))
-    raise_dtype_unsupported(op.name, ct);
-  if (code == BinaryOp::Pow) {
-    check_pow_args(op, a0, b0, ct);
-    if (pow_scalar_fast_path(a0, b0, ct, y)) return;
-  }
-  Tensor ca, cb;  // operands converted to the compute dtype, where they differ
-  if (a0.dtype() != ct) ca = to_dtype(a0, ct), pa = &ca;
-  if (b0.dtype() != ct) cb = to_dtype(b0, ct), pb = &cb;
-  const Tensor& a = *pa;
-  const Tensor& b = *pb;
-  if (is_integral(ct, false) && (code == BinaryOp::DivTrunc || code == BinaryOp::DivFloor ||
-                                 code == BinaryOp::Remainder || code == BinaryOp::Fmod))
-    KILN_CHECK(!any_zero(b), Runtime, op.name, "ZeroDivisionError");
-  cpu::InnerLoop fn = cpu::cpu_kernels().binary[static_cast<int>(code)][static_cast<int>(ct)];
-  if (!fn) raise_dtype_unsupported(op.name, ct);
-  KParams p;
-  p.d[0] = 1;
-  p.i[0] = 1;
-  if (!attrs.empty()) {
-    const Scalar& alpha = std::get<Scalar>(attrs[0]);
-    p.d[0] = alpha.to_double();
-    p.i[0] = alpha.to_int();
-    p.c_im[0] = alpha.to_complex().imag();
-  }
-  cpu::run_elementwise({&y, &a, &b}, y.sizes(), fn, &p);
-}
-
-#define KILN_DEF_UNARY(name, code, rule)                                                          \
-  OpDef op_##name{#name, kPointwise | kInplaceable, unary_meta, {unary_kernel, nullptr},          \
+// The entries: one per list line (unary_list.h). Kernels are registered for the same names by the
+// CPU backend (backend/cpu/elementwise.cpp).
+#define KILN_DEF_UNARY_S(name, code, rule, schema)                                                \
+  OpDef op_##name{#name, kPointwise | kInplaceable, unary_meta, {},                               \
                   pack(static_cast<int>(UnaryOp::code), Rule::rule)};                            \
-  OpRegistrar reg_##name{op_##name, #name "(Tensor self) -> Tensor"};
+  OpRegistrar reg_##name{op_##name, schema};
+#define KILN_DEF_UNARY(name, code, rule) KILN_DEF_UNARY_S(name, code, rule, #name "(Tensor self) -> Tensor")
 KILN_UNARY_OPS(KILN_DEF_UNARY)
+// Parametrised unary ops share the unary kernel; their attrs are Scalars or floats in KParams order.
+KILN_PUNARY_OPS(KILN_DEF_UNARY_S)
 #undef KILN_DEF_UNARY
+#undef KILN_DEF_UNARY_S
 
 #define KILN_DEF_BINARY_S(name, code, rule, schema)                                               \
-  OpDef op_##name{#name, kPointwise | kInplaceable, binary_meta, {binary_kernel, nullptr},        \
+  OpDef op_##name{#name, kPointwise | kInplaceable, binary_meta, {},                              \
                   pack(static_cast<int>(BinaryOp::code), Rule::rule)};                           \
   OpRegistrar reg_##name{op_##name, schema};
 #define KILN_DEF_BINARY(name, code, rule, numbers) \
   KILN_DEF_BINARY_S(name, code, rule, #name "(Tensor self, Tensor other) -> Tensor")
 KILN_BINARY_OPS(KILN_DEF_BINARY)
-KILN_DEF_BINARY_S(add, Add, Same, "add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor")
-KILN_DEF_BINARY_S(sub, Sub, Same, "sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor")
-KILN_DEF_BINARY(div_trunc, DivTrunc, Same, Any)
-KILN_DEF_BINARY(clamp_min_tensor, ClampMinT, Same, Any)
-KILN_DEF_BINARY(clamp_max_tensor, ClampMaxT, Same, Any)
-KILN_DEF_BINARY(polar, Polar, Float, None)
-KILN_DEF_BINARY(complex, Complex, Same, None)
-// GELU's fused first derivative: grad_output * gelu'(self)
-KILN_DEF_BINARY_S(gelu_backward, GeluBackward, Same, "gelu_backward(Tensor grad_output, Tensor self) -> Tensor")
-KILN_DEF_BINARY_S(gelu_tanh_backward, GeluTanhBackward, Same,
-                  "gelu_tanh_backward(Tensor grad_output, Tensor self) -> Tensor")
+KILN_BINARY_EXTRA_OPS(KILN_DEF_BINARY_S)
 #undef KILN_DEF_BINARY
 #undef KILN_DEF_BINARY_S
-
-// Parametrised unary ops share the unary kernel; their attrs are Scalars or floats in KParams order.
-#define KILN_DEF_PUNARY(name, code, rule, schema)                                                 \
-  OpDef op_##name{#name, kPointwise | kInplaceable, unary_meta, {unary_kernel, nullptr},          \
-                  pack(static_cast<int>(UnaryOp::code), Rule::rule)};                            \
-  OpRegistrar reg_##name{op_##name, schema};
-KILN_DEF_PUNARY(round_decimals, RoundDecimals, Same, "round.decimals(Tensor self, *, int decimals) -> Tensor")
-KILN_DEF_PUNARY(round, Round, Round, "round(Tensor self) -> Tensor")
-KILN_DEF_PUNARY(logit, Logit, Float, "logit(Tensor self, float? eps=None) -> Tensor")
-KILN_DEF_PUNARY(clamp, Clamp, Same, "clamp(Tensor self, Scalar min, Scalar max) -> Tensor")
-KILN_DEF_PUNARY(clamp_min, ClampMin, Same, "clamp_min(Tensor self, Scalar min) -> Tensor")
-KILN_DEF_PUNARY(clamp_max, ClampMax, Same, "clamp_max(Tensor self, Scalar max) -> Tensor")
-KILN_DEF_PUNARY(nan_to_num, NanToNum, Same, "nan_to_num(Tensor self, float nan, float posinf, float neginf) -> Tensor")
-KILN_DEF_PUNARY(leaky_relu, LeakyRelu, Same, "leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor")
-KILN_DEF_PUNARY(elu, Elu, Same, "elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor")
-KILN_DEF_PUNARY(gelu, Gelu, Same, "gelu(Tensor self) -> Tensor")
-KILN_DEF_PUNARY(gelu_tanh, GeluTanh, Same, "gelu_tanh(Tensor self) -> Tensor")
-KILN_DEF_PUNARY(softplus, Softplus, Same, "softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor")
-KILN_DEF_PUNARY(hardtanh, Hardtanh, Same, "hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor")
-KILN_DEF_PUNARY(threshold, Threshold, Same, "threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor")
-#undef KILN_DEF_PUNARY
 
 Tensor wrap(const Scalar& s) { return scalar_tensor(s, Dtype::Undefined, true); }
 }  // namespace
@@ -291,19 +99,7 @@ SpecList where_meta(const OpDef& op, const SpecList& in, const Attrs&) {
   return {{s, result_type(in[1], in[2])}};
 }
 
-void where_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) {
-  Tensor& y = out[0];
-  Tensor c = in[0], a = in[1], b = in[2];
-  if (a.dtype() != y.dtype()) a = to_dtype(a, y.dtype());
-  if (b.dtype() != y.dtype()) b = to_dtype(b, y.dtype());
-  size_t isz = y.itemsize();
-  cpu::for_each(cpu::make_loop({&y, &c, &a, &b}, y.sizes()), [&](char** d, const int64_t* s, int64_t n) {
-    char *o = d[0], *cp = d[1], *ap = d[2], *bp = d[3];
-    for (int64_t i = 0; i < n; ++i, o += s[0], cp += s[1], ap += s[2], bp += s[3])
-      std::memcpy(o, *reinterpret_cast<bool*>(cp) ? ap : bp, isz);
-  });
-}
-OpDef op_where{"where", kPointwise, where_meta, {where_kernel, nullptr}};
+OpDef op_where{"where", kPointwise, where_meta, {}};
 OpRegistrar reg_where{op_where, "where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"};
 
 // ---- copy_ ----------------------------------------------------------------------------------------

@@ -42,3 +42,56 @@
   X(logical_xor, LogicalXor, Bool, None) X(eq, Eq, Bool, Second) X(ne, Ne, Bool, Second)            \
   X(lt, Lt, Bool, Second) X(le, Le, Bool, Second) X(gt, Gt, Bool, Second) X(ge, Ge, Bool, Second)   \
   X(xlogy, Xlogy, Float, Any) X(logaddexp, LogAddExp, Same, None) X(logaddexp2, LogAddExp2, Same, None)
+
+// The parametrised unary ops (attributes in KParams order) and the binary ops with a front end of
+// their own: X(torch_name, code, dtype rule, schema). The op file makes their entries, the CPU
+// backend registers its kernel for each name.
+#define KILN_PUNARY_OPS(X)                                                                                    \
+  X(round_decimals, RoundDecimals, Same, "round.decimals(Tensor self, *, int decimals) -> Tensor")            \
+  X(round, Round, Round, "round(Tensor self) -> Tensor")                                                      \
+  X(logit, Logit, Float, "logit(Tensor self, float? eps=None) -> Tensor")                                     \
+  X(clamp, Clamp, Same, "clamp(Tensor self, Scalar min, Scalar max) -> Tensor")                               \
+  X(clamp_min, ClampMin, Same, "clamp_min(Tensor self, Scalar min) -> Tensor")                                \
+  X(clamp_max, ClampMax, Same, "clamp_max(Tensor self, Scalar max) -> Tensor")                                \
+  X(nan_to_num, NanToNum, Same, "nan_to_num(Tensor self, float nan, float posinf, float neginf) -> Tensor")   \
+  X(leaky_relu, LeakyRelu, Same, "leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor")             \
+  X(elu, Elu, Same, "elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor")       \
+  X(gelu, Gelu, Same, "gelu(Tensor self) -> Tensor")                                                          \
+  X(gelu_tanh, GeluTanh, Same, "gelu_tanh(Tensor self) -> Tensor")                                            \
+  X(softplus, Softplus, Same, "softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor")          \
+  X(hardtanh, Hardtanh, Same, "hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor")         \
+  X(threshold, Threshold, Same, "threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor")
+#define KILN_BINARY_EXTRA_OPS(X)                                                                              \
+  X(add, Add, Same, "add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor")                     \
+  X(sub, Sub, Same, "sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor")                     \
+  X(div_trunc, DivTrunc, Same, "div_trunc(Tensor self, Tensor other) -> Tensor")                              \
+  X(clamp_min_tensor, ClampMinT, Same, "clamp_min_tensor(Tensor self, Tensor other) -> Tensor")               \
+  X(clamp_max_tensor, ClampMaxT, Same, "clamp_max_tensor(Tensor self, Tensor other) -> Tensor")               \
+  X(polar, Polar, Float, "polar(Tensor self, Tensor other) -> Tensor")                                        \
+  X(complex, Complex, Same, "complex(Tensor self, Tensor other) -> Tensor")                                   \
+  /* GELU's fused first derivative: grad_output * gelu'(self) */                                              \
+  X(gelu_backward, GeluBackward, Same, "gelu_backward(Tensor grad_output, Tensor self) -> Tensor")            \
+  X(gelu_tanh_backward, GeluTanhBackward, Same, "gelu_tanh_backward(Tensor grad_output, Tensor self) -> Tensor")
+
+namespace kiln {
+enum class UnaryOp : int {
+  Neg, Abs, Sign, Sgn, Reciprocal, Sqrt, Rsqrt, Square, Exp, Exp2, Expm1, Log, Log2, Log10, Log1p,
+  Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Tanh, Asinh, Acosh, Atanh, Sigmoid, Logit, Erf, Erfc,
+  Erfinv, Lgamma, Digamma, Floor, Ceil, Round, RoundDecimals, Trunc, Frac, BitwiseNot, LogicalNot,
+  IsNan, IsInf, IsFinite, IsPosInf, IsNegInf, Signbit, Relu, Relu6, LeakyRelu, Elu, Gelu, GeluTanh,
+  Silu, Mish, Softplus, Hardtanh, Hardsigmoid, Hardswish, Logsigmoid, Threshold, ClampMin,
+  ClampMax, Clamp, NanToNum, Angle, Conj, Real, Imag,
+  Count
+};
+
+// The binary ops of the list in ops/unary_list.h, then those with a front end of their own.
+#define KILN_BINARY_CODE(name, code, rule, numbers) code,
+enum class BinaryOp : int {
+  KILN_BINARY_OPS(KILN_BINARY_CODE)
+  Add, Sub, DivTrunc, ClampMinT, ClampMaxT, Polar, Complex,
+  GeluBackward, GeluTanhBackward,  // (grad, x) -> grad * gelu'(x): the fused first derivative
+  Count
+};
+#undef KILN_BINARY_CODE
+
+}  // namespace kiln

@@ -11,14 +11,16 @@
 #include "kiln/ops/ops.h"
 
 namespace kiln {
+
+void cpu::cast_copy(const Tensor& dst, const Tensor& src) {
+  CastFn fn = cpu_kernels().cast[static_cast<int>(src.dtype())][static_cast<int>(dst.dtype())];
+  for_each(make_loop({&dst, &src}, dst.sizes()),
+           [&](char** d, const int64_t* s, int64_t n) { fn(d[0], d[1], n, s[0], s[1]); });
+}
+
 namespace {
 
-// dst := src (broadcast, any dtypes): the cast loop, which is what copy_ runs.
-void copy_into(const Tensor& dst, const Tensor& src) {
-  cpu::CastFn fn = cpu::cpu_kernels().cast[static_cast<int>(src.dtype())][static_cast<int>(dst.dtype())];
-  cpu::for_each(cpu::make_loop({&dst, &src}, dst.sizes()),
-                [&](char** d, const int64_t* s, int64_t n) { fn(d[0], d[1], n, s[0], s[1]); });
-}
+void copy_into(const Tensor& dst, const Tensor& src) { cpu::cast_copy(dst, src); }
 
 void fill_tensor(const Tensor& t, const Scalar& v) {
   Tensor src = scalar_tensor(v, t.dtype());

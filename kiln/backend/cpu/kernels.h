@@ -12,25 +12,8 @@
 
 namespace kiln::cpu {
 
-enum class UnaryOp : int {
-  Neg, Abs, Sign, Sgn, Reciprocal, Sqrt, Rsqrt, Square, Exp, Exp2, Expm1, Log, Log2, Log10, Log1p,
-  Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Tanh, Asinh, Acosh, Atanh, Sigmoid, Logit, Erf, Erfc,
-  Erfinv, Lgamma, Digamma, Floor, Ceil, Round, RoundDecimals, Trunc, Frac, BitwiseNot, LogicalNot,
-  IsNan, IsInf, IsFinite, IsPosInf, IsNegInf, Signbit, Relu, Relu6, LeakyRelu, Elu, Gelu, GeluTanh,
-  Silu, Mish, Softplus, Hardtanh, Hardsigmoid, Hardswish, Logsigmoid, Threshold, ClampMin,
-  ClampMax, Clamp, NanToNum, Angle, Conj, Real, Imag,
-  Count
-};
-
-// The binary ops of the list in ops/unary_list.h, then those with a front end of their own.
-#define KILN_BINARY_CODE(name, code, rule, numbers) code,
-enum class BinaryOp : int {
-  KILN_BINARY_OPS(KILN_BINARY_CODE)
-  Add, Sub, DivTrunc, ClampMinT, ClampMaxT, Polar, Complex,
-  GeluBackward, GeluTanhBackward,  // (grad, x) -> grad * gelu'(x): the fused first derivative
-  Count
-};
-#undef KILN_BINARY_CODE
+using kiln::BinaryOp;  // ops/unary_list.h: the ops' codes, which the op table carries
+using kiln::UnaryOp;
 
 enum class ReduceOp : int { Sum, Prod, Max, Min, All, Any, SumAbs, SumSq, NanSum, Mean, Count };
 
@@ -89,6 +72,9 @@ struct KernelTable {
 };
 
 const KernelTable& cpu_kernels();  // the table of selected_isa() (isa.h)
+// dst := src, broadcast, any two dtypes: the cast loop (what copy_ runs), for kernels that need a
+// conversion of their own without calling an op (backend/cpu/creation.cpp).
+void cast_copy(const Tensor& dst, const Tensor& src);
 // The table of another ISA the CPU runs (isa_supported), for tests that compare tables.
 const KernelTable& kernel_table_for(Isa isa);
 
