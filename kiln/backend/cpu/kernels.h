@@ -8,6 +8,7 @@
 #include "kiln/backend/cpu/isa.h"
 #include "kiln/backend/cpu/loop.h"
 #include "kiln/core/dtype.h"
+#include "kiln/ops/reduce_detail.h"
 #include "kiln/ops/unary_list.h"
 
 namespace kiln::cpu {
@@ -15,7 +16,7 @@ namespace kiln::cpu {
 using kiln::BinaryOp;  // ops/unary_list.h: the ops' codes, which the op table carries
 using kiln::UnaryOp;
 
-enum class ReduceOp : int { Sum, Prod, Max, Min, All, Any, SumAbs, SumSq, NanSum, Mean, Count };
+using kiln::ReduceOp;  // ops/reduce_detail.h
 
 // Scalar parameters of an op (alpha, slopes, bounds), in the compute type's precision.
 struct KParams {
