@@ -3,7 +3,7 @@
 
 #include "kiln/autograd/autograd.h"
 #include "kiln/autograd/function.h"
-#include "kiln/backend/cpu/parallel.h"
+#include "kiln/core/threads.h"
 #include "kiln/core/allocator.h"
 #include "kiln/core/dtype.h"
 #include "kiln/core/error.h"

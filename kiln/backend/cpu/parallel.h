@@ -3,10 +3,7 @@
 
 #include <cstdint>
 
-namespace kiln {
-void set_num_threads(int n);
-int get_num_threads();
-}  // namespace kiln
+#include "kiln/core/threads.h"
 
 namespace kiln::cpu {
 
