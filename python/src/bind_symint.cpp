@@ -88,7 +88,7 @@ void bind_symint(nb::module_& m) {
       .def("__int__", [](SymInt a) { return a.guard_int(python_where()); })
       .def("__index__", [](SymInt a) { return a.guard_int(python_where()); })
       .def("__float__", [](SymInt a) { return static_cast<double>(a.guard_int(python_where())); })
-      .def("__bool__", [](SymInt a) { return bool(a != 0) ; })
+      .def("__bool__", [](SymInt a) { return (a != 0).guard(python_where()); })
       .def("__hash__", [](SymInt a) { return a.raw(); })
       .def("__repr__", [](SymInt a) { return a.str(); })
       .def("__str__", [](SymInt a) { return a.str(); })
@@ -102,7 +102,10 @@ void bind_symint(nb::module_& m) {
   nb::class_<SymBool>(m, "SymBool")
       .def("__bool__", [](const SymBool& b) { return b.guard(python_where()); })
       .def("__invert__", [](const SymBool& b) { return symbool_object(!b); })
-      .def("__repr__", [](const SymBool& b) { return std::string("SymBool(hint=") + (b.guard(python_where()) ? "True" : "False") + ")"; });
+      .def("__repr__", [](const SymBool& b) {  // printing asks nothing: no guard
+        auto v = b.maybe_bool();
+        return v ? std::string(*v ? "True" : "False") : std::string("SymBool(undecided)");
+      });
 
   nb::class_<ShapeEnv>(m, "ShapeEnv")
       .def(nb::init<>())

@@ -33,6 +33,7 @@ def test_symint_arithmetic_and_printing():
         assert B.hint == 4 and (B * T).hint == 20
         assert str(T // 2) == "(seq//2)" and (T // 2).hint == 2
         assert not (B == 1) and B > 1  # decided by the range (sizes are >= 2): no guard
+        assert repr(B == T) == "SymBool(undecided)"  # printing a comparison asks nothing
         assert env.guards == []
 
 
