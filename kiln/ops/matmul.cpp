@@ -1,14 +1,10 @@
 // The matmul family. One table op, bmm over (B, M, K) x (B, K, N), backs every composite; float32,
 // float64 and complex go to OpenBLAS, float16 / bfloat16 / float8 to kiln's own packed GEMM
 // (converted while packing, float32 accumulation, one rounding: kernels_gemm.cpp), integers use a
-// plain triple loop.
-#include <cblas.h>
-
+// plain triple loop (the kernel: kiln/backend/cpu/matmul.cpp).
 #include <algorithm>
 #include <numeric>
 
-#include "kiln/backend/cpu/kernels.h"
-#include "kiln/backend/cpu/parallel.h"
 #include "kiln/ops/ops.h"
 
 namespace kiln {
@@ -28,125 +24,7 @@ SpecList bmm_meta(const OpDef&, const SpecList& in, const Attrs&) {
   return {{{a.sizes()[0], a.sizes()[1], b.sizes()[2]}, a.dtype()}};
 }
 
-// A matrix operand for BLAS: row-major with leading dim, or transposed.
-struct Mat {
-  Tensor t;
-  bool trans = false;
-  int64_t ld = 0;
-};
-Mat blas_operand(const Tensor& x) {  // x: (B, R, C)
-  int64_t R = x.sizes()[1], C = x.sizes()[2];
-  int64_t sr = x.strides()[1], sc = x.strides()[2];
-  if ((sc == 1 || C == 1) && sr >= std::max<int64_t>(C, 1)) return {x, false, sr};
-  if ((sr == 1 || R == 1) && sc >= std::max<int64_t>(R, 1)) return {x, true, sc};
-  Tensor c = contiguous(x);
-  return {c, false, std::max<int64_t>(C, 1)};
-}
-
-template <class T>
-void gemm_blas(const Mat& A, const Mat& B, Tensor& C, int64_t Bn, int64_t M, int64_t N, int64_t K) {
-  const T* ap = static_cast<const T*>(A.t.data_ptr());
-  const T* bp = static_cast<const T*>(B.t.data_ptr());
-  T* cp = static_cast<T*>(C.data_ptr());
-  int64_t sa = A.t.strides()[0], sb = B.t.strides()[0];
-  auto ta = A.trans ? CblasTrans : CblasNoTrans, tb = B.trans ? CblasTrans : CblasNoTrans;
-  for (int64_t i = 0; i < Bn; ++i) {
-    const T* a = ap + i * sa;
-    const T* b = bp + i * sb;
-    T* c = cp + i * M * N;
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      // matrix-vector shapes go to GEMV: GEMM kernels waste most of their work on a 1-wide panel
-      auto gemv = [](CBLAS_TRANSPOSE t, int64_t rows, int64_t cols, const T* m, int64_t ld, const T* x,
-                     int64_t incx, T* y) {
-        if constexpr (std::is_same_v<T, float>) cblas_sgemv(CblasRowMajor, t, rows, cols, 1.0f, m, ld, x, incx, 0.0f, y, 1);
-        else cblas_dgemv(CblasRowMajor, t, rows, cols, 1.0, m, ld, x, incx, 0.0, y, 1);
-      };
-      if (M == 1) {  // y(N) = B^T a: B is (K, N), row-major unless transposed
-        int64_t inca = A.trans ? A.ld : 1;
-        if (!B.trans) gemv(CblasTrans, K, N, b, B.ld, a, inca, c);
-        else gemv(CblasNoTrans, N, K, b, B.ld, a, inca, c);
-        continue;
-      }
-      if (N == 1) {  // y(M) = A b
-        int64_t incb = B.trans ? 1 : B.ld;
-        if (!A.trans) gemv(CblasNoTrans, M, K, a, A.ld, b, incb, c);
-        else gemv(CblasTrans, K, M, a, A.ld, b, incb, c);
-        continue;
-      }
-    }
-    if constexpr (std::is_same_v<T, float>) {
-      cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a, A.ld, b, B.ld, 0.0f, c, N);
-    } else if constexpr (std::is_same_v<T, double>) {
-      cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, a, A.ld, b, B.ld, 0.0, c, N);
-    } else if constexpr (std::is_same_v<T, complex64>) {
-      complex64 one(1), zero(0);
-      cblas_cgemm(CblasRowMajor, ta, tb, M, N, K, &one, a, A.ld, b, B.ld, &zero, c, N);
-    } else {
-      complex128 one(1), zero(0);
-      cblas_zgemm(CblasRowMajor, ta, tb, M, N, K, &one, a, A.ld, b, B.ld, &zero, c, N);
-    }
-  }
-}
-
-void bmm_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs, TensorList& out) {
-  Tensor a = in[0], b = in[1];
-  Tensor& c = out[0];
-  int64_t Bn = a.sizes()[0], M = a.sizes()[1], K = a.sizes()[2], N = b.sizes()[2];
-  if (c.numel() == 0) return;
-  if (K == 0) {
-    fill_(c, Scalar(0));
-    return;
-  }
-  Dtype d = a.dtype();
-  if (d == kFloat16 || d == kBFloat16 || is_float8(d)) {
-    // kiln's packed GEMM reads any strides; float8 matches torch's CPU matmul (float32 accumulation)
-    if (c.storage() == a.storage() || c.storage() == b.storage()) {  // out= aliasing an input
-      Tensor tmp = make_tensor(c.sizes(), d);
-      TensorList o{tmp};
-      bmm_kernel(op, in, attrs, o);
-      copy_(c, tmp);
-      return;
-    }
-    cpu::GemmArgs g;
-    g.batch = Bn, g.M = M, g.N = N, g.K = K;
-    g.a = a.data_ptr(), g.a_bs = a.strides()[0], g.a_rs = a.strides()[1], g.a_cs = a.strides()[2];
-    g.b = b.data_ptr(), g.b_bs = b.strides()[0], g.b_rs = b.strides()[1], g.b_cs = b.strides()[2];
-    g.c = c.data_ptr(), g.c_bs = c.strides()[0], g.c_rs = c.strides()[1], g.c_cs = c.strides()[2];
-    cpu::cpu_kernels().gemm_lowp[static_cast<int>(d)](g);
-    return;
-  }
-  if (d == kFloat32 || d == kFloat64 || d == kComplex64 || d == kComplex128) {
-    Mat A = blas_operand(a), B = blas_operand(b);
-    visit_floating_complex(d, "bmm", [&]<class T>() {
-      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || is_complex_v<T>)
-        gemm_blas<T>(A, B, c, Bn, M, N, K);
-    });
-    return;
-  }
-  visit_integral(d, "bmm", [&]<class T>() {
-    if constexpr (std::is_same_v<T, bool>) {
-      raise_dtype_unsupported("bmm", kBool);
-    } else {
-      Tensor ac = contiguous(a), bc = contiguous(b);
-      const T* ap = static_cast<const T*>(ac.data_ptr());
-      const T* bp = static_cast<const T*>(bc.data_ptr());
-      T* cp = static_cast<T*>(c.data_ptr());
-      cpu::parallel_for(Bn * M, std::max<int64_t>(1, cpu::kGrainSize / std::max<int64_t>(N * K, 1)), [&](int64_t s, int64_t e) {
-        for (int64_t bm = s; bm < e; ++bm) {
-          int64_t bi = bm / M, m = bm % M;
-          T* crow = cp + bm * N;
-          for (int64_t n = 0; n < N; ++n) crow[n] = 0;
-          for (int64_t k = 0; k < K; ++k) {
-            T av = ap[bi * M * K + m * K + k];
-            const T* brow = bp + bi * K * N + k * N;
-            for (int64_t n = 0; n < N; ++n) crow[n] = static_cast<T>(crow[n] + av * brow[n]);
-          }
-        }
-      });
-    }
-  });
-}
-OpDef op_bmm{"bmm", 0, bmm_meta, {bmm_kernel, nullptr}};
+OpDef op_bmm{"bmm", 0, bmm_meta, {}};  // kernel: backend/cpu/matmul.cpp
 OpRegistrar reg_bmm{op_bmm, "bmm(Tensor self, Tensor mat2) -> Tensor"};
 
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
