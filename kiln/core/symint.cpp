@@ -355,12 +355,14 @@ std::optional<int64_t> SymInt::maybe_hint() const {
   ShapeEnv::Impl& e = env_of(*this);
   return e.has_hint(*this) ? std::optional<int64_t>(e.hint(*this)) : std::nullopt;
 }
+std::string where_str(std::source_location w) {
+  std::string f = w.file_name();
+  const auto k = f.find("kiln/");
+  return (k == std::string::npos ? f : f.substr(k)) + ":" + std::to_string(w.line());
+}
 int64_t SymInt::guard_int(std::source_location where) const {
   if (!is_symbolic()) return v_;
-  std::string w = where.file_name();
-  auto slash = w.find("kiln/");
-  if (slash != std::string::npos) w = w.substr(slash);
-  return guard_int(w + ":" + std::to_string(where.line()));
+  return guard_int(where_str(where));
 }
 int64_t SymInt::guard_int(const std::string& where) const {
   if (!is_symbolic()) return v_;

@@ -160,6 +160,9 @@ inline SymBool operator<=(SymInt a, SymInt b) {
 inline SymBool operator>(SymInt a, SymInt b) { return b < a; }
 inline SymBool operator>=(SymInt a, SymInt b) { return b <= a; }
 
+// "kiln/ops/matmul.cpp:164": a source line as guards name it (the path from kiln/ on).
+std::string where_str(std::source_location w);
+
 using SymShape = SmallVec<SymInt, 6>;
 bool is_symbolic(const SymShape& s);
 SymInt sym_numel(const SymShape& s);

@@ -156,10 +156,7 @@ SymShape Tensor::sym_strides() const {
   return SymShape(impl_->strides.begin(), impl_->strides.end());
 }
 void Tensor::specialize(Where w) const {
-  std::string where = w.file_name();
-  const auto k = where.find("kiln/");
-  if (k != std::string::npos) where = where.substr(k);
-  where += ":" + std::to_string(w.line());
+  const std::string where = where_str(w);
   const SymGeometry& g = *impl_->sym;
   for (SymInt v : g.sizes) v.guard_int(where);
   for (SymInt v : g.strides) v.guard_int(where);
@@ -176,10 +173,7 @@ int64_t Tensor::size(int64_t d, Where w) const {
   if (dim() == 0) return 1;
   const int64_t k = wrap_dim(d, dim(), "size");
   if (impl_->sym) [[unlikely]] {  // pins this dimension only
-    std::string where = w.file_name();
-    const auto p = where.find("kiln/");
-    if (p != std::string::npos) where = where.substr(p);
-    impl_->sym->sizes[k].guard_int(where + ":" + std::to_string(w.line()));
+    impl_->sym->sizes[k].guard_int(where_str(w));
   }
   return impl_->sizes[k];
 }

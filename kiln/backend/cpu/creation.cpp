@@ -18,20 +18,21 @@ void cpu::cast_copy(const Tensor& dst, const Tensor& src) {
            [&](char** d, const int64_t* s, int64_t n) { fn(d[0], d[1], n, s[0], s[1]); });
 }
 
+Tensor cpu::converted(const Tensor& x, Dtype d) {
+  Tensor t = make_tensor(x.sizes(), d);
+  cast_copy(t, x);
+  return t;
+}
+Tensor cpu::contiguous_of(const Tensor& x) { return x.is_contiguous() ? x : converted(x, x.dtype()); }
+void cpu::fill(const Tensor& t, const Scalar& v) { cast_copy(t, scalar_tensor(v, t.dtype())); }
+
 namespace {
 
-void copy_into(const Tensor& dst, const Tensor& src) { cpu::cast_copy(dst, src); }
-
-void fill_tensor(const Tensor& t, const Scalar& v) {
-  Tensor src = scalar_tensor(v, t.dtype());
-  cpu::CastFn fn = cpu::cpu_kernels().cast[static_cast<int>(t.dtype())][static_cast<int>(t.dtype())];
-  cpu::for_each(cpu::make_loop({&t, &src}, t.sizes()),
-                [&](char** d, const int64_t* s, int64_t n) { fn(d[0], d[1], n, s[0], 0); });
-}
+using cpu::cast_copy;
 
 // attrs {size, fill_value, dtype, device}
 void full_kernel(const OpDef&, const TensorList&, const Attrs& a, TensorList& out) {
-  fill_tensor(out[0], std::get<Scalar>(a[1]));
+  cpu::fill(out[0], std::get<Scalar>(a[1]));
 }
 void empty_kernel(const OpDef&, const TensorList&, const Attrs&, TensorList&) {}
 
@@ -85,13 +86,13 @@ void linspace_kernel(const OpDef& op, const TensorList&, const Attrs& a, TensorL
 
 void eye_kernel(const OpDef&, const TensorList&, const Attrs&, TensorList& out) {
   Tensor& y = out[0];
-  fill_tensor(y, Scalar(0));
+  cpu::fill(y, Scalar(0));
   int64_t n = std::min(y.sizes()[0], y.sizes()[1]);
-  if (n > 0) fill_tensor(make_view(y, {n}, {y.strides()[0] + y.strides()[1]}, y.storage_offset()), Scalar(1));
+  if (n > 0) cpu::fill(make_view(y, {n}, {y.strides()[0] + y.strides()[1]}, y.storage_offset()), Scalar(1));
 }
 
 // to(dtype) / clone: a contiguous converted copy
-void to_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) { copy_into(out[0], in[0]); }
+void to_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) { cast_copy(out[0], in[0]); }
 
 // cat(tensors, dim): each input into its slice of the output (legacy: 1-D empty inputs are skipped)
 void cat_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
@@ -105,7 +106,7 @@ void cat_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& 
     if (n > 0) {
       Shape sizes = y.sizes();
       sizes[dim] = n;
-      copy_into(make_view(y, sizes, y.strides(), y.storage_offset() + off * y.strides()[dim]), t);
+      cast_copy(make_view(y, sizes, y.strides(), y.storage_offset() + off * y.strides()[dim]), t);
     }
     off += n;
   }
@@ -119,7 +120,7 @@ void copy_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& o
   KILN_CHECK(shape_numel(broadcast_shapes(dst.sizes(), src.sizes(), "copy_")) == dst.numel(), Runtime,
              "copy_", "output with shape ", dst.sizes(), " doesn't match the broadcast shape ",
              broadcast_shapes(dst.sizes(), src.sizes()));
-  copy_into(dst, src);
+  cast_copy(dst, src);
   dst.bump_version();
   out = {dst};
 }

@@ -19,13 +19,8 @@ namespace {
 using namespace elementwise_detail;
 using cpu::KParams;
 
-void cast_copy(const Tensor& dst, const Tensor& src) { cpu::cast_copy(dst, src); }
-// x in dtype d, contiguous (a scratch buffer; x itself when it already is d)
-Tensor converted(const Tensor& x, Dtype d) {
-  Tensor t = make_tensor(x.sizes(), d);
-  cast_copy(t, x);
-  return t;
-}
+using cpu::cast_copy;
+using cpu::converted;
 
 KParams unary_params(UnaryOp code, const Attrs& a) {
   KParams p;
@@ -95,7 +90,7 @@ bool pow_scalar_fast_path(const Tensor& a, const Tensor& b, Dtype ct, Tensor& y)
     return true;
   }
   if (e == 0.0) {
-    cast_copy(y, scalar_tensor(Scalar(1), y.dtype()));
+    cpu::fill(y, Scalar(1));
     return true;
   }
   if (!is_floating(ct) && !is_complex(ct)) return false;

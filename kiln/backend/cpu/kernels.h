@@ -73,9 +73,14 @@ struct KernelTable {
 };
 
 const KernelTable& cpu_kernels();  // the table of selected_isa() (isa.h)
-// dst := src, broadcast, any two dtypes: the cast loop (what copy_ runs), for kernels that need a
-// conversion of their own without calling an op (backend/cpu/creation.cpp).
+// For kernels that need a conversion or a copy of their own without calling an op
+// (backend/cpu/creation.cpp): dst := src, broadcast, any two dtypes (the cast loop copy_ runs); a
+// contiguous copy of x in dtype d (a scratch buffer); x itself when contiguous, else such a copy;
+// every element of t := v.
 void cast_copy(const Tensor& dst, const Tensor& src);
+Tensor converted(const Tensor& x, Dtype d);
+Tensor contiguous_of(const Tensor& x);
+void fill(const Tensor& t, const Scalar& v);
 // The table of another ISA the CPU runs (isa_supported), for tests that compare tables.
 const KernelTable& kernel_table_for(Isa isa);
 

@@ -14,12 +14,7 @@
 namespace kiln {
 namespace {
 
-Tensor contiguous_of(const Tensor& x) {
-  if (x.is_contiguous()) return x;
-  Tensor t = make_tensor(x.sizes(), x.dtype());
-  cpu::cast_copy(t, x);
-  return t;
-}
+using cpu::contiguous_of;
 
 // A matrix operand for BLAS: row-major with leading dim, or transposed.
 struct Mat {
@@ -87,7 +82,7 @@ void bmm_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs, Tenso
   int64_t Bn = a.sizes()[0], M = a.sizes()[1], K = a.sizes()[2], N = b.sizes()[2];
   if (c.numel() == 0) return;
   if (K == 0) {
-    cpu::cast_copy(c, scalar_tensor(Scalar(0), c.dtype()));
+    cpu::fill(c, Scalar(0));
     return;
   }
   Dtype d = a.dtype();

@@ -17,13 +17,7 @@ namespace {
 
 using namespace reduce_detail;
 
-// x itself when contiguous, else a contiguous copy (a scratch buffer)
-Tensor contiguous_of(const Tensor& x) {
-  if (x.is_contiguous()) return x;
-  Tensor t = make_tensor(x.sizes(), x.dtype());
-  cpu::cast_copy(t, x);
-  return t;
-}
+using cpu::contiguous_of;
 // the view of x with its dims in the order perm
 Tensor permuted(const Tensor& x, const Shape& perm) {
   Shape sizes, strides;
@@ -61,7 +55,7 @@ void reduce_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tensor
   if (R == 0 || x.numel() == 0) {  // empty reduction: identity
     Scalar id = (r == ReduceOp::Prod || r == ReduceOp::All) ? Scalar(1)
                 : r == ReduceOp::Mean ? Scalar(std::numeric_limits<double>::quiet_NaN()) : Scalar(0);
-    cpu::cast_copy(y, scalar_tensor(id, y.dtype()));
+    cpu::fill(y, id);
     return;
   }
   Tensor xp = permuted(x, perm);
