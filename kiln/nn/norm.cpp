@@ -1,9 +1,6 @@
-// Normalisation: the fused layer_norm table op (forward kernel + derivative beside it), rms_norm.
-#include <cmath>
-#include <vector>
-
+// Normalisation: the fused layer_norm table ops (schemas, metas, derivative; the CPU kernels are in
+// kiln/backend/cpu/norm.cpp), rms_norm, and the small functional layers (linear, bilinear, dropout).
 #include "kiln/autograd/autograd.h"
-#include "kiln/backend/cpu/parallel.h"
 #include "kiln/core/format.h"
 #include "kiln/nn/functional.h"
 
@@ -22,56 +19,7 @@ SpecList layer_norm_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   return {{x.sizes(), x.dtype()}, {stat, acc}, {stat, acc}};
 }
 
-template <class T>
-void layer_norm_rows(const Tensor& x, const Tensor& w, const Tensor& b, double eps, TensorList& out) {
-  const int64_t n = x.numel() == 0 ? 0 : out[1].numel();
-  const int64_t N = n == 0 ? 0 : x.numel() / n;
-  const T* xp = static_cast<const T*>(x.data_ptr());
-  const T* wp = w.defined() ? static_cast<const T*>(w.data_ptr()) : nullptr;
-  const T* bp = b.defined() ? static_cast<const T*>(b.data_ptr()) : nullptr;
-  T* yp = static_cast<T*>(out[0].data_ptr());
-  T* mp = static_cast<T*>(out[1].data_ptr());
-  T* rp = static_cast<T*>(out[2].data_ptr());
-  cpu::parallel_for(n, std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1)), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const T* row = xp + r * N;
-      T s = 0;
-#pragma omp simd reduction(+ : s)
-      for (int64_t i = 0; i < N; ++i) s += row[i];
-      T mean = s / static_cast<T>(N);
-      T v = 0;
-#pragma omp simd reduction(+ : v)
-      for (int64_t i = 0; i < N; ++i) {
-        T d = row[i] - mean;
-        v += d * d;
-      }
-      T rstd = T(1) / std::sqrt(v / static_cast<T>(N) + static_cast<T>(eps));
-      mp[r] = mean;
-      rp[r] = rstd;
-      T* y = yp + r * N;
-#pragma omp simd
-      for (int64_t i = 0; i < N; ++i) {
-        T h = (row[i] - mean) * rstd;
-        if (wp) h *= wp[i];
-        if (bp) h += bp[i];
-        y[i] = h;
-      }
-    }
-  });
-}
-
-void layer_norm_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
-  Tensor x = contiguous(in[0]);
-  Tensor w = in.size() > 1 && in[1].defined() ? contiguous(in[1]) : Tensor();
-  Tensor b = in.size() > 2 && in[2].defined() ? contiguous(in[2]) : Tensor();
-  double eps = attr<double>(a, 1);
-  if (x.dtype() == kFloat64) return layer_norm_rows<double>(x, w, b, eps, out);
-  KILN_CHECK(x.dtype() == kFloat32, Runtime, "layer_norm", "expected float32 or float64, got ",
-             dtype_name(x.dtype()));
-  layer_norm_rows<float>(x, w, b, eps, out);
-}
-
-OpDef op_layer_norm{"native_layer_norm", 0, layer_norm_meta, {layer_norm_kernel, nullptr}};
+OpDef op_layer_norm{"native_layer_norm", 0, layer_norm_meta, {}};
 OpRegistrar reg_layer_norm{op_layer_norm, "native_layer_norm(Tensor input, Tensor? weight, Tensor? bias, int normalized_ndim, float eps) -> (Tensor, Tensor, Tensor)"};
 
 // The fused first-order backward: inputs {grad, x, mean, rstd, weight?}; outputs {dx, dweight, dbias}
@@ -84,62 +32,7 @@ SpecList layer_norm_bwd_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   return {{x.sizes(), x.dtype()}, {ns, x.dtype()}, {ns, x.dtype()}};
 }
 
-template <class T>
-void layer_norm_bwd_rows(const Tensor& g, const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& w,
-                         TensorList& out) {
-  const int64_t n = mean.numel(), N = n == 0 ? 0 : x.numel() / n;
-  const T *gp = static_cast<const T*>(g.data_ptr()), *xp = static_cast<const T*>(x.data_ptr());
-  const T *mp = static_cast<const T*>(mean.data_ptr()), *rp = static_cast<const T*>(rstd.data_ptr());
-  const T* wp = w.defined() ? static_cast<const T*>(w.data_ptr()) : nullptr;
-  T* dxp = static_cast<T*>(out[0].data_ptr());
-  constexpr int64_t kBlock = 64;
-  const int64_t nblocks = (n + kBlock - 1) / kBlock;
-  std::vector<T> partial(static_cast<size_t>(nblocks * 2 * N), T(0));
-  cpu::parallel_for(nblocks, 1, [&](int64_t b0, int64_t b1) {
-    std::vector<T> dxh(static_cast<size_t>(N));
-    for (int64_t b = b0; b < b1; ++b) {
-      T* dw = partial.data() + b * 2 * N;
-      T* db = dw + N;
-      for (int64_t r = b * kBlock; r < std::min(n, (b + 1) * kBlock); ++r) {
-        const T *gr = gp + r * N, *xr = xp + r * N;
-        const T mu = mp[r], rs = rp[r];
-        T s1 = 0, s2 = 0;
-#pragma omp simd reduction(+ : s1, s2)
-        for (int64_t i = 0; i < N; ++i) {
-          T xh = (xr[i] - mu) * rs;
-          T d = wp ? gr[i] * wp[i] : gr[i];
-          dxh[i] = d;
-          s1 += d;
-          s2 += d * xh;
-          dw[i] += gr[i] * xh;
-          db[i] += gr[i];
-        }
-        s1 /= static_cast<T>(N);
-        s2 /= static_cast<T>(N);
-        T* dx = dxp + r * N;
-#pragma omp simd
-        for (int64_t i = 0; i < N; ++i) dx[i] = rs * (dxh[i] - s1 - (xr[i] - mu) * rs * s2);
-      }
-    }
-  });
-  T* dwp = static_cast<T*>(out[1].data_ptr());
-  T* dbp = static_cast<T*>(out[2].data_ptr());
-  for (int64_t i = 0; i < N; ++i) dwp[i] = dbp[i] = T(0);
-  for (int64_t b = 0; b < nblocks; ++b)
-    for (int64_t i = 0; i < N; ++i) {
-      dwp[i] += partial[b * 2 * N + i];
-      dbp[i] += partial[b * 2 * N + N + i];
-    }
-}
-
-void layer_norm_bwd_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) {
-  Tensor g = contiguous(in[0]), x = contiguous(in[1]), mean = contiguous(in[2]), rstd = contiguous(in[3]);
-  Tensor w = in.size() > 4 && in[4].defined() ? contiguous(in[4]) : Tensor();
-  if (x.dtype() == kFloat64) return layer_norm_bwd_rows<double>(g, x, mean, rstd, w, out);
-  layer_norm_bwd_rows<float>(g, x, mean, rstd, w, out);
-}
-
-OpDef op_layer_norm_bwd{"native_layer_norm_backward", 0, layer_norm_bwd_meta, {layer_norm_bwd_kernel, nullptr}};
+OpDef op_layer_norm_bwd{"native_layer_norm_backward", 0, layer_norm_bwd_meta, {}};
 OpRegistrar reg_layer_norm_bwd{op_layer_norm_bwd, "native_layer_norm_backward(Tensor grad_out, Tensor input, Tensor mean, Tensor rstd, Tensor? weight, int normalized_ndim) -> (Tensor, Tensor, Tensor)"};
 
 // dx = rstd * (dxh - mean(dxh) - xh * mean(dxh * xh)), dxh = g * w; dw = sum(g * xh); db = sum(g).

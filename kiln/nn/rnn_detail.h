@@ -1,139 +1,79 @@
-// Internals of the recurrent ops (rnn_kernels.cpp): the fused pointwise pass of one time step,
-// forward and backward, for LSTM, GRU and the Elman RNN (rnn_pointwise.cpp). Every step function
-// handles the hidden units [j0, j1) of all B rows, so threads split the hidden dimension and
-// accumulate their own slice of the bias gradient. float32 has an AVX2/FMA path chosen at run time
-// (KILN_CPU_ISA=base forces the portable one); float64 is portable only.
+// What the recurrent ops' metas (kiln/nn/rnn_ops.cpp) and their CPU kernels
+// (kiln/backend/cpu/rnn.cpp) share: the dtype and shape checks and the layer dimensions, written
+// over Tensor / TensorSpec lists (the metas compute in SymInts).
 #pragma once
 
-#include <cstdint>
+#include <type_traits>
+
+#include "kiln/dispatch/op.h"
 
 namespace kiln::rnn_detail {
 
-// LSTM forward: gates (B, 4H) hold x W_ih^T + h W_hh^T and become the activations i, f, g, o;
-// c = f * c_prev + i * g; h = o * tanh(c).
-template <class T>
-struct LstmStep {
-  T* gates;
-  const T* bias;  // (4H): b_ih + b_hh
-  const T* c_prev;
-  T* c;
-  T* h;  // (B, H)
-  int64_t B, H;
-};
+// L: TensorList (kernels) or SpecList (metas, in SymInts); X its element.
+template <class L>
+inline Dtype check_dtypes(const char* op, const L& in) {
+  Dtype d = in[0].dtype();
+  KILN_CHECK(d == kFloat32 || d == kFloat64, Runtime, op,
+             "expected a float32 or float64 input, got ", dtype_name(d));
+  for (const auto& t : in)
+    if (t.defined())
+      KILN_CHECK(t.dtype() == d, Runtime, op, "expected all tensors to have dtype ", dtype_name(d),
+                 ", but got ", dtype_name(t.dtype()));
+  return d;
+}
+template <class X>
+inline void check_shape(const char* op, const char* what, const X& t,
+                 const std::decay_t<decltype(std::declval<X>().sizes())>& want) {
+  if (!t.defined()) return;
+  KILN_CHECK(t.sizes() == want, Runtime, op, what, " has shape ", t.sizes(), ", expected ", want);
+}
 
-// LSTM backward: dh (+ dh_add) is the gradient of h; dc carries the cell gradient between steps
-// (in: from step t+1, out: to step t-1); dgates gets the pre-activation gradients, dbias += them.
-template <class T>
-struct LstmBackStep {
-  const T* dh;
-  const T* dh_add;  // may be null
-  const T* gates;   // activations
-  const T* c;
-  const T* c_prev;
-  T* dc;
-  T* dgates;
-  T* dbias;
-  int64_t B, H;
+// Sizes of a layer op: x (T, B, I), hidden H (gate rows / chunks), state width R.
+template <class N>
+struct DimsT {
+  N T, B, I, H, R;
 };
+using Dims = DimsT<int64_t>;
+template <class X, class N = std::decay_t<decltype(std::declval<X>().sizes()[0])>>
+DimsT<N> layer_dims(const char* op, const X& x, const X& w_ih, int64_t chunks) {
+  KILN_CHECK(x.dim() == 3, Runtime, op, "input must be 3-D (T, B, I), got ", x.dim(), "-D");
+  KILN_CHECK(w_ih.dim() == 2 && w_ih.size(0) % chunks == 0 && w_ih.size(0) > 0, Runtime, op,
+             "weight_ih must be 2-D with a multiple of ", chunks, " rows, got shape ",
+             w_ih.sizes());
+  KILN_CHECK(x.size(0) > 0, Runtime, op, "Expected sequence length to be larger than 0 in RNN");
+  N H = w_ih.size(0) / chunks;
+  return {x.size(0), x.size(1), x.size(2), H, H};
+}
+template <class L>
+auto lstm_dims(const char* op, const L& in) {
+  auto d = layer_dims(op, in[0], in[3], 4);
+  const auto G = 4 * d.H;
+  if (in[7].defined()) {
+    KILN_CHECK(in[7].dim() == 2, Runtime, op, "weight_hr must be 2-D");
+    d.R = in[7].size(0);
+    check_shape(op, "weight_hr", in[7], {d.R, d.H});
+  }
+  check_shape(op, "weight_ih", in[3], {G, d.I});
+  check_shape(op, "weight_hh", in[4], {G, d.R});
+  check_shape(op, "bias_ih", in[5], {G});
+  check_shape(op, "bias_hh", in[6], {G});
+  check_shape(op, "h0", in[1], {d.B, d.R});
+  check_shape(op, "c0", in[2], {d.B, d.H});
+  return d;
+}
 
-// GRU forward: row b of `res` (B, 4H) holds x W_ih^T in its first 3H columns and gets r, z, n and
-// hn = h W_hn^T + b_hn; gh (B, 3H) = h_prev W_hh^T. h = n + z * (h_prev - n).
-template <class T>
-struct GruStep {
-  T* res;
-  const T* gh;
-  const T* b_ih;
-  const T* b_hh;
-  const T* h_prev;
-  T* h;
-  int64_t B, H;
-};
-
-// GRU backward: the gradient of h is dy + carry; carry becomes dh * z (the GEMM with W_hh adds the
-// rest). dgx / dgh (B, 3H): gradients of x W_ih^T + b_ih and h W_hh^T + b_hh.
-template <class T>
-struct GruBackStep {
-  const T* dy;
-  T* carry;
-  const T* res;
-  const T* h_prev;
-  T* dgx;
-  T* dgh;
-  T* db_ih;
-  T* db_hh;
-  int64_t B, H;
-};
-
-// Elman RNN forward: a (B, H) = act(a + bias) in place.
-template <class T>
-struct RnnStep {
-  T* a;
-  const T* bias;
-  int64_t B, H;
-  bool relu;
-};
-
-// Elman RNN backward: da = (dy + carry) * act'(y); db += da.
-template <class T>
-struct RnnBackStep {
-  const T* dy;
-  const T* carry;
-  const T* y;
-  T* da;
-  T* db;
-  int64_t B, H;
-  bool relu;
-};
-
-// LSTM without projection, float32, AVX2, H % 16 == 0: the per-step GEMM with W_hh runs inside the
-// pointwise pass, on weights packed once per call (lstm_pack_*, 4H * H floats each, 32-byte
-// aligned).
-bool lstm_fused_ok(int64_t H);
-// forward panels: per block of 8 units, per k, the 8 weights of gates i, f, g, o (32 floats)
-void lstm_pack_fwd(const float* w_hh, int64_t H, float* out);
-// backward panels: per block of 16 units, per k in [0, 4H), the 16 weights W_hh[k, units]
-void lstm_pack_bwd(const float* w_hh, int64_t H, float* out);
-// One forward step for unit blocks [u0, u1) (8 units each): gates = xproj (in `gates`) + bias +
-// h_prev W_hh^T, then the LstmStep update.
-struct LstmFusedFwd {
-  const float* h_prev;  // (B, H)
-  const float* wp;      // lstm_pack_fwd
-  float* gates;
-  const float* bias;
-  const float* c_prev;
-  float* c;
-  float* h;
-  int64_t B, H;
-};
-void lstm_fused_fwd(const LstmFusedFwd& s, int64_t u0, int64_t u1);
-// One backward step for unit blocks [u0, u1) (16 units each): dh = dy + dh_add (if given) +
-// dg_next W_hh (if given), then the LstmBackStep update.
-struct LstmFusedBwd {
-  const float* dg_next;  // (B, 4H) gate gradients of the step processed before, or null
-  const float* wp;       // lstm_pack_bwd
-  const float* dy;
-  const float* dh_add;
-  const float* gates;
-  const float* c;
-  const float* c_prev;
-  float* dc;
-  float* dg;
-  float* dbias;
-  int64_t B, H;
-};
-void lstm_fused_bwd(const LstmFusedBwd& s, int64_t u0, int64_t u1);
-
-template <class T>
-void step(const LstmStep<T>& s, int64_t j0, int64_t j1);
-template <class T>
-void step(const LstmBackStep<T>& s, int64_t j0, int64_t j1);
-template <class T>
-void step(const GruStep<T>& s, int64_t j0, int64_t j1);
-template <class T>
-void step(const GruBackStep<T>& s, int64_t j0, int64_t j1);
-template <class T>
-void step(const RnnStep<T>& s, int64_t j0, int64_t j1);
-template <class T>
-void step(const RnnBackStep<T>& s, int64_t j0, int64_t j1);
+template <class L>
+auto gru_dims(const char* op, const L& in) {
+  auto d = layer_dims(op, in[0], in[2], 3);
+  const auto G = 3 * d.H;
+  check_shape(op, "weight_ih", in[2], {G, d.I});
+  check_shape(op, "weight_hh", in[3], {G, d.H});
+  if (in.size() > 5) {
+    check_shape(op, "bias_ih", in[4], {G});
+    check_shape(op, "bias_hh", in[5], {G});
+  }
+  check_shape(op, "h0", in[1], {d.B, d.H});
+  return d;
+}
 
 }  // namespace kiln::rnn_detail

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <type_traits>
 
-#include "kiln/backend/cpu/parallel.h"
 #include "kiln/core/visit.h"
 #include "kiln/ops/ops.h"
 
@@ -48,8 +47,6 @@ decltype(auto) visit_all_types_half(Dtype d, const char* op, F&& f) {
 
 // torch sorts 1-D integer tensors of at least this many elements with a (stable) radix sort.
 constexpr int64_t kTorchRadixSortMin = 32768;
-
-inline int64_t row_grain(int64_t R) { return std::max<int64_t>(1, cpu::kGrainSize / std::max<int64_t>(8 * R, 1)); }
 
 // x with dim d moved last, contiguous; a 0-dim tensor is one row of one element.
 inline Tensor rows_of(const Tensor& x, int64_t d) {

@@ -7,7 +7,6 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
-#include "kiln/backend/cpu/kernels.h"
 #include "kiln/kiln.h"
 
 namespace nb = nanobind;

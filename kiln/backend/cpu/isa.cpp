@@ -8,14 +8,13 @@
 
 namespace kiln::cpu {
 
-#define KILN_DECLARE_ISA(ns)                   \
-  namespace ns {                               \
-  void fill_unary(KernelTable&);               \
-  void fill_binary(KernelTable&);              \
-  void fill_reduce(KernelTable&);              \
-  void fill_copy(KernelTable&);                \
-  void fill_gemm(KernelTable&);                \
-  void fill_random(KernelTable&);              \
+// The families of each ISA's table: one fill function per per-ISA kernel file (kernels_<family>.cpp).
+#define KILN_FAMILIES(X) X(unary) X(binary) X(reduce) X(copy) X(gemm) X(random) X(norm) X(optim) X(rnn)
+
+#define KILN_DECLARE_FILL(family) void fill_##family(KernelTable&);
+#define KILN_DECLARE_ISA(ns) \
+  namespace ns {             \
+  KILN_FAMILIES(KILN_DECLARE_FILL) \
   }
 KILN_DECLARE_ISA(base)
 #ifndef KILN_BASE_ISA_ONLY
@@ -24,32 +23,23 @@ KILN_DECLARE_ISA(avx512)
 #endif
 
 namespace {
-template <void (*U)(KernelTable&), void (*B)(KernelTable&), void (*R)(KernelTable&),
-          void (*C)(KernelTable&), void (*G)(KernelTable&), void (*X)(KernelTable&)>
-KernelTable* build(const char* name) {
-  auto* t = new KernelTable();
-  t->isa = name;
-  U(*t);
-  B(*t);
-  R(*t);
-  C(*t);
-  G(*t);
-  X(*t);
-  return t;
-}
+#define KILN_FILL(family) ns::fill_##family(*t);
+#define KILN_BUILD(name_)                 \
+  [] {                                    \
+    auto* t = new KernelTable();          \
+    t->isa = #name_;                      \
+    namespace ns = name_;                 \
+    KILN_FAMILIES(KILN_FILL)              \
+    return static_cast<const KernelTable*>(t); \
+  }()
 
 const KernelTable* build_table(Isa isa) {
 #ifndef KILN_BASE_ISA_ONLY
-  if (isa == Isa::Avx512)
-    return build<avx512::fill_unary, avx512::fill_binary, avx512::fill_reduce, avx512::fill_copy,
-                 avx512::fill_gemm, avx512::fill_random>("avx512");
-  if (isa == Isa::Avx2)
-    return build<avx2::fill_unary, avx2::fill_binary, avx2::fill_reduce, avx2::fill_copy, avx2::fill_gemm,
-                 avx2::fill_random>("avx2");
+  if (isa == Isa::Avx512) return KILN_BUILD(avx512);
+  if (isa == Isa::Avx2) return KILN_BUILD(avx2);
 #endif
   (void)isa;
-  return build<base::fill_unary, base::fill_binary, base::fill_reduce, base::fill_copy, base::fill_gemm,
-               base::fill_random>("base");
+  return KILN_BUILD(base);
 }
 
 Isa best_isa() {

@@ -3,13 +3,16 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "kiln/core/generator.h"
 #include "kiln/backend/cpu/isa.h"
 #include "kiln/backend/cpu/loop.h"
+#include "kiln/backend/cpu/rnn_step.h"
 #include "kiln/core/dtype.h"
 #include "kiln/ops/reduce_detail.h"
 #include "kiln/ops/unary_list.h"
+#include "kiln/optim/detail/fused.h"
 
 namespace kiln::cpu {
 
@@ -59,6 +62,28 @@ struct RandomArgs {
 };
 using RandomFn = void (*)(void* out, int64_t begin, int64_t end, const RandomArgs& args);
 
+// Layer norm over rows of N contiguous values (kernels_norm.cpp), float32 / float64. Forward: rows
+// [r0, r1) give y, mean and rstd (w, b may be null). Backward: rows [r0, r1) give dx and add their
+// dw, db into acc (2 * N values: dw then db); dxh is N values of scratch.
+struct LayerNormArgs {
+  const void *x = nullptr, *w = nullptr, *b = nullptr;
+  void *y = nullptr, *mean = nullptr, *rstd = nullptr;
+  int64_t N = 0;
+  double eps = 0;
+};
+struct LayerNormBackwardArgs {
+  const void *g = nullptr, *x = nullptr, *mean = nullptr, *rstd = nullptr, *w = nullptr;
+  void* dx = nullptr;
+  int64_t N = 0;
+};
+using LayerNormFn = void (*)(const LayerNormArgs&, int64_t r0, int64_t r1);
+using LayerNormBackwardFn = void (*)(const LayerNormBackwardArgs&, int64_t r0, int64_t r1, void* acc, void* dxh);
+
+// The fused optimiser update (kernels_optim.cpp) of elements [b, e) of one segment, for float32,
+// float64 and (through float32 blocks) float16 / bfloat16.
+using OptimUpdateFn = void (*)(optim::detail::Algo, const optim::detail::Hyper&, const optim::detail::Segment&,
+                               int64_t b, int64_t e);
+
 struct KernelTable {
   const char* isa = "";
   InnerLoop unary[static_cast<int>(UnaryOp::Count)][kNumDtypes] = {};
@@ -70,6 +95,14 @@ struct KernelTable {
   // which bmm sends to OpenBLAS instead); null for other dtypes.
   LowpGemmFn gemm_lowp[kNumDtypes] = {};
   RandomFn random[static_cast<int>(RandomDist::Count)][kNumDtypes] = {};
+  LayerNormFn layer_norm[kNumDtypes] = {};  // float32, float64
+  LayerNormBackwardFn layer_norm_backward[kNumDtypes] = {};
+  OptimUpdateFn optim_update[kNumDtypes] = {};
+  // The recurrent steps (kernels_rnn.cpp, rnn_step.h); the fused LSTM steps are null on base.
+  rnn::RnnStepFns<float> rnn_f32;
+  rnn::RnnStepFns<double> rnn_f64;
+  rnn::LstmFusedFwdFn lstm_fused_fwd = nullptr;
+  rnn::LstmFusedBwdFn lstm_fused_bwd = nullptr;
 };
 
 const KernelTable& cpu_kernels();  // the table of selected_isa() (isa.h)
@@ -81,6 +114,9 @@ void cast_copy(const Tensor& dst, const Tensor& src);
 Tensor converted(const Tensor& x, Dtype d);
 Tensor contiguous_of(const Tensor& x);
 void fill(const Tensor& t, const Scalar& v);
+// y := the reduction r of x over the dims where m is true (y: the kept dims, contiguous, of the
+// reduction's output dtype); the kernel of sum, amax, ... (reduce.cpp), for kernels that need one.
+void reduce_into(ReduceOp r, const Tensor& y, const Tensor& x, const std::vector<bool>& m, const char* op);
 // The table of another ISA the CPU runs (isa_supported), for tests that compare tables.
 const KernelTable& kernel_table_for(Isa isa);
 

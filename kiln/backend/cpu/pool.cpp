@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kiln/backend/cpu/compute.h"
 #include "kiln/backend/cpu/parallel.h"
 #include "kiln/ops/pool_detail.h"
 
@@ -13,6 +14,8 @@ namespace kiln {
 namespace {
 
 using namespace pool_detail;
+using cpu::check_int_dtype;
+using cpu::with_compute_type;
 
 // Planes of the image (input) side and the output side, in 2-d form.
 struct Planes {

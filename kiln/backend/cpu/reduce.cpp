@@ -33,15 +33,13 @@ Tensor moved_last(const Tensor& x, int64_t d) {
   return permuted(x, perm);
 }
 
-void reduce_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {
-  const Tensor& x = in[0];
-  Tensor& y = out[0];
-  ReduceOp r = static_cast<ReduceOp>(op.code);
+}  // namespace
+
+void cpu::reduce_into(ReduceOp r, const Tensor& y, const Tensor& x, const std::vector<bool>& m, const char* op) {
   int ri = static_cast<int>(r), di = static_cast<int>(x.dtype());
   auto inner = cpu::cpu_kernels().reduce_inner[ri][di];
   auto outer = cpu::cpu_kernels().reduce_outer[ri][di];
-  if (!inner) raise_dtype_unsupported(op.name, x.dtype());
-  auto m = mask_from_attrs(x, a, op.name);
+  if (!inner) raise_dtype_unsupported(op, x.dtype());
   int64_t n = x.dim();
   // kept dims first, then reduced dims
   Shape perm, kept_sizes;
@@ -110,6 +108,12 @@ void reduce_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tensor
   cpu::parallel_for(O, std::max<int64_t>(1, cpu::kGrainSize / R), [&](int64_t b, int64_t e) {
     inner(yp + b * osz, xpnt + b * R * isz, e - b, R);
   });
+}
+
+namespace {
+
+void reduce_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {
+  cpu::reduce_into(static_cast<ReduceOp>(op.code), out[0], in[0], mask_from_attrs(in[0], a, op.name), op.name);
 }
 
 void argred_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {

@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "kiln/backend/cpu/parallel.h"
 #include "kiln/ops/sort.h"
 #include "kiln/ops/sort_detail.h"
 

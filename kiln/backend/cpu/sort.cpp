@@ -18,6 +18,9 @@
 namespace kiln {
 namespace {
 
+// Rows per thread chunk: about kGrainSize element visits (a row of R costs ~8 R).
+inline int64_t row_grain(int64_t R) { return std::max<int64_t>(1, cpu::kGrainSize / std::max<int64_t>(8 * R, 1)); }
+
 using namespace sort_detail;
 
 // ---- argsort of one row, as torch's sort kernel does it ---------------------------------------------

@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "kiln/backend/cpu/compute.h"
 #include "kiln/backend/cpu/parallel.h"
 #include "kiln/ops/upsample_detail.h"
 
@@ -12,6 +13,7 @@ namespace kiln {
 namespace {
 
 using namespace upsample_detail;
+using cpu::with_compute_type;
 
 struct Dims {  // planes and 2-d sizes of the input and output sides
   int64_t n, H, W, oH, oW;

@@ -20,8 +20,65 @@
 
 namespace kiln::cpu::KILN_ISA {
 
+// 8 float lanes (AVX2): the AVX2 table's VecF, also in the AVX-512 table for kernels whose tiles are
+// 8 wide (the recurrent steps), so both tables give the same bits.
+#if defined(__AVX2__)
+struct VecF8 {
+  using T = float;
+  static constexpr int N = 8;
+  __m256 v;
+  static VecF8 load(const float* p) { return {_mm256_loadu_ps(p)}; }
+  void store(float* p) const { _mm256_storeu_ps(p, v); }
+  static VecF8 set1(float x) { return {_mm256_set1_ps(x)}; }
+  friend VecF8 operator+(VecF8 a, VecF8 b) { return {_mm256_add_ps(a.v, b.v)}; }
+  friend VecF8 operator-(VecF8 a, VecF8 b) { return {_mm256_sub_ps(a.v, b.v)}; }
+  friend VecF8 operator*(VecF8 a, VecF8 b) { return {_mm256_mul_ps(a.v, b.v)}; }
+  friend VecF8 operator/(VecF8 a, VecF8 b) { return {_mm256_div_ps(a.v, b.v)}; }
+  static VecF8 max(VecF8 a, VecF8 b) { return {_mm256_max_ps(a.v, b.v)}; }
+  friend VecF8 fma(VecF8 a, VecF8 b, VecF8 c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
+  static VecF8 max_nan(VecF8 a, VecF8 b) {
+    return {_mm256_blendv_ps(_mm256_max_ps(a.v, b.v), a.v, _mm256_cmp_ps(a.v, a.v, _CMP_UNORD_Q))};
+  }
+  VecF8 abs() const { return {_mm256_andnot_ps(_mm256_set1_ps(-0.0f), v)}; }
+  VecF8 sign_bits() const { return {_mm256_and_ps(_mm256_set1_ps(-0.0f), v)}; }
+  VecF8 operator-() const { return xor_bits(set1(-0.0f)); }
+  VecF8 xor_bits(VecF8 o) const { return {_mm256_xor_ps(v, o.v)}; }
+  static VecF8 select_lt(VecF8 a, VecF8 b, VecF8 x, VecF8 y) {
+    return {_mm256_blendv_ps(y.v, x.v, _mm256_cmp_ps(a.v, b.v, _CMP_LT_OQ))};
+  }
+  static VecF8 min(VecF8 a, VecF8 b) { return {_mm256_min_ps(a.v, b.v)}; }
+  VecF8 nan_mask() const { return {_mm256_cmp_ps(v, v, _CMP_UNORD_Q)}; }
+  VecF8 or_bits(VecF8 o) const { return {_mm256_or_ps(v, o.v)}; }
+  bool any_bits() const { return _mm256_movemask_ps(v) != 0; }
+  VecF8 exp() const;
+  static VecF8 round_int(VecF8 x) { return {_mm256_cvtepi32_ps(_mm256_cvtps_epi32(x.v))}; }
+  VecF8 mul_pow2(VecF8 n) const {
+    __m256i ni = _mm256_cvtps_epi32(n.v), h = _mm256_srai_epi32(ni, 1), bias = _mm256_set1_epi32(127);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h, bias), 23));
+    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, h), bias), 23));
+    return {_mm256_mul_ps(_mm256_mul_ps(v, s1), s2)};
+  }
+  VecF8 expm1() const { return {Sleef_expm1f8_u10avx2(v)}; }
+  VecF8 log() const { return {Sleef_logf8_u10avx2(v)}; }
+  VecF8 log1p() const { return {Sleef_log1pf8_u10avx2(v)}; }
+  VecF8 tanh() const { return {Sleef_tanhf8_u10avx2(v)}; }
+  VecF8 erf() const { return {Sleef_erff8_u10avx2(v)}; }
+  VecF8 sin() const { return {Sleef_sinf8_u10avx2(v)}; }
+  VecF8 cos() const { return {Sleef_cosf8_u10avx2(v)}; }
+  VecF8 sqrt() const { return {_mm256_sqrt_ps(v)}; }
+  void sincospi(VecF8* s, VecF8* c) const {
+    Sleef___m256_2 r = Sleef_sincospif8_u35avx2(v);
+    s->v = r.x, c->v = r.y;
+  }
+  static VecF8 from_top24(const uint32_t* p) {
+    return {_mm256_cvtepi32_ps(_mm256_srli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), 8))};
+  }
+};
+#endif
+
 #if defined(__AVX512F__)
 struct VecF {
+  using T = float;
   static constexpr int N = 16;
   __m512 v;
   static VecF load(const float* p) { return {_mm512_loadu_ps(p)}; }
@@ -32,8 +89,13 @@ struct VecF {
   friend VecF operator*(VecF a, VecF b) { return {_mm512_mul_ps(a.v, b.v)}; }
   friend VecF operator/(VecF a, VecF b) { return {_mm512_div_ps(a.v, b.v)}; }
   static VecF max(VecF a, VecF b) { return {_mm512_max_ps(a.v, b.v)}; }
+  friend VecF fma(VecF a, VecF b, VecF c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
+  static VecF max_nan(VecF a, VecF b) {  // max(a, b), NaN if either is
+    return {_mm512_mask_blend_ps(_mm512_cmp_ps_mask(a.v, a.v, _CMP_UNORD_Q), _mm512_max_ps(a.v, b.v), a.v)};
+  }
   VecF abs() const { return {_mm512_castsi512_ps(_mm512_andnot_si512(_mm512_set1_epi32(INT32_MIN), _mm512_castps_si512(v)))}; }
   VecF sign_bits() const { return {_mm512_castsi512_ps(_mm512_and_si512(_mm512_set1_epi32(INT32_MIN), _mm512_castps_si512(v)))}; }
+  VecF operator-() const { return xor_bits(set1(-0.0f)); }
   VecF xor_bits(VecF o) const { return {_mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(v), _mm512_castps_si512(o.v)))}; }
   static VecF select_lt(VecF a, VecF b, VecF x, VecF y) {  // a < b ? x : y
     return {_mm512_mask_blend_ps(_mm512_cmp_ps_mask(a.v, b.v, _CMP_LT_OQ), y.v, x.v)};
@@ -71,53 +133,10 @@ struct VecF {
   }
 };
 #elif defined(__AVX2__)
-struct VecF {
-  static constexpr int N = 8;
-  __m256 v;
-  static VecF load(const float* p) { return {_mm256_loadu_ps(p)}; }
-  void store(float* p) const { _mm256_storeu_ps(p, v); }
-  static VecF set1(float x) { return {_mm256_set1_ps(x)}; }
-  friend VecF operator+(VecF a, VecF b) { return {_mm256_add_ps(a.v, b.v)}; }
-  friend VecF operator-(VecF a, VecF b) { return {_mm256_sub_ps(a.v, b.v)}; }
-  friend VecF operator*(VecF a, VecF b) { return {_mm256_mul_ps(a.v, b.v)}; }
-  friend VecF operator/(VecF a, VecF b) { return {_mm256_div_ps(a.v, b.v)}; }
-  static VecF max(VecF a, VecF b) { return {_mm256_max_ps(a.v, b.v)}; }
-  VecF abs() const { return {_mm256_andnot_ps(_mm256_set1_ps(-0.0f), v)}; }
-  VecF sign_bits() const { return {_mm256_and_ps(_mm256_set1_ps(-0.0f), v)}; }
-  VecF xor_bits(VecF o) const { return {_mm256_xor_ps(v, o.v)}; }
-  static VecF select_lt(VecF a, VecF b, VecF x, VecF y) {
-    return {_mm256_blendv_ps(y.v, x.v, _mm256_cmp_ps(a.v, b.v, _CMP_LT_OQ))};
-  }
-  static VecF min(VecF a, VecF b) { return {_mm256_min_ps(a.v, b.v)}; }
-  VecF nan_mask() const { return {_mm256_cmp_ps(v, v, _CMP_UNORD_Q)}; }
-  VecF or_bits(VecF o) const { return {_mm256_or_ps(v, o.v)}; }
-  bool any_bits() const { return _mm256_movemask_ps(v) != 0; }
-  VecF exp() const;
-  static VecF round_int(VecF x) { return {_mm256_cvtepi32_ps(_mm256_cvtps_epi32(x.v))}; }
-  VecF mul_pow2(VecF n) const {
-    __m256i ni = _mm256_cvtps_epi32(n.v), h = _mm256_srai_epi32(ni, 1), bias = _mm256_set1_epi32(127);
-    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h, bias), 23));
-    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, h), bias), 23));
-    return {_mm256_mul_ps(_mm256_mul_ps(v, s1), s2)};
-  }
-  VecF expm1() const { return {Sleef_expm1f8_u10avx2(v)}; }
-  VecF log() const { return {Sleef_logf8_u10avx2(v)}; }
-  VecF log1p() const { return {Sleef_log1pf8_u10avx2(v)}; }
-  VecF tanh() const { return {Sleef_tanhf8_u10avx2(v)}; }
-  VecF erf() const { return {Sleef_erff8_u10avx2(v)}; }
-  VecF sin() const { return {Sleef_sinf8_u10avx2(v)}; }
-  VecF cos() const { return {Sleef_cosf8_u10avx2(v)}; }
-  VecF sqrt() const { return {_mm256_sqrt_ps(v)}; }
-  void sincospi(VecF* s, VecF* c) const {
-    Sleef___m256_2 r = Sleef_sincospif8_u35avx2(v);
-    s->v = r.x, c->v = r.y;
-  }
-  static VecF from_top24(const uint32_t* p) {
-    return {_mm256_cvtepi32_ps(_mm256_srli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), 8))};
-  }
-};
+using VecF = VecF8;
 #else
 struct VecF {
+  using T = float;
   static constexpr int N = 4;
   __m128 v;
   static VecF load(const float* p) { return {_mm_loadu_ps(p)}; }
@@ -128,8 +147,14 @@ struct VecF {
   friend VecF operator*(VecF a, VecF b) { return {_mm_mul_ps(a.v, b.v)}; }
   friend VecF operator/(VecF a, VecF b) { return {_mm_div_ps(a.v, b.v)}; }
   static VecF max(VecF a, VecF b) { return {_mm_max_ps(a.v, b.v)}; }
+  friend VecF fma(VecF a, VecF b, VecF c) { return a * b + c; }  // no FMA: two roundings
+  static VecF max_nan(VecF a, VecF b) {
+    __m128 m = _mm_cmpunord_ps(a.v, a.v);
+    return {_mm_or_ps(_mm_and_ps(m, a.v), _mm_andnot_ps(m, _mm_max_ps(a.v, b.v)))};
+  }
   VecF abs() const { return {_mm_andnot_ps(_mm_set1_ps(-0.0f), v)}; }
   VecF sign_bits() const { return {_mm_and_ps(_mm_set1_ps(-0.0f), v)}; }
+  VecF operator-() const { return xor_bits(set1(-0.0f)); }
   VecF xor_bits(VecF o) const { return {_mm_xor_ps(v, o.v)}; }
   static VecF select_lt(VecF a, VecF b, VecF x, VecF y) {
     __m128 m = _mm_cmplt_ps(a.v, b.v);
@@ -165,6 +190,67 @@ struct VecF {
 };
 #endif
 
+// Double vectors: the arithmetic the fused optimiser update needs (same lanes as VecF's register).
+#if defined(__AVX512F__)
+struct VecD {
+  using T = double;
+  static constexpr int N = 8;
+  __m512d v;
+  static VecD load(const double* p) { return {_mm512_loadu_pd(p)}; }
+  void store(double* p) const { _mm512_storeu_pd(p, v); }
+  static VecD set1(double x) { return {_mm512_set1_pd(x)}; }
+  friend VecD operator+(VecD a, VecD b) { return {_mm512_add_pd(a.v, b.v)}; }
+  friend VecD operator-(VecD a, VecD b) { return {_mm512_sub_pd(a.v, b.v)}; }
+  friend VecD operator*(VecD a, VecD b) { return {_mm512_mul_pd(a.v, b.v)}; }
+  friend VecD operator/(VecD a, VecD b) { return {_mm512_div_pd(a.v, b.v)}; }
+  friend VecD fma(VecD a, VecD b, VecD c) { return {_mm512_fmadd_pd(a.v, b.v, c.v)}; }
+  VecD operator-() const { return {_mm512_xor_pd(v, _mm512_set1_pd(-0.0))}; }
+  VecD sqrt() const { return {_mm512_sqrt_pd(v)}; }
+  static VecD max_nan(VecD a, VecD b) {
+    return {_mm512_mask_blend_pd(_mm512_cmp_pd_mask(a.v, a.v, _CMP_UNORD_Q), _mm512_max_pd(a.v, b.v), a.v)};
+  }
+};
+#elif defined(__AVX2__)
+struct VecD {
+  using T = double;
+  static constexpr int N = 4;
+  __m256d v;
+  static VecD load(const double* p) { return {_mm256_loadu_pd(p)}; }
+  void store(double* p) const { _mm256_storeu_pd(p, v); }
+  static VecD set1(double x) { return {_mm256_set1_pd(x)}; }
+  friend VecD operator+(VecD a, VecD b) { return {_mm256_add_pd(a.v, b.v)}; }
+  friend VecD operator-(VecD a, VecD b) { return {_mm256_sub_pd(a.v, b.v)}; }
+  friend VecD operator*(VecD a, VecD b) { return {_mm256_mul_pd(a.v, b.v)}; }
+  friend VecD operator/(VecD a, VecD b) { return {_mm256_div_pd(a.v, b.v)}; }
+  friend VecD fma(VecD a, VecD b, VecD c) { return {_mm256_fmadd_pd(a.v, b.v, c.v)}; }
+  VecD operator-() const { return {_mm256_xor_pd(v, _mm256_set1_pd(-0.0))}; }
+  VecD sqrt() const { return {_mm256_sqrt_pd(v)}; }
+  static VecD max_nan(VecD a, VecD b) {
+    return {_mm256_blendv_pd(_mm256_max_pd(a.v, b.v), a.v, _mm256_cmp_pd(a.v, a.v, _CMP_UNORD_Q))};
+  }
+};
+#else
+struct VecD {
+  using T = double;
+  static constexpr int N = 2;
+  __m128d v;
+  static VecD load(const double* p) { return {_mm_loadu_pd(p)}; }
+  void store(double* p) const { _mm_storeu_pd(p, v); }
+  static VecD set1(double x) { return {_mm_set1_pd(x)}; }
+  friend VecD operator+(VecD a, VecD b) { return {_mm_add_pd(a.v, b.v)}; }
+  friend VecD operator-(VecD a, VecD b) { return {_mm_sub_pd(a.v, b.v)}; }
+  friend VecD operator*(VecD a, VecD b) { return {_mm_mul_pd(a.v, b.v)}; }
+  friend VecD operator/(VecD a, VecD b) { return {_mm_div_pd(a.v, b.v)}; }
+  friend VecD fma(VecD a, VecD b, VecD c) { return a * b + c; }  // no FMA: two roundings
+  VecD operator-() const { return {_mm_xor_pd(v, _mm_set1_pd(-0.0))}; }
+  VecD sqrt() const { return {_mm_sqrt_pd(v)}; }
+  static VecD max_nan(VecD a, VecD b) {
+    __m128d m = _mm_cmpunord_pd(a.v, a.v);
+    return {_mm_or_pd(_mm_and_pd(m, a.v), _mm_andnot_pd(m, _mm_max_pd(a.v, b.v)))};
+  }
+};
+#endif
+
 // The polynomials here are plain expressions: the avx2 and avx512 tables contract them into the same
 // fused multiply-adds (bit-identical results); base, without FMA, rounds every step (the bounds between
 // the tables are stated and checked in tests/python/test_isa.py).
@@ -175,19 +261,25 @@ struct VecF {
 // every input (checked for all floats in [-104, 89], subnormal results included); 2^n is applied in
 // two steps so results down to 2^-149 come out right. NaN stays NaN (max/min take x second), +-inf
 // give inf and 0. Inline, unlike SLEEF's call, so the kernels that use it are not split by a call.
-inline VecF exp_impl(VecF x) {
-  x = VecF::min(VecF::set1(100.0f), VecF::max(VecF::set1(-104.0f), x));
-  VecF n = VecF::round_int(x * VecF::set1(1.44269504088896341f));
-  VecF r = x - n * VecF::set1(0.693359375f);
-  r = r - n * VecF::set1(-2.12194440e-4f);
-  VecF p = VecF::set1(0.0013814595295116305f);
-  p = p * r + VecF::set1(0.008368706330657005f);
-  p = p * r + VecF::set1(0.04166838899254799f);
-  p = p * r + VecF::set1(0.1666652113199234f);
-  p = p * r + VecF::set1(0.4999999403953552f);
-  return (VecF::set1(1.0f) + (r + r * r * p)).mul_pow2(n);
+template <class V>
+inline V exp_impl(V x) {
+  x = V::min(V::set1(100.0f), V::max(V::set1(-104.0f), x));
+  V n = V::round_int(x * V::set1(1.44269504088896341f));
+  V r = x - n * V::set1(0.693359375f);
+  r = r - n * V::set1(-2.12194440e-4f);
+  V p = V::set1(0.0013814595295116305f);
+  p = p * r + V::set1(0.008368706330657005f);
+  p = p * r + V::set1(0.04166838899254799f);
+  p = p * r + V::set1(0.1666652113199234f);
+  p = p * r + V::set1(0.4999999403953552f);
+  return (V::set1(1.0f) + (r + r * r * p)).mul_pow2(n);
 }
+#if defined(__AVX2__)
+inline VecF8 VecF8::exp() const { return exp_impl(*this); }
+#endif
+#if !defined(__AVX2__) || defined(__AVX512F__)
 inline VecF VecF::exp() const { return exp_impl(*this); }
+#endif
 
 // The standard normal CDF Phi(x) = erfc(-x / sqrt(2)) / 2, without cancellation: for z >= 0,
 // erfc(z) = t P(t) exp(-z^2) with t = 1 / (1 + 0.3275911 z) and P a degree-7 polynomial fitted here
@@ -221,18 +313,19 @@ inline VecF gelu_tanh_arg_fast(VecF x) {
 
 // tanh: odd Taylor series to x^13 below |x| = 0.4, 1 - 2 / (exp(2|x|) + 1) above (both within
 // ~2 ulp). SLEEF 3.5's vector tanh costs four times as much.
-inline VecF tanh_fast(VecF x) {
-  VecF a = x.abs(), one = VecF::set1(1.0f);
-  VecF big = (one - VecF::set1(2.0f) / ((a + a).exp() + one)).xor_bits(x.sign_bits());
-  VecF x2 = x * x;
-  VecF p = VecF::set1(21844.0f / 6081075.0f);
-  p = p * x2 + VecF::set1(-1382.0f / 155925.0f);
-  p = p * x2 + VecF::set1(62.0f / 2835.0f);
-  p = p * x2 + VecF::set1(-17.0f / 315.0f);
-  p = p * x2 + VecF::set1(2.0f / 15.0f);
-  p = p * x2 + VecF::set1(-1.0f / 3.0f);
-  VecF small = x + x * x2 * p;
-  return VecF::select_lt(a, VecF::set1(0.4f), small, big);
+template <class V>
+inline V tanh_fast(V x) {
+  V a = x.abs(), one = V::set1(1.0f);
+  V big = (one - V::set1(2.0f) / ((a + a).exp() + one)).xor_bits(x.sign_bits());
+  V x2 = x * x;
+  V p = V::set1(21844.0f / 6081075.0f);
+  p = p * x2 + V::set1(-1382.0f / 155925.0f);
+  p = p * x2 + V::set1(62.0f / 2835.0f);
+  p = p * x2 + V::set1(-17.0f / 315.0f);
+  p = p * x2 + V::set1(2.0f / 15.0f);
+  p = p * x2 + V::set1(-1.0f / 3.0f);
+  V small = x + x * x2 * p;
+  return V::select_lt(a, V::set1(0.4f), small, big);
 }
 
 // Loads/stores of N elements of a storage type through float (bfloat16 / float16 / float).

@@ -1,90 +1,50 @@
-// The per-step pointwise passes of the recurrent ops (see rnn_detail.h). This file is compiled
-// with the library's base flags, so the float32 AVX2 path is selected per function (target
-// attribute) after a run-time CPU check. Its exp is a Cephes-style polynomial (about 1 ulp) and
-// tanh switches from an odd Taylor series to 1 - 2 / (exp(2|x|) + 1) at |x| = 0.4.
+// The per-step pointwise passes of the recurrent ops (compiled once per ISA; the kernel table's
+// rnn_f32 / rnn_f64 entries, run by rnn.cpp; the step structs are in rnn_step.h). float32 runs 8-lane
+// vectors (vec.h's VecF8) in the avx2 and avx512 tables, so both give the same bits, and scalars on
+// base; float64 is scalar everywhere. The scalar sigmoid and tanh are the C library's; the vector
+// ones use vec.h's exp and tanh.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 #include <vector>
 
-#include "kiln/backend/cpu/isa.h"
-#include "kiln/nn/rnn_detail.h"
+#include "kiln/backend/cpu/isa_util.h"
+#include "kiln/backend/cpu/rnn_step.h"
+#include "kiln/backend/cpu/vec.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define KILN_RNN_AVX2 1
-#include <immintrin.h>
-#endif
-
-namespace kiln::rnn_detail {
+namespace kiln::cpu::KILN_ISA {
 namespace {
+
+using namespace cpu::rnn;
 
 template <class T>
 inline T sigm(T x) {
   return T(1) / (T(1) + std::exp(-x));
 }
 
-#ifdef KILN_RNN_AVX2
-bool use_avx2() { return cpu::selected_isa() >= cpu::Isa::Avx2; }
-
-#define KILN_AVX2_FN __attribute__((target("avx2,fma")))
-#define KILN_AVX2_INL __attribute__((target("avx2,fma"), always_inline)) inline
-
-using V = __m256;
-KILN_AVX2_INL V ld(const float* p) { return _mm256_loadu_ps(p); }
-KILN_AVX2_INL void st(float* p, V v) { _mm256_storeu_ps(p, v); }
-KILN_AVX2_INL V set1(float x) { return _mm256_set1_ps(x); }
-KILN_AVX2_INL V add(V a, V b) { return _mm256_add_ps(a, b); }
-KILN_AVX2_INL V sub(V a, V b) { return _mm256_sub_ps(a, b); }
-KILN_AVX2_INL V mul(V a, V b) { return _mm256_mul_ps(a, b); }
-KILN_AVX2_INL V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
-
-KILN_AVX2_INL V exp8(V x) {
-  x = _mm256_min_ps(_mm256_max_ps(x, set1(-87.33654f)), set1(88.37626f));
-  V fx = _mm256_round_ps(mul(x, set1(1.44269504088896341f)),
-                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  V r = _mm256_fnmadd_ps(fx, set1(0.693359375f), x);
-  r = fma(fx, set1(2.12194440e-4f), r);
-  V p = set1(1.9875691500e-4f);
-  p = fma(p, r, set1(1.3981999507e-3f));
-  p = fma(p, r, set1(8.3334519073e-3f));
-  p = fma(p, r, set1(4.1665795894e-2f));
-  p = fma(p, r, set1(1.6666665459e-1f));
-  p = fma(p, r, set1(5.0000001201e-1f));
-  p = fma(mul(p, r), r, add(r, set1(1.0f)));
-  __m256i n = _mm256_cvtps_epi32(fx);
-  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23);
-  return mul(p, _mm256_castsi256_ps(e));
-}
-KILN_AVX2_INL V sigm8(V x) {
-  V one = set1(1.0f);
-  return _mm256_div_ps(one, add(one, exp8(sub(_mm256_setzero_ps(), x))));
-}
-KILN_AVX2_INL V tanh8(V x) {
-  V sign = _mm256_and_ps(x, set1(-0.0f));
-  V a = _mm256_xor_ps(x, sign);
-  V one = set1(1.0f);
-  V e = exp8(_mm256_min_ps(add(a, a), set1(40.0f)));
-  V big = sub(one, _mm256_div_ps(set1(2.0f), add(e, one)));
-  V x2 = mul(x, x);
-  V s = set1(21844.0f / 6081075.0f);
-  s = fma(s, x2, set1(-1382.0f / 155925.0f));
-  s = fma(s, x2, set1(62.0f / 2835.0f));
-  s = fma(s, x2, set1(-17.0f / 315.0f));
-  s = fma(s, x2, set1(2.0f / 15.0f));
-  s = fma(s, x2, set1(-1.0f / 3.0f));
-  s = fma(mul(s, x2), x, x);
-  V small = _mm256_cmp_ps(a, set1(0.4f), _CMP_LT_OQ);
-  return _mm256_blendv_ps(_mm256_or_ps(big, sign), s, small);
-}
+#if defined(__AVX2__)
+// 8 lanes (vec.h's VecF8) in the avx2 and avx512 tables alike: the tiles below are 8 units wide and
+// both tables give the same bits. exp and tanh are vec.h's.
+using V = VecF8;
+inline V ld(const float* p) { return V::load(p); }
+inline void st(float* p, V v) { v.store(p); }
+inline V set1(float x) { return V::set1(x); }
+inline V zero() { return V::set1(0.0f); }
+inline V add(V a, V b) { return a + b; }
+inline V sub(V a, V b) { return a - b; }
+inline V mul(V a, V b) { return a * b; }
+inline V vfma(V a, V b, V c) { return fma(a, b, c); }
+inline V fnma(V a, V b, V c) { return fma(-a, b, c); }  // c - a * b, one rounding
+inline V sigm8(V x) { return set1(1.0f) / (set1(1.0f) + (-x).exp()); }
+inline V tanh8(V x) { return tanh_fast(x); }
 // sigmoid'(y) = y (1 - y) from the activation y
-KILN_AVX2_INL V dsig(V y) { return mul(y, sub(set1(1.0f), y)); }
+inline V dsig(V y) { return mul(y, sub(set1(1.0f), y)); }
 #endif
 
 // ---- LSTM ---------------------------------------------------------------------------------------
 template <class T>
-inline void lstm_one(const LstmStep<T>& s, int64_t b, int64_t j) {
+inline void unit_step(const LstmStep<T>& s, int64_t b, int64_t j) {
   const int64_t H = s.H;
   T* g = s.gates + b * 4 * H;
   T i = sigm(g[j] + s.bias[j]), f = sigm(g[H + j] + s.bias[H + j]);
@@ -96,7 +56,7 @@ inline void lstm_one(const LstmStep<T>& s, int64_t b, int64_t j) {
 }
 
 template <class T>
-inline void lstm_back_one(const LstmBackStep<T>& s, int64_t b, int64_t j) {
+inline void unit_step(const LstmBackStep<T>& s, int64_t b, int64_t j) {
   const int64_t H = s.H, k = b * H + j;
   const T* g = s.gates + b * 4 * H;
   T* d = s.dgates + b * 4 * H;
@@ -111,8 +71,8 @@ inline void lstm_back_one(const LstmBackStep<T>& s, int64_t b, int64_t j) {
   s.dbias[j] += di, s.dbias[H + j] += df, s.dbias[2 * H + j] += dg, s.dbias[3 * H + j] += dout;
 }
 
-#ifdef KILN_RNN_AVX2
-KILN_AVX2_FN void lstm_avx2(const LstmStep<float>& s, int64_t j0, int64_t j1) {
+#if defined(__AVX2__)
+void vec_step(const LstmStep<float>& s, int64_t j0, int64_t j1) {
   const int64_t H = s.H;
   int64_t j = j0;
   for (; j + 8 <= j1; j += 8) {
@@ -123,21 +83,21 @@ KILN_AVX2_FN void lstm_avx2(const LstmStep<float>& s, int64_t j0, int64_t j1) {
       V i = sigm8(add(ld(g), bi)), f = sigm8(add(ld(g + H), bf));
       V gg = tanh8(add(ld(g + 2 * H), bg)), o = sigm8(add(ld(g + 3 * H), bo));
       st(g, i), st(g + H, f), st(g + 2 * H, gg), st(g + 3 * H, o);
-      V c = fma(f, ld(s.c_prev + b * H + j), mul(i, gg));
+      V c = vfma(f, ld(s.c_prev + b * H + j), mul(i, gg));
       st(s.c + b * H + j, c);
       st(s.h + b * H + j, mul(o, tanh8(c)));
     }
   }
   for (int64_t b = 0; b < s.B; ++b)
-    for (int64_t jj = j; jj < j1; ++jj) lstm_one(s, b, jj);
+    for (int64_t jj = j; jj < j1; ++jj) unit_step(s, b, jj);
 }
 
-KILN_AVX2_FN void lstm_back_avx2(const LstmBackStep<float>& s, int64_t j0, int64_t j1) {
+void vec_step(const LstmBackStep<float>& s, int64_t j0, int64_t j1) {
   const int64_t H = s.H;
   const V one = set1(1.0f);
   int64_t j = j0;
   for (; j + 8 <= j1; j += 8) {
-    V si = _mm256_setzero_ps(), sf = si, sg = si, so = si;
+    V si = zero(), sf = si, sg = si, so = si;
     for (int64_t b = 0; b < s.B; ++b) {
       const int64_t k = b * H + j;
       const float* g = s.gates + b * 4 * H + j;
@@ -146,9 +106,9 @@ KILN_AVX2_FN void lstm_back_avx2(const LstmBackStep<float>& s, int64_t j0, int64
       if (s.dh_add) dh = add(dh, ld(s.dh_add + k));
       V i = ld(g), f = ld(g + H), gg = ld(g + 2 * H), o = ld(g + 3 * H);
       V tc = tanh8(ld(s.c + k));
-      V dc = fma(mul(dh, o), _mm256_fnmadd_ps(tc, tc, one), ld(s.dc + k));
+      V dc = vfma(mul(dh, o), fnma(tc, tc, one), ld(s.dc + k));
       V di = mul(mul(dc, gg), dsig(i)), df = mul(mul(dc, ld(s.c_prev + k)), dsig(f));
-      V dg = mul(mul(dc, i), _mm256_fnmadd_ps(gg, gg, one)), dout = mul(mul(dh, tc), dsig(o));
+      V dg = mul(mul(dc, i), fnma(gg, gg, one)), dout = mul(mul(dh, tc), dsig(o));
       st(d, di), st(d + H, df), st(d + 2 * H, dg), st(d + 3 * H, dout);
       st(s.dc + k, mul(dc, f));
       si = add(si, di), sf = add(sf, df), sg = add(sg, dg), so = add(so, dout);
@@ -158,13 +118,13 @@ KILN_AVX2_FN void lstm_back_avx2(const LstmBackStep<float>& s, int64_t j0, int64
     st(db + 2 * H, add(ld(db + 2 * H), sg)), st(db + 3 * H, add(ld(db + 3 * H), so));
   }
   for (int64_t b = 0; b < s.B; ++b)
-    for (int64_t jj = j; jj < j1; ++jj) lstm_back_one(s, b, jj);
+    for (int64_t jj = j; jj < j1; ++jj) unit_step(s, b, jj);
 }
 #endif
 
 // ---- GRU ----------------------------------------------------------------------------------------
 template <class T>
-inline void gru_one(const GruStep<T>& s, int64_t b, int64_t j) {
+inline void unit_step(const GruStep<T>& s, int64_t b, int64_t j) {
   const int64_t H = s.H;
   T* row = s.res + b * 4 * H;
   const T* gh = s.gh + b * 3 * H;
@@ -178,7 +138,7 @@ inline void gru_one(const GruStep<T>& s, int64_t b, int64_t j) {
 }
 
 template <class T>
-inline void gru_back_one(const GruBackStep<T>& s, int64_t b, int64_t j) {
+inline void unit_step(const GruBackStep<T>& s, int64_t b, int64_t j) {
   const int64_t H = s.H, k = b * H + j;
   const T* row = s.res + b * 4 * H;
   T r = row[j], z = row[H + j], n = row[2 * H + j], hn = row[3 * H + j];
@@ -197,8 +157,8 @@ inline void gru_back_one(const GruBackStep<T>& s, int64_t b, int64_t j) {
   s.db_hh[j] += dar, s.db_hh[H + j] += daz, s.db_hh[2 * H + j] += dan * r;
 }
 
-#ifdef KILN_RNN_AVX2
-KILN_AVX2_FN void gru_avx2(const GruStep<float>& s, int64_t j0, int64_t j1) {
+#if defined(__AVX2__)
+void vec_step(const GruStep<float>& s, int64_t j0, int64_t j1) {
   const int64_t H = s.H;
   int64_t j = j0;
   for (; j + 8 <= j1; j += 8) {
@@ -210,22 +170,22 @@ KILN_AVX2_FN void gru_avx2(const GruStep<float>& s, int64_t j0, int64_t j1) {
       V r = sigm8(add(add(ld(row), ld(gh)), br));
       V z = sigm8(add(add(ld(row + H), ld(gh + H)), bz));
       V hn = add(ld(gh + 2 * H), bhn);
-      V n = tanh8(fma(r, hn, add(ld(row + 2 * H), bin)));
+      V n = tanh8(vfma(r, hn, add(ld(row + 2 * H), bin)));
       V hp = ld(s.h_prev + b * H + j);
-      st(s.h + b * H + j, fma(z, sub(hp, n), n));
+      st(s.h + b * H + j, vfma(z, sub(hp, n), n));
       st(row, r), st(row + H, z), st(row + 2 * H, n), st(row + 3 * H, hn);
     }
   }
   for (int64_t b = 0; b < s.B; ++b)
-    for (int64_t jj = j; jj < j1; ++jj) gru_one(s, b, jj);
+    for (int64_t jj = j; jj < j1; ++jj) unit_step(s, b, jj);
 }
 
-KILN_AVX2_FN void gru_back_avx2(const GruBackStep<float>& s, int64_t j0, int64_t j1) {
+void vec_step(const GruBackStep<float>& s, int64_t j0, int64_t j1) {
   const int64_t H = s.H;
   const V one = set1(1.0f);
   int64_t j = j0;
   for (; j + 8 <= j1; j += 8) {
-    V sr = _mm256_setzero_ps(), sz = sr, sn = sr, snr = sr;
+    V sr = zero(), sz = sr, sn = sr, snr = sr;
     for (int64_t b = 0; b < s.B; ++b) {
       const int64_t k = b * H + j;
       const float* row = s.res + b * 4 * H + j;
@@ -233,7 +193,7 @@ KILN_AVX2_FN void gru_back_avx2(const GruBackStep<float>& s, int64_t j0, int64_t
       V dh = add(ld(s.dy + k), ld(s.carry + k));
       V dn = mul(dh, sub(one, z)), dz = mul(dh, sub(ld(s.h_prev + k), n));
       st(s.carry + k, mul(dh, z));
-      V dan = mul(dn, _mm256_fnmadd_ps(n, n, one));
+      V dan = mul(dn, fnma(n, n, one));
       V dar = mul(mul(dan, hn), dsig(r)), daz = mul(dz, dsig(z)), danr = mul(dan, r);
       float* dx = s.dgx + b * 3 * H + j;
       float* dhh = s.dgh + b * 3 * H + j;
@@ -247,7 +207,7 @@ KILN_AVX2_FN void gru_back_avx2(const GruBackStep<float>& s, int64_t j0, int64_t
     st(s.db_hh + 2 * H + j, add(ld(s.db_hh + 2 * H + j), snr));
   }
   for (int64_t b = 0; b < s.B; ++b)
-    for (int64_t jj = j; jj < j1; ++jj) gru_back_one(s, b, jj);
+    for (int64_t jj = j; jj < j1; ++jj) unit_step(s, b, jj);
 }
 #endif
 
@@ -258,32 +218,45 @@ inline T rnn_act(T v, bool relu) {
   return std::tanh(v);
 }
 
-#ifdef KILN_RNN_AVX2
-KILN_AVX2_FN void rnn_avx2(const RnnStep<float>& s, int64_t j0, int64_t j1) {
+template <class T>
+inline void unit_step(const RnnStep<T>& s, int64_t b, int64_t j) {
+  T& a = s.a[b * s.H + j];
+  a = rnn_act(a + s.bias[j], s.relu);
+}
+
+// No transcendental: the scalar loop over units vectorises as it is.
+template <class T>
+inline void unit_step(const RnnBackStep<T>& s, int64_t b, int64_t j) {
+  const int64_t k = b * s.H + j;
+  T y = s.y[k], g = s.dy[k] + s.carry[k];
+  T d = s.relu ? (y > T(0) ? g : T(0)) : g * (T(1) - y * y);
+  s.da[k] = d;
+  s.db[j] += d;
+}
+
+#if defined(__AVX2__)
+void vec_step(const RnnStep<float>& s, int64_t j0, int64_t j1) {
   int64_t j = j0;
   for (; j + 8 <= j1; j += 8) {
     V bias = ld(s.bias + j);
     for (int64_t b = 0; b < s.B; ++b) {
       float* a = s.a + b * s.H + j;
       V v = add(ld(a), bias);
-      st(a, s.relu ? _mm256_max_ps(_mm256_setzero_ps(), v) : tanh8(v));
+      st(a, s.relu ? V::max(zero(), v) : tanh8(v));
     }
   }
   for (int64_t b = 0; b < s.B; ++b)
-    for (int64_t jj = j; jj < j1; ++jj) {
-      float& a = s.a[b * s.H + jj];
-      a = rnn_act(a + s.bias[jj], s.relu);
-    }
+    for (int64_t jj = j; jj < j1; ++jj) unit_step(s, b, jj);
 }
 #endif
 
 // ---- LSTM with the recurrent GEMM fused in (float32, AVX2) -----------------------------------
-#ifdef KILN_RNN_AVX2
+#if defined(__AVX2__)
 // Forward tile: rows [b0, b0 + MR) x the 8 hidden units of block u. The four gates' pre-activations
 // accumulate in 4 * MR registers over k (the packed panel holds, per k, the 8 weights of each
 // gate), then the cell update runs on the registers.
 template <int MR>
-KILN_AVX2_FN void lstm_fused_fwd_tile(const LstmFusedFwd& s, int64_t u, int64_t b0, int64_t k0,
+void lstm_fused_fwd_tile(const LstmFusedFwd& s, int64_t u, int64_t b0, int64_t k0,
                                       int64_t k1, float* part, bool last) {
   const int64_t H = s.H, K = H, j = u * 8;
   const float* w = s.wp + (u * K + k0) * 32;
@@ -292,15 +265,15 @@ KILN_AVX2_FN void lstm_fused_fwd_tile(const LstmFusedFwd& s, int64_t u, int64_t 
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
     for (int g = 0; g < 4; ++g)
-      acc[r][g] = k0 == 0 ? _mm256_setzero_ps() : ld(part + r * 32 + g * 8);
+      acc[r][g] = k0 == 0 ? zero() : ld(part + r * 32 + g * 8);
   for (int64_t k = k0; k < k1; ++k, w += 32) {
-    V w0 = _mm256_load_ps(w), w1 = _mm256_load_ps(w + 8), w2 = _mm256_load_ps(w + 16),
-      w3 = _mm256_load_ps(w + 24);
+    V w0 = ld(w), w1 = ld(w + 8), w2 = ld(w + 16),
+      w3 = ld(w + 24);
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
-      V x = _mm256_broadcast_ss(a + r * K + k);
-      acc[r][0] = fma(x, w0, acc[r][0]), acc[r][1] = fma(x, w1, acc[r][1]);
-      acc[r][2] = fma(x, w2, acc[r][2]), acc[r][3] = fma(x, w3, acc[r][3]);
+      V x = set1(a[r * K + k]);
+      acc[r][0] = vfma(x, w0, acc[r][0]), acc[r][1] = vfma(x, w1, acc[r][1]);
+      acc[r][2] = vfma(x, w2, acc[r][2]), acc[r][3] = vfma(x, w3, acc[r][3]);
     }
   }
   if (!last) {
@@ -319,7 +292,7 @@ KILN_AVX2_FN void lstm_fused_fwd_tile(const LstmFusedFwd& s, int64_t u, int64_t 
     V gg = tanh8(add(add(acc[r][2], ld(g + 2 * H)), bg)),
       o = sigm8(add(add(acc[r][3], ld(g + 3 * H)), bo));
     st(g, i), st(g + H, f), st(g + 2 * H, gg), st(g + 3 * H, o);
-    V c = fma(f, ld(s.c_prev + row * H + j), mul(i, gg));
+    V c = vfma(f, ld(s.c_prev + row * H + j), mul(i, gg));
     st(s.c + row * H + j, c);
     st(s.h + row * H + j, mul(o, tanh8(c)));
   }
@@ -329,7 +302,7 @@ KILN_AVX2_FN void lstm_fused_fwd_tile(const LstmFusedFwd& s, int64_t u, int64_t 
 // dg_next W_hh[:, units] accumulates in 2 * MR registers (K = 4H; `a`: row b0 of dg_next, or null
 // on the first step), then the gate gradients.
 template <int MR>
-KILN_AVX2_FN void lstm_fused_bwd_tile(const LstmFusedBwd& s, const float* a, int64_t u, int64_t b0,
+void lstm_fused_bwd_tile(const LstmFusedBwd& s, const float* a, int64_t u, int64_t b0,
                                       int64_t k0, int64_t k1, float* part, bool last) {
   const int64_t H = s.H, K = 4 * H, j0 = u * 16;
   const V one = set1(1.0f);
@@ -337,15 +310,15 @@ KILN_AVX2_FN void lstm_fused_bwd_tile(const LstmFusedBwd& s, const float* a, int
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
     for (int h = 0; h < 2; ++h)
-      acc[r][h] = k0 == 0 ? _mm256_setzero_ps() : ld(part + r * 16 + h * 8);
+      acc[r][h] = k0 == 0 ? zero() : ld(part + r * 16 + h * 8);
   if (a) {
     const float* w = s.wp + (u * K + k0) * 16;
     for (int64_t k = k0; k < k1; ++k, w += 16) {
-      V w0 = _mm256_load_ps(w), w1 = _mm256_load_ps(w + 8);
+      V w0 = ld(w), w1 = ld(w + 8);
 #pragma GCC unroll 8
       for (int r = 0; r < MR; ++r) {
-        V x = _mm256_broadcast_ss(a + r * K + k);
-        acc[r][0] = fma(x, w0, acc[r][0]), acc[r][1] = fma(x, w1, acc[r][1]);
+        V x = set1(a[r * K + k]);
+        acc[r][0] = vfma(x, w0, acc[r][0]), acc[r][1] = vfma(x, w1, acc[r][1]);
       }
     }
   }
@@ -357,7 +330,7 @@ KILN_AVX2_FN void lstm_fused_bwd_tile(const LstmFusedBwd& s, const float* a, int
 #pragma GCC unroll 2
   for (int half = 0; half < 2; ++half) {
     const int64_t j = j0 + 8 * half;
-    V si = _mm256_setzero_ps(), sf = si, sg = si, so = si;
+    V si = zero(), sf = si, sg = si, so = si;
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
       const int64_t row = b0 + r, k = row * H + j;
@@ -367,9 +340,9 @@ KILN_AVX2_FN void lstm_fused_bwd_tile(const LstmFusedBwd& s, const float* a, int
       if (s.dh_add) dh = add(dh, ld(s.dh_add + k));
       V i = ld(g), f = ld(g + H), gg = ld(g + 2 * H), o = ld(g + 3 * H);
       V tc = tanh8(ld(s.c + k));
-      V dc = fma(mul(dh, o), _mm256_fnmadd_ps(tc, tc, one), ld(s.dc + k));
+      V dc = vfma(mul(dh, o), fnma(tc, tc, one), ld(s.dc + k));
       V di = mul(mul(dc, gg), dsig(i)), df = mul(mul(dc, ld(s.c_prev + k)), dsig(f));
-      V dg = mul(mul(dc, i), _mm256_fnmadd_ps(gg, gg, one)), dout = mul(mul(dh, tc), dsig(o));
+      V dg = mul(mul(dc, i), fnma(gg, gg, one)), dout = mul(mul(dh, tc), dsig(o));
       st(d, di), st(d + H, df), st(d + 2 * H, dg), st(d + 3 * H, dout);
       st(s.dc + k, mul(dc, f));
       si = add(si, di), sf = add(sf, df), sg = add(sg, dg), so = add(so, dout);
@@ -389,34 +362,10 @@ inline void for_row_tiles(int64_t B, F&& f) {
   if (b < B) f.template operator()<1>(b);
 }
 #endif
-}  // namespace
-
-bool lstm_fused_ok(int64_t H) {
-#ifdef KILN_RNN_AVX2
-  return H % 16 == 0 && use_avx2();
-#else
-  (void)H;
-  return false;
-#endif
-}
-
-void lstm_pack_fwd(const float* w_hh, int64_t H, float* out) {
-  for (int64_t u = 0; u < H / 8; ++u)
-    for (int64_t k = 0; k < H; ++k)
-      for (int64_t g = 0; g < 4; ++g)
-        for (int64_t c = 0; c < 8; ++c) *out++ = w_hh[(g * H + u * 8 + c) * H + k];
-}
-
-void lstm_pack_bwd(const float* w_hh, int64_t H, float* out) {
-  for (int64_t u = 0; u < H / 16; ++u)
-    for (int64_t k = 0; k < 4 * H; ++k)
-      for (int64_t c = 0; c < 16; ++c) *out++ = w_hh[k * H + u * 16 + c];
-}
-
+#if defined(__AVX2__)
 // Both steps run the K loop in chunks whose panel slice stays in L1 while every row tile reads it;
 // partial sums wait in a per-thread buffer between chunks.
-void lstm_fused_fwd(const LstmFusedFwd& s, int64_t u0, int64_t u1) {
-#ifdef KILN_RNN_AVX2
+void lstm_fused_fwd_impl(const LstmFusedFwd& s, int64_t u0, int64_t u1) {
   thread_local std::vector<float> part;
   part.resize(s.B * 32);
   constexpr int64_t Kc = 64;
@@ -429,13 +378,9 @@ void lstm_fused_fwd(const LstmFusedFwd& s, int64_t u0, int64_t u1) {
         lstm_fused_fwd_tile<MR>(s, u, b, k0, k1, p + b * 32, k1 == K);
       });
     }
-#else
-  (void)s, (void)u0, (void)u1;
-#endif
 }
 
-void lstm_fused_bwd(const LstmFusedBwd& s, int64_t u0, int64_t u1) {
-#ifdef KILN_RNN_AVX2
+void lstm_fused_bwd_impl(const LstmFusedBwd& s, int64_t u0, int64_t u1) {
   thread_local std::vector<float> part;
   part.resize(s.B * 16);
   constexpr int64_t Kc = 256;
@@ -449,87 +394,37 @@ void lstm_fused_bwd(const LstmFusedBwd& s, int64_t u0, int64_t u1) {
                                 k1 == K);
       });
     }
-#else
-  (void)s, (void)u0, (void)u1;
-#endif
 }
 
-template <class T>
-void step(const LstmStep<T>& s, int64_t j0, int64_t j1) {
-#ifdef KILN_RNN_AVX2
-  if constexpr (std::is_same_v<T, float>)
-    if (use_avx2()) return lstm_avx2(s, j0, j1);
 #endif
-  for (int64_t b = 0; b < s.B; ++b)
-    for (int64_t j = j0; j < j1; ++j) lstm_one(s, b, j);
-}
 
-template <class T>
-void step(const LstmBackStep<T>& s, int64_t j0, int64_t j1) {
-#ifdef KILN_RNN_AVX2
-  if constexpr (std::is_same_v<T, float>)
-    if (use_avx2()) return lstm_back_avx2(s, j0, j1);
+
+// ---- the table's entries: the vector step for float32 where the ISA has 8 lanes (and the struct
+// has one), else the scalar one for every row and unit ------------------------------------------
+template <class T, template <class> class S>
+void step_entry(const S<T>& s, int64_t j0, int64_t j1) {
+#if defined(__AVX2__)
+  if constexpr (std::is_same_v<T, float> && requires { vec_step(s, j0, j1); }) return vec_step(s, j0, j1);
 #endif
   for (int64_t b = 0; b < s.B; ++b)
-    for (int64_t j = j0; j < j1; ++j) lstm_back_one(s, b, j);
+    for (int64_t j = j0; j < j1; ++j) unit_step(s, b, j);
 }
 
 template <class T>
-void step(const GruStep<T>& s, int64_t j0, int64_t j1) {
-#ifdef KILN_RNN_AVX2
-  if constexpr (std::is_same_v<T, float>)
-    if (use_avx2()) return gru_avx2(s, j0, j1);
+RnnStepFns<T> step_fns() {
+  return {&step_entry<T, LstmStep>, &step_entry<T, LstmBackStep>, &step_entry<T, GruStep>,
+          &step_entry<T, GruBackStep>, &step_entry<T, RnnStep>,  &step_entry<T, RnnBackStep>};
+}
+
+}  // namespace
+
+void fill_rnn(KernelTable& t) {
+  t.rnn_f32 = step_fns<float>();
+  t.rnn_f64 = step_fns<double>();
+#if defined(__AVX2__)
+  t.lstm_fused_fwd = &lstm_fused_fwd_impl;
+  t.lstm_fused_bwd = &lstm_fused_bwd_impl;
 #endif
-  for (int64_t b = 0; b < s.B; ++b)
-    for (int64_t j = j0; j < j1; ++j) gru_one(s, b, j);
 }
 
-template <class T>
-void step(const GruBackStep<T>& s, int64_t j0, int64_t j1) {
-#ifdef KILN_RNN_AVX2
-  if constexpr (std::is_same_v<T, float>)
-    if (use_avx2()) return gru_back_avx2(s, j0, j1);
-#endif
-  for (int64_t b = 0; b < s.B; ++b)
-    for (int64_t j = j0; j < j1; ++j) gru_back_one(s, b, j);
-}
-
-template <class T>
-void step(const RnnStep<T>& s, int64_t j0, int64_t j1) {
-#ifdef KILN_RNN_AVX2
-  if constexpr (std::is_same_v<T, float>)
-    if (use_avx2()) return rnn_avx2(s, j0, j1);
-#endif
-  for (int64_t b = 0; b < s.B; ++b)
-    for (int64_t j = j0; j < j1; ++j) {
-      T& a = s.a[b * s.H + j];
-      a = rnn_act(a + s.bias[j], s.relu);
-    }
-}
-
-// No transcendental: plain loops, which the compiler vectorises.
-template <class T>
-void step(const RnnBackStep<T>& s, int64_t j0, int64_t j1) {
-  for (int64_t b = 0; b < s.B; ++b) {
-    const int64_t o = b * s.H;
-    for (int64_t j = j0; j < j1; ++j) {
-      T y = s.y[o + j], g = s.dy[o + j] + s.carry[o + j];
-      T d = s.relu ? (y > T(0) ? g : T(0)) : g * (T(1) - y * y);
-      s.da[o + j] = d;
-      s.db[j] += d;
-    }
-  }
-}
-
-#define KILN_RNN_INSTANTIATE(T)                                    \
-  template void step<T>(const LstmStep<T>&, int64_t, int64_t);     \
-  template void step<T>(const LstmBackStep<T>&, int64_t, int64_t); \
-  template void step<T>(const GruStep<T>&, int64_t, int64_t);      \
-  template void step<T>(const GruBackStep<T>&, int64_t, int64_t);  \
-  template void step<T>(const RnnStep<T>&, int64_t, int64_t);      \
-  template void step<T>(const RnnBackStep<T>&, int64_t, int64_t);
-KILN_RNN_INSTANTIATE(float)
-KILN_RNN_INSTANTIATE(double)
-#undef KILN_RNN_INSTANTIATE
-
-}  // namespace kiln::rnn_detail
+}  // namespace kiln::cpu::KILN_ISA

@@ -1,11 +1,75 @@
-// The optimiser update kernels, written once against an ops struct and compiled once per ISA:
-// fused.cpp includes this file inside each ISA's namespace and `#pragma GCC target` region, after
-// defining VecOps<T> (that ISA's vectors) and ScalarOps<T> (the remainder loop). No includes here.
+// The fused optimiser update's loops (compiled once per ISA; kernel table entry optim_update, run
+// by the kernel in optim.cpp), written once against an ops struct: VecOps<T> over vec.h's VecF /
+// VecD for the body, ScalarOps<T> for the remainder. fma is a fused multiply-add where the ISA has
+// one (avx2, avx512), two roundings on base.
 //
 // Each loop mirrors torch's single-tensor code op by op (same roundings, in T): e.g. Adam is
 //   g = -g (maximize); p *= 1 - lr*wd (AdamW) or g += wd*p; m.lerp_(g, 1-b1);
 //   v = v*b2 + (1-b2)*g*g; (vmax = max(vmax, v)); p += step_neg * m / (sqrt(v)/bc2_sqrt + eps).
 // torch's add(alpha=) and lerp use fused multiply-adds in their vector code; so do these.
+#include <cmath>
+
+#include "kiln/backend/cpu/isa_util.h"
+#include "kiln/backend/cpu/vec.h"
+
+namespace kiln::cpu::KILN_ISA {
+namespace {
+
+using optim::detail::Algo;
+using optim::detail::Hyper;
+using optim::detail::Segment;
+
+// vec.h's fused multiply-add (a hidden friend of VecF / VecD, found by argument-dependent lookup).
+template <class V>
+inline V vfma(V a, V b, V c) {
+  return fma(a, b, c);
+}
+
+// Vector lanes: vec.h's types behind the names the loops use.
+template <class Vec>
+struct VecOpsOf {
+  using T = typename Vec::T;
+  using V = Vec;
+  static constexpr int N = Vec::N;
+  static V load(const T* p) { return V::load(p); }
+  static void store(T* p, V v) { v.store(p); }
+  static V set1(T x) { return V::set1(x); }
+  static V add(V a, V b) { return a + b; }
+  static V sub(V a, V b) { return a - b; }
+  static V mul(V a, V b) { return a * b; }
+  static V div(V a, V b) { return a / b; }
+  static V sqrt(V a) { return a.sqrt(); }
+  static V neg(V a) { return -a; }
+  static V fma(V a, V b, V c) { return vfma(a, b, c); }
+  static V maxnan(V a, V b) { return V::max_nan(a, b); }
+};
+template <class T>
+using VecOps = VecOpsOf<std::conditional_t<std::is_same_v<T, float>, VecF, VecD>>;
+
+// The remainder loop: plain scalars, with the vector code's fused multiply-adds.
+template <class T_>
+struct ScalarOps {
+  using T = T_;
+  using V = T;
+  static constexpr int N = 1;
+  static V load(const T* p) { return *p; }
+  static void store(T* p, V v) { *p = v; }
+  static V set1(T x) { return x; }
+  static V add(V a, V b) { return a + b; }
+  static V sub(V a, V b) { return a - b; }
+  static V mul(V a, V b) { return a * b; }
+  static V div(V a, V b) { return a / b; }
+  static V sqrt(V a) { return std::sqrt(a); }
+  static V neg(V a) { return -a; }
+  static V fma(V a, V b, V c) {
+#if defined(__FMA__)
+    return std::fma(a, b, c);
+#else
+    return a * b + c;
+#endif
+  }
+  static V maxnan(V a, V b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
+};
 
 // torch's lerp: |w| < 0.5 ? s + w*(e-s) : e - (1-w)*(e-s), with one rounding per fma.
 template <class O>
@@ -188,21 +252,13 @@ void update_range_reduced(Algo algo, const Hyper& h, const Segment& s, int64_t b
   }
 }
 
-void update_chunk(Algo algo, const Hyper& h, Dtype dtype, const Segment& s, int64_t b, int64_t e) {
-  switch (dtype) {
-    case Dtype::Float32:
-      update_range<float>(algo, h, s, b, e);
-      break;
-    case Dtype::Float64:
-      update_range<double>(algo, h, s, b, e);
-      break;
-    case Dtype::BFloat16:
-      update_range_reduced<BFloat16>(algo, h, s, b, e);
-      break;
-    case Dtype::Float16:
-      update_range_reduced<Half>(algo, h, s, b, e);
-      break;
-    default:
-      break;  // checked by the caller
-  }
+}  // namespace
+
+void fill_optim(KernelTable& t) {
+  t.optim_update[static_cast<int>(kFloat32)] = &update_range<float>;
+  t.optim_update[static_cast<int>(kFloat64)] = &update_range<double>;
+  t.optim_update[static_cast<int>(kBFloat16)] = &update_range_reduced<BFloat16>;
+  t.optim_update[static_cast<int>(kFloat16)] = &update_range_reduced<Half>;
 }
+
+}  // namespace kiln::cpu::KILN_ISA

@@ -1,0 +1,397 @@
+// CPU kernels of the recurrent table ops (the op-table entries, schemas, metas and derivatives are in
+// kiln/nn/rnn_ops.cpp), registered by op name.
+//
+// Forward: x W_ih^T for all steps is one GEMM; each step adds h W_hh^T with one GEMM and runs one
+// pointwise pass (rnn_pointwise.cpp). Besides the hidden sequence and the last states, lstm_layer
+// and gru_layer return a byte "reserve" (as cuDNN's reserve space: not differentiable, so autograd
+// never materialises a gradient for it) holding what the backward reads: LSTM the activated gates
+// (T, B, 4H), the cell states (T, B, H) and, with a projection, o * tanh(c) (T, B, H); GRU r, z, n
+// and W_hn h + b_hn (T, B, 4H).
+// Backward: per step one pointwise pass (which also accumulates the bias gradients) and one GEMM
+// with W_hh; dx, dW_ih and dW_hh are then single GEMMs over the stacked sequence.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "kiln/backend/cpu/kernels.h"
+#include "kiln/backend/cpu/parallel.h"
+#include "kiln/backend/cpu/rnn_step.h"
+#include "kiln/nn/rnn_detail.h"
+
+namespace kiln {
+namespace {
+
+using namespace rnn_detail;
+using namespace cpu::rnn;
+
+// The kernel table's step functions for T, called as step(s, j0, j1) for every step struct.
+template <class T>
+const RnnStepFns<T>& step_fns() {
+  if constexpr (std::is_same_v<T, float>) return cpu::cpu_kernels().rnn_f32;
+  else return cpu::cpu_kernels().rnn_f64;
+}
+template <class T>
+void step(const LstmStep<T>& s, int64_t j0, int64_t j1) { step_fns<T>().lstm(s, j0, j1); }
+template <class T>
+void step(const LstmBackStep<T>& s, int64_t j0, int64_t j1) { step_fns<T>().lstm_back(s, j0, j1); }
+template <class T>
+void step(const GruStep<T>& s, int64_t j0, int64_t j1) { step_fns<T>().gru(s, j0, j1); }
+template <class T>
+void step(const GruBackStep<T>& s, int64_t j0, int64_t j1) { step_fns<T>().gru_back(s, j0, j1); }
+template <class T>
+void step(const RnnStep<T>& s, int64_t j0, int64_t j1) { step_fns<T>().rnn(s, j0, j1); }
+template <class T>
+void step(const RnnBackStep<T>& s, int64_t j0, int64_t j1) { step_fns<T>().rnn_back(s, j0, j1); }
+
+// The fused LSTM steps (rnn_step.h) need H % 16 == 0 and a table that has them.
+bool lstm_fused_ok(int64_t H) { return H % 16 == 0 && cpu::cpu_kernels().lstm_fused_fwd != nullptr; }
+void lstm_fused_fwd(const LstmFusedFwd& s, int64_t u0, int64_t u1) { cpu::cpu_kernels().lstm_fused_fwd(s, u0, u1); }
+void lstm_fused_bwd(const LstmFusedBwd& s, int64_t u0, int64_t u1) { cpu::cpu_kernels().lstm_fused_bwd(s, u0, u1); }
+
+void lstm_pack_fwd(const float* w_hh, int64_t H, float* out) {
+  for (int64_t u = 0; u < H / 8; ++u)
+    for (int64_t k = 0; k < H; ++k)
+      for (int64_t g = 0; g < 4; ++g)
+        for (int64_t c = 0; c < 8; ++c) *out++ = w_hh[(g * H + u * 8 + c) * H + k];
+}
+
+void lstm_pack_bwd(const float* w_hh, int64_t H, float* out) {
+  for (int64_t u = 0; u < H / 16; ++u)
+    for (int64_t k = 0; k < 4 * H; ++k)
+      for (int64_t c = 0; c < 16; ++c) *out++ = w_hh[k * H + u * 16 + c];
+}
+
+// C (M, N) = op(A) op(B) + beta C, row-major; op(A) is (M, K).
+template <class T>
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
+          int64_t ldb, T beta, T* C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) C[m * ldc + n] = beta == T(0) ? T(0) : C[m * ldc + n] * beta;
+    return;
+  }
+  auto a = ta ? CblasTrans : CblasNoTrans, b = tb ? CblasTrans : CblasNoTrans;
+  lda = std::max<int64_t>(lda, 1), ldb = std::max<int64_t>(ldb, 1), ldc = std::max<int64_t>(ldc, 1);
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, a, b, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+  else
+    cblas_dgemm(CblasRowMajor, a, b, M, N, K, 1.0, A, lda, B, ldb, beta, C, ldc);
+}
+
+template <class T>
+T* ptr(const Tensor& t) {
+  return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
+}
+Tensor contig(const Tensor& t) { return t.defined() ? cpu::contiguous_of(t) : t; }
+
+// Splits the hidden units among threads in blocks of 8 (the vector width): a thread owns its units
+// in every row, so it may accumulate its slice of a bias gradient without races.
+template <class F>
+void over_hidden(int64_t B, int64_t H, F&& f) {
+  const int64_t blocks = (H + 7) / 8;
+  const int64_t grain = std::max<int64_t>(1, 2048 / std::max<int64_t>(B * 8, 1));
+  cpu::parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) { f(b0 * 8, std::min(H, b1 * 8)); });
+}
+
+// Unit blocks [0, n) among threads; `flops` per block and step keeps small problems on one thread.
+template <class F>
+void over_blocks(int64_t n, int64_t flops, F&& f) {
+  cpu::parallel_for(n, std::max<int64_t>(1, (1 << 18) / std::max<int64_t>(flops, 1)), f);
+}
+
+// dst[0, n) = src[0, n) (dst: a contiguous output; nothing to do for empty ones).
+template <class T>
+void copy_to(const Tensor& dst, const T* src, int64_t n) {
+  if (n > 0) std::memcpy(dst.data_ptr(), src, n * sizeof(T));
+}
+
+// The sum of the two biases (zeros when absent), in the compute type.
+template <class T>
+std::vector<T> bias_vec(const Tensor& b, int64_t n) {
+  std::vector<T> v(n, T(0));
+  if (b.defined()) {
+    Tensor c = cpu::contiguous_of(b);
+    std::memcpy(v.data(), c.data_ptr(), n * sizeof(T));
+  }
+  return v;
+}
+
+// dW_hh = sum_t dg_t^T h_{t-1}: the first processed step pairs with h0, the others with the
+// neighbouring rows of y, which are contiguous in both directions.
+template <class T>
+void grad_w_hh(const T* dg, int64_t G, const T* h0, const T* y, int64_t R, int64_t T_, int64_t B,
+               bool reverse, T* dw) {
+  gemm<T>(true, false, G, R, B, dg + (reverse ? T_ - 1 : 0) * B * G, G, h0, R, T(0), dw, R);
+  if (T_ > 1) {
+    if (!reverse)
+      gemm<T>(true, false, G, R, (T_ - 1) * B, dg + B * G, G, y, R, T(1), dw, R);
+    else
+      gemm<T>(true, false, G, R, (T_ - 1) * B, dg, G, y + B * R, R, T(1), dw, R);
+  }
+}
+
+template <class T>
+void lstm_forward(const TensorList& in_, const Attrs& a, TensorList& out) {
+  const bool reverse = attr<bool>(a, 0);
+  TensorList in;
+  for (const Tensor& t : in_) in.push_back(contig(t));
+  const Dims d = lstm_dims("lstm_layer", in);
+  const int64_t T_ = d.T, B = d.B, H = d.H, R = d.R, G = 4 * H;
+  const bool proj = in[7].defined();
+  std::vector<T> bias = bias_vec<T>(in[5], G), b2 = bias_vec<T>(in[6], G);
+  for (int64_t k = 0; k < G; ++k) bias[k] += b2[k];
+  T* y = ptr<T>(out[0]);
+  T* gates = static_cast<T*>(out[3].data_ptr());
+  T* cs = gates + T_ * B * G;
+  T* hp = cs + T_ * B * H;  // projection only
+  const T *h0 = ptr<T>(in[1]), *c0 = ptr<T>(in[2]), *whh = ptr<T>(in[4]), *whr = ptr<T>(in[7]);
+  gemm<T>(false, true, T_ * B, G, d.I, ptr<T>(in[0]), d.I, ptr<T>(in[3]), d.I, T(0), gates, G);
+  bool fused = false;  // float32 without projection: the recurrent GEMM runs inside the step
+  if constexpr (std::is_same_v<T, float>) {
+    if (!proj && lstm_fused_ok(H)) {
+      fused = true;
+      Tensor wp = make_tensor({G * H}, kFloat32);
+      lstm_pack_fwd(whh, H, ptr<float>(wp));
+      for (int64_t s = 0; s < T_; ++s) {
+        const int64_t t = reverse ? T_ - 1 - s : s, tp = reverse ? t + 1 : t - 1;
+        LstmFusedFwd f{s == 0 ? h0 : y + tp * B * H,
+                       ptr<float>(wp),
+                       gates + t * B * G,
+                       bias.data(),
+                       s == 0 ? c0 : cs + tp * B * H,
+                       cs + t * B * H,
+                       y + t * B * H,
+                       B,
+                       H};
+        over_blocks(H / 8, B * H * 64, [&](int64_t u0, int64_t u1) { lstm_fused_fwd(f, u0, u1); });
+      }
+    }
+  }
+  for (int64_t s = 0; s < T_ && !fused; ++s) {
+    const int64_t t = reverse ? T_ - 1 - s : s, tp = reverse ? t + 1 : t - 1;
+    const T* hprev = s == 0 ? h0 : y + tp * B * R;
+    T* g = gates + t * B * G;
+    gemm<T>(false, true, B, G, R, hprev, R, whh, R, T(1), g, G);
+    LstmStep<T> st{g,
+                   bias.data(),
+                   s == 0 ? c0 : cs + tp * B * H,
+                   cs + t * B * H,
+                   proj ? hp + t * B * H : y + t * B * R,
+                   B,
+                   H};
+    over_hidden(B, H, [&](int64_t j0, int64_t j1) { step(st, j0, j1); });
+    if (proj) gemm<T>(false, true, B, R, H, hp + t * B * H, H, whr, H, T(0), y + t * B * R, R);
+  }
+  const int64_t tl = reverse ? 0 : T_ - 1;
+  copy_to<T>(out[1], y + tl * B * R, B * R);
+  copy_to<T>(out[2], cs + tl * B * H, B * H);
+}
+
+template <class T>
+void lstm_backward(const TensorList& in_, const Attrs& a, TensorList& out) {
+  const bool reverse = attr<bool>(a, 0);
+  const int64_t mask = attr<int64_t>(a, 1);
+  TensorList in;
+  for (const Tensor& t : in_) in.push_back(contig(t));
+  const Dims d =
+      lstm_dims("lstm_layer_backward", TensorList{in[0], in[1], in[2], in[3], in[4], {}, {}, in[5]});
+  const int64_t T_ = d.T, B = d.B, H = d.H, R = d.R, G = 4 * H;
+  const bool proj = in[5].defined();
+  const T *x = ptr<T>(in[0]), *h0 = ptr<T>(in[1]), *c0 = ptr<T>(in[2]), *wih = ptr<T>(in[3]);
+  const T *whh = ptr<T>(in[4]), *whr = ptr<T>(in[5]), *y = ptr<T>(in[6]), *dy = ptr<T>(in[8]);
+  const T* gates = static_cast<const T*>(in[7].data_ptr());
+  const T* cs = gates + T_ * B * G;
+  const T* hp = cs + T_ * B * H;
+  Tensor dg_t = make_tensor({T_ * B * G}, in[0].dtype());
+  Tensor dhr_t = proj ? make_tensor({T_ * B * R}, in[0].dtype()) : Tensor();
+  T *dg = ptr<T>(dg_t), *dhr = ptr<T>(dhr_t);
+  std::vector<T> dh(ptr<T>(in[9]), ptr<T>(in[9]) + B * R),
+      dc(ptr<T>(in[10]), ptr<T>(in[10]) + B * H);
+  std::vector<T> db(G, T(0)), dhp(proj ? B * H : 0);
+  bool fused = false;  // as in the forward
+  if constexpr (std::is_same_v<T, float>) {
+    if (!proj && lstm_fused_ok(H)) {
+      fused = true;
+      Tensor wp = make_tensor({G * H}, kFloat32);
+      lstm_pack_bwd(whh, H, ptr<float>(wp));
+      for (int64_t s = T_ - 1; s >= 0; --s) {
+        const int64_t t = reverse ? T_ - 1 - s : s, tp = reverse ? t + 1 : t - 1;
+        const int64_t tn = reverse ? t - 1 : t + 1;  // processed after t in the forward
+        const bool last = s == T_ - 1;
+        LstmFusedBwd f{last ? nullptr : dg + tn * B * G,
+                       ptr<float>(wp),
+                       dy + t * B * H,
+                       last ? ptr<float>(in[9]) : nullptr,
+                       gates + t * B * G,
+                       cs + t * B * H,
+                       s == 0 ? c0 : cs + tp * B * H,
+                       dc.data(),
+                       dg + t * B * G,
+                       db.data(),
+                       B,
+                       H};
+        over_blocks(H / 16, B * G * 32, [&](int64_t u0, int64_t u1) { lstm_fused_bwd(f, u0, u1); });
+      }
+      if (mask & 2)
+        gemm<T>(false, false, B, R, G, dg + (reverse ? T_ - 1 : 0) * B * G, G, whh, R, T(0),
+                dh.data(), R);
+    }
+  }
+  for (int64_t s = T_ - 1; s >= 0 && !fused; --s) {
+    const int64_t t = reverse ? T_ - 1 - s : s, tp = reverse ? t + 1 : t - 1;
+    LstmBackStep<T> st{dy + t * B * R,
+                       dh.data(),
+                       gates + t * B * G,
+                       cs + t * B * H,
+                       s == 0 ? c0 : cs + tp * B * H,
+                       dc.data(),
+                       dg + t * B * G,
+                       db.data(),
+                       B,
+                       H};
+    if (proj) {  // gradient of h_t = W_hr (o * tanh(c)): kept for dW_hr, mapped back through W_hr
+      T* r = dhr + t * B * R;
+      for (int64_t k = 0; k < B * R; ++k) r[k] = st.dh[k] + dh[k];
+      gemm<T>(false, false, B, H, R, r, R, whr, H, T(0), dhp.data(), H);
+      st.dh = dhp.data(), st.dh_add = nullptr;
+    }
+    over_hidden(B, H, [&](int64_t j0, int64_t j1) { step(st, j0, j1); });
+    gemm<T>(false, false, B, R, G, dg + t * B * G, G, whh, R, T(0), dh.data(), R);
+  }
+  if (mask & 1) gemm<T>(false, false, T_ * B, d.I, G, dg, G, wih, d.I, T(0), ptr<T>(out[0]), d.I);
+  if (mask & 2) copy_to<T>(out[1], dh.data(), B * R);
+  if (mask & 4) copy_to<T>(out[2], dc.data(), B * H);
+  if (mask & 8) gemm<T>(true, false, G, d.I, T_ * B, dg, G, x, d.I, T(0), ptr<T>(out[3]), d.I);
+  if (mask & 16) grad_w_hh<T>(dg, G, h0, y, R, T_, B, reverse, ptr<T>(out[4]));
+  if (mask & 32) copy_to<T>(out[5], db.data(), G);
+  if (mask & 64) gemm<T>(true, false, R, H, T_ * B, dhr, R, hp, H, T(0), ptr<T>(out[6]), H);
+}
+
+template <class T>
+void gru_forward(const TensorList& in_, const Attrs& a, TensorList& out) {
+  const bool reverse = attr<bool>(a, 0);
+  TensorList in;
+  for (const Tensor& t : in_) in.push_back(contig(t));
+  const Dims d = gru_dims("gru_layer", in);
+  const int64_t T_ = d.T, B = d.B, H = d.H, G = 3 * H;
+  std::vector<T> bih = bias_vec<T>(in[4], G), bhh = bias_vec<T>(in[5], G), gh(B * G);
+  T* y = ptr<T>(out[0]);
+  T* res = static_cast<T*>(out[2].data_ptr());
+  const T *h0 = ptr<T>(in[1]), *whh = ptr<T>(in[3]);
+  // x W_ih^T into the first 3H columns of each reserve row
+  gemm<T>(false, true, T_ * B, G, d.I, ptr<T>(in[0]), d.I, ptr<T>(in[2]), d.I, T(0), res, 4 * H);
+  for (int64_t s = 0; s < T_; ++s) {
+    const int64_t t = reverse ? T_ - 1 - s : s, tp = reverse ? t + 1 : t - 1;
+    const T* hprev = s == 0 ? h0 : y + tp * B * H;
+    gemm<T>(false, true, B, G, H, hprev, H, whh, H, T(0), gh.data(), G);
+    GruStep<T> st{res + t * B * 4 * H, gh.data(), bih.data(), bhh.data(), hprev,
+                  y + t * B * H,       B,         H};
+    over_hidden(B, H, [&](int64_t j0, int64_t j1) { step(st, j0, j1); });
+  }
+  copy_to<T>(out[1], y + (reverse ? 0 : T_ - 1) * B * H, B * H);
+}
+
+template <class T>
+void gru_backward(const TensorList& in_, const Attrs& a, TensorList& out) {
+  const bool reverse = attr<bool>(a, 0);
+  const int64_t mask = attr<int64_t>(a, 1);
+  TensorList in;
+  for (const Tensor& t : in_) in.push_back(contig(t));
+  const Dims d = gru_dims("gru_layer_backward", TensorList{in[0], in[1], in[2], in[3]});
+  const int64_t T_ = d.T, B = d.B, H = d.H, G = 3 * H;
+  const T *x = ptr<T>(in[0]), *h0 = ptr<T>(in[1]), *wih = ptr<T>(in[2]), *whh = ptr<T>(in[3]);
+  const T *y = ptr<T>(in[4]), *dy = ptr<T>(in[6]);
+  const T* res = static_cast<const T*>(in[5].data_ptr());
+  Tensor dgx_t = make_tensor({T_ * B * G}, in[0].dtype()),
+         dgh_t = make_tensor({T_ * B * G}, in[0].dtype());
+  T *dgx = ptr<T>(dgx_t), *dgh = ptr<T>(dgh_t);
+  std::vector<T> carry(ptr<T>(in[7]), ptr<T>(in[7]) + B * H), dbih(G, T(0)), dbhh(G, T(0));
+  for (int64_t s = T_ - 1; s >= 0; --s) {
+    const int64_t t = reverse ? T_ - 1 - s : s, tp = reverse ? t + 1 : t - 1;
+    GruBackStep<T> st{dy + t * B * H,
+                      carry.data(),
+                      res + t * B * 4 * H,
+                      s == 0 ? h0 : y + tp * B * H,
+                      dgx + t * B * G,
+                      dgh + t * B * G,
+                      dbih.data(),
+                      dbhh.data(),
+                      B,
+                      H};
+    over_hidden(B, H, [&](int64_t j0, int64_t j1) { step(st, j0, j1); });
+    gemm<T>(false, false, B, H, G, dgh + t * B * G, G, whh, H, T(1), carry.data(), H);
+  }
+  if (mask & 1) gemm<T>(false, false, T_ * B, d.I, G, dgx, G, wih, d.I, T(0), ptr<T>(out[0]), d.I);
+  if (mask & 2) copy_to<T>(out[1], carry.data(), B * H);
+  if (mask & 4) gemm<T>(true, false, G, d.I, T_ * B, dgx, G, x, d.I, T(0), ptr<T>(out[2]), d.I);
+  if (mask & 8) grad_w_hh<T>(dgh, G, h0, y, H, T_, B, reverse, ptr<T>(out[3]));
+  if (mask & 16) copy_to<T>(out[4], dbih.data(), G);
+  if (mask & 32) copy_to<T>(out[5], dbhh.data(), G);
+}
+
+template <class T>
+void rnn_forward(const TensorList& in_, const Attrs& a, TensorList& out) {
+  const bool reverse = attr<bool>(a, 0), relu = attr<bool>(a, 1);
+  TensorList in;
+  for (const Tensor& t : in_) in.push_back(contig(t));
+  const int64_t T_ = in[0].size(0), B = in[0].size(1), I = in[0].size(2), H = in[2].size(0);
+  std::vector<T> bias = bias_vec<T>(in[4], H), b2 = bias_vec<T>(in[5], H);
+  for (int64_t k = 0; k < H; ++k) bias[k] += b2[k];
+  T* y = ptr<T>(out[0]);
+  const T *h0 = ptr<T>(in[1]), *whh = ptr<T>(in[3]);
+  gemm<T>(false, true, T_ * B, H, I, ptr<T>(in[0]), I, ptr<T>(in[2]), I, T(0), y, H);
+  for (int64_t s = 0; s < T_; ++s) {
+    const int64_t t = reverse ? T_ - 1 - s : s, tp = reverse ? t + 1 : t - 1;
+    T* a = y + t * B * H;
+    gemm<T>(false, true, B, H, H, s == 0 ? h0 : y + tp * B * H, H, whh, H, T(1), a, H);
+    RnnStep<T> st{a, bias.data(), B, H, relu};
+    over_hidden(B, H, [&](int64_t j0, int64_t j1) { step(st, j0, j1); });
+  }
+  copy_to<T>(out[1], y + (reverse ? 0 : T_ - 1) * B * H, B * H);
+}
+
+template <class T>
+void rnn_backward(const TensorList& in_, const Attrs& a, TensorList& out) {
+  const bool reverse = attr<bool>(a, 0), relu = attr<bool>(a, 1);
+  const int64_t mask = attr<int64_t>(a, 2);
+  TensorList in;
+  for (const Tensor& t : in_) in.push_back(contig(t));
+  const int64_t T_ = in[0].size(0), B = in[0].size(1), I = in[0].size(2), H = in[2].size(0);
+  const T *x = ptr<T>(in[0]), *h0 = ptr<T>(in[1]), *wih = ptr<T>(in[2]), *whh = ptr<T>(in[3]);
+  const T *y = ptr<T>(in[4]), *dy = ptr<T>(in[5]);
+  Tensor da_t = make_tensor({T_ * B * H}, in[0].dtype());
+  T* da = ptr<T>(da_t);
+  std::vector<T> carry(ptr<T>(in[6]), ptr<T>(in[6]) + B * H), db(H, T(0));
+  for (int64_t s = T_ - 1; s >= 0; --s) {
+    const int64_t t = reverse ? T_ - 1 - s : s;
+    RnnBackStep<T> st{
+        dy + t * B * H, carry.data(), y + t * B * H, da + t * B * H, db.data(), B, H, relu};
+    over_hidden(B, H, [&](int64_t j0, int64_t j1) { step(st, j0, j1); });
+    gemm<T>(false, false, B, H, H, da + t * B * H, H, whh, H, T(0), carry.data(), H);
+  }
+  if (mask & 1) gemm<T>(false, false, T_ * B, I, H, da, H, wih, I, T(0), ptr<T>(out[0]), I);
+  if (mask & 2) copy_to<T>(out[1], carry.data(), B * H);
+  if (mask & 4) gemm<T>(true, false, H, I, T_ * B, da, H, x, I, T(0), ptr<T>(out[2]), I);
+  if (mask & 8) grad_w_hh<T>(da, H, h0, y, H, T_, B, reverse, ptr<T>(out[3]));
+  if (mask & 16) copy_to<T>(out[4], db.data(), H);
+}
+
+// A layer kernel: Fn<double> for float64, Fn<float> for float32 (the metas allow only these).
+template <void (*F32)(const TensorList&, const Attrs&, TensorList&), void (*F64)(const TensorList&, const Attrs&, TensorList&)>
+void by_dtype(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
+  (in[0].dtype() == kFloat64 ? F64 : F32)(in, a, out);
+}
+
+KernelRegistrar k_lstm{"lstm_layer", DeviceType::CPU, by_dtype<lstm_forward<float>, lstm_forward<double>>};
+KernelRegistrar k_lstm_bw{"lstm_layer_backward", DeviceType::CPU, by_dtype<lstm_backward<float>, lstm_backward<double>>};
+KernelRegistrar k_gru{"gru_layer", DeviceType::CPU, by_dtype<gru_forward<float>, gru_forward<double>>};
+KernelRegistrar k_gru_bw{"gru_layer_backward", DeviceType::CPU, by_dtype<gru_backward<float>, gru_backward<double>>};
+KernelRegistrar k_rnn{"rnn_layer", DeviceType::CPU, by_dtype<rnn_forward<float>, rnn_forward<double>>};
+KernelRegistrar k_rnn_bw{"rnn_layer_backward", DeviceType::CPU, by_dtype<rnn_backward<float>, rnn_backward<double>>};
+
+}  // namespace
+}  // namespace kiln
