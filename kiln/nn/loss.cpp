@@ -1,6 +1,7 @@
 // Losses composed of kiln ops (autograd comes from the ops), binary_cross_entropy's pointwise table
-// op, and the reduction helpers shared by the loss files. cross_entropy / nll_loss live in
-// loss_nll.cpp, ctc_loss in loss_ctc.cpp.
+// op (entry, schema, meta, derivative, front end; its CPU kernel is in kiln/backend/cpu/loss.cpp),
+// and the reduction helpers shared by the loss files (kiln/nn/loss_detail.h). cross_entropy /
+// nll_loss live in loss_nll.cpp, ctc_loss in loss_ctc.cpp.
 #include "kiln/nn/loss.h"
 
 #include <algorithm>
@@ -8,7 +9,6 @@
 #include <limits>
 
 #include "kiln/autograd/autograd.h"
-#include "kiln/backend/cpu/parallel.h"
 #include "kiln/core/format.h"
 #include "kiln/nn/loss_detail.h"
 #include "kiln/ops/grad_util.h"
@@ -58,40 +58,13 @@ void check_elem_weight(const char* op, const Tensor& x, const Tensor& w) {
 
 // ---- binary_cross_entropy: pointwise table op --------------------------------------------------
 // inputs {x, t} of one shape and dtype (float32 / float64); output the unweighted, unreduced loss
-// (t - 1) max(log(1 - x), -100) - t max(log x, -100). Values outside [0, 1] raise RuntimeError.
+// (t - 1) max(log(1 - x), -100) - t max(log x, -100). Values outside [0, 1] raise RuntimeError (in
+// the kernel, kiln/backend/cpu/loss.cpp).
 SpecList bce_meta(const OpDef&, const SpecList& in, const Attrs&) {
   return {{in[0].sizes(), in[0].dtype()}};
 }
 
-template <class T>
-void bce_rows(const T* x, const T* t, T* o, int64_t n) {
-  for (int64_t i = 0; i < n; ++i)
-    KILN_CHECK(x[i] >= T(0) && x[i] <= T(1), Runtime, "binary_cross_entropy",
-               "all elements of input should be between 0 and 1");
-  for (int64_t i = 0; i < n; ++i)
-    KILN_CHECK(t[i] >= T(0) && t[i] <= T(1), Runtime, "binary_cross_entropy",
-               "all elements of target should be between 0 and 1");
-  cpu::parallel_for(n, cpu::kGrainSize / 8, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i)
-      o[i] = (t[i] - T(1)) * std::max(std::log1p(-x[i]), T(-100)) -
-             t[i] * std::max(std::log(x[i]), T(-100));
-  });
-}
-
-void bce_kernel(const OpDef& op, const TensorList& in, const Attrs&, TensorList& out) {
-  Tensor x = contiguous(in[0]), t = contiguous(in[1]);
-  const Dtype d = x.dtype();
-  KILN_CHECK(d == kFloat32 || d == kFloat64, NotImplemented, op.name, "not implemented for dtype ",
-             dtype_name(d));
-  if (d == kFloat32)
-    bce_rows(static_cast<const float*>(x.data_ptr()), static_cast<const float*>(t.data_ptr()),
-             static_cast<float*>(out[0].data_ptr()), x.numel());
-  else
-    bce_rows(static_cast<const double*>(x.data_ptr()), static_cast<const double*>(t.data_ptr()),
-             static_cast<double*>(out[0].data_ptr()), x.numel());
-}
-
-OpDef op_bce{"binary_cross_entropy", kPointwise, bce_meta, {bce_kernel, nullptr}};
+OpDef op_bce{"binary_cross_entropy", kPointwise, bce_meta, {}};
 OpRegistrar reg_bce{op_bce, "binary_cross_entropy(Tensor self, Tensor target) -> Tensor"};
 
 // torch's gradients (not those of the clamped logs): g (x - t) / max(x (1 - x), 1e-12) and
