@@ -1,12 +1,12 @@
-// Scaled dot-product attention: the table ops `_sdpa_flash` (forward) and `_sdpa_flash_backward`,
-// the forward's derivative beside it, argument validation as torch's, and the front end. The tiled
-// kernels are in sdpa_kernel.cpp.
+// Scaled dot-product attention: the table ops `_sdpa_flash` (forward) and `_sdpa_flash_backward`
+// (entries with empty kernel slots, schemas, metas), the forward's derivative beside it, argument
+// validation as torch's, and the front ends. Their CPU kernels (the tiled loops, registered by op
+// name) are in kiln/backend/cpu/attention.cpp; what both read is in sdpa_detail.h.
 #include "kiln/attention/sdpa.h"
 
 #include <cmath>
-#include <limits>
 
-#include "kiln/attention/sdpa_impl.h"
+#include "kiln/attention/sdpa_detail.h"
 #include "kiln/ops/ops.h"
 
 namespace kiln {
@@ -97,62 +97,13 @@ GeomT<SymInt> make_geom(const char* op, const TensorSpec& q, const TensorSpec& k
   return geom_of(op, q, k, v, mask, a);
 }
 
-std::vector<int64_t> slice_offsets(const Tensor& x, int trail, const Shape& batch, int64_t group) {
-  const int64_t n = static_cast<int64_t>(batch.size()), BH = shape_numel(batch);
-  const int64_t xb = std::max<int64_t>(0, x.dim() - trail);
-  std::vector<int64_t> st(n, 0), div(n, 1);
-  for (int64_t d = 0; d < n; ++d) {
-    int64_t xd = d - (n - xb);
-    if (xd < 0 || x.size(xd) == 1) continue;  // broadcast
-    st[d] = x.stride(xd);
-    if (d == n - 1 && group > 1) div[d] = group;
-  }
-  std::vector<int64_t> off(BH);
-  Shape idx(n, 0);
-  for (int64_t b = 0; b < BH; ++b) {
-    int64_t o = 0;
-    for (int64_t d = 0; d < n; ++d) o += idx[d] / div[d] * st[d];
-    off[b] = o;
-    for (int64_t d = n - 1; d >= 0; --d) {
-      if (++idx[d] < batch[d]) break;
-      idx[d] = 0;
-    }
-  }
-  return off;
-}
-
 }  // namespace sdpa
 
 namespace {
 
-Dtype compute_dtype(Dtype d) { return d == kFloat64 ? kFloat64 : kFloat32; }
-
-// x in the compute dtype, unit stride along its last dim and a row stride BLAS accepts.
-Tensor blas_operand(const Tensor& x, Dtype ct) {
-  Tensor y = to_dtype(x, ct);
-  int64_t R = y.size(-2), C = y.size(-1);
-  bool ok = (C <= 1 || y.stride(-1) == 1) && (R <= 1 || y.stride(-2) >= std::max<int64_t>(C, 1));
-  return ok ? y : contiguous(y);
-}
-
-// bool masks become additive (0 / -inf) of the compute dtype, at the mask's own shape.
-Tensor additive_mask(const Tensor& m, Dtype ct) {
-  if (!m.defined()) return m;
-  if (m.dtype() == kBool)
-    return masked_fill(zeros(m.sizes(), like(m, ct)), logical_not(m),
-                       -std::numeric_limits<double>::infinity());
-  return to_dtype(m, ct);
-}
-
-Shape with(Shape s, std::initializer_list<int64_t> tail) {
-  s.insert(s.end(), tail);
-  return s;
-}
+using sdpa::compute_dtype;
 
 // ---- forward: in {q, k, v, mask?} -> {out, logsumexp, rng_state} ---------------------------
-
-// Forward errors carry the public name: `[scaled_dot_product_attention] ...`.
-constexpr const char* kName = "scaled_dot_product_attention";
 
 SymShape with(SymShape s, std::initializer_list<SymInt> tail) {
   s.insert(s.end(), tail);
@@ -160,39 +111,17 @@ SymShape with(SymShape s, std::initializer_list<SymInt> tail) {
 }
 
 SpecList fwd_meta(const OpDef&, const SpecList& in, const Attrs& a) {
-  sdpa::GeomT<SymInt> g = sdpa::make_geom(kName, in[0], in[1], in[2], in[3], a);
+  sdpa::GeomT<SymInt> g = sdpa::make_geom(sdpa::kFwdName, in[0], in[1], in[2], in[3], a);
   const Dtype d = in[0].dtype();
   return {{with(g.batch, {g.L, g.Ev}), d}, {with(g.batch, {g.L}), compute_dtype(d)}, {{2}, kInt64}};
 }
 
-void fwd_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
-  sdpa::Geom g = sdpa::make_geom(kName, in[0], in[1], in[2], in[3], a);
-  const Dtype ct = compute_dtype(in[0].dtype());
-  uint64_t seed = 0, offset = 0;
-  if (g.dropout_p > 0 && g.BH * g.L * g.S > 0) {
-    auto r = default_generator().reserve(static_cast<uint64_t>(g.BH * g.L * ((g.S + 3) / 4)));
-    seed = r.first, offset = r.second;
-  }
-  int64_t* rng = static_cast<int64_t*>(out[2].data_ptr());
-  rng[0] = static_cast<int64_t>(seed), rng[1] = static_cast<int64_t>(offset);
-  if (g.BH * g.L == 0) return;
-  Tensor o = out[0].dtype() == ct ? out[0] : make_tensor(out[0].sizes(), ct);
-  sdpa::forward(g, blas_operand(in[0], ct), blas_operand(in[1], ct), blas_operand(in[2], ct),
-                additive_mask(in[3], ct), o, out[1], seed, offset);
-  if (!o.is_same(out[0])) copy_(out[0], o);
-}
-
-OpDef op_sdpa{"_sdpa_flash", kRandom, fwd_meta, {fwd_kernel, nullptr}};
+OpDef op_sdpa{"_sdpa_flash", kRandom, fwd_meta, {}};
 OpRegistrar reg_sdpa{op_sdpa, "_sdpa_flash(Tensor query, Tensor key, Tensor value, Tensor? attn_mask, float dropout_p, bool is_causal, float? scale, bool enable_gqa) -> (Tensor, Tensor, Tensor)"};
 
 // ---- backward ----------------------------------------------------------------------------------
 // in {grad_out, q, k, v, out, logsumexp, rng_state, mask?, grad_logsumexp?}; attrs: the forward's
 // + {mask_grad}; out {dq, dk, dv, dmask (shape (0,) unless mask_grad)}.
-
-template <class L>
-bool wants_mask_grad(const L& in, const Attrs& a) {
-  return a.size() > 4 && attr<bool>(a, 4) && in[7].defined() && in[7].dtype() != kBool;
-}
 
 void check_like(const char* op, const char* what, const TensorSpec& t, const SymShape& shape) {
   KILN_CHECK(t.defined() && t.dim() <= static_cast<int64_t>(shape.size()) &&
@@ -211,63 +140,11 @@ SpecList bwd_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
              "rng_state must be the int64 (seed, offset) pair the forward returned");
   const Dtype d = in[1].dtype();
   TensorSpec dm =
-      wants_mask_grad(in, a) ? TensorSpec{in[7].sizes(), in[7].dtype()} : TensorSpec{{0}, d};
+      sdpa::wants_mask_grad(in, a) ? TensorSpec{in[7].sizes(), in[7].dtype()} : TensorSpec{{0}, d};
   return {{in[1].sizes(), d}, {in[2].sizes(), d}, {in[3].sizes(), d}, dm};
 }
 
-Tensor sum_to(Tensor x, const Shape& target) {
-  const int64_t lead = x.dim() - static_cast<int64_t>(target.size());
-  Shape dims;
-  for (int64_t i = 0; i < lead; ++i) dims.push_back(i);
-  for (size_t i = 0; i < target.size(); ++i)
-    if (target[i] == 1 && x.size(lead + i) != 1) dims.push_back(lead + static_cast<int64_t>(i));
-  if (!dims.empty()) x = sum(x, dims, true);
-  return reshape(x, target);
-}
-
-// dst = the per-q-head gradient `full` (batch..., R, C) summed over GQA groups and broadcast dims.
-void reduce_into(const Tensor& dst, const Tensor& full, int64_t group) {
-  if (full.is_same(dst)) return;
-  Tensor x = full;
-  const int64_t n = full.dim();
-  if (group > 1 && n >= 3 && full.size(n - 3) / group > 1) {
-    // (..., Hk * G, R, C) -> (..., Hk, R, C)
-    Shape s(full.sizes().begin(), full.sizes().end() - 3);
-    s.insert(s.end(), {full.size(n - 3) / group, group, full.size(n - 2), full.size(n - 1)});
-    x = sum(reshape(x, s), Shape{-3});
-  }
-  copy_(dst, sum_to(x, dst.sizes()));
-}
-
-void bwd_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {
-  sdpa::Geom g = sdpa::make_geom(op.name, in[1], in[2], in[3], in[7], a);
-  const Dtype ct = compute_dtype(in[1].dtype());
-  auto full = [&](const Tensor& t, const Shape& s) {
-    return t.defined() ? contiguous(to_dtype(expand(t, s), ct)) : Tensor();
-  };
-  const Shape os = with(g.batch, {g.L, g.Ev}), ls = with(g.batch, {g.L});
-  Tensor dO = full(in[0], os), O = full(in[4], os), lse = full(in[5], ls), dlse = full(in[8], ls);
-  const Tensor rng = contiguous(in[6]);
-  const int64_t* rp = static_cast<const int64_t*>(rng.data_ptr());
-  const uint64_t seed = static_cast<uint64_t>(rp[0]), offset = static_cast<uint64_t>(rp[1]);
-  // per-q-head gradients; written straight into the outputs when no reduction or cast is needed
-  auto target = [&](const Tensor& o, const Shape& s) {
-    return o.sizes() == s && o.dtype() == ct ? o : make_tensor(s, ct);
-  };
-  Tensor dq = target(out[0], with(g.batch, {g.L, g.E}));
-  Tensor dk = target(out[1], with(g.batch, {g.S, g.E}));
-  Tensor dv = target(out[2], with(g.batch, {g.S, g.Ev}));
-  Tensor dm;
-  if (wants_mask_grad(in, a)) dm = out[3].dtype() == ct ? out[3] : make_tensor(out[3].sizes(), ct);
-  sdpa::backward(g, dO, blas_operand(in[1], ct), blas_operand(in[2], ct), blas_operand(in[3], ct),
-                 O, lse, dlse, additive_mask(in[7], ct), dq, dk, dv, dm, seed, offset);
-  reduce_into(out[0], dq, 1);
-  reduce_into(out[1], dk, g.gk);
-  reduce_into(out[2], dv, g.gv);
-  if (dm.defined() && !dm.is_same(out[3])) copy_(out[3], dm);
-}
-
-OpDef op_sdpa_backward{"_sdpa_flash_backward", 0, bwd_meta, {bwd_kernel, nullptr}};
+OpDef op_sdpa_backward{"_sdpa_flash_backward", 0, bwd_meta, {}};
 OpRegistrar reg_sdpa_backward{op_sdpa_backward, "_sdpa_flash_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, Tensor rng_state, Tensor? attn_mask, Tensor? grad_logsumexp, float dropout_p, bool is_causal, float? scale, bool enable_gqa, bool grad_mask=False) -> (Tensor, Tensor, Tensor, Tensor)"};
 
 // d(out, logsumexp) -> d(q, k, v, mask): the fused backward (mask gradient for float masks only).

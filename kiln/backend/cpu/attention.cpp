@@ -1,21 +1,28 @@
-// Tiled CPU kernels of scaled dot-product attention: the forward with a streaming softmax and the
-// FlashAttention-2 backward. Scores live only in per-thread (block_q x block_k) tiles; GEMMs on
-// tiles go to OpenBLAS, exp / row max / row sum to kiln's ISA-dispatched kernel table.
+// CPU kernels of scaled dot-product attention, the table ops `_sdpa_flash` and
+// `_sdpa_flash_backward` (their entries, schemas, metas, derivative and front ends are in
+// kiln/attention/sdpa.cpp; what both read in kiln/attention/sdpa_detail.h), registered by op name:
+// the forward with a streaming softmax and the FlashAttention-2 backward. Scores live only in
+// per-thread (block_q x block_k) tiles; GEMMs on tiles go to OpenBLAS, exp / row max / row sum to
+// kiln's ISA-dispatched kernel table. No kernel here calls an op: conversions and contiguous or
+// broadcast copies are the cast loop into scratch buffers (cpu::converted, cpu::cast_copy), the
+// sums over GQA groups and broadcast dims the table's reduce loops, chosen as sum's kernel does.
 #include <cblas.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <vector>
 
-#include "kiln/attention/sdpa_impl.h"
+#include "kiln/attention/sdpa_detail.h"
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/parallel.h"
 #include "kiln/core/generator.h"
-#include "kiln/ops/ops.h"
 
-namespace kiln::sdpa {
+namespace kiln {
 namespace {
+
+using namespace sdpa;
 
 // Tile sizes (rows of q x rows of k), tuned on an AVX2 machine with E = 64: larger tiles amortise
 // OpenBLAS's per-call packing, smaller ones keep the score tile in L2 and waste less of the causal
@@ -73,6 +80,33 @@ struct Fns {
     sum(reinterpret_cast<char*>(out), reinterpret_cast<const char*>(x), rows, cols);
   }
 };
+
+// Element offsets of x's trailing-`trail`-dim slices for every flattened index of `batch`: x's
+// leading dims align right with batch, size-1 dims broadcast, and the last batch dim (the head dim)
+// is divided by `group` (GQA).
+std::vector<int64_t> slice_offsets(const Tensor& x, int trail, const Shape& batch, int64_t group) {
+  const int64_t n = static_cast<int64_t>(batch.size()), BH = shape_numel(batch);
+  const int64_t xb = std::max<int64_t>(0, x.dim() - trail);
+  std::vector<int64_t> st(n, 0), div(n, 1);
+  for (int64_t d = 0; d < n; ++d) {
+    int64_t xd = d - (n - xb);
+    if (xd < 0 || x.size(xd) == 1) continue;  // broadcast
+    st[d] = x.stride(xd);
+    if (d == n - 1 && group > 1) div[d] = group;
+  }
+  std::vector<int64_t> off(BH);
+  Shape idx(n, 0);
+  for (int64_t b = 0; b < BH; ++b) {
+    int64_t o = 0;
+    for (int64_t d = 0; d < n; ++d) o += idx[d] / div[d] * st[d];
+    off[b] = o;
+    for (int64_t d = n - 1; d >= 0; --d) {
+      if (++idx[d] < batch[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return off;
+}
 
 // An operand: base pointer, per-batch offsets, row and column strides. BLAS operands keep a valid
 // leading dimension even for a single row; the mask gets stride 0 on broadcast rows / columns.
@@ -185,6 +219,77 @@ int pick_workers(int64_t tasks, double madds) {
   return static_cast<int>(std::min<int64_t>(get_num_threads(), tasks));
 }
 
+// ---- scratch buffers, copies and sums without an op ---------------------------------------------
+
+// A contiguous tensor of zeros.
+Tensor zeros_of(const Shape& s, Dtype d) {
+  Tensor t = make_tensor(s, d);
+  cpu::fill(t, 0);
+  return t;
+}
+
+// y (contiguous; as many elements as x's kept dims hold) := x (contiguous, of y's dtype) summed
+// over the dims where m is true. The reduce loops of the kernel table, chosen as the sum op's
+// kernel chooses them (backend/cpu/reduce.cpp), so every sum rounds as `sum` would.
+void sum_dims(const Tensor& y, const Tensor& x, const std::vector<bool>& m) {
+  const int si = static_cast<int>(ReduceOp::Sum), di = static_cast<int>(x.dtype());
+  const cpu::ReduceInnerFn inner = cpu::cpu_kernels().reduce_inner[si][di];
+  const cpu::ReduceOuterFn outer = cpu::cpu_kernels().reduce_outer[si][di];
+  const int64_t n = x.dim();
+  Shape sizes, strides;  // kept dims first, then reduced dims
+  int64_t R = 1, O = 1;
+  for (int64_t i = 0; i < n; ++i)
+    if (!m[i]) sizes.push_back(x.size(i)), strides.push_back(x.stride(i)), O *= x.size(i);
+  for (int64_t i = 0; i < n; ++i)
+    if (m[i]) sizes.push_back(x.size(i)), strides.push_back(x.stride(i)), R *= x.size(i);
+  if (y.numel() == 0) return;
+  if (R == 0 || x.numel() == 0) return cpu::fill(y, 0);
+  char* yp = static_cast<char*>(y.data_ptr());
+  const size_t sz = x.itemsize();
+  const int nt = get_num_threads();
+  Tensor xp = make_view(x, sizes, strides, x.storage_offset());
+  if (!xp.is_contiguous()) {
+    // reduced dims a contiguous block [lo, hi] followed by kept dims: an (O, R, J) reduction
+    int64_t lo = -1, hi = -1;
+    for (int64_t i = 0; i < n; ++i)
+      if (m[i]) hi = i, lo = lo < 0 ? i : lo;
+    bool block = true;
+    for (int64_t i = lo; i <= hi; ++i) block = block && m[i];
+    if (block) {
+      int64_t Oo = 1, J = 1;
+      for (int64_t i = 0; i < lo; ++i) Oo *= x.size(i);
+      for (int64_t i = hi + 1; i < n; ++i) J *= x.size(i);
+      const char* xq = static_cast<const char*>(x.data_ptr());
+      if (Oo >= nt || J < 64)
+        cpu::parallel_for(Oo, std::max<int64_t>(1, cpu::kGrainSize / std::max<int64_t>(R * J, 1)),
+                          [&](int64_t b, int64_t e) {
+                            outer(yp + b * J * sz, xq + b * R * J * sz, e - b, R, J, J);
+                          });
+      else
+        cpu::parallel_for(J, std::max<int64_t>(64, cpu::kGrainSize / std::max<int64_t>(R * Oo, 1)),
+                          [&](int64_t b, int64_t e) {
+                            outer(yp + b * sz, xq + b * sz, Oo, R, e - b, J);
+                          });
+      return;
+    }
+  }
+  xp = cpu::contiguous_of(xp);
+  const char* xq = static_cast<const char*>(xp.data_ptr());
+  if (O == 1 && R >= 2 * cpu::kGrainSize && nt > 1) {  // one long row: split it, sum the partials
+    const int64_t chunks = std::min<int64_t>(nt, R / cpu::kGrainSize);
+    const int64_t len = (R + chunks - 1) / chunks;
+    Tensor partial = make_tensor({chunks}, y.dtype());
+    char* pp = static_cast<char*>(partial.data_ptr());
+    cpu::parallel_for(chunks, 1, [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c)
+        inner(pp + c * sz, xq + c * len * sz, 1, std::min(len, R - c * len));
+    });
+    return inner(yp, pp, 1, chunks);
+  }
+  cpu::parallel_for(O, std::max<int64_t>(1, cpu::kGrainSize / R),
+                    [&](int64_t b, int64_t e) { inner(yp + b * sz, xq + b * R * sz, e - b, R); });
+}
+
 // ---- forward -----------------------------------------------------------------------------------
 
 template <class T>
@@ -259,6 +364,9 @@ void fwd_block(const Fwd<T>& c, int64_t bh, int64_t qb, T* ws) {
   }
 }
 
+// out (BH, L, Ev) and lse (BH, L), both contiguous of the compute dtype T (float32 or float64, the
+// dtype of every tensor here); mask: additive, of T, any strides; or undefined. seed/offset: the
+// Philox draw reserved for dropout.
 template <class T>
 void forward_t(const Geom& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                const Tensor& out, const Tensor& lse, uint64_t seed, uint64_t offset) {
@@ -381,6 +489,10 @@ bool mask_batch_injective(const Tensor& m, const Geom& g) {
   return true;
 }
 
+// dO, O: (BH, L, Ev) contiguous; lse, dlse (BH, L) contiguous (dlse may be undefined), all of T.
+// Writes dq (BH, L, E), dk (BH, S, E), dv (BH, S, Ev) contiguous (the per-q-head gradients; GQA and
+// broadcast sums happen in the kernel entry) and, when dmask is defined (a contiguous tensor of the
+// mask's own shape), the mask's gradient.
 template <class T>
 void backward_t(const Geom& g, const Tensor& dO, const Tensor& q, const Tensor& k, const Tensor& v,
                 const Tensor& O, const Tensor& lse, const Tensor& dlse, const Tensor& mask,
@@ -414,17 +526,17 @@ void backward_t(const Geom& g, const Tensor& dO, const Tensor& q, const Tensor& 
   nsplit = nkb == 0 ? 1 : (nkb + kps - 1) / kps;
   const int64_t ntask = BH * nsplit;
   const int workers = pick_workers(ntask, madds);
-  fill_(dq, 0);
+  cpu::fill(dq, 0);
   Tensor dq_parts;
-  if (nsplit > 1) dq_parts = zeros({nsplit - 1, BH * L * E}, dtype_of<T>());
+  if (nsplit > 1) dq_parts = zeros_of({nsplit - 1, BH * L * E}, dtype_of<T>());
   // the mask gradient: one accumulator when tasks never share an element, else one per worker
   Tensor dm_acc;
   bool shared_dm = false;
   if (dmask.defined()) {
     bool s_bcast = mask.dim() < 1 || mask.size(-1) == 1;
     shared_dm = workers == 1 || (mask_batch_injective(mask, g) && (nsplit == 1 || !s_bcast));
-    dm_acc = shared_dm ? dmask : zeros({workers, dmask.numel()}, dtype_of<T>());
-    if (shared_dm) fill_(dm_acc, 0);
+    dm_acc = shared_dm ? dmask : zeros_of({workers, dmask.numel()}, dtype_of<T>());
+    if (shared_dm) cpu::fill(dm_acc, 0);
   }
   Bwd<T> c{g,
            blas_view<T>(q, g, 1),
@@ -452,28 +564,162 @@ void backward_t(const Geom& g, const Tensor& dO, const Tensor& q, const Tensor& 
   // earliest key blocks (the most query rows under causal) first
   run_tasks(ntask, workers, dmask.defined() && !shared_dm,
             [&](int64_t w, int64_t t) { bwd_task(c, t % BH, t / BH, w, wp + w * per); });
-  for (int64_t p = 0; p + 1 < nsplit; ++p) add_(reshape(dq, {BH * L * E}), select(dq_parts, 0, p));
-  if (dmask.defined() && !shared_dm) copy_(dmask, reshape(sum(dm_acc, Shape{0}), dmask.sizes()));
+  if (nsplit > 1) {  // dq += the other splits' partial sums, in split order
+    T* dqp = dq.data_ptr<T>();
+    const T* parts = dq_parts.data_ptr<T>();
+    const int64_t n = BH * L * E;
+    cpu::parallel_for(n, cpu::kGrainSize, [&](int64_t b, int64_t e) {
+      for (int64_t p = 0; p + 1 < nsplit; ++p)
+        for (int64_t i = b; i < e; ++i) dqp[i] += parts[p * n + i];
+    });
+  }
+  if (dmask.defined() && !shared_dm) {  // the per-worker accumulators summed
+    Tensor r = dmask.is_contiguous() ? dmask : make_tensor(dmask.sizes(), dtype_of<T>());
+    sum_dims(r, dm_acc, {true, false});
+    if (!r.is_same(dmask)) cpu::cast_copy(dmask, r);
+  }
 }
+
+// ---- the kernels: operands in the compute dtype, the tiled loops, the sums into the outputs -----
+
+Shape with(Shape s, std::initializer_list<int64_t> tail) {
+  s.insert(s.end(), tail);
+  return s;
+}
+
+// x in the compute dtype, unit stride along its last dim and a row stride BLAS accepts: x itself,
+// or a contiguous converted copy.
+Tensor blas_operand(const Tensor& x, Dtype ct) {
+  const int64_t R = x.size(-2), C = x.size(-1);
+  const bool ok =
+      (C <= 1 || x.stride(-1) == 1) && (R <= 1 || x.stride(-2) >= std::max<int64_t>(C, 1));
+  return x.dtype() == ct && ok ? x : cpu::converted(x, ct);
+}
+
+// The mask, additive and of the compute dtype (any strides): bool masks become 0 / -inf at the
+// mask's own shape.
+Tensor additive_mask(const Tensor& m, Dtype ct) {
+  if (!m.defined() || m.dtype() == ct) return m;
+  if (m.dtype() != kBool) return cpu::converted(m, ct);
+  const Tensor b = cpu::contiguous_of(m);
+  Tensor r = make_tensor(m.sizes(), ct);
+  const bool* bp = b.data_ptr<bool>();
+  auto fill = [&]<class T>(T* rp) {
+    const T ninf = -std::numeric_limits<T>::infinity();
+    for (int64_t i = 0, n = r.numel(); i < n; ++i) rp[i] = bp[i] ? T(0) : ninf;
+  };
+  if (ct == kFloat64)
+    fill(r.data_ptr<double>());
+  else
+    fill(r.data_ptr<float>());
+  return r;
+}
+
+// t broadcast to shape s, contiguous and of the compute dtype (t itself when it is already);
+// undefined stays undefined.
+Tensor dense(const Tensor& t, const Shape& s, Dtype ct) {
+  if (!t.defined() || (t.dtype() == ct && t.sizes() == s && t.is_contiguous())) return t;
+  Tensor r = make_tensor(s, ct);
+  cpu::cast_copy(r, t);
+  return r;
+}
+
+// The contiguous view of x (contiguous) with sizes s.
+Tensor reshaped(const Tensor& x, const Shape& s) {
+  Shape st(s.size(), 1);
+  for (int64_t i = static_cast<int64_t>(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
+  return make_view(x, s, st, x.storage_offset());
+}
+
+// dst := the per-q-head gradient `full` (batch..., R, C; contiguous, compute dtype) summed over the
+// GQA groups (`group` consecutive q heads per k / v head), then over the dims dst broadcasts, then
+// converted to dst's dtype.
+void reduce_into(const Tensor& dst, const Tensor& full, int64_t group) {
+  if (full.is_same(dst)) return;
+  Tensor x = full;
+  const int64_t n = full.dim();
+  if (group > 1 && n >= 3 && full.size(n - 3) / group > 1) {
+    // (..., Hk * G, R, C) -> (..., Hk, R, C)
+    Shape s(full.sizes().begin(), full.sizes().end() - 3), ks = s;
+    s.insert(s.end(), {full.size(n - 3) / group, group, full.size(n - 2), full.size(n - 1)});
+    ks.insert(ks.end(), {full.size(n - 3) / group, full.size(n - 2), full.size(n - 1)});
+    std::vector<bool> m(s.size(), false);
+    m[s.size() - 3] = true;
+    x = make_tensor(ks, full.dtype());
+    sum_dims(x, reshaped(full, s), m);
+  }
+  // the leading dims dst lacks and the dims where dst has size 1 and x does not
+  const Shape& target = dst.sizes();
+  const int64_t lead = x.dim() - static_cast<int64_t>(target.size());
+  std::vector<bool> m(x.dim(), false);
+  bool any = lead > 0;
+  for (int64_t i = 0; i < x.dim(); ++i)
+    if (i < lead || (target[i - lead] == 1 && x.size(i) != 1)) m[i] = any = true;
+  if (any) {
+    Tensor y = make_tensor(target, x.dtype());
+    sum_dims(y, x, m);
+    x = y;
+  }
+  cpu::cast_copy(dst, x);
+}
+
+// in {q, k, v, mask?} -> {out, logsumexp, rng_state}
+void fwd_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
+  const Geom g = make_geom(kFwdName, in[0], in[1], in[2], in[3], a);
+  const Dtype ct = compute_dtype(in[0].dtype());
+  uint64_t seed = 0, offset = 0;
+  if (g.dropout_p > 0 && g.BH * g.L * g.S > 0) {
+    auto r = default_generator().reserve(static_cast<uint64_t>(g.BH * g.L * ((g.S + 3) / 4)));
+    seed = r.first, offset = r.second;
+  }
+  int64_t* rng = static_cast<int64_t*>(out[2].data_ptr());
+  rng[0] = static_cast<int64_t>(seed), rng[1] = static_cast<int64_t>(offset);
+  if (g.BH * g.L == 0) return;
+  Tensor o = out[0].dtype() == ct ? out[0] : make_tensor(out[0].sizes(), ct);
+  const Tensor q = blas_operand(in[0], ct), k = blas_operand(in[1], ct);
+  const Tensor v = blas_operand(in[2], ct);
+  const Tensor mask = additive_mask(in[3], ct);
+  if (ct == kFloat64)
+    forward_t<double>(g, q, k, v, mask, o, out[1], seed, offset);
+  else
+    forward_t<float>(g, q, k, v, mask, o, out[1], seed, offset);
+  if (!o.is_same(out[0])) cpu::cast_copy(out[0], o);
+}
+
+// in {grad_out, q, k, v, out, logsumexp, rng_state, mask?, grad_logsumexp?} -> {dq, dk, dv, dmask}
+void bwd_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {
+  const Geom g = make_geom(op.name, in[1], in[2], in[3], in[7], a);
+  const Dtype ct = compute_dtype(in[1].dtype());
+  const Shape os = with(g.batch, {g.L, g.Ev}), ls = with(g.batch, {g.L});
+  const Tensor dO = dense(in[0], os, ct), O = dense(in[4], os, ct), lse = dense(in[5], ls, ct),
+               dlse = dense(in[8], ls, ct);
+  const Tensor rng = cpu::contiguous_of(in[6]);
+  const int64_t* rp = static_cast<const int64_t*>(rng.data_ptr());
+  const uint64_t seed = static_cast<uint64_t>(rp[0]), offset = static_cast<uint64_t>(rp[1]);
+  // per-q-head gradients; written straight into the outputs when no reduction or cast is needed
+  auto target = [&](const Tensor& o, const Shape& s) {
+    return o.sizes() == s && o.dtype() == ct ? o : make_tensor(s, ct);
+  };
+  const Tensor dq = target(out[0], with(g.batch, {g.L, g.E}));
+  const Tensor dk = target(out[1], with(g.batch, {g.S, g.E}));
+  const Tensor dv = target(out[2], with(g.batch, {g.S, g.Ev}));
+  Tensor dm;
+  if (wants_mask_grad(in, a)) dm = out[3].dtype() == ct ? out[3] : make_tensor(out[3].sizes(), ct);
+  const Tensor q = blas_operand(in[1], ct), k = blas_operand(in[2], ct);
+  const Tensor v = blas_operand(in[3], ct);
+  const Tensor mask = additive_mask(in[7], ct);
+  if (ct == kFloat64)
+    backward_t<double>(g, dO, q, k, v, O, lse, dlse, mask, dq, dk, dv, dm, seed, offset);
+  else
+    backward_t<float>(g, dO, q, k, v, O, lse, dlse, mask, dq, dk, dv, dm, seed, offset);
+  reduce_into(out[0], dq, 1);
+  reduce_into(out[1], dk, g.gk);
+  reduce_into(out[2], dv, g.gv);
+  if (dm.defined() && !dm.is_same(out[3])) cpu::cast_copy(out[3], dm);
+}
+
+KernelRegistrar k_sdpa{"_sdpa_flash", DeviceType::CPU, fwd_kernel};
+KernelRegistrar k_sdpa_backward{"_sdpa_flash_backward", DeviceType::CPU, bwd_kernel};
 
 }  // namespace
-
-void forward(const Geom& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-             const Tensor& out, const Tensor& lse, uint64_t seed, uint64_t offset) {
-  if (out.dtype() == kFloat64)
-    forward_t<double>(g, q, k, v, mask, out, lse, seed, offset);
-  else
-    forward_t<float>(g, q, k, v, mask, out, lse, seed, offset);
-}
-
-void backward(const Geom& g, const Tensor& dO, const Tensor& q, const Tensor& k, const Tensor& v,
-              const Tensor& O, const Tensor& lse, const Tensor& dlse, const Tensor& mask,
-              const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dmask,
-              uint64_t seed, uint64_t offset) {
-  if (q.dtype() == kFloat64)
-    backward_t<double>(g, dO, q, k, v, O, lse, dlse, mask, dq, dk, dv, dmask, seed, offset);
-  else
-    backward_t<float>(g, dO, q, k, v, O, lse, dlse, mask, dq, dk, dv, dmask, seed, offset);
-}
-
-}  // namespace kiln::sdpa
+}  // namespace kiln
