@@ -228,66 +228,10 @@ Tensor zeros_of(const Shape& s, Dtype d) {
   return t;
 }
 
-// y (contiguous; as many elements as x's kept dims hold) := x (contiguous, of y's dtype) summed
-// over the dims where m is true. The reduce loops of the kernel table, chosen as the sum op's
-// kernel chooses them (backend/cpu/reduce.cpp), so every sum rounds as `sum` would.
+// y (contiguous; as many elements as x's kept dims hold) := x summed over the dims where m is true:
+// the sum op's kernel (backend/cpu/reduce.cpp), so every sum rounds as `sum` would.
 void sum_dims(const Tensor& y, const Tensor& x, const std::vector<bool>& m) {
-  const int si = static_cast<int>(ReduceOp::Sum), di = static_cast<int>(x.dtype());
-  const cpu::ReduceInnerFn inner = cpu::cpu_kernels().reduce_inner[si][di];
-  const cpu::ReduceOuterFn outer = cpu::cpu_kernels().reduce_outer[si][di];
-  const int64_t n = x.dim();
-  Shape sizes, strides;  // kept dims first, then reduced dims
-  int64_t R = 1, O = 1;
-  for (int64_t i = 0; i < n; ++i)
-    if (!m[i]) sizes.push_back(x.size(i)), strides.push_back(x.stride(i)), O *= x.size(i);
-  for (int64_t i = 0; i < n; ++i)
-    if (m[i]) sizes.push_back(x.size(i)), strides.push_back(x.stride(i)), R *= x.size(i);
-  if (y.numel() == 0) return;
-  if (R == 0 || x.numel() == 0) return cpu::fill(y, 0);
-  char* yp = static_cast<char*>(y.data_ptr());
-  const size_t sz = x.itemsize();
-  const int nt = get_num_threads();
-  Tensor xp = make_view(x, sizes, strides, x.storage_offset());
-  if (!xp.is_contiguous()) {
-    // reduced dims a contiguous block [lo, hi] followed by kept dims: an (O, R, J) reduction
-    int64_t lo = -1, hi = -1;
-    for (int64_t i = 0; i < n; ++i)
-      if (m[i]) hi = i, lo = lo < 0 ? i : lo;
-    bool block = true;
-    for (int64_t i = lo; i <= hi; ++i) block = block && m[i];
-    if (block) {
-      int64_t Oo = 1, J = 1;
-      for (int64_t i = 0; i < lo; ++i) Oo *= x.size(i);
-      for (int64_t i = hi + 1; i < n; ++i) J *= x.size(i);
-      const char* xq = static_cast<const char*>(x.data_ptr());
-      if (Oo >= nt || J < 64)
-        cpu::parallel_for(Oo, std::max<int64_t>(1, cpu::kGrainSize / std::max<int64_t>(R * J, 1)),
-                          [&](int64_t b, int64_t e) {
-                            outer(yp + b * J * sz, xq + b * R * J * sz, e - b, R, J, J);
-                          });
-      else
-        cpu::parallel_for(J, std::max<int64_t>(64, cpu::kGrainSize / std::max<int64_t>(R * Oo, 1)),
-                          [&](int64_t b, int64_t e) {
-                            outer(yp + b * sz, xq + b * sz, Oo, R, e - b, J);
-                          });
-      return;
-    }
-  }
-  xp = cpu::contiguous_of(xp);
-  const char* xq = static_cast<const char*>(xp.data_ptr());
-  if (O == 1 && R >= 2 * cpu::kGrainSize && nt > 1) {  // one long row: split it, sum the partials
-    const int64_t chunks = std::min<int64_t>(nt, R / cpu::kGrainSize);
-    const int64_t len = (R + chunks - 1) / chunks;
-    Tensor partial = make_tensor({chunks}, y.dtype());
-    char* pp = static_cast<char*>(partial.data_ptr());
-    cpu::parallel_for(chunks, 1, [&](int64_t b, int64_t e) {
-      for (int64_t c = b; c < e; ++c)
-        inner(pp + c * sz, xq + c * len * sz, 1, std::min(len, R - c * len));
-    });
-    return inner(yp, pp, 1, chunks);
-  }
-  cpu::parallel_for(O, std::max<int64_t>(1, cpu::kGrainSize / R),
-                    [&](int64_t b, int64_t e) { inner(yp + b * sz, xq + b * R * sz, e - b, R); });
+  cpu::reduce_into(ReduceOp::Sum, y, x, m, "_sdpa_flash_backward");
 }
 
 // ---- forward -----------------------------------------------------------------------------------
