@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <map>
+#include <string_view>
 
 #include "kiln/autograd/autograd.h"
 #include "kiln/ops/ops.h"
@@ -148,6 +149,32 @@ std::vector<double> betas_of(const char* op, const Options& o) {
   return b;
 }
 
+// The group's hyper-parameters named in `keys` (torch's option names); the others stay 0 / false.
+// decoupled_weight_decay may be absent (Adam's groups from before the option existed).
+Hyper hyper_of(const char* op, const Options& o, std::initializer_list<const char*> keys) {
+  static const std::pair<const char*, double Hyper::*> numbers[] = {
+      {"lr", &Hyper::lr},       {"eps", &Hyper::eps},           {"weight_decay", &Hyper::weight_decay},
+      {"alpha", &Hyper::alpha}, {"momentum", &Hyper::momentum}, {"dampening", &Hyper::dampening}};
+  static const std::pair<const char*, bool Hyper::*> flags[] = {
+      {"maximize", &Hyper::maximize}, {"nesterov", &Hyper::nesterov}, {"amsgrad", &Hyper::amsgrad},
+      {"centered", &Hyper::centered}};
+  Hyper h;
+  for (std::string_view key : keys) {
+    if (key == "betas") {
+      std::vector<double> b = betas_of(op, o);
+      h.beta1 = b[0], h.beta2 = b[1];
+    } else if (key == "decoupled_weight_decay") {
+      const Value* v = o.find("decoupled_weight_decay");
+      h.decoupled = v && v->to_bool();
+    }
+    for (const auto& [name, field] : numbers)
+      if (key == name) h.*field = o.get_double(name);
+    for (const auto& [name, field] : flags)
+      if (key == name) h.*field = o.get_bool(name);
+  }
+  return h;
+}
+
 void fill_missing(Options& o, std::initializer_list<std::pair<std::string, Value>> d) {
   for (const auto& [k, v] : d) o.setdefault(k, v);
 }
@@ -241,13 +268,7 @@ SGD::SGD(std::vector<ParamGroup> groups, const Options& defaults)
 
 void SGD::step_group(ParamGroup& group) {
   const Options& o = group.options;
-  Hyper h;
-  h.lr = o.get_double("lr");
-  h.momentum = o.get_double("momentum");
-  h.dampening = o.get_double("dampening");
-  h.weight_decay = o.get_double("weight_decay");
-  h.nesterov = o.get_bool("nesterov");
-  h.maximize = o.get_bool("maximize");
+  Hyper h = hyper_of(name_.c_str(), o, {"lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize"});
   h.use_momentum = h.momentum != 0;
   Updater up(name_.c_str());
   for (const Tensor& p : group.params) {
@@ -329,17 +350,8 @@ Adam::Adam(std::string name, std::vector<ParamGroup> groups, Options defaults)
 void Adam::step_group(ParamGroup& group) {
   const char* op = name_.c_str();
   const Options& o = group.options;
-  Hyper h;
-  h.lr = o.get_double("lr");
-  std::vector<double> betas = betas_of(op, o);
-  h.beta1 = betas[0];
-  h.beta2 = betas[1];
-  h.eps = o.get_double("eps");
-  h.weight_decay = o.get_double("weight_decay");
-  h.amsgrad = o.get_bool("amsgrad");
-  h.maximize = o.get_bool("maximize");
-  const Value* dec = o.find("decoupled_weight_decay");
-  h.decoupled = dec && dec->to_bool();
+  const Hyper h = hyper_of(
+      op, o, {"lr", "betas", "eps", "weight_decay", "amsgrad", "maximize", "decoupled_weight_decay"});
   Updater up(op);
   for (const Tensor& p : group.params) {
     Tensor g = grad(p);
@@ -421,14 +433,7 @@ RMSprop::RMSprop(std::vector<ParamGroup> groups, const Options& defaults)
 
 void RMSprop::step_group(ParamGroup& group) {
   const Options& o = group.options;
-  Hyper h;
-  h.lr = o.get_double("lr");
-  h.alpha = o.get_double("alpha");
-  h.eps = o.get_double("eps");
-  h.weight_decay = o.get_double("weight_decay");
-  h.momentum = o.get_double("momentum");
-  h.centered = o.get_bool("centered");
-  h.maximize = o.get_bool("maximize");
+  Hyper h = hyper_of(name_.c_str(), o, {"lr", "alpha", "eps", "weight_decay", "momentum", "centered", "maximize"});
   h.use_momentum = h.momentum > 0;
   Updater up(name_.c_str());
   for (const Tensor& p : group.params) {
@@ -510,12 +515,8 @@ void Adagrad::group_added(ParamGroup&) {}
 
 void Adagrad::step_group(ParamGroup& group) {
   const Options& o = group.options;
-  Hyper h;
-  h.lr = o.get_double("lr");
-  double lr_decay = o.get_double("lr_decay");
-  h.eps = o.get_double("eps");
-  h.weight_decay = o.get_double("weight_decay");
-  h.maximize = o.get_bool("maximize");
+  const Hyper h = hyper_of(name_.c_str(), o, {"lr", "eps", "weight_decay", "maximize"});
+  const double lr_decay = o.get_double("lr_decay");
   Updater up(name_.c_str());
   for (const Tensor& p : group.params) {
     Tensor g = grad(p);
