@@ -72,7 +72,7 @@ inline void unit_step(const LstmBackStep<T>& s, int64_t b, int64_t j) {
 }
 
 #if defined(__AVX2__)
-void vec_step(const LstmStep<float>& s, int64_t j0, int64_t j1) {
+int64_t vec_step(const LstmStep<float>& s, int64_t j0, int64_t j1) {
   const int64_t H = s.H;
   int64_t j = j0;
   for (; j + 8 <= j1; j += 8) {
@@ -88,11 +88,10 @@ void vec_step(const LstmStep<float>& s, int64_t j0, int64_t j1) {
       st(s.h + b * H + j, mul(o, tanh8(c)));
     }
   }
-  for (int64_t b = 0; b < s.B; ++b)
-    for (int64_t jj = j; jj < j1; ++jj) unit_step(s, b, jj);
+  return j;
 }
 
-void vec_step(const LstmBackStep<float>& s, int64_t j0, int64_t j1) {
+int64_t vec_step(const LstmBackStep<float>& s, int64_t j0, int64_t j1) {
   const int64_t H = s.H;
   const V one = set1(1.0f);
   int64_t j = j0;
@@ -117,8 +116,7 @@ void vec_step(const LstmBackStep<float>& s, int64_t j0, int64_t j1) {
     st(db, add(ld(db), si)), st(db + H, add(ld(db + H), sf));
     st(db + 2 * H, add(ld(db + 2 * H), sg)), st(db + 3 * H, add(ld(db + 3 * H), so));
   }
-  for (int64_t b = 0; b < s.B; ++b)
-    for (int64_t jj = j; jj < j1; ++jj) unit_step(s, b, jj);
+  return j;
 }
 #endif
 
@@ -158,7 +156,7 @@ inline void unit_step(const GruBackStep<T>& s, int64_t b, int64_t j) {
 }
 
 #if defined(__AVX2__)
-void vec_step(const GruStep<float>& s, int64_t j0, int64_t j1) {
+int64_t vec_step(const GruStep<float>& s, int64_t j0, int64_t j1) {
   const int64_t H = s.H;
   int64_t j = j0;
   for (; j + 8 <= j1; j += 8) {
@@ -176,11 +174,10 @@ void vec_step(const GruStep<float>& s, int64_t j0, int64_t j1) {
       st(row, r), st(row + H, z), st(row + 2 * H, n), st(row + 3 * H, hn);
     }
   }
-  for (int64_t b = 0; b < s.B; ++b)
-    for (int64_t jj = j; jj < j1; ++jj) unit_step(s, b, jj);
+  return j;
 }
 
-void vec_step(const GruBackStep<float>& s, int64_t j0, int64_t j1) {
+int64_t vec_step(const GruBackStep<float>& s, int64_t j0, int64_t j1) {
   const int64_t H = s.H;
   const V one = set1(1.0f);
   int64_t j = j0;
@@ -206,8 +203,7 @@ void vec_step(const GruBackStep<float>& s, int64_t j0, int64_t j1) {
     st(s.db_hh + j, add(ld(s.db_hh + j), sr)), st(s.db_hh + H + j, add(ld(s.db_hh + H + j), sz));
     st(s.db_hh + 2 * H + j, add(ld(s.db_hh + 2 * H + j), snr));
   }
-  for (int64_t b = 0; b < s.B; ++b)
-    for (int64_t jj = j; jj < j1; ++jj) unit_step(s, b, jj);
+  return j;
 }
 #endif
 
@@ -235,7 +231,7 @@ inline void unit_step(const RnnBackStep<T>& s, int64_t b, int64_t j) {
 }
 
 #if defined(__AVX2__)
-void vec_step(const RnnStep<float>& s, int64_t j0, int64_t j1) {
+int64_t vec_step(const RnnStep<float>& s, int64_t j0, int64_t j1) {
   int64_t j = j0;
   for (; j + 8 <= j1; j += 8) {
     V bias = ld(s.bias + j);
@@ -245,8 +241,7 @@ void vec_step(const RnnStep<float>& s, int64_t j0, int64_t j1) {
       st(a, s.relu ? V::max(zero(), v) : tanh8(v));
     }
   }
-  for (int64_t b = 0; b < s.B; ++b)
-    for (int64_t jj = j; jj < j1; ++jj) unit_step(s, b, jj);
+  return j;
 }
 #endif
 
@@ -399,12 +394,13 @@ void lstm_fused_bwd_impl(const LstmFusedBwd& s, int64_t u0, int64_t u1) {
 #endif
 
 
-// ---- the table's entries: the vector step for float32 where the ISA has 8 lanes (and the struct
-// has one), else the scalar one for every row and unit ------------------------------------------
+// ---- the table's entries: the vector step (which does whole blocks of 8 units and returns where it
+// stopped) for float32 where the ISA has 8 lanes and the struct has one, then the scalar one -------
 template <class T, template <class> class S>
 void step_entry(const S<T>& s, int64_t j0, int64_t j1) {
 #if defined(__AVX2__)
-  if constexpr (std::is_same_v<T, float> && requires { vec_step(s, j0, j1); }) return vec_step(s, j0, j1);
+  if constexpr (std::is_same_v<T, float> && requires { vec_step(s, j0, j1); })
+    j0 = vec_step(s, j0, j1);  // whole blocks of 8 units; the rest below
 #endif
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t j = j0; j < j1; ++j) unit_step(s, b, j);
