@@ -6,8 +6,6 @@
 // kiln's ISA-dispatched kernel table. No kernel here calls an op: conversions and contiguous or
 // broadcast copies are the cast loop into scratch buffers (cpu::converted, cpu::cast_copy), the
 // sums over GQA groups and broadcast dims the table's reduce loops, chosen as sum's kernel does.
-#include <cblas.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -15,6 +13,7 @@
 #include <vector>
 
 #include "kiln/attention/sdpa_detail.h"
+#include "kiln/backend/cpu/blas.h"
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/parallel.h"
 #include "kiln/core/generator.h"
@@ -23,6 +22,7 @@ namespace kiln {
 namespace {
 
 using namespace sdpa;
+using cpu::gemm;
 
 // Tile sizes (rows of q x rows of k), tuned on an AVX2 machine with E = 64: larger tiles amortise
 // OpenBLAS's per-call packing, smaller ones keep the score tile in L2 and waste less of the causal
@@ -31,29 +31,6 @@ constexpr int64_t kFwdQ = 128, kFwdK = 256;
 constexpr int64_t kBwdQ = 128, kBwdK = 128;
 
 // ---- small helpers -----------------------------------------------------------------------------
-
-inline void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-                 int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  if (M == 0 || N == 0) return;
-  if (K == 0) {
-    if (beta == 0.0f)
-      for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
-    return;
-  }
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
-              K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-inline void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
-                 int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
-  if (M == 0 || N == 0) return;
-  if (K == 0) {
-    if (beta == 0.0)
-      for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0);
-    return;
-  }
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
-              K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
 
 // exp, row max and row sum from the kernel table (vectorised for the machine's ISA).
 template <class T>

@@ -3,12 +3,12 @@
 // float32 / float64, a plain loop for integers; float16 / bfloat16 run through float32. Work is
 // split over batch x groups when there are enough items for every thread, otherwise one item at a
 // time with BLAS threaded inside.
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cstring>
 
+#include "kiln/backend/cpu/blas.h"
 #include "kiln/backend/cpu/compute.h"
 #include "kiln/backend/cpu/parallel.h"
 #include "kiln/ops/conv_detail.h"
@@ -118,13 +118,8 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t
       for (int64_t m = 0; m < M; ++m) std::fill(C + m * ldc, C + m * ldc + N, T(0));
     return;
   }
-  auto TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, TA, TB, M, N, K, 1.0f, A, lda, B, ldb, accumulate ? 1.0f : 0.0f, C,
-                ldc);
-  } else if constexpr (std::is_same_v<T, double>) {
-    cblas_dgemm(CblasRowMajor, TA, TB, M, N, K, 1.0, A, lda, B, ldb, accumulate ? 1.0 : 0.0, C,
-                ldc);
+  if constexpr (std::is_floating_point_v<T>) {
+    cpu::gemm<T>(ta, tb, M, N, K, T(1), A, lda, B, ldb, accumulate ? T(1) : T(0), C, ldc);
   } else {  // integers: wrap-around arithmetic like torch
     for (int64_t m = 0; m < M; ++m) {
       T* c = C + m * ldc;

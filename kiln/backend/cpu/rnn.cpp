@@ -9,13 +9,12 @@
 // and W_hn h + b_hn (T, B, 4H).
 // Backward: per step one pointwise pass (which also accumulates the bias gradients) and one GEMM
 // with W_hh; dx, dW_ih and dW_hh are then single GEMMs over the stacked sequence.
-#include <cblas.h>
-
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
 #include <vector>
 
+#include "kiln/backend/cpu/blas.h"
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/parallel.h"
 #include "kiln/backend/cpu/rnn_step.h"
@@ -64,22 +63,11 @@ void lstm_pack_bwd(const float* w_hh, int64_t H, float* out) {
       for (int64_t c = 0; c < 16; ++c) *out++ = w_hh[k * H + u * 16 + c];
 }
 
-// C (M, N) = op(A) op(B) + beta C, row-major; op(A) is (M, K).
+// C (M, N) = op(A) op(B) + beta C, row-major (blas.h).
 template <class T>
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
           int64_t ldb, T beta, T* C, int64_t ldc) {
-  if (M <= 0 || N <= 0) return;
-  if (K <= 0) {
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = 0; n < N; ++n) C[m * ldc + n] = beta == T(0) ? T(0) : C[m * ldc + n] * beta;
-    return;
-  }
-  auto a = ta ? CblasTrans : CblasNoTrans, b = tb ? CblasTrans : CblasNoTrans;
-  lda = std::max<int64_t>(lda, 1), ldb = std::max<int64_t>(ldb, 1), ldc = std::max<int64_t>(ldc, 1);
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, a, b, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
-  else
-    cblas_dgemm(CblasRowMajor, a, b, M, N, K, 1.0, A, lda, B, ldb, beta, C, ldc);
+  cpu::gemm<T>(ta, tb, M, N, K, T(1), A, lda, B, ldb, beta, C, ldc);
 }
 
 template <class T>

@@ -1,0 +1,34 @@
+// OpenBLAS glue for the CPU kernels: one row-major GEMM for float and double.
+#pragma once
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+namespace kiln::cpu {
+
+// C (M x N) = alpha op(A) op(B) + beta C, row-major, op(A) M x K, op(B) K x N (ta / tb: transposed).
+// Empty M or N does nothing; K == 0 leaves beta C (zeros for beta == 0, whatever C held: BLAS's
+// convention). Leading dimensions of empty operands may be 0: they are raised to 1 for BLAS.
+template <class T>
+inline void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+                 const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "gemm: float or double");
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    if (beta == T(1)) return;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) C[m * ldc + n] = beta == T(0) ? T(0) : C[m * ldc + n] * beta;
+    return;
+  }
+  const auto a = ta ? CblasTrans : CblasNoTrans, b = tb ? CblasTrans : CblasNoTrans;
+  lda = std::max<int64_t>(lda, 1), ldb = std::max<int64_t>(ldb, 1), ldc = std::max<int64_t>(ldc, 1);
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, a, b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  else
+    cblas_dgemm(CblasRowMajor, a, b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+}  // namespace kiln::cpu
