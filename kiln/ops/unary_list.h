@@ -41,7 +41,8 @@
   X(logical_and, LogicalAnd, Bool, None) X(logical_or, LogicalOr, Bool, None)                       \
   X(logical_xor, LogicalXor, Bool, None) X(eq, Eq, Bool, Second) X(ne, Ne, Bool, Second)            \
   X(lt, Lt, Bool, Second) X(le, Le, Bool, Second) X(gt, Gt, Bool, Second) X(ge, Ge, Bool, Second)   \
-  X(xlogy, Xlogy, Float, Any) X(logaddexp, LogAddExp, Same, None) X(logaddexp2, LogAddExp2, Same, None)
+  X(xlogy, Xlogy, Float, Any) X(logaddexp, LogAddExp, Same, None) X(logaddexp2, LogAddExp2, Same, None) \
+  X(gcd, Gcd, Same, None) X(lcm, Lcm, Same, None)
 
 // The parametrised unary ops (attributes in KParams order) and the binary ops with a front end of
 // their own: X(torch_name, code, dtype rule, schema). The op file makes their entries, the CPU

@@ -557,6 +557,8 @@ BINARY_OPS = [
     binary("xlogy", grad=(R3, POS), loose=1e-5),
     binary("logaddexp", grad=(R3, R3), loose=1e-5),
     binary("logaddexp2", grad=(R3, R3), loose=1e-5),
+    binary("gcd", grad=False),
+    binary("lcm", grad=False),
     # clamp with tensor bounds: clamp_min_tensor / clamp_max_tensor
     binary("clamp", variant="min_tensor", covers=("clamp_min_tensor",), grad=(R3, R3), inplace=None, scalars=False,
            kiln_fn=lambda a, b, **kw: kiln.clamp(a, min=b, **kw), extra={"promote": False},
@@ -1966,6 +1968,8 @@ KNOWN_XFAILS = [  # (test, entry id, reason, dtypes (empty: all), samples (empty
     ("meta", "frac", META_NO_CHECK, ("bool",), ()),
     ("meta", "isneginf", META_NO_CHECK, ("complex64", "complex128"), ()),
     ("meta", "isposinf", META_NO_CHECK, ("complex64", "complex128"), ()),
+    ("meta", "lcm", META_NO_CHECK, ("bool",),
+     ("same", "broadcast", "bcast-left", "0-dim-a", "empty", "strided")),
     ("meta", "logaddexp", META_NO_CHECK, ("bool",),
      ("same", "broadcast", "bcast-left", "0-dim-a", "empty", "strided")),
     ("meta", "logaddexp2", META_NO_CHECK, ("bool",),

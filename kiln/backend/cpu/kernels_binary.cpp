@@ -37,6 +37,7 @@ constexpr bool supported() {
     case B::Fmax: case B::Fmin: return b || i || f;
     case B::BitAnd: case B::BitOr: case B::BitXor: return b || i;
     case B::Shl: case B::Shr: return i;
+    case B::Gcd: case B::Lcm: return i;
     case B::LogicalAnd: case B::LogicalOr: case B::LogicalXor: return true;
     case B::Eq: case B::Ne: return true;
     case B::Lt: case B::Le: case B::Gt: case B::Ge: return b || i || f;
@@ -45,6 +46,34 @@ constexpr bool supported() {
     case B::LogAddExp: return f || c;
     default: return f;  // Atan2 Hypot Copysign Nextafter Xlogy
   }
+}
+
+// torch's calc_gcd and lcm (ATen/native/Math.h), wrap-arounds included: |v| in T (the most
+// negative value stays itself), Euclid's loop; lcm = |a / gcd * b| in C++'s promoted type of T,
+// wrapping as torch's compiled code does, then T (0 when the gcd is 0).
+template <class T>
+inline T abs_int(T v) {
+  if constexpr (std::is_signed_v<T>) return v < 0 ? static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(v)) : v;
+  else return v;
+}
+template <class T>
+inline T gcd_int(T a, T b) {
+  a = abs_int(a), b = abs_int(b);
+  while (a != 0) {
+    T c = a;
+    a = static_cast<T>(b % a);
+    b = c;
+  }
+  return b;
+}
+template <class T>
+inline T lcm_int(T a, T b) {
+  const T g = gcd_int(a, b);
+  if (g == 0) return T(0);
+  using P = decltype(a / g * b);
+  using U = std::make_unsigned_t<P>;
+  const P m = static_cast<P>(static_cast<U>(static_cast<P>(a / g)) * static_cast<U>(static_cast<P>(b)));
+  return static_cast<T>(abs_int<P>(m));
 }
 
 template <B OP, class M>
@@ -108,6 +137,8 @@ inline auto apply(M a, M b, M alpha) {
   else if constexpr (OP == B::BitXor) return static_cast<M>(a ^ b);
   else if constexpr (OP == B::Shl) return shift_left(a, b);
   else if constexpr (OP == B::Shr) return shift_right(a, b);
+  else if constexpr (OP == B::Gcd) return gcd_int(a, b);
+  else if constexpr (OP == B::Lcm) return lcm_int(a, b);
   else if constexpr (OP == B::LogicalAnd) return (a != M(0)) && (b != M(0));
   else if constexpr (OP == B::LogicalOr) return (a != M(0)) || (b != M(0));
   else if constexpr (OP == B::LogicalXor) return (a != M(0)) != (b != M(0));
