@@ -176,6 +176,11 @@ TensorList grad(const TensorList& outputs, const TensorList& inputs,
 
 // Sums a (broadcast) gradient back to `shape`.
 Tensor sum_to(const Tensor& g, const Shape& shape);
+// The same to sizes that may be symbolic (a trace): compared as SymInts, so that they stay symbolic.
+Tensor sum_to(const Tensor& g, const SymShape& shape);
+// g's sizes are `s`: bit for bit for plain sizes; as SymInts otherwise (a comparison the value ranges
+// cannot decide records a guard, as any traced size comparison does).
+bool same_sizes(const Tensor& g, const SymShape& s);
 // True for dtypes that carry gradients (floating point and complex).
 bool is_differentiable(Dtype d);
 

@@ -38,12 +38,19 @@ Tensor root_grad(const Tensor& out, const Tensor& g, size_t i, const char* who) 
   return g;
 }
 
-bool broadcastable_to(const Shape& from, const Shape& to) {  // `to` expands to `from`
+// In SymInts: in a trace, a comparison the value ranges cannot decide records a guard.
+bool broadcastable_to(const SymShape& from, const SymShape& to) {  // `to` expands to `from`
   if (to.size() > from.size()) return false;
   size_t lead = from.size() - to.size();
   for (size_t i = 0; i < to.size(); ++i)
     if (to[i] != 1 && to[i] != from[lead + i]) return false;
   return true;
+}
+
+// Equal sizes; compared as SymInts when either is symbolic (a trace), so that reading them pins nothing.
+bool same_sizes(const Tensor& a, const Tensor& b) {
+  if (!a.has_symbolic_sizes() && !b.has_symbolic_sizes()) [[likely]] return a.sizes() == b.sizes();
+  return same_sizes(a, b.sym_sizes());
 }
 
 // Sums two gradients for one input slot. Without create_graph, a buffer the engine alone holds
@@ -52,7 +59,7 @@ Tensor accumulate(const Tensor& a, const Tensor& b) {
   if (!a.defined()) return b;
   if (!b.defined()) return a;
   if (!grad_mode_enabled() && a.impl_ptr().use_count() == 1 && a.storage().use_count() == 1 &&
-      a.is_contiguous() && a.dtype() == b.dtype() && a.sizes() == b.sizes() && !requires_grad(a) &&
+      a.is_contiguous() && a.dtype() == b.dtype() && same_sizes(a, b) && !requires_grad(a) &&
       !requires_grad(b)) {
     add_(a, b);
     return a;
@@ -192,7 +199,7 @@ void execute(const std::vector<Edge>& roots, const TensorList& root_grads, bool 
       if (any_grad) {
         for (size_t i = 0; i < node->out_specs.size() && node->materialize_grads; ++i)
           if (!grads[i].defined() && is_differentiable(node->out_specs[i].dtype()))
-            grads[i] = zeros(node->out_specs[i].concrete_sizes("backward"), TensorOptions(node->out_specs[i].dtype()).device(node->out_specs[i].device()));
+            grads[i] = zeros(node->out_specs[i].raw_sizes(), TensorOptions(node->out_specs[i].dtype()).device(node->out_specs[i].device()));
         outs = node->apply(std::move(grads));
         KILN_CHECK(outs.size() == node->next_edges.size(), Runtime, node->name().c_str(),
                    "function ", node->name(),
@@ -236,15 +243,15 @@ void execute(const std::vector<Edge>& roots, const TensorList& root_grads, bool 
 Tensor validate_grad(const Node& node, size_t i, Tensor g) {
   if (!g.defined() || i >= node.in_specs.size()) return g;
   const TensorSpec& spec = node.in_specs[i];
-  if (g.sizes() != spec.concrete_sizes("backward")) {
-    if (broadcastable_to(g.sizes(), spec.concrete_sizes("backward"))) {
-      g = sum_to(g, spec.concrete_sizes("backward"));
+  if (!same_sizes(g, spec.sizes())) {
+    SymShape gs = g.sym_sizes();
+    if (broadcastable_to(gs, spec.sizes())) {
+      g = sum_to(g, spec.sizes());
     } else {
-      KILN_CHECK(g.numel() == shape_numel(spec.concrete_sizes("backward")), Runtime, "autograd", "Function ",
+      KILN_CHECK(static_cast<bool>(sym_numel(gs) == spec.numel()), Runtime, "autograd", "Function ",
                  node.name(), " returned an invalid gradient at index ", i, " - got ", dims_str(g),
-                 " but expected shape compatible with ",
-                 dims_str(make_tensor(spec.concrete_sizes("backward"), kFloat32, kMeta)));
-      g = reshape(g, spec.concrete_sizes("backward"));
+                 " but expected shape compatible with ", is_symbolic(spec.sizes()) ? sym_str(spec.sizes()) : shape_list(spec.raw_sizes()));
+      g = reshape(g, spec.raw_sizes());
     }
   }
   if (g.dtype() != spec.dtype()) {
@@ -331,13 +338,44 @@ TensorList grad(const TensorList& outputs, const TensorList& inputs, const Tenso
     }
     if (!create_graph) result[i] = detach(result[i]);
     const Tensor& in = inputs[i];
-    if (result[i].sizes() != in.sizes()) result[i] = sum_to(result[i], in.sizes());
+    if (in.has_symbolic_sizes() || result[i].has_symbolic_sizes()) [[unlikely]] {
+      result[i] = sum_to(result[i], in.sym_sizes());
+    } else if (result[i].sizes() != in.sizes()) {
+      result[i] = sum_to(result[i], in.sizes());
+    }
     if (result[i].dtype() != in.dtype()) {
       if (is_complex(result[i].dtype()) && !is_complex(in.dtype())) result[i] = real(result[i]);
       result[i] = to_dtype(result[i], in.dtype());
     }
   }
   return result;
+}
+
+bool same_sizes(const Tensor& g, const SymShape& s) {
+  if (!g.has_symbolic_sizes()) [[likely]] {
+    const Shape& gs = g.sizes();
+    if (gs.size() != s.size()) return false;
+    bool bits = true;
+    for (size_t k = 0; k < s.size(); ++k) bits &= gs[k] == s[k].raw();
+    if (bits || !is_symbolic(s)) return bits;
+  }
+  SymShape gs = g.sym_sizes();
+  if (gs.size() != s.size()) return false;
+  for (size_t k = 0; k < s.size(); ++k)
+    if (gs[k] != s[k]) return false;
+  return true;
+}
+
+Tensor sum_to(const Tensor& g, const SymShape& shape) {
+  if (same_sizes(g, shape)) return g;
+  const SymShape gs = g.sym_sizes();
+  int64_t lead = g.dim() - static_cast<int64_t>(shape.size());
+  Shape dims;
+  for (int64_t i = 0; i < lead; ++i) dims.push_back(i);
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (shape[i] == 1 && gs[lead + i] != 1) dims.push_back(lead + static_cast<int64_t>(i));
+  Tensor r = dims.empty() ? g : sum(g, dims, true);
+  return same_sizes(r, shape) ? r : reshape(r, raw_shape(shape));
 }
 
 Tensor sum_to(const Tensor& g, const Shape& shape) {

@@ -100,13 +100,13 @@ void rebase_view(const Tensor& self, const std::shared_ptr<Node>& fn, int self_i
 TensorList CopySlices::apply(TensorList&& grad_outputs) {
   const TensorSpec& bs = in_specs[base_slot];
   Tensor g = grad_outputs.empty() ? Tensor() : grad_outputs[0];
-  Tensor result = g.defined() ? clone(g) : zeros(bs.concrete_sizes("backward"), TensorOptions(bs.dtype()).device(bs.device()));
+  Tensor result = g.defined() ? clone(g) : zeros(bs.raw_sizes(), TensorOptions(bs.dtype()).device(bs.device()));
   Tensor region = replay_view(result, *chain);
   TensorList fg(std::max<size_t>(fn->out_specs.size(), 1));
   fg[0] = clone(region);
   for (size_t i = 1; i < fg.size(); ++i)
     if (is_differentiable(fn->out_specs[i].dtype()))
-      fg[i] = zeros(fn->out_specs[i].concrete_sizes("backward"), TensorOptions(fn->out_specs[i].dtype()).device(fn->out_specs[i].device()));
+      fg[i] = zeros(fn->out_specs[i].raw_sizes(), TensorOptions(fn->out_specs[i].dtype()).device(fn->out_specs[i].device()));
   TensorList r = fn->apply(std::move(fg));
   r.resize(fn->next_edges.size());
   Tensor gs = self_index >= 0 ? validate_grad(*fn, self_index, r[self_index]) : Tensor();

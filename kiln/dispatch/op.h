@@ -54,6 +54,13 @@ struct TensorSpec {
   // The sizes as plain integers, for allocating or where only numbers make sense; a symbolic size is
   // specialised (a guard, from `op`).
   Shape concrete_sizes(const char* op) const;
+  // The sizes as an integer list, bit for bit (symbolic entries stay symbolic): what a shape argument
+  // of a creation/view op or a shape attribute takes (backward code passes an input's shape on so).
+  Shape raw_sizes() const {
+    Shape r;
+    r.assign_bits(sizes_.data(), sizes_.size());
+    return r;
+  }
 };
 using SpecList = SmallVec<TensorSpec, 2>;
 SpecList specs_of(const SmallVec<Tensor, 4>& ts);

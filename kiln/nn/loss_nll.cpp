@@ -113,7 +113,7 @@ TensorList nll_grad(const GradCtx& c, const TensorList& go) {
   TensorList r(c.in_specs.size());
   if (c.needs[0])
     r[0] = dispatch1(op_nll_bw, {go[0], c.in[1], c.in[2]},
-                     {c.attrs[0], c.attrs[1], Attr(c.in_specs[0].concrete_sizes("backward"))});
+                     {c.attrs[0], c.attrs[1], Attr(c.in_specs[0].raw_sizes())});
   return r;
 }
 DerivativeRegistrar d_nll{op_nll, nll_grad, 0b110, 0};

@@ -37,6 +37,10 @@ inline Tensor where_g(const Tensor& mask, const Tensor& g) {
   return where(mask, g, zeros({}, g.dtype()));
 }
 
+// Sizes as an integer list for the next op's shape argument, bit for bit: symbolic sizes (a trace)
+// stay symbolic and record no guard; plain ones are the sizes themselves.
+inline Shape raw_sizes(const Tensor& t) { return t.has_symbolic_sizes() ? raw_shape(t.sym_sizes()) : t.sizes(); }
+
 // polygamma(n, x), n >= 0 (n = 0 is digamma); a table op for n >= 1 (polygamma.cpp).
 Tensor polygamma(int64_t n, const Tensor& x);
 

@@ -10,7 +10,8 @@ namespace {
 using G = const GradCtx&;
 using GL = const TensorList&;
 
-Shape in_shape(G c, size_t i = 0) { return c.in_specs[i].concrete_sizes("backward"); }
+// The input's sizes, bit for bit (symbolic in a trace): passed on as a shape argument, never computed with.
+Shape in_shape(G c, size_t i = 0) { return c.in_specs[i].raw_sizes(); }
 int64_t dim0(G c) {
   return wrap_dim(attr<int64_t>(c.attrs, 0), std::max<int64_t>(in_shape(c).size(), 1), "backward");
 }
@@ -49,8 +50,8 @@ TensorList index_put_grad(G c, GL go) {
 DerivativeByName d_index_put{"index_put_", index_put_grad, ~3u, 0};
 
 TensorList masked_select_grad(G c, GL go) {
-  Tensor mask = expand(c.in[1], broadcast_shapes(in_shape(c), in_shape(c, 1)));
-  Tensor z = zeros(mask.sizes(), like(go[0]));
+  Tensor mask = expand(c.in[1], raw_shape(broadcast_shapes(c.in_specs[0].sizes(), c.in_specs[1].sizes())));
+  Tensor z = zeros(raw_sizes(mask), like(go[0]));
   return {masked_scatter(z, mask, go[0]), Tensor()};
 }
 DerivativeByName d_masked_select{"masked_select", masked_select_grad, 0b10, 0};
@@ -83,10 +84,10 @@ TensorList embedding_grad(G c, GL go) {
   bool by_freq = attr<bool>(c.attrs, 1);
   const Shape& ws = in_shape(c);
   Tensor flat = reshape(idx, {-1});
-  Tensor g = reshape(go[0], {flat.numel(), ws[1]});
+  Tensor g = reshape(go[0], {flat.sym_numel().raw(), ws[1]});
   if (padding_idx >= 0) g = mul(g, unsqueeze(ne(flat, Scalar(padding_idx)), 1));
   if (by_freq) {
-    Tensor counts = bincount(flat, Tensor(), ws[0]);
+    Tensor counts = bincount(flat, Tensor(), c.in_specs[0].size(0).guard_int("backward"));
     g = div(g, unsqueeze(index_select(counts, 0, flat), 1));
   }
   return {index_add(zeros(ws, like(go[0])), 0, flat, g), Tensor()};

@@ -46,7 +46,7 @@ Tensor max_pool_backward(const Tensor& grad, const Tensor& indices, const Shape&
 }
 TensorList max_pool_derivative(const GradCtx& ctx, const TensorList& grad) {
   TensorList r(1);
-  if (ctx.needs[0]) r[0] = max_pool_backward(grad[0], ctx.out[1], ctx.in_specs[0].concrete_sizes("backward"));
+  if (ctx.needs[0]) r[0] = max_pool_backward(grad[0], ctx.out[1], ctx.in_specs[0].raw_sizes());
   return r;
 }
 DerivativeRegistrar d_max_pool{op_max_pool, max_pool_derivative, 0, 0b10};
@@ -82,7 +82,7 @@ OpRegistrar reg_avg_pool_bw{op_avg_pool_bw, "avg_pool_backward(Tensor grad_outpu
 TensorList avg_pool_derivative(const GradCtx& ctx, const TensorList& grad) {
   TensorList r(1);
   if (ctx.needs[0]) {
-    Attrs a{ctx.in_specs[0].concrete_sizes("backward")};
+    Attrs a{ctx.in_specs[0].raw_sizes()};
     a.insert(a.end(), ctx.attrs.begin(), ctx.attrs.end());
     r[0] = dispatch1(op_avg_pool_bw, {grad[0]}, std::move(a));
   }
@@ -135,13 +135,13 @@ OpRegistrar reg_adaptive_bw{op_adaptive_bw, "adaptive_avg_pool_backward(Tensor g
 
 TensorList adaptive_derivative(const GradCtx& ctx, const TensorList& grad) {
   TensorList r(1);
-  if (ctx.needs[0]) r[0] = dispatch1(op_adaptive_bw, {grad[0]}, {ctx.in_specs[0].concrete_sizes("backward")});
+  if (ctx.needs[0]) r[0] = dispatch1(op_adaptive_bw, {grad[0]}, {ctx.in_specs[0].raw_sizes()});
   return r;
 }
 DerivativeRegistrar d_adaptive{op_adaptive, adaptive_derivative, 0, 0};
 TensorList adaptive_bw_derivative(const GradCtx& ctx, const TensorList& grad) {
   TensorList r(1);
-  if (ctx.needs[0]) r[0] = dispatch1(op_adaptive, {grad[0]}, {spatial(ctx.in_specs[0].concrete_sizes("backward"))});
+  if (ctx.needs[0]) r[0] = dispatch1(op_adaptive, {grad[0]}, {spatial(ctx.in_specs[0].raw_sizes())});
   return r;
 }
 DerivativeRegistrar d_adaptive_bw{op_adaptive_bw, adaptive_bw_derivative, 0, 0};

@@ -21,7 +21,7 @@ Tensor expand_reduced(const Tensor& g, const Shape& in_shape, const Shape& dims,
     }
     std::sort(ds.begin(), ds.end());
     ds.erase(std::unique(ds.begin(), ds.end()), ds.end());
-    Shape s = r.sizes();
+    Shape s = raw_sizes(r);
     for (int64_t d : ds) s.insert(s.begin() + d, 1);
     r = reshape(r, s);
   }
@@ -36,7 +36,9 @@ using GL = const TensorList&;
 const Shape& rdims(G c) { return attr<Shape>(c.attrs, 0); }
 bool rall(G c) { return attr<bool>(c.attrs, 1); }
 bool rkeep(G c) { return attr<bool>(c.attrs, 2); }
-Shape in_shape(G c) { return c.in_specs[0].concrete_sizes("backward"); }
+// The input's sizes, bit for bit (symbolic in a trace): passed on as a shape argument, never computed with.
+Shape in_shape(G c) { return c.in_specs[0].raw_sizes(); }
+int64_t in_dim(G c) { return c.in_specs[0].dim(); }
 Tensor expand_g(G c, const Tensor& g) {
   return expand_reduced(g, in_shape(c), rdims(c), rall(c), rkeep(c));
 }
@@ -50,7 +52,7 @@ TensorList nansum_grad(G c, GL go) {
 DerivativeByName d_nansum{"nansum", nansum_grad, 1, 0};
 
 TensorList mean_grad(G c, GL go) {
-  const Shape& s = in_shape(c);
+  const Shape& s = c.in_specs[0].concrete_sizes("backward");  // the count is a Scalar: a number
   int64_t count = 1;
   if (rall(c)) {
     count = shape_numel(s);
@@ -87,7 +89,7 @@ DerivativeByName d_norm_l2sq{"norm_l2sq", norm_l2sq_grad, 1, 0};
 // max(dim) / min(dim): the gradient goes to the selected index.
 TensorList argred_grad(G c, GL go) {
   int64_t dim = wrap_dim(attr<int64_t>(c.attrs, 0),
-                         std::max<int64_t>(c.in_specs[0].concrete_sizes("backward").size(), 1), "backward");
+                         std::max<int64_t>(in_dim(c), 1), "backward");
   bool keep = attr<bool>(c.attrs, 1);
   const Shape& s = in_shape(c);
   if (s.empty()) return {go[0]};
@@ -126,8 +128,7 @@ TensorList prod_grad(G c, GL go) {
 DerivativeByName d_prod{"prod", prod_grad, 1, 1};
 
 int64_t sm_dim(G c) {
-  return wrap_dim(attr<int64_t>(c.attrs, 0), std::max<int64_t>(c.in_specs[0].concrete_sizes("backward").size(), 1),
-                  "backward");
+  return wrap_dim(attr<int64_t>(c.attrs, 0), std::max<int64_t>(in_dim(c), 1), "backward");
 }
 TensorList softmax_grad(G c, GL go) {
   const Tensor &g = go[0], &y = c.out[0];

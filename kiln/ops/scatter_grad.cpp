@@ -13,6 +13,8 @@ using G = const GradCtx&;
 using GL = const TensorList&;
 
 Shape in_shape(G c, size_t i = 0) { return c.in_specs[i].concrete_sizes("backward"); }
+// The same bit for bit (symbolic in a trace, no guard), for a shape passed on and never computed with.
+Shape in_raw(G c, size_t i = 0) { return c.in_specs[i].raw_sizes(); }
 int64_t dim_attr(G c) { return attr<int64_t>(c.attrs, 0); }
 Tensor zero_of(const Tensor& g) { return zeros({}, like(g)); }
 
@@ -120,7 +122,7 @@ TensorList index_add_grad(G c, GL go) {
   r[0] = g;
   if (c.needs[2]) {
     const Scalar alpha = attr_scalar(c.attrs[1]);  // torch does not conjugate a complex alpha here
-    Tensor s = reshape(index_select(g, dim_attr(c), c.in[1]), in_shape(c, 2));
+    Tensor s = reshape(index_select(g, dim_attr(c), c.in[1]), in_raw(c, 2));
     bool unit = !alpha.is_complex() && alpha.to_double() == 1.0;
     r[2] = unit ? s : mul(s, alpha);
   }
@@ -132,7 +134,7 @@ TensorList index_copy_grad(G c, GL go) {
   const Tensor& g = go[0];
   TensorList r(3);
   if (c.needs[0]) r[0] = index_fill(g, dim_attr(c), c.in[1], Scalar(0.0));
-  if (c.needs[2]) r[2] = reshape(index_select(g, dim_attr(c), c.in[1]), in_shape(c, 2));
+  if (c.needs[2]) r[2] = reshape(index_select(g, dim_attr(c), c.in[1]), in_raw(c, 2));
   return r;
 }
 DerivativeByName d_index_copy{"index_copy", index_copy_grad, 0b010, 0};
@@ -175,8 +177,8 @@ TensorList put_grad(G c, GL go) {
   const Tensor& index = c.in[1];
   TensorList r(3);
   if (c.needs[0])
-    r[0] = attr<bool>(c.attrs, 0) ? g : put(g, index, zeros(in_shape(c, 2), like(g)), false);
-  if (c.needs[2]) r[2] = reshape(take(g, index), in_shape(c, 2));
+    r[0] = attr<bool>(c.attrs, 0) ? g : put(g, index, zeros(in_raw(c, 2), like(g)), false);
+  if (c.needs[2]) r[2] = reshape(take(g, index), in_raw(c, 2));
   return r;
 }
 DerivativeByName d_put{"put", put_grad, 0b010, 0};
@@ -184,7 +186,7 @@ DerivativeByName d_put{"put", put_grad, 0b010, 0};
 // inputs {x broadcast, index broadcast and wrapped}; attrs {dim}
 TensorList take_along_dim_grad(G c, GL go) {
   const Tensor& g = go[0];
-  return {scatter_add(zeros(in_shape(c), like(g)), dim_attr(c), c.in[1], g), Tensor()};
+  return {scatter_add(zeros(in_raw(c), like(g)), dim_attr(c), c.in[1], g), Tensor()};
 }
 DerivativeByName d_take_along_dim{"take_along_dim", take_along_dim_grad, 0b10, 0};
 

@@ -16,13 +16,15 @@ using G = const GradCtx&;
 using GL = const TensorList&;
 
 Shape in_shape(G c) { return c.in_specs[0].concrete_sizes("backward"); }
+// The same bit for bit (symbolic in a trace, no guard), for sizes passed on and never computed with.
+Shape in_raw(G c) { return c.in_specs[0].raw_sizes(); }
 
 // repeat(r): output dim i is r[i] copies of the input's dim; viewed as (r[i], size[i]) pairs the
 // copies are summed away.
 TensorList repeat_grad(G c, GL go) {
   const Tensor& g = go[0];
   const Shape& r = attr<Shape>(c.attrs, 0);
-  const Shape& s = in_shape(c);
+  const Shape& s = in_raw(c);  // only passed on, as reshape's sizes
   if (r.empty()) return {g};
   const int64_t lead = static_cast<int64_t>(r.size() - s.size());
   Shape split, dims;
@@ -39,14 +41,14 @@ DerivativeByName d_repeat{"repeat", repeat_grad, 0, 0};
 TensorList diag_grad(G c, GL go) {
   const Tensor& g = go[0];
   const int64_t k = attr<int64_t>(c.attrs, 0);
-  if (in_shape(c).size() == 1) return {diagonal(g, k, 0, 1)};
+  if (c.in_specs[0].dim() == 1) return {diagonal(g, k, 0, 1)};
   return {diagonal_backward(g, in_shape(c), k, 0, 1)};
 }
 DerivativeByName d_diag{"diag", diag_grad, 0, 0};
 
 // diag_embed(x, offset, d1, d2): attrs as given (d1, d2 refer to the output's dims).
 TensorList diag_embed_grad(G c, GL go) {
-  const int64_t nd = static_cast<int64_t>(in_shape(c).size()) + 1;
+  const int64_t nd = c.in_specs[0].dim() + 1;
   const int64_t d1 = wrap_dim(attr<int64_t>(c.attrs, 1), nd, "diag_embed");
   const int64_t d2 = wrap_dim(attr<int64_t>(c.attrs, 2), nd, "diag_embed");
   return {diagonal(go[0], attr<int64_t>(c.attrs, 0), d1, d2)};

@@ -14,7 +14,8 @@ namespace {
 using G = const GradCtx&;
 using GL = const TensorList&;
 
-Shape in_shape(G c) { return c.in_specs[0].concrete_sizes("backward"); }
+// The input's sizes, bit for bit (symbolic in a trace): passed on as a shape argument, never computed with.
+Shape in_shape(G c) { return c.in_specs[0].raw_sizes(); }
 
 // g (the values' gradient, reduced along dim unless keep) scattered to `idx` of zeros like x.
 Tensor to_indices(G c, const Tensor& g, const Tensor& idx, int64_t dim, bool keep) {

@@ -49,7 +49,7 @@ OpRegistrar reg_nearest_bw{op_nearest_bw, "upsample_nearest_backward(Tensor grad
 TensorList nearest_derivative(const GradCtx& ctx, const TensorList& grad) {
   TensorList r(1);
   if (ctx.needs[0]) {
-    Attrs a{ctx.in_specs[0].concrete_sizes("backward")};
+    Attrs a{ctx.in_specs[0].raw_sizes()};
     a.insert(a.end(), ctx.attrs.begin(), ctx.attrs.end());
     r[0] = dispatch1(op_nearest_bw, {grad[0]}, std::move(a));
   }
@@ -97,7 +97,7 @@ OpRegistrar reg_linear_bw{op_linear_bw, "upsample_linear_backward(Tensor grad_ou
 TensorList linear_derivative(const GradCtx& ctx, const TensorList& grad) {
   TensorList r(1);
   if (ctx.needs[0]) {
-    Attrs a{ctx.in_specs[0].concrete_sizes("backward")};
+    Attrs a{ctx.in_specs[0].raw_sizes()};
     a.insert(a.end(), ctx.attrs.begin(), ctx.attrs.end());
     r[0] = dispatch1(op_linear_bw, {grad[0]}, std::move(a));
   }

@@ -14,6 +14,18 @@ using G = const GradCtx&;
 using GL = const TensorList&;
 
 Shape in_shape(G c, size_t i = 0) { return c.in_specs[i].concrete_sizes("backward"); }
+// The same bit for bit (symbolic in a trace, no guard), for a shape passed on and never computed with.
+Shape in_raw(G c, size_t i = 0) { return c.in_specs[i].raw_sizes(); }
+// One size computed with: a symbolic one is specialised (a guard); the other dims stay symbolic.
+int64_t in_size(G c, int64_t d, size_t i = 0) {
+  const SymInt s = c.in_specs[i].sizes()[d];
+  return s.is_symbolic() ? s.guard_int(std::string("backward")) : s.raw();
+}
+// An int attribute that may carry a symbolic size (narrow's start/length in a trace), as a number.
+int64_t int_of(const Attr& a) {
+  const SymInt s = SymInt::from_raw(std::get<int64_t>(a));
+  return s.is_symbolic() ? s.guard_int(std::string("backward")) : s.raw();
+}
 
 // The gradient of a contiguous range [s, e) of dim d: zeros around g, as a (differentiable) pad.
 Tensor pad_dim(const Tensor& g, int64_t d, int64_t before, int64_t after) {
@@ -39,7 +51,7 @@ Tensor diagonal_backward(const Tensor& g, const Shape& in_shape, int64_t offset,
 
 namespace {
 
-TensorList reshape_grad(G c, GL go) { return {reshape(go[0], in_shape(c))}; }
+TensorList reshape_grad(G c, GL go) { return {reshape(go[0], in_raw(c))}; }
 DerivativeByName d_view{"view", reshape_grad, 0, 0};
 DerivativeByName d_unsqueeze{"unsqueeze", reshape_grad, 0, 0};
 DerivativeByName d_squeeze{"squeeze", reshape_grad, 0, 0};
@@ -57,19 +69,19 @@ TensorList permute_grad(G c, GL go) {
 DerivativeByName d_permute{"permute", permute_grad, 0, 0};
 
 TensorList slice_grad(G c, GL go) {
-  int64_t d = attr<int64_t>(c.attrs, 0), s = attr<int64_t>(c.attrs, 1);
-  int64_t e = attr<int64_t>(c.attrs, 2), step = attr<int64_t>(c.attrs, 3);
-  int64_t n = in_shape(c)[d];
+  int64_t d = attr<int64_t>(c.attrs, 0), s = int_of(c.attrs[1]);
+  int64_t e = int_of(c.attrs[2]), step = attr<int64_t>(c.attrs, 3);
+  int64_t n = in_size(c, d);
   if (step == 1) return {pad_dim(go[0], d, s, n - std::max(e, s))};
   Tensor idx =
-      arange(Scalar(s), Scalar(s + step * go[0].sizes()[d]), Scalar(step), like(go[0], kInt64));
-  return {index_add(zeros(in_shape(c), like(go[0])), d, idx, go[0])};
+      arange(Scalar(s), Scalar(s + step * go[0].size(d)), Scalar(step), like(go[0], kInt64));
+  return {index_add(zeros(in_raw(c), like(go[0])), d, idx, go[0])};
 }
 DerivativeByName d_slice{"slice", slice_grad, 0, 0};
 
 TensorList select_grad(G c, GL go) {
-  int64_t d = attr<int64_t>(c.attrs, 0), i = attr<int64_t>(c.attrs, 1);
-  int64_t n = in_shape(c)[d];
+  int64_t d = attr<int64_t>(c.attrs, 0), i = int_of(c.attrs[1]);
+  int64_t n = in_size(c, d);
   return {pad_dim(unsqueeze(go[0], d), d, i, n - i - 1)};
 }
 DerivativeByName d_select{"select", select_grad, 0, 0};
@@ -168,13 +180,13 @@ TensorList cat_grad(G c, GL go) {
   int64_t d = attr<int64_t>(c.attrs, 0);
   int64_t off = 0;
   for (size_t i = 0; i < c.in_specs.size(); ++i) {
-    const Shape& s = c.in_specs[i].concrete_sizes("backward");
-    if (s.size() == 1 && s[0] == 0 && nd != 1) {  // legacy empty inputs are skipped by cat
-      if (c.needs[i]) r[i] = zeros(s, like(g));
+    const SymShape& s = c.in_specs[i].sizes();
+    if (s.size() == 1 && s[0].raw() == 0 && nd != 1) {  // legacy empty inputs are skipped by cat
+      if (c.needs[i]) r[i] = zeros({0}, like(g));
       continue;
     }
     int64_t dd = wrap_dim(d, nd, "cat");
-    int64_t len = s[dd];
+    int64_t len = in_size(c, dd, i);
     if (c.needs[i]) r[i] = narrow(g, dd, off, len);
     off += len;
   }

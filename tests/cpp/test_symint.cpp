@@ -252,3 +252,33 @@ TEST(SymbolicMeta, TransformerBlockForwardAndLoss) {
   EXPECT_EQ(env.check({5, 9}), std::nullopt);
   EXPECT_TRUE(env.check({5, 65}).has_value());  // outside seq's range
 }
+
+// The same block's backward: the derivatives and the engine compute in SymInts, so loss.backward()
+// pins neither the batch nor the sequence length, and every gradient is shaped like its parameter.
+TEST(SymbolicMeta, TransformerBlockBackward) {
+  manual_seed(0);
+  SymBlock block(16, 2);
+  nn::Embedding tok(11, 16);
+  block.to(kMeta);
+  tok.to(kMeta);
+  ShapeEnv env;
+  ShapeEnvGuard g(env);
+  SymInt B = env.create_symbol("batch", 3), T = env.create_symbol("seq", 7, 2, 64);
+  Tensor idx = empty_symint({B, T}, TensorOptions(kInt64).device(kMeta));
+  Tensor h = block.forward(tok.forward(idx));
+  Tensor logits = matmul(h, tok.weight().t());
+  Tensor loss = nn::functional::cross_entropy(view_symint(logits, {B * T, 11}), view_symint(idx, {B * T}));
+  backward({loss});
+  EXPECT_TRUE(env.guards().empty()) << guards_str(env);
+  nn::NamedTensors params = block.named_parameters();
+  for (const auto& np : tok.named_parameters()) params.push_back(np);
+  ASSERT_FALSE(params.empty());
+  for (const auto& [name, p] : params) {
+    Tensor gp = grad(p);
+    ASSERT_TRUE(gp.defined()) << name;
+    EXPECT_TRUE(gp.is_meta());
+    EXPECT_EQ(sym_str(gp.sym_sizes()), sym_str(p.sym_sizes())) << name;
+  }
+  EXPECT_TRUE(env.guards().empty()) << guards_str(env);
+  EXPECT_EQ(env.check({5, 9}), std::nullopt);
+}

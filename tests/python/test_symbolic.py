@@ -105,6 +105,31 @@ def test_quickstart_forward_and_loss_trace_with_symbolic_batch_and_sequence():
         assert "outside its range" in env.check([2, context + 1])
 
 
+def test_quickstart_backward_trace_with_symbolic_batch_and_sequence():
+    # forward, loss AND loss.backward() on meta tensors: the derivatives and the engine compute in
+    # SymInts, so nothing pins the batch or the sequence length, and each gradient is shaped like its
+    # parameter
+    qs = _quickstart()
+    kiln.manual_seed(0)
+    vocab, context = 13, 32
+    model = qs.CharTransformer(vocab, context, d_model=32, n_layers=2, n_heads=4)
+    model.to("meta")
+    with kiln.ShapeEnv() as env:
+        B = env.create_symbol("batch", 4)
+        T = env.create_symbol("seq", 7, 2, context)
+        idx = meta(B, T, dtype=kiln.int64)
+        loss = qs.loss_fn(model, idx, idx)
+        loss.backward()
+        assert env.guards == [], env.guards
+        params = list(model.named_parameters())
+        assert params
+        for name, p in params:
+            assert p.grad is not None, name
+            assert p.grad.device.type == "meta"
+            assert tuple(p.grad.shape) == tuple(p.shape), name
+        assert env.check([2, 3]) is None and env.check([5, context]) is None
+
+
 def test_a_plain_int_pins_the_dimension_and_says_where():
     with kiln.ShapeEnv() as env:
         B, T = env.create_symbol("batch", 4), env.create_symbol("seq", 5)
