@@ -41,6 +41,10 @@ inline Tensor where_g(const Tensor& mask, const Tensor& g) {
 // stay symbolic and record no guard; plain ones are the sizes themselves.
 inline Shape raw_sizes(const Tensor& t) { return t.has_symbolic_sizes() ? raw_shape(t.sym_sizes()) : t.sizes(); }
 
+// narrow(x, dim, start, length) with a start and length that may be symbolic (a trace; view.cpp):
+// concrete ones are narrow's own call.
+Tensor narrow_symint(const Tensor& x, int64_t dim, SymInt start, SymInt length);
+
 // polygamma(n, x), n >= 0 (n = 0 is digamma); a table op for n >= 1 (polygamma.cpp).
 Tensor polygamma(int64_t n, const Tensor& x);
 

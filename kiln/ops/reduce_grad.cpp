@@ -52,19 +52,27 @@ TensorList nansum_grad(G c, GL go) {
 DerivativeByName d_nansum{"nansum", nansum_grad, 1, 0};
 
 TensorList mean_grad(G c, GL go) {
-  const Shape& s = c.in_specs[0].concrete_sizes("backward");  // the count is a Scalar: a number
-  int64_t count = 1;
+  const SymShape& s = c.in_specs[0].sizes();
+  Shape ds;  // the reduced dims
   if (rall(c)) {
-    count = shape_numel(s);
-  } else {
-    Shape ds;
-    for (int64_t d : rdims(c)) ds.push_back(wrap_dim(d, std::max<int64_t>(s.size(), 1), "mean"));
+    for (size_t d = 0; d < s.size(); ++d) ds.push_back(static_cast<int64_t>(d));
+  } else if (!s.empty()) {
+    for (int64_t d : rdims(c)) ds.push_back(wrap_dim(d, static_cast<int64_t>(s.size()), "mean"));
     std::sort(ds.begin(), ds.end());
     ds.erase(std::unique(ds.begin(), ds.end()), ds.end());
-    for (int64_t d : ds) count *= s.empty() ? 1 : s[d];
+  } else {
+    for (int64_t d : rdims(c)) wrap_dim(d, 1, "mean");
   }
-  return {
-      true_divide(expand_g(c, go[0]), Scalar(static_cast<double>(std::max<int64_t>(count, 1))))};
+  SymInt count = 1;
+  for (int64_t d : ds) count *= s[d];
+  if (!count.is_symbolic()) [[likely]]
+    return {true_divide(expand_g(c, go[0]),
+                        Scalar(static_cast<double>(std::max<int64_t>(count.raw(), 1))))};
+  // A symbolic count (a trace that reduces a symbolic dim) is no Scalar: it is the sum of ones shaped
+  // like the reduced dims, so the divisor stays an expression of the sizes and nothing is pinned.
+  SymShape os(s.size(), SymInt(1));
+  for (int64_t d : ds) os[d] = s[d];
+  return {div(expand_g(c, go[0]), sum(ones(raw_shape(os), like(go[0]))))};
 }
 DerivativeByName d_mean{"mean", mean_grad, 0, 0};
 

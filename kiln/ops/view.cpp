@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "kiln/autograd/function.h"
+#include "kiln/ops/grad_util.h"
 #include "kiln/ops/ops.h"
 
 namespace kiln {
@@ -490,6 +491,17 @@ Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::op
   s = std::clamp<int64_t>(s, 0, n);
   e = std::clamp<int64_t>(e, s, n);
   return run_view(op_slice, x, {d, s, e, step});
+}
+
+Tensor narrow_symint(const Tensor& x, int64_t dim, SymInt start, SymInt length) {
+  if (!start.is_symbolic() && !length.is_symbolic()) [[likely]] return narrow(x, dim, start.raw(), length.raw());
+  KILN_CHECK(x.dim() > 0, Runtime, "narrow", "narrow() cannot be applied to a 0-dim tensor.");
+  const int64_t d = wrap_dim(dim, x.dim(), "narrow");
+  const SymInt n = x.sym_size(d);
+  KILN_CHECK(length >= 0, Runtime, "narrow", "narrow(): length must be non-negative.");
+  KILN_CHECK(start >= 0 && start <= n - length, Runtime, "narrow", "start (", start, ") + length (",
+             length, ") exceeds dimension size (", n, ").");
+  return run_view(op_slice, x, {d, start.raw(), (start + length).raw(), int64_t(1)});
 }
 
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {

@@ -178,7 +178,7 @@ TensorList cat_grad(G c, GL go) {
   TensorList r(c.in_specs.size());
   int64_t nd = g.dim();
   int64_t d = attr<int64_t>(c.attrs, 0);
-  int64_t off = 0;
+  SymInt off = 0;  // symbolic in a trace: the pieces' lengths are the inputs' sizes
   for (size_t i = 0; i < c.in_specs.size(); ++i) {
     const SymShape& s = c.in_specs[i].sizes();
     if (s.size() == 1 && s[0].raw() == 0 && nd != 1) {  // legacy empty inputs are skipped by cat
@@ -186,8 +186,8 @@ TensorList cat_grad(G c, GL go) {
       continue;
     }
     int64_t dd = wrap_dim(d, nd, "cat");
-    int64_t len = in_size(c, dd, i);
-    if (c.needs[i]) r[i] = narrow(g, dd, off, len);
+    const SymInt len = s[dd];
+    if (c.needs[i]) r[i] = narrow_symint(g, dd, off, len);
     off += len;
   }
   return r;

@@ -130,6 +130,48 @@ def test_quickstart_backward_trace_with_symbolic_batch_and_sequence():
         assert env.check([2, 3]) is None and env.check([5, context]) is None
 
 
+_leaves = []
+
+
+def _leaf(*sizes):
+    t = meta(*sizes).requires_grad_(True)
+    _leaves.append(t)
+    return t
+
+
+_BACKWARD_CASES = {
+    "broadcast_add": lambda B, T: _leaf(B, T, 4) + _leaf(T, 4),
+    "expand": lambda B, T: _leaf(B, 1, 4).expand(B, T, 4),
+    "mean_last": lambda B, T: _leaf(B, T, 4).mean(-1),
+    "mean_seq": lambda B, T: _leaf(B, T, 4).mean(1),
+    "mean_all": lambda B, T: _leaf(B, T).mean(),
+    "log_softmax": lambda B, T: _leaf(B, T, 4).log_softmax(-1),
+    "sort": lambda B, T: _leaf(B, T).sort(1)[0],
+    "max_dim": lambda B, T: _leaf(B, T).max(1)[0],
+    "cat": lambda B, T: kiln.cat([_leaf(B, T), _leaf(B, 3), _leaf(B, T)], 1),
+    "split": lambda B, T: _leaf(B, T, 6).split(2, dim=2)[1],
+    "gather": lambda B, T: _leaf(B, T).gather(1, kiln.zeros(B, T, dtype=kiln.int64, device="meta")),
+    "nll_loss": lambda B, T: F.nll_loss(_leaf(B, 5), kiln.zeros(B, dtype=kiln.int64, device="meta")),
+    "repeat": lambda B, T: _leaf(B, T).repeat(2, 1),
+    "permute": lambda B, T: _leaf(B, T, 4).permute(2, 0, 1),
+    "max_pool2d": lambda B, T: F.max_pool2d(_leaf(B, 3, T, 8), 2),
+    "avg_pool2d": lambda B, T: F.avg_pool2d(_leaf(B, 3, T, 8), 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_BACKWARD_CASES))
+def test_derivatives_keep_sizes_symbolic(name):
+    with kiln.ShapeEnv() as env:
+        B, T = env.create_symbol("batch", 4), env.create_symbol("seq", 6, 4)  # seq >= 4: a pooled seq > 1
+        _leaves.clear()
+        y = _BACKWARD_CASES[name](B, T)
+        y.sum().backward()
+        assert env.guards == [], env.guards
+        for x in _leaves:  # each gradient has its input's symbolic shape
+            assert x.grad is not None and str(x.grad.shape) == str(x.shape)
+        _leaves.clear()
+
+
 def test_a_plain_int_pins_the_dimension_and_says_where():
     with kiln.ShapeEnv() as env:
         B, T = env.create_symbol("batch", 4), env.create_symbol("seq", 5)
