@@ -2,6 +2,7 @@
 // weight gradient (`convolution_backward_weight`): schemas, metas, derivatives and front ends. The
 // CPU kernels are in kiln/backend/cpu/conv.cpp.
 #include "kiln/ops/conv_detail.h"
+#include "kiln/ops/grad_util.h"
 #include "kiln/ops/shape.h"
 
 namespace kiln {
@@ -140,33 +141,35 @@ OpRegistrar reg_conv_bw{op_conv_bw, "convolution_backward_weight(Tensor grad_out
 
 // ---- derivatives -------------------------------------------------------------------------------
 // The transposed-convolution output_padding that makes conv_transpose(g) as large as `target`.
-Shape output_padding_for(const Shape& target, const Shape& g, const Shape& ksize, const Shape& s,
+// In SymInts (a trace keeps the batch symbolic); a symbolic padding is specialised (a guard).
+Shape output_padding_for(const SymShape& target, const SymShape& g, const Shape& ksize, const Shape& s,
                          const Shape& p, const Shape& d) {
   Shape op;
-  for (size_t i = 0; i < s.size(); ++i)
-    op.push_back(target[i + 2] -
-                 ((g[i + 2] - 1) * s[i] - 2 * p[i] + d[i] * (ksize[i + 2] - 1) + 1));
+  for (size_t i = 0; i < s.size(); ++i) {
+    const SymInt v = target[i + 2] - ((g[i + 2] - 1) * s[i] - 2 * p[i] + d[i] * (ksize[i + 2] - 1) + 1);
+    op.push_back(v.is_symbolic() ? v.guard_int(std::string("backward")) : v.raw());
+  }
   return op;
 }
 // Trims the spatial dims of t to those of `target` (a plain convolution of a transposed one's
 // output can reach further when output_padding >= stride).
-Tensor trim_to(Tensor t, const Shape& target) {
+Tensor trim_to(Tensor t, const SymShape& target) {
   for (int64_t i = 2; i < t.dim(); ++i)
-    if (t.sizes()[i] != target[i]) t = narrow(t, i, 0, target[i]);
+    if (t.sym_size(i) != target[i]) t = narrow_symint(t, i, 0, target[i]);
   return t;
 }
 
 TensorList conv_derivative(const GradCtx& ctx, const TensorList& grad) {
   ConvArgs c = conv_args(ctx.attrs);
   const Tensor &x = ctx.in[0], &w = ctx.in[1], &g = grad[0];
-  const Shape& xs = ctx.in_specs[0].concrete_sizes("backward");
+  const SymShape& xs = ctx.in_specs[0].sizes();
   TensorList r(ctx.in.size());
   Shape zero(c.stride.size(), 0);
   if (!c.transposed) {
     if (ctx.needs[0])
       r[0] = convolution(
           g, w, {}, c.stride, c.padding, c.dilation, true,
-          output_padding_for(xs, g.sizes(), w.sizes(), c.stride, c.padding, c.dilation), c.groups);
+          output_padding_for(xs, g.sym_sizes(), w.sizes(), c.stride, c.padding, c.dilation), c.groups);
     if (ctx.needs[1])
       r[1] =
           convolution_backward_weight(g, x, w.sizes(), c.stride, c.padding, c.dilation, c.groups);
@@ -196,10 +199,10 @@ TensorList conv_bw_derivative(const GradCtx& ctx, const TensorList& grad) {
   const Tensor &gy = ctx.in[0], &x = ctx.in[1], &gw = grad[0];
   TensorList r(2);
   if (ctx.needs[0])
-    r[0] = trim_to(convolution(x, gw, {}, s, p, d, false, Shape(s.size(), 0), groups), gy.sizes());
+    r[0] = trim_to(convolution(x, gw, {}, s, p, d, false, Shape(s.size(), 0), groups), gy.sym_sizes());
   if (ctx.needs[1])
     r[1] = convolution(gy, gw, {}, s, p, d, true,
-                       output_padding_for(x.sizes(), gy.sizes(), gw.sizes(), s, p, d), groups);
+                       output_padding_for(x.sym_sizes(), gy.sym_sizes(), gw.sizes(), s, p, d), groups);
   return r;
 }
 DerivativeRegistrar d_conv_bw{op_conv_bw, conv_bw_derivative, 0b11, 0};

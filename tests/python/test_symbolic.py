@@ -156,6 +156,8 @@ _BACKWARD_CASES = {
     "permute": lambda B, T: _leaf(B, T, 4).permute(2, 0, 1),
     "max_pool2d": lambda B, T: F.max_pool2d(_leaf(B, 3, T, 8), 2),
     "avg_pool2d": lambda B, T: F.avg_pool2d(_leaf(B, 3, T, 8), 2),
+    "conv2d": lambda B, T: F.conv2d(_leaf(B, 3, 10, 10), _leaf(5, 3, 3, 3), _leaf(5), stride=2, padding=1),
+    "conv_transpose1d": lambda B, T: F.conv_transpose1d(_leaf(B, 3, 10), _leaf(3, 5, 3), stride=2),
 }
 
 
