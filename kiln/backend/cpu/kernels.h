@@ -12,7 +12,7 @@
 #include "kiln/core/dtype.h"
 #include "kiln/ops/reduce_detail.h"
 #include "kiln/ops/unary_list.h"
-#include "kiln/optim/detail/fused.h"
+#include "kiln/optim/detail/update.h"
 
 namespace kiln::cpu {
 

@@ -7,6 +7,7 @@
 
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/parallel.h"
+#include "kiln/optim/detail/fused.h"
 
 namespace kiln {
 
