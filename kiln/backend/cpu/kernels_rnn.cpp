@@ -40,6 +40,29 @@ inline V sigm8(V x) { return set1(1.0f) / (set1(1.0f) + (-x).exp()); }
 inline V tanh8(V x) { return tanh_fast(x); }
 // sigmoid'(y) = y (1 - y) from the activation y
 inline V dsig(V y) { return mul(y, sub(set1(1.0f), y)); }
+
+// The LSTM backward of 8 units of one row: from dh, the activations g (i, f, g, o, H apart), the
+// cell state c and c_prev, and the cell gradient carried in dc (updated for the step before), the
+// gate gradients into d, and their sums over rows for the bias gradient.
+struct GateSums {
+  V i = zero(), f = zero(), g = zero(), o = zero();
+  void add_to(float* db, int64_t H) const {
+    st(db, add(ld(db), i)), st(db + H, add(ld(db + H), f));
+    st(db + 2 * H, add(ld(db + 2 * H), g)), st(db + 3 * H, add(ld(db + 3 * H), o));
+  }
+};
+inline void lstm_back_row(V dh, const float* g, float* d, const float* c, const float* c_prev, float* dc, int64_t H,
+                          GateSums& sums) {
+  const V one = set1(1.0f);
+  V i = ld(g), f = ld(g + H), gg = ld(g + 2 * H), o = ld(g + 3 * H);
+  V tc = tanh8(ld(c));
+  V dcv = vfma(mul(dh, o), fnma(tc, tc, one), ld(dc));
+  V di = mul(mul(dcv, gg), dsig(i)), df = mul(mul(dcv, ld(c_prev)), dsig(f));
+  V dg = mul(mul(dcv, i), fnma(gg, gg, one)), dout = mul(mul(dh, tc), dsig(o));
+  st(d, di), st(d + H, df), st(d + 2 * H, dg), st(d + 3 * H, dout);
+  st(dc, mul(dcv, f));
+  sums.i = add(sums.i, di), sums.f = add(sums.f, df), sums.g = add(sums.g, dg), sums.o = add(sums.o, dout);
+}
 #endif
 
 // ---- LSTM ---------------------------------------------------------------------------------------
@@ -93,28 +116,16 @@ int64_t vec_step(const LstmStep<float>& s, int64_t j0, int64_t j1) {
 
 int64_t vec_step(const LstmBackStep<float>& s, int64_t j0, int64_t j1) {
   const int64_t H = s.H;
-  const V one = set1(1.0f);
   int64_t j = j0;
   for (; j + 8 <= j1; j += 8) {
-    V si = zero(), sf = si, sg = si, so = si;
+    GateSums sums;
     for (int64_t b = 0; b < s.B; ++b) {
       const int64_t k = b * H + j;
-      const float* g = s.gates + b * 4 * H + j;
-      float* d = s.dgates + b * 4 * H + j;
       V dh = ld(s.dh + k);
       if (s.dh_add) dh = add(dh, ld(s.dh_add + k));
-      V i = ld(g), f = ld(g + H), gg = ld(g + 2 * H), o = ld(g + 3 * H);
-      V tc = tanh8(ld(s.c + k));
-      V dc = vfma(mul(dh, o), fnma(tc, tc, one), ld(s.dc + k));
-      V di = mul(mul(dc, gg), dsig(i)), df = mul(mul(dc, ld(s.c_prev + k)), dsig(f));
-      V dg = mul(mul(dc, i), fnma(gg, gg, one)), dout = mul(mul(dh, tc), dsig(o));
-      st(d, di), st(d + H, df), st(d + 2 * H, dg), st(d + 3 * H, dout);
-      st(s.dc + k, mul(dc, f));
-      si = add(si, di), sf = add(sf, df), sg = add(sg, dg), so = add(so, dout);
+      lstm_back_row(dh, s.gates + b * 4 * H + j, s.dgates + b * 4 * H + j, s.c + k, s.c_prev + k, s.dc + k, H, sums);
     }
-    float* db = s.dbias + j;
-    st(db, add(ld(db), si)), st(db + H, add(ld(db + H), sf));
-    st(db + 2 * H, add(ld(db + 2 * H), sg)), st(db + 3 * H, add(ld(db + 3 * H), so));
+    sums.add_to(s.dbias + j, H);
   }
   return j;
 }
@@ -300,7 +311,6 @@ template <int MR>
 void lstm_fused_bwd_tile(const LstmFusedBwd& s, const float* a, int64_t u, int64_t b0,
                                       int64_t k0, int64_t k1, float* part, bool last) {
   const int64_t H = s.H, K = 4 * H, j0 = u * 16;
-  const V one = set1(1.0f);
   V acc[MR][2];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
@@ -325,26 +335,15 @@ void lstm_fused_bwd_tile(const LstmFusedBwd& s, const float* a, int64_t u, int64
 #pragma GCC unroll 2
   for (int half = 0; half < 2; ++half) {
     const int64_t j = j0 + 8 * half;
-    V si = zero(), sf = si, sg = si, so = si;
+    GateSums sums;
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
       const int64_t row = b0 + r, k = row * H + j;
-      const float* g = s.gates + row * 4 * H + j;
-      float* d = s.dg + row * 4 * H + j;
       V dh = add(acc[r][half], ld(s.dy + k));
       if (s.dh_add) dh = add(dh, ld(s.dh_add + k));
-      V i = ld(g), f = ld(g + H), gg = ld(g + 2 * H), o = ld(g + 3 * H);
-      V tc = tanh8(ld(s.c + k));
-      V dc = vfma(mul(dh, o), fnma(tc, tc, one), ld(s.dc + k));
-      V di = mul(mul(dc, gg), dsig(i)), df = mul(mul(dc, ld(s.c_prev + k)), dsig(f));
-      V dg = mul(mul(dc, i), fnma(gg, gg, one)), dout = mul(mul(dh, tc), dsig(o));
-      st(d, di), st(d + H, df), st(d + 2 * H, dg), st(d + 3 * H, dout);
-      st(s.dc + k, mul(dc, f));
-      si = add(si, di), sf = add(sf, df), sg = add(sg, dg), so = add(so, dout);
+      lstm_back_row(dh, s.gates + row * 4 * H + j, s.dg + row * 4 * H + j, s.c + k, s.c_prev + k, s.dc + k, H, sums);
     }
-    float* db = s.dbias + j;
-    st(db, add(ld(db), si)), st(db + H, add(ld(db + H), sf));
-    st(db + 2 * H, add(ld(db + 2 * H), sg)), st(db + 3 * H, add(ld(db + 3 * H), so));
+    sums.add_to(s.dbias + j, H);
   }
 }
 
