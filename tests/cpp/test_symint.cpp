@@ -232,7 +232,10 @@ TEST(SymbolicMeta, OpsKeepSizesSymbolic) {
   (void)z;
 }
 
-TEST(SymbolicMeta, TransformerBlockForwardAndLoss) {
+// The block and its embedding on meta, traced on a symbolic (batch, seq) input up to the loss;
+// check(env, block, tok, h, loss) runs inside the trace.
+template <class F>
+void trace_block_loss(F&& check) {
   manual_seed(0);
   SymBlock block(16, 2);
   nn::Embedding tok(11, 16);
@@ -243,42 +246,38 @@ TEST(SymbolicMeta, TransformerBlockForwardAndLoss) {
   SymInt B = env.create_symbol("batch", 3), T = env.create_symbol("seq", 7, 2, 64);
   Tensor idx = empty_symint({B, T}, TensorOptions(kInt64).device(kMeta));
   Tensor h = block.forward(tok.forward(idx));
-  EXPECT_EQ(sym_str(h.sym_sizes()), "(batch, seq, 16)");
   Tensor logits = matmul(h, tok.weight().t());
   Tensor loss = nn::functional::cross_entropy(view_symint(logits, {B * T, 11}), view_symint(idx, {B * T}));
-  EXPECT_EQ(loss.dim(), 0);
-  EXPECT_TRUE(loss.is_meta());
-  EXPECT_TRUE(env.guards().empty()) << guards_str(env);
-  EXPECT_EQ(env.check({5, 9}), std::nullopt);
-  EXPECT_TRUE(env.check({5, 65}).has_value());  // outside seq's range
+  check(env, block, tok, h, loss);
+}
+
+TEST(SymbolicMeta, TransformerBlockForwardAndLoss) {
+  trace_block_loss([](ShapeEnv& env, SymBlock&, nn::Embedding&, const Tensor& h, const Tensor& loss) {
+    EXPECT_EQ(sym_str(h.sym_sizes()), "(batch, seq, 16)");
+    EXPECT_EQ(loss.dim(), 0);
+    EXPECT_TRUE(loss.is_meta());
+    EXPECT_TRUE(env.guards().empty()) << guards_str(env);
+    EXPECT_EQ(env.check({5, 9}), std::nullopt);
+    EXPECT_TRUE(env.check({5, 65}).has_value());  // outside seq's range
+  });
 }
 
 // The same block's backward: the derivatives and the engine compute in SymInts, so loss.backward()
 // pins neither the batch nor the sequence length, and every gradient is shaped like its parameter.
 TEST(SymbolicMeta, TransformerBlockBackward) {
-  manual_seed(0);
-  SymBlock block(16, 2);
-  nn::Embedding tok(11, 16);
-  block.to(kMeta);
-  tok.to(kMeta);
-  ShapeEnv env;
-  ShapeEnvGuard g(env);
-  SymInt B = env.create_symbol("batch", 3), T = env.create_symbol("seq", 7, 2, 64);
-  Tensor idx = empty_symint({B, T}, TensorOptions(kInt64).device(kMeta));
-  Tensor h = block.forward(tok.forward(idx));
-  Tensor logits = matmul(h, tok.weight().t());
-  Tensor loss = nn::functional::cross_entropy(view_symint(logits, {B * T, 11}), view_symint(idx, {B * T}));
-  backward({loss});
-  EXPECT_TRUE(env.guards().empty()) << guards_str(env);
-  nn::NamedTensors params = block.named_parameters();
-  for (const auto& np : tok.named_parameters()) params.push_back(np);
-  ASSERT_FALSE(params.empty());
-  for (const auto& [name, p] : params) {
-    Tensor gp = grad(p);
-    ASSERT_TRUE(gp.defined()) << name;
-    EXPECT_TRUE(gp.is_meta());
-    EXPECT_EQ(sym_str(gp.sym_sizes()), sym_str(p.sym_sizes())) << name;
-  }
-  EXPECT_TRUE(env.guards().empty()) << guards_str(env);
-  EXPECT_EQ(env.check({5, 9}), std::nullopt);
+  trace_block_loss([](ShapeEnv& env, SymBlock& block, nn::Embedding& tok, const Tensor&, const Tensor& loss) {
+    backward({loss});
+    EXPECT_TRUE(env.guards().empty()) << guards_str(env);
+    nn::NamedTensors params = block.named_parameters();
+    for (const auto& np : tok.named_parameters()) params.push_back(np);
+    ASSERT_FALSE(params.empty());
+    for (const auto& [name, p] : params) {
+      Tensor gp = grad(p);
+      ASSERT_TRUE(gp.defined()) << name;
+      EXPECT_TRUE(gp.is_meta());
+      EXPECT_EQ(sym_str(gp.sym_sizes()), sym_str(p.sym_sizes())) << name;
+    }
+    EXPECT_TRUE(env.guards().empty()) << guards_str(env);
+    EXPECT_EQ(env.check({5, 9}), std::nullopt);
+  });
 }
