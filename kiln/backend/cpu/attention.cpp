@@ -32,32 +32,6 @@ constexpr int64_t kBwdQ = 128, kBwdK = 128;
 
 // ---- small helpers -----------------------------------------------------------------------------
 
-// exp, row max and row sum from the kernel table (vectorised for the machine's ISA).
-template <class T>
-struct Fns {
-  cpu::InnerLoop exp;
-  cpu::ReduceInnerFn max, sum;
-  Fns() {
-    const cpu::KernelTable& t = cpu::cpu_kernels();
-    constexpr int d = static_cast<int>(dtype_of<T>());
-    exp = t.unary[static_cast<int>(cpu::UnaryOp::Exp)][d];
-    max = t.reduce_inner[static_cast<int>(cpu::ReduceOp::Max)][d];
-    sum = t.reduce_inner[static_cast<int>(cpu::ReduceOp::Sum)][d];
-  }
-  void exp_inplace(T* x, int64_t n) const {
-    char* data[2] = {reinterpret_cast<char*>(x), reinterpret_cast<char*>(x)};
-    int64_t st[2] = {sizeof(T), sizeof(T)};
-    cpu::KParams p;
-    exp(data, st, n, &p);
-  }
-  void row_max(T* out, const T* x, int64_t rows, int64_t cols) const {
-    max(reinterpret_cast<char*>(out), reinterpret_cast<const char*>(x), rows, cols);
-  }
-  void row_sum(T* out, const T* x, int64_t rows, int64_t cols) const {
-    sum(reinterpret_cast<char*>(out), reinterpret_cast<const char*>(x), rows, cols);
-  }
-};
-
 // Element offsets of x's trailing-`trail`-dim slices for every flattened index of `batch`: x's
 // leading dims align right with batch, size-1 dims broadcast, and the last batch dim (the head dim)
 // is divided by `group` (GQA).
@@ -220,7 +194,7 @@ struct Fwd {
   T* out;
   T* lse;
   Dropout drop;
-  Fns<T> f;
+  cpu::RowFns<T> f;
   T scale;
 };
 
@@ -299,7 +273,7 @@ void forward_t(const Geom& g, const Tensor& q, const Tensor& k, const Tensor& v,
            out.data_ptr<T>(),
            lse.data_ptr<T>(),
            Dropout(g, seed, offset),
-           Fns<T>(),
+           cpu::RowFns<T>(),
            static_cast<T>(g.scale)};
   const int64_t nqb = (g.L + kFwdQ - 1) / kFwdQ, ntask = g.BH * nqb;
   const int workers = pick_workers(ntask, double(g.BH) * g.L * g.S * (g.E + g.Ev));
@@ -326,7 +300,7 @@ struct Bwd {
   View<T> dmv;        // its offsets / strides
   int64_t dm_worker;  // elements between per-worker accumulators (0: shared)
   Dropout drop;
-  Fns<T> f;
+  cpu::RowFns<T> f;
   T scale;
   int64_t kb_per_split;
 };
@@ -476,7 +450,7 @@ void backward_t(const Geom& g, const Tensor& dO, const Tensor& q, const Tensor& 
            dmask.defined() ? mask_view<T>(dmask, g) : View<T>(),
            dmask.defined() && !shared_dm ? dmask.numel() : 0,
            Dropout(g, seed, offset),
-           Fns<T>(),
+           cpu::RowFns<T>(),
            static_cast<T>(g.scale),
            kps};
   const int64_t per = 3 * kBwdQ * kBwdK;

@@ -117,6 +117,28 @@ void fill(const Tensor& t, const Scalar& v);
 // y := the reduction r of x over the dims where m is true (y: the kept dims, contiguous, of the
 // reduction's output dtype); the kernel of sum, amax, ... (reduce.cpp), for kernels that need one.
 void reduce_into(ReduceOp r, const Tensor& y, const Tensor& x, const std::vector<bool>& m, const char* op);
+// The selected table's exp, row max and row sum for T (float / double), for kernels that run them on
+// blocks of their own (attention's score tiles, cross entropy's rows).
+template <class T>
+struct RowFns {
+  InnerLoop exp = cpu_kernels().unary[static_cast<int>(UnaryOp::Exp)][static_cast<int>(dtype_of<T>())];
+  ReduceInnerFn max = cpu_kernels().reduce_inner[static_cast<int>(ReduceOp::Max)][static_cast<int>(dtype_of<T>())];
+  ReduceInnerFn sum = cpu_kernels().reduce_inner[static_cast<int>(ReduceOp::Sum)][static_cast<int>(dtype_of<T>())];
+  void exp_inplace(T* x, int64_t n) const {  // x[0, n) := exp(x)
+    char* data[2] = {reinterpret_cast<char*>(x), reinterpret_cast<char*>(x)};
+    int64_t st[2] = {sizeof(T), sizeof(T)};
+    KParams p;
+    exp(data, st, n, &p);
+  }
+  // out[r] = max / sum of row r of the (rows, cols) block x
+  void row_max(T* out, const T* x, int64_t rows, int64_t cols) const {
+    max(reinterpret_cast<char*>(out), reinterpret_cast<const char*>(x), rows, cols);
+  }
+  void row_sum(T* out, const T* x, int64_t rows, int64_t cols) const {
+    sum(reinterpret_cast<char*>(out), reinterpret_cast<const char*>(x), rows, cols);
+  }
+};
+
 // The table of another ISA the CPU runs (isa_supported), for tests that compare tables.
 const KernelTable& kernel_table_for(Isa isa);
 

@@ -87,33 +87,6 @@ Geom geom(const Shape& s) {
   return g;
 }
 
-// The selected ISA's vector exp, row max and row sum from the kernel table.
-template <class T>
-struct Vec {
-  cpu::InnerLoop exp_;
-  cpu::ReduceInnerFn max_, sum_;
-  Vec() {
-    const cpu::KernelTable& t = cpu::cpu_kernels();
-    constexpr int d = static_cast<int>(dtype_of<T>());
-    exp_ = t.unary[static_cast<int>(cpu::UnaryOp::Exp)][d];
-    max_ = t.reduce_inner[static_cast<int>(cpu::ReduceOp::Max)][d];
-    sum_ = t.reduce_inner[static_cast<int>(cpu::ReduceOp::Sum)][d];
-  }
-  // out[r] = max / sum of row r of the (rows, n) block x
-  void max(T* out, const T* x, int64_t rows, int64_t n) const {
-    max_(reinterpret_cast<char*>(out), reinterpret_cast<const char*>(x), rows, n);
-  }
-  void sum(T* out, const T* x, int64_t rows, int64_t n) const {
-    sum_(reinterpret_cast<char*>(out), reinterpret_cast<const char*>(x), rows, n);
-  }
-  void exp(T* x, int64_t n) const {
-    char* data[2] = {reinterpret_cast<char*>(x), reinterpret_cast<char*>(x)};
-    int64_t st[2] = {sizeof(T), sizeof(T)};
-    cpu::KParams p;
-    exp_(data, st, n, &p);
-  }
-};
-
 // sum_c w_c x_c in double (four accumulators keep the loop pipelined).
 template <class T>
 double dot(const T* w, const T* x, int64_t n) {
@@ -229,18 +202,18 @@ void ce_forward(const TensorList& in, const Attrs& a, TensorList& out) {
   std::vector<double> rl(g.N * g.K, 0.0);
   T* lse = mptr<T>(out[1]);
   std::fill(lse, lse + out[1].numel(), T(0));
-  const Vec<T> v;
+  const cpu::RowFns<T> v;
   const int64_t C = g.C;
   const double inv_c = C ? 1.0 / static_cast<double>(C) : 0.0;
   if (C > 0)  // (with no classes every target is ignored)
     for_blocks<T>(g, cptr<T>(x), nullptr, [&](int64_t i0, int64_t n, const T* rows, T*, T* buf) {
       T m[kMaxRows], s[kMaxRows], sx[kMaxRows];
-      v.max(m, rows, n, C);
+      v.row_max(m, rows, n, C);
       for (int64_t r = 0; r < n; ++r)
         for (int64_t c = 0; c < C; ++c) buf[r * C + c] = rows[r * C + c] - m[r];
-      v.exp(buf, n * C);
-      v.sum(s, buf, n, C);
-      if (ls > 0 && !wp) v.sum(sx, rows, n, C);
+      v.exp_inplace(buf, n * C);
+      v.row_sum(s, buf, n, C);
+      if (ls > 0 && !wp) v.row_sum(sx, rows, n, C);
       for (int64_t r = 0; r < n; ++r) {
         const int64_t i = i0 + r;
         if (!tg.keep[i]) continue;
@@ -305,7 +278,7 @@ void ce_backward(const TensorList& in, const Attrs& a, TensorList& out) {
   const double sumw = weight_sum(wp, g.C);
   const GradScale<T> scale(go, red_of(a), tg.total);
   const T* lp = cptr<T>(lse);
-  const Vec<T> v;
+  const cpu::RowFns<T> v;
   const int64_t C = g.C;
   const double lsc = C ? ls / static_cast<double>(C) : 0.0;
   if (C == 0) return;
@@ -315,7 +288,7 @@ void ce_backward(const TensorList& in, const Attrs& a, TensorList& out) {
       const T l = lp[i0 + r];
       for (int64_t c = 0; c < C; ++c) o[r * C + c] = rows[r * C + c] - l;
     }
-    v.exp(o, n * C);
+    v.exp_inplace(o, n * C);
     for (int64_t r = 0; r < n; ++r) {
       const int64_t i = i0 + r;
       T* orow = o + r * C;
