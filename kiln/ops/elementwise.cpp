@@ -36,12 +36,31 @@ SpecList unary_meta(const OpDef& op, const SpecList& in, const Attrs&) {
 
 // ---- binary ---------------------------------------------------------------------------------------
 
-SpecList binary_meta(const OpDef& op, const SpecList& in, const Attrs&) {
+// add/sub: torch's checks of alpha against the inputs' promoted dtype.
+void check_alpha(const char* op, const TensorSpec& a, const TensorSpec& b, const Scalar& alpha) {
+  if (!alpha.is_floating() && !alpha.is_complex()) return;  // an integer or bool alpha suits every dtype
+  Dtype d = result_type(a, b);
+  if (is_integral(d, true))
+    KILN_CHECK(!alpha.is_floating() && !alpha.is_complex(), Runtime, op,
+               "For integral input tensors, argument alpha must not be a floating point number.");
+  if (d != kBool && alpha.is_bool()) return;
+  if (!is_complex(d))
+    KILN_CHECK(!alpha.is_complex(), Runtime, op, "For non-complex input tensors, argument alpha "
+               "must not be a complex number.");
+}
+
+
+SpecList binary_meta(const OpDef& op, const SpecList& in, const Attrs& attrs) {
   const TensorSpec& a = in[0];
   const TensorSpec& b = in[1];
+  if (!attrs.empty()) [[unlikely]] check_alpha(op.name, a, b, attr<Scalar>(attrs, 0));  // add, sub
+  BinaryOp code = static_cast<BinaryOp>(code_of(op));
+  if (code == BinaryOp::Polar || code == BinaryOp::Complex) [[unlikely]]
+    KILN_CHECK(a.dtype() == b.dtype() && (a.dtype() == kFloat32 || a.dtype() == kFloat64), Runtime, op.name,
+               "Expected both inputs to be Float or Double tensors but got ", dtype_name(a.dtype()), " and ",
+               dtype_name(b.dtype()));
   SymShape shape = broadcast_shapes(a.sizes(), b.sizes(), op.name);
   Dtype ct = binary_compute_dtype(op, a, b);
-  BinaryOp code = static_cast<BinaryOp>(code_of(op));
   Dtype out = rule_of(op) == Rule::Bool ? kBool : ct;
   if (code == BinaryOp::Polar || code == BinaryOp::Complex) out = to_complex(ct);
   SpecList r(1);
@@ -154,38 +173,21 @@ const Tensor& binary_out(const char* name, const Tensor& a, const Tensor& b, con
   return dispatch_out(*op, out, {a, b});
 }
 
-static void check_alpha(const char* op, const Tensor& a, const Tensor& b, const Scalar& alpha) {
-  if (!alpha.is_floating() && !alpha.is_complex()) return;  // an integer or bool alpha suits every dtype
-  Dtype d = result_type(a, b);
-  if (is_integral(d, true))
-    KILN_CHECK(!alpha.is_floating() && !alpha.is_complex(), Runtime, op,
-               "For integral input tensors, argument alpha must not be a floating point number.");
-  if (d != kBool && alpha.is_bool()) return;
-  if (!is_complex(d))
-    KILN_CHECK(!alpha.is_complex(), Runtime, op, "For non-complex input tensors, argument alpha "
-               "must not be a complex number.");
-}
-
 Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
-  check_alpha("add", a, b, alpha);
   return dispatch1(op_add, {a, b}, {alpha});
 }
 Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha) { return add(a, wrap(b), alpha); }
 Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
-  check_alpha("sub", a, b, alpha);
   return dispatch1(op_sub, {a, b}, {alpha});
 }
 Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha) { return sub(a, wrap(b), alpha); }
 const Tensor& add_(const Tensor& a, const Tensor& b, const Scalar& alpha) {
-  check_alpha("add_", a, b, alpha);
   return dispatch_inplace(op_add, a, {a, b}, {alpha});
 }
 const Tensor& sub_(const Tensor& a, const Tensor& b, const Scalar& alpha) {
-  check_alpha("sub_", a, b, alpha);
   return dispatch_inplace(op_sub, a, {a, b}, {alpha});
 }
 const Tensor& add_out(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha) {
-  check_alpha("add", a, b, alpha);
   return dispatch_out(op_add, out, {a, b}, {alpha});
 }
 
@@ -331,18 +333,8 @@ bool equal(const Tensor& a, const Tensor& b) {
   if (a.sizes() != b.sizes()) return false;
   return all(eq(a, b)).item<bool>();
 }
-Tensor polar(const Tensor& abs_, const Tensor& angle) {
-  KILN_CHECK(abs_.dtype() == angle.dtype() && (abs_.dtype() == kFloat32 || abs_.dtype() == kFloat64),
-             Runtime, "polar", "Expected both inputs to be Float or Double tensors but got ",
-             dtype_name(abs_.dtype()), " and ", dtype_name(angle.dtype()));
-  return dispatch1(op_polar, {abs_, angle});
-}
-Tensor complex(const Tensor& re, const Tensor& im) {
-  KILN_CHECK(re.dtype() == im.dtype() && (re.dtype() == kFloat32 || re.dtype() == kFloat64), Runtime,
-             "complex", "Expected both inputs to be Float or Double tensors but got ",
-             dtype_name(re.dtype()), " and ", dtype_name(im.dtype()));
-  return dispatch1(op_complex, {re, im});
-}
+Tensor polar(const Tensor& abs_, const Tensor& angle) { return dispatch1(op_polar, {abs_, angle}); }
+Tensor complex(const Tensor& re, const Tensor& im) { return dispatch1(op_complex, {re, im}); }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }

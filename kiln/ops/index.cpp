@@ -25,7 +25,7 @@ SpecList index_select_meta(const OpDef&, const SpecList& in, const Attrs& a) {
 }
 
 OpDef op_index_select{"index_select", 0, index_select_meta, {}};
-OpRegistrar reg_index_select{op_index_select, "index_select(Tensor self, Tensor index, int dim) -> Tensor"};
+OpRegistrar reg_index_select{op_index_select, "index_select(Tensor self, int dim, Tensor index) -> Tensor"};
 
 // ---- gather(x, dim, index) ------------------------------------------------------------------------
 SpecList gather_meta(const OpDef&, const SpecList& in, const Attrs& a) {
@@ -41,7 +41,7 @@ SpecList gather_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   return {{idx.sizes(), x.dtype()}};
 }
 OpDef op_gather{"gather", 0, gather_meta, {}};
-OpRegistrar reg_gather{op_gather, "gather(Tensor self, Tensor index, int dim) -> Tensor"};
+OpRegistrar reg_gather{op_gather, "gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"};
 
 // ---- nonzero ----------------------------------------------------------------------------------------
 // (count, ndim), the count a data-dependent size in [0, numel]
@@ -72,9 +72,9 @@ SpecList tri_meta(const OpDef& op, const SpecList& in, const Attrs&) {
   return {{in[0].sizes(), in[0].dtype()}};
 }
 OpDef op_tril{"tril", 0, tri_meta, {}, 0};
-OpRegistrar reg_tril{op_tril, "tril(Tensor self, int diagonal) -> Tensor"};
+OpRegistrar reg_tril{op_tril, "tril(Tensor self, int diagonal=0) -> Tensor"};
 OpDef op_triu{"triu", 0, tri_meta, {}, 1};
-OpRegistrar reg_triu{op_triu, "triu(Tensor self, int diagonal) -> Tensor"};
+OpRegistrar reg_triu{op_triu, "triu(Tensor self, int diagonal=0) -> Tensor"};
 
 }  // namespace
 

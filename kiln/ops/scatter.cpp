@@ -67,7 +67,7 @@ OpRegistrar reg_scatter{op_scatter, "scatter.src(Tensor self, Tensor index, Tens
 OpDef op_scatter_value{"scatter.value", kInplaceable, scatter_meta, {}, kScValue};
 OpRegistrar reg_scatter_value{op_scatter_value, "scatter.value(Tensor self, Tensor index, int dim, Scalar value, str reduce) -> Tensor"};
 OpDef op_scatter_add{"scatter_add", kInplaceable, scatter_meta, {}, kScAdd};
-OpRegistrar reg_scatter_add{op_scatter_add, "scatter_add(Tensor self, Tensor index, Tensor src, int dim) -> Tensor"};
+OpRegistrar reg_scatter_add{op_scatter_add, "scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"};
 OpDef op_scatter_reduce{"scatter_reduce", kInplaceable, scatter_meta, {}, kScReduce};
 OpRegistrar reg_scatter_reduce{op_scatter_reduce, "scatter_reduce.two(Tensor self, Tensor index, Tensor src, int dim, str reduce, bool include_self) -> Tensor"};
 
@@ -99,7 +99,7 @@ SpecList index_add_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
 }
 
 OpDef op_index_add{"index_add", kInplaceable, index_add_meta, {}};
-OpRegistrar reg_index_add{op_index_add, "index_add(Tensor self, Tensor index, Tensor source, int dim, Scalar alpha) -> Tensor"};
+OpRegistrar reg_index_add{op_index_add, "index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor"};
 
 SpecList index_copy_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   const TensorSpec &x = in[0], &idx = in[1], &src = in[2];
@@ -126,7 +126,7 @@ SpecList index_copy_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
 }
 
 OpDef op_index_copy{"index_copy", kInplaceable, index_copy_meta, {}};
-OpRegistrar reg_index_copy{op_index_copy, "index_copy(Tensor self, Tensor index, Tensor source, int dim) -> Tensor"};
+OpRegistrar reg_index_copy{op_index_copy, "index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor"};
 
 SpecList index_fill_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   const TensorSpec &x = in[0], &idx = in[1];
@@ -174,7 +174,7 @@ SpecList put_meta(const OpDef& op, const SpecList& in, const Attrs&) {
   return {{x.sizes(), x.dtype()}};
 }
 OpDef op_put{"put", kInplaceable, put_meta, {}};
-OpRegistrar reg_put{op_put, "put(Tensor self, Tensor index, Tensor source, bool accumulate) -> Tensor"};
+OpRegistrar reg_put{op_put, "put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor"};
 
 // ---- gather without index wrapping (take_along_dim) ------------------------------------------------------
 // inputs: x, index (int64, same rank, broadcast already); attrs {dim}. Indices must lie in [0, size).

@@ -68,8 +68,8 @@
   X(div_trunc, DivTrunc, Same, "div_trunc(Tensor self, Tensor other) -> Tensor")                              \
   X(clamp_min_tensor, ClampMinT, Same, "clamp_min_tensor(Tensor self, Tensor other) -> Tensor")               \
   X(clamp_max_tensor, ClampMaxT, Same, "clamp_max_tensor(Tensor self, Tensor other) -> Tensor")               \
-  X(polar, Polar, Float, "polar(Tensor self, Tensor other) -> Tensor")                                        \
-  X(complex, Complex, Same, "complex(Tensor self, Tensor other) -> Tensor")                                   \
+  X(polar, Polar, Float, "polar(Tensor abs, Tensor angle) -> Tensor")                                         \
+  X(complex, Complex, Same, "complex(Tensor real, Tensor imag) -> Tensor")                                    \
   /* GELU's fused first derivative: grad_output * gelu'(self) */                                              \
   X(gelu_backward, GeluBackward, Same, "gelu_backward(Tensor grad_output, Tensor self) -> Tensor")            \
   X(gelu_tanh_backward, GeluTanhBackward, Same, "gelu_tanh_backward(Tensor grad_output, Tensor self) -> Tensor")

@@ -100,7 +100,7 @@ def _with_out(name):
 
 
 for _n in _OUT_FUNCS:
-    if hasattr(_C, _n):
+    if hasattr(_C, _n) and not isinstance(getattr(_C, _n), _C._Op):  # an op made from its schema takes out=
         globals()[_n] = _with_out(_n)
 del _n
 clip = globals()["clip"]
@@ -109,7 +109,8 @@ Tensor.__module__ = "kiln"
 
 
 # In-place methods return the tensor they were called on, the same Python object (torch's
-# `x.add_(1) is x`); the C++ methods return a new handle on the same tensor.
+# `x.add_(1) is x`); the hand-written C++ methods return a new handle on the same tensor (those made
+# from a schema, kiln._C._Op, return the object already).
 def _returns_self(fn):
     def method(self, *args, **kwargs):
         fn(self, *args, **kwargs)
@@ -121,7 +122,8 @@ def _returns_self(fn):
 
 
 for _n in [n for n in dir(Tensor) if n.endswith("_") and not n.startswith("_")]:
-    setattr(Tensor, _n, _returns_self(getattr(Tensor, _n)))
+    if not isinstance(Tensor.__dict__.get(_n), _C._Op):
+        setattr(Tensor, _n, _returns_self(getattr(Tensor, _n)))
 del _n
 
 

@@ -27,19 +27,6 @@ nb::object named2(const std::tuple<Tensor, Tensor>& t, const char* a, const char
   return vi(std::get<0>(t), std::get<1>(t));
 }
 
-// torch's signatures: which binary functions take a Python number, and in which position (the
-// list's fourth column, ops/unary_list.h).
-enum class Numbers { Any, Second, None };
-Tensor binary_arg(nb::handle h, const char* op, int pos, Numbers numbers) {
-  if (nb::isinstance<Tensor>(h)) return nb::cast<Tensor>(h);
-  const bool allowed = numbers == Numbers::Any || (numbers == Numbers::Second && pos == 1);
-  if (!allowed || !is_number(h))
-    throw nb::type_error((std::string(op) + "(): argument '" + (pos ? "other" : "input") + "' (position " +
-                          std::to_string(pos + 1) + ") must be Tensor, not " +
-                          nb::type_name(h.type()).c_str()).c_str());
-  return as_tensor(h, op);
-}
-
 Shape dims_list(nb::handle h) {
   auto d = as_dims(h);
   return d ? *d : Shape{};
@@ -49,57 +36,26 @@ Shape dims_list(nb::handle h) {
 
 void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   // ---- elementwise lists ------------------------------------------------------------------------
-#define BIND_UNARY(name, code, rule)                                                          \
-  m.def(#name, [](const Tensor& x, nb::handle out) -> nb::object {                            \
-    if (out.is_none()) return nb::cast(name(x));                                              \
-    unary_out(#name, x, nb::cast<Tensor>(out));                                               \
-    return nb::borrow(out); /* the out object itself, as torch */                              \
-  }, "input"_a, nb::kw_only(), "out"_a.none() = none());                                             \
-  cls.def(#name, [](const Tensor& x) { return name(x); });                                     \
-  cls.def(#name "_", [](const Tensor& x) { return name##_(x); });
+  // From the schema (bind_schema.cpp): kiln.<name>(input, [other,] *, out=None), Tensor.<name>,
+  // Tensor.<name>_. Binary ops take Python numbers where torch's signatures do (the list's fourth
+  // column: Any, Second, None).
+#define BIND_UNARY(name, code, rule) \
+  expose_op(m, cls, #name, std::strcmp(#name, "conj_physical") ? kAllVariants : kFunction | kMethod);
   KILN_UNARY_OPS(BIND_UNARY)
 #undef BIND_UNARY
-
-#define BIND_BINARY(name, code, rule, numbers)                                                \
-  m.def(#name, [](nb::handle a, nb::handle b, nb::handle out) -> nb::object {                 \
-    Tensor A = binary_arg(a, #name, 0, Numbers::numbers), B = binary_arg(b, #name, 1, Numbers::numbers); \
-    if (out.is_none()) return nb::cast(name(A, B));                                           \
-    binary_out(#name, A, B, nb::cast<Tensor>(out));                                           \
-    return nb::borrow(out);                                                                   \
-  }, "input"_a, "other"_a, nb::kw_only(), "out"_a.none() = none());                           \
-  cls.def(#name, [](const Tensor& a, nb::handle b) {                                          \
-    return name(a, binary_arg(b, #name, 1, Numbers::numbers));                                \
-  }, "other"_a);                                                                              \
-  cls.def(#name "_", [](const Tensor& a, nb::handle b) {                                      \
-    return name##_(a, binary_arg(b, #name, 1, Numbers::numbers));                             \
-  }, "other"_a);
+  // on a real tensor, torch's conj_physical_ returns it untouched (no write, so no version bump or
+  // in-place check)
+  cls.def("conj_physical_", [](const Tensor& x) { return conj_physical_(x); });
+  constexpr uint32_t Any = 0b11, Second = 0b10, None = 0;
+#define BIND_BINARY(name, code, rule, numbers) expose_op(m, cls, #name, kAllVariants, numbers);
   KILN_BINARY_OPS(BIND_BINARY)
 #undef BIND_BINARY
+  expose_op(m, cls, "add", kAllVariants, Any);
+  expose_op(m, cls, "sub", kAllVariants, Any);
 
-  m.def("add", [](nb::handle a, nb::handle b, nb::handle alpha, nb::handle out) -> Tensor {
-    Tensor A = as_tensor(a, "add"), B = as_tensor(b, "add");
-    Scalar al = alpha.is_none() ? Scalar(1) : as_scalar(alpha);
-    if (out.is_none()) return add(A, B, al);
-    return add_out(nb::cast<Tensor>(out), A, B, al);
-  }, "input"_a, "other"_a, nb::kw_only(), "alpha"_a.none() = none(), "out"_a.none() = none());
-  m.def("sub", [](nb::handle a, nb::handle b, nb::handle alpha) {
-    return sub(as_tensor(a, "sub"), as_tensor(b, "sub"), alpha.is_none() ? Scalar(1) : as_scalar(alpha));
-  }, "input"_a, "other"_a, nb::kw_only(), "alpha"_a.none() = none());
   m.def("rsub", [](nb::handle a, nb::handle b, nb::handle alpha) {
     return rsub(as_tensor(a, "rsub"), as_tensor(b, "rsub"), alpha.is_none() ? Scalar(1) : as_scalar(alpha));
   }, "input"_a, "other"_a, nb::kw_only(), "alpha"_a.none() = none());
-  cls.def("add", [](const Tensor& a, nb::handle b, nb::handle alpha) {
-    return add(a, as_tensor(b, "add"), alpha.is_none() ? Scalar(1) : as_scalar(alpha));
-  }, "other"_a, nb::kw_only(), "alpha"_a.none() = none());
-  cls.def("add_", [](const Tensor& a, nb::handle b, nb::handle alpha) {
-    return add_(a, as_tensor(b, "add_"), alpha.is_none() ? Scalar(1) : as_scalar(alpha));
-  }, "other"_a, nb::kw_only(), "alpha"_a.none() = none());
-  cls.def("sub", [](const Tensor& a, nb::handle b, nb::handle alpha) {
-    return sub(a, as_tensor(b, "sub"), alpha.is_none() ? Scalar(1) : as_scalar(alpha));
-  }, "other"_a, nb::kw_only(), "alpha"_a.none() = none());
-  cls.def("sub_", [](const Tensor& a, nb::handle b, nb::handle alpha) {
-    return sub_(a, as_tensor(b, "sub_"), alpha.is_none() ? Scalar(1) : as_scalar(alpha));
-  }, "other"_a, nb::kw_only(), "alpha"_a.none() = none());
   auto div_fn = [](nb::handle a, nb::handle b, nb::handle mode) {
     return div(as_tensor(a, "div"), as_tensor(b, "div"), mode.is_none() ? "" : nb::cast<std::string>(mode));
   };
@@ -178,8 +134,6 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   cls.def("allclose", allclose_fn, "other"_a, "rtol"_a = 1e-5, "atol"_a = 1e-8, "equal_nan"_a = false);
   m.def("equal", [](const Tensor& a, const Tensor& b) { return equal(a, b); });
   cls.def("equal", [](const Tensor& a, const Tensor& b) { return equal(a, b); });
-  m.def("polar", [](const Tensor& a, const Tensor& b) { return polar(a, b); }, "abs"_a, "angle"_a);
-  m.def("complex", [](const Tensor& a, const Tensor& b) { return complex(a, b); }, "real"_a, "imag"_a);
   m.def("real", [](const Tensor& x) { return real(x); });
   m.def("imag", [](const Tensor& x) { return imag(x); });
   m.def("conj", [](const Tensor& x) { return conj(x); });
@@ -500,7 +454,7 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
 #define BIND_MM(name)                                                             \
   m.def(#name, [](const Tensor& a, const Tensor& b) { return name(a, b); });      \
   cls.def(#name, [](const Tensor& a, const Tensor& b) { return name(a, b); });
-  BIND_MM(matmul) BIND_MM(mm) BIND_MM(bmm) BIND_MM(mv) BIND_MM(dot) BIND_MM(vdot) BIND_MM(outer)
+  BIND_MM(matmul) BIND_MM(mm) BIND_MM(mv) BIND_MM(dot) BIND_MM(vdot) BIND_MM(outer)
   BIND_MM(inner) BIND_MM(kron)
 #undef BIND_MM
   m.def("ger", [](const Tensor& a, const Tensor& b) { return outer(a, b); });
@@ -534,21 +488,12 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   });
 
   // ---- indexing -----------------------------------------------------------------------------------
-  auto isel = [](const Tensor& x, int64_t d, const Tensor& i) { return index_select(x, d, i); };
-  m.def("index_select", isel, "input"_a, "dim"_a, "index"_a);
-  cls.def("index_select", isel, "dim"_a, "index"_a);
-  auto gat = [](const Tensor& x, int64_t d, const Tensor& i) { return gather(x, d, i); };
-  m.def("gather", gat, "input"_a, "dim"_a, "index"_a);
-  cls.def("gather", gat, "dim"_a, "index"_a);
   auto mfill = [](const Tensor& x, const Tensor& mask, nb::handle v) { return masked_fill(x, mask, as_scalar(v)); };
   m.def("masked_fill", mfill, "input"_a, "mask"_a, "value"_a);
   cls.def("masked_fill", mfill, "mask"_a, "value"_a);
   cls.def("masked_fill_", [](const Tensor& x, const Tensor& mask, nb::handle v) {
     return copy_(x, masked_fill(x, mask, as_scalar(v)));
   }, "mask"_a, "value"_a);
-  auto msel = [](const Tensor& x, const Tensor& mask) { return masked_select(x, mask); };
-  m.def("masked_select", msel, "input"_a, "mask"_a);
-  cls.def("masked_select", msel, "mask"_a);
   auto nz = [](const Tensor& x, bool as_tuple) -> nb::object {
     Tensor n = nonzero(x);
     if (!as_tuple) return nb::cast(n);
@@ -559,15 +504,12 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   m.def("nonzero", nz, "input"_a, nb::kw_only(), "as_tuple"_a = false);
   cls.def("nonzero", nz, nb::kw_only(), "as_tuple"_a = false);
   m.def("argwhere", [](const Tensor& x) { return nonzero(x); });
-  auto flip_fn = [](const Tensor& x, nb::handle d) { return flip(x, as_shape(d)); };
-  m.def("flip", flip_fn, "input"_a, "dims"_a);
-  cls.def("flip", flip_fn, "dims"_a);
-  auto tril_fn = [](const Tensor& x, int64_t k) { return tril(x, k); };
-  auto triu_fn = [](const Tensor& x, int64_t k) { return triu(x, k); };
-  m.def("tril", tril_fn, "input"_a, "diagonal"_a = 0);
-  cls.def("tril", tril_fn, "diagonal"_a = 0);
-  m.def("triu", triu_fn, "input"_a, "diagonal"_a = 0);
-  cls.def("triu", triu_fn, "diagonal"_a = 0);
+  // torch's signatures, from the schemas
+  for (const char* name : {"index_select", "gather", "masked_select", "flip", "bmm", "take", "diag", "diag_embed",
+                           "scatter_add", "index_add", "index_copy", "masked_scatter", "put"})
+    expose_op(m, cls, name, kFunction | kMethod);
+  for (const char* name : {"tril", "triu"}) expose_op(m, cls, name, kAllVariants);
+  for (const char* name : {"polar", "complex"}) expose_op(m, cls, name, kFunction);
 
   // ---- random -------------------------------------------------------------------------------------
   // kiln.Generator: an independent Philox stream (torch.Generator's API); generator=None uses the default.

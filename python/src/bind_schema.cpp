@@ -1,20 +1,26 @@
-// One generic Python entry for every table op, driven by its schema (dispatch/schema.h):
-//   kiln.ops.<op>(*args, **kwargs)   (torch.ops.aten.<op> in spirit)
+// Python callables made from op schemas (dispatch/schema.h): one generic argument parser for every
+// table op, and the public functions, methods, in-place methods and out= variants built from it.
+//   kiln.ops.<op>(*args, **kwargs)        any table op by its schema (torch.ops.aten in spirit)
+//   kiln.exp / Tensor.exp / Tensor.exp_   the public names of an op (expose_op, bind_ops.cpp)
 // Positional and keyword arguments are matched to the schema's arguments in order, defaults come
 // from the schema, each value is converted by its argument's type, and the call goes through
 // dispatch() like any other: modes, autograd, the interpreter lock released around the kernel.
 // `out=` (a tensor, or a tuple for several outputs) makes it an out= call.
+//
+// The callable is a plain CPython type with vectorcall and the method-descriptor flag, so
+// `kiln.exp(x)` and `x.exp()` reach the parser with no bound-method object and no keyword dict; a
+// tensor argument is recognised by its type pointer before anything else is tried.
 #include <Python.h>
+#include <structmember.h>
 
 #include <cstdlib>
+#include <cstring>
 
 #include "common.h"
 #include "kiln/dispatch/schema.h"
 
 namespace kiln::py {
 namespace {
-
-[[noreturn]] void type_error(const std::string& msg) { throw nb::type_error(msg.c_str()); }
 
 // A default as written in the schema ("1", "None", "[]", "[0, 1]", "\"none\"", "True") as the Attr
 // its argument takes.
@@ -54,138 +60,341 @@ Attr parse_default(const SchemaArg& a, const std::string& text, const std::strin
   }
 }
 
-Attr convert(const SchemaArg& a, nb::handle v, const std::string& op) {
-  if (v.is_none()) {
+// The error a wrongly typed argument raises, in torch's words:
+//   exp(): argument 'input' (position 1) must be Tensor, not str
+[[noreturn]] void bad_type(const std::string& fn, const std::string& arg, int pos, const char* want, PyObject* v) {
+  std::string msg = fn + "(): argument '" + arg + "'";
+  if (pos >= 0) msg += " (position " + std::to_string(pos + 1) + ")";
+  msg += std::string(" must be ") + want + ", not " + Py_TYPE(v)->tp_name;
+  throw nb::type_error(msg.c_str());
+}
+
+struct ArgInfo {
+  const SchemaArg* a;
+  nb::object name;  // interned: the Python-facing name ("input" for a function's `self`)
+  Attr def;         // parsed default (non-tensor arguments)
+  bool numbers;     // a Tensor argument that takes a Python number (a wrapped 0-dim tensor)
+};
+
+struct OpFn {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  const OpDef* op;
+  const Schema* schema;
+  OpVariant variant;
+  std::string* name;            // the Python name ("add", "add_")
+  std::vector<ArgInfo>* args;
+  int varargs;  // torch's rule: the one positional argument besides a method's self is an int list,
+                // which may be given as separate ints (x.permute(1, 0)); its index, or -1
+};
+
+PyTypeObject* g_opfn_type = nullptr;
+PyTypeObject* g_tensor_type = nullptr;
+nb::object g_out_name;
+
+inline bool is_tensor_obj(PyObject* o) {
+  return Py_TYPE(o) == g_tensor_type || PyType_IsSubtype(Py_TYPE(o), g_tensor_type);
+}
+inline const Tensor& tensor_of(PyObject* o) { return *nb::inst_ptr<Tensor>(o); }
+
+Tensor tensor_arg(const OpFn& f, const ArgInfo& ai, int pos, PyObject* v) {
+  if (is_tensor_obj(v)) return tensor_of(v);
+  if (ai.numbers && is_number(v)) return scalar_tensor(as_scalar(v), Dtype::Undefined, true);
+  bad_type(*f.name, nb::borrow<nb::str>(ai.name).c_str(), pos, "Tensor", v);
+}
+
+Attr convert(const OpFn& f, const ArgInfo& ai, int pos, PyObject* v) {
+  const SchemaArg& a = *ai.a;
+  if (v == Py_None) {
     if (a.optional) return std::monostate{};
-    type_error(op + "(): argument '" + a.name + "' must be " + a.type + ", not None");
+    bad_type(*f.name, a.name, pos, a.type.c_str(), v);
   }
+  nb::handle h(v);
   switch (a.kind) {
     case ArgKind::Int:
-      if (!PyLong_Check(v.ptr())) type_error(op + "(): argument '" + a.name + "' must be int, not " +
-                                            nb::type_name(v.type()).c_str());
-      return nb::cast<int64_t>(v);
-    case ArgKind::Float: return nb::cast<double>(v);
-    case ArgKind::Bool: return nb::cast<bool>(v);
-    case ArgKind::Scalar: return as_scalar(v);
-    case ArgKind::IntList: return PyLong_Check(v.ptr()) ? Shape{nb::cast<int64_t>(v)} : as_shape(v);
-    case ArgKind::FloatList: return nb::cast<std::vector<double>>(v);
-    case ArgKind::Str: return nb::cast<std::string>(v);
-    case ArgKind::ScalarType: return as_dtype(v);
-    case ArgKind::Device: return as_device(v);
-    default: type_error(op + "(): argument '" + a.name + "' has an unsupported type " + a.type);
+      if (nb::isinstance<SymInt>(h)) return size_arg(h);
+      if (PyBool_Check(v) || !PyIndex_Check(v) || is_tensor_obj(v)) bad_type(*f.name, a.name, pos, "int", v);
+      return nb::cast<int64_t>(nb::int_(h));
+    case ArgKind::Float: {
+      if (PyFloat_Check(v)) return PyFloat_AS_DOUBLE(v);
+      double d = is_tensor_obj(v) ? -1.0 : PyFloat_AsDouble(v);
+      if (is_tensor_obj(v) || (d == -1.0 && PyErr_Occurred())) {
+        PyErr_Clear();
+        bad_type(*f.name, a.name, pos, "float", v);
+      }
+      return d;
+    }
+    case ArgKind::Bool:
+      if (!PyBool_Check(v)) bad_type(*f.name, a.name, pos, "bool", v);
+      return v == Py_True;
+    case ArgKind::Scalar:
+      if (!is_number(v) && !is_tensor_obj(v)) bad_type(*f.name, a.name, pos, "Number", v);
+      return as_scalar(h);
+    case ArgKind::IntList: return PyLong_Check(v) ? Shape{nb::cast<int64_t>(h)} : as_shape(h);
+    case ArgKind::FloatList: return nb::cast<std::vector<double>>(h);
+    case ArgKind::Str:
+      if (!PyUnicode_Check(v)) bad_type(*f.name, a.name, pos, "str", v);
+      return std::string(PyUnicode_AsUTF8(v));
+    case ArgKind::ScalarType: return as_dtype(h);
+    case ArgKind::Device: return as_device(h);
+    default: bad_type(*f.name, a.name, pos, a.type.c_str(), v);
   }
 }
 
-void add_tensor(const SchemaArg& a, nb::handle v, const std::string& op, TensorList& in) {
+void add_tensors(const OpFn& f, const ArgInfo& ai, int pos, PyObject* v, TensorList& in) {
+  const SchemaArg& a = *ai.a;
   if (a.kind == ArgKind::Tensor) {
-    if (v.is_none()) {
-      if (!a.optional) type_error(op + "(): argument '" + a.name + "' must be Tensor, not None");
+    if (v == Py_None) {
+      if (!a.optional) bad_type(*f.name, a.name, pos, "Tensor", v);
       in.emplace_back();
     } else {
-      in.push_back(as_tensor(v, op.c_str()));
+      in.push_back(tensor_arg(f, ai, pos, v));
     }
     return;
   }
-  if (!nb::isinstance<nb::sequence>(v) || nb::isinstance<Tensor>(v))
-    type_error(op + "(): argument '" + a.name + "' must be tuple of Tensors, not " + nb::type_name(v.type()).c_str());
-  for (nb::handle t : nb::cast<nb::sequence>(v)) {
+  if (is_tensor_obj(v) || !PySequence_Check(v)) bad_type(*f.name, a.name, pos, "tuple of Tensors", v);
+  for (nb::handle t : nb::borrow<nb::sequence>(v)) {
     if (t.is_none() && a.optional) in.emplace_back();
-    else in.push_back(as_tensor(t, op.c_str()));
+    else in.push_back(tensor_arg(f, ai, pos, t.ptr()));
   }
 }
 
-class OpHandle {
- public:
-  explicit OpHandle(const OpDef& op) : op_(&op), schema_(op_schema(op)) {
-    KILN_CHECK(schema_ != nullptr, Runtime, op.name, "the op has no schema");
-    name_ = schema_->name;
-    defaults_.resize(schema_->args.size());
-    for (size_t i = 0; i < schema_->args.size(); ++i) {
-      const SchemaArg& a = schema_->args[i];
-      if (a.default_ && !a.is_tensor()) defaults_[i] = parse_default(a, *a.default_, name_);
-    }
-  }
+PyObject* result_object(TensorList& r) {
+  if (r.size() == 1) return nb::cast(std::move(r[0]), nb::rv_policy::move).release().ptr();
+  PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(r.size()));
+  for (size_t i = 0; i < r.size(); ++i)
+    PyTuple_SET_ITEM(t, i, nb::cast(std::move(r[i]), nb::rv_policy::move).release().ptr());
+  return t;
+}
 
-  nb::object call(nb::args args, nb::kwargs kwargs) const {
-    TensorList in;
-    Attrs attrs;
-    nb::object out = nb::none();
-    size_t pos = 0, used = 0;
-    if (kwargs.contains("out")) out = kwargs["out"], ++used;
-    const auto& params = schema_->args;
-    for (size_t i = 0; i < params.size(); ++i) {
-      const SchemaArg& a = params[i];
-      nb::handle v;
-      bool given = false;
-      if (!a.kwarg_only && pos < args.size()) {
-        v = args[pos++], given = true;
-        if (kwargs.contains(a.name.c_str()))
-          type_error(name_ + "(): argument '" + a.name + "' given by name and position");
-      } else if (kwargs.contains(a.name.c_str())) {
-        v = kwargs[a.name.c_str()], given = true, ++used;
-      }
-      if (a.is_tensor()) {
-        if (given) add_tensor(a, v, name_, in);
-        else if (a.default_ || a.optional) { if (!a.is_tensor_list()) in.emplace_back(); }
-        else type_error(name_ + "() missing required argument '" + a.name + "' (pos " + std::to_string(i + 1) + ")");
-      } else if (given) {
-        attrs.push_back(convert(a, v, name_));
-      } else if (a.default_) {
-        attrs.push_back(defaults_[i]);
+constexpr size_t kMaxArgs = 24;
+
+PyObject* call(const OpFn& f, PyObject* const* argv, size_t nargs, PyObject* kwnames) {
+  const std::vector<ArgInfo>& params = *f.args;
+  PyObject* vals[kMaxArgs] = {};
+  int where[kMaxArgs];  // positional index, or -1 for a keyword
+  PyObject* out = nullptr;
+  nb::object packed;  // the int list gathered from varargs
+  PyObject* packed_argv[kMaxArgs];
+  if (f.varargs >= 0 && nargs > static_cast<size_t>(f.varargs) &&
+      (nargs > static_cast<size_t>(f.varargs) + 1 || PyLong_Check(argv[f.varargs]) ||
+       nb::isinstance<SymInt>(argv[f.varargs]))) {
+    const size_t k = static_cast<size_t>(f.varargs);
+    packed = nb::steal(PyTuple_New(static_cast<Py_ssize_t>(nargs - k)));
+    for (size_t j = k; j < nargs; ++j) PyTuple_SET_ITEM(packed.ptr(), j - k, Py_NewRef(argv[j]));
+    for (size_t j = 0; j < k; ++j) packed_argv[j] = argv[j];
+    packed_argv[k] = packed.ptr();
+    const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (k + 1 + static_cast<size_t>(nkw) > kMaxArgs) throw nb::type_error((*f.name + "(): too many arguments").c_str());
+    for (Py_ssize_t j = 0; j < nkw; ++j) packed_argv[k + 1 + j] = argv[nargs + j];
+    argv = packed_argv, nargs = k + 1;
+  }
+  size_t pos = 0;
+  for (size_t i = 0; i < params.size() && pos < nargs; ++i) {
+    if (params[i].a->kwarg_only) break;
+    vals[i] = argv[pos], where[i] = static_cast<int>(pos), ++pos;
+  }
+  if (pos < nargs)
+    throw nb::type_error((*f.name + "() takes " + std::to_string(pos) + " positional arguments but " +
+                          std::to_string(nargs) + " were given").c_str());
+  if (kwnames) {
+    const Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t k = 0; k < nkw; ++k) {
+      PyObject* key = PyTuple_GET_ITEM(kwnames, k);
+      PyObject* v = argv[nargs + k];
+      size_t i = 0;
+      for (; i < params.size(); ++i)
+        if (params[i].name.ptr() == key) break;
+      if (i == params.size())
+        for (i = 0; i < params.size(); ++i)
+          if (PyUnicode_Compare(params[i].name.ptr(), key) == 0) break;
+      if (i < params.size()) {
+        if (vals[i])
+          throw nb::type_error((*f.name + "() got multiple values for argument '" +
+                                nb::borrow<nb::str>(params[i].name).c_str() + "' (given by name and position)").c_str());
+        vals[i] = v, where[i] = -1;
+      } else if (f.variant == OpVariant::Function && PyUnicode_Compare(key, g_out_name.ptr()) == 0) {
+        out = v == Py_None ? nullptr : v;
       } else {
-        type_error(name_ + "() missing required argument '" + a.name + "' (pos " + std::to_string(i + 1) + ")");
+        throw nb::type_error((*f.name + "() got an unexpected keyword argument '" +
+                              PyUnicode_AsUTF8(key) + "'").c_str());
       }
     }
-    if (pos < args.size())
-      type_error(name_ + "() takes " + std::to_string(pos) + " positional arguments but " +
-                 std::to_string(args.size()) + " were given");
-    if (used < kwargs.size())
-      for (auto [k, v] : kwargs) {
-        std::string key = nb::cast<std::string>(k);
-        bool known = key == "out";
-        for (const SchemaArg& a : params) known = known || a.name == key;
-        if (!known) type_error(name_ + "() got an unexpected keyword argument '" + key + "'");
-      }
-    TensorList result;
-    if (out.is_none()) {
-      result = dispatch(*op_, std::move(in), std::move(attrs));
-    } else {
-      TensorList outs;
-      if (nb::isinstance<Tensor>(out)) outs.push_back(nb::cast<Tensor>(out));
-      else
-        for (nb::handle t : nb::cast<nb::sequence>(out)) outs.push_back(nb::cast<Tensor>(t));
-      result = dispatch(*op_, std::move(in), std::move(attrs), &outs, false);
-      if (nb::isinstance<Tensor>(out)) return out;
-    }
-    if (result.size() == 1) return nb::cast(result[0]);
-    nb::list l;
-    for (const Tensor& t : result) l.append(nb::cast(t));
-    return nb::tuple(l);
   }
+  TensorList in;
+  Attrs attrs;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const ArgInfo& ai = params[i];
+    const SchemaArg& a = *ai.a;
+    PyObject* v = vals[i];
+    if (a.is_tensor()) {
+      if (v) add_tensors(f, ai, where[i], v, in);
+      else if (a.default_ || a.optional) { if (!a.is_tensor_list()) in.emplace_back(); }
+      else
+        throw nb::type_error((*f.name + "() missing required argument '" + nb::borrow<nb::str>(ai.name).c_str() +
+                              "' (pos " + std::to_string(i + 1) + ")").c_str());
+    } else if (v) {
+      attrs.push_back(convert(f, ai, where[i], v));
+    } else if (a.default_) {
+      attrs.push_back(ai.def);
+    } else {
+      throw nb::type_error((*f.name + "() missing required argument '" + nb::borrow<nb::str>(ai.name).c_str() +
+                            "' (pos " + std::to_string(i + 1) + ")").c_str());
+    }
+  }
+  if (f.variant == OpVariant::Inplace) {
+    Tensor self = in[0];
+    dispatch_inplace(*f.op, self, std::move(in), std::move(attrs));
+    Py_INCREF(argv[0]);
+    return argv[0];  // the same Python object, as torch's `x.add_(1) is x`
+  }
+  if (out) {
+    TensorList outs;
+    if (is_tensor_obj(out)) {
+      outs.push_back(tensor_of(out));
+    } else {
+      if (!PyTuple_Check(out) && !PyList_Check(out)) bad_type(*f.name, "out", -1, "Tensor", out);
+      for (nb::handle t : nb::borrow<nb::sequence>(out)) {
+        if (!is_tensor_obj(t.ptr())) bad_type(*f.name, "out", -1, "tuple of Tensors", out);
+        outs.push_back(tensor_of(t.ptr()));
+      }
+    }
+    dispatch(*f.op, std::move(in), std::move(attrs), &outs, false);
+    Py_INCREF(out);
+    return out;  // the out object itself, as torch
+  }
+  TensorList r = dispatch(*f.op, std::move(in), std::move(attrs));
+  return result_object(r);
+}
 
-  std::string repr() const { return "<kiln op " + schema_->str() + ">"; }
-  std::string schema() const { return schema_->str(); }
-  std::string op_name() const { return op_->name; }
+PyObject* opfn_vectorcall(PyObject* self, PyObject* const* argv, size_t nargsf, PyObject* kwnames) {
+  const OpFn& f = *reinterpret_cast<OpFn*>(self);
+  const size_t nargs = PyVectorcall_NARGS(nargsf);
+  try {
+    return call(f, argv, nargs, kwnames);
+  } catch (...) {
+    set_python_error(std::current_exception());
+    return nullptr;
+  }
+}
 
- private:
-  const OpDef* op_;
-  const Schema* schema_;
-  std::string name_;
-  std::vector<Attr> defaults_;
-};
+// A method (or in-place method) looked up on an instance without being called binds it, as a
+// Python function would; a module function does not bind (builtin functions do not).
+PyObject* opfn_descr_get(PyObject* self, PyObject* obj, PyObject*) {
+  const OpFn& f = *reinterpret_cast<OpFn*>(self);
+  if (obj == nullptr || obj == Py_None || f.variant == OpVariant::Function) return Py_NewRef(self);
+  return PyMethod_New(self, obj);
+}
+
+void opfn_dealloc(PyObject* self) {
+  OpFn* f = reinterpret_cast<OpFn*>(self);
+  delete f->name;
+  delete f->args;
+  PyTypeObject* tp = Py_TYPE(self);
+  tp->tp_free(self);
+  Py_DECREF(tp);
+}
+
+PyObject* opfn_repr(PyObject* self) {
+  const OpFn& f = *reinterpret_cast<OpFn*>(self);
+  return PyUnicode_FromString(("<kiln op " + f.schema->str() + ">").c_str());
+}
+
+PyObject* get_name(PyObject* self, void*) { return PyUnicode_FromString(reinterpret_cast<OpFn*>(self)->name->c_str()); }
+PyObject* get_op(PyObject* self, void*) { return PyUnicode_FromString(reinterpret_cast<OpFn*>(self)->op->name); }
+PyObject* get_schema(PyObject* self, void*) {
+  return PyUnicode_FromString(reinterpret_cast<OpFn*>(self)->schema->str().c_str());
+}
+PyObject* get_doc(PyObject* self, void*) {
+  const OpFn& f = *reinterpret_cast<OpFn*>(self);
+  std::string doc = *f.name + ": the op `" + f.schema->str() + "`";
+  return PyUnicode_FromString(doc.c_str());
+}
+
+PyGetSetDef opfn_getset[] = {
+    {"__name__", get_name, nullptr, nullptr, nullptr},
+    {"__qualname__", get_name, nullptr, nullptr, nullptr},
+    {"__doc__", get_doc, nullptr, nullptr, nullptr},
+    {"name", get_op, nullptr, nullptr, nullptr},
+    {"schema", get_schema, nullptr, nullptr, nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyMemberDef opfn_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, static_cast<Py_ssize_t>(offsetof(OpFn, vectorcall)), READONLY, nullptr},
+    {nullptr, 0, 0, 0, nullptr}};
+
+PyType_Slot opfn_slots[] = {
+    {Py_tp_dealloc, reinterpret_cast<void*>(opfn_dealloc)},
+    {Py_tp_call, reinterpret_cast<void*>(PyVectorcall_Call)},
+    {Py_tp_descr_get, reinterpret_cast<void*>(opfn_descr_get)},
+    {Py_tp_repr, reinterpret_cast<void*>(opfn_repr)},
+    {Py_tp_getset, opfn_getset},
+    {Py_tp_members, opfn_members},
+    {0, nullptr}};
+
+PyType_Spec opfn_spec = {"kiln._C._Op", sizeof(OpFn), 0,
+                         Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+                         opfn_slots};
 
 }  // namespace
 
-void bind_schema(nb::module_& m) {
-  nb::class_<OpHandle>(m, "_Op")
-      .def("__call__", &OpHandle::call)
-      .def("__repr__", &OpHandle::repr)
-      .def_prop_ro("schema", &OpHandle::schema)
-      .def_prop_ro("name", &OpHandle::op_name);
+nb::object make_op_fn(const OpDef& op, OpVariant variant, std::string py_name, uint32_t number_args) {
+  const Schema* schema = op_schema(op);
+  KILN_CHECK(schema != nullptr, Runtime, op.name, "the op has no schema");
+  KILN_CHECK(schema->args.size() <= kMaxArgs, Runtime, op.name, "more than ", kMaxArgs, " arguments");
+  KILN_CHECK(variant == OpVariant::Function || (!schema->args.empty() && schema->args[0].kind == ArgKind::Tensor),
+             Runtime, op.name, "a method's first argument must be a Tensor");
+  auto* args = new std::vector<ArgInfo>();
+  for (size_t i = 0; i < schema->args.size(); ++i) {
+    const SchemaArg& a = schema->args[i];
+    ArgInfo ai{&a, nb::object(), Attr{}, ((number_args >> i) & 1) != 0};
+    const bool public_fn = variant == OpVariant::Function && py_name != "";
+    std::string name = (i == 0 && a.name == "self" && public_fn) ? "input" : a.name;
+    PyObject* s = PyUnicode_InternFromString(name.c_str());
+    ai.name = nb::steal(s);
+    if (a.default_ && !a.is_tensor()) ai.def = parse_default(a, *a.default_, schema->name);
+    args->push_back(std::move(ai));
+  }
+  int varargs = -1;
+  {
+    const size_t first = variant == OpVariant::Function ? 0 : 1;
+    size_t positional = 0, last = 0;
+    for (size_t i = first; i < schema->args.size(); ++i)
+      if (!schema->args[i].kwarg_only) ++positional, last = i;
+    if (positional == 1 && schema->args[last].kind == ArgKind::IntList) varargs = static_cast<int>(last);
+  }
+  OpFn* f = PyObject_New(OpFn, g_opfn_type);
+  f->varargs = varargs;
+  f->vectorcall = opfn_vectorcall;
+  f->op = &op;
+  f->schema = schema;
+  f->variant = variant;
+  f->name = new std::string(py_name.empty() ? schema->name : py_name);
+  f->args = args;
+  return nb::steal(reinterpret_cast<PyObject*>(f));
+}
+
+void expose_op(nb::module_& m, nb::handle cls, const char* op_name, unsigned variants, uint32_t number_args) {
+  const OpDef* op = find_op(op_name);
+  KILN_CHECK(op != nullptr, Runtime, op_name, "no such op");
+  std::string name = op_name;
+  if (variants & kFunction) m.attr(op_name) = make_op_fn(*op, OpVariant::Function, name, number_args);
+  if (variants & kMethod) nb::setattr(cls, op_name, make_op_fn(*op, OpVariant::Method, name, number_args & ~1u));
+  if (variants & kInplace)
+    nb::setattr(cls, (name + "_").c_str(), make_op_fn(*op, OpVariant::Inplace, name + "_", number_args & ~1u));
+}
+
+void bind_schema(nb::module_& m, nb::handle tensor_cls) {
+  g_tensor_type = reinterpret_cast<PyTypeObject*>(tensor_cls.ptr());
+  g_opfn_type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&opfn_spec));
+  if (!g_opfn_type) throw nb::python_error();
+  g_out_name = nb::steal(PyUnicode_InternFromString("out"));
+  m.attr("_Op") = nb::handle(reinterpret_cast<PyObject*>(g_opfn_type));
+  // kiln.ops.<name>: the op under its schema's argument names, numbers taken for every tensor
   m.def("_op", [](const std::string& name) {
     const OpDef* op = find_op(name);
     if (!op) throw nb::attribute_error(("kiln.ops has no op named '" + name + "'").c_str());
-    return OpHandle(*op);
+    return make_op_fn(*op, OpVariant::Function, "", ~0u);
   });
 }
 

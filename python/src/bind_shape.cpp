@@ -140,11 +140,6 @@ void bind_shape(nb::module_& m, nb::class_<Tensor>& cls) {
                          nb::handle reduce) { return scatter_dispatch(x, dim, index, src, value, reduce, true); },
           "dim"_a, "index"_a, "src"_a.none() = none(), nb::kw_only(), "value"_a.none() = none(),
           "reduce"_a.none() = none());
-  auto sadd = [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-    return kiln::scatter_add(x, dim, index, src);
-  };
-  m.def("scatter_add", sadd, "input"_a, "dim"_a, "index"_a, "src"_a);
-  cls.def("scatter_add", sadd, "dim"_a, "index"_a, "src"_a);
   cls.def("scatter_add_", [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
     return Tensor(kiln::scatter_add_(x, dim, index, src));
   }, "dim"_a, "index"_a, "src"_a);
@@ -159,19 +154,9 @@ void bind_shape(nb::module_& m, nb::class_<Tensor>& cls) {
   }, "dim"_a, "index"_a, "src"_a, "reduce"_a, nb::kw_only(), "include_self"_a = true);
 
   // ---- index_add / index_copy / index_fill ------------------------------------------------------------------
-  auto iadd = [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, nb::handle alpha) {
-    return kiln::index_add(x, dim, index, source, as_scalar(alpha));
-  };
-  m.def("index_add", iadd, "input"_a, "dim"_a, "index"_a, "source"_a, nb::kw_only(), "alpha"_a = 1);
-  cls.def("index_add", iadd, "dim"_a, "index"_a, "source"_a, nb::kw_only(), "alpha"_a = 1);
   cls.def("index_add_", [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, nb::handle alpha) {
     return Tensor(kiln::index_add_(x, dim, index, source, as_scalar(alpha)));
   }, "dim"_a, "index"_a, "source"_a, nb::kw_only(), "alpha"_a = 1);
-  auto icopy = [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source) {
-    return kiln::index_copy(x, dim, index, source);
-  };
-  m.def("index_copy", icopy, "input"_a, "dim"_a, "index"_a, "source"_a);
-  cls.def("index_copy", icopy, "dim"_a, "index"_a, "source"_a);
   cls.def("index_copy_", [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source) {
     return Tensor(kiln::index_copy_(x, dim, index, source));
   }, "dim"_a, "index"_a, "source"_a);
@@ -185,27 +170,14 @@ void bind_shape(nb::module_& m, nb::class_<Tensor>& cls) {
   }, "dim"_a, "index"_a, "value"_a);
 
   // ---- masked_scatter / take / take_along_dim / put ---------------------------------------------------------
-  auto mscat = [](const Tensor& x, const Tensor& mask, const Tensor& source) {
-    return kiln::masked_scatter(x, mask, source);
-  };
-  m.def("masked_scatter", mscat, "input"_a, "mask"_a, "source"_a);
-  cls.def("masked_scatter", mscat, "mask"_a, "source"_a);
   cls.def("masked_scatter_", [](const Tensor& x, const Tensor& mask, const Tensor& source) {
     return Tensor(kiln::masked_scatter_(x, mask, source));
   }, "mask"_a, "source"_a);
-  auto take_fn = [](const Tensor& x, const Tensor& index) { return kiln::take(x, index); };
-  m.def("take", take_fn, "input"_a, "index"_a);
-  cls.def("take", take_fn, "index"_a);
   auto tad = [](const Tensor& x, const Tensor& indices, nb::handle dim) {
     return kiln::take_along_dim(x, indices, opt_int(dim));
   };
   m.def("take_along_dim", tad, "input"_a, "indices"_a, "dim"_a.none() = none());
   cls.def("take_along_dim", tad, "indices"_a, "dim"_a.none() = none());
-  auto put_fn = [](const Tensor& x, const Tensor& index, const Tensor& source, bool accumulate) {
-    return kiln::put(x, index, source, accumulate);
-  };
-  m.def("put", put_fn, "input"_a, "index"_a, "source"_a, "accumulate"_a = false);
-  cls.def("put", put_fn, "index"_a, "source"_a, "accumulate"_a = false);
   cls.def("put_", [](const Tensor& x, const Tensor& index, const Tensor& source, bool accumulate) {
     return Tensor(kiln::put_(x, index, source, accumulate));
   }, "index"_a, "source"_a, "accumulate"_a = false);
@@ -257,14 +229,6 @@ void bind_shape(nb::module_& m, nb::class_<Tensor>& cls) {
   }, "repeats"_a.none() = none(), "dim"_a.none() = none(), nb::kw_only(), "output_size"_a.none() = none());
 
   // ---- diag / diag_embed / meshgrid -------------------------------------------------------------------------------
-  auto diag_fn = [](const Tensor& x, int64_t k) { return kiln::diag(x, k); };
-  m.def("diag", diag_fn, "input"_a, "diagonal"_a = 0);
-  cls.def("diag", diag_fn, "diagonal"_a = 0);
-  auto dembed = [](const Tensor& x, int64_t offset, int64_t d1, int64_t d2) {
-    return kiln::diag_embed(x, offset, d1, d2);
-  };
-  m.def("diag_embed", dembed, "input"_a, "offset"_a = 0, "dim1"_a = -2, "dim2"_a = -1);
-  cls.def("diag_embed", dembed, "offset"_a = 0, "dim1"_a = -2, "dim2"_a = -1);
   m.def("meshgrid", [](nb::args tensors, nb::handle indexing) {
     std::string ix = indexing.is_none() ? "ij" : nb::cast<std::string>(indexing);
     return to_tuple(kiln::meshgrid(tensor_seq(tensors), ix));

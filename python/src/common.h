@@ -76,7 +76,19 @@ void bind_rnn(nb::module_& m);                                 // bind_rnn.cpp (
 void bind_layers(nb::module_& m);                              // bind_layers.cpp (norms, conv/pool modules, attention)
 void bind_loss(nb::module_& m);                                // bind_loss.cpp (losses)
 void bind_conv(nb::module_& m);                                // bind_conv.cpp (conv, pooling, upsample)
-void bind_schema(nb::module_& m);                              // bind_schema.cpp (kiln.ops: any op by its schema)
+void bind_schema(nb::module_& m, nb::handle tensor_cls);      // bind_schema.cpp (kiln.ops: any op by its schema)
+
+// Callables made from an op's schema (bind_schema.cpp): a public function (`kiln.exp`, its `self`
+// named `input`, out= accepted), a method (`x.exp()`) or an in-place method (`x.exp_()`, returning
+// the object it was called on). number_args: bit i set when tensor argument i takes a Python number.
+enum class OpVariant : uint8_t { Function, Method, Inplace };
+enum : unsigned { kFunction = 1, kMethod = 2, kInplace = 4, kAllVariants = 7 };
+nb::object make_op_fn(const OpDef& op, OpVariant variant, std::string py_name, uint32_t number_args);
+// Sets kiln.<op> and Tensor.<op> / Tensor.<op>_ (the variants asked for) from the op's schema.
+void expose_op(nb::module_& m, nb::handle cls, const char* op_name, unsigned variants, uint32_t number_args = 0);
+// The Python error for a C++ exception caught outside nanobind (kiln::Error by its kind, nanobind's
+// exceptions as themselves): what a raw CPython entry point calls before returning null.
+void set_python_error(const std::exception_ptr& e);
 void bind_capture(nb::module_& m);                             // bind_capture.cpp (capture layer test hook)
 
 }  // namespace kiln::py

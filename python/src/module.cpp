@@ -18,6 +18,38 @@ PyObject* exc_for(ErrorKind k) {
   }
 }
 }  // namespace
+
+void set_python_error(const std::exception_ptr& p) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const kiln::Error& e) {
+    PyErr_SetString(exc_for(e.kind()), e.what());
+  } catch (nb::python_error& e) {
+    e.restore();
+  } catch (const nb::builtin_exception& e) {
+    PyObject* type = PyExc_RuntimeError;
+    switch (e.type()) {
+      case nb::exception_type::stop_iteration: type = PyExc_StopIteration; break;
+      case nb::exception_type::index_error: type = PyExc_IndexError; break;
+      case nb::exception_type::key_error: type = PyExc_KeyError; break;
+      case nb::exception_type::value_error: type = PyExc_ValueError; break;
+      case nb::exception_type::type_error: type = PyExc_TypeError; break;
+      case nb::exception_type::buffer_error: type = PyExc_BufferError; break;
+      case nb::exception_type::import_error: type = PyExc_ImportError; break;
+      case nb::exception_type::attribute_error: type = PyExc_AttributeError; break;
+      default: break;
+    }
+    PyErr_SetString(type, e.what());
+  } catch (const std::bad_cast&) {
+    PyErr_SetString(PyExc_TypeError, "an argument has the wrong type");
+  } catch (const std::bad_alloc&) {
+    PyErr_SetString(PyExc_MemoryError, "out of memory");
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  } catch (...) {
+    PyErr_SetString(PyExc_RuntimeError, "unknown error");
+  }
+}
 }  // namespace kiln::py
 
 NB_MODULE(_C, m) {
@@ -42,6 +74,7 @@ NB_MODULE(_C, m) {
   bind_symint(m);
   nb::class_<Tensor> cls(m, "Tensor");
   bind_tensor(m, cls);
+  bind_schema(m, cls);
   bind_ops(m, cls);
   bind_interop(m, cls);
   bind_sort(m, cls);
@@ -53,7 +86,6 @@ NB_MODULE(_C, m) {
   bind_attention(m);
   bind_conv(m);
   bind_capture(m);
-  bind_schema(m);
   bind_loss(m);
   bind_rnn(m);
   bind_layers(m);

@@ -69,4 +69,4 @@ def test_backend_kernels_all_found_their_ops():
     # kernels registered by op name from kiln/backend/cpu/ (register_kernel): none is left without its op
     assert kiln._C._unresolved_kernels() == []
     x = kiln.zeros(3)
-    assert kiln.ops.scatter_add(x, kiln.tensor([0, 0, 2]), kiln.ones(3), 0).tolist() == [2.0, 0.0, 1.0]
+    assert kiln.ops.scatter_add(x, 0, kiln.tensor([0, 0, 2]), kiln.ones(3)).tolist() == [2.0, 0.0, 1.0]
