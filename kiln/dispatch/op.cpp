@@ -504,7 +504,7 @@ static TensorList dispatch_kernel_on(const OpDef& op, const TensorList& inputs, 
   return *out;
 }
 
-TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, TensorList* out, bool inplace) {
+TensorList dispatch(const OpDef& op, const TensorList& inputs, const Attrs& attrs, TensorList* out, bool inplace) {
   static SchemaCheck& checking = schema_check();
   if (checking.on.load(std::memory_order_relaxed)) [[unlikely]] check_call(checking, op, inputs, attrs);
   if (tls_kernel) [[unlikely]]  // a kernel's own step: beneath every layer (op.h)
@@ -526,19 +526,19 @@ TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, TensorList*
   return r;
 }
 
-Tensor dispatch1(const OpDef& op, TensorList inputs, Attrs attrs) {
-  return std::move(dispatch(op, std::move(inputs), std::move(attrs))[0]);
+Tensor dispatch1(const OpDef& op, const TensorList& inputs, const Attrs& attrs) {
+  return std::move(dispatch(op, inputs, attrs)[0]);
 }
 
-const Tensor& dispatch_inplace(const OpDef& op, const Tensor& self, TensorList inputs, Attrs attrs) {
+const Tensor& dispatch_inplace(const OpDef& op, const Tensor& self, const TensorList& inputs, const Attrs& attrs) {
   TensorList out{self};
-  dispatch(op, std::move(inputs), std::move(attrs), &out, true);
+  dispatch(op, inputs, attrs, &out, true);
   return self;
 }
 
-const Tensor& dispatch_out(const OpDef& op, const Tensor& o, TensorList inputs, Attrs attrs) {
+const Tensor& dispatch_out(const OpDef& op, const Tensor& o, const TensorList& inputs, const Attrs& attrs) {
   TensorList out{o};
-  dispatch(op, std::move(inputs), std::move(attrs), &out, false);
+  dispatch(op, inputs, attrs, &out, false);
   return o;
 }
 

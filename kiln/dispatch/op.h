@@ -169,13 +169,14 @@ void resolve_derivatives();
 
 // The dispatch point. `out`: given for in-place (`inplace` = true) and out= calls; results are
 // written into it (cast to its dtype where torch allows).
-TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs = {}, TensorList* out = nullptr,
+// The lists are taken by reference: nothing below keeps or changes them, so a call moves no tensor.
+TensorList dispatch(const OpDef& op, const TensorList& inputs, const Attrs& attrs = {}, TensorList* out = nullptr,
                     bool inplace = false);
-Tensor dispatch1(const OpDef& op, TensorList inputs, Attrs attrs = {});
+Tensor dispatch1(const OpDef& op, const TensorList& inputs, const Attrs& attrs = {});
 // In-place: writes into self, returns self.
-const Tensor& dispatch_inplace(const OpDef& op, const Tensor& self, TensorList inputs, Attrs attrs = {});
+const Tensor& dispatch_inplace(const OpDef& op, const Tensor& self, const TensorList& inputs, const Attrs& attrs = {});
 // out=: writes into out (resized when empty), returns out.
-const Tensor& dispatch_out(const OpDef& op, const Tensor& out, TensorList inputs, Attrs attrs = {});
+const Tensor& dispatch_out(const OpDef& op, const Tensor& out, const TensorList& inputs, const Attrs& attrs = {});
 
 // Runs meta and the device kernel only (below modes and autograd). The device is the inputs' (a
 // 0-dim CPU tensor goes with any device, as in torch), a creation op's `Device` attribute, or for a

@@ -49,13 +49,15 @@ class Parser {
       while (!peek(')')) {
         sc.returns.push_back(type());
         skip();
-        if (!peek(',') && !peek(')')) ident("return name");  // named returns: (Tensor values, ...)
+        sc.return_names.emplace_back();
+        if (!peek(',') && !peek(')')) sc.return_names.back() = ident("return name");  // (Tensor values, ...)
         skip();
         if (!eat(',')) break;
       }
       expect(')');
     } else {
       sc.returns.push_back(type());
+      sc.return_names.emplace_back();
     }
     skip();
     if (i_ != s_.size()) fail("unexpected text after the returns");
@@ -191,7 +193,10 @@ std::string Schema::str() const {
   s += ") -> ";
   if (returns.size() == 1) return s + returns[0];
   s += "(";
-  for (size_t i = 0; i < returns.size(); ++i) s += (i ? ", " : "") + returns[i];
+  for (size_t i = 0; i < returns.size(); ++i) {
+    s += (i ? ", " : "") + returns[i];
+    if (i < return_names.size() && !return_names[i].empty()) s += " " + return_names[i];
+  }
   return s + ")";
 }
 

@@ -42,6 +42,7 @@ struct Schema {
   std::string overload;  // e.g. "Tensor"; empty for the default overload
   std::vector<SchemaArg> args;
   std::vector<std::string> returns;  // return types, e.g. {"Tensor", "Tensor"}
+  std::vector<std::string> return_names;  // their names where the schema gives them ("values", ...), else ""
   // how many inputs and attributes a call passes: [min, max] (trailing Tensor? inputs and
   // defaulted attributes may be left out; a Tensor[] takes any number of inputs)
   size_t min_inputs = 0, max_inputs = 0, min_attrs = 0, max_attrs = 0;

@@ -39,7 +39,7 @@ SpecList sort_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
 }
 
 OpDef op_sort{"sort", 0, sort_meta, {}};
-OpRegistrar reg_sort{op_sort, "sort.stable(Tensor self, int dim, bool descending, bool stable) -> (Tensor values, Tensor indices)"};
+OpRegistrar reg_sort{op_sort, "sort.stable(Tensor self, int dim=-1, bool descending=False, *, bool? stable=False) -> (Tensor values, Tensor indices)"};
 
 // ---- topk(x, k, dim, largest, sorted): torch's partial_sort / nth_element selection ---------------
 SpecList topk_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
@@ -57,7 +57,7 @@ SpecList topk_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
 }
 
 OpDef op_topk{"topk", 0, topk_meta, {}};
-OpRegistrar reg_topk{op_topk, "topk(Tensor self, int k, int dim, bool largest, bool sorted) -> (Tensor values, Tensor indices)"};
+OpRegistrar reg_topk{op_topk, "topk(Tensor self, int k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)"};
 
 // ---- kthvalue(x, k, dim, keepdim): torch's quickselect (Sedgewick), NaN largest ------------------
 
@@ -74,7 +74,7 @@ SpecList kthvalue_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
 }
 
 OpDef op_kthvalue{"kthvalue", kReduction, kthvalue_meta, {}};
-OpRegistrar reg_kthvalue{op_kthvalue, "kthvalue(Tensor self, int k, int dim, bool keepdim) -> (Tensor values, Tensor indices)"};
+OpRegistrar reg_kthvalue{op_kthvalue, "kthvalue(Tensor self, int k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"};
 
 // ---- median / nanmedian along a dim (code 0 median, 1 nanmedian) ----------------------------------
 SpecList median_dim_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
@@ -87,9 +87,9 @@ SpecList median_dim_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
 }
 
 OpDef op_median_dim{"median_dim", kReduction, median_dim_meta, {}, 0};
-OpRegistrar reg_median_dim{op_median_dim, "median.dim(Tensor self, int dim, bool keepdim) -> (Tensor values, Tensor indices)"};
+OpRegistrar reg_median_dim{op_median_dim, "median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"};
 OpDef op_nanmedian_dim{"nanmedian_dim", kReduction, median_dim_meta, {}, 1};
-OpRegistrar reg_nanmedian_dim{op_nanmedian_dim, "nanmedian.dim(Tensor self, int dim, bool keepdim) -> (Tensor values, Tensor indices)"};
+OpRegistrar reg_nanmedian_dim{op_nanmedian_dim, "nanmedian.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"};
 
 // ---- global median / nanmedian ---------------------------------------------------------------------
 SpecList median_meta(const OpDef& op, const SpecList& in, const Attrs&) {
@@ -113,7 +113,7 @@ SpecList mode_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
 }
 
 OpDef op_mode{"mode", kReduction, mode_meta, {}};
-OpRegistrar reg_mode{op_mode, "mode(Tensor self, int dim, bool keepdim) -> (Tensor values, Tensor indices)"};
+OpRegistrar reg_mode{op_mode, "mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"};
 
 // ---- quantile / nanquantile (code 0 / 1). inputs {x, q}; attrs {has_dim, dim, keepdim, interp} ----
 

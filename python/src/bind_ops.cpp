@@ -64,11 +64,7 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   cls.def("div_", [](const Tensor& a, nb::handle b, nb::handle mode) {
     return div_(a, as_tensor(b, "div_"), mode.is_none() ? "" : nb::cast<std::string>(mode));
   }, "other"_a, nb::kw_only(), "rounding_mode"_a.none() = none());
-  auto round_fn = [](const Tensor& x, std::optional<int64_t> d) { return round(x, d); };
-  m.def("round", round_fn, "input"_a, nb::kw_only(), "decimals"_a.none() = none());
-  cls.def("round", round_fn, nb::kw_only(), "decimals"_a.none() = none());
-  cls.def("round_", [](const Tensor& x, std::optional<int64_t> d) { return round_(x, d); }, nb::kw_only(),
-          "decimals"_a.none() = none());
+  expose_overloads(m, cls, "round", {"round", "round_decimals"}, kAllVariants);
   auto logit_fn = [](const Tensor& x, std::optional<double> eps) { return logit(x, eps); };
   m.def("logit", logit_fn, "input"_a, "eps"_a.none() = none());
   cls.def("logit", logit_fn, "eps"_a.none() = none());
@@ -443,12 +439,7 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   }
   m.def("logcumsumexp", [](const Tensor& x, int64_t d) { return logcumsumexp(x, d); }, "input"_a, "dim"_a);
   cls.def("logcumsumexp", [](const Tensor& x, int64_t d) { return logcumsumexp(x, d); }, "dim"_a);
-  auto cmx = [](const Tensor& x, int64_t d) { return named2(cummax(x, d), "values", "indices"); };
-  auto cmn = [](const Tensor& x, int64_t d) { return named2(cummin(x, d), "values", "indices"); };
-  m.def("cummax", cmx, "input"_a, "dim"_a);
-  cls.def("cummax", cmx, "dim"_a);
-  m.def("cummin", cmn, "input"_a, "dim"_a);
-  cls.def("cummin", cmn, "dim"_a);
+  for (const char* name : {"cummax", "cummin"}) expose_op(m, cls, name, kFunction | kMethod);
 
   // ---- matmul -------------------------------------------------------------------------------------
 #define BIND_MM(name)                                                             \

@@ -15,6 +15,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
 
 #include "common.h"
 #include "kiln/dispatch/schema.h"
@@ -86,6 +87,8 @@ struct OpFn {
   std::vector<ArgInfo>* args;
   int varargs;  // torch's rule: the one positional argument besides a method's self is an int list,
                 // which may be given as separate ints (x.permute(1, 0)); its index, or -1
+  PyObject* next;         // the next overload of the same Python name (owned), or null
+  PyObject* result_type;  // a torch.return_types-like namedtuple for named returns (owned), or null
 };
 
 PyTypeObject* g_opfn_type = nullptr;
@@ -159,17 +162,29 @@ void add_tensors(const OpFn& f, const ArgInfo& ai, int pos, PyObject* v, TensorL
   }
 }
 
-PyObject* result_object(TensorList& r) {
+PyObject* result_object(const OpFn& f, TensorList& r) {
   if (r.size() == 1) return nb::cast(std::move(r[0]), nb::rv_policy::move).release().ptr();
   PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(r.size()));
   for (size_t i = 0; i < r.size(); ++i)
     PyTuple_SET_ITEM(t, i, nb::cast(std::move(r[i]), nb::rv_policy::move).release().ptr());
-  return t;
+  if (!f.result_type) return t;
+  PyObject* named = PyObject_Call(f.result_type, t, nullptr);  // namedtuple(*values)
+  Py_DECREF(t);
+  if (!named) throw nb::python_error();
+  return named;
 }
+
+// One call's arguments, matched to the schema and converted.
+struct Parsed {
+  TensorList in;
+  Attrs attrs;
+  PyObject* out = nullptr;
+};
 
 constexpr size_t kMaxArgs = 24;
 
-PyObject* call(const OpFn& f, PyObject* const* argv, size_t nargs, PyObject* kwnames) {
+// Matches and converts the arguments; a TypeError (nb::type_error) when they do not fit the schema.
+void parse(const OpFn& f, PyObject* const* argv, size_t nargs, PyObject* kwnames, Parsed& p) {
   const std::vector<ArgInfo>& params = *f.args;
   PyObject* vals[kMaxArgs] = {};
   int where[kMaxArgs];  // positional index, or -1 for a keyword
@@ -221,8 +236,9 @@ PyObject* call(const OpFn& f, PyObject* const* argv, size_t nargs, PyObject* kwn
       }
     }
   }
-  TensorList in;
-  Attrs attrs;
+  TensorList& in = p.in;
+  Attrs& attrs = p.attrs;
+  p.out = out;
   for (size_t i = 0; i < params.size(); ++i) {
     const ArgInfo& ai = params[i];
     const SchemaArg& a = *ai.a;
@@ -242,11 +258,17 @@ PyObject* call(const OpFn& f, PyObject* const* argv, size_t nargs, PyObject* kwn
                             "' (pos " + std::to_string(i + 1) + ")").c_str());
     }
   }
+}
+
+PyObject* run(const OpFn& f, PyObject* self_obj, Parsed& p) {
+  TensorList& in = p.in;
+  Attrs& attrs = p.attrs;
+  PyObject* out = p.out;
   if (f.variant == OpVariant::Inplace) {
     Tensor self = in[0];
-    dispatch_inplace(*f.op, self, std::move(in), std::move(attrs));
-    Py_INCREF(argv[0]);
-    return argv[0];  // the same Python object, as torch's `x.add_(1) is x`
+    dispatch_inplace(*f.op, self, in, attrs);
+    Py_INCREF(self_obj);
+    return self_obj;  // the same Python object, as torch's `x.add_(1) is x`
   }
   if (out) {
     TensorList outs;
@@ -259,12 +281,55 @@ PyObject* call(const OpFn& f, PyObject* const* argv, size_t nargs, PyObject* kwn
         outs.push_back(tensor_of(t.ptr()));
       }
     }
-    dispatch(*f.op, std::move(in), std::move(attrs), &outs, false);
+    dispatch(*f.op, in, attrs, &outs, false);
     Py_INCREF(out);
     return out;  // the out object itself, as torch
   }
-  TensorList r = dispatch(*f.op, std::move(in), std::move(attrs));
-  return result_object(r);
+  TensorList r = dispatch(*f.op, in, attrs);
+  return result_object(f, r);
+}
+
+std::string signature_text(const OpFn& f) {
+  std::string s = "(";
+  bool kw = false;
+  for (size_t i = (f.variant == OpVariant::Function ? 0 : 1); i < f.args->size(); ++i) {
+    const ArgInfo& ai = (*f.args)[i];
+    if (s.size() > 1) s += ", ";
+    if (ai.a->kwarg_only && !kw) s += "*, ", kw = true;
+    s += ai.a->type + " " + nb::borrow<nb::str>(ai.name).c_str();
+    if (ai.a->default_) s += "=" + *ai.a->default_;
+  }
+  return s + ")";
+}
+
+// The first overload whose schema the arguments fit runs (torch's rule); when none does, a lone
+// schema's own error, or torch's list of the signatures.
+PyObject* call(const OpFn& f, PyObject* const* argv, size_t nargs, PyObject* kwnames) {
+  if (!f.next) {
+    Parsed p;
+    parse(f, argv, nargs, kwnames, p);
+    return run(f, nargs ? argv[0] : nullptr, p);
+  }
+  for (const OpFn* g = &f; g; g = reinterpret_cast<const OpFn*>(g->next)) {
+    Parsed p;
+    try {
+      parse(*g, argv, nargs, kwnames, p);
+    } catch (const nb::builtin_exception& e) {
+      if (e.type() != nb::exception_type::type_error) throw;
+      continue;
+    }
+    return run(*g, nargs ? argv[0] : nullptr, p);
+  }
+  std::string got = "(";
+  for (size_t i = 0; i < nargs; ++i) got += std::string(i ? ", " : "") + Py_TYPE(argv[i])->tp_name;
+  if (kwnames)
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); ++k)
+      got += std::string(got.size() > 1 ? ", " : "") + PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, k)) + "=" +
+             Py_TYPE(argv[nargs + k])->tp_name;
+  std::string msg = *f.name + "() received an invalid combination of arguments - got " + got +
+                    "), but expected one of:";
+  for (const OpFn* g = &f; g; g = reinterpret_cast<const OpFn*>(g->next)) msg += "\n * " + signature_text(*g);
+  throw nb::type_error(msg.c_str());
 }
 
 PyObject* opfn_vectorcall(PyObject* self, PyObject* const* argv, size_t nargsf, PyObject* kwnames) {
@@ -290,6 +355,8 @@ void opfn_dealloc(PyObject* self) {
   OpFn* f = reinterpret_cast<OpFn*>(self);
   delete f->name;
   delete f->args;
+  Py_XDECREF(f->next);
+  Py_XDECREF(f->result_type);
   PyTypeObject* tp = Py_TYPE(self);
   tp->tp_free(self);
   Py_DECREF(tp);
@@ -363,8 +430,23 @@ nb::object make_op_fn(const OpDef& op, OpVariant variant, std::string py_name, u
       if (!schema->args[i].kwarg_only) ++positional, last = i;
     if (positional == 1 && schema->args[last].kind == ArgKind::IntList) varargs = static_cast<int>(last);
   }
+  nb::object result_type;
+  if (schema->returns.size() > 1 && !schema->return_names.empty() && !schema->return_names[0].empty()) {
+    static auto* types = new std::map<std::string, nb::object>();  // one per op name, module lifetime
+    auto it = types->find(schema->name);
+    if (it == types->end()) {
+      nb::list fields;
+      for (const std::string& n : schema->return_names) fields.append(nb::str(n.c_str()));
+      nb::object ty = nb::module_::import_("collections").attr("namedtuple")(schema->name.c_str(), fields);
+      ty.attr("__module__") = "kiln.return_types";
+      it = types->emplace(schema->name, ty).first;
+    }
+    result_type = it->second;
+  }
   OpFn* f = PyObject_New(OpFn, g_opfn_type);
   f->varargs = varargs;
+  f->next = nullptr;
+  f->result_type = result_type.release().ptr();
   f->vectorcall = opfn_vectorcall;
   f->op = &op;
   f->schema = schema;
@@ -374,14 +456,36 @@ nb::object make_op_fn(const OpDef& op, OpVariant variant, std::string py_name, u
   return nb::steal(reinterpret_cast<PyObject*>(f));
 }
 
+namespace {
+// The callables of one variant for a list of overloads, chained first to last.
+nb::object chain(const std::vector<const OpDef*>& ops, OpVariant variant, const std::string& name, uint32_t numbers) {
+  nb::object head, tail;
+  for (const OpDef* op : ops) {
+    nb::object fn = make_op_fn(*op, variant, name, numbers);
+    if (!head) head = fn;
+    else reinterpret_cast<OpFn*>(tail.ptr())->next = fn.inc_ref().ptr();
+    tail = fn;
+  }
+  return head;
+}
+}  // namespace
+
 void expose_op(nb::module_& m, nb::handle cls, const char* op_name, unsigned variants, uint32_t number_args) {
-  const OpDef* op = find_op(op_name);
-  KILN_CHECK(op != nullptr, Runtime, op_name, "no such op");
-  std::string name = op_name;
-  if (variants & kFunction) m.attr(op_name) = make_op_fn(*op, OpVariant::Function, name, number_args);
-  if (variants & kMethod) nb::setattr(cls, op_name, make_op_fn(*op, OpVariant::Method, name, number_args & ~1u));
-  if (variants & kInplace)
-    nb::setattr(cls, (name + "_").c_str(), make_op_fn(*op, OpVariant::Inplace, name + "_", number_args & ~1u));
+  expose_overloads(m, cls, op_name, {op_name}, variants, number_args);
+}
+
+void expose_overloads(nb::module_& m, nb::handle cls, const char* name, std::initializer_list<const char*> op_names,
+                      unsigned variants, uint32_t number_args) {
+  std::vector<const OpDef*> ops;
+  for (const char* n : op_names) {
+    const OpDef* op = find_op(n);
+    KILN_CHECK(op != nullptr, Runtime, n, "no such op");
+    ops.push_back(op);
+  }
+  std::string s = name;
+  if (variants & kFunction) m.attr(name) = chain(ops, OpVariant::Function, s, number_args);
+  if (variants & kMethod) nb::setattr(cls, name, chain(ops, OpVariant::Method, s, number_args & ~1u));
+  if (variants & kInplace) nb::setattr(cls, (s + "_").c_str(), chain(ops, OpVariant::Inplace, s + "_", number_args & ~1u));
 }
 
 void bind_schema(nb::module_& m, nb::handle tensor_cls) {

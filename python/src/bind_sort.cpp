@@ -1,5 +1,4 @@
 // Sorting, selection and searching ops (kiln/ops/sort.cpp).
-#include <map>
 #include <string>
 
 #include "common.h"
@@ -9,19 +8,6 @@ namespace kiln::py {
 namespace {
 
 nb::object none() { return nb::none(); }
-
-// torch.return_types-like results: one namedtuple type per op with fields values and indices.
-nb::object ret2(const char* name, const std::tuple<Tensor, Tensor>& t) {
-  static auto* types = new std::map<std::string, nb::object>();  // module lifetime, never freed
-  auto it = types->find(name);
-  if (it == types->end()) {
-    nb::object nt = nb::module_::import_("collections").attr("namedtuple");
-    nb::object ty = nt(name, nb::make_tuple("values", "indices"));
-    ty.attr("__module__") = "kiln.return_types";
-    it = types->emplace(name, ty).first;
-  }
-  return it->second(std::get<0>(t), std::get<1>(t));
-}
 
 // unique / unique_consecutive: a tensor, or a tuple with the requested extras (torch's layout).
 nb::object unique_result(const std::tuple<Tensor, Tensor, Tensor>& r, bool inverse, bool counts) {
@@ -49,12 +35,12 @@ Tensor opt_tensor(nb::handle h) { return h.is_none() ? Tensor() : nb::cast<Tenso
 }  // namespace
 
 void bind_sort(nb::module_& m, nb::class_<Tensor>& cls) {
+  // From the schemas (bind_schema.cpp), with torch's return_types namedtuples (values, indices).
+  for (const char* name : {"sort", "topk", "kthvalue", "mode"}) expose_op(m, cls, name, kFunction | kMethod);
+  expose_overloads(m, cls, "median", {"median", "median_dim"}, kFunction | kMethod);
+  expose_overloads(m, cls, "nanmedian", {"nanmedian", "nanmedian_dim"}, kFunction | kMethod);
+
   // ---- sort / argsort / msort -----------------------------------------------------------------------
-  auto sort_fn = [](const Tensor& x, int64_t dim, bool descending, nb::handle stable) {
-    return ret2("sort", kiln::sort(x, dim, descending, opt_bool(stable, false)));
-  };
-  m.def("sort", sort_fn, "input"_a, "dim"_a = -1, "descending"_a = false, nb::kw_only(), "stable"_a.none() = none());
-  cls.def("sort", sort_fn, "dim"_a = -1, "descending"_a = false, nb::kw_only(), "stable"_a.none() = none());
   auto argsort_fn = [](const Tensor& x, int64_t dim, bool descending, bool stable) {
     return kiln::argsort(x, dim, descending, stable);
   };
@@ -63,35 +49,7 @@ void bind_sort(nb::module_& m, nb::class_<Tensor>& cls) {
   m.def("msort", [](const Tensor& x) { return kiln::msort(x); }, "input"_a);
   cls.def("msort", [](const Tensor& x) { return kiln::msort(x); });
 
-  // ---- topk / kthvalue ------------------------------------------------------------------------------
-  auto topk_fn = [](const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
-    return ret2("topk", kiln::topk(x, k, dim, largest, sorted));
-  };
-  m.def("topk", topk_fn, "input"_a, "k"_a, "dim"_a = -1, "largest"_a = true, "sorted"_a = true);
-  cls.def("topk", topk_fn, "k"_a, "dim"_a = -1, "largest"_a = true, "sorted"_a = true);
-  auto kth_fn = [](const Tensor& x, int64_t k, int64_t dim, bool keepdim) {
-    return ret2("kthvalue", kiln::kthvalue(x, k, dim, keepdim));
-  };
-  m.def("kthvalue", kth_fn, "input"_a, "k"_a, "dim"_a = -1, "keepdim"_a = false);
-  cls.def("kthvalue", kth_fn, "k"_a, "dim"_a = -1, "keepdim"_a = false);
 
-  // ---- median / nanmedian / mode --------------------------------------------------------------------
-  for (int nan = 0; nan < 2; ++nan) {
-    const char* name = nan ? "nanmedian" : "median";
-    auto f = [nan, name](const Tensor& x, nb::handle dim, bool keepdim) -> nb::object {
-      if (dim.is_none()) {
-        if (keepdim) type_error(std::string(name) + "() missing 1 required positional arguments: \"dim\"");
-        return nb::cast(nan ? kiln::nanmedian(x) : kiln::median(x));
-      }
-      int64_t d = nb::cast<int64_t>(dim);
-      return ret2(name, nan ? kiln::nanmedian(x, d, keepdim) : kiln::median(x, d, keepdim));
-    };
-    m.def(name, f, "input"_a, "dim"_a.none() = none(), "keepdim"_a = false);
-    cls.def(name, f, "dim"_a.none() = none(), "keepdim"_a = false);
-  }
-  auto mode_fn = [](const Tensor& x, int64_t dim, bool keepdim) { return ret2("mode", kiln::mode(x, dim, keepdim)); };
-  m.def("mode", mode_fn, "input"_a, "dim"_a = -1, "keepdim"_a = false);
-  cls.def("mode", mode_fn, "dim"_a = -1, "keepdim"_a = false);
 
   // ---- quantile / nanquantile -----------------------------------------------------------------------
   for (int nan = 0; nan < 2; ++nan) {

@@ -86,6 +86,10 @@ enum : unsigned { kFunction = 1, kMethod = 2, kInplace = 4, kAllVariants = 7 };
 nb::object make_op_fn(const OpDef& op, OpVariant variant, std::string py_name, uint32_t number_args);
 // Sets kiln.<op> and Tensor.<op> / Tensor.<op>_ (the variants asked for) from the op's schema.
 void expose_op(nb::module_& m, nb::handle cls, const char* op_name, unsigned variants, uint32_t number_args = 0);
+// The same for a Python name with several ops (torch's overloads, e.g. median and median.dim): a call
+// runs the first whose schema its arguments fit.
+void expose_overloads(nb::module_& m, nb::handle cls, const char* name, std::initializer_list<const char*> op_names,
+                      unsigned variants, uint32_t number_args = 0);
 // The Python error for a C++ exception caught outside nanobind (kiln::Error by its kind, nanobind's
 // exceptions as themselves): what a raw CPython entry point calls before returning null.
 void set_python_error(const std::exception_ptr& e);

@@ -2068,11 +2068,6 @@ KNOWN_XFAILS = [  # (test, entry id, reason, dtypes (empty: all), samples (empty
      ("bool", "uint8", "int8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16", "bfloat16",
       "float32", "float64", "complex64", "complex128"),
      ()),
-    ("out", "round", no_out("round"),
-     ("uint8", "int8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32",
-      "float64"),
-     ()),
-    ("out", "round.decimals", no_out("round"), ("float16", "bfloat16", "float32", "float64"), ()),
 ]
 KNOWN_SKIPS = [  # (test, entry id, reason, dtypes (empty: all), samples (empty: all))
     ("*", "complex", COMPLEX32, ("float16",), ()),

@@ -70,3 +70,75 @@ def test_backend_kernels_all_found_their_ops():
     assert kiln._C._unresolved_kernels() == []
     x = kiln.zeros(3)
     assert kiln.ops.scatter_add(x, 0, kiln.tensor([0, 0, 2]), kiln.ones(3)).tolist() == [2.0, 0.0, 1.0]
+
+
+# ---- public functions and methods made from the schemas (python/src/bind_schema.cpp) -----------------
+
+def test_public_functions_come_from_schemas():
+    # kiln.<op>, Tensor.<op> and Tensor.<op>_ of the schema-bound ops are the generic parser's callables
+    for name in ["exp", "add", "sub", "mul", "atan2", "gather", "tril", "sort", "median", "round"]:
+        assert isinstance(getattr(kiln, name), kiln._C._Op), name
+        assert isinstance(kiln.Tensor.__dict__[name], kiln._C._Op), name
+    assert isinstance(kiln.Tensor.__dict__["add_"], kiln._C._Op)
+    assert "add.Tensor(" in kiln.add.__doc__
+
+
+def test_schema_functions_match_torch_calls():
+    t = torch.randn(3, 4, dtype=torch.float64)
+    x = to_kiln(t)
+    i = torch.tensor([[0, 2], [1, 0], [3, 3]])
+    ki = to_kiln(i)
+    assert_same(kiln.gather(x, 1, ki), torch.gather(t, 1, i))
+    assert_same(x.gather(dim=1, index=ki), t.gather(dim=1, index=i))
+    assert_same(kiln.index_select(x, 0, kiln.tensor([2, 0])), torch.index_select(t, 0, torch.tensor([2, 0])))
+    assert_same(x.flip(0, 1), t.flip(0, 1))  # an int list as varargs (torch's rule for a lone int[] argument)
+    assert_same(kiln.flip(x, [1]), torch.flip(t, [1]))
+    assert_same(kiln.sub(x, 2, alpha=3), torch.sub(t, 2, alpha=3))
+    assert_same(kiln.tril(x, diagonal=-1), torch.tril(t, diagonal=-1))
+    assert_same(kiln.round(x * 100, decimals=1), torch.round(t * 100, decimals=1))  # the second overload
+    assert_same(kiln.round(x), torch.round(t))
+    y = x.clone()
+    assert y.tril_(1) is y and y.round_(decimals=2) is y  # in-place variants return the same object
+    assert_same(y, t.tril(1).round(decimals=2))
+
+
+def test_named_returns_and_overloads():
+    t = torch.randn(4, 5, dtype=torch.float64)
+    x = to_kiln(t)
+    r, e = kiln.sort(x, 1, descending=True), torch.sort(t, 1, descending=True)
+    assert type(r).__name__ == "sort" and type(r).__module__ == "kiln.return_types"
+    assert_same(r.values, e.values)
+    assert_same(r.indices, e.indices)
+    v, idx = x.topk(2)
+    assert_same(v, t.topk(2).values)
+    assert_same(kiln.median(x), torch.median(t))  # median(Tensor self) -> Tensor
+    m, em = kiln.median(x, 1, keepdim=True), torch.median(t, 1, keepdim=True)  # median.dim -> (values, indices)
+    assert_same(m.values, em.values)
+    assert_same(m.indices, em.indices)
+    assert_same(x.nanmedian(dim=0).values, t.nanmedian(dim=0).values)
+    vals, inds = kiln.empty(0, dtype=kiln.float64), kiln.empty(0, dtype=kiln.int64)
+    out = kiln.cummax(x, 1, out=(vals, inds))
+    assert out[0] is vals and out[1] is inds
+    assert_same(vals, torch.cummax(t, 1).values)
+    with pytest.raises(TypeError, match="invalid combination of arguments"):
+        kiln.median(x, "a")
+    with pytest.raises(TypeError, match=r"sort\(\): argument 'dim' \(position 2\) must be int, not str"):
+        kiln.sort(x, "a")
+
+
+def test_schema_functions_argument_errors():
+    x = kiln.ones(3)
+    with pytest.raises(TypeError, match=r"exp\(\): argument 'input' \(position 1\) must be Tensor, not int"):
+        kiln.exp(1)
+    with pytest.raises(TypeError, match=r"atan2\(\): argument 'other' \(position 2\) must be Tensor, not float"):
+        kiln.atan2(x, 2.0)  # torch's atan2 takes no Python number
+    with pytest.raises(TypeError, match="unexpected keyword argument 'alpha'"):
+        kiln.mul(x, x, alpha=2)
+    with pytest.raises(TypeError, match=r"add\(\): argument 'out' must be Tensor, not int"):
+        kiln.add(x, x, out=1)
+    with pytest.raises(TypeError, match="multiple values for argument 'other'"):
+        x.add(x, other=x)
+    with pytest.raises(RuntimeError, match="alpha must not be a floating point number"):
+        kiln.add(kiln.ones(2, dtype=kiln.int64), 1, alpha=0.5)  # the meta's check, as torch's
+    with pytest.raises(RuntimeError, match="Expected both inputs to be Float or Double"):
+        kiln.complex(kiln.ones(2, dtype=kiln.int64), kiln.ones(2, dtype=kiln.int64))

@@ -102,6 +102,7 @@ def test_schema_language():
     assert kiln._C._parse_schema(s) == \
         "index_put_(Tensor self, Tensor values, Tensor?[] indices, *, bool accumulate=False) -> Tensor"
     assert kiln._C._parse_schema("max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)") \
-        == "max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor, Tensor)"
+        == "max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"  # names kept
+    assert kiln._C._parse_schema("f(Tensor a) -> (Tensor, Tensor)") == "f(Tensor a) -> (Tensor, Tensor)"
     assert kiln._C._parse_schema("f(int[2] k=[1, 1], str mode=\"a,b\") -> ()") == \
         "f(int[] k=[1, 1], str mode=\"a,b\") -> ()"

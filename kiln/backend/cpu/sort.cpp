@@ -71,7 +71,7 @@ void argsort_row(const T* row, int64_t R, bool desc, bool stable, std::vector<KV
 void sort_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {
   const Tensor& x = in[0];
   int64_t d = wrap_dim(attr<int64_t>(a, 0), x.dim(), op.name);
-  bool desc = attr<bool>(a, 1), stable = attr<bool>(a, 2);
+  bool desc = attr<bool>(a, 1), stable = std::holds_alternative<bool>(a[2]) && attr<bool>(a, 2);  // None: false
   if (x.numel() == 0) return;
   int64_t R = row_len(x, d), M = num_rows(x, d);
   // constant along dim (stride 0, e.g. expanded): torch does not sort, indices stay 0..R-1
