@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "kiln/core/allocator.h"
+#include "kiln/core/visit.h"
 #include "kiln/dispatch/schema.h"
 #include "kiln/ops/ops.h"
 
@@ -120,16 +121,18 @@ struct PendingKernel {
   const char* op;
   DeviceType device;
   KernelFn fn;
+  DtypeSupportFn supports;
 };
 std::vector<PendingKernel>& pending_kernels() {
   static std::vector<PendingKernel> p;
   return p;
 }
-void install(OpDef& op, DeviceType device, KernelFn fn) {
+void install(OpDef& op, DeviceType device, KernelFn fn, DtypeSupportFn supports) {
   KernelFn& slot = op.kernels[static_cast<int>(device)];
   KILN_CHECK(slot == nullptr || slot == fn, Runtime, "register_kernel", "two ", device_type_name(device),
              " kernels for op '", op.name, "'");
   slot = fn;
+  if (supports) op.supports[static_cast<int>(device)] = supports;
 }
 }  // namespace
 
@@ -138,17 +141,28 @@ void register_op(OpDef* op) {
   auto& pending = pending_kernels();
   for (size_t i = 0; i < pending.size();)
     if (std::string_view(pending[i].op) == op->name) {
-      install(*op, pending[i].device, pending[i].fn);
+      install(*op, pending[i].device, pending[i].fn, pending[i].supports);
       pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
     } else {
       ++i;
     }
 }
 
-void register_kernel(const char* op, DeviceType device, KernelFn fn) {
+void register_kernel(const char* op, DeviceType device, KernelFn fn, DtypeSupportFn supports) {
   for (OpDef* o : registry())
-    if (std::string_view(o->name) == op) return install(*o, device, fn);
-  pending_kernels().push_back({op, device, fn});
+    if (std::string_view(o->name) == op) return install(*o, device, fn, supports);
+  pending_kernels().push_back({op, device, fn, supports});
+}
+
+bool dtype_supported(const OpDef& op, Device device, Dtype d) {
+  // the meta device answers as the CPU backend does: a meta run raises where a real one would
+  const DeviceType t = device.type == DeviceType::Meta ? DeviceType::CPU : device.type;
+  const DtypeSupportFn fn = op.supports[static_cast<int>(t)];
+  return !fn || fn(op, d);
+}
+
+void check_dtype_supported(const OpDef& op, Device device, Dtype d) {
+  if (!dtype_supported(op, device, d)) [[unlikely]] raise_dtype_unsupported(op.name, d);
 }
 
 std::vector<std::string> unresolved_kernels() {

@@ -95,6 +95,10 @@ struct GradCtx {
   const SpecList& in_specs;
   const std::vector<bool>& needs;  // needs[i]: input i needs a gradient
 };
+// Which compute dtypes a backend's kernel for the op handles (declared with the kernel, see
+// register_kernel); the metas ask it (check_dtype_supported), so a call on meta tensors raises where
+// the real run would.
+using DtypeSupportFn = bool (*)(const OpDef& op, Dtype compute_dtype);
 // derivative: the inputs' gradients (one per input; undefined = none) from the outputs' gradients,
 // written with kiln ops so that double backward works. grad_out has one entry per output; those of
 // differentiable outputs are always defined (zeros when no gradient flowed). A returned gradient
@@ -115,6 +119,9 @@ struct OpDef {
   // with names, types, defaults and keyword-only markers. Set by its OpRegistrar.
   const char* schema = nullptr;
   mutable std::atomic<const Schema*> parsed_schema{nullptr};  // op_schema's cache
+  // The dtype set each device's kernel handles (null: every dtype the meta lets through); set by
+  // register_kernel.
+  DtypeSupportFn supports[kNumDeviceTypes] = {};
 };
 
 // The parsed schema of an op (parsed once, on first use); null when the op has none. A malformed
@@ -145,11 +152,19 @@ struct OpRegistrar {
 // so an op's file names no backend: whichever of the op and its kernel is registered second
 // completes the pair (load order does not matter). unresolved_kernels() lists kernels whose op
 // never registered (a misspelt name); the test suite checks that it is empty.
-void register_kernel(const char* op, DeviceType device, KernelFn fn);
+// `supports`, where given, declares the compute dtypes the kernel handles (the rest raise
+// "not implemented for" from the meta, on every device including meta).
+void register_kernel(const char* op, DeviceType device, KernelFn fn, DtypeSupportFn supports = nullptr);
 std::vector<std::string> unresolved_kernels();
 struct KernelRegistrar {
-  KernelRegistrar(const char* op, DeviceType device, KernelFn fn) { register_kernel(op, device, fn); }
+  KernelRegistrar(const char* op, DeviceType device, KernelFn fn, DtypeSupportFn supports = nullptr) {
+    register_kernel(op, device, fn, supports);
+  }
 };
+// Whether the op's kernel for the device (the CPU's for the meta device) handles the compute dtype;
+// the check raises torch's RuntimeError ("... not implemented for 'Bool'") when it does not.
+bool dtype_supported(const OpDef& op, Device device, Dtype d);
+void check_dtype_supported(const OpDef& op, Device device, Dtype d);
 
 // Declares an op's derivative beside its registration:
 //   DerivativeRegistrar d_mul{op_mul, mul_backward, /*save_in=*/0b11, /*save_out=*/0};

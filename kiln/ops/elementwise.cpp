@@ -21,6 +21,7 @@ SpecList unary_meta(const OpDef& op, const SpecList& in, const Attrs&) {
   KILN_CHECK(!(code == UnaryOp::Neg && d == kBool), Runtime, op.name,
              "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to "
              "invert a mask, use the `~` or `logical_not()` operator instead.");
+  check_dtype_supported(op, x.device(), unary_compute_dtype(op, d));
   Dtype out;
   switch (rule_of(op)) {
     case Rule::Bool: out = kBool; break;
@@ -61,6 +62,7 @@ SpecList binary_meta(const OpDef& op, const SpecList& in, const Attrs& attrs) {
                dtype_name(b.dtype()));
   SymShape shape = broadcast_shapes(a.sizes(), b.sizes(), op.name);
   Dtype ct = binary_compute_dtype(op, a, b);
+  check_dtype_supported(op, a.device(), ct);
   Dtype out = rule_of(op) == Rule::Bool ? kBool : ct;
   if (code == BinaryOp::Polar || code == BinaryOp::Complex) out = to_complex(ct);
   SpecList r(1);

@@ -62,8 +62,19 @@ OpDef op_masked_select{"masked_select", kDynamicShape, masked_select_meta, {}};
 OpRegistrar reg_masked_select{op_masked_select, "masked_select(Tensor self, Tensor mask) -> Tensor"};
 
 // ---- flip -------------------------------------------------------------------------------------------
-SpecList same_meta(const OpDef&, const SpecList& in, const Attrs&) { return {{in[0].sizes(), in[0].dtype()}}; }
-OpDef op_flip{"flip", 0, same_meta, {}};
+// the dims are checked here, so a meta run raises as the real one does
+SpecList flip_meta(const OpDef&, const SpecList& in, const Attrs& a) {
+  const int64_t n = in[0].dim();
+  Shape seen;
+  for (int64_t d0 : std::get<Shape>(a[0])) {
+    int64_t d = wrap_dim(d0, n, "flip");
+    for (int64_t e : seen)
+      KILN_CHECK(e != d, Runtime, "flip", "dim ", d, " appears multiple times in the list of dims");
+    seen.push_back(d);
+  }
+  return {{in[0].sizes(), in[0].dtype()}};
+}
+OpDef op_flip{"flip", 0, flip_meta, {}};
 OpRegistrar reg_flip{op_flip, "flip(Tensor self, int[] dims) -> Tensor"};
 
 // ---- tril / triu (attrs: diagonal; code 0 tril, 1 triu) --------------------------------------------

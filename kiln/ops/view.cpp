@@ -308,7 +308,7 @@ VIEW_GEO_OP(select, select_geo, "select.int(Tensor(a) self, int dim, int index) 
 
 template <class I>
 Geo<I> unsqueeze_geo(const Sz<I>& xs, const Sz<I>& xst, I off, const Attrs& a) {
-  int64_t d = int_attr(a, 0);
+  int64_t d = wrap_dim(int_attr(a, 0), static_cast<int64_t>(xs.size()) + 1, "unsqueeze");
   Sz<I> sizes = xs, strides = xst;
   I st = d < static_cast<int64_t>(xs.size()) ? sizes[d] * strides[d] : I(1);
   sizes.insert(sizes.begin() + d, I(1));
@@ -543,7 +543,7 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
 }
 
 Tensor unsqueeze(const Tensor& x, int64_t dim) {
-  return run_view(op_unsqueeze, x, {wrap_dim(dim, x.dim() + 1, "unsqueeze")});
+  return run_view(op_unsqueeze, x, {dim});
 }
 
 Tensor squeeze(const Tensor& x, std::optional<Shape> dims) {

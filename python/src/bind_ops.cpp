@@ -250,6 +250,9 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
 #undef BIND_CAST
 
   // ---- views --------------------------------------------------------------------------------------
+  expose_op(m, cls, "permute", kFunction | kMethod);  // x.permute(1, 0): a lone int list as varargs
+  expose_op(m, cls, "unsqueeze", kFunction | kMethod);
+  expose_op(m, cls, "expand", kMethod);
   cls.def("view", [](const Tensor& t, nb::args a) -> Tensor {
     if (a.size() == 1 && (nb::isinstance<PyDtype>(a[0]))) return view_dtype(t, as_dtype(a[0]));
     return view(t, shape_from_args(a));
@@ -258,8 +261,6 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   cls.def("reshape", [](const Tensor& t, nb::args a) { return reshape(t, shape_from_args(a)); });
   cls.def("reshape_as", [](const Tensor& t, const Tensor& o) { return reshape(t, o.sizes()); });
   m.def("reshape", [](const Tensor& t, nb::handle s) { return reshape(t, as_shape(s)); }, "input"_a, "shape"_a);
-  cls.def("permute", [](const Tensor& t, nb::args a) { return permute(t, shape_from_args(a)); });
-  m.def("permute", [](const Tensor& t, nb::handle d) { return permute(t, as_shape(d)); }, "input"_a, "dims"_a);
   for (const char* n : {"transpose", "swapaxes", "swapdims"}) {
     m.def(n, [](const Tensor& t, int64_t a, int64_t b) { return transpose(t, a, b); }, "input"_a, "dim0"_a, "dim1"_a);
     cls.def(n, [](const Tensor& t, int64_t a, int64_t b) { return transpose(t, a, b); }, "dim0"_a, "dim1"_a);
@@ -267,7 +268,6 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   m.def("t", [](const Tensor& x) { return t(x); });
   cls.def("t", [](const Tensor& x) { return t(x); });
   m.def("adjoint", [](const Tensor& x) { return conj(mT(x)); });
-  cls.def("expand", [](const Tensor& t, nb::args a) { return expand(t, shape_from_args(a)); });
   cls.def("expand_as", [](const Tensor& t, const Tensor& o) { return expand_as(t, o); });
   m.def("broadcast_to", [](const Tensor& t, nb::handle s) { return broadcast_to(t, as_shape(s)); }, "input"_a, "size"_a);
   cls.def("broadcast_to", [](const Tensor& t, nb::handle s) { return broadcast_to(t, as_shape(s)); }, "size"_a);
@@ -287,9 +287,6 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   auto select_fn = [](const Tensor& t, int64_t d, int64_t i) { return select(t, d, i); };
   m.def("select", select_fn, "input"_a, "dim"_a, "index"_a);
   cls.def("select", select_fn, "dim"_a, "index"_a);
-  auto unsq = [](const Tensor& t, int64_t d) { return unsqueeze(t, d); };
-  m.def("unsqueeze", unsq, "input"_a, "dim"_a);
-  cls.def("unsqueeze", unsq, "dim"_a);
   auto sq = [](const Tensor& t, nb::handle d) { return squeeze(t, as_dims(d)); };
   m.def("squeeze", sq, "input"_a, "dim"_a.none() = none());
   cls.def("squeeze", sq, "dim"_a.none() = none());

@@ -187,9 +187,25 @@ void where_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& 
   });
 }
 
-#define KILN_REG_UNARY(name, code, rule) KernelRegistrar k_##name{#name, DeviceType::CPU, unary_kernel};
+// The compute dtypes the loops cover: the kernel table's slots (and the unary kernel's copies).
+bool unary_supports(const OpDef& op, Dtype ct) {
+  const UnaryOp code = static_cast<UnaryOp>(code_of(op));
+  if (rule_of(op) == Rule::Round && is_integral(ct, true)) return ct != kBool;
+  if (code == UnaryOp::Conj && !is_complex(ct)) return true;
+  return cpu::cpu_kernels().unary[static_cast<int>(code)][static_cast<int>(ct)] != nullptr;
+}
+bool binary_supports(const OpDef& op, Dtype ct) {
+  // pow with a Python-number exponent may take the fast path (a copy, a fill, a square) where no
+  // loop exists: that depends on the exponent's value, which only the kernel sees
+  if (static_cast<BinaryOp>(code_of(op)) == BinaryOp::Pow) return true;
+  return cpu::cpu_kernels().binary[code_of(op)][static_cast<int>(ct)] != nullptr;
+}
+
+#define KILN_REG_UNARY(name, code, rule) \
+  KernelRegistrar k_##name{#name, DeviceType::CPU, unary_kernel, unary_supports};
 #define KILN_REG_UNARY_S(name, code, rule, schema) KILN_REG_UNARY(name, code, rule)
-#define KILN_REG_BINARY(name, code, rule, numbers) KernelRegistrar k_##name{#name, DeviceType::CPU, binary_kernel};
+#define KILN_REG_BINARY(name, code, rule, numbers) \
+  KernelRegistrar k_##name{#name, DeviceType::CPU, binary_kernel, binary_supports};
 #define KILN_REG_BINARY_S(name, code, rule, schema) KILN_REG_BINARY(name, code, rule, _)
 KILN_UNARY_OPS(KILN_REG_UNARY)
 KILN_PUNARY_OPS(KILN_REG_UNARY_S)
