@@ -77,6 +77,12 @@ enum OpTag : uint32_t {
   kCrossDevice = 1 << 8,   // copies: the input may be on another device than the output
 };
 
+// The public forms torch gives an op (native_functions.yaml's `variants:`): a function
+// (kiln.<name>), a method (Tensor.<name>), an in-place method (Tensor.<name>_). A host-language
+// binding makes each from the op's schema, under the schema's name; ops of one name are torch's
+// overloads, tried in registration order. 0: the op is reached only through a front end of its own.
+enum OpVariant : uint8_t { kFunctionVariant = 1, kMethodVariant = 2, kInplaceVariant = 4 };
+
 struct OpDef;
 struct Schema;
 // meta: output specs from inputs' specs (sizes, dtypes; never data), in SymInts so that it runs on
@@ -122,6 +128,8 @@ struct OpDef {
   // The dtype set each device's kernel handles (null: every dtype the meta lets through); set by
   // register_kernel.
   DtypeSupportFn supports[kNumDeviceTypes] = {};
+  uint8_t variants = 0;      // OpVariant bits; set by its OpRegistrar
+  uint32_t number_args = 0;  // bit i: tensor argument i also takes a Python number (torch's Scalar overloads)
 };
 
 // The parsed schema of an op (parsed once, on first use); null when the op has none. A malformed
@@ -142,11 +150,22 @@ const std::vector<OpDef*>& registered_ops();
 const OpDef* find_op(std::string_view name);
 
 struct OpRegistrar {
-  explicit OpRegistrar(OpDef& op, const char* schema = nullptr) {
+  explicit OpRegistrar(OpDef& op, const char* schema = nullptr, uint8_t variants = 0, uint32_t number_args = 0) {
     if (schema) op.schema = schema;
+    if (variants) op.variants = variants, op.number_args = number_args;
     register_op(&op);
   }
 };
+// The same declaration for an op whose OpRegistrar a list macro wrote (unary_list.h's families).
+struct OpVariants {
+  OpVariants(OpDef& op, uint8_t variants, uint32_t number_args = 0) {
+    op.variants = variants;
+    op.number_args = number_args;
+  }
+};
+// The usual variant sets.
+inline constexpr uint8_t kFunctionAndMethod = kFunctionVariant | kMethodVariant;
+inline constexpr uint8_t kAllVariants = kFunctionVariant | kMethodVariant | kInplaceVariant;
 
 // A backend's kernel for an op, registered from kiln/backend/<device>/<family>.cpp by the op's name,
 // so an op's file names no backend: whichever of the op and its kernel is registered second

@@ -95,6 +95,21 @@ KILN_BINARY_EXTRA_OPS(KILN_DEF_BINARY_S)
 #undef KILN_DEF_BINARY
 #undef KILN_DEF_BINARY_S
 
+// Their public forms (kiln.<name>, Tensor.<name>, Tensor.<name>_ and out=, made from the schemas by
+// the binding). A binary op's tensor arguments take Python numbers where torch's signatures do: the
+// list's fourth column.
+constexpr uint32_t kNumbersAny = 0b11, kNumbersSecond = 0b10, kNumbersNone = 0;
+#define KILN_UNARY_VARIANTS(name, code, rule) \
+  OpVariants v_##name{op_##name, std::string_view(#name) == "conj_physical" ? kFunctionAndMethod : kAllVariants};
+#define KILN_BINARY_VARIANTS(name, code, rule, numbers) OpVariants v_##name{op_##name, kAllVariants, kNumbers##numbers};
+KILN_UNARY_OPS(KILN_UNARY_VARIANTS)
+KILN_BINARY_OPS(KILN_BINARY_VARIANTS)
+#undef KILN_UNARY_VARIANTS
+#undef KILN_BINARY_VARIANTS
+OpVariants v_add{op_add, kAllVariants, kNumbersAny}, v_sub{op_sub, kAllVariants, kNumbersAny};
+OpVariants v_round{op_round, kAllVariants}, v_round_decimals{op_round_decimals, kAllVariants};
+OpVariants v_polar{op_polar, kFunctionVariant}, v_complex{op_complex, kFunctionVariant};
+
 Tensor wrap(const Scalar& s) { return scalar_tensor(s, Dtype::Undefined, true); }
 }  // namespace
 

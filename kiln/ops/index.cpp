@@ -25,7 +25,7 @@ SpecList index_select_meta(const OpDef&, const SpecList& in, const Attrs& a) {
 }
 
 OpDef op_index_select{"index_select", 0, index_select_meta, {}};
-OpRegistrar reg_index_select{op_index_select, "index_select(Tensor self, int dim, Tensor index) -> Tensor"};
+OpRegistrar reg_index_select{op_index_select, "index_select(Tensor self, int dim, Tensor index) -> Tensor", kFunctionAndMethod};
 
 // ---- gather(x, dim, index) ------------------------------------------------------------------------
 SpecList gather_meta(const OpDef&, const SpecList& in, const Attrs& a) {
@@ -41,7 +41,7 @@ SpecList gather_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   return {{idx.sizes(), x.dtype()}};
 }
 OpDef op_gather{"gather", 0, gather_meta, {}};
-OpRegistrar reg_gather{op_gather, "gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"};
+OpRegistrar reg_gather{op_gather, "gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor", kFunctionAndMethod};
 
 // ---- nonzero ----------------------------------------------------------------------------------------
 // (count, ndim), the count a data-dependent size in [0, numel]
@@ -59,7 +59,7 @@ SpecList masked_select_meta(const OpDef& op, const SpecList& in, const Attrs&) {
   return {{{unbacked_size(op.name, 0, n.maybe_int().value_or(ShapeEnv::kInf))}, in[0].dtype()}};
 }
 OpDef op_masked_select{"masked_select", kDynamicShape, masked_select_meta, {}};
-OpRegistrar reg_masked_select{op_masked_select, "masked_select(Tensor self, Tensor mask) -> Tensor"};
+OpRegistrar reg_masked_select{op_masked_select, "masked_select(Tensor self, Tensor mask) -> Tensor", kFunctionAndMethod};
 
 // ---- flip -------------------------------------------------------------------------------------------
 // the dims are checked here, so a meta run raises as the real one does
@@ -75,7 +75,7 @@ SpecList flip_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   return {{in[0].sizes(), in[0].dtype()}};
 }
 OpDef op_flip{"flip", 0, flip_meta, {}};
-OpRegistrar reg_flip{op_flip, "flip(Tensor self, int[] dims) -> Tensor"};
+OpRegistrar reg_flip{op_flip, "flip(Tensor self, int[] dims) -> Tensor", kFunctionAndMethod};
 
 // ---- tril / triu (attrs: diagonal; code 0 tril, 1 triu) --------------------------------------------
 SpecList tri_meta(const OpDef& op, const SpecList& in, const Attrs&) {
@@ -83,9 +83,9 @@ SpecList tri_meta(const OpDef& op, const SpecList& in, const Attrs&) {
   return {{in[0].sizes(), in[0].dtype()}};
 }
 OpDef op_tril{"tril", 0, tri_meta, {}, 0};
-OpRegistrar reg_tril{op_tril, "tril(Tensor self, int diagonal=0) -> Tensor"};
+OpRegistrar reg_tril{op_tril, "tril(Tensor self, int diagonal=0) -> Tensor", kAllVariants};
 OpDef op_triu{"triu", 0, tri_meta, {}, 1};
-OpRegistrar reg_triu{op_triu, "triu(Tensor self, int diagonal=0) -> Tensor"};
+OpRegistrar reg_triu{op_triu, "triu(Tensor self, int diagonal=0) -> Tensor", kAllVariants};
 
 }  // namespace
 

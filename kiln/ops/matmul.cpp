@@ -25,7 +25,7 @@ SpecList bmm_meta(const OpDef&, const SpecList& in, const Attrs&) {
 }
 
 OpDef op_bmm{"bmm", 0, bmm_meta, {}};  // kernel: backend/cpu/matmul.cpp
-OpRegistrar reg_bmm{op_bmm, "bmm(Tensor self, Tensor mat2) -> Tensor"};
+OpRegistrar reg_bmm{op_bmm, "bmm(Tensor self, Tensor mat2) -> Tensor", kFunctionAndMethod};
 
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
   KILN_CHECK(a.dtype() == b.dtype(), Runtime, op, "expected m1 and m2 to have the same dtype, but got: ",

@@ -121,9 +121,9 @@ OpRegistrar reg_cumprod{op_cumprod, "cumprod(Tensor self, int dim) -> Tensor"};
 OpDef op_logcumsumexp{"logcumsumexp", 0, scan_meta, {}, 2};
 OpRegistrar reg_logcumsumexp{op_logcumsumexp, "logcumsumexp(Tensor self, int dim) -> Tensor"};
 OpDef op_cummax{"cummax", 0, scan_meta, {}, 3};
-OpRegistrar reg_cummax{op_cummax, "cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)"};
+OpRegistrar reg_cummax{op_cummax, "cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)", kFunctionAndMethod};
 OpDef op_cummin{"cummin", 0, scan_meta, {}, 4};
-OpRegistrar reg_cummin{op_cummin, "cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)"};
+OpRegistrar reg_cummin{op_cummin, "cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)", kFunctionAndMethod};
 
 Tensor reduce(const OpDef& op, const Tensor& x, const OptDims& dims, bool keepdim) {
   return dispatch1(op, {x}, rattrs(dims, keepdim));

@@ -67,7 +67,7 @@ OpRegistrar reg_scatter{op_scatter, "scatter.src(Tensor self, Tensor index, Tens
 OpDef op_scatter_value{"scatter.value", kInplaceable, scatter_meta, {}, kScValue};
 OpRegistrar reg_scatter_value{op_scatter_value, "scatter.value(Tensor self, Tensor index, int dim, Scalar value, str reduce) -> Tensor"};
 OpDef op_scatter_add{"scatter_add", kInplaceable, scatter_meta, {}, kScAdd};
-OpRegistrar reg_scatter_add{op_scatter_add, "scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"};
+OpRegistrar reg_scatter_add{op_scatter_add, "scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor", kFunctionAndMethod};
 OpDef op_scatter_reduce{"scatter_reduce", kInplaceable, scatter_meta, {}, kScReduce};
 OpRegistrar reg_scatter_reduce{op_scatter_reduce, "scatter_reduce.two(Tensor self, Tensor index, Tensor src, int dim, str reduce, bool include_self) -> Tensor"};
 
@@ -99,7 +99,7 @@ SpecList index_add_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
 }
 
 OpDef op_index_add{"index_add", kInplaceable, index_add_meta, {}};
-OpRegistrar reg_index_add{op_index_add, "index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor"};
+OpRegistrar reg_index_add{op_index_add, "index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor", kFunctionAndMethod};
 
 SpecList index_copy_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   const TensorSpec &x = in[0], &idx = in[1], &src = in[2];
@@ -126,7 +126,7 @@ SpecList index_copy_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
 }
 
 OpDef op_index_copy{"index_copy", kInplaceable, index_copy_meta, {}};
-OpRegistrar reg_index_copy{op_index_copy, "index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor"};
+OpRegistrar reg_index_copy{op_index_copy, "index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor", kFunctionAndMethod};
 
 SpecList index_fill_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   const TensorSpec &x = in[0], &idx = in[1];
@@ -149,7 +149,7 @@ SpecList masked_scatter_meta(const OpDef& op, const SpecList& in, const Attrs&) 
   return {{s, x.dtype()}};
 }
 OpDef op_masked_scatter{"masked_scatter", kInplaceable, masked_scatter_meta, {}};
-OpRegistrar reg_masked_scatter{op_masked_scatter, "masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor"};
+OpRegistrar reg_masked_scatter{op_masked_scatter, "masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor", kFunctionAndMethod};
 
 // ---- take / put ---------------------------------------------------------------------------------------
 SpecList take_meta(const OpDef& op, const SpecList& in, const Attrs&) {
@@ -160,7 +160,7 @@ SpecList take_meta(const OpDef& op, const SpecList& in, const Attrs&) {
   return {{idx.sizes(), x.dtype()}};
 }
 OpDef op_take{"take", 0, take_meta, {}};
-OpRegistrar reg_take{op_take, "take(Tensor self, Tensor index) -> Tensor"};
+OpRegistrar reg_take{op_take, "take(Tensor self, Tensor index) -> Tensor", kFunctionAndMethod};
 
 SpecList put_meta(const OpDef& op, const SpecList& in, const Attrs&) {
   const TensorSpec &x = in[0], &idx = in[1], &src = in[2];
@@ -174,7 +174,7 @@ SpecList put_meta(const OpDef& op, const SpecList& in, const Attrs&) {
   return {{x.sizes(), x.dtype()}};
 }
 OpDef op_put{"put", kInplaceable, put_meta, {}};
-OpRegistrar reg_put{op_put, "put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor"};
+OpRegistrar reg_put{op_put, "put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor", kFunctionAndMethod};
 
 // ---- gather without index wrapping (take_along_dim) ------------------------------------------------------
 // inputs: x, index (int64, same rank, broadcast already); attrs {dim}. Indices must lie in [0, size).

@@ -90,7 +90,7 @@ SpecList diag_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   return {{{sym_max(len, 0)}, x.dtype()}};
 }
 OpDef op_diag{"diag", 0, diag_meta, {}};
-OpRegistrar reg_diag{op_diag, "diag(Tensor self, int diagonal=0) -> Tensor"};
+OpRegistrar reg_diag{op_diag, "diag(Tensor self, int diagonal=0) -> Tensor", kFunctionAndMethod};
 
 // attrs {offset, dim1, dim2}
 SpecList diag_embed_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
@@ -108,7 +108,7 @@ SpecList diag_embed_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   return {{s, x.dtype()}};
 }
 OpDef op_diag_embed{"diag_embed", 0, diag_embed_meta, {}};
-OpRegistrar reg_diag_embed{op_diag_embed, "diag_embed(Tensor self, int offset=0, int dim1=-2, int dim2=-1) -> Tensor"};
+OpRegistrar reg_diag_embed{op_diag_embed, "diag_embed(Tensor self, int offset=0, int dim1=-2, int dim2=-1) -> Tensor", kFunctionAndMethod};
 
 // ---- pad ---------------------------------------------------------------------------------------------------
 // constant_pad_nd: attrs {pad, value}. Pads the last pad.size()/2 dims; negative pads crop.

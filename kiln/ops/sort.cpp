@@ -39,7 +39,7 @@ SpecList sort_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
 }
 
 OpDef op_sort{"sort", 0, sort_meta, {}};
-OpRegistrar reg_sort{op_sort, "sort.stable(Tensor self, int dim=-1, bool descending=False, *, bool? stable=False) -> (Tensor values, Tensor indices)"};
+OpRegistrar reg_sort{op_sort, "sort.stable(Tensor self, int dim=-1, bool descending=False, *, bool? stable=False) -> (Tensor values, Tensor indices)", kFunctionAndMethod};
 
 // ---- topk(x, k, dim, largest, sorted): torch's partial_sort / nth_element selection ---------------
 SpecList topk_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
@@ -57,7 +57,7 @@ SpecList topk_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
 }
 
 OpDef op_topk{"topk", 0, topk_meta, {}};
-OpRegistrar reg_topk{op_topk, "topk(Tensor self, int k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)"};
+OpRegistrar reg_topk{op_topk, "topk(Tensor self, int k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)", kFunctionAndMethod};
 
 // ---- kthvalue(x, k, dim, keepdim): torch's quickselect (Sedgewick), NaN largest ------------------
 
@@ -74,7 +74,7 @@ SpecList kthvalue_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
 }
 
 OpDef op_kthvalue{"kthvalue", kReduction, kthvalue_meta, {}};
-OpRegistrar reg_kthvalue{op_kthvalue, "kthvalue(Tensor self, int k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"};
+OpRegistrar reg_kthvalue{op_kthvalue, "kthvalue(Tensor self, int k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)", kFunctionAndMethod};
 
 // ---- median / nanmedian along a dim (code 0 median, 1 nanmedian) ----------------------------------
 SpecList median_dim_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
@@ -87,9 +87,9 @@ SpecList median_dim_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
 }
 
 OpDef op_median_dim{"median_dim", kReduction, median_dim_meta, {}, 0};
-OpRegistrar reg_median_dim{op_median_dim, "median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"};
+OpRegistrar reg_median_dim{op_median_dim, "median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)", kFunctionAndMethod};
 OpDef op_nanmedian_dim{"nanmedian_dim", kReduction, median_dim_meta, {}, 1};
-OpRegistrar reg_nanmedian_dim{op_nanmedian_dim, "nanmedian.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"};
+OpRegistrar reg_nanmedian_dim{op_nanmedian_dim, "nanmedian.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)", kFunctionAndMethod};
 
 // ---- global median / nanmedian ---------------------------------------------------------------------
 SpecList median_meta(const OpDef& op, const SpecList& in, const Attrs&) {
@@ -98,9 +98,9 @@ SpecList median_meta(const OpDef& op, const SpecList& in, const Attrs&) {
 }
 
 OpDef op_median{"median", kReduction, median_meta, {}, 0};
-OpRegistrar reg_median{op_median, "median(Tensor self) -> Tensor"};
+OpRegistrar reg_median{op_median, "median(Tensor self) -> Tensor", kFunctionAndMethod};
 OpDef op_nanmedian{"nanmedian", kReduction, median_meta, {}, 1};
-OpRegistrar reg_nanmedian{op_nanmedian, "nanmedian(Tensor self) -> Tensor"};
+OpRegistrar reg_nanmedian{op_nanmedian, "nanmedian(Tensor self) -> Tensor", kFunctionAndMethod};
 
 // ---- mode(x, dim, keepdim): torch's sort-and-count; the index is the last in its run ---------------
 SpecList mode_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
@@ -113,7 +113,7 @@ SpecList mode_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
 }
 
 OpDef op_mode{"mode", kReduction, mode_meta, {}};
-OpRegistrar reg_mode{op_mode, "mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"};
+OpRegistrar reg_mode{op_mode, "mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)", kFunctionAndMethod};
 
 // ---- quantile / nanquantile (code 0 / 1). inputs {x, q}; attrs {has_dim, dim, keepdim, interp} ----
 

@@ -249,6 +249,7 @@ Geo<I> permute_geo(const Sz<I>& xs, const Sz<I>& xst, I off, const Attrs& a) {
   return {std::move(sizes), std::move(strides), off};
 }
 VIEW_GEO_OP(permute, permute_geo, "permute(Tensor(a) self, int[] dims) -> Tensor(a)")
+OpVariants v_permute{op_permute, kFunctionAndMethod};  // x.permute(1, 0): a lone int list as varargs
 
 template <class I>
 Geo<I> expand_geo(const Sz<I>& xs, const Sz<I>& xst, I off, const Attrs& a) {
@@ -279,6 +280,7 @@ Geo<I> expand_geo(const Sz<I>& xs, const Sz<I>& xst, I off, const Attrs& a) {
   return {std::move(sizes), std::move(strides), off};
 }
 VIEW_GEO_OP(expand, expand_geo, "expand(Tensor(a) self, int[] size) -> Tensor(a)")
+OpVariants v_expand{op_expand, kMethodVariant};
 
 // slice(dim, start, end, step): attrs {dim, start, end, step} already clamped by the front end.
 template <class I>
@@ -316,6 +318,7 @@ Geo<I> unsqueeze_geo(const Sz<I>& xs, const Sz<I>& xst, I off, const Attrs& a) {
   return {std::move(sizes), std::move(strides), off};
 }
 VIEW_GEO_OP(unsqueeze, unsqueeze_geo, "unsqueeze(Tensor(a) self, int dim) -> Tensor(a)")
+OpVariants v_unsqueeze{op_unsqueeze, kFunctionAndMethod};
 
 template <class I>
 Geo<I> squeeze_geo(const Sz<I>& xs, const Sz<I>& xst, I off, const Attrs& a) {

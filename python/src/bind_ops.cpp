@@ -36,22 +36,11 @@ Shape dims_list(nb::handle h) {
 
 void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   // ---- elementwise lists ------------------------------------------------------------------------
-  // From the schema (bind_schema.cpp): kiln.<name>(input, [other,] *, out=None), Tensor.<name>,
-  // Tensor.<name>_. Binary ops take Python numbers where torch's signatures do (the list's fourth
-  // column: Any, Second, None).
-#define BIND_UNARY(name, code, rule) \
-  expose_op(m, cls, #name, std::strcmp(#name, "conj_physical") ? kAllVariants : kFunction | kMethod);
-  KILN_UNARY_OPS(BIND_UNARY)
-#undef BIND_UNARY
-  // on a real tensor, torch's conj_physical_ returns it untouched (no write, so no version bump or
-  // in-place check)
+  // The ops that declare their variants (the unary/binary lists, add, sub, round, the indexing ops,
+  // ...) are bound from their schemas by expose_registered (bind_schema.cpp), before this runs.
+  // On a real tensor, torch's conj_physical_ returns it untouched (no write, so no version bump or
+  // in-place check).
   cls.def("conj_physical_", [](const Tensor& x) { return conj_physical_(x); });
-  constexpr uint32_t Any = 0b11, Second = 0b10, None = 0;
-#define BIND_BINARY(name, code, rule, numbers) expose_op(m, cls, #name, kAllVariants, numbers);
-  KILN_BINARY_OPS(BIND_BINARY)
-#undef BIND_BINARY
-  expose_op(m, cls, "add", kAllVariants, Any);
-  expose_op(m, cls, "sub", kAllVariants, Any);
 
   m.def("rsub", [](nb::handle a, nb::handle b, nb::handle alpha) {
     return rsub(as_tensor(a, "rsub"), as_tensor(b, "rsub"), alpha.is_none() ? Scalar(1) : as_scalar(alpha));
@@ -64,7 +53,6 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   cls.def("div_", [](const Tensor& a, nb::handle b, nb::handle mode) {
     return div_(a, as_tensor(b, "div_"), mode.is_none() ? "" : nb::cast<std::string>(mode));
   }, "other"_a, nb::kw_only(), "rounding_mode"_a.none() = none());
-  expose_overloads(m, cls, "round", {"round", "round_decimals"}, kAllVariants);
   auto logit_fn = [](const Tensor& x, std::optional<double> eps) { return logit(x, eps); };
   m.def("logit", logit_fn, "input"_a, "eps"_a.none() = none());
   cls.def("logit", logit_fn, "eps"_a.none() = none());
@@ -250,9 +238,6 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
 #undef BIND_CAST
 
   // ---- views --------------------------------------------------------------------------------------
-  expose_op(m, cls, "permute", kFunction | kMethod);  // x.permute(1, 0): a lone int list as varargs
-  expose_op(m, cls, "unsqueeze", kFunction | kMethod);
-  expose_op(m, cls, "expand", kMethod);
   cls.def("view", [](const Tensor& t, nb::args a) -> Tensor {
     if (a.size() == 1 && (nb::isinstance<PyDtype>(a[0]))) return view_dtype(t, as_dtype(a[0]));
     return view(t, shape_from_args(a));
@@ -436,7 +421,6 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   }
   m.def("logcumsumexp", [](const Tensor& x, int64_t d) { return logcumsumexp(x, d); }, "input"_a, "dim"_a);
   cls.def("logcumsumexp", [](const Tensor& x, int64_t d) { return logcumsumexp(x, d); }, "dim"_a);
-  for (const char* name : {"cummax", "cummin"}) expose_op(m, cls, name, kFunction | kMethod);
 
   // ---- matmul -------------------------------------------------------------------------------------
 #define BIND_MM(name)                                                             \
@@ -492,12 +476,6 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   m.def("nonzero", nz, "input"_a, nb::kw_only(), "as_tuple"_a = false);
   cls.def("nonzero", nz, nb::kw_only(), "as_tuple"_a = false);
   m.def("argwhere", [](const Tensor& x) { return nonzero(x); });
-  // torch's signatures, from the schemas
-  for (const char* name : {"index_select", "gather", "masked_select", "flip", "bmm", "take", "diag", "diag_embed",
-                           "scatter_add", "index_add", "index_copy", "masked_scatter", "put"})
-    expose_op(m, cls, name, kFunction | kMethod);
-  for (const char* name : {"tril", "triu"}) expose_op(m, cls, name, kAllVariants);
-  for (const char* name : {"polar", "complex"}) expose_op(m, cls, name, kFunction);
 
   // ---- random -------------------------------------------------------------------------------------
   // kiln.Generator: an independent Philox stream (torch.Generator's API); generator=None uses the default.

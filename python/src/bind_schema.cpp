@@ -1,7 +1,7 @@
 // Python callables made from op schemas (dispatch/schema.h): one generic argument parser for every
 // table op, and the public functions, methods, in-place methods and out= variants built from it.
 //   kiln.ops.<op>(*args, **kwargs)        any table op by its schema (torch.ops.aten in spirit)
-//   kiln.exp / Tensor.exp / Tensor.exp_   the public names of an op (expose_op, bind_ops.cpp)
+//   kiln.exp / Tensor.exp / Tensor.exp_   the public names of an op that declares its variants
 // Positional and keyword arguments are matched to the schema's arguments in order, defaults come
 // from the schema, each value is converted by its argument's type, and the call goes through
 // dispatch() like any other: modes, autograd, the interpreter lock released around the kernel.
@@ -13,6 +13,7 @@
 #include <Python.h>
 #include <structmember.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -82,7 +83,7 @@ struct OpFn {
   vectorcallfunc vectorcall;
   const OpDef* op;
   const Schema* schema;
-  OpVariant variant;
+  FnKind variant;
   std::string* name;            // the Python name ("add", "add_")
   std::vector<ArgInfo>* args;
   int varargs;  // torch's rule: the one positional argument besides a method's self is an int list,
@@ -133,7 +134,11 @@ Attr convert(const OpFn& f, const ArgInfo& ai, int pos, PyObject* v) {
     case ArgKind::Scalar:
       if (!is_number(v) && !is_tensor_obj(v)) bad_type(*f.name, a.name, pos, "Number", v);
       return as_scalar(h);
-    case ArgKind::IntList: return PyLong_Check(v) ? Shape{nb::cast<int64_t>(h)} : as_shape(h);
+    case ArgKind::IntList:
+      if (PyLong_Check(v)) return Shape{nb::cast<int64_t>(h)};
+      if (PyUnicode_Check(v) || !(PySequence_Check(v) || is_tensor_obj(v) || nb::isinstance<SymInt>(h)))
+        bad_type(*f.name, a.name, pos, "tuple of ints", v);
+      return as_shape(h);
     case ArgKind::FloatList: return nb::cast<std::vector<double>>(h);
     case ArgKind::Str:
       if (!PyUnicode_Check(v)) bad_type(*f.name, a.name, pos, "str", v);
@@ -207,7 +212,8 @@ void parse(const OpFn& f, PyObject* const* argv, size_t nargs, PyObject* kwnames
   size_t pos = 0;
   for (size_t i = 0; i < params.size() && pos < nargs; ++i) {
     if (params[i].a->kwarg_only) break;
-    vals[i] = argv[pos], where[i] = static_cast<int>(pos), ++pos;
+    // positions as torch counts them: a method's self is not one
+    vals[i] = argv[pos], where[i] = static_cast<int>(pos) - (f.variant == FnKind::Function ? 0 : 1), ++pos;
   }
   if (pos < nargs)
     throw nb::type_error((*f.name + "() takes " + std::to_string(pos) + " positional arguments but " +
@@ -228,7 +234,7 @@ void parse(const OpFn& f, PyObject* const* argv, size_t nargs, PyObject* kwnames
           throw nb::type_error((*f.name + "() got multiple values for argument '" +
                                 nb::borrow<nb::str>(params[i].name).c_str() + "' (given by name and position)").c_str());
         vals[i] = v, where[i] = -1;
-      } else if (f.variant == OpVariant::Function && PyUnicode_Compare(key, g_out_name.ptr()) == 0) {
+      } else if (f.variant == FnKind::Function && PyUnicode_Compare(key, g_out_name.ptr()) == 0) {
         out = v == Py_None ? nullptr : v;
       } else {
         throw nb::type_error((*f.name + "() got an unexpected keyword argument '" +
@@ -264,7 +270,7 @@ PyObject* run(const OpFn& f, PyObject* self_obj, Parsed& p) {
   TensorList& in = p.in;
   Attrs& attrs = p.attrs;
   PyObject* out = p.out;
-  if (f.variant == OpVariant::Inplace) {
+  if (f.variant == FnKind::Inplace) {
     Tensor self = in[0];
     dispatch_inplace(*f.op, self, in, attrs);
     Py_INCREF(self_obj);
@@ -292,7 +298,7 @@ PyObject* run(const OpFn& f, PyObject* self_obj, Parsed& p) {
 std::string signature_text(const OpFn& f) {
   std::string s = "(";
   bool kw = false;
-  for (size_t i = (f.variant == OpVariant::Function ? 0 : 1); i < f.args->size(); ++i) {
+  for (size_t i = (f.variant == FnKind::Function ? 0 : 1); i < f.args->size(); ++i) {
     const ArgInfo& ai = (*f.args)[i];
     if (s.size() > 1) s += ", ";
     if (ai.a->kwarg_only && !kw) s += "*, ", kw = true;
@@ -316,6 +322,11 @@ PyObject* call(const OpFn& f, PyObject* const* argv, size_t nargs, PyObject* kwn
       parse(*g, argv, nargs, kwnames, p);
     } catch (const nb::builtin_exception& e) {
       if (e.type() != nb::exception_type::type_error) throw;
+      continue;
+    } catch (nb::python_error& e) {  // a conversion that raised TypeError in Python
+      if (!e.matches(PyExc_TypeError)) throw;
+      continue;
+    } catch (const std::bad_cast&) {
       continue;
     }
     return run(*g, nargs ? argv[0] : nullptr, p);
@@ -347,7 +358,7 @@ PyObject* opfn_vectorcall(PyObject* self, PyObject* const* argv, size_t nargsf, 
 // Python function would; a module function does not bind (builtin functions do not).
 PyObject* opfn_descr_get(PyObject* self, PyObject* obj, PyObject*) {
   const OpFn& f = *reinterpret_cast<OpFn*>(self);
-  if (obj == nullptr || obj == Py_None || f.variant == OpVariant::Function) return Py_NewRef(self);
+  if (obj == nullptr || obj == Py_None || f.variant == FnKind::Function) return Py_NewRef(self);
   return PyMethod_New(self, obj);
 }
 
@@ -405,17 +416,17 @@ PyType_Spec opfn_spec = {"kiln._C._Op", sizeof(OpFn), 0,
 
 }  // namespace
 
-nb::object make_op_fn(const OpDef& op, OpVariant variant, std::string py_name, uint32_t number_args) {
+nb::object make_op_fn(const OpDef& op, FnKind variant, std::string py_name, uint32_t number_args) {
   const Schema* schema = op_schema(op);
   KILN_CHECK(schema != nullptr, Runtime, op.name, "the op has no schema");
   KILN_CHECK(schema->args.size() <= kMaxArgs, Runtime, op.name, "more than ", kMaxArgs, " arguments");
-  KILN_CHECK(variant == OpVariant::Function || (!schema->args.empty() && schema->args[0].kind == ArgKind::Tensor),
+  KILN_CHECK(variant == FnKind::Function || (!schema->args.empty() && schema->args[0].kind == ArgKind::Tensor),
              Runtime, op.name, "a method's first argument must be a Tensor");
   auto* args = new std::vector<ArgInfo>();
   for (size_t i = 0; i < schema->args.size(); ++i) {
     const SchemaArg& a = schema->args[i];
     ArgInfo ai{&a, nb::object(), Attr{}, ((number_args >> i) & 1) != 0};
-    const bool public_fn = variant == OpVariant::Function && py_name != "";
+    const bool public_fn = variant == FnKind::Function && py_name != "";
     std::string name = (i == 0 && a.name == "self" && public_fn) ? "input" : a.name;
     PyObject* s = PyUnicode_InternFromString(name.c_str());
     ai.name = nb::steal(s);
@@ -424,7 +435,7 @@ nb::object make_op_fn(const OpDef& op, OpVariant variant, std::string py_name, u
   }
   int varargs = -1;
   {
-    const size_t first = variant == OpVariant::Function ? 0 : 1;
+    const size_t first = variant == FnKind::Function ? 0 : 1;
     size_t positional = 0, last = 0;
     for (size_t i = first; i < schema->args.size(); ++i)
       if (!schema->args[i].kwarg_only) ++positional, last = i;
@@ -457,35 +468,51 @@ nb::object make_op_fn(const OpDef& op, OpVariant variant, std::string py_name, u
 }
 
 namespace {
-// The callables of one variant for a list of overloads, chained first to last.
-nb::object chain(const std::vector<const OpDef*>& ops, OpVariant variant, const std::string& name, uint32_t numbers) {
+// The callables of one kind for a list of overloads, chained first to last.
+nb::object chain(const std::vector<const OpDef*>& ops, FnKind kind, const std::string& name) {
   nb::object head, tail;
   for (const OpDef* op : ops) {
-    nb::object fn = make_op_fn(*op, variant, name, numbers);
+    const uint32_t numbers = kind == FnKind::Function ? op->number_args : op->number_args & ~1u;  // not self
+    nb::object fn = make_op_fn(*op, kind, name, numbers);
     if (!head) head = fn;
     else reinterpret_cast<OpFn*>(tail.ptr())->next = fn.inc_ref().ptr();
     tail = fn;
   }
   return head;
 }
+
+size_t required_args(const OpDef& op) {
+  size_t n = 0;
+  for (const SchemaArg& a : op_schema(op)->args) n += !a.default_ && !a.optional;
+  return n;
+}
 }  // namespace
 
-void expose_op(nb::module_& m, nb::handle cls, const char* op_name, unsigned variants, uint32_t number_args) {
-  expose_overloads(m, cls, op_name, {op_name}, variants, number_args);
-}
-
-void expose_overloads(nb::module_& m, nb::handle cls, const char* name, std::initializer_list<const char*> op_names,
-                      unsigned variants, uint32_t number_args) {
-  std::vector<const OpDef*> ops;
-  for (const char* n : op_names) {
-    const OpDef* op = find_op(n);
-    KILN_CHECK(op != nullptr, Runtime, n, "no such op");
-    ops.push_back(op);
+void expose_registered(nb::module_& m, nb::handle cls) {
+  std::vector<std::pair<std::string, std::vector<const OpDef*>>> groups;  // by schema name, first seen first
+  for (const OpDef* op : registered_ops()) {
+    if (!op->variants) continue;
+    const std::string& name = op_schema(*op)->name;
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == name; });
+    if (it == groups.end()) groups.push_back({name, {op}});
+    else it->second.push_back(op);
   }
-  std::string s = name;
-  if (variants & kFunction) m.attr(name) = chain(ops, OpVariant::Function, s, number_args);
-  if (variants & kMethod) nb::setattr(cls, name, chain(ops, OpVariant::Method, s, number_args & ~1u));
-  if (variants & kInplace) nb::setattr(cls, (s + "_").c_str(), chain(ops, OpVariant::Inplace, s + "_", number_args & ~1u));
+  for (auto& [name, ops] : groups) {
+    // torch's parser tries the signature with fewer required arguments first; here it also spares
+    // the common call (round(x)) a failed match
+    std::stable_sort(ops.begin(), ops.end(),
+                     [](const OpDef* a, const OpDef* b) { return required_args(*a) < required_args(*b); });
+    for (auto [bit, kind] : {std::pair{kFunctionVariant, FnKind::Function}, std::pair{kMethodVariant, FnKind::Method},
+                             std::pair{kInplaceVariant, FnKind::Inplace}}) {
+      std::vector<const OpDef*> some;
+      for (const OpDef* op : ops)
+        if (op->variants & bit) some.push_back(op);
+      if (some.empty()) continue;
+      if (kind == FnKind::Function) m.attr(name.c_str()) = chain(some, kind, name);
+      else if (kind == FnKind::Method) nb::setattr(cls, name.c_str(), chain(some, kind, name));
+      else nb::setattr(cls, (name + "_").c_str(), chain(some, kind, name + "_"));
+    }
+  }
 }
 
 void bind_schema(nb::module_& m, nb::handle tensor_cls) {
@@ -498,7 +525,7 @@ void bind_schema(nb::module_& m, nb::handle tensor_cls) {
   m.def("_op", [](const std::string& name) {
     const OpDef* op = find_op(name);
     if (!op) throw nb::attribute_error(("kiln.ops has no op named '" + name + "'").c_str());
-    return make_op_fn(*op, OpVariant::Function, "", ~0u);
+    return make_op_fn(*op, FnKind::Function, "", ~0u);
   });
 }
 

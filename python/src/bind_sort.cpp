@@ -35,11 +35,8 @@ Tensor opt_tensor(nb::handle h) { return h.is_none() ? Tensor() : nb::cast<Tenso
 }  // namespace
 
 void bind_sort(nb::module_& m, nb::class_<Tensor>& cls) {
-  // From the schemas (bind_schema.cpp), with torch's return_types namedtuples (values, indices).
-  for (const char* name : {"sort", "topk", "kthvalue", "mode"}) expose_op(m, cls, name, kFunction | kMethod);
-  expose_overloads(m, cls, "median", {"median", "median_dim"}, kFunction | kMethod);
-  expose_overloads(m, cls, "nanmedian", {"nanmedian", "nanmedian_dim"}, kFunction | kMethod);
-
+  // sort, topk, kthvalue, mode, median, nanmedian: from their schemas (expose_registered), with
+  // torch's return_types namedtuples (values, indices).
   // ---- sort / argsort / msort -----------------------------------------------------------------------
   auto argsort_fn = [](const Tensor& x, int64_t dim, bool descending, bool stable) {
     return kiln::argsort(x, dim, descending, stable);

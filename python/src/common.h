@@ -81,15 +81,12 @@ void bind_schema(nb::module_& m, nb::handle tensor_cls);      // bind_schema.cpp
 // Callables made from an op's schema (bind_schema.cpp): a public function (`kiln.exp`, its `self`
 // named `input`, out= accepted), a method (`x.exp()`) or an in-place method (`x.exp_()`, returning
 // the object it was called on). number_args: bit i set when tensor argument i takes a Python number.
-enum class OpVariant : uint8_t { Function, Method, Inplace };
-enum : unsigned { kFunction = 1, kMethod = 2, kInplace = 4, kAllVariants = 7 };
-nb::object make_op_fn(const OpDef& op, OpVariant variant, std::string py_name, uint32_t number_args);
-// Sets kiln.<op> and Tensor.<op> / Tensor.<op>_ (the variants asked for) from the op's schema.
-void expose_op(nb::module_& m, nb::handle cls, const char* op_name, unsigned variants, uint32_t number_args = 0);
-// The same for a Python name with several ops (torch's overloads, e.g. median and median.dim): a call
-// runs the first whose schema its arguments fit.
-void expose_overloads(nb::module_& m, nb::handle cls, const char* name, std::initializer_list<const char*> op_names,
-                      unsigned variants, uint32_t number_args = 0);
+enum class FnKind : uint8_t { Function, Method, Inplace };
+nb::object make_op_fn(const OpDef& op, FnKind kind, std::string py_name, uint32_t number_args);
+// kiln.<name>, Tensor.<name>, Tensor.<name>_ for every op that declares its variants (OpRegistrar),
+// under its schema's name; ops of one name are overloads (the one with fewer required arguments
+// tried first).
+void expose_registered(nb::module_& m, nb::handle cls);
 // The Python error for a C++ exception caught outside nanobind (kiln::Error by its kind, nanobind's
 // exceptions as themselves): what a raw CPython entry point calls before returning null.
 void set_python_error(const std::exception_ptr& e);

@@ -75,6 +75,7 @@ NB_MODULE(_C, m) {
   nb::class_<Tensor> cls(m, "Tensor");
   bind_tensor(m, cls);
   bind_schema(m, cls);
+  expose_registered(m, cls);  // before the hand-written bindings: a name bound twice fails at import
   bind_ops(m, cls);
   bind_interop(m, cls);
   bind_sort(m, cls);
