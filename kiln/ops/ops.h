@@ -47,6 +47,7 @@ Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, TensorOpt
 Tensor logspace(const Scalar& start, const Scalar& end, int64_t steps, double base = 10.0,
                 TensorOptions o = {});
 Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt, TensorOptions o = {});
+Tensor trace(const Tensor& x);  // the sum of a matrix's main diagonal
 Tensor fill_(const Tensor& t, const Scalar& v);
 Tensor zero_(const Tensor& t);
 

@@ -129,6 +129,24 @@ Tensor reduce(const OpDef& op, const Tensor& x, const OptDims& dims, bool keepdi
   return dispatch1(op, {x}, rattrs(dims, keepdim));
 }
 
+// ---- trace: the sum of a matrix's main diagonal (torch.trace) -----------------------------------------
+// The whole op is this entry (schema, public variants, meta, derivative) and its kernel
+// (backend/cpu/reduce.cpp, which also declares the dtypes it handles).
+SpecList trace_meta(const OpDef& op, const SpecList& in, const Attrs&) {
+  const TensorSpec& x = in[0];
+  KILN_CHECK(x.dim() == 2, Runtime, op.name, "trace: expected a matrix, but got tensor with dim ", x.dim());
+  check_dtype_supported(op, x.device(), x.dtype());
+  return {{SymShape{}, is_integral(x.dtype(), true) ? kInt64 : x.dtype()}};
+}
+// d trace / dX = I * grad, the identity of X's shape; written with ops, so double backward works
+TensorList trace_grad(const GradCtx& c, const TensorList& g) {
+  const Shape s = c.in_specs[0].concrete_sizes("trace");
+  return {mul(eye(s[0], s[1], TensorOptions().dtype(g[0].dtype())), g[0])};
+}
+OpDef op_trace{"trace", kReduction, trace_meta, {}};
+OpRegistrar reg_trace{op_trace, "trace(Tensor self) -> Tensor", kFunctionAndMethod};
+DerivativeRegistrar d_trace{op_trace, trace_grad, 0, 0};
+
 }  // namespace
 
 Tensor sum(const Tensor& x, OptDims dims, bool keepdim, std::optional<Dtype> dtype) {
@@ -313,5 +331,7 @@ std::tuple<Tensor, Tensor> cummin(const Tensor& x, int64_t dim) {
 
 Tensor Tensor::sum() const { return kiln::sum(*this); }
 Tensor Tensor::mean() const { return kiln::mean(*this); }
+
+Tensor trace(const Tensor& x) { return dispatch1(op_trace, {x}); }
 
 }  // namespace kiln

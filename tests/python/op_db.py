@@ -1207,6 +1207,15 @@ def _diag_samples(dtype, grad):
     return out
 
 
+def _trace_samples(dtype, grad):
+    m = X((3, 5), dtype, grad, 1)
+    out = [S(m, desc="wide"), S(X((4, 2), dtype, grad, 2), desc="tall"), S(m.t(), desc="transposed"),
+           S(X((0, 3), dtype, grad, 3), desc="empty")]
+    if not grad:
+        out += [S(X((4,), dtype, grad, 4), desc="error-1d"), S(X((2, 2, 2), dtype, grad, 5), desc="error-3d")]
+    return out
+
+
 def _diag_embed_samples(dtype, grad):
     x = X((2, 3), dtype, grad, 1)
     return [S(x, desc="default"), S(x, 1, desc="offset"), S(x, -1, 0, 2, desc="dims"), S(x.t(), 0, 1, 0,
@@ -1274,6 +1283,7 @@ INDEX_OPS = [
     entry("repeat_interleave", _repeat_interleave_samples, dtypes=("int64",), supports_grad=False, method=False),
     entry("repeat_interleave", _repeat_interleave_self_samples, variant="self", covers=("repeat_interleave",)),
     entry("diag", _diag_samples, supports_out=True),
+    entry("trace", _trace_samples),
     entry("diag_embed", _diag_embed_samples),
     entry("nn.functional.pad", _pad_const_samples, variant="constant", covers=("constant_pad_nd",)),
     entry("nn.functional.pad", _pad_mode_samples, covers=("pad",), dtypes=FLOATS + ("complex64", "int64", "bool")),

@@ -329,6 +329,17 @@ void scan_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorLi
 KILN_REDUCE_OPS(K_REDUCE)
 #undef K_REDUCE
 KernelRegistrar k_max_dim{"max_dim", DeviceType::CPU, argred_kernel};
+
+// trace: the diagonal as a strided view, summed in the output dtype; torch's dtype set
+void trace_kernel(const OpDef& op, const TensorList& in, const Attrs&, TensorList& out) {
+  const Tensor& x = in[0];
+  const int64_t k = std::min(x.sizes()[0], x.sizes()[1]);
+  Tensor d = make_view(x, {k}, {x.strides()[0] + x.strides()[1]}, x.storage_offset());
+  if (d.dtype() != out[0].dtype()) d = cpu::converted(d, out[0].dtype());
+  cpu::reduce_into(ReduceOp::Sum, out[0], d, {true}, op.name);
+}
+bool trace_supports(const OpDef&, Dtype d) { return d != kBool && !is_barebones_unsigned(d) && !is_float8(d); }
+KernelRegistrar k_trace{"trace", DeviceType::CPU, trace_kernel, trace_supports};
 KernelRegistrar k_min_dim{"min_dim", DeviceType::CPU, argred_kernel};
 KernelRegistrar k_softmax{"softmax", DeviceType::CPU, softmax_kernel};
 KernelRegistrar k_log_softmax{"log_softmax", DeviceType::CPU, softmax_kernel};
