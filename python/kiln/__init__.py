@@ -53,12 +53,11 @@ def swapaxes(t, a, b):
 
 # out= for the functions whose C++ binding does not take it: the result is computed, checked with
 # torch's rule (the result dtype must be castable to out's), out is resized when its shape differs,
-# and the values are copied in. Pointwise ops (unary/binary lists, add) take out= natively.
-_OUT_FUNCS = """sum nansum mean nanmean prod amax amin cumsum cumprod logcumsumexp cummax cummin var std logsumexp
-matmul mm bmm mv dot vdot inner outer kron addmm baddbmm addbmm addmv cat concat concatenate stack hstack vstack
-where clamp clip lerp addcmul addcdiv index_select gather masked_select take nonzero sort topk kthvalue
-tril triu diag searchsorted bucketize histc arange linspace logspace eye zeros ones full rand randn randint
-randperm max min median nanmedian mode aminmax argmax argmin quantile nanquantile""".split()
+# and the values are copied in. The ops bound from their schemas (kiln._C._Op) take out= natively.
+_OUT_FUNCS = """sum nansum mean nanmean prod amax amin cumsum cumprod logcumsumexp var std logsumexp
+matmul mm mv dot vdot inner outer kron addmm baddbmm addbmm addmv cat concat concatenate stack hstack vstack
+where clamp clip lerp addcmul addcdiv nonzero searchsorted bucketize histc arange linspace logspace eye zeros
+ones full rand randn randint randperm max min aminmax argmax argmin quantile nanquantile""".split()
 
 
 def _write_out(name, result, out):
