@@ -92,7 +92,8 @@ struct OpFn {
   PyObject* result_type;  // a torch.return_types-like namedtuple for named returns (owned), or null
 };
 
-PyTypeObject* g_opfn_type = nullptr;
+PyTypeObject* g_opfn_type = nullptr;     // functions (kiln.add): never bind to an instance
+PyTypeObject* g_method_type = nullptr;   // its subclass for methods: the method-descriptor protocol
 PyTypeObject* g_tensor_type = nullptr;
 nb::object g_out_name;
 
@@ -101,9 +102,29 @@ inline bool is_tensor_obj(PyObject* o) {
 }
 inline const Tensor& tensor_of(PyObject* o) { return *nb::inst_ptr<Tensor>(o); }
 
+// A Python or numpy number (np.int64, np.float32, ...): what torch takes for a Scalar.
+bool is_numeric(PyObject* v) {
+  if (is_number(v)) return true;
+  if (is_tensor_obj(v) || PyUnicode_Check(v) || PyBytes_Check(v) || PySequence_Check(v)) return false;
+  return PyIndex_Check(v) || PyNumber_Check(v);
+}
+bool is_numpy_bool(PyObject* v) {
+  const char* n = Py_TYPE(v)->tp_name;
+  return std::strcmp(n, "numpy.bool") == 0 || std::strcmp(n, "numpy.bool_") == 0;
+}
+// An int argument: a Python int or anything with __index__ (numpy ints), not a bool or a tensor.
+bool is_int_like(PyObject* v) { return PyIndex_Check(v) && !PyBool_Check(v) && !is_numpy_bool(v) && !is_tensor_obj(v); }
+// A name for messages, also when it cannot be encoded (a lone surrogate).
+std::string utf8(PyObject* s) {
+  const char* c = PyUnicode_AsUTF8(s);
+  if (c) return c;
+  PyErr_Clear();
+  return "<a name that is not valid UTF-8>";
+}
+
 Tensor tensor_arg(const OpFn& f, const ArgInfo& ai, int pos, PyObject* v) {
   if (is_tensor_obj(v)) return tensor_of(v);
-  if (ai.numbers && is_number(v)) return scalar_tensor(as_scalar(v), Dtype::Undefined, true);
+  if (ai.numbers && is_numeric(v)) return scalar_tensor(as_scalar(v), Dtype::Undefined, true);
   bad_type(*f.name, nb::borrow<nb::str>(ai.name).c_str(), pos, "Tensor", v);
 }
 
@@ -117,7 +138,7 @@ Attr convert(const OpFn& f, const ArgInfo& ai, int pos, PyObject* v) {
   switch (a.kind) {
     case ArgKind::Int:
       if (nb::isinstance<SymInt>(h)) return size_arg(h);
-      if (PyBool_Check(v) || !PyIndex_Check(v) || is_tensor_obj(v)) bad_type(*f.name, a.name, pos, "int", v);
+      if (!is_int_like(v)) bad_type(*f.name, a.name, pos, "int", v);
       return nb::cast<int64_t>(nb::int_(h));
     case ArgKind::Float: {
       if (PyFloat_Check(v)) return PyFloat_AS_DOUBLE(v);
@@ -129,20 +150,41 @@ Attr convert(const OpFn& f, const ArgInfo& ai, int pos, PyObject* v) {
       return d;
     }
     case ArgKind::Bool:
-      if (!PyBool_Check(v)) bad_type(*f.name, a.name, pos, "bool", v);
-      return v == Py_True;
+      if (PyBool_Check(v)) return v == Py_True;
+      if (!is_numpy_bool(v)) bad_type(*f.name, a.name, pos, "bool", v);
+      return PyObject_IsTrue(v) == 1;
     case ArgKind::Scalar:
-      if (!is_number(v) && !is_tensor_obj(v)) bad_type(*f.name, a.name, pos, "Number", v);
+      if (!is_numeric(v) && !is_tensor_obj(v)) bad_type(*f.name, a.name, pos, "Number", v);
       return as_scalar(h);
     case ArgKind::IntList:
-      if (PyLong_Check(v)) return Shape{nb::cast<int64_t>(h)};
-      if (PyUnicode_Check(v) || !(PySequence_Check(v) || is_tensor_obj(v) || nb::isinstance<SymInt>(h)))
+      if (is_int_like(v)) return Shape{nb::cast<int64_t>(nb::int_(h))};
+      if (PyUnicode_Check(v) || PyBytes_Check(v) || PyBool_Check(v) ||
+          !(PySequence_Check(v) || is_tensor_obj(v) || nb::isinstance<SymInt>(h)))
         bad_type(*f.name, a.name, pos, "tuple of ints", v);
+      if (PySequence_Check(v) && !is_tensor_obj(v)) {
+        size_t k = 0;
+        for (nb::handle e : nb::borrow<nb::sequence>(h)) {
+          if (!is_int_like(e.ptr()) && !nb::isinstance<SymInt>(e)) {  // torch's wording
+            std::string msg = *f.name + "(): argument '" + a.name + "'";
+            if (pos >= 0) msg += " (position " + std::to_string(pos + 1) + ")";
+            msg += std::string(" must be tuple of ints, but found element of type ") + Py_TYPE(e.ptr())->tp_name +
+                   " at pos " + std::to_string(k);
+            throw nb::type_error(msg.c_str());
+          }
+          ++k;
+        }
+      }
       return as_shape(h);
     case ArgKind::FloatList: return nb::cast<std::vector<double>>(h);
-    case ArgKind::Str:
+    case ArgKind::Str: {
       if (!PyUnicode_Check(v)) bad_type(*f.name, a.name, pos, "str", v);
-      return std::string(PyUnicode_AsUTF8(v));
+      const char* c = PyUnicode_AsUTF8(v);
+      if (!c) {
+        PyErr_Clear();
+        throw nb::value_error((*f.name + "(): argument '" + a.name + "' is not valid UTF-8").c_str());
+      }
+      return std::string(c);
+    }
     case ArgKind::ScalarType: return as_dtype(h);
     case ArgKind::Device: return as_device(h);
     default: bad_type(*f.name, a.name, pos, a.type.c_str(), v);
@@ -167,14 +209,19 @@ void add_tensors(const OpFn& f, const ArgInfo& ai, int pos, PyObject* v, TensorL
   }
 }
 
+// The result as the schema returns it: `-> Tensor` one tensor, `-> ()` None, several (or a
+// Tensor[]) a tuple, a namedtuple where the returns are named.
 PyObject* result_object(const OpFn& f, TensorList& r) {
-  if (r.size() == 1) return nb::cast(std::move(r[0]), nb::rv_policy::move).release().ptr();
-  PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(r.size()));
+  const std::vector<std::string>& rets = f.schema->returns;
+  if (rets.empty()) return Py_NewRef(Py_None);
+  if (rets.size() == 1 && rets[0] != "Tensor[]" && r.size() == 1)
+    return nb::cast(std::move(r[0]), nb::rv_policy::move).release().ptr();
+  nb::object t = nb::steal(PyTuple_New(static_cast<Py_ssize_t>(r.size())));
+  if (!t) throw nb::python_error();
   for (size_t i = 0; i < r.size(); ++i)
-    PyTuple_SET_ITEM(t, i, nb::cast(std::move(r[i]), nb::rv_policy::move).release().ptr());
-  if (!f.result_type) return t;
-  PyObject* named = PyObject_Call(f.result_type, t, nullptr);  // namedtuple(*values)
-  Py_DECREF(t);
+    PyTuple_SET_ITEM(t.ptr(), i, nb::cast(std::move(r[i]), nb::rv_policy::move).release().ptr());
+  if (!f.result_type) return t.release().ptr();
+  PyObject* named = PyObject_Call(f.result_type, t.ptr(), nullptr);  // namedtuple(*values)
   if (!named) throw nb::python_error();
   return named;
 }
@@ -184,6 +231,7 @@ struct Parsed {
   TensorList in;
   Attrs attrs;
   PyObject* out = nullptr;
+  PyObject* self = nullptr;  // the object given for the first argument (by position or by name)
 };
 
 constexpr size_t kMaxArgs = 24;
@@ -197,7 +245,7 @@ void parse(const OpFn& f, PyObject* const* argv, size_t nargs, PyObject* kwnames
   nb::object packed;  // the int list gathered from varargs
   PyObject* packed_argv[kMaxArgs];
   if (f.varargs >= 0 && nargs > static_cast<size_t>(f.varargs) &&
-      (nargs > static_cast<size_t>(f.varargs) + 1 || PyLong_Check(argv[f.varargs]) ||
+      (nargs > static_cast<size_t>(f.varargs) + 1 || is_int_like(argv[f.varargs]) ||
        nb::isinstance<SymInt>(argv[f.varargs]))) {
     const size_t k = static_cast<size_t>(f.varargs);
     packed = nb::steal(PyTuple_New(static_cast<Py_ssize_t>(nargs - k)));
@@ -237,14 +285,14 @@ void parse(const OpFn& f, PyObject* const* argv, size_t nargs, PyObject* kwnames
       } else if (f.variant == FnKind::Function && PyUnicode_Compare(key, g_out_name.ptr()) == 0) {
         out = v == Py_None ? nullptr : v;
       } else {
-        throw nb::type_error((*f.name + "() got an unexpected keyword argument '" +
-                              PyUnicode_AsUTF8(key) + "'").c_str());
+        throw nb::type_error((*f.name + "() got an unexpected keyword argument '" + utf8(key) + "'").c_str());
       }
     }
   }
   TensorList& in = p.in;
   Attrs& attrs = p.attrs;
   p.out = out;
+  p.self = params.empty() ? nullptr : vals[0];
   for (size_t i = 0; i < params.size(); ++i) {
     const ArgInfo& ai = params[i];
     const SchemaArg& a = *ai.a;
@@ -266,7 +314,8 @@ void parse(const OpFn& f, PyObject* const* argv, size_t nargs, PyObject* kwnames
   }
 }
 
-PyObject* run(const OpFn& f, PyObject* self_obj, Parsed& p) {
+PyObject* run(const OpFn& f, Parsed& p) {
+  PyObject* self_obj = p.self;
   TensorList& in = p.in;
   Attrs& attrs = p.attrs;
   PyObject* out = p.out;
@@ -288,6 +337,11 @@ PyObject* run(const OpFn& f, PyObject* self_obj, Parsed& p) {
       }
     }
     dispatch(*f.op, in, attrs, &outs, false);
+    if (f.result_type && PyTuple_Check(out)) {  // torch returns its return_types namedtuple of the outs
+      PyObject* named = PyObject_Call(f.result_type, out, nullptr);
+      if (!named) throw nb::python_error();
+      return named;
+    }
     Py_INCREF(out);
     return out;  // the out object itself, as torch
   }
@@ -314,7 +368,7 @@ PyObject* call(const OpFn& f, PyObject* const* argv, size_t nargs, PyObject* kwn
   if (!f.next) {
     Parsed p;
     parse(f, argv, nargs, kwnames, p);
-    return run(f, nargs ? argv[0] : nullptr, p);
+    return run(f, p);
   }
   for (const OpFn* g = &f; g; g = reinterpret_cast<const OpFn*>(g->next)) {
     Parsed p;
@@ -328,14 +382,17 @@ PyObject* call(const OpFn& f, PyObject* const* argv, size_t nargs, PyObject* kwn
       continue;
     } catch (const std::bad_cast&) {
       continue;
+    } catch (const kiln::Error& e) {  // a conversion's own TypeError (a device string, ...)
+      if (e.kind() != ErrorKind::Type) throw;
+      continue;
     }
-    return run(*g, nargs ? argv[0] : nullptr, p);
+    return run(*g, p);
   }
   std::string got = "(";
   for (size_t i = 0; i < nargs; ++i) got += std::string(i ? ", " : "") + Py_TYPE(argv[i])->tp_name;
   if (kwnames)
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); ++k)
-      got += std::string(got.size() > 1 ? ", " : "") + PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, k)) + "=" +
+      got += std::string(got.size() > 1 ? ", " : "") + utf8(PyTuple_GET_ITEM(kwnames, k)) + "=" +
              Py_TYPE(argv[nargs + k])->tp_name;
   std::string msg = *f.name + "() received an invalid combination of arguments - got " + got +
                     "), but expected one of:";
@@ -410,9 +467,17 @@ PyType_Slot opfn_slots[] = {
     {Py_tp_members, opfn_members},
     {0, nullptr}};
 
+// Functions: a plain callable (stored on a class it does not bind, as builtins do). Methods: a
+// subclass with the method-descriptor flag, so `x.exp()` passes x in the argument vector. Neither
+// can be made from Python.
 PyType_Spec opfn_spec = {"kiln._C._Op", sizeof(OpFn), 0,
-                         Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+                         Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_VECTORCALL |
+                             Py_TPFLAGS_DISALLOW_INSTANTIATION,
                          opfn_slots};
+PyType_Spec method_spec = {"kiln._C._OpMethod", sizeof(OpFn), 0,
+                           Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR |
+                               Py_TPFLAGS_DISALLOW_INSTANTIATION,
+                           opfn_slots};
 
 }  // namespace
 
@@ -454,7 +519,7 @@ nb::object make_op_fn(const OpDef& op, FnKind variant, std::string py_name, uint
     }
     result_type = it->second;
   }
-  OpFn* f = PyObject_New(OpFn, g_opfn_type);
+  OpFn* f = PyObject_New(OpFn, variant == FnKind::Function ? g_opfn_type : g_method_type);
   f->varargs = varargs;
   f->next = nullptr;
   f->result_type = result_type.release().ptr();
@@ -519,6 +584,9 @@ void bind_schema(nb::module_& m, nb::handle tensor_cls) {
   g_tensor_type = reinterpret_cast<PyTypeObject*>(tensor_cls.ptr());
   g_opfn_type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&opfn_spec));
   if (!g_opfn_type) throw nb::python_error();
+  g_method_type = reinterpret_cast<PyTypeObject*>(
+      PyType_FromSpecWithBases(&method_spec, reinterpret_cast<PyObject*>(g_opfn_type)));
+  if (!g_method_type) throw nb::python_error();
   g_out_name = nb::steal(PyUnicode_InternFromString("out"));
   m.attr("_Op") = nb::handle(reinterpret_cast<PyObject*>(g_opfn_type));
   // kiln.ops.<name>: the op under its schema's argument names, numbers taken for every tensor

@@ -142,3 +142,34 @@ def test_schema_functions_argument_errors():
         kiln.add(kiln.ones(2, dtype=kiln.int64), 1, alpha=0.5)  # the meta's check, as torch's
     with pytest.raises(RuntimeError, match="Expected both inputs to be Float or Double"):
         kiln.complex(kiln.ones(2, dtype=kiln.int64), kiln.ones(2, dtype=kiln.int64))
+
+
+def test_schema_callables_edge_cases():
+    """Review findings on the generic parser: none of these may crash the interpreter."""
+    np = pytest.importorskip("numpy")
+    x = kiln.ones(3)
+    assert kiln.Tensor.add_(self=x, other=x) is x  # in-place with self by name returns self
+    assert x.tolist() == [2.0, 2.0, 2.0]
+    with pytest.raises(TypeError, match="unexpected keyword argument"):
+        kiln.add(x, **{"\udc80": 1})  # a name that is not valid UTF-8
+    with pytest.raises(TypeError, match="cannot create"):
+        type(kiln.add)()
+
+    class Holder:
+        f = kiln.add  # a function stored on a class does not bind (as builtins)
+
+    assert Holder().f(x, x).tolist() == [4.0, 4.0, 4.0]
+    assert isinstance(kiln.Tensor.__dict__["exp"], kiln._C._Op)  # methods: a subclass
+    # numpy numbers where torch takes them
+    assert kiln.add(x, np.int64(1)).tolist() == [3.0, 3.0, 3.0]
+    assert kiln.add(x, x, alpha=np.float32(2)).tolist() == [6.0, 6.0, 6.0]
+    assert tuple(kiln.ones(1).expand(np.int64(3)).shape) == (3,)
+    with pytest.raises(TypeError, match="must be tuple of ints"):
+        kiln.ones(3).flip(b"\x01")
+    with pytest.raises(TypeError, match="found element of type bool at pos 0"):
+        kiln.ones(3, 2).permute(True, 0)
+    with pytest.raises(TypeError, match="found element of type str at pos 1"):
+        kiln.ones(3, 2).permute(1, "a")
+    v, i = kiln.empty(0), kiln.empty(0, dtype=kiln.int64)
+    r = kiln.sort(kiln.tensor([3.0, 1.0]), out=(v, i))  # out= gives the return_types namedtuple
+    assert type(r).__name__ == "sort" and r.values is v and r.indices is i
