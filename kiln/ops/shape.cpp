@@ -192,8 +192,12 @@ SymShape nonconst_pad_shape(const TensorSpec& x, const Shape& pad, const std::st
     }
   return s;
 }
-SpecList nonconst_pad_meta(const OpDef&, const SpecList& in, const Attrs& a) {
-  return {{nonconst_pad_shape(in[0], attr<Shape>(a, 0), attr<std::string>(a, 1)), in[0].dtype()}};
+SpecList nonconst_pad_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
+  const std::string& mode = attr<std::string>(a, 1);
+  const Dtype dt = in[0].dtype();
+  if (mode != "circular" && (dt == kBool || is_barebones_unsigned(dt) || is_float8(dt)))  // torch's kernels' set
+    shape_detail::not_implemented(op.name, mode == "reflect" ? "reflection_pad" : "replication_pad", dt);
+  return {{nonconst_pad_shape(in[0], attr<Shape>(a, 0), mode), dt}};
 }
 OpDef op_nonconst_pad{"pad", 0, nonconst_pad_meta, {}};
 OpRegistrar reg_nonconst_pad{op_nonconst_pad, "pad(Tensor self, int[] pad, str mode) -> Tensor"};

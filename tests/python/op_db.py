@@ -1902,7 +1902,6 @@ SOFTMAX_0DIM_GRADGRAD = "the gradient of softmax/log_softmax of a 0-dim input is
 LOGCUMSUMEXP_COMPLEX = "logcumsumexp is not implemented for complex dtypes (torch computes it)"
 NAN_TO_NUM_COMPLEX = "nan_to_num is not implemented for complex dtypes (torch computes it)"
 SETITEM_CASTS = "x[int index] = values of another dtype casts the values; torch raises (dtypes must match)"
-META_NO_CHECK = "meta gives an output where the real run and torch's meta raise (a dtype or argument the op rejects)"
 META_INDEX_SHAPE = ("meta refuses integer-tensor indexing (and output_size=) although the output shape does not "
                     "depend on the data")
 META_INDEX_ITEM = "indexing with a 0-dim integer tensor reads its value (item()) on meta"
@@ -1966,7 +1965,6 @@ KNOWN_XFAILS = [  # (test, entry id, reason, dtypes (empty: all), samples (empty
     ("meta", "index_put", META_INDEX_SHAPE, (), ()),
     ("meta", "take_along_dim", META_READS_DATA, (), ("dim1", "bcast-dim0", "transposed")),
     ("meta", "nn.functional.ctc_loss", META_READS_DATA, (), ()),
-    ("meta", "nn.functional.pad", META_NO_CHECK, ("bool",), ("replicate-1d", "replicate-2d", "replicate-transposed")),
     ("forward", "nansum", NANSUM_COMPLEX_DTYPE, ("complex64", "complex128"), ("dtype=float64",)),
     ("forward", "nan_to_num", NAN_TO_NUM_COMPLEX, ("complex64", "complex128"), ()),
     ("forward", "nextafter", NEXTAFTER_HALF,
