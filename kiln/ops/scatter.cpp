@@ -69,7 +69,10 @@ OpRegistrar reg_scatter_value{op_scatter_value, "scatter.value(Tensor self, Tens
 OpDef op_scatter_add{"scatter_add", kInplaceable, scatter_meta, {}, kScAdd};
 OpRegistrar reg_scatter_add{op_scatter_add, "scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor", kFunctionAndMethod};
 OpDef op_scatter_reduce{"scatter_reduce", kInplaceable, scatter_meta, {}, kScReduce};
-OpRegistrar reg_scatter_reduce{op_scatter_reduce, "scatter_reduce.two(Tensor self, Tensor index, Tensor src, int dim, str reduce, bool include_self) -> Tensor"};
+OpRegistrar reg_scatter_reduce{op_scatter_reduce,
+                                "scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, "
+                                "bool include_self=True) -> Tensor",
+                                kFunctionAndMethod};
 
 SpecList index_add_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   const TensorSpec &x = in[0], &idx = in[1], &src = in[2];

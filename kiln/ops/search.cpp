@@ -56,7 +56,7 @@ SpecList histc_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
 
 // Bin of an element inside [l, r], computed in T as torch does (each reduced-float op rounds).
 OpDef op_histc{"histc", 0, histc_meta, {}};
-OpRegistrar reg_histc{op_histc, "histc(Tensor self, int bins, Scalar min, Scalar max) -> Tensor"};
+OpRegistrar reg_histc{op_histc, "histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor", kFunctionAndMethod};
 
 // ---- bincount(x[, weights]). attrs {minlength, has_weights} -----------------------------------------
 OpDef op_bincount{"bincount", kDynamicShape, nullptr, {}};

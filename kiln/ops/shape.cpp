@@ -41,7 +41,7 @@ SpecList roll_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   return {{in[0].sizes(), in[0].dtype()}};
 }
 OpDef op_roll{"roll", 0, roll_meta, {}};
-OpRegistrar reg_roll{op_roll, "roll(Tensor self, int[] shifts, int[] dims) -> Tensor"};
+OpRegistrar reg_roll{op_roll, "roll(Tensor self, int[1] shifts, int[1] dims=[]) -> Tensor", kFunctionAndMethod};
 
 // ---- repeat ----------------------------------------------------------------------------------------------
 SymShape repeat_shape(const TensorSpec& x, const Shape& r) {
@@ -61,7 +61,7 @@ SpecList repeat_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   return {{repeat_shape(in[0], attr<Shape>(a, 0)), in[0].dtype()}};
 }
 OpDef op_repeat{"repeat", 0, repeat_meta, {}};
-OpRegistrar reg_repeat{op_repeat, "repeat(Tensor self, int[] repeats) -> Tensor"};
+OpRegistrar reg_repeat{op_repeat, "repeat(Tensor self, int[] repeats) -> Tensor", kMethodVariant};  // x.repeat(2, 3)
 
 // ---- repeat_interleave(repeats) -> indices -----------------------------------------------------------------
 // attrs {output_size (int64, or none)}: a given output size is the output's; otherwise the data's

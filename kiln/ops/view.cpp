@@ -395,6 +395,7 @@ void view_as_real_k(const OpDef&, const TensorList& in, const Attrs&, TensorList
   out = {Tensor(impl)};
 }
 VIEW_OP(view_as_real, view_as_real_k, "view_as_real(Tensor(a) self) -> Tensor(a)")
+OpVariants v_view_as_real{op_view_as_real, kFunctionVariant};
 
 void view_as_complex_k(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) {
   const Tensor& x = in[0];
@@ -423,6 +424,7 @@ void view_as_complex_k(const OpDef&, const TensorList& in, const Attrs&, TensorL
   out = {Tensor(impl)};
 }
 VIEW_OP(view_as_complex, view_as_complex_k, "view_as_complex(Tensor(a) self) -> Tensor(a)")
+OpVariants v_view_as_complex{op_view_as_complex, kFunctionVariant};
 
 Tensor run_view(const OpDef& op, const Tensor& x, Attrs a) { return dispatch1(op, {x}, std::move(a)); }
 

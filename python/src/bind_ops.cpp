@@ -299,8 +299,6 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
     m.def(n, movedim_fn, "input"_a, "source"_a, "destination"_a);
     cls.def(n, movedim_fn, "source"_a, "destination"_a);
   }
-  m.def("view_as_real", [](const Tensor& t) { return view_as_real(t); });
-  m.def("view_as_complex", [](const Tensor& t) { return view_as_complex(t); });
   auto split_fn = [](const Tensor& t, nb::handle s, int64_t d) {
     if (PyLong_Check(s.ptr())) return split(t, nb::cast<int64_t>(s), d);
     return split_with_sizes(t, as_shape(s), d);

@@ -303,6 +303,8 @@ void parse(const OpFn& f, PyObject* const* argv, size_t nargs, PyObject* kwnames
       else
         throw nb::type_error((*f.name + "() missing required argument '" + nb::borrow<nb::str>(ai.name).c_str() +
                               "' (pos " + std::to_string(i + 1) + ")").c_str());
+    } else if (v == Py_None && !a.optional && a.default_ && a.kind == ArgKind::IntList) {
+      attrs.push_back(ai.def);  // torch's parser takes None for an int list with a default (roll's dims)
     } else if (v) {
       attrs.push_back(convert(f, ai, where[i], v));
     } else if (a.default_) {

@@ -143,11 +143,6 @@ void bind_shape(nb::module_& m, nb::class_<Tensor>& cls) {
   cls.def("scatter_add_", [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
     return Tensor(kiln::scatter_add_(x, dim, index, src));
   }, "dim"_a, "index"_a, "src"_a);
-  auto sred = [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
-                 bool include_self) { return kiln::scatter_reduce(x, dim, index, src, reduce, include_self); };
-  m.def("scatter_reduce", sred, "input"_a, "dim"_a, "index"_a, "src"_a, "reduce"_a, nb::kw_only(),
-        "include_self"_a = true);
-  cls.def("scatter_reduce", sred, "dim"_a, "index"_a, "src"_a, "reduce"_a, nb::kw_only(), "include_self"_a = true);
   cls.def("scatter_reduce_", [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
                                 const std::string& reduce, bool include_self) {
     return Tensor(kiln::scatter_reduce_(x, dim, index, src, reduce, include_self));
@@ -195,24 +190,11 @@ void bind_shape(nb::module_& m, nb::class_<Tensor>& cls) {
   }, "indices"_a, "values"_a, "accumulate"_a = false);
 
   // ---- roll / rot90 / repeat / tile / repeat_interleave -------------------------------------------------------
-  auto roll_fn = [](const Tensor& x, nb::handle shifts, nb::handle dims) {
-    Shape s = int_list(shifts, "roll", "shifts", 2, true);
-    Shape d = dims.is_none() ? Shape{} : int_list(dims, "roll", "dims", 3, true);
-    return kiln::roll(x, s, d);
-  };
-  m.def("roll", roll_fn, "input"_a, "shifts"_a, "dims"_a.none() = none());
-  cls.def("roll", roll_fn, "shifts"_a, "dims"_a.none() = none());
   auto rot_fn = [](const Tensor& x, int64_t k, nb::handle dims) {
     return kiln::rot90(x, k, int_list(dims, "rot90", "dims", 3, false));
   };
   m.def("rot90", rot_fn, "input"_a, "k"_a = 1, "dims"_a = nb::make_tuple(0, 1));
   cls.def("rot90", rot_fn, "k"_a = 1, "dims"_a = nb::make_tuple(0, 1));
-  cls.def("repeat", [](const Tensor& x, nb::args args) {
-    if (args.size() == 0) type_error("repeat() missing 1 required positional arguments: \"repeats\"");
-    Shape r = args.size() == 1 && !is_int(args[0]) ? int_list(args[0], "repeat", "repeats", 1, false)
-                                                   : int_list(nb::tuple(args), "repeat", "repeats", 1, false);
-    return kiln::repeat(x, r);
-  });
   m.def("tile", [](const Tensor& x, nb::handle dims) { return kiln::tile(x, int_list(dims, "tile", "dims", 2, false)); },
         "input"_a, "dims"_a);
   cls.def("tile", [](const Tensor& x, nb::args args) {

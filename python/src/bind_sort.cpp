@@ -109,11 +109,6 @@ void bind_sort(nb::module_& m, nb::class_<Tensor>& cls) {
   }, "input"_a, "boundaries"_a, nb::kw_only(), "out_int32"_a = false, "right"_a = false);
 
   // ---- histc / bincount -----------------------------------------------------------------------------
-  auto histc_fn = [](const Tensor& x, int64_t bins, nb::handle lo, nb::handle hi) {
-    return kiln::histc(x, bins, as_scalar(lo), as_scalar(hi));
-  };
-  m.def("histc", histc_fn, "input"_a, "bins"_a = 100, "min"_a = 0, "max"_a = 0);
-  cls.def("histc", histc_fn, "bins"_a = 100, "min"_a = 0, "max"_a = 0);
   auto bincount_fn = [](const Tensor& x, nb::handle weights, int64_t minlength) {
     return kiln::bincount(x, opt_tensor(weights), minlength);
   };
