@@ -36,9 +36,9 @@ Dtype reduce_out_dtype(ReduceOp r, Dtype in) {
 SpecList reduce_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   const TensorSpec& x = in[0];
   ReduceOp r = static_cast<ReduceOp>(op.code);
-  auto m = mask_from_attrs(x, a, op.name);
+  auto m = mask_from_attrs(op, x, a);
   if ((r == ReduceOp::Max || r == ReduceOp::Min) && x.numel() == 0) {
-    KILN_CHECK(!std::get<bool>(a[1]) || x.dim() == 0, Runtime, op.name, op.name,
+    KILN_CHECK(!reduces_all(op, a) || x.dim() == 0, Runtime, op.name, op.name,
                "(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim "
                "with the 'dim' argument.");
     for (int64_t i = 0; i < x.dim(); ++i)
@@ -46,17 +46,29 @@ SpecList reduce_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
                  " to have non-zero size.");
     KILN_CHECK(x.dim() > 0, Runtime, op.name, "Expected reduction dim to be specified for input.numel() == 0");
   }
-  return {{reduced_shape(x, m, std::get<bool>(a[2])), reduce_out_dtype(r, x.dtype())}};
+  return {{reduced_shape(x, m, std::get<bool>(a[1])), reduce_out_dtype(r, x.dtype())}};
 }
 
+// torch's schemas: amax/amin exactly, all/any as all.dims/any.dims; sum, mean, ... take their dtype
+// in the front end, so theirs is torch's without it (and they are not bound from it yet).
 #define REDUCE_OP(name, code)                                                                  \
   OpDef op_##name{#name, kReduction, reduce_meta, {}, static_cast<int>(ReduceOp::code)}; \
-  OpRegistrar reg_##name{op_##name, #name "(Tensor self, int[] dim, bool all_dims, bool keepdim) -> Tensor"};
+  OpRegistrar reg_##name{op_##name, #name "(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"};
+#define REDUCE_OP_OPT(name, code)                                                              \
+  OpDef op_##name{#name, kReduction, reduce_meta, {}, static_cast<int>(ReduceOp::code)}; \
+  OpRegistrar reg_##name{op_##name, #name ".dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor"};
 KILN_REDUCE_OPS(REDUCE_OP)
+KILN_REDUCE_OPT_OPS(REDUCE_OP_OPT)
 #undef REDUCE_OP
+#undef REDUCE_OP_OPT
+OpVariants v_amax{op_amax, kFunctionAndMethod}, v_amin{op_amin, kFunctionAndMethod};
+OpVariants v_all{op_all, kFunctionAndMethod}, v_any{op_any, kFunctionAndMethod};
 
-Attrs rattrs(const OptDims& dims, bool keepdim) {
-  return {dims.value_or(Shape{}), !dims.has_value() || dims->empty(), keepdim};
+// None: every dim (an empty list, which all/any read as "none", for the others)
+Attrs rattrs(const OpDef& op, const OptDims& dims, bool keepdim) {
+  const auto r = static_cast<ReduceOp>(op.code);
+  if (r == ReduceOp::All || r == ReduceOp::Any) return {dims ? Attr(*dims) : Attr(std::monostate{}), keepdim};
+  return {dims.value_or(Shape{}), keepdim};
 }
 
 Dtype sum_dtype(Dtype d) { return is_integral(d, true) ? kInt64 : d; }
@@ -126,7 +138,7 @@ OpDef op_cummin{"cummin", 0, scan_meta, {}, 4};
 OpRegistrar reg_cummin{op_cummin, "cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)", kFunctionAndMethod};
 
 Tensor reduce(const OpDef& op, const Tensor& x, const OptDims& dims, bool keepdim) {
-  return dispatch1(op, {x}, rattrs(dims, keepdim));
+  return dispatch1(op, {x}, rattrs(op, dims, keepdim));
 }
 
 // ---- trace: the sum of a matrix's main diagonal (torch.trace) -----------------------------------------

@@ -11,8 +11,10 @@ enum class ReduceOp : int { Sum, Prod, Max, Min, All, Any, SumAbs, SumSq, NanSum
 
 // The reduction entries: X(torch_name, ReduceOp code).
 #define KILN_REDUCE_OPS(X) \
-  X(sum, Sum) X(prod, Prod) X(amax, Max) X(amin, Min) X(all, All) X(any, Any) X(norm_l1, SumAbs) \
+  X(sum, Sum) X(prod, Prod) X(amax, Max) X(amin, Min) X(norm_l1, SumAbs) \
   X(norm_l2sq, SumSq) X(nansum, NanSum) X(mean, Mean)
+// the two whose dim is optional (all.dims, any.dims)
+#define KILN_REDUCE_OPT_OPS(X) X(all, All) X(any, Any)
 }  // namespace kiln
 
 namespace kiln::reduce_detail {
@@ -34,11 +36,20 @@ std::vector<bool> dim_mask(const T& x, const OptDims& dims, const char* op) {
   return m;
 }
 
-// attrs: {dims (Shape), all (bool), keepdim (bool)}; the input is already in the compute dtype.
+// attrs: {dim (int list, or None), keepdim (bool)} as torch's schemas have them; the input is already
+// in the compute dtype. Every dim is reduced for None, and for an empty list except by all/any
+// (torch's all.dims / any.dims reduce nothing for dim=()).
+inline bool reduces_all(const OpDef& op, const Attrs& a) {
+  if (std::holds_alternative<std::monostate>(a[0])) return true;
+  const auto r = static_cast<ReduceOp>(op.code);
+  return std::get<Shape>(a[0]).empty() && r != ReduceOp::All && r != ReduceOp::Any;
+}
 template <class T>
-std::vector<bool> mask_from_attrs(const T& x, const Attrs& a, const char* op) {
-  bool all = std::get<bool>(a[1]);
-  return dim_mask(x, all ? OptDims{} : OptDims{std::get<Shape>(a[0])}, op);
+std::vector<bool> mask_from_attrs(const OpDef& op, const T& x, const Attrs& a) {
+  if (reduces_all(op, a)) return dim_mask(x, OptDims{}, op.name);
+  const Shape& dims = std::get<Shape>(a[0]);
+  if (dims.empty()) return std::vector<bool>(x.dim(), false);  // all/any over dim=(): nothing reduced
+  return dim_mask(x, OptDims{dims}, op.name);
 }
 
 }  // namespace kiln::reduce_detail

@@ -4,6 +4,7 @@
 
 #include "kiln/autograd/autograd.h"
 #include "kiln/ops/grad_util.h"
+#include "kiln/ops/reduce_detail.h"
 #include "kiln/ops/shape.h"
 
 namespace kiln {
@@ -33,9 +34,13 @@ namespace {
 using G = const GradCtx&;
 using GL = const TensorList&;
 
-const Shape& rdims(G c) { return attr<Shape>(c.attrs, 0); }
-bool rall(G c) { return attr<bool>(c.attrs, 1); }
-bool rkeep(G c) { return attr<bool>(c.attrs, 2); }
+// attrs {dim, keepdim} (reduce_detail.h); the ops with a derivative read an empty dim as every dim
+const Shape& rdims(G c) {
+  static const Shape none;
+  return std::holds_alternative<Shape>(c.attrs[0]) ? attr<Shape>(c.attrs, 0) : none;
+}
+bool rall(G c) { return reduce_detail::reduces_all(c.op, c.attrs); }
+bool rkeep(G c) { return attr<bool>(c.attrs, 1); }
 // The input's sizes, bit for bit (symbolic in a trace): passed on as a shape argument, never computed with.
 Shape in_shape(G c) { return c.in_specs[0].raw_sizes(); }
 int64_t in_dim(G c) { return c.in_specs[0].dim(); }

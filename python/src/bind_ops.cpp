@@ -335,14 +335,7 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
     m.def("prod", f, "input"_a, "dim"_a.none() = none(), "keepdim"_a = false, nb::kw_only(), "dtype"_a.none() = none());
     cls.def("prod", f, "dim"_a.none() = none(), "keepdim"_a = false, nb::kw_only(), "dtype"_a.none() = none());
   }
-#define BIND_RED2(name)                                                                            \
-  {                                                                                                \
-    auto f = [](const Tensor& x, nb::handle dim, bool keepdim) { return name(x, dims_arg(dim), keepdim); }; \
-    m.def(#name, f, "input"_a, "dim"_a.none() = none(), "keepdim"_a = false);                             \
-    cls.def(#name, f, "dim"_a.none() = none(), "keepdim"_a = false);                                      \
-  }
-  BIND_RED2(amax) BIND_RED2(amin) BIND_RED2(all) BIND_RED2(any)
-#undef BIND_RED2
+  // amax, amin, all, any: from their schemas (expose_registered)
   for (int which = 0; which < 2; ++which) {
     const char* n = which ? "min" : "max";
     auto f = [which](const Tensor& x, nb::handle dim, bool keepdim) -> nb::object {

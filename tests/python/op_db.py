@@ -2008,8 +2008,6 @@ KNOWN_XFAILS = [  # (test, entry id, reason, dtypes (empty: all), samples (empty
     ("inplace", "cumsum", no_method("cumsum_"), (), ()),
     ("inplace", "logit", no_method("logit_"), (), ()),
     ("inplace", "nan_to_num", no_method("nan_to_num_"), (), ()),
-    ("out", "all", no_out("all"), (), ()),
-    ("out", "any", no_out("any"), (), ()),
     ("out", "div", no_out("div"),
      ("bool", "uint8", "int8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16", "bfloat16",
       "float32", "float64", "complex64", "complex128"),

@@ -173,3 +173,17 @@ def test_schema_callables_edge_cases():
     v, i = kiln.empty(0), kiln.empty(0, dtype=kiln.int64)
     r = kiln.sort(kiln.tensor([3.0, 1.0]), out=(v, i))  # out= gives the return_types namedtuple
     assert type(r).__name__ == "sort" and r.values is v and r.indices is i
+
+
+def test_reductions_from_schemas():
+    t = torch.tensor([[True, False], [True, True]])
+    x = to_kiln(t)
+    assert isinstance(kiln.amax, kiln._C._Op) and isinstance(kiln.Tensor.__dict__["all"], kiln._C._Op)
+    assert_same(kiln.all(x), torch.all(t))
+    assert_same(kiln.all(x, dim=()), torch.all(t, dim=()))  # all.dims over (): nothing reduced, as torch
+    assert_same(x.any(dim=1, keepdim=True), t.any(dim=1, keepdim=True))
+    f = torch.randn(3, 4, dtype=torch.float64)
+    k = to_kiln(f)
+    assert_same(kiln.amax(k, dim=()), torch.amax(f, dim=()))  # amax over (): every dim, as torch
+    assert_same(k.amin((0, 1), True), f.amin((0, 1), True))
+    assert_same(kiln.amax(k, 1, out=kiln.empty(0, dtype=kiln.float64)), torch.amax(f, 1))

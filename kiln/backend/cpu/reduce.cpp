@@ -113,7 +113,7 @@ void cpu::reduce_into(ReduceOp r, const Tensor& y, const Tensor& x, const std::v
 namespace {
 
 void reduce_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {
-  cpu::reduce_into(static_cast<ReduceOp>(op.code), out[0], in[0], mask_from_attrs(in[0], a, op.name), op.name);
+  cpu::reduce_into(static_cast<ReduceOp>(op.code), out[0], in[0], mask_from_attrs(op, in[0], a), op.name);
 }
 
 void argred_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {
@@ -327,6 +327,7 @@ void scan_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorLi
 }
 #define K_REDUCE(name, code) KernelRegistrar k_##name{#name, DeviceType::CPU, reduce_kernel};
 KILN_REDUCE_OPS(K_REDUCE)
+KILN_REDUCE_OPT_OPS(K_REDUCE)
 #undef K_REDUCE
 KernelRegistrar k_max_dim{"max_dim", DeviceType::CPU, argred_kernel};
 
