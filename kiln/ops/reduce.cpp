@@ -33,6 +33,24 @@ Dtype reduce_out_dtype(ReduceOp r, Dtype in) {
   }
 }
 
+// sum, nansum, mean: the dtype the op computes (and returns) in: dtype= or torch's default
+Dtype reduce_compute_dtype(const OpDef& op, const TensorSpec& x, const Attrs& a) {
+  if (a.size() < 3) return x.dtype();
+  const ReduceOp r = static_cast<ReduceOp>(op.code);
+  std::optional<Dtype> given;
+  if (std::holds_alternative<Dtype>(a[2])) given = std::get<Dtype>(a[2]);
+  if (r == ReduceOp::Mean) {
+    const Dtype d = given.value_or(x.dtype());
+    KILN_CHECK(is_floating(d) || is_complex(d), Runtime, "mean", "mean(): could not infer output dtype. "
+               "Input dtype must be either a floating point or complex dtype. Got: ", dtype_name(d));
+    return d;
+  }
+  const Dtype d = given.value_or(is_integral(x.dtype(), true) ? kInt64 : x.dtype());
+  if (r == ReduceOp::NanSum)
+    KILN_CHECK(!is_complex(d), Runtime, "nansum", "nansum does not support complex inputs");
+  return d;
+}
+
 SpecList reduce_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   const TensorSpec& x = in[0];
   ReduceOp r = static_cast<ReduceOp>(op.code);
@@ -46,7 +64,7 @@ SpecList reduce_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
                  " to have non-zero size.");
     KILN_CHECK(x.dim() > 0, Runtime, op.name, "Expected reduction dim to be specified for input.numel() == 0");
   }
-  return {{reduced_shape(x, m, std::get<bool>(a[1])), reduce_out_dtype(r, x.dtype())}};
+  return {{reduced_shape(x, m, std::get<bool>(a[1])), reduce_out_dtype(r, reduce_compute_dtype(op, x, a))}};
 }
 
 // torch's schemas: amax/amin exactly, all/any as all.dims/any.dims; sum, mean, ... take their dtype
@@ -57,10 +75,17 @@ SpecList reduce_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
 #define REDUCE_OP_OPT(name, code)                                                              \
   OpDef op_##name{#name, kReduction, reduce_meta, {}, static_cast<int>(ReduceOp::code)}; \
   OpRegistrar reg_##name{op_##name, #name ".dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor"};
+#define REDUCE_OP_DTYPE(name, code, schema_name)                                               \
+  OpDef op_##name{#name, kReduction, reduce_meta, {}, static_cast<int>(ReduceOp::code)};      \
+  OpRegistrar reg_##name{op_##name,                                                         \
+                         schema_name "(Tensor self, int[1]? dim=None, bool keepdim=False, *, "       \
+                         "ScalarType? dtype=None) -> Tensor", kFunctionAndMethod};
 KILN_REDUCE_OPS(REDUCE_OP)
 KILN_REDUCE_OPT_OPS(REDUCE_OP_OPT)
+KILN_REDUCE_DTYPE_OPS(REDUCE_OP_DTYPE)
 #undef REDUCE_OP
 #undef REDUCE_OP_OPT
+#undef REDUCE_OP_DTYPE
 OpVariants v_amax{op_amax, kFunctionAndMethod}, v_amin{op_amin, kFunctionAndMethod};
 OpVariants v_all{op_all, kFunctionAndMethod}, v_any{op_any, kFunctionAndMethod};
 
@@ -69,6 +94,9 @@ Attrs rattrs(const OpDef& op, const OptDims& dims, bool keepdim) {
   const auto r = static_cast<ReduceOp>(op.code);
   if (r == ReduceOp::All || r == ReduceOp::Any) return {dims ? Attr(*dims) : Attr(std::monostate{}), keepdim};
   return {dims.value_or(Shape{}), keepdim};
+}
+Attrs rattrs(const OptDims& dims, bool keepdim, std::optional<Dtype> dtype) {  // sum, nansum, mean
+  return {dims ? Attr(*dims) : Attr(std::monostate{}), keepdim, dtype ? Attr(*dtype) : Attr(std::monostate{})};
 }
 
 Dtype sum_dtype(Dtype d) { return is_integral(d, true) ? kInt64 : d; }
@@ -162,20 +190,13 @@ DerivativeRegistrar d_trace{op_trace, trace_grad, 0, 0};
 }  // namespace
 
 Tensor sum(const Tensor& x, OptDims dims, bool keepdim, std::optional<Dtype> dtype) {
-  Dtype d = dtype.value_or(sum_dtype(x.dtype()));
-  return reduce(op_sum, to_dtype(x, d), dims, keepdim);
+  return dispatch1(op_sum, {x}, rattrs(dims, keepdim, dtype));
 }
 Tensor nansum(const Tensor& x, OptDims dims, bool keepdim, std::optional<Dtype> dtype) {
-  Dtype d = dtype.value_or(sum_dtype(x.dtype()));
-  if (is_integral(d, true)) return sum(x, dims, keepdim, d);
-  KILN_CHECK(!is_complex(d), Runtime, "nansum", "nansum does not support complex inputs");
-  return reduce(op_nansum, to_dtype(x, d), dims, keepdim);
+  return dispatch1(op_nansum, {x}, rattrs(dims, keepdim, dtype));
 }
 Tensor mean(const Tensor& x, OptDims dims, bool keepdim, std::optional<Dtype> dtype) {
-  Dtype d = dtype.value_or(x.dtype());
-  KILN_CHECK(is_floating(d) || is_complex(d), Runtime, "mean", "mean(): could not infer output dtype. "
-             "Input dtype must be either a floating point or complex dtype. Got: ", dtype_name(d));
-  return reduce(op_mean, to_dtype(x, d), dims, keepdim);
+  return dispatch1(op_mean, {x}, rattrs(dims, keepdim, dtype));
 }
 Tensor nanmean(const Tensor& x, OptDims dims, bool keepdim, std::optional<Dtype> dtype) {
   KILN_CHECK(is_floating(x.dtype()), Runtime, "nanmean", "nanmean(): expected input to have floating point "

@@ -11,8 +11,10 @@ enum class ReduceOp : int { Sum, Prod, Max, Min, All, Any, SumAbs, SumSq, NanSum
 
 // The reduction entries: X(torch_name, ReduceOp code).
 #define KILN_REDUCE_OPS(X) \
-  X(sum, Sum) X(prod, Prod) X(amax, Max) X(amin, Min) X(norm_l1, SumAbs) \
-  X(norm_l2sq, SumSq) X(nansum, NanSum) X(mean, Mean)
+  X(prod, Prod) X(amax, Max) X(amin, Min) X(norm_l1, SumAbs) X(norm_l2sq, SumSq)
+// the three with torch's `dtype=` (the input is converted to it, or to the default accumulation
+// dtype, inside the op): X(name, code, torch's schema name)
+#define KILN_REDUCE_DTYPE_OPS(X) X(sum, Sum, "sum.dim_IntList") X(nansum, NanSum, "nansum") X(mean, Mean, "mean.dim")
 // the two whose dim is optional (all.dims, any.dims)
 #define KILN_REDUCE_OPT_OPS(X) X(all, All) X(any, Any)
 }  // namespace kiln

@@ -326,7 +326,7 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
     m.def(#name, f, "input"_a, "dim"_a.none() = none(), "keepdim"_a = false, nb::kw_only(), "dtype"_a.none() = none()); \
     cls.def(#name, f, "dim"_a.none() = none(), "keepdim"_a = false, nb::kw_only(), "dtype"_a.none() = none());  \
   }
-  BIND_RED(sum) BIND_RED(nansum) BIND_RED(mean) BIND_RED(nanmean)
+  BIND_RED(nanmean)  // sum, nansum, mean: from their schemas (expose_registered)
 #undef BIND_RED
   {
     auto f = [](const Tensor& x, std::optional<int64_t> dim, bool keepdim, nb::handle dtype) {

@@ -236,6 +236,12 @@ struct Parsed {
 
 constexpr size_t kMaxArgs = 24;
 
+// The ops whose out= call without dtype= computes in out's dtype, as torch's sum and nansum do.
+// (A property of the op: it belongs in its OpDef's tags, with the next change to op.h.)
+bool dtype_from_out(const OpDef& op) {
+  return std::strcmp(op.name, "sum") == 0 || std::strcmp(op.name, "nansum") == 0;
+}
+
 // Matches and converts the arguments; a TypeError (nb::type_error) when they do not fit the schema.
 void parse(const OpFn& f, PyObject* const* argv, size_t nargs, PyObject* kwnames, Parsed& p) {
   const std::vector<ArgInfo>& params = *f.args;
@@ -305,6 +311,8 @@ void parse(const OpFn& f, PyObject* const* argv, size_t nargs, PyObject* kwnames
                               "' (pos " + std::to_string(i + 1) + ")").c_str());
     } else if (v == Py_None && !a.optional && a.default_ && a.kind == ArgKind::IntList) {
       attrs.push_back(ai.def);  // torch's parser takes None for an int list with a default (roll's dims)
+    } else if (!v && out && a.kind == ArgKind::ScalarType && dtype_from_out(*f.op) && is_tensor_obj(out)) {
+      attrs.push_back(tensor_of(out).dtype());  // torch's sum(..., out=o) computes in o's dtype
     } else if (v) {
       attrs.push_back(convert(f, ai, where[i], v));
     } else if (a.default_) {

@@ -113,7 +113,14 @@ void cpu::reduce_into(ReduceOp r, const Tensor& y, const Tensor& x, const std::v
 namespace {
 
 void reduce_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {
-  cpu::reduce_into(static_cast<ReduceOp>(op.code), out[0], in[0], mask_from_attrs(op, in[0], a), op.name);
+  ReduceOp r = static_cast<ReduceOp>(op.code);
+  Tensor x = in[0];
+  if (a.size() > 2) {  // sum, nansum, mean: computed in their output dtype (dtype= or the default)
+    const Dtype cd = out[0].dtype();
+    if (x.dtype() != cd) x = cpu::converted(x, cd);
+    if (r == ReduceOp::NanSum && is_integral(cd, true)) r = ReduceOp::Sum;  // no NaN in integers
+  }
+  cpu::reduce_into(r, out[0], x, mask_from_attrs(op, in[0], a), op.name);
 }
 
 void argred_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {
@@ -328,6 +335,9 @@ void scan_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorLi
 #define K_REDUCE(name, code) KernelRegistrar k_##name{#name, DeviceType::CPU, reduce_kernel};
 KILN_REDUCE_OPS(K_REDUCE)
 KILN_REDUCE_OPT_OPS(K_REDUCE)
+#define K_REDUCE_DTYPE(name, code, schema_name) K_REDUCE(name, code)
+KILN_REDUCE_DTYPE_OPS(K_REDUCE_DTYPE)
+#undef K_REDUCE_DTYPE
 #undef K_REDUCE
 KernelRegistrar k_max_dim{"max_dim", DeviceType::CPU, argred_kernel};
 
