@@ -147,17 +147,23 @@ OpDef op_log_softmax{"log_softmax", 0, softmax_meta, {}, 1};
 OpRegistrar reg_log_softmax{op_log_softmax, "log_softmax.int(Tensor self, int dim) -> Tensor"};
 
 // ---- cumulative scans: code 0 cumsum, 1 cumprod, 2 logcumsumexp, 3 cummax, 4 cummin ----------------
+// cumsum/cumprod take torch's dtype= (attr 1): they compute in it, or in int64 for integer inputs
 SpecList scan_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   const TensorSpec& x = in[0];
   wrap_dim(std::get<int64_t>(a[0]), x.dim(), op.name);
   if (op.code >= 3) return {{x.sizes(), x.dtype()}, {x.sizes(), kInt64}};
+  if (op.code <= 1) {
+    const Dtype d = a.size() > 1 && std::holds_alternative<Dtype>(a[1]) ? std::get<Dtype>(a[1])
+                                                                         : sum_dtype(x.dtype());
+    return {{x.sizes(), d}};
+  }
   return {{x.sizes(), x.dtype()}};
 }
 
 OpDef op_cumsum{"cumsum", 0, scan_meta, {}, 0};
-OpRegistrar reg_cumsum{op_cumsum, "cumsum(Tensor self, int dim) -> Tensor"};
+OpRegistrar reg_cumsum{op_cumsum, "cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", kFunctionAndMethod};
 OpDef op_cumprod{"cumprod", 0, scan_meta, {}, 1};
-OpRegistrar reg_cumprod{op_cumprod, "cumprod(Tensor self, int dim) -> Tensor"};
+OpRegistrar reg_cumprod{op_cumprod, "cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", kFunctionAndMethod};
 OpDef op_logcumsumexp{"logcumsumexp", 0, scan_meta, {}, 2};
 OpRegistrar reg_logcumsumexp{op_logcumsumexp, "logcumsumexp(Tensor self, int dim) -> Tensor"};
 OpDef op_cummax{"cummax", 0, scan_meta, {}, 3};
@@ -344,10 +350,10 @@ Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<Dtype> dtype) {
   return dispatch1(op_log_softmax, {dtype ? to_dtype(x, *dtype) : x}, {dim});
 }
 Tensor cumsum(const Tensor& x, int64_t dim, std::optional<Dtype> dtype) {
-  return dispatch1(op_cumsum, {to_dtype(x, dtype.value_or(sum_dtype(x.dtype())))}, {dim});
+  return dispatch1(op_cumsum, {x}, {dim, dtype ? Attr(*dtype) : Attr(std::monostate{})});
 }
 Tensor cumprod(const Tensor& x, int64_t dim, std::optional<Dtype> dtype) {
-  return dispatch1(op_cumprod, {to_dtype(x, dtype.value_or(sum_dtype(x.dtype())))}, {dim});
+  return dispatch1(op_cumprod, {x}, {dim, dtype ? Attr(*dtype) : Attr(std::monostate{})});
 }
 Tensor logcumsumexp(const Tensor& x, int64_t dim) {
   KILN_CHECK(is_floating(x.dtype()), Runtime, "logcumsumexp", "not implemented for dtype ", dtype_name(x.dtype()));

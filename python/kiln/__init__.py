@@ -54,7 +54,7 @@ def swapaxes(t, a, b):
 # out= for the functions whose C++ binding does not take it: the result is computed, checked with
 # torch's rule (the result dtype must be castable to out's), out is resized when its shape differs,
 # and the values are copied in. The ops bound from their schemas (kiln._C._Op) take out= natively.
-_OUT_FUNCS = """nanmean prod cumsum cumprod logcumsumexp var std logsumexp
+_OUT_FUNCS = """nanmean prod logcumsumexp var std logsumexp
 matmul mm mv dot vdot inner outer kron addmm baddbmm addbmm addmv cat concat concatenate stack hstack vstack
 where clamp clip lerp addcmul addcdiv nonzero searchsorted bucketize histc arange linspace logspace eye zeros
 ones full rand randn randint randperm max min aminmax argmax argmin quantile nanquantile""".split()
@@ -77,7 +77,7 @@ def _write_out(name, result, out):
     return out
 
 
-_DTYPE_FROM_OUT = {"prod", "cumsum", "cumprod"}  # torch accumulates in out's dtype (sum, nansum: bind_schema.cpp)
+_DTYPE_FROM_OUT = {"prod"}  # torch accumulates in out's dtype (sum, nansum, cumsum, cumprod: bind_schema.cpp)
 
 
 def _with_out(name):

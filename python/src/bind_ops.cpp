@@ -403,13 +403,7 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
     m.def(lg ? "log_softmax" : "softmax", f, "input"_a, "dim"_a, "dtype"_a.none() = none());
     cls.def(lg ? "log_softmax" : "softmax", f, "dim"_a, "dtype"_a.none() = none());
   }
-  for (int pr = 0; pr < 2; ++pr) {
-    auto f = [pr](const Tensor& x, int64_t dim, nb::handle dtype) {
-      return pr ? cumprod(x, dim, as_opt_dtype(dtype)) : cumsum(x, dim, as_opt_dtype(dtype));
-    };
-    m.def(pr ? "cumprod" : "cumsum", f, "input"_a, "dim"_a, nb::kw_only(), "dtype"_a.none() = none());
-    cls.def(pr ? "cumprod" : "cumsum", f, "dim"_a, nb::kw_only(), "dtype"_a.none() = none());
-  }
+  // cumsum, cumprod: from their schemas (expose_registered)
   m.def("logcumsumexp", [](const Tensor& x, int64_t d) { return logcumsumexp(x, d); }, "input"_a, "dim"_a);
   cls.def("logcumsumexp", [](const Tensor& x, int64_t d) { return logcumsumexp(x, d); }, "dim"_a);
 

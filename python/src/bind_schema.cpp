@@ -236,10 +236,12 @@ struct Parsed {
 
 constexpr size_t kMaxArgs = 24;
 
-// The ops whose out= call without dtype= computes in out's dtype, as torch's sum and nansum do.
+// The ops whose out= call without dtype= computes in out's dtype, as torch's do.
 // (A property of the op: it belongs in its OpDef's tags, with the next change to op.h.)
 bool dtype_from_out(const OpDef& op) {
-  return std::strcmp(op.name, "sum") == 0 || std::strcmp(op.name, "nansum") == 0;
+  for (const char* n : {"sum", "nansum", "cumsum", "cumprod"})
+    if (std::strcmp(op.name, n) == 0) return true;
+  return false;
 }
 
 // Matches and converts the arguments; a TypeError (nb::type_error) when they do not fit the schema.

@@ -271,7 +271,9 @@ void softmax_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tenso
   });
 }
 void scan_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {
-  Tensor x = contiguous_of(in[0]);
+  // cumsum/cumprod compute in their output dtype (dtype= or the default)
+  Tensor x = op.code <= 1 && in[0].dtype() != out[0].dtype() ? cpu::converted(in[0], out[0].dtype())
+                                                              : contiguous_of(in[0]);
   int64_t d = x.dim() ? wrap_dim(std::get<int64_t>(a[0]), x.dim(), op.name) : 0;
   int64_t O = 1, R = x.dim() ? x.sizes()[d] : 1, J = 1;
   for (int64_t i = 0; i < d; ++i) O *= x.sizes()[i];
