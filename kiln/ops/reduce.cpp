@@ -133,18 +133,20 @@ OpDef op_min_dim{"min_dim", kReduction, argred_meta, {}, 1};
 OpRegistrar reg_min_dim{op_min_dim, "min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"};
 
 // ---- softmax / log_softmax over one dim: (outer, R, inner) on a contiguous input ----------------
+// dtype= (attr 1, torch's): the input is converted to it inside the op
 SpecList softmax_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   const TensorSpec& x = in[0];
   wrap_dim(std::get<int64_t>(a[0]), x.dim(), op.name);
-  KILN_CHECK(is_floating(x.dtype()) && !is_float8(x.dtype()), Runtime, op.name, "not implemented for dtype ",
-             dtype_name(x.dtype()));
-  return {{x.sizes(), x.dtype()}};
+  const Dtype d = a.size() > 1 && std::holds_alternative<Dtype>(a[1]) ? std::get<Dtype>(a[1]) : x.dtype();
+  KILN_CHECK(is_floating(d) && !is_float8(d), Runtime, op.name, "not implemented for dtype ", dtype_name(d));
+  return {{x.sizes(), d}};
 }
 
 OpDef op_softmax{"softmax", 0, softmax_meta, {}, 0};
-OpRegistrar reg_softmax{op_softmax, "softmax.int(Tensor self, int dim) -> Tensor"};
+OpRegistrar reg_softmax{op_softmax, "softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor", kFunctionAndMethod};
 OpDef op_log_softmax{"log_softmax", 0, softmax_meta, {}, 1};
-OpRegistrar reg_log_softmax{op_log_softmax, "log_softmax.int(Tensor self, int dim) -> Tensor"};
+OpRegistrar reg_log_softmax{op_log_softmax, "log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor",
+                             kFunctionAndMethod};
 
 // ---- cumulative scans: code 0 cumsum, 1 cumprod, 2 logcumsumexp, 3 cummax, 4 cummin ----------------
 // cumsum/cumprod take torch's dtype= (attr 1): they compute in it, or in int64 for integer inputs
@@ -344,10 +346,10 @@ Tensor vector_norm(const Tensor& x, double ord, OptDims dims, bool keepdim, std:
 Tensor count_nonzero(const Tensor& x, OptDims dims) { return sum(ne(x, Scalar(0)), dims, false); }
 
 Tensor softmax(const Tensor& x, int64_t dim, std::optional<Dtype> dtype) {
-  return dispatch1(op_softmax, {dtype ? to_dtype(x, *dtype) : x}, {dim});
+  return dispatch1(op_softmax, {x}, {dim, dtype ? Attr(*dtype) : Attr(std::monostate{})});
 }
 Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<Dtype> dtype) {
-  return dispatch1(op_log_softmax, {dtype ? to_dtype(x, *dtype) : x}, {dim});
+  return dispatch1(op_log_softmax, {x}, {dim, dtype ? Attr(*dtype) : Attr(std::monostate{})});
 }
 Tensor cumsum(const Tensor& x, int64_t dim, std::optional<Dtype> dtype) {
   return dispatch1(op_cumsum, {x}, {dim, dtype ? Attr(*dtype) : Attr(std::monostate{})});

@@ -396,13 +396,7 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   m.def("_vector_norm", [](const Tensor& x, double ord, nb::handle dim, bool keepdim, nb::handle dtype) {
     return vector_norm(x, ord, dims_arg(dim), keepdim, as_opt_dtype(dtype));
   }, "x"_a, "ord"_a = 2.0, "dim"_a.none() = none(), "keepdim"_a = false, nb::kw_only(), "dtype"_a.none() = none());
-  for (int lg = 0; lg < 2; ++lg) {
-    auto f = [lg](const Tensor& x, int64_t dim, nb::handle dtype) {
-      return lg ? log_softmax(x, dim, as_opt_dtype(dtype)) : softmax(x, dim, as_opt_dtype(dtype));
-    };
-    m.def(lg ? "log_softmax" : "softmax", f, "input"_a, "dim"_a, "dtype"_a.none() = none());
-    cls.def(lg ? "log_softmax" : "softmax", f, "dim"_a, "dtype"_a.none() = none());
-  }
+  // softmax, log_softmax: from their schemas (expose_registered)
   // cumsum, cumprod: from their schemas (expose_registered)
   m.def("logcumsumexp", [](const Tensor& x, int64_t d) { return logcumsumexp(x, d); }, "input"_a, "dim"_a);
   cls.def("logcumsumexp", [](const Tensor& x, int64_t d) { return logcumsumexp(x, d); }, "dim"_a);

@@ -168,7 +168,7 @@ const SoftmaxKernels& kernels_for_softmax() {
 }
 
 void softmax_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {
-  Tensor x = contiguous_of(in[0]);
+  Tensor x = in[0].dtype() != out[0].dtype() ? cpu::converted(in[0], out[0].dtype()) : contiguous_of(in[0]);  // dtype=
   Tensor& y = out[0];
   bool log = op.code == 1;
   int64_t d = wrap_dim(std::get<int64_t>(a[0]), x.dim(), op.name);
