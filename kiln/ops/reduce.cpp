@@ -33,19 +33,27 @@ Dtype reduce_out_dtype(ReduceOp r, Dtype in) {
   }
 }
 
+Dtype sum_dtype(Dtype d) { return is_integral(d, true) ? kInt64 : d; }
+
+// torch's `ScalarType? dtype=None` argument: attribute i as a dtype, absent or None as nullopt, and back
+std::optional<Dtype> dtype_attr(const Attrs& a, size_t i) {
+  if (i < a.size() && std::holds_alternative<Dtype>(a[i])) return std::get<Dtype>(a[i]);
+  return std::nullopt;
+}
+Attr dtype_attr(std::optional<Dtype> d) { return d ? Attr(*d) : Attr(std::monostate{}); }
+
 // sum, nansum, mean: the dtype the op computes (and returns) in: dtype= or torch's default
 Dtype reduce_compute_dtype(const OpDef& op, const TensorSpec& x, const Attrs& a) {
   if (a.size() < 3) return x.dtype();
   const ReduceOp r = static_cast<ReduceOp>(op.code);
-  std::optional<Dtype> given;
-  if (std::holds_alternative<Dtype>(a[2])) given = std::get<Dtype>(a[2]);
+  const std::optional<Dtype> given = dtype_attr(a, 2);
   if (r == ReduceOp::Mean) {
     const Dtype d = given.value_or(x.dtype());
     KILN_CHECK(is_floating(d) || is_complex(d), Runtime, "mean", "mean(): could not infer output dtype. "
                "Input dtype must be either a floating point or complex dtype. Got: ", dtype_name(d));
     return d;
   }
-  const Dtype d = given.value_or(is_integral(x.dtype(), true) ? kInt64 : x.dtype());
+  const Dtype d = given.value_or(sum_dtype(x.dtype()));
   if (r == ReduceOp::NanSum)
     KILN_CHECK(!is_complex(d), Runtime, "nansum", "nansum does not support complex inputs");
   return d;
@@ -67,8 +75,8 @@ SpecList reduce_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   return {{reduced_shape(x, m, std::get<bool>(a[1])), reduce_out_dtype(r, reduce_compute_dtype(op, x, a))}};
 }
 
-// torch's schemas: amax/amin exactly, all/any as all.dims/any.dims; sum, mean, ... take their dtype
-// in the front end, so theirs is torch's without it (and they are not bound from it yet).
+// torch's schemas: amax/amin exactly, all/any as all.dims/any.dims, sum/nansum/mean with dtype=;
+// prod and the norms keep the dim-list form (torch's prod takes one int dim) and are not bound.
 #define REDUCE_OP(name, code)                                                                  \
   OpDef op_##name{#name, kReduction, reduce_meta, {}, static_cast<int>(ReduceOp::code)}; \
   OpRegistrar reg_##name{op_##name, #name "(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"};
@@ -96,10 +104,9 @@ Attrs rattrs(const OpDef& op, const OptDims& dims, bool keepdim) {
   return {dims.value_or(Shape{}), keepdim};
 }
 Attrs rattrs(const OptDims& dims, bool keepdim, std::optional<Dtype> dtype) {  // sum, nansum, mean
-  return {dims ? Attr(*dims) : Attr(std::monostate{}), keepdim, dtype ? Attr(*dtype) : Attr(std::monostate{})};
+  return {dims ? Attr(*dims) : Attr(std::monostate{}), keepdim, dtype_attr(dtype)};
 }
 
-Dtype sum_dtype(Dtype d) { return is_integral(d, true) ? kInt64 : d; }
 
 int64_t reduced_count(const Tensor& x, const OptDims& dims) {
   auto m = dim_mask(x, dims, "mean");
@@ -137,7 +144,7 @@ OpRegistrar reg_min_dim{op_min_dim, "min.dim(Tensor self, int dim, bool keepdim=
 SpecList softmax_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   const TensorSpec& x = in[0];
   wrap_dim(std::get<int64_t>(a[0]), x.dim(), op.name);
-  const Dtype d = a.size() > 1 && std::holds_alternative<Dtype>(a[1]) ? std::get<Dtype>(a[1]) : x.dtype();
+  const Dtype d = dtype_attr(a, 1).value_or(x.dtype());
   KILN_CHECK(is_floating(d) && !is_float8(d), Runtime, op.name, "not implemented for dtype ", dtype_name(d));
   return {{x.sizes(), d}};
 }
@@ -155,9 +162,7 @@ SpecList scan_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   wrap_dim(std::get<int64_t>(a[0]), x.dim(), op.name);
   if (op.code >= 3) return {{x.sizes(), x.dtype()}, {x.sizes(), kInt64}};
   if (op.code <= 1) {
-    const Dtype d = a.size() > 1 && std::holds_alternative<Dtype>(a[1]) ? std::get<Dtype>(a[1])
-                                                                         : sum_dtype(x.dtype());
-    return {{x.sizes(), d}};
+    return {{x.sizes(), dtype_attr(a, 1).value_or(sum_dtype(x.dtype()))}};
   }
   return {{x.sizes(), x.dtype()}};
 }
@@ -346,16 +351,16 @@ Tensor vector_norm(const Tensor& x, double ord, OptDims dims, bool keepdim, std:
 Tensor count_nonzero(const Tensor& x, OptDims dims) { return sum(ne(x, Scalar(0)), dims, false); }
 
 Tensor softmax(const Tensor& x, int64_t dim, std::optional<Dtype> dtype) {
-  return dispatch1(op_softmax, {x}, {dim, dtype ? Attr(*dtype) : Attr(std::monostate{})});
+  return dispatch1(op_softmax, {x}, {dim, dtype_attr(dtype)});
 }
 Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<Dtype> dtype) {
-  return dispatch1(op_log_softmax, {x}, {dim, dtype ? Attr(*dtype) : Attr(std::monostate{})});
+  return dispatch1(op_log_softmax, {x}, {dim, dtype_attr(dtype)});
 }
 Tensor cumsum(const Tensor& x, int64_t dim, std::optional<Dtype> dtype) {
-  return dispatch1(op_cumsum, {x}, {dim, dtype ? Attr(*dtype) : Attr(std::monostate{})});
+  return dispatch1(op_cumsum, {x}, {dim, dtype_attr(dtype)});
 }
 Tensor cumprod(const Tensor& x, int64_t dim, std::optional<Dtype> dtype) {
-  return dispatch1(op_cumprod, {x}, {dim, dtype ? Attr(*dtype) : Attr(std::monostate{})});
+  return dispatch1(op_cumprod, {x}, {dim, dtype_attr(dtype)});
 }
 Tensor logcumsumexp(const Tensor& x, int64_t dim) {
   KILN_CHECK(is_floating(x.dtype()), Runtime, "logcumsumexp", "not implemented for dtype ", dtype_name(x.dtype()));

@@ -38,8 +38,7 @@ std::vector<bool> dim_mask(const T& x, const OptDims& dims, const char* op) {
   return m;
 }
 
-// attrs: {dim (int list, or None), keepdim (bool)} as torch's schemas have them; the input is already
-// in the compute dtype. Every dim is reduced for None, and for an empty list except by all/any
+// attrs: {dim (int list, or None), keepdim (bool)[, dtype]} as torch's schemas have them. Every dim is reduced for None, and for an empty list except by all/any
 // (torch's all.dims / any.dims reduce nothing for dim=()).
 inline bool reduces_all(const OpDef& op, const Attrs& a) {
   if (std::holds_alternative<std::monostate>(a[0])) return true;
