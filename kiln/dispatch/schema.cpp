@@ -26,6 +26,7 @@ class Parser {
         } else {
           SchemaArg a;
           a.type = type();
+          a.list_size = last_list_size_;
           a.name = ident("argument name");
           skip();
           if (eat('=')) a.default_ = value();
@@ -113,9 +114,11 @@ class Parser {
       expect(')');
     }
     if (eat('?')) t += '?';  // Tensor?[]: a list of optional tensors
+    last_list_size_ = 0;
     if (eat('[')) {
       skip();
-      while (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) ++i_;
+      while (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_])))
+        last_list_size_ = last_list_size_ * 10 + (s_[i_++] - '0');
       expect(']');
       t += "[]";
       if (eat('?')) t += '?';
@@ -171,6 +174,7 @@ class Parser {
 
   std::string_view s_;
   size_t i_ = 0;
+  int last_list_size_ = 0;  // N of the last type() read as T[N]
 };
 
 }  // namespace

@@ -32,6 +32,7 @@ struct SchemaArg {
   bool kwarg_only = false;
   ArgKind kind = ArgKind::Other;
   bool optional = false;  // T? (for a Tensor?[] list: its elements may be None)
+  int list_size = 0;      // N of a sized list, int[N] (torch's parser then takes a lone int too); else 0
 
   bool is_tensor() const { return kind == ArgKind::Tensor || kind == ArgKind::TensorList; }
   bool is_tensor_list() const { return kind == ArgKind::TensorList; }

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "kiln/autograd/autograd.h"
+#include "kiln/ops/composite.h"
 #include "kiln/core/convert.h"
 #include "kiln/ops/ops.h"
 
@@ -111,7 +113,7 @@ SpecList cat_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   return {{s, d}};
 }
 OpDef op_cat{"cat", 0, cat_meta, {}};
-OpRegistrar reg_cat{op_cat, "cat(Tensor[] tensors, int dim=0) -> Tensor"};
+OpRegistrar reg_cat{op_cat, "cat(Tensor[] tensors, int dim=0) -> Tensor", kFunctionVariant};
 
 Dtype dtype_or(const TensorOptions& o) { return o.dtype_or_default(); }
 
@@ -207,5 +209,136 @@ Tensor& Tensor::copy_(const Tensor& src) {
   kiln::copy_(*this, src);
   return *this;
 }
+
+
+// ---- composites with torch's schemas (ops/composite.h): their public forms come from these -------
+namespace {
+TensorList cat_c(const TensorList& in, const Attrs& a) { return {cat(in, attr<int64_t>(a, 0))}; }
+Composite c_concat{"concat(Tensor[] tensors, int dim=0) -> Tensor", cat_c, kFunctionVariant};
+Composite c_concatenate{"concatenate(Tensor[] tensors, int dim=0) -> Tensor", cat_c, kFunctionVariant};
+Composite c_stack{"stack(Tensor[] tensors, int dim=0) -> Tensor",
+                  [](const TensorList& in, const Attrs& a) -> TensorList { return {stack(in, attr<int64_t>(a, 0))}; },
+                  kFunctionVariant};
+Composite c_hstack{"hstack(Tensor[] tensors) -> Tensor",
+                   [](const TensorList& in, const Attrs&) -> TensorList { return {hstack(in)}; }, kFunctionVariant};
+Composite c_vstack{"vstack(Tensor[] tensors) -> Tensor",
+                   [](const TensorList& in, const Attrs&) -> TensorList { return {vstack(in)}; }, kFunctionVariant};
+
+// The factories' keyword tail, `*, ScalarType? dtype=None, Device? device=None, bool requires_grad=False`,
+// from attribute i on.
+#define KILN_FACTORY_KW "*, ScalarType? dtype=None, Device? device=None, bool requires_grad=False"
+TensorOptions options_at(const Attrs& a, size_t i) {
+  TensorOptions o;
+  if (auto d = opt_attr<Dtype>(a, i)) o = o.dtype(*d);
+  if (auto d = opt_attr<Device>(a, i + 1)) o = o.device(*d);
+  return o;
+}
+TensorList made(const Tensor& t, const Attrs& a, size_t i) {
+  if (attr<bool>(a, i + 2)) set_requires_grad(t);
+  return {t};
+}
+// *_like: the input's dtype and device unless given
+TensorOptions like_options(const Tensor& t, const Attrs& a, size_t i) {
+  return TensorOptions(opt_attr<Dtype>(a, i).value_or(t.dtype())).device(opt_attr<Device>(a, i + 1).value_or(t.device()));
+}
+Composite c_zeros{"zeros(SymInt[] size, " KILN_FACTORY_KW ") -> Tensor",
+                  [](const TensorList&, const Attrs& a) -> TensorList {
+                    return made(zeros(attr<Shape>(a, 0), options_at(a, 1)), a, 1);
+                  },
+                  kFunctionVariant};
+Composite c_ones{"ones(SymInt[] size, " KILN_FACTORY_KW ") -> Tensor",
+                 [](const TensorList&, const Attrs& a) -> TensorList {
+                   return made(ones(attr<Shape>(a, 0), options_at(a, 1)), a, 1);
+                 },
+                 kFunctionVariant};
+Composite c_empty{"empty(SymInt[] size, " KILN_FACTORY_KW ") -> Tensor",
+                  [](const TensorList&, const Attrs& a) -> TensorList {
+                    return made(empty(attr<Shape>(a, 0), options_at(a, 1)), a, 1);
+                  },
+                  kFunctionVariant};
+// full: the dtype follows the fill value when not given (bool, int64, the default float or complex)
+Composite c_full{"full(SymInt[] size, Scalar fill_value, " KILN_FACTORY_KW ") -> Tensor",
+                 [](const TensorList&, const Attrs& a) -> TensorList {
+                   return made(full(attr<Shape>(a, 0), attr<Scalar>(a, 1), options_at(a, 2)), a, 2);
+                 },
+                 kFunctionVariant};
+Composite c_zeros_like{"zeros_like(Tensor self, " KILN_FACTORY_KW ") -> Tensor",
+                       [](const TensorList& in, const Attrs& a) -> TensorList {
+                         return made(zeros(in[0].sizes(), like_options(in[0], a, 0)), a, 0);
+                       },
+                       kFunctionVariant};
+Composite c_ones_like{"ones_like(Tensor self, " KILN_FACTORY_KW ") -> Tensor",
+                      [](const TensorList& in, const Attrs& a) -> TensorList {
+                        return made(ones(in[0].sizes(), like_options(in[0], a, 0)), a, 0);
+                      },
+                      kFunctionVariant};
+Composite c_empty_like{"empty_like(Tensor self, " KILN_FACTORY_KW ") -> Tensor",
+                       [](const TensorList& in, const Attrs& a) -> TensorList {
+                         return made(empty(in[0].sizes(), like_options(in[0], a, 0)), a, 0);
+                       },
+                       kFunctionVariant};
+Composite c_full_like{"full_like(Tensor self, Scalar fill_value, " KILN_FACTORY_KW ") -> Tensor",
+                      [](const TensorList& in, const Attrs& a) -> TensorList {
+                        return made(full(in[0].sizes(), attr<Scalar>(a, 0), like_options(in[0], a, 1)), a, 1);
+                      },
+                      kFunctionVariant};
+// arange(end) and arange(start, end, step=1): int64 for integer bounds, else the default dtype
+Composite c_arange{"arange(Scalar end, " KILN_FACTORY_KW ") -> Tensor",
+                   [](const TensorList&, const Attrs& a) -> TensorList {
+                     return made(arange(attr<Scalar>(a, 0), options_at(a, 1)), a, 1);
+                   },
+                   kFunctionVariant};
+Composite c_arange_start{"arange.start_step(Scalar start, Scalar end, Scalar step=1, " KILN_FACTORY_KW ") -> Tensor",
+                         [](const TensorList&, const Attrs& a) -> TensorList {
+                           return made(arange(attr<Scalar>(a, 0), attr<Scalar>(a, 1), attr<Scalar>(a, 2),
+                                              options_at(a, 3)), a, 3);
+                         },
+                         kFunctionVariant};
+Composite c_linspace{"linspace(Scalar start, Scalar end, int steps, " KILN_FACTORY_KW ") -> Tensor",
+                     [](const TensorList&, const Attrs& a) -> TensorList {
+                       return made(linspace(attr<Scalar>(a, 0), attr<Scalar>(a, 1), attr<int64_t>(a, 2),
+                                            options_at(a, 3)), a, 3);
+                     },
+                     kFunctionVariant};
+Composite c_logspace{"logspace(Scalar start, Scalar end, int steps, float base=10.0, " KILN_FACTORY_KW ") -> Tensor",
+                     [](const TensorList&, const Attrs& a) -> TensorList {
+                       return made(logspace(attr<Scalar>(a, 0), attr<Scalar>(a, 1), attr<int64_t>(a, 2),
+                                            attr<double>(a, 3), options_at(a, 4)), a, 4);
+                     },
+                     kFunctionVariant};
+Composite c_eye{"eye(int n, int? m=None, " KILN_FACTORY_KW ") -> Tensor",
+                [](const TensorList&, const Attrs& a) -> TensorList {
+                  return made(eye(attr<int64_t>(a, 0), opt_attr<int64_t>(a, 1), options_at(a, 2)), a, 2);
+                },
+                kFunctionVariant};
+#undef KILN_FACTORY_KW
+
+// fill_, zero_, copy_ (in place only), clone, contiguous, and the dtype casts
+Composite c_fill{"fill.Scalar(Tensor self, Scalar value) -> Tensor",
+                 [](const TensorList& in, const Attrs& a) -> TensorList {
+                   return {full(in[0].sizes(), attr<Scalar>(a, 0), like(in[0], in[0].dtype()))};
+                 },
+                 kInplaceVariant, 0,
+                 [](const TensorList& in, const Attrs& a) -> TensorList { return {fill_(in[0], attr<Scalar>(a, 0))}; }};
+Composite c_zero{"zero(Tensor self) -> Tensor",
+                 [](const TensorList& in, const Attrs&) -> TensorList { return {zeros_like(in[0])}; }, kInplaceVariant, 0,
+                 [](const TensorList& in, const Attrs&) -> TensorList { return {zero_(in[0])}; }};
+Composite c_copy{"copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor",
+                 [](const TensorList& in, const Attrs&) -> TensorList { return {clone(in[1])}; }, kInplaceVariant, 0b10,
+                 [](const TensorList& in, const Attrs&) -> TensorList { return {copy_(in[0], in[1])}; }};
+Composite c_clone{"clone(Tensor self) -> Tensor",
+                  [](const TensorList& in, const Attrs&) -> TensorList { return {clone(in[0])}; }, kFunctionAndMethod};
+Composite c_contiguous{"contiguous(Tensor self) -> Tensor",
+                       [](const TensorList& in, const Attrs&) -> TensorList { return {contiguous(in[0])}; },
+                       kMethodVariant};
+#define KILN_CAST(name, dt)                                                                               \
+  Composite c_cast_##name{#name "(Tensor self) -> Tensor",                                               \
+                          [](const TensorList& in, const Attrs&) -> TensorList { return {to_dtype(in[0], dt)}; }, \
+                          kMethodVariant};
+KILN_CAST(float, kFloat32) KILN_CAST(double, kFloat64) KILN_CAST(half, kFloat16) KILN_CAST(bfloat16, kBFloat16)
+KILN_CAST(int, kInt32) KILN_CAST(long, kInt64) KILN_CAST(bool, kBool) KILN_CAST(short, kInt16)
+KILN_CAST(byte, kUInt8) KILN_CAST(char, kInt8) KILN_CAST(cfloat, kComplex64) KILN_CAST(cdouble, kComplex128)
+#undef KILN_CAST
+}  // namespace
 
 }  // namespace kiln

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kiln/ops/composite.h"
 #include "kiln/ops/elementwise_detail.h"
 #include "kiln/ops/ops.h"
 
@@ -263,18 +264,31 @@ Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi) {
   return y;
 }
 
-Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<double> posinf,
-                  std::optional<double> neginf) {
-  if (is_integral(x.dtype(), true)) return clone(x);
-  double big = 0, small = 0;
-  switch (x.dtype()) {
+// nan_to_num's attributes: the replacements, infinities by default the dtype's largest finite values
+static Attrs nan_to_num_attrs(Dtype d, std::optional<double> nan, std::optional<double> posinf,
+                              std::optional<double> neginf) {
+  double big = 0;
+  switch (d) {
     case kFloat16: big = 65504.0; break;
     case kBFloat16: big = 3.3895313892515355e38; break;
     case kFloat32: big = 3.4028234663852886e38; break;
     default: big = 1.7976931348623157e308;
   }
-  small = -big;
-  return un(op_nan_to_num, x, {nan.value_or(0.0), posinf.value_or(big), neginf.value_or(small)});
+  return {nan.value_or(0.0), posinf.value_or(big), neginf.value_or(-big)};
+}
+Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<double> posinf,
+                  std::optional<double> neginf) {
+  if (is_integral(x.dtype(), true)) return clone(x);
+  if (x.is_complex())  // each part on its own, as torch
+    return complex(nan_to_num(real(x), nan, posinf, neginf), nan_to_num(imag(x), nan, posinf, neginf));
+  return un(op_nan_to_num, x, nan_to_num_attrs(x.dtype(), nan, posinf, neginf));
+}
+// In place: integers have nothing to replace and are left untouched (no write), as torch's.
+const Tensor& nan_to_num_(const Tensor& x, std::optional<double> nan, std::optional<double> posinf,
+                          std::optional<double> neginf) {
+  if (is_integral(x.dtype(), true)) return x;
+  if (x.is_complex()) return copy_(x, nan_to_num(x, nan, posinf, neginf));
+  return un_(op_nan_to_num, x, nan_to_num_attrs(x.dtype(), nan, posinf, neginf));
 }
 
 Tensor leaky_relu(const Tensor& x, double slope) { return un(op_leaky_relu, x, {Scalar(slope)}); }
@@ -362,5 +376,118 @@ Tensor operator-(const Tensor& a, const Scalar& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Scalar& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Scalar& b) { return true_divide(a, b); }
 Tensor Tensor::operator-() const { return neg(*this); }
+
+
+// ---- composites with torch's schemas (ops/composite.h): their public forms come from these -------
+namespace {
+const Scalar& sc(const Attrs& a, size_t i) { return attr<Scalar>(a, i); }
+double dbl(const Attrs& a, size_t i) { return attr<Scalar>(a, i).to_double(); }
+std::string mode_of(const Attrs& a, size_t i) { return opt_attr<std::string>(a, i).value_or(""); }
+
+Composite c_div{"div.Tensor(Tensor self, Tensor other) -> Tensor",
+                [](const TensorList& in, const Attrs&) -> TensorList { return {true_divide(in[0], in[1])}; },
+                kAllVariants, 0b11,
+                [](const TensorList& in, const Attrs&) -> TensorList { return {true_divide_(in[0], in[1])}; }};
+Composite c_div_mode{
+    "div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor",
+    [](const TensorList& in, const Attrs& a) -> TensorList { return {div(in[0], in[1], mode_of(a, 0))}; },
+    kAllVariants, 0b11,
+    [](const TensorList& in, const Attrs& a) -> TensorList { return {div_(in[0], in[1], mode_of(a, 0))}; }};
+Composite c_rsub{"rsub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+                 [](const TensorList& in, const Attrs& a) -> TensorList { return {rsub(in[0], in[1], sc(a, 0))}; },
+                 kFunctionVariant, 0b11};
+Composite c_logit{"logit(Tensor self, float? eps=None) -> Tensor",
+                  [](const TensorList& in, const Attrs& a) -> TensorList { return {logit(in[0], opt_attr<double>(a, 0))}; },
+                  kAllVariants};
+// clamp and its alias clip: the Tensor bounds first (a 0-dim tensor would also pass as a Scalar)
+TensorList clamp_t(const TensorList& in, const Attrs&) { return {clamp(in[0], in[1], in[2])}; }
+TensorList clamp_s(const TensorList& in, const Attrs& a) {
+  return {clamp(in[0], opt_attr<Scalar>(a, 0), opt_attr<Scalar>(a, 1))};
+}
+TensorList clamp_s_(const TensorList& in, const Attrs& a) {
+  return {clamp_(in[0], opt_attr<Scalar>(a, 0), opt_attr<Scalar>(a, 1))};
+}
+Composite c_clamp_t{"clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor", clamp_t, kAllVariants};
+Composite c_clamp{"clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor", clamp_s, kAllVariants, 0, clamp_s_};
+Composite c_clip_t{"clip.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor", clamp_t, kAllVariants};
+Composite c_clip{"clip(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor", clamp_s, kAllVariants, 0, clamp_s_};
+Composite c_nan_to_num{"nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor",
+                       [](const TensorList& in, const Attrs& a) -> TensorList {
+                         return {nan_to_num(in[0], opt_attr<double>(a, 0), opt_attr<double>(a, 1), opt_attr<double>(a, 2))};
+                       },
+                       kAllVariants, 0,
+                       [](const TensorList& in, const Attrs& a) -> TensorList {
+                         return {nan_to_num_(in[0], opt_attr<double>(a, 0), opt_attr<double>(a, 1), opt_attr<double>(a, 2))};
+                       }};
+// The activations torch also has as kiln.<name> functions (torch.nn.functional's Python layer adds inplace=).
+Composite c_leaky_relu{"leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor",
+                       [](const TensorList& in, const Attrs& a) -> TensorList { return {leaky_relu(in[0], dbl(a, 0))}; },
+                       kFunctionVariant};
+Composite c_elu{"elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor",
+                [](const TensorList& in, const Attrs& a) -> TensorList {
+                  return {elu(in[0], dbl(a, 0), dbl(a, 1), dbl(a, 2))};
+                },
+                kFunctionVariant};
+Composite c_selu{"selu(Tensor self) -> Tensor",
+                 [](const TensorList& in, const Attrs&) -> TensorList { return {selu(in[0])}; }, kFunctionVariant};
+Composite c_celu{"celu(Tensor self, Scalar alpha=1.0) -> Tensor",
+                 [](const TensorList& in, const Attrs& a) -> TensorList { return {celu(in[0], dbl(a, 0))}; },
+                 kFunctionVariant};
+Composite c_softsign{"softsign(Tensor self) -> Tensor",
+                     [](const TensorList& in, const Attrs&) -> TensorList { return {softsign(in[0])}; }, kFunctionVariant};
+Composite c_gelu{"gelu(Tensor self, str approximate=\"none\") -> Tensor",
+                 [](const TensorList& in, const Attrs& a) -> TensorList { return {gelu(in[0], attr<std::string>(a, 0))}; },
+                 kFunctionVariant};
+Composite c_softplus{"softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor",
+                     [](const TensorList& in, const Attrs& a) -> TensorList {
+                       return {softplus(in[0], dbl(a, 0), dbl(a, 1))};
+                     },
+                     kFunctionVariant};
+Composite c_hardtanh{"hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor",
+                     [](const TensorList& in, const Attrs& a) -> TensorList {
+                       return {hardtanh(in[0], dbl(a, 0), dbl(a, 1))};
+                     },
+                     kFunctionVariant};
+Composite c_threshold{"threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor",
+                      [](const TensorList& in, const Attrs& a) -> TensorList {
+                        return {threshold(in[0], dbl(a, 0), dbl(a, 1))};
+                      },
+                      kFunctionVariant};
+// lerp: the Tensor weight first (a 0-dim tensor would also pass as a Scalar)
+Composite c_lerp_t{"lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor",
+                   [](const TensorList& in, const Attrs&) -> TensorList { return {lerp(in[0], in[1], in[2])}; },
+                   kAllVariants};
+Composite c_lerp_s{"lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor",
+                   [](const TensorList& in, const Attrs& a) -> TensorList { return {lerp(in[0], in[1], sc(a, 0))}; },
+                   kAllVariants};
+Composite c_addcmul{"addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor",
+                    [](const TensorList& in, const Attrs& a) -> TensorList {
+                      return {addcmul(in[0], in[1], in[2], sc(a, 0))};
+                    },
+                    kAllVariants};
+Composite c_addcdiv{"addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor",
+                    [](const TensorList& in, const Attrs& a) -> TensorList {
+                      return {addcdiv(in[0], in[1], in[2], sc(a, 0))};
+                    },
+                    kAllVariants};
+Composite c_isclose{"isclose(Tensor self, Tensor other, float rtol=1e-05, float atol=1e-08, bool equal_nan=False) -> Tensor",
+                    [](const TensorList& in, const Attrs& a) -> TensorList {
+                      return {isclose(in[0], in[1], attr<double>(a, 0), attr<double>(a, 1), attr<bool>(a, 2))};
+                    },
+                    kFunctionAndMethod};
+// where(condition, input, other) and where(condition): the method (input.where(condition, other))
+// has self second, so it stays a binding of its own
+Composite c_where{"where.self(Tensor condition, Tensor self, Tensor other) -> Tensor",
+                  [](const TensorList& in, const Attrs&) -> TensorList { return {where(in[0], in[1], in[2])}; },
+                  kFunctionVariant, 0b110};
+Composite c_where_cond{"where(Tensor condition) -> Tensor[]",
+                       [](const TensorList& in, const Attrs&) -> TensorList {
+                         Tensor n = nonzero(in[0]);
+                         TensorList r;
+                         for (int64_t d = 0; d < n.size(1); ++d) r.push_back(contiguous(select(n, 1, d)));
+                         return r;
+                       },
+                       kFunctionVariant};
+}  // namespace
 
 }  // namespace kiln

@@ -3,6 +3,7 @@
 // op-table entries, schemas, metas and front ends; the CPU kernels are kiln/backend/cpu/index.cpp's.
 #include <cstring>
 
+#include "kiln/ops/composite.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/ops/ops.h"
 #include "kiln/ops/shape.h"
@@ -214,5 +215,18 @@ Tensor index_put(const Tensor& x, const TensorList& indices, const Tensor& value
   index_put_checked_(y, indices, values, accumulate);
   return y;
 }
+
+
+// ---- composites with torch's schemas (ops/composite.h): their public forms come from these -------
+namespace {
+Composite c_masked_fill{"masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor",
+                        [](const TensorList& in, const Attrs& a) -> TensorList {
+                          return {masked_fill(in[0], in[1], attr<Scalar>(a, 0))};
+                        },
+                        kAllVariants};
+Composite c_argwhere{"argwhere(Tensor self) -> Tensor",
+                     [](const TensorList& in, const Attrs&) -> TensorList { return {nonzero(in[0])}; },
+                     kFunctionAndMethod};
+}  // namespace
 
 }  // namespace kiln

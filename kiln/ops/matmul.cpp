@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "kiln/ops/composite.h"
 #include "kiln/ops/ops.h"
 
 namespace kiln {
@@ -201,4 +202,37 @@ TensorList bmm_grad(const GradCtx& c, const TensorList& go) {
 }
 DerivativeRegistrar d_bmm{op_bmm, bmm_grad, 0b11, 0};
 }  // namespace
+
+// ---- composites with torch's schemas (ops/composite.h): their public forms come from these -------
+namespace {
+using BinFn = Tensor (*)(const Tensor&, const Tensor&);
+template <BinFn F>
+TensorList bin(const TensorList& in, const Attrs&) {
+  return {F(in[0], in[1])};
+}
+Composite c_matmul{"matmul(Tensor self, Tensor other) -> Tensor", bin<matmul>, kFunctionAndMethod};
+Composite c_mm{"mm(Tensor self, Tensor mat2) -> Tensor", bin<mm>, kFunctionAndMethod};
+Composite c_mv{"mv(Tensor self, Tensor vec) -> Tensor", bin<mv>, kFunctionAndMethod};
+Composite c_dot{"dot(Tensor self, Tensor tensor) -> Tensor", bin<dot>, kFunctionAndMethod};
+Composite c_vdot{"vdot(Tensor self, Tensor other) -> Tensor", bin<vdot>, kFunctionAndMethod};
+Composite c_outer{"outer(Tensor self, Tensor vec2) -> Tensor", bin<outer>, kFunctionAndMethod};
+Composite c_ger{"ger(Tensor self, Tensor vec2) -> Tensor", bin<outer>, kFunctionAndMethod};
+Composite c_inner{"inner(Tensor self, Tensor other) -> Tensor", bin<inner>, kFunctionAndMethod};
+Composite c_kron{"kron(Tensor self, Tensor other) -> Tensor", bin<kron>, kFunctionAndMethod};
+
+using AddFn = Tensor (*)(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Scalar&);
+template <AddFn F>
+TensorList addmul(const TensorList& in, const Attrs& a) {
+  return {F(in[0], in[1], in[2], attr<Scalar>(a, 0), attr<Scalar>(a, 1))};
+}
+Composite c_addmm{"addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
+                  addmul<addmm>, kAllVariants};
+Composite c_addmv{"addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
+                  addmul<addmv>, kAllVariants};
+Composite c_baddbmm{"baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
+                    addmul<baddbmm>, kAllVariants};
+Composite c_addbmm{"addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
+                   addmul<addbmm>, kAllVariants};
+}  // namespace
+
 }  // namespace kiln

@@ -139,6 +139,8 @@ Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max);  // undefin
 const Tensor& clamp_(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
 Tensor nan_to_num(const Tensor& x, std::optional<double> nan = std::nullopt,
                   std::optional<double> posinf = std::nullopt, std::optional<double> neginf = std::nullopt);
+const Tensor& nan_to_num_(const Tensor& x, std::optional<double> nan = std::nullopt,
+                          std::optional<double> posinf = std::nullopt, std::optional<double> neginf = std::nullopt);
 Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
 Tensor elu(const Tensor& x, double alpha = 1.0, double scale = 1.0, double input_scale = 1.0);
 Tensor selu(const Tensor& x);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "kiln/ops/composite.h"
 #include "kiln/autograd/function.h"
 #include "kiln/core/convert.h"
 #include "kiln/ops/ops.h"
@@ -138,6 +139,7 @@ OpDef op_max_dim{"max_dim", kReduction, argred_meta, {}, 0};
 OpRegistrar reg_max_dim{op_max_dim, "max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"};
 OpDef op_min_dim{"min_dim", kReduction, argred_meta, {}, 1};
 OpRegistrar reg_min_dim{op_min_dim, "min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"};
+OpVariants v_max_dim{op_max_dim, kFunctionAndMethod}, v_min_dim{op_min_dim, kFunctionAndMethod};
 
 // ---- softmax / log_softmax over one dim: (outer, R, inner) on a contiguous input ----------------
 // dtype= (attr 1, torch's): the input is converted to it inside the op
@@ -379,5 +381,146 @@ Tensor Tensor::sum() const { return kiln::sum(*this); }
 Tensor Tensor::mean() const { return kiln::mean(*this); }
 
 Tensor trace(const Tensor& x) { return dispatch1(op_trace, {x}); }
+
+
+// ---- composites with torch's schemas (ops/composite.h): their public forms come from these -------
+namespace {
+OptDims dims_of(const Attrs& a, size_t i) { return opt_attr<Shape>(a, i); }
+
+Composite c_nanmean{"nanmean(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+                    [](const TensorList& in, const Attrs& a) -> TensorList {
+                      return {nanmean(in[0], dims_of(a, 0), attr<bool>(a, 1), opt_attr<Dtype>(a, 2))};
+                    },
+                    kFunctionAndMethod};
+// all(x, dim) and any(x, dim) with one int (torch's all.dim; the list form is the table op all.dims)
+Composite c_all_dim{"all.dim(Tensor self, int dim, bool keepdim=False) -> Tensor",
+                    [](const TensorList& in, const Attrs& a) -> TensorList {
+                      return {all(in[0], Shape{attr<int64_t>(a, 0)}, attr<bool>(a, 1))};
+                    },
+                    kFunctionAndMethod};
+Composite c_any_dim{"any.dim(Tensor self, int dim, bool keepdim=False) -> Tensor",
+                    [](const TensorList& in, const Attrs& a) -> TensorList {
+                      return {any(in[0], Shape{attr<int64_t>(a, 0)}, attr<bool>(a, 1))};
+                    },
+                    kFunctionAndMethod};
+Composite c_prod{"prod(Tensor self, *, ScalarType? dtype=None) -> Tensor",
+                 [](const TensorList& in, const Attrs& a) -> TensorList {
+                   return {prod(in[0], std::nullopt, false, opt_attr<Dtype>(a, 0))};
+                 },
+                 kFunctionAndMethod};
+Composite c_prod_dim{"prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+                     [](const TensorList& in, const Attrs& a) -> TensorList {
+                       return {prod(in[0], attr<int64_t>(a, 0), attr<bool>(a, 1), opt_attr<Dtype>(a, 2))};
+                     },
+                     kFunctionAndMethod};
+// max and min: the whole tensor, along a dim (values and indices), or elementwise against another
+Composite c_max{"max(Tensor self) -> Tensor", [](const TensorList& in, const Attrs&) -> TensorList { return {max(in[0])}; },
+                kFunctionAndMethod};
+Composite c_max_other{"max.other(Tensor self, Tensor other) -> Tensor",
+                      [](const TensorList& in, const Attrs&) -> TensorList { return {maximum(in[0], in[1])}; },
+                      kFunctionAndMethod};
+Composite c_min{"min(Tensor self) -> Tensor", [](const TensorList& in, const Attrs&) -> TensorList { return {min(in[0])}; },
+                kFunctionAndMethod};
+Composite c_min_other{"min.other(Tensor self, Tensor other) -> Tensor",
+                      [](const TensorList& in, const Attrs&) -> TensorList { return {minimum(in[0], in[1])}; },
+                      kFunctionAndMethod};
+Composite c_argmax{"argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor",
+                   [](const TensorList& in, const Attrs& a) -> TensorList {
+                     return {argmax(in[0], opt_attr<int64_t>(a, 0), attr<bool>(a, 1))};
+                   },
+                   kFunctionAndMethod};
+Composite c_argmin{"argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor",
+                   [](const TensorList& in, const Attrs& a) -> TensorList {
+                     return {argmin(in[0], opt_attr<int64_t>(a, 0), attr<bool>(a, 1))};
+                   },
+                   kFunctionAndMethod};
+Composite c_aminmax{"aminmax(Tensor self, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)",
+                    [](const TensorList& in, const Attrs& a) -> TensorList {
+                      auto [lo, hi] = aminmax(in[0], opt_attr<int64_t>(a, 0), attr<bool>(a, 1));
+                      return {lo, hi};
+                    },
+                    kFunctionAndMethod};
+
+// var, std, var_mean, std_mean: torch's three overloads each (dims with `unbiased`, dims with
+// `correction=`, the whole tensor with `unbiased`), one function underneath taking the correction.
+using VarFn = TensorList (*)(const Tensor&, OptDims, double, bool);
+double correction_of(const Attrs& a, size_t i) {
+  std::optional<Scalar> c = opt_attr<Scalar>(a, i);
+  return c ? c->to_double() : 1.0;
+}
+template <VarFn F>
+TensorList var_dim(const TensorList& in, const Attrs& a) {
+  return F(in[0], dims_of(a, 0), attr<bool>(a, 1) ? 1.0 : 0.0, attr<bool>(a, 2));
+}
+template <VarFn F>
+TensorList var_corr(const TensorList& in, const Attrs& a) {
+  return F(in[0], dims_of(a, 0), correction_of(a, 1), attr<bool>(a, 2));
+}
+template <VarFn F>
+TensorList var_all(const TensorList& in, const Attrs& a) {
+  return F(in[0], std::nullopt, attr<bool>(a, 0) ? 1.0 : 0.0, false);
+}
+TensorList var1(const Tensor& x, OptDims d, double c, bool k) { return {var(x, d, c, k)}; }
+TensorList std1(const Tensor& x, OptDims d, double c, bool k) { return {std(x, d, c, k)}; }
+TensorList var2(const Tensor& x, OptDims d, double c, bool k) {
+  auto [v, m] = var_mean(x, d, c, k);
+  return {v, m};
+}
+TensorList std2(const Tensor& x, OptDims d, double c, bool k) {
+  auto [s, m] = std_mean(x, d, c, k);
+  return {s, m};
+}
+#define KILN_VAR_COMPOSITES(name, fn, ret, variants)                                                          \
+  Composite c_##name##_dim{#name ".dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> " ret, \
+                           var_dim<fn>, variants};                                                           \
+  Composite c_##name##_corr{#name ".correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, "      \
+                            "bool keepdim=False) -> " ret, var_corr<fn>, variants};                          \
+  Composite c_##name{#name "(Tensor self, bool unbiased=True) -> " ret, var_all<fn>, variants};
+KILN_VAR_COMPOSITES(var, var1, "Tensor", kFunctionAndMethod)
+KILN_VAR_COMPOSITES(std, std1, "Tensor", kFunctionAndMethod)
+KILN_VAR_COMPOSITES(var_mean, var2, "(Tensor, Tensor)", kFunctionVariant)
+KILN_VAR_COMPOSITES(std_mean, std2, "(Tensor, Tensor)", kFunctionVariant)
+#undef KILN_VAR_COMPOSITES
+
+Composite c_logsumexp{"logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor",
+                      [](const TensorList& in, const Attrs& a) -> TensorList {
+                        return {logsumexp(in[0], attr<Shape>(a, 0), attr<bool>(a, 1))};
+                      },
+                      kFunctionAndMethod};
+Composite c_count_nonzero{"count_nonzero(Tensor self, int? dim=None) -> Tensor",
+                          [](const TensorList& in, const Attrs& a) -> TensorList {
+                            std::optional<int64_t> d = opt_attr<int64_t>(a, 0);
+                            return {count_nonzero(in[0], d ? OptDims{Shape{*d}} : OptDims{})};
+                          },
+                          kFunctionAndMethod};
+Composite c_count_nonzero_dims{"count_nonzero.dim_IntList(Tensor self, int[] dim) -> Tensor",
+                               [](const TensorList& in, const Attrs& a) -> TensorList {
+                                 return {count_nonzero(in[0], attr<Shape>(a, 0))};
+                               },
+                               kFunctionAndMethod};
+// cumsum_, cumprod_: in self's dtype; a dtype= that differs is refused, as torch's
+#define KILN_SCAN_INPLACE(name)                                                                                \
+  Composite c_##name##_{#name "(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor",                      \
+                        [](const TensorList& in, const Attrs& a) -> TensorList {                                  \
+                          return {name(in[0], attr<int64_t>(a, 0), opt_attr<Dtype>(a, 1))};                       \
+                        },                                                                                        \
+                        kInplaceVariant, 0,                                                                       \
+                        [](const TensorList& in, const Attrs& a) -> TensorList {                                  \
+                          const Tensor& x = in[0];                                                                \
+                          std::optional<Dtype> d = opt_attr<Dtype>(a, 1);                                         \
+                          KILN_CHECK(!d || *d == x.dtype(), Runtime, #name "_", "Bad in-place call: input tensor dtype ", \
+                                     dtype_name(x.dtype()), " and output tensor dtype ", dtype_name(*d), " should match"); \
+                          if (x.dim() == 0 || x.numel() == 0) return {x}; /* nothing to accumulate */             \
+                          return {dispatch_inplace(op_##name, x, {x}, {attr<int64_t>(a, 0), x.dtype()})};         \
+                        }};
+KILN_SCAN_INPLACE(cumsum)
+KILN_SCAN_INPLACE(cumprod)
+#undef KILN_SCAN_INPLACE
+Composite c_logcumsumexp{"logcumsumexp(Tensor self, int dim) -> Tensor",
+                         [](const TensorList& in, const Attrs& a) -> TensorList {
+                           return {logcumsumexp(in[0], attr<int64_t>(a, 0))};
+                         },
+                         kFunctionAndMethod};
+}  // namespace
 
 }  // namespace kiln

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kiln/core/visit.h"
+#include "kiln/ops/composite.h"
 #include "kiln/ops/ops.h"
 #include "kiln/ops/shape.h"
 
@@ -446,5 +447,126 @@ const Tensor& embedding_renorm_(const Tensor& weight, const Tensor& indices, dou
   }
   return weight;
 }
+
+
+// ---- composites with torch's schemas (ops/composite.h): their public forms come from these -------
+namespace {
+int64_t i64(const Attrs& a, size_t i) { return attr<int64_t>(a, i); }
+std::optional<std::string> reduce_of(const Attrs& a, size_t i) { return opt_attr<std::string>(a, i); }
+
+// scatter(dim, index, src) and scatter(dim, index, value), each with reduce=
+Composite c_scatter_src{"scatter.src(Tensor self, int dim, Tensor index, Tensor src, *, str? reduce=None) -> Tensor",
+                        [](const TensorList& in, const Attrs& a) -> TensorList {
+                          return {scatter(in[0], i64(a, 0), in[1], in[2], reduce_of(a, 1))};
+                        },
+                        kAllVariants, 0,
+                        [](const TensorList& in, const Attrs& a) -> TensorList {
+                          return {scatter_(in[0], i64(a, 0), in[1], in[2], reduce_of(a, 1))};
+                        }};
+Composite c_scatter_value{"scatter.value(Tensor self, int dim, Tensor index, Scalar value, *, str? reduce=None) -> Tensor",
+                          [](const TensorList& in, const Attrs& a) -> TensorList {
+                            return {scatter(in[0], i64(a, 0), in[1], attr<Scalar>(a, 1), reduce_of(a, 2))};
+                          },
+                          kAllVariants, 0,
+                          [](const TensorList& in, const Attrs& a) -> TensorList {
+                            return {scatter_(in[0], i64(a, 0), in[1], attr<Scalar>(a, 1), reduce_of(a, 2))};
+                          }};
+// The in-place forms of table ops whose front ends check more than the table op's in-place call
+Composite c_scatter_add_{"scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor",
+                         [](const TensorList& in, const Attrs& a) -> TensorList {
+                           return {scatter_add(in[0], i64(a, 0), in[1], in[2])};
+                         },
+                         kInplaceVariant, 0,
+                         [](const TensorList& in, const Attrs& a) -> TensorList {
+                           return {scatter_add_(in[0], i64(a, 0), in[1], in[2])};
+                         }};
+Composite c_scatter_reduce_{
+    "scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor",
+    [](const TensorList& in, const Attrs& a) -> TensorList {
+      return {scatter_reduce(in[0], i64(a, 0), in[1], in[2], attr<std::string>(a, 1), attr<bool>(a, 2))};
+    },
+    kInplaceVariant, 0,
+    [](const TensorList& in, const Attrs& a) -> TensorList {
+      return {scatter_reduce_(in[0], i64(a, 0), in[1], in[2], attr<std::string>(a, 1), attr<bool>(a, 2))};
+    }};
+Composite c_index_add_{"index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor",
+                       [](const TensorList& in, const Attrs& a) -> TensorList {
+                         return {index_add(in[0], i64(a, 0), in[1], in[2], attr<Scalar>(a, 1))};
+                       },
+                       kInplaceVariant, 0,
+                       [](const TensorList& in, const Attrs& a) -> TensorList {
+                         return {index_add_(in[0], i64(a, 0), in[1], in[2], attr<Scalar>(a, 1))};
+                       }};
+Composite c_index_copy_{"index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor",
+                        [](const TensorList& in, const Attrs& a) -> TensorList {
+                          return {index_copy(in[0], i64(a, 0), in[1], in[2])};
+                        },
+                        kInplaceVariant, 0,
+                        [](const TensorList& in, const Attrs& a) -> TensorList {
+                          return {index_copy_(in[0], i64(a, 0), in[1], in[2])};
+                        }};
+Composite c_masked_scatter_{"masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor",
+                            [](const TensorList& in, const Attrs&) -> TensorList {
+                              return {masked_scatter(in[0], in[1], in[2])};
+                            },
+                            kInplaceVariant, 0,
+                            [](const TensorList& in, const Attrs&) -> TensorList {
+                              return {masked_scatter_(in[0], in[1], in[2])};
+                            }};
+Composite c_put_{"put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor",
+                 [](const TensorList& in, const Attrs& a) -> TensorList {
+                   return {put(in[0], in[1], in[2], attr<bool>(a, 0))};
+                 },
+                 kInplaceVariant, 0,
+                 [](const TensorList& in, const Attrs& a) -> TensorList {
+                   return {put_(in[0], in[1], in[2], attr<bool>(a, 0))};
+                 }};
+// index_fill with a 0-dim tensor value first, then a number
+Composite c_index_fill_t{"index_fill.int_Tensor(Tensor self, int dim, Tensor index, Tensor value) -> Tensor",
+                         [](const TensorList& in, const Attrs& a) -> TensorList {
+                           return {index_fill(in[0], i64(a, 0), in[1], in[2])};
+                         },
+                         kAllVariants, 0,
+                         [](const TensorList& in, const Attrs& a) -> TensorList {
+                           return {index_fill_(in[0], i64(a, 0), in[1], in[2])};
+                         }};
+Composite c_index_fill_s{"index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor",
+                         [](const TensorList& in, const Attrs& a) -> TensorList {
+                           return {index_fill(in[0], i64(a, 0), in[1], attr<Scalar>(a, 1))};
+                         },
+                         kAllVariants, 0,
+                         [](const TensorList& in, const Attrs& a) -> TensorList {
+                           return {index_fill_(in[0], i64(a, 0), in[1], attr<Scalar>(a, 1))};
+                         }};
+Composite c_take_along_dim{"take_along_dim(Tensor self, Tensor indices, int? dim=None) -> Tensor",
+                           [](const TensorList& in, const Attrs& a) -> TensorList {
+                             return {take_along_dim(in[0], in[1], opt_attr<int64_t>(a, 0))};
+                           },
+                           kFunctionAndMethod};
+Composite c_rot90{"rot90(Tensor self, int k=1, int[] dims=[0,1]) -> Tensor",
+                  [](const TensorList& in, const Attrs& a) -> TensorList {
+                    return {rot90(in[0], i64(a, 0), attr<Shape>(a, 1))};
+                  },
+                  kFunctionAndMethod};
+Composite c_tile{"tile(Tensor self, SymInt[] dims) -> Tensor",
+                 [](const TensorList& in, const Attrs& a) -> TensorList { return {tile(in[0], attr<Shape>(a, 0))}; },
+                 kFunctionAndMethod};
+// repeat_interleave(repeats), (self, repeats tensor, dim), (self, repeats int, dim)
+Composite c_ri{"repeat_interleave.Tensor(Tensor repeats, *, SymInt? output_size=None) -> Tensor",
+               [](const TensorList& in, const Attrs& a) -> TensorList {
+                 return {repeat_interleave(in[0], opt_attr<int64_t>(a, 0))};
+               },
+               kFunctionAndMethod};
+Composite c_ri_t{"repeat_interleave.self_Tensor(Tensor self, Tensor repeats, int? dim=None, *, SymInt? output_size=None) -> Tensor",
+                 [](const TensorList& in, const Attrs& a) -> TensorList {
+                   return {repeat_interleave(in[0], in[1], opt_attr<int64_t>(a, 0), opt_attr<int64_t>(a, 1))};
+                 },
+                 kFunctionAndMethod};
+Composite c_ri_i{"repeat_interleave.self_int(Tensor self, SymInt repeats, int? dim=None, *, SymInt? output_size=None) -> Tensor",
+                 [](const TensorList& in, const Attrs& a) -> TensorList {
+                   return {repeat_interleave(in[0], i64(a, 0), opt_attr<int64_t>(a, 1), opt_attr<int64_t>(a, 2))};
+                 },
+                 kFunctionAndMethod};
+}  // namespace
 
 }  // namespace kiln

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kiln/core/visit.h"
+#include "kiln/ops/composite.h"
 #include "kiln/ops/ops.h"
 #include "kiln/ops/sort_detail.h"
 
@@ -206,5 +207,67 @@ std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& x, bool retu
   auto r = dispatch(op_unique_consecutive, {x}, {dim.has_value(), dim.value_or(0), return_inverse, return_counts});
   return {r[0], r[1], r[2]};
 }
+
+
+// ---- composites with torch's schemas (ops/composite.h): their public forms come from these -------
+namespace {
+Composite c_argsort{"argsort(Tensor self, int dim=-1, bool descending=False, *, bool stable=False) -> Tensor",
+                    [](const TensorList& in, const Attrs& a) -> TensorList {
+                      return {argsort(in[0], attr<int64_t>(a, 0), attr<bool>(a, 1), attr<bool>(a, 2))};
+                    },
+                    kFunctionAndMethod};
+Composite c_msort{"msort(Tensor self) -> Tensor",
+                  [](const TensorList& in, const Attrs&) -> TensorList { return {msort(in[0])}; }, kFunctionAndMethod};
+// quantile, nanquantile: q as a tensor first, then as a float
+#define KILN_QUANTILE(name)                                                                                      \
+  Composite c_##name##_t{#name "(Tensor self, Tensor q, int? dim=None, bool keepdim=False, *, "                      \
+                         "str interpolation=\"linear\") -> Tensor",                                                \
+                         [](const TensorList& in, const Attrs& a) -> TensorList {                                  \
+                           return {name(in[0], in[1], opt_attr<int64_t>(a, 0), attr<bool>(a, 1),                   \
+                                        attr<std::string>(a, 2))};                                                \
+                         },                                                                                        \
+                         kFunctionAndMethod};                                                                      \
+  Composite c_##name##_s{#name ".scalar(Tensor self, float q, int? dim=None, bool keepdim=False, *, "                \
+                         "str interpolation=\"linear\") -> Tensor",                                                \
+                         [](const TensorList& in, const Attrs& a) -> TensorList {                                  \
+                           return {name(in[0], attr<double>(a, 0), opt_attr<int64_t>(a, 1), attr<bool>(a, 2),      \
+                                        attr<std::string>(a, 3))};                                                \
+                         },                                                                                        \
+                         kFunctionAndMethod};
+KILN_QUANTILE(quantile)
+KILN_QUANTILE(nanquantile)
+#undef KILN_QUANTILE
+// searchsorted(sorted_sequence, input) and bucketize(input, boundaries): input a tensor or a number
+Composite c_searchsorted_t{
+    "searchsorted.Tensor(Tensor sorted_sequence, Tensor input, *, bool out_int32=False, bool right=False, "
+    "str? side=None, Tensor? sorter=None) -> Tensor",
+    [](const TensorList& in, const Attrs& a) -> TensorList {
+      return {searchsorted(in[0], in[1], attr<bool>(a, 0), attr<bool>(a, 1), opt_attr<std::string>(a, 2), in[2])};
+    },
+    kFunctionVariant};
+Composite c_searchsorted_s{
+    "searchsorted.Scalar(Tensor sorted_sequence, Scalar input, *, bool out_int32=False, bool right=False, "
+    "str? side=None, Tensor? sorter=None) -> Tensor",
+    [](const TensorList& in, const Attrs& a) -> TensorList {
+      return {searchsorted(in[0], attr<Scalar>(a, 0), attr<bool>(a, 1), attr<bool>(a, 2), opt_attr<std::string>(a, 3),
+                           in[1])};
+    },
+    kFunctionVariant};
+Composite c_bucketize_t{"bucketize.Tensor(Tensor self, Tensor boundaries, *, bool out_int32=False, bool right=False) -> Tensor",
+                        [](const TensorList& in, const Attrs& a) -> TensorList {
+                          return {bucketize(in[0], in[1], attr<bool>(a, 0), attr<bool>(a, 1))};
+                        },
+                        kFunctionVariant};
+Composite c_bucketize_s{"bucketize.Scalar(Scalar self, Tensor boundaries, *, bool out_int32=False, bool right=False) -> Tensor",
+                        [](const TensorList& in, const Attrs& a) -> TensorList {
+                          return {bucketize(attr<Scalar>(a, 0), in[0], attr<bool>(a, 1), attr<bool>(a, 2))};
+                        },
+                        kFunctionVariant};
+Composite c_bincount{"bincount(Tensor self, Tensor? weights=None, int minlength=0) -> Tensor",
+                     [](const TensorList& in, const Attrs& a) -> TensorList {
+                       return {bincount(in[0], in[1], attr<int64_t>(a, 0))};
+                     },
+                     kFunctionAndMethod};
+}  // namespace
 
 }  // namespace kiln

@@ -29,7 +29,6 @@ subtract = _C.sub
 greater, greater_equal, less, less_equal = _C.gt, _C.ge, _C.lt, _C.le
 not_equal = _C.ne
 fix = _C.trunc
-clip = _C.clamp
 for _n, _t in [("absolute", "abs"), ("arccos", "acos"), ("arcsin", "asin"), ("arctan", "atan"),
                ("negative", "neg"), ("multiply", "mul"), ("divide", "div"), ("subtract", "sub"),
                ("greater", "gt"), ("greater_equal", "ge"), ("less", "lt"), ("less_equal", "le"),
@@ -46,18 +45,12 @@ def numel(t):
     return t.numel()
 
 
-def swapaxes(t, a, b):
-    return _C.transpose(t, a, b)
-
 
 
 # out= for the functions whose C++ binding does not take it: the result is computed, checked with
 # torch's rule (the result dtype must be castable to out's), out is resized when its shape differs,
 # and the values are copied in. The ops bound from their schemas (kiln._C._Op) take out= natively.
-_OUT_FUNCS = """nanmean prod logcumsumexp var std logsumexp
-matmul mm mv dot vdot inner outer kron addmm baddbmm addbmm addmv cat concat concatenate stack hstack vstack
-where clamp clip lerp addcmul addcdiv nonzero searchsorted bucketize histc arange linspace logspace eye zeros
-ones full rand randn randint randperm max min aminmax argmax argmin quantile nanquantile""".split()
+_OUT_FUNCS = """nonzero rand randn randint randperm""".split()
 
 
 def _write_out(name, result, out):
@@ -77,15 +70,12 @@ def _write_out(name, result, out):
     return out
 
 
-_DTYPE_FROM_OUT = {"prod"}  # torch accumulates in out's dtype (sum, nansum, cumsum, cumprod: bind_schema.cpp)
 
 
 def _with_out(name):
     fn = getattr(_C, name)
 
     def wrapper(*args, out=None, **kwargs):
-        if out is not None and name in _DTYPE_FROM_OUT and isinstance(out, Tensor):
-            kwargs.setdefault("dtype", out.dtype)
         if out is not None and _C.is_grad_enabled() and _builtins.any(
                 isinstance(a, Tensor) and a.requires_grad for a in args + tuple(kwargs.values())):
             raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic "
@@ -102,7 +92,6 @@ for _n in _OUT_FUNCS:
     if hasattr(_C, _n) and not isinstance(getattr(_C, _n), _C._Op):  # an op made from its schema takes out=
         globals()[_n] = _with_out(_n)
 del _n
-clip = globals()["clip"]
 
 Tensor.__module__ = "kiln"
 
@@ -137,8 +126,7 @@ def _with_requires_grad(fn):
     return wrapper
 
 
-for _n in """tensor zeros ones empty full rand randn arange linspace logspace eye zeros_like ones_like
-empty_like full_like rand_like randn_like""".split():
+for _n in """tensor rand randn rand_like randn_like""".split():
     if _n in globals():
         globals()[_n] = _with_requires_grad(globals()[_n])
 del _n

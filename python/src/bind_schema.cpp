@@ -20,6 +20,7 @@
 
 #include "common.h"
 #include "kiln/dispatch/schema.h"
+#include "kiln/ops/composite.h"
 
 namespace kiln::py {
 namespace {
@@ -81,7 +82,8 @@ struct ArgInfo {
 struct OpFn {
   PyObject_HEAD
   vectorcallfunc vectorcall;
-  const OpDef* op;
+  const OpDef* op;          // a table op, or
+  const Composite* comp;    // a composite (ops/composite.h)
   const Schema* schema;
   FnKind variant;
   std::string* name;            // the Python name ("add", "add_")
@@ -154,10 +156,13 @@ Attr convert(const OpFn& f, const ArgInfo& ai, int pos, PyObject* v) {
       if (!is_numpy_bool(v)) bad_type(*f.name, a.name, pos, "bool", v);
       return PyObject_IsTrue(v) == 1;
     case ArgKind::Scalar:
+      if (nb::isinstance<SymInt>(h)) return Scalar(size_arg(h));  // a traced size stays symbolic (arange's bound)
       if (!is_numeric(v) && !is_tensor_obj(v)) bad_type(*f.name, a.name, pos, "Number", v);
       return as_scalar(h);
     case ArgKind::IntList:
-      if (is_int_like(v)) return Shape{nb::cast<int64_t>(nb::int_(h))};
+      // a lone int for a sized list (int[1] dim), as torch's parser; an unsized one (int[] dims) only
+      // takes separate ints as varargs (x.flip(0, 1)), never torch.flip(x, 0)
+      if (is_int_like(v) && a.list_size > 0) return Shape{nb::cast<int64_t>(nb::int_(h))};
       if (PyUnicode_Check(v) || PyBytes_Check(v) || PyBool_Check(v) ||
           !(PySequence_Check(v) || is_tensor_obj(v) || nb::isinstance<SymInt>(h)))
         bad_type(*f.name, a.name, pos, "tuple of ints", v);
@@ -238,9 +243,9 @@ constexpr size_t kMaxArgs = 24;
 
 // The ops whose out= call without dtype= computes in out's dtype, as torch's do.
 // (A property of the op: it belongs in its OpDef's tags, with the next change to op.h.)
-bool dtype_from_out(const OpDef& op) {
-  for (const char* n : {"sum", "nansum", "cumsum", "cumprod"})
-    if (std::strcmp(op.name, n) == 0) return true;
+bool dtype_from_out(const Schema& s) {
+  for (const char* n : {"sum", "nansum", "cumsum", "cumprod", "prod"})
+    if (s.name == n) return true;
   return false;
 }
 
@@ -313,7 +318,7 @@ void parse(const OpFn& f, PyObject* const* argv, size_t nargs, PyObject* kwnames
                               "' (pos " + std::to_string(i + 1) + ")").c_str());
     } else if (v == Py_None && !a.optional && a.default_ && a.kind == ArgKind::IntList) {
       attrs.push_back(ai.def);  // torch's parser takes None for an int list with a default (roll's dims)
-    } else if (!v && out && a.kind == ArgKind::ScalarType && dtype_from_out(*f.op) && is_tensor_obj(out)) {
+    } else if (!v && out && a.kind == ArgKind::ScalarType && dtype_from_out(*f.schema) && is_tensor_obj(out)) {
       attrs.push_back(tensor_of(out).dtype());  // torch's sum(..., out=o) computes in o's dtype
     } else if (v) {
       attrs.push_back(convert(f, ai, where[i], v));
@@ -333,7 +338,8 @@ PyObject* run(const OpFn& f, Parsed& p) {
   PyObject* out = p.out;
   if (f.variant == FnKind::Inplace) {
     Tensor self = in[0];
-    dispatch_inplace(*f.op, self, in, attrs);
+    if (f.comp) call_composite(*f.comp, in, attrs, nullptr, true);
+    else dispatch_inplace(*f.op, self, in, attrs);
     Py_INCREF(self_obj);
     return self_obj;  // the same Python object, as torch's `x.add_(1) is x`
   }
@@ -348,7 +354,8 @@ PyObject* run(const OpFn& f, Parsed& p) {
         outs.push_back(tensor_of(t.ptr()));
       }
     }
-    dispatch(*f.op, in, attrs, &outs, false);
+    if (f.comp) call_composite(*f.comp, in, attrs, &outs, false);
+    else dispatch(*f.op, in, attrs, &outs, false);
     if (f.result_type && PyTuple_Check(out)) {  // torch returns its return_types namedtuple of the outs
       PyObject* named = PyObject_Call(f.result_type, out, nullptr);
       if (!named) throw nb::python_error();
@@ -357,7 +364,7 @@ PyObject* run(const OpFn& f, Parsed& p) {
     Py_INCREF(out);
     return out;  // the out object itself, as torch
   }
-  TensorList r = dispatch(*f.op, in, attrs);
+  TensorList r = f.comp ? call_composite(*f.comp, in, attrs) : dispatch(*f.op, in, attrs);
   return result_object(f, r);
 }
 
@@ -448,7 +455,10 @@ PyObject* opfn_repr(PyObject* self) {
 }
 
 PyObject* get_name(PyObject* self, void*) { return PyUnicode_FromString(reinterpret_cast<OpFn*>(self)->name->c_str()); }
-PyObject* get_op(PyObject* self, void*) { return PyUnicode_FromString(reinterpret_cast<OpFn*>(self)->op->name); }
+PyObject* get_op(PyObject* self, void*) {
+  const OpFn& f = *reinterpret_cast<OpFn*>(self);
+  return PyUnicode_FromString(f.op ? f.op->name : f.schema->qualified_name().c_str());
+}
 PyObject* get_schema(PyObject* self, void*) {
   return PyUnicode_FromString(reinterpret_cast<OpFn*>(self)->schema->str().c_str());
 }
@@ -493,12 +503,13 @@ PyType_Spec method_spec = {"kiln._C._OpMethod", sizeof(OpFn), 0,
 
 }  // namespace
 
-nb::object make_op_fn(const OpDef& op, FnKind variant, std::string py_name, uint32_t number_args) {
-  const Schema* schema = op_schema(op);
-  KILN_CHECK(schema != nullptr, Runtime, op.name, "the op has no schema");
-  KILN_CHECK(schema->args.size() <= kMaxArgs, Runtime, op.name, "more than ", kMaxArgs, " arguments");
+namespace {
+nb::object make_fn(const Schema* schema, const OpDef* op, const Composite* comp, FnKind variant, std::string py_name,
+                   uint32_t number_args) {
+  const char* op_name = schema->name.c_str();
+  KILN_CHECK(schema->args.size() <= kMaxArgs, Runtime, op_name, "more than ", kMaxArgs, " arguments");
   KILN_CHECK(variant == FnKind::Function || (!schema->args.empty() && schema->args[0].kind == ArgKind::Tensor),
-             Runtime, op.name, "a method's first argument must be a Tensor");
+             Runtime, op_name, "a method's first argument must be a Tensor");
   auto* args = new std::vector<ArgInfo>();
   for (size_t i = 0; i < schema->args.size(); ++i) {
     const SchemaArg& a = schema->args[i];
@@ -536,21 +547,38 @@ nb::object make_op_fn(const OpDef& op, FnKind variant, std::string py_name, uint
   f->next = nullptr;
   f->result_type = result_type.release().ptr();
   f->vectorcall = opfn_vectorcall;
-  f->op = &op;
+  f->op = op;
+  f->comp = comp;
   f->schema = schema;
   f->variant = variant;
   f->name = new std::string(py_name.empty() ? schema->name : py_name);
   f->args = args;
   return nb::steal(reinterpret_cast<PyObject*>(f));
 }
+}  // namespace
+
+nb::object make_op_fn(const OpDef& op, FnKind variant, std::string py_name, uint32_t number_args) {
+  const Schema* schema = op_schema(op);
+  KILN_CHECK(schema != nullptr, Runtime, op.name, "the op has no schema");
+  return make_fn(schema, &op, nullptr, variant, std::move(py_name), number_args);
+}
 
 namespace {
+// What a public name is made from: a table op or a composite, with its declared variants.
+struct Entry {
+  const Schema* schema;
+  const OpDef* op;
+  const Composite* comp;
+  uint8_t variants;
+  uint32_t number_args;
+};
+
 // The callables of one kind for a list of overloads, chained first to last.
-nb::object chain(const std::vector<const OpDef*>& ops, FnKind kind, const std::string& name) {
+nb::object chain(const std::vector<Entry>& ops, FnKind kind, const std::string& name) {
   nb::object head, tail;
-  for (const OpDef* op : ops) {
-    const uint32_t numbers = kind == FnKind::Function ? op->number_args : op->number_args & ~1u;  // not self
-    nb::object fn = make_op_fn(*op, kind, name, numbers);
+  for (const Entry& e : ops) {
+    const uint32_t numbers = kind == FnKind::Function ? e.number_args : e.number_args & ~1u;  // not self
+    nb::object fn = make_fn(e.schema, e.op, e.comp, kind, name, numbers);
     if (!head) head = fn;
     else reinterpret_cast<OpFn*>(tail.ptr())->next = fn.inc_ref().ptr();
     tail = fn;
@@ -558,32 +586,35 @@ nb::object chain(const std::vector<const OpDef*>& ops, FnKind kind, const std::s
   return head;
 }
 
-size_t required_args(const OpDef& op) {
+size_t required_args(const Schema& s) {
   size_t n = 0;
-  for (const SchemaArg& a : op_schema(op)->args) n += !a.default_ && !a.optional;
+  for (const SchemaArg& a : s.args) n += !a.default_ && !a.optional;
   return n;
 }
 }  // namespace
 
 void expose_registered(nb::module_& m, nb::handle cls) {
-  std::vector<std::pair<std::string, std::vector<const OpDef*>>> groups;  // by schema name, first seen first
-  for (const OpDef* op : registered_ops()) {
-    if (!op->variants) continue;
-    const std::string& name = op_schema(*op)->name;
+  std::vector<std::pair<std::string, std::vector<Entry>>> groups;  // by schema name, first seen first
+  auto add = [&](const Entry& e) {
+    const std::string& name = e.schema->name;
     auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == name; });
-    if (it == groups.end()) groups.push_back({name, {op}});
-    else it->second.push_back(op);
-  }
+    if (it == groups.end()) groups.push_back({name, {e}});
+    else it->second.push_back(e);
+  };
+  for (const OpDef* op : registered_ops())
+    if (op->variants) add({op_schema(*op), op, nullptr, op->variants, op->number_args});
+  for (const Composite* c : registered_composites())
+    if (c->variants) add({&composite_schema(*c), nullptr, c, c->variants, c->number_args});
   for (auto& [name, ops] : groups) {
     // torch's parser tries the signature with fewer required arguments first; here it also spares
     // the common call (round(x)) a failed match
     std::stable_sort(ops.begin(), ops.end(),
-                     [](const OpDef* a, const OpDef* b) { return required_args(*a) < required_args(*b); });
+                     [](const Entry& a, const Entry& b) { return required_args(*a.schema) < required_args(*b.schema); });
     for (auto [bit, kind] : {std::pair{kFunctionVariant, FnKind::Function}, std::pair{kMethodVariant, FnKind::Method},
                              std::pair{kInplaceVariant, FnKind::Inplace}}) {
-      std::vector<const OpDef*> some;
-      for (const OpDef* op : ops)
-        if (op->variants & bit) some.push_back(op);
+      std::vector<Entry> some;
+      for (const Entry& e : ops)
+        if (e.variants & bit) some.push_back(e);
       if (some.empty()) continue;
       if (kind == FnKind::Function) m.attr(name.c_str()) = chain(some, kind, name);
       else if (kind == FnKind::Method) nb::setattr(cls, name.c_str(), chain(some, kind, name));
@@ -603,9 +634,10 @@ void bind_schema(nb::module_& m, nb::handle tensor_cls) {
   m.attr("_Op") = nb::handle(reinterpret_cast<PyObject*>(g_opfn_type));
   // kiln.ops.<name>: the op under its schema's argument names, numbers taken for every tensor
   m.def("_op", [](const std::string& name) {
-    const OpDef* op = find_op(name);
-    if (!op) throw nb::attribute_error(("kiln.ops has no op named '" + name + "'").c_str());
-    return make_op_fn(*op, FnKind::Function, "", ~0u);
+    if (const OpDef* op = find_op(name)) return make_op_fn(*op, FnKind::Function, "", ~0u);
+    if (const Composite* c = find_composite(name))
+      return make_fn(&composite_schema(*c), nullptr, c, FnKind::Function, "", ~0u);
+    throw nb::attribute_error(("kiln.ops has no op named '" + name + "'").c_str());
   });
 }
 

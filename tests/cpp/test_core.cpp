@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "kiln/kiln.h"
+#include "kiln/dispatch/schema.h"
+#include "kiln/ops/composite.h"
 
 using namespace kiln;
 
@@ -156,6 +158,33 @@ TEST(Dispatch, EveryOpHasMetaOrMakesOutputs) {
     EXPECT_TRUE(op->kernels[0] != nullptr) << op->name;
     if (!op->meta) EXPECT_TRUE(op->tags & (kView | kDynamicShape) || std::string(op->name) == "copy_") << op->name;
   }
+}
+
+// Composites (ops/composite.h): every schema parses, and a call has torch's in-place and out= forms.
+TEST(Dispatch, Composites) {
+  ASSERT_GT(registered_composites().size(), 50u);
+  for (const Composite* c : registered_composites()) EXPECT_NO_THROW(composite_schema(*c)) << c->schema;
+  const Composite* lerp_s = find_composite("lerp.Scalar");
+  ASSERT_NE(lerp_s, nullptr);
+  EXPECT_EQ(find_composite("lerp"), find_composite("lerp.Tensor"));  // a bare name: the first overload
+  Tensor a = zeros({3}), b = full({3}, Scalar(4.0));
+  TensorList r = call_composite(*lerp_s, {a, b}, {Scalar(0.25)});
+  EXPECT_FLOAT_EQ(r[0].select(0, 1).item<float>(), 1.0f);
+  Tensor out = empty({0}, kFloat64);  // out=: resized, written in its dtype
+  TensorList o{out};
+  call_composite(*lerp_s, {a, b}, {Scalar(0.5)}, &o);
+  EXPECT_EQ(out.sizes(), Shape({3}));
+  EXPECT_DOUBLE_EQ(out.select(0, 2).item<double>(), 2.0);
+  Tensor i = zeros({3}, kInt64);  // in place: the result must cast into self's dtype
+  EXPECT_THROW(call_composite(*lerp_s, {i, i}, {Scalar(0.5)}, nullptr, true), Error);
+  const Composite* addcmul_c = find_composite("addcmul");
+  ASSERT_NE(addcmul_c, nullptr);
+  Tensor small = ones({3});  // ... and keep self's shape (no broadcast of self)
+  EXPECT_THROW(call_composite(*addcmul_c, {small, ones({2, 3}), ones({2, 3})}, {Scalar(1)}, nullptr, true), Error);
+  Tensor self = ones({3});
+  TensorList in = call_composite(*addcmul_c, {self, full({3}, Scalar(2.0)), full({3}, Scalar(3.0))}, {Scalar(1)}, nullptr, true);
+  EXPECT_EQ(in[0].impl(), self.impl());
+  EXPECT_FLOAT_EQ(self.select(0, 0).item<float>(), 7.0f);
 }
 
 TEST(Random, ThreadCountInvariant) {

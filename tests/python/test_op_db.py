@@ -223,7 +223,7 @@ def test_gradcheck(op, dtype):
 # ---- 3. out= and in-place variants ------------------------------------------------------------------------
 def _empty_like_tree(res, shape_of):
     if isinstance(res, torch.Tensor):
-        return kiln.empty(*shape_of(res), dtype=kdt(dname(res.dtype)))
+        return kiln.empty(tuple(shape_of(res)), dtype=kdt(dname(res.dtype)))
     return tuple(_empty_like_tree(r, shape_of) for r in res)
 
 
@@ -531,7 +531,7 @@ def test_to_meta_keeps_strides():
 
     def check():
         for shape, f in [((3, 4), lambda t: t.t()), ((2, 3, 4), lambda t: t.permute(2, 0, 1))]:
-            tt, kt = f(torch.ones(shape)), f(kiln.ones(*shape))
+            tt, kt = f(torch.ones(shape)), f(kiln.ones(tuple(shape)))
             assert tuple(kt.to("meta").stride()) == tuple(tt.to("meta").stride())
     _strict_xfail(True, "x.to('meta') makes a contiguous meta tensor; torch keeps a dense tensor's strides "
                         "(memory_format=torch.preserve_format)", check)

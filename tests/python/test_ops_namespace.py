@@ -187,3 +187,63 @@ def test_reductions_from_schemas():
     assert_same(kiln.amax(k, dim=()), torch.amax(f, dim=()))  # amax over (): every dim, as torch
     assert_same(k.amin((0, 1), True), f.amin((0, 1), True))
     assert_same(kiln.amax(k, 1, out=kiln.empty(0, dtype=kiln.float64)), torch.amax(f, 1))
+
+
+def test_composites_come_from_schemas():
+    """Composite ops (kiln/ops/composite.h: torch's CompositeImplicitAutograd) are made from their
+    schemas like table ops: function, method, in-place method, out= and overloads."""
+    for name in ["clamp", "lerp", "matmul", "addmm", "var", "max", "reshape", "where", "cat", "stack"]:
+        assert isinstance(getattr(kiln, name), kiln._C._Op), name
+    for name in ["clamp", "clamp_", "view", "addmm_", "lerp_", "max", "transpose"]:
+        assert isinstance(kiln.Tensor.__dict__[name], kiln._C._Op), name
+    assert kiln.ops.lerp.schema.startswith("lerp.Tensor(")  # kiln.ops reaches composites too
+    t = torch.randn(3, 4, dtype=torch.float64)
+    x = to_kiln(t)
+    lo, tlo = kiln.zeros(4, dtype=kiln.float64), torch.zeros(4, dtype=torch.float64)
+    assert_same(kiln.clamp(x, min=lo), torch.clamp(t, min=tlo))  # clamp.Tensor
+    assert_same(kiln.clamp(x, -0.5, 0.5), torch.clamp(t, -0.5, 0.5))  # clamp (Scalar)
+    assert_same(kiln.clip(x, max=0.1), torch.clip(t, max=0.1))
+    with pytest.raises(RuntimeError, match="At least one of 'min' or 'max' must not be None"):
+        kiln.clamp(x)
+    y, ty = x.clone(), t.clone()
+    assert y.clamp_(0, 1) is y and y.lerp_(x, 0.25) is y and y.addcmul_(x, x, value=2) is y
+    assert_same(y, ty.clamp_(0, 1).lerp_(t, 0.25).addcmul_(t, t, value=2))
+    assert_same(kiln.lerp(x, x * 2, kiln.tensor(0.3, dtype=kiln.float64)),
+                torch.lerp(t, t * 2, torch.tensor(0.3, dtype=torch.float64)))
+    assert_same(kiln.div(x, 2, rounding_mode="floor"), torch.div(t, 2, rounding_mode="floor"))
+    o = kiln.empty(0, dtype=kiln.float64)
+    assert kiln.matmul(x, x.t(), out=o) is o and tuple(o.shape) == (3, 3)  # out= resizes
+    assert_same(o, torch.matmul(t, t.t()))
+    with pytest.raises(RuntimeError, match="can't be cast"):  # torch: "Expected out tensor to have dtype double"
+        kiln.matmul(x, x.t(), out=kiln.empty(0, dtype=kiln.int64))
+    w = x.clone().requires_grad_()
+    with pytest.raises(RuntimeError, match="out=... arguments don't support automatic differentiation"):
+        kiln.mm(w, w.t(), out=kiln.empty(0, dtype=kiln.float64))
+    with pytest.raises(RuntimeError, match="output with shape"):
+        kiln.ones(4).addcmul_(kiln.ones(3, 4), kiln.ones(3, 4))  # in-place may not broadcast self
+    with pytest.raises(RuntimeError, match="output with shape"):
+        torch.ones(4).addcmul_(torch.ones(3, 4), torch.ones(3, 4))
+    # overloads: var's three, max's three, squeeze's three, where's two
+    assert_same(kiln.var(x, 1, True, True), torch.var(t, 1, True, True))
+    assert_same(kiln.var(x, dim=0, correction=0), torch.var(t, dim=0, correction=0))
+    assert_same(kiln.var(x, False), torch.var(t, False))
+    assert_same(kiln.std_mean(x, 1)[1], torch.std_mean(t, 1)[1])
+    r, e = kiln.max(x, 1), torch.max(t, 1)
+    assert type(r).__name__ == "max" and type(r).__module__ == "kiln.return_types"
+    assert_same(r.values, e.values)
+    assert_same(r.indices, e.indices)
+    assert_same(kiln.max(x), torch.max(t))
+    assert_same(x.max(x.flip(0)), t.max(t.flip(0)))
+    mm = kiln.aminmax(x, dim=0)
+    assert type(mm).__name__ == "aminmax" and mm._fields == ("min", "max")
+    assert_same(kiln.ones(1, 3, 1).squeeze((0, 2)), torch.ones(1, 3, 1).squeeze((0, 2)))
+    assert tuple(x.view(12).shape) == (12,) and x.view(kiln.int64).dtype == kiln.int64
+    tc = t > 0
+    for a, b in zip(kiln.where(to_kiln(tc)), torch.where(tc)):
+        assert_same(a, b)
+    assert_same(kiln.where(to_kiln(tc), 1.0, 2), torch.where(tc, 1.0, 2))
+    assert_same(kiln.var(x, dim=None), torch.var(t, dim=None))
+    with pytest.raises(TypeError, match="invalid combination of arguments"):
+        kiln.var(x, "a")
+    assert_same(kiln.prod(x, 1, out=kiln.empty(0, dtype=kiln.float32)),
+                torch.prod(t, 1, out=torch.empty(0, dtype=torch.float32)))  # in out's dtype, as torch

@@ -29,7 +29,7 @@ CASES = [
 def test_out(name, fn, out_dtype, out_shape):
     x = make((4, 5), "float32")
     t_out = torch.empty(out_shape, dtype=getattr(torch, out_dtype))
-    k_out = kiln.empty(*out_shape, dtype=getattr(kiln, out_dtype))
+    k_out = kiln.empty(tuple(out_shape), dtype=getattr(kiln, out_dtype))
     tr = fn(torch, x, t_out)
     kr = fn(kiln, to_kiln(x), k_out)
     assert kr is k_out or kr.data_ptr() == k_out.data_ptr()

@@ -13,7 +13,7 @@ import kiln.nn.functional as F
 
 
 def meta(*sizes, dtype=kiln.float32):
-    return kiln.empty(*sizes, dtype=dtype, device="meta")
+    return kiln.empty(tuple(sizes), dtype=dtype, device="meta")
 
 
 def evaluate(env, shape, values):
