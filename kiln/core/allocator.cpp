@@ -22,11 +22,16 @@ size_t size_class(size_t n) {
   return (n + step - 1) / step * step;
 }
 
+constexpr size_t kSmallClasses = 512 / kAlign;  // the classes up to 512 bytes: 64, 128, ..., 512
+
 struct Cache {
   std::mutex mu;
-  std::unordered_map<size_t, std::vector<void*>> free_blocks;
+  std::vector<void*> small[kSmallClasses];  // free blocks of the small classes, by class (no hashing)
+  std::unordered_map<size_t, std::vector<void*>> free_blocks;  // the larger classes
   size_t cached = 0;
   MemoryStats stats;
+
+  std::vector<void*>& blocks(size_t cls) { return cls <= 512 ? small[cls / kAlign - 1] : free_blocks[cls]; }
 };
 
 Cache& cache() {
@@ -45,10 +50,15 @@ void* cpu_allocate(size_t nbytes) {
     c.stats.allocated_bytes += cls;
     if (c.stats.allocated_bytes > c.stats.peak_allocated_bytes)
       c.stats.peak_allocated_bytes = c.stats.allocated_bytes;
-    auto it = c.free_blocks.find(cls);
-    if (it != c.free_blocks.end() && !it->second.empty()) {
-      void* p = it->second.back();
-      it->second.pop_back();
+    std::vector<void*>* free_list = nullptr;
+    if (cls <= 512) {
+      free_list = &c.small[cls / kAlign - 1];
+    } else if (auto it = c.free_blocks.find(cls); it != c.free_blocks.end()) {
+      free_list = &it->second;
+    }
+    if (free_list && !free_list->empty()) {
+      void* p = free_list->back();
+      free_list->pop_back();
       c.cached -= cls;
       c.stats.cache_hits++;
       return p;
@@ -73,7 +83,7 @@ void cpu_free(void* ptr, size_t nbytes) {
   c.stats.num_frees++;
   c.stats.allocated_bytes -= cls;
   if (c.cached + cls <= kMaxCached) {
-    c.free_blocks[cls].push_back(ptr);
+    c.blocks(cls).push_back(ptr);
     c.cached += cls;
   } else {
     c.stats.reserved_bytes -= cls;
@@ -94,11 +104,13 @@ void reset_peak_memory_stats() {
 void empty_cache() {
   Cache& c = cache();
   std::lock_guard<std::mutex> g(c.mu);
-  for (auto& [cls, blocks] : c.free_blocks) {
+  auto release = [&](size_t cls, std::vector<void*>& blocks) {
     for (void* p : blocks) std::free(p);
     c.stats.reserved_bytes -= static_cast<int64_t>(cls * blocks.size());
     blocks.clear();
-  }
+  };
+  for (size_t k = 0; k < kSmallClasses; ++k) release((k + 1) * kAlign, c.small[k]);
+  for (auto& [cls, blocks] : c.free_blocks) release(cls, blocks);
   c.cached = 0;
 }
 

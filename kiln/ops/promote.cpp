@@ -64,6 +64,9 @@ Dtype result_type(const SpecList& ts) {
 }
 
 Dtype result_type(const TensorSpec& a, const TensorSpec& b) {
+  // two tensors of one dtype (the common call): that dtype. Two Python numbers of one dtype promote
+  // (float64 numbers give the default dtype), so wrapped ones take the general path.
+  if (a.dtype() == b.dtype() && !a.is_wrapped_number() && !b.is_wrapped_number()) [[likely]] return a.dtype();
   const TensorSpec* p[2] = {&a, &b};
   return result_type_of(p, 2);
 }

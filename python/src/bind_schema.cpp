@@ -90,6 +90,7 @@ struct OpFn {
   std::vector<ArgInfo>* args;
   int varargs;  // torch's rule: the one positional argument besides a method's self is an int list,
                 // which may be given as separate ints (x.permute(1, 0)); its index, or -1
+  bool one_tensor;        // the schema returns one Tensor (not a list)
   PyObject* next;         // the next overload of the same Python name (owned), or null
   PyObject* result_type;  // a torch.return_types-like namedtuple for named returns (owned), or null
 };
@@ -214,17 +215,24 @@ void add_tensors(const OpFn& f, const ArgInfo& ai, int pos, PyObject* v, TensorL
   }
 }
 
+// A new Python Tensor holding t: the instance is allocated from the cached type and the tensor
+// moved in (nb::cast would look the type up by its type_info on every call).
+PyObject* tensor_object(Tensor&& t) {
+  static PyObject* type = nb::type<Tensor>().ptr();
+  nb::object o = nb::inst_alloc(type);
+  new (nb::inst_ptr<Tensor>(o)) Tensor(std::move(t));
+  nb::inst_mark_ready(o);
+  return o.release().ptr();
+}
+
 // The result as the schema returns it: `-> Tensor` one tensor, `-> ()` None, several (or a
 // Tensor[]) a tuple, a namedtuple where the returns are named.
 PyObject* result_object(const OpFn& f, TensorList& r) {
-  const std::vector<std::string>& rets = f.schema->returns;
-  if (rets.empty()) return Py_NewRef(Py_None);
-  if (rets.size() == 1 && rets[0] != "Tensor[]" && r.size() == 1)
-    return nb::cast(std::move(r[0]), nb::rv_policy::move).release().ptr();
+  if (f.one_tensor && r.size() == 1) return tensor_object(std::move(r[0]));
+  if (f.schema->returns.empty()) return Py_NewRef(Py_None);
   nb::object t = nb::steal(PyTuple_New(static_cast<Py_ssize_t>(r.size())));
   if (!t) throw nb::python_error();
-  for (size_t i = 0; i < r.size(); ++i)
-    PyTuple_SET_ITEM(t.ptr(), i, nb::cast(std::move(r[i]), nb::rv_policy::move).release().ptr());
+  for (size_t i = 0; i < r.size(); ++i) PyTuple_SET_ITEM(t.ptr(), i, tensor_object(std::move(r[i])));
   if (!f.result_type) return t.release().ptr();
   PyObject* named = PyObject_Call(f.result_type, t.ptr(), nullptr);  // namedtuple(*values)
   if (!named) throw nb::python_error();
@@ -544,6 +552,7 @@ nb::object make_fn(const Schema* schema, const OpDef* op, const Composite* comp,
   }
   OpFn* f = PyObject_New(OpFn, variant == FnKind::Function ? g_opfn_type : g_method_type);
   f->varargs = varargs;
+  f->one_tensor = schema->returns.size() == 1 && schema->returns[0] == "Tensor";
   f->next = nullptr;
   f->result_type = result_type.release().ptr();
   f->vectorcall = opfn_vectorcall;
