@@ -2,6 +2,7 @@
 // kiln/backend/cpu/norm.cpp), rms_norm, and the small functional layers (linear, bilinear, dropout).
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/format.h"
+#include "kiln/ops/composite.h"
 #include "kiln/nn/functional.h"
 
 namespace kiln {
@@ -135,4 +136,37 @@ Tensor dropout(const Tensor& x, double p, bool training) {
 }
 
 }  // namespace nn::functional
+
+// ---- composites with torch's schemas (ops/composite.h): kiln.nn.functional's ops come from these ---
+namespace {
+using namespace nn::functional;
+Composite c_linear{"linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor",
+                   [](const TensorList& in, const Attrs&) -> TensorList { return {linear(in[0], in[1], in[2])}; },
+                   kFunctionVariant};
+Composite c_bilinear{"bilinear(Tensor input1, Tensor input2, Tensor weight, Tensor? bias=None) -> Tensor",
+                     [](const TensorList& in, const Attrs&) -> TensorList {
+                       return {bilinear(in[0], in[1], in[2], in[3])};
+                     },
+                     kFunctionVariant};
+// normalized_shape also as one int (torch takes a list; kiln's functional always took both)
+Composite c_layer_norm{"layer_norm(Tensor input, int[1] normalized_shape, Tensor? weight=None, Tensor? bias=None, "
+                       "float eps=1e-05) -> Tensor",
+                       [](const TensorList& in, const Attrs& a) -> TensorList {
+                         return {layer_norm(in[0], attr<Shape>(a, 0), in[1], in[2], attr<double>(a, 1))};
+                       },
+                       kFunctionVariant};
+Composite c_rms_norm{"rms_norm(Tensor input, int[1] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor",
+                     [](const TensorList& in, const Attrs& a) -> TensorList {
+                       return {rms_norm(in[0], attr<Shape>(a, 0), in[1], opt_attr<double>(a, 1))};
+                     },
+                     kFunctionVariant};
+Composite c_dropout{"dropout(Tensor input, float p=0.5, bool training=True, bool inplace=False) -> Tensor",
+                    [](const TensorList& in, const Attrs& a) -> TensorList {
+                      Tensor r = dropout(in[0], attr<double>(a, 0), attr<bool>(a, 1));
+                      if (attr<bool>(a, 2) && r.impl() != in[0].impl()) return {copy_(in[0], r)};
+                      return {r};
+                    },
+                    kFunctionVariant};
+}  // namespace
+
 }  // namespace kiln

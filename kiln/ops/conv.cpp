@@ -2,6 +2,7 @@
 // weight gradient (`convolution_backward_weight`): schemas, metas, derivatives and front ends. The
 // CPU kernels are in kiln/backend/cpu/conv.cpp.
 #include "kiln/ops/conv_detail.h"
+#include "kiln/ops/composite.h"
 #include "kiln/ops/grad_util.h"
 #include "kiln/ops/shape.h"
 
@@ -325,5 +326,38 @@ Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const Tensor&
                          expand_param(output_padding, k, "output_padding", op), groups);
   return batched ? y : squeeze(y, Shape{0});
 }
+
+
+// ---- composites with torch's schemas (ops/composite.h): their public forms come from these -------
+namespace {
+const Shape& ints_at(const Attrs& a, size_t i) { return attr<Shape>(a, i); }
+// conv1d / conv2d with padding as ints, then as "valid" / "same"
+#define KILN_CONV(name, n)                                                                                       \
+  Composite c_##name{#name "(Tensor input, Tensor weight, Tensor? bias=None, SymInt[" #n "] stride=1, "          \
+                     "SymInt[" #n "] padding=0, SymInt[" #n "] dilation=1, SymInt groups=1) -> Tensor",            \
+                     [](const TensorList& in, const Attrs& a) -> TensorList {                                    \
+                       return {name(in[0], in[1], in[2], ints_at(a, 0), ints_at(a, 1), ints_at(a, 2),              \
+                                    attr<int64_t>(a, 3))};                                                       \
+                     },                                                                                          \
+                     kFunctionVariant};                                                                          \
+  Composite c_##name##_padding{#name ".padding(Tensor input, Tensor weight, Tensor? bias=None, SymInt[" #n "] stride=1, " \
+                               "str padding=\"valid\", SymInt[" #n "] dilation=1, SymInt groups=1) -> Tensor",   \
+                               [](const TensorList& in, const Attrs& a) -> TensorList {                          \
+                                 return {name(in[0], in[1], in[2], ints_at(a, 0), attr<std::string>(a, 1),         \
+                                              ints_at(a, 2), attr<int64_t>(a, 3))};                              \
+                               },                                                                                \
+                               kFunctionVariant};
+KILN_CONV(conv1d, 1)
+KILN_CONV(conv2d, 2)
+#undef KILN_CONV
+Composite c_conv_transpose1d{
+    "conv_transpose1d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[1] stride=1, SymInt[1] padding=0, "
+    "SymInt[1] output_padding=0, SymInt groups=1, SymInt[1] dilation=1) -> Tensor",
+    [](const TensorList& in, const Attrs& a) -> TensorList {
+      return {conv_transpose1d(in[0], in[1], in[2], ints_at(a, 0), ints_at(a, 1), ints_at(a, 2), attr<int64_t>(a, 3),
+                               ints_at(a, 4))};
+    },
+    kFunctionVariant};
+}  // namespace
 
 }  // namespace kiln

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "kiln/ops/nn_detail.h"
+#include "kiln/ops/composite.h"
 #include "kiln/ops/nn_ops.h"
 #include "kiln/ops/pool_detail.h"
 
@@ -278,5 +279,56 @@ Tensor adaptive_avg_pool1d(const Tensor& x, const Shape& output_size) {
              x.sizes(), " with dimension ", x.dim() - 1, " being empty");
   return batched_call(op_adaptive, x, 1, {output_size})[0];
 }
+
+
+// ---- composites with torch's schemas (ops/composite.h): their public forms come from these -------
+namespace {
+const Shape& ints_at(const Attrs& a, size_t i) { return attr<Shape>(a, i); }
+// stride=[] (or None): the kernel size, as torch
+#define KILN_MAX_POOL(n)                                                                                          \
+  Composite c_max_pool##n##d{"max_pool" #n "d(Tensor self, int[" #n "] kernel_size, int[" #n "] stride=[], "          \
+                             "int[" #n "] padding=0, int[" #n "] dilation=1, bool ceil_mode=False) -> Tensor",     \
+                             [](const TensorList& in, const Attrs& a) -> TensorList {                             \
+                               return {max_pool##n##d(in[0], ints_at(a, 0), ints_at(a, 1), ints_at(a, 2),         \
+                                                      ints_at(a, 3), attr<bool>(a, 4))};                          \
+                             },                                                                                   \
+                             kFunctionVariant};                                                                   \
+  Composite c_max_pool##n##d_wi{"max_pool" #n "d_with_indices(Tensor self, int[" #n "] kernel_size, int[" #n "] stride=[], " \
+                                "int[" #n "] padding=0, int[" #n "] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)", \
+                                [](const TensorList& in, const Attrs& a) -> TensorList {                          \
+                                  auto [y, i] = max_pool##n##d_with_indices(in[0], ints_at(a, 0), ints_at(a, 1),   \
+                                                                            ints_at(a, 2), ints_at(a, 3),         \
+                                                                            attr<bool>(a, 4));                    \
+                                  return {y, i};                                                                  \
+                                },                                                                                \
+                                kFunctionVariant};
+KILN_MAX_POOL(1)
+KILN_MAX_POOL(2)
+#undef KILN_MAX_POOL
+Composite c_avg_pool1d{"avg_pool1d(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=0, "
+                       "bool ceil_mode=False, bool count_include_pad=True) -> Tensor",
+                       [](const TensorList& in, const Attrs& a) -> TensorList {
+                         return {avg_pool1d(in[0], ints_at(a, 0), ints_at(a, 1), ints_at(a, 2), attr<bool>(a, 3),
+                                            attr<bool>(a, 4))};
+                       },
+                       kFunctionVariant};
+Composite c_avg_pool2d{"avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, "
+                       "bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor",
+                       [](const TensorList& in, const Attrs& a) -> TensorList {
+                         return {avg_pool2d(in[0], ints_at(a, 0), ints_at(a, 1), ints_at(a, 2), attr<bool>(a, 3),
+                                            attr<bool>(a, 4), opt_attr<int64_t>(a, 5))};
+                       },
+                       kFunctionVariant};
+Composite c_adaptive_avg_pool1d{"adaptive_avg_pool1d(Tensor self, int[1] output_size) -> Tensor",
+                                [](const TensorList& in, const Attrs& a) -> TensorList {
+                                  return {adaptive_avg_pool1d(in[0], ints_at(a, 0))};
+                                },
+                                kFunctionVariant};
+Composite c_adaptive_avg_pool2d{"adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor",
+                                [](const TensorList& in, const Attrs& a) -> TensorList {
+                                  return {adaptive_avg_pool2d(in[0], ints_at(a, 0))};
+                                },
+                                kFunctionVariant};
+}  // namespace
 
 }  // namespace kiln

@@ -39,45 +39,6 @@ Shape ints(nb::handle h, const char* fn, const char* arg) {
 
 Tensor opt_tensor(nb::handle h) { return h.is_none() ? Tensor() : nb::cast<Tensor>(h); }
 
-nb::object pair(const std::tuple<Tensor, Tensor>& t) {
-  return nb::make_tuple(std::get<0>(t), std::get<1>(t));
-}
-
-// conv1d / conv2d with padding as ints or "valid" / "same"
-template <Tensor (*Ints)(const Tensor&, const Tensor&, const Tensor&, const Shape&, const Shape&,
-                         const Shape&, int64_t),
-          Tensor (*Str)(const Tensor&, const Tensor&, const Tensor&, const Shape&,
-                        const std::string&, const Shape&, int64_t)>
-Tensor conv_call(const char* fn, const Tensor& x, const Tensor& w, nb::handle bias,
-                 nb::handle stride, nb::handle padding, nb::handle dilation, int64_t groups) {
-  Shape s = ints(stride, fn, "stride"), d = ints(dilation, fn, "dilation");
-  Tensor b = opt_tensor(bias);
-  if (nb::isinstance<nb::str>(padding)) {
-    std::string p = nb::cast<std::string>(padding);
-    nb::gil_scoped_release g;
-    return Str(x, w, b, s, p, d, groups);
-  }
-  Shape p = ints(padding, fn, "padding");
-  nb::gil_scoped_release g;
-  return Ints(x, w, b, s, p, d, groups);
-}
-Tensor conv1d_ints(const Tensor& x, const Tensor& w, const Tensor& b, const Shape& s,
-                   const Shape& p, const Shape& d, int64_t g) {
-  return conv1d(x, w, b, s, p, d, g);
-}
-Tensor conv1d_str(const Tensor& x, const Tensor& w, const Tensor& b, const Shape& s,
-                  const std::string& p, const Shape& d, int64_t g) {
-  return conv1d(x, w, b, s, p, d, g);
-}
-Tensor conv2d_ints(const Tensor& x, const Tensor& w, const Tensor& b, const Shape& s,
-                   const Shape& p, const Shape& d, int64_t g) {
-  return conv2d(x, w, b, s, p, d, g);
-}
-Tensor conv2d_str(const Tensor& x, const Tensor& w, const Tensor& b, const Shape& s,
-                  const std::string& p, const Shape& d, int64_t g) {
-  return conv2d(x, w, b, s, p, d, g);
-}
-
 // Python value -> op attribute: None, bool, int, float, str, or a sequence of ints.
 Attr to_attr(nb::handle h) {
   if (h.is_none()) return std::monostate{};
@@ -92,36 +53,8 @@ Attr to_attr(nb::handle h) {
 
 void bind_conv(nb::module_& m) {
   // ---- convolution ------------------------------------------------------------------------------
-  m.def(
-      "conv1d",
-      [](const Tensor& x, const Tensor& w, nb::handle b, nb::handle s, nb::handle p, nb::handle d,
-         int64_t groups) {
-        return conv_call<conv1d_ints, conv1d_str>("conv1d", x, w, b, s, p, d, groups);
-      },
-      "input"_a, "weight"_a, "bias"_a.none() = none(), "stride"_a.none() = 1,
-      "padding"_a.none() = 0, "dilation"_a.none() = 1, "groups"_a = 1);
-  m.def(
-      "conv2d",
-      [](const Tensor& x, const Tensor& w, nb::handle b, nb::handle s, nb::handle p, nb::handle d,
-         int64_t groups) {
-        return conv_call<conv2d_ints, conv2d_str>("conv2d", x, w, b, s, p, d, groups);
-      },
-      "input"_a, "weight"_a, "bias"_a.none() = none(), "stride"_a.none() = 1,
-      "padding"_a.none() = 0, "dilation"_a.none() = 1, "groups"_a = 1);
-  m.def(
-      "conv_transpose1d",
-      [](const Tensor& x, const Tensor& w, nb::handle b, nb::handle s, nb::handle p, nb::handle op,
-         int64_t groups, nb::handle d) {
-        const char* fn = "conv_transpose1d";
-        Shape S = ints(s, fn, "stride"), P = ints(p, fn, "padding"),
-              OP = ints(op, fn, "output_padding"), D = ints(d, fn, "dilation");
-        Tensor B = opt_tensor(b);
-        nb::gil_scoped_release g;
-        return conv_transpose1d(x, w, B, S, P, OP, groups, D);
-      },
-      "input"_a, "weight"_a, "bias"_a.none() = none(), "stride"_a.none() = 1,
-      "padding"_a.none() = 0, "output_padding"_a.none() = 0, "groups"_a = 1,
-      "dilation"_a.none() = 1);
+  // conv1d, conv2d (padding as ints or "valid" / "same"), conv_transpose1d: from their composites'
+  // schemas (kiln/ops/conv.cpp)
   m.def(
       "convolution",
       [](const Tensor& x, const Tensor& w, nb::handle b, nb::handle s, nb::handle p, nb::handle d,
@@ -147,67 +80,8 @@ void bind_conv(nb::module_& m) {
       "grad_output"_a, "input"_a, "weight_size"_a, "stride"_a, "padding"_a, "dilation"_a,
       "groups"_a);
 
-  // ---- pooling ----------------------------------------------------------------------------------
-  auto max_pool = [&m](const char* name, auto fn, bool with_indices) {
-    m.def(
-        name,
-        [name, fn, with_indices](const Tensor& x, nb::handle k, nb::handle s, nb::handle p,
-                                 nb::handle d, bool ceil) -> nb::object {
-          Shape K = ints(k, name, "kernel_size"), S = ints(s, name, "stride"),
-                P = ints(p, name, "padding"), D = ints(d, name, "dilation");
-          std::tuple<Tensor, Tensor> r;
-          {
-            nb::gil_scoped_release g;
-            r = fn(x, K, S, P, D, ceil);
-          }
-          if (with_indices) return pair(r);
-          return nb::cast(std::get<0>(r));
-        },
-        "input"_a, "kernel_size"_a, "stride"_a.none() = nb::tuple(), "padding"_a = 0,
-        "dilation"_a = 1, "ceil_mode"_a = false);
-  };
-  max_pool("max_pool1d_with_indices", &max_pool1d_with_indices, true);
-  max_pool("max_pool2d_with_indices", &max_pool2d_with_indices, true);
-  max_pool(
-      "max_pool1d",
-      [](const Tensor& x, const Shape& k, const Shape& s, const Shape& p, const Shape& d, bool c) {
-        return std::tuple<Tensor, Tensor>{max_pool1d(x, k, s, p, d, c), Tensor()};
-      },
-      false);
-  max_pool("max_pool2d", &max_pool2d_with_indices, false);
-  m.def(
-      "avg_pool1d",
-      [](const Tensor& x, nb::handle k, nb::handle s, nb::handle p, bool ceil, bool include_pad) {
-        const char* fn = "avg_pool1d";
-        Shape K = ints(k, fn, "kernel_size"), S = ints(s, fn, "stride"), P = ints(p, fn, "padding");
-        nb::gil_scoped_release g;
-        return avg_pool1d(x, K, S, P, ceil, include_pad);
-      },
-      "input"_a, "kernel_size"_a, "stride"_a.none() = nb::tuple(), "padding"_a = 0,
-      "ceil_mode"_a = false, "count_include_pad"_a = true);
-  m.def(
-      "avg_pool2d",
-      [](const Tensor& x, nb::handle k, nb::handle s, nb::handle p, bool ceil, bool include_pad,
-         std::optional<int64_t> divisor) {
-        const char* fn = "avg_pool2d";
-        Shape K = ints(k, fn, "kernel_size"), S = ints(s, fn, "stride"), P = ints(p, fn, "padding");
-        nb::gil_scoped_release g;
-        return avg_pool2d(x, K, S, P, ceil, include_pad, divisor);
-      },
-      "input"_a, "kernel_size"_a, "stride"_a.none() = nb::tuple(), "padding"_a = 0,
-      "ceil_mode"_a = false, "count_include_pad"_a = true, "divisor_override"_a.none() = none());
-  m.def(
-      "adaptive_avg_pool1d",
-      [](const Tensor& x, nb::handle os) {
-        return adaptive_avg_pool1d(x, ints(os, "adaptive_avg_pool1d", "output_size"));
-      },
-      "input"_a, "output_size"_a);
-  m.def(
-      "adaptive_avg_pool2d",
-      [](const Tensor& x, nb::handle os) {
-        return adaptive_avg_pool2d(x, ints(os, "adaptive_avg_pool2d", "output_size"));
-      },
-      "input"_a, "output_size"_a);
+  // ---- pooling: max_pool1d/2d (with_indices), avg_pool1d/2d, adaptive_avg_pool1d/2d come from their
+  // composites' schemas (kiln/ops/pool.cpp)
 
   // ---- upsampling -------------------------------------------------------------------------------
   m.def(

@@ -107,20 +107,8 @@ void bind_nn(nb::module_& m) {
   nnm.def("make_activation", &make_activation, "name"_a, "args"_a = std::vector<double>{}, "inplace"_a = false,
           "approximate"_a = "none");
 
-  // functional
-  m.def("linear", [](const Tensor& x, const Tensor& w, nb::handle b) { return F::linear(x, w, opt_t(b)); },
-        "input"_a, "weight"_a, "bias"_a.none() = nb::none());
-  m.def("bilinear", [](const Tensor& a, const Tensor& b, const Tensor& w, nb::handle bias) {
-    return F::bilinear(a, b, w, opt_t(bias));
-  }, "input1"_a, "input2"_a, "weight"_a, "bias"_a.none() = nb::none());
-  m.def("layer_norm", [](const Tensor& x, nb::handle ns, nb::handle w, nb::handle b, double eps) {
-    return F::layer_norm(x, shape_or_int(ns), opt_t(w), opt_t(b), eps);
-  }, "input"_a, "normalized_shape"_a, "weight"_a.none() = nb::none(), "bias"_a.none() = nb::none(), "eps"_a = 1e-5);
-  m.def("rms_norm", [](const Tensor& x, nb::handle ns, nb::handle w, nb::handle eps) {
-    return F::rms_norm(x, shape_or_int(ns), opt_t(w), opt_d(eps));
-  }, "input"_a, "normalized_shape"_a, "weight"_a.none() = nb::none(), "eps"_a.none() = nb::none());
-  m.def("dropout", [](const Tensor& x, double p, bool training, bool) { return F::dropout(x, p, training); },
-        "input"_a, "p"_a = 0.5, "training"_a = true, "inplace"_a = false);
+  // functional: linear, bilinear, layer_norm, rms_norm, dropout come from their composites' schemas
+  // (kiln/nn/norm.cpp)
 
   // nn.utils
   nb::module_ um = nnm.def_submodule("utils");

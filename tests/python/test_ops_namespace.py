@@ -247,3 +247,36 @@ def test_composites_come_from_schemas():
         kiln.var(x, "a")
     assert_same(kiln.prod(x, 1, out=kiln.empty(0, dtype=kiln.float32)),
                 torch.prod(t, 1, out=torch.empty(0, dtype=torch.float32)))  # in out's dtype, as torch
+
+
+def test_nn_functional_composites_match_torch():
+    import torch.nn.functional as TF
+    import kiln.nn.functional as KF
+    for name in ["conv1d", "conv2d", "conv_transpose1d", "avg_pool2d", "max_pool2d_with_indices", "linear",
+                 "layer_norm", "dropout"]:
+        assert isinstance(getattr(kiln._C, name), kiln._C._Op), name
+    x = torch.randn(2, 3, 8, 8, dtype=torch.float64)
+    w = torch.randn(4, 3, 3, 3, dtype=torch.float64)
+    kx, kw = to_kiln(x), to_kiln(w)
+    assert_same(KF.conv2d(kx, kw, padding="same"), TF.conv2d(x, w, padding="same"))  # conv2d.padding
+    assert_same(KF.conv2d(kx, kw, None, 2, 1), TF.conv2d(x, w, None, 2, 1))  # one int for an int[2]
+    assert_same(KF.conv2d(kx, kw, stride=(1, 2), dilation=2), TF.conv2d(x, w, stride=(1, 2), dilation=2))
+    with pytest.raises(TypeError, match="invalid combination of arguments"):  # no overload fits, as torch says
+        KF.conv2d(kx, kw, stride=(1.5, 1))
+    with pytest.raises(TypeError, match="invalid combination of arguments"):
+        TF.conv2d(x, w, stride=(1.5, 1))
+    assert_same(KF.max_pool2d(kx, 2, stride=None), TF.max_pool2d(x, 2, stride=None))  # None: the kernel size
+    y, i = KF.max_pool2d_with_indices(kx, 3, 2, 1)
+    ty, ti = TF.max_pool2d_with_indices(x, 3, 2, 1)
+    assert_same(y, ty)
+    assert_same(i, ti)
+    assert_same(KF.avg_pool2d(kx, 2, divisor_override=3), TF.avg_pool2d(x, 2, divisor_override=3))
+    b = torch.randn(5, 8, dtype=torch.float64)
+    assert_same(KF.linear(kx, to_kiln(b)), TF.linear(x, b))
+    assert_same(KF.layer_norm(kx, (8,), eps=1e-3), TF.layer_norm(x, (8,), eps=1e-3))
+    k = kx.clone()
+    assert KF.dropout(k, 0.5, False).data_ptr() == k.data_ptr()  # eval: the input itself
+    r = KF.dropout(k, 0.5, True, True)  # inplace=True: k holds the result
+    assert r.data_ptr() == k.data_ptr()
+    kept = k.ne(0)
+    assert kiln.equal(k[kept], kx[kept] * 2)  # the kept values scaled by 1 / (1 - p)
