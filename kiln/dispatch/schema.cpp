@@ -163,7 +163,7 @@ class Parser {
         {"SymInt", ArgKind::Int}, {"float", ArgKind::Float}, {"bool", ArgKind::Bool},
         {"Scalar", ArgKind::Scalar}, {"int[]", ArgKind::IntList}, {"SymInt[]", ArgKind::IntList},
         {"float[]", ArgKind::FloatList}, {"str", ArgKind::Str}, {"ScalarType", ArgKind::ScalarType},
-        {"Device", ArgKind::Device}};
+        {"Device", ArgKind::Device}, {"Generator", ArgKind::Generator}};
     for (const auto& [name, kind] : kinds)
       if (t == name) {
         a.kind = kind;
@@ -218,6 +218,7 @@ bool fits(const SchemaArg& a, const Attr& v) {
     case ArgKind::Str: return std::holds_alternative<std::string>(v);
     case ArgKind::ScalarType: return std::holds_alternative<Dtype>(v);
     case ArgKind::Device: return std::holds_alternative<Device>(v);
+    case ArgKind::Generator: return std::holds_alternative<int64_t>(v);
     default: return false;
   }
 }

@@ -6,6 +6,8 @@
 //   int, SymInt -> int64_t    float -> double       bool -> bool        Scalar -> Scalar
 //   int[], SymInt[] -> Shape  float[] -> std::vector<double>            str -> std::string
 //   ScalarType -> Dtype       Device -> Device      T? -> T or std::monostate (None)
+//   Generator -> int64_t: the Generator's address, for composites only (table ops take the state a
+//                front end reserved from it as ints, so a recorded call replays without it)
 // A Tensor[] argument takes the rest of the inputs (there may be only one, and it comes last among
 // the tensor arguments); an undefined tensor stands for None in a Tensor? input.
 #pragma once
@@ -22,7 +24,7 @@ namespace kiln {
 
 // What an argument holds, with the Attr alternative it takes (Tensor kinds are inputs instead).
 enum class ArgKind : uint8_t {
-  Tensor, TensorList, Int, Float, Bool, Scalar, IntList, FloatList, Str, ScalarType, Device, Other
+  Tensor, TensorList, Int, Float, Bool, Scalar, IntList, FloatList, Str, ScalarType, Device, Generator, Other
 };
 
 struct SchemaArg {

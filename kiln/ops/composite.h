@@ -62,4 +62,15 @@ std::optional<T> opt_attr(const Attrs& a, size_t i) {
   return std::get<T>(a[i]);
 }
 
+class Generator;
+// A `Generator? generator=None` argument: null for None (the default generator).
+inline Generator* generator_attr(const Attrs& a, size_t i) {
+  if (std::holds_alternative<std::monostate>(a[i])) return nullptr;
+  return reinterpret_cast<Generator*>(static_cast<intptr_t>(std::get<int64_t>(a[i])));
+}
+inline Attr generator_attr(Generator* g) {
+  if (!g) return std::monostate{};
+  return static_cast<int64_t>(reinterpret_cast<intptr_t>(g));
+}
+
 }  // namespace kiln

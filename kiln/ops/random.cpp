@@ -4,6 +4,8 @@
 
 #include "kiln/core/convert.h"
 #include "kiln/core/generator.h"
+#include "kiln/autograd/autograd.h"
+#include "kiln/ops/composite.h"
 #include "kiln/ops/ops.h"
 
 namespace kiln {
@@ -156,5 +158,107 @@ Tensor multinomial(const Tensor& probs, int64_t n, bool replacement, Generator* 
   }
   return probs.dim() == 1 ? reshape(out, {n}) : out;
 }
+
+
+// ---- composites with torch's schemas (ops/composite.h): their public forms come from these -------
+namespace {
+#define KILN_RANDOM_KW "*, Generator? generator=None, ScalarType? dtype=None, Device? device=None, bool requires_grad=False"
+// the keyword tail from attribute i on: generator, dtype, device, requires_grad
+TensorOptions options_from(const Attrs& a, size_t i) {
+  TensorOptions o;
+  if (auto d = opt_attr<Dtype>(a, i + 1)) o = o.dtype(*d);
+  if (auto d = opt_attr<Device>(a, i + 2)) o = o.device(*d);
+  return o;
+}
+TensorList finished(const Tensor& t, const Attrs& a, size_t i) {
+  if (attr<bool>(a, i + 3)) set_requires_grad(t);
+  return {t};
+}
+TensorOptions like_from(const Tensor& t, const Attrs& a, size_t i) {
+  return TensorOptions(opt_attr<Dtype>(a, i).value_or(t.dtype())).device(opt_attr<Device>(a, i + 1).value_or(t.device()));
+}
+Composite c_rand{"rand(SymInt[] size, " KILN_RANDOM_KW ") -> Tensor",
+                 [](const TensorList&, const Attrs& a) -> TensorList {
+                   return finished(rand(attr<Shape>(a, 0), options_from(a, 1), generator_attr(a, 1)), a, 1);
+                 },
+                 kFunctionVariant};
+Composite c_randn{"randn(SymInt[] size, " KILN_RANDOM_KW ") -> Tensor",
+                  [](const TensorList&, const Attrs& a) -> TensorList {
+                    return finished(randn(attr<Shape>(a, 0), options_from(a, 1), generator_attr(a, 1)), a, 1);
+                  },
+                  kFunctionVariant};
+// randint(high, size) and randint(low, high, size)
+Composite c_randint{"randint(SymInt high, SymInt[] size, " KILN_RANDOM_KW ") -> Tensor",
+                    [](const TensorList&, const Attrs& a) -> TensorList {
+                      return finished(randint(0, attr<int64_t>(a, 0), attr<Shape>(a, 1), options_from(a, 2),
+                                              generator_attr(a, 2)), a, 2);
+                    },
+                    kFunctionVariant};
+Composite c_randint_low{"randint.low(SymInt low, SymInt high, SymInt[] size, " KILN_RANDOM_KW ") -> Tensor",
+                        [](const TensorList&, const Attrs& a) -> TensorList {
+                          return finished(randint(attr<int64_t>(a, 0), attr<int64_t>(a, 1), attr<Shape>(a, 2),
+                                                  options_from(a, 3), generator_attr(a, 3)), a, 3);
+                        },
+                        kFunctionVariant};
+Composite c_randperm{"randperm(SymInt n, " KILN_RANDOM_KW ") -> Tensor",
+                     [](const TensorList&, const Attrs& a) -> TensorList {
+                       return finished(randperm(attr<int64_t>(a, 0), options_from(a, 1), generator_attr(a, 1)), a, 1);
+                     },
+                     kFunctionVariant};
+Composite c_normal_ff{"normal.float_float(float mean, float std, SymInt[] size, " KILN_RANDOM_KW ") -> Tensor",
+                   [](const TensorList&, const Attrs& a) -> TensorList {
+                     Tensor t = empty(attr<Shape>(a, 2), options_from(a, 3));
+                     normal_(t, attr<double>(a, 0), attr<double>(a, 1), generator_attr(a, 3));
+                     return finished(t, a, 3);
+                   },
+                   kFunctionVariant};
+#undef KILN_RANDOM_KW
+Composite c_rand_like{"rand_like(Tensor self, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False) -> Tensor",
+                      [](const TensorList& in, const Attrs& a) -> TensorList {
+                        Tensor t = rand(in[0].sizes(), like_from(in[0], a, 0));
+                        if (attr<bool>(a, 2)) set_requires_grad(t);
+                        return {t};
+                      },
+                      kFunctionVariant};
+Composite c_randn_like{"randn_like(Tensor self, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False) -> Tensor",
+                       [](const TensorList& in, const Attrs& a) -> TensorList {
+                         Tensor t = randn(in[0].sizes(), like_from(in[0], a, 0));
+                         if (attr<bool>(a, 2)) set_requires_grad(t);
+                         return {t};
+                       },
+                       kFunctionVariant};
+// The in-place fills (Tensor.uniform_, ...): in place only, as torch has them
+#define KILN_FILL(name, schema_args, call)                                                                   \
+  Composite c_##name{#name "(Tensor self, " schema_args ", *, Generator? generator=None) -> Tensor",             \
+                     [](const TensorList& in, const Attrs& a) -> TensorList {                                   \
+                       Tensor t = empty_like(in[0]);                                                            \
+                       const Tensor& x = t;                                                                     \
+                       (void)x;                                                                                 \
+                       return {call};                                                                           \
+                     },                                                                                         \
+                     kInplaceVariant, 0,                                                                        \
+                     [](const TensorList& in, const Attrs& a) -> TensorList {                                   \
+                       const Tensor& x = in[0];                                                                 \
+                       return {call};                                                                           \
+                     }};
+KILN_FILL(uniform, "float from=0, float to=1", uniform_(x, attr<double>(a, 0), attr<double>(a, 1), generator_attr(a, 2)))
+KILN_FILL(normal, "float mean=0, float std=1", normal_(x, attr<double>(a, 0), attr<double>(a, 1), generator_attr(a, 2)))
+KILN_FILL(log_normal, "float mean=1, float std=2",
+          log_normal_(x, attr<double>(a, 0), attr<double>(a, 1), generator_attr(a, 2)))
+KILN_FILL(cauchy, "float median=0, float sigma=1", cauchy_(x, attr<double>(a, 0), attr<double>(a, 1), generator_attr(a, 2)))
+KILN_FILL(exponential, "float lambd=1", exponential_(x, attr<double>(a, 0), generator_attr(a, 1)))
+KILN_FILL(geometric, "float p", geometric_(x, attr<double>(a, 0), generator_attr(a, 1)))
+#undef KILN_FILL
+Composite c_bernoulli{"bernoulli(Tensor self, *, Generator? generator=None) -> Tensor",
+                      [](const TensorList& in, const Attrs& a) -> TensorList {
+                        return {bernoulli(in[0], generator_attr(a, 0))};
+                      },
+                      kFunctionAndMethod};
+Composite c_multinomial{"multinomial(Tensor self, int num_samples, bool replacement=False, *, Generator? generator=None) -> Tensor",
+                        [](const TensorList& in, const Attrs& a) -> TensorList {
+                          return {multinomial(in[0], attr<int64_t>(a, 0), attr<bool>(a, 1), generator_attr(a, 2))};
+                        },
+                        kFunctionAndMethod};
+}  // namespace
 
 }  // namespace kiln

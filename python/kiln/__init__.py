@@ -50,7 +50,7 @@ def numel(t):
 # out= for the functions whose C++ binding does not take it: the result is computed, checked with
 # torch's rule (the result dtype must be castable to out's), out is resized when its shape differs,
 # and the values are copied in. The ops bound from their schemas (kiln._C._Op) take out= natively.
-_OUT_FUNCS = """nonzero rand randn randint randperm""".split()
+_OUT_FUNCS = ["nonzero"]
 
 
 def _write_out(name, result, out):
@@ -126,7 +126,7 @@ def _with_requires_grad(fn):
     return wrapper
 
 
-for _n in """tensor rand randn rand_like randn_like""".split():
+for _n in ["tensor"]:
     if _n in globals():
         globals()[_n] = _with_requires_grad(globals()[_n])
 del _n

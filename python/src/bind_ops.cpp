@@ -175,51 +175,8 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
         return &g;
       }, nb::rv_policy::reference)
       .def_prop_ro("device", [](const Generator&) { return kCPU; });
-  // *_like: the input's sizes, and its dtype and device unless given.
-  auto like_opts = [](const Tensor& t, nb::handle dtype, nb::handle device) {
-    return TensorOptions(dtype.is_none() ? t.dtype() : as_dtype(dtype))
-        .device(device.is_none() ? t.device() : as_device(device));
-  };
-  auto gen = [](nb::handle h) -> Generator* { return h.is_none() ? nullptr : nb::cast<Generator*>(h); };
-  m.def("rand", [gen](nb::args size, nb::handle g, nb::handle dtype, nb::handle device) {
-    return rand(shape_from_args(size), opts(dtype, device), gen(g));
-  }, "size"_a, nb::kw_only(), "generator"_a.none() = none(), "dtype"_a.none() = none(), "device"_a.none() = none());
-  m.def("randn", [gen](nb::args size, nb::handle g, nb::handle dtype, nb::handle device) {
-    return randn(shape_from_args(size), opts(dtype, device), gen(g));
-  }, "size"_a, nb::kw_only(), "generator"_a.none() = none(), "dtype"_a.none() = none(), "device"_a.none() = none());
-  m.def("randint", [gen](int64_t a, nb::handle b, nb::handle size, nb::handle g, nb::handle dtype, nb::handle device) {
-    TensorOptions o = opts(dtype, device);
-    if (size.is_none()) return randint(0, a, as_shape(b), o, gen(g));
-    return randint(a, nb::cast<int64_t>(b), as_shape(size), o, gen(g));
-  }, "low"_a, "high"_a, "size"_a.none() = none(), nb::kw_only(), "generator"_a.none() = none(),
-     "dtype"_a.none() = none(), "device"_a.none() = none());
-  m.def("randperm", [gen](int64_t n, nb::handle g, nb::handle dtype, nb::handle device) {
-    return randperm(n, opts(dtype, device), gen(g));
-  }, "n"_a, nb::kw_only(), "generator"_a.none() = none(), "dtype"_a.none() = none(), "device"_a.none() = none());
-  m.def("rand_like", [like_opts](const Tensor& t, nb::handle d, nb::handle dev) { return rand(t.sizes(), like_opts(t, d, dev)); },
-        "input"_a, nb::kw_only(), "dtype"_a.none() = none(), "device"_a.none() = none());
-  m.def("randn_like", [like_opts](const Tensor& t, nb::handle d, nb::handle dev) { return randn(t.sizes(), like_opts(t, d, dev)); },
-        "input"_a, nb::kw_only(), "dtype"_a.none() = none(), "device"_a.none() = none());
-  cls.def("uniform_", [gen](const Tensor& t, double a, double b, nb::handle g) { return uniform_(t, a, b, gen(g)); },
-          "from_"_a = 0.0, "to"_a = 1.0, nb::kw_only(), "generator"_a.none() = none());
-  cls.def("normal_", [gen](const Tensor& t, double a, double b, nb::handle g) { return normal_(t, a, b, gen(g)); },
-          "mean"_a = 0.0, "std"_a = 1.0, nb::kw_only(), "generator"_a.none() = none());
-  cls.def("exponential_", [](const Tensor& t, double l) { return exponential_(t, l); }, "lambd"_a = 1.0);
-  cls.def("log_normal_", [](const Tensor& t, double a, double b) { return log_normal_(t, a, b); }, "mean"_a = 1.0, "std"_a = 2.0);
-  cls.def("geometric_", [](const Tensor& t, double p) { return geometric_(t, p); }, "p"_a);
-  cls.def("cauchy_", [](const Tensor& t, double a, double b) { return cauchy_(t, a, b); }, "median"_a = 0.0, "sigma"_a = 1.0);
-  m.def("bernoulli", [gen](const Tensor& p, nb::handle g) { return bernoulli(p, gen(g)); }, "input"_a, nb::kw_only(),
-        "generator"_a.none() = none());
-  cls.def("bernoulli", [gen](const Tensor& p, nb::handle g) { return bernoulli(p, gen(g)); }, nb::kw_only(),
-          "generator"_a.none() = none());
-  m.def("normal", [gen](double mean, double std, nb::handle size, nb::handle g, nb::handle dtype, nb::handle device) {
-    return normal_(empty(as_shape(size), opts(dtype, device)), mean, std, gen(g));
-  }, "mean"_a, "std"_a, "size"_a, nb::kw_only(), "generator"_a.none() = none(), "dtype"_a.none() = none(),
-     "device"_a.none() = none());
-  auto multi = [gen](const Tensor& p, int64_t n, bool r, nb::handle g) { return multinomial(p, n, r, gen(g)); };
-  m.def("multinomial", multi, "input"_a, "num_samples"_a, "replacement"_a = false, nb::kw_only(),
-        "generator"_a.none() = none());
-  cls.def("multinomial", multi, "num_samples"_a, "replacement"_a = false, nb::kw_only(), "generator"_a.none() = none());
+  // rand, randn, randint, randperm, normal, rand_like, randn_like, the in-place fills (uniform_, ...),
+  // bernoulli, multinomial: from their composites' schemas (kiln/ops/random.cpp)
 }
 
 }  // namespace kiln::py

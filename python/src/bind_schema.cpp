@@ -19,6 +19,7 @@
 #include <map>
 
 #include "common.h"
+#include "kiln/core/generator.h"
 #include "kiln/dispatch/schema.h"
 #include "kiln/ops/composite.h"
 
@@ -193,6 +194,9 @@ Attr convert(const OpFn& f, const ArgInfo& ai, int pos, PyObject* v) {
     }
     case ArgKind::ScalarType: return as_dtype(h);
     case ArgKind::Device: return as_device(h);
+    case ArgKind::Generator:
+      if (!nb::isinstance<Generator>(h)) bad_type(*f.name, a.name, pos, "torch.Generator", v);
+      return generator_attr(nb::cast<Generator*>(h));
     default: bad_type(*f.name, a.name, pos, a.type.c_str(), v);
   }
 }

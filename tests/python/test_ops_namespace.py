@@ -280,3 +280,26 @@ def test_nn_functional_composites_match_torch():
     assert r.data_ptr() == k.data_ptr()
     kept = k.ne(0)
     assert kiln.equal(k[kept], kx[kept] * 2)  # the kept values scaled by 1 / (1 - p)
+
+
+def test_random_composites_take_a_generator():
+    for name in ["rand", "randn", "randint", "randperm", "normal", "bernoulli", "multinomial"]:
+        assert isinstance(getattr(kiln, name), kiln._C._Op), name
+    assert isinstance(kiln.Tensor.__dict__["uniform_"], kiln._C._Op)
+    g = kiln.Generator().manual_seed(3)
+    a = kiln.rand(4, generator=g)
+    g.manual_seed(3)
+    assert kiln.equal(a, kiln.rand(4, generator=g))  # the same stream from the same seed
+    assert kiln.randint(5, (3,)).dtype == kiln.int64 and tuple(kiln.randint(2, 5, (2, 3)).shape) == (2, 3)
+    r = kiln.randint(2, 5, (1000,), generator=g)
+    assert int(r.min()) >= 2 and int(r.max()) <= 4
+    x = kiln.empty(1000)
+    assert x.uniform_(2, 3, generator=g) is x and float(x.min()) >= 2 and float(x.max()) < 3
+    assert kiln.rand(2, 3, requires_grad=True).requires_grad
+    assert kiln.randn(2, dtype=kiln.float64).dtype == kiln.float64
+    with pytest.raises(TypeError, match="generator"):
+        kiln.rand(3, generator="a")
+    with pytest.raises(TypeError, match="generator"):
+        torch.rand(3, generator="a")
+    o = kiln.empty(0)
+    assert kiln.randn(5, out=o) is o and tuple(o.shape) == (5,)
