@@ -475,6 +475,18 @@ Composite c_isclose{"isclose(Tensor self, Tensor other, float rtol=1e-05, float 
                       return {isclose(in[0], in[1], attr<double>(a, 0), attr<double>(a, 1), attr<bool>(a, 2))};
                     },
                     kFunctionAndMethod};
+// allclose and equal answer a Python bool (a 0-dim bool tensor here; the binding unwraps it)
+Composite c_allclose{"allclose(Tensor self, Tensor other, float rtol=1e-05, float atol=1e-08, bool equal_nan=False) -> bool",
+                     [](const TensorList& in, const Attrs& a) -> TensorList {
+                       return {scalar_tensor(Scalar(allclose(in[0], in[1], attr<double>(a, 0), attr<double>(a, 1),
+                                                             attr<bool>(a, 2))), kBool)};
+                     },
+                     kFunctionAndMethod};
+Composite c_equal{"equal(Tensor self, Tensor other) -> bool",
+                  [](const TensorList& in, const Attrs&) -> TensorList {
+                    return {scalar_tensor(Scalar(equal(in[0], in[1])), kBool)};
+                  },
+                  kFunctionAndMethod};
 // where(condition, input, other) and where(condition): the method (input.where(condition, other))
 // has self second, so it stays a binding of its own
 Composite c_where{"where.self(Tensor condition, Tensor self, Tensor other) -> Tensor",

@@ -787,6 +787,9 @@ KILN_C("moveaxis.intlist(Tensor self, int[] source, int[] destination) -> Tensor
        {movedim(in[0], ints(a, 0), ints(a, 1))});
 KILN_C("chunk(Tensor self, int chunks, int dim=0) -> Tensor[]", kFunctionAndMethod, chunk(in[0], i64(a, 0), i64(a, 1)));
 KILN_C("unbind.int(Tensor self, int dim=0) -> Tensor[]", kFunctionAndMethod, unbind(in[0], i64(a, 0)));
+KILN_C("real(Tensor self) -> Tensor", kFunctionVariant, {real(in[0])});
+KILN_C("imag(Tensor self) -> Tensor", kFunctionVariant, {imag(in[0])});
+KILN_C("conj(Tensor self) -> Tensor", kFunctionAndMethod, {conj(in[0])});
 #undef KILN_C
 #undef KILN_CONCAT
 #undef KILN_CONCAT2

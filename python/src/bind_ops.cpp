@@ -25,17 +25,7 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   cls.def("conj_physical_", [](const Tensor& x) { return conj_physical_(x); });
 
   cls.def("where", [](const Tensor& self, const Tensor& c, nb::handle b) { return where(c, self, as_tensor(b)); });
-  auto allclose_fn = [](const Tensor& a, const Tensor& b, double rtol, double atol, bool en) {
-    return allclose(a, b, rtol, atol, en);
-  };
-  m.def("allclose", allclose_fn, "input"_a, "other"_a, "rtol"_a = 1e-5, "atol"_a = 1e-8, "equal_nan"_a = false);
-  cls.def("allclose", allclose_fn, "other"_a, "rtol"_a = 1e-5, "atol"_a = 1e-8, "equal_nan"_a = false);
-  m.def("equal", [](const Tensor& a, const Tensor& b) { return equal(a, b); });
-  cls.def("equal", [](const Tensor& a, const Tensor& b) { return equal(a, b); });
-  m.def("real", [](const Tensor& x) { return real(x); });
-  m.def("imag", [](const Tensor& x) { return imag(x); });
-  m.def("conj", [](const Tensor& x) { return conj(x); });
-  cls.def("conj", [](const Tensor& x) { return conj(x); });
+  // allclose, equal (a bool), real, imag, conj: from their composites' schemas
 
   // ---- creation -----------------------------------------------------------------------------------
   m.def("tensor", [](nb::handle data, nb::handle dtype, nb::handle device, bool) {

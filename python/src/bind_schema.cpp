@@ -234,6 +234,8 @@ PyObject* tensor_object(Tensor&& t) {
 PyObject* result_object(const OpFn& f, TensorList& r) {
   if (f.one_tensor && r.size() == 1) return tensor_object(std::move(r[0]));
   if (f.schema->returns.empty()) return Py_NewRef(Py_None);
+  if (f.schema->returns.size() == 1 && f.schema->returns[0] == "bool")  // a composite's 0-dim bool answer
+    return PyBool_FromLong(r[0].item<bool>());
   nb::object t = nb::steal(PyTuple_New(static_cast<Py_ssize_t>(r.size())));
   if (!t) throw nb::python_error();
   for (size_t i = 0; i < r.size(); ++i) PyTuple_SET_ITEM(t.ptr(), i, tensor_object(std::move(r[i])));
