@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "kiln/attention/sdpa_detail.h"
+#include "kiln/ops/composite.h"
 #include "kiln/ops/ops.h"
 
 namespace kiln {
@@ -198,5 +199,17 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     std::optional<double> scale, bool enable_gqa) {
   return std::get<0>(sdpa_flash(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa));
 }
+
+
+// ---- its composite with torch's schema (ops/composite.h): kiln.nn.functional's function ------------
+namespace {
+Composite c_sdpa{"scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, "
+                 "float dropout_p=0.0, bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor",
+                 [](const TensorList& in, const Attrs& a) -> TensorList {
+                   return {scaled_dot_product_attention(in[0], in[1], in[2], in[3], attr<double>(a, 0),
+                                                        attr<bool>(a, 1), opt_attr<double>(a, 2), attr<bool>(a, 3))};
+                 },
+                 kFunctionVariant};
+}  // namespace
 
 }  // namespace kiln

@@ -6,6 +6,7 @@
 
 #include "kiln/nn/init.h"
 #include "kiln/nn/layer_util.h"
+#include "kiln/ops/composite.h"
 #include "kiln/ops/shape.h"
 
 namespace kiln {
@@ -399,4 +400,32 @@ std::string EmbeddingBag::extra_repr() const {
 }
 
 }  // namespace nn
+
+// ---- composites with torch's schemas (ops/composite.h): kiln.nn.functional's ops come from these ---
+namespace {
+Composite c_batch_norm{"batch_norm(Tensor input, Tensor? running_mean, Tensor? running_var, Tensor? weight=None, "
+                       "Tensor? bias=None, bool training=False, float momentum=0.1, float eps=1e-05) -> Tensor",
+                       [](const TensorList& in, const Attrs& a) -> TensorList {
+                         return {nn::functional::batch_norm(in[0], in[1], in[2], in[3], in[4], attr<bool>(a, 0),
+                                                            attr<double>(a, 1), attr<double>(a, 2))};
+                       },
+                       kFunctionVariant};
+Composite c_group_norm{"group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, "
+                       "float eps=1e-05) -> Tensor",
+                       [](const TensorList& in, const Attrs& a) -> TensorList {
+                         return {nn::functional::group_norm(in[0], attr<int64_t>(a, 0), in[1], in[2], attr<double>(a, 1))};
+                       },
+                       kFunctionVariant};
+Composite c_embedding_bag{
+    "embedding_bag(Tensor input, Tensor weight, Tensor? offsets=None, float? max_norm=None, float norm_type=2.0, "
+    "bool scale_grad_by_freq=False, str mode=\"mean\", bool sparse=False, Tensor? per_sample_weights=None, "
+    "bool include_last_offset=False, int? padding_idx=None) -> Tensor",
+    [](const TensorList& in, const Attrs& a) -> TensorList {
+      return {nn::functional::embedding_bag(in[0], in[1], in[2], opt_attr<double>(a, 0), attr<double>(a, 1),
+                                            attr<bool>(a, 2), attr<std::string>(a, 3), attr<bool>(a, 4), in[3],
+                                            attr<bool>(a, 5), opt_attr<int64_t>(a, 6))};
+    },
+    kFunctionVariant};
+}  // namespace
+
 }  // namespace kiln

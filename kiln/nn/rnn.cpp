@@ -6,6 +6,7 @@
 
 #include "kiln/nn/functional.h"
 #include "kiln/nn/init.h"
+#include "kiln/ops/composite.h"
 
 namespace kiln::nn {
 namespace {
@@ -372,5 +373,31 @@ Tensor GRUCell::forward(const Tensor& input, const Tensor& hx) {
       gru_cell(x, h, param("weight_ih"), param("weight_hh"), param("bias_ih"), param("bias_hh"));
   return batched ? r : squeeze(r, Shape{0});
 }
+
+
+// ---- the cells' composites with torch's schemas (ops/composite.h) --------------------------------
+namespace {
+#define KILN_CELL(name)                                                                                        \
+  Composite c_##name{#name "(Tensor input, Tensor hx, Tensor w_ih, Tensor w_hh, Tensor? b_ih=None, "               \
+                     "Tensor? b_hh=None) -> Tensor",                                                             \
+                     [](const TensorList& in, const Attrs&) -> TensorList {                                      \
+                       return {name(in[0], in[1], in[2], in[3], in[4], in[5])};                                   \
+                     },                                                                                          \
+                     kFunctionVariant};
+KILN_CELL(rnn_tanh_cell)
+KILN_CELL(rnn_relu_cell)
+KILN_CELL(gru_cell)
+#undef KILN_CELL
+// hx = (h, c): a tensor list between input and the weights, so its two entries are in[1], in[2]
+Composite c_lstm_cell{"lstm_cell(Tensor input, Tensor[] hx, Tensor w_ih, Tensor w_hh, Tensor? b_ih=None, "
+                      "Tensor? b_hh=None) -> (Tensor, Tensor)",
+                      [](const TensorList& in, const Attrs&) -> TensorList {
+                        KILN_CHECK(in.size() == 7, Runtime, "lstm_cell", "hx must hold two tensors (h_0, c_0), got ",
+                                   static_cast<int64_t>(in.size()) - 5);
+                        auto [h, c] = lstm_cell(in[0], in[1], in[2], in[3], in[4], in[5], in[6]);
+                        return {h, c};
+                      },
+                      kFunctionVariant};
+}  // namespace
 
 }  // namespace kiln::nn

@@ -10,16 +10,7 @@ nb::object tensor_or_none(const Tensor& t) { return t.defined() ? nb::cast(t) : 
 }  // namespace
 
 void bind_attention(nb::module_& m) {
-  m.def(
-      "scaled_dot_product_attention",
-      [](const Tensor& q, const Tensor& k, const Tensor& v, std::optional<Tensor> mask,
-         double dropout_p, bool is_causal, std::optional<double> scale, bool enable_gqa) {
-        nb::gil_scoped_release nogil;
-        return scaled_dot_product_attention(q, k, v, opt(mask), dropout_p, is_causal, scale,
-                                            enable_gqa);
-      },
-      "query"_a, "key"_a, "value"_a, "attn_mask"_a.none() = nb::none(), "dropout_p"_a = 0.0,
-      "is_causal"_a = false, nb::kw_only(), "scale"_a.none() = nb::none(), "enable_gqa"_a = false);
+  // scaled_dot_product_attention: from its composite's schema (kiln/attention/sdpa.cpp)
 
   // (out, logsumexp, rng_state)
   m.def(

@@ -392,33 +392,7 @@ void bind_layers(nb::module_& m) {
   bind_attention_layers(nnm);
 
   // functional
-  m.def(
-      "batch_norm",
-      [](const Tensor& x, nb::handle rm, nb::handle rv, nb::handle w, nb::handle b, bool training,
-         double momentum, double eps) {
-        return F::batch_norm(x, opt_t(rm), opt_t(rv), opt_t(w), opt_t(b), training, momentum, eps);
-      },
-      "input"_a, "running_mean"_a.none(), "running_var"_a.none(), "weight"_a.none() = nb::none(),
-      "bias"_a.none() = nb::none(), "training"_a = false, "momentum"_a = 0.1, "eps"_a = 1e-5);
-  m.def(
-      "group_norm",
-      [](const Tensor& x, int64_t g, nb::handle w, nb::handle b, double eps) {
-        return F::group_norm(x, g, opt_t(w), opt_t(b), eps);
-      },
-      "input"_a, "num_groups"_a, "weight"_a.none() = nb::none(), "bias"_a.none() = nb::none(),
-      "eps"_a = 1e-5);
-  m.def(
-      "embedding_bag",
-      [](const Tensor& x, const Tensor& w, nb::handle off, nb::handle max_norm, double nt,
-         bool freq, const std::string& mode, bool sparse, nb::handle psw, bool last,
-         std::optional<int64_t> pad) {
-        return F::embedding_bag(x, w, opt_t(off), opt_d(max_norm), nt, freq, mode, sparse,
-                                opt_t(psw), last, pad);
-      },
-      "input"_a, "weight"_a, "offsets"_a.none() = nb::none(), "max_norm"_a.none() = nb::none(),
-      "norm_type"_a = 2.0, "scale_grad_by_freq"_a = false, "mode"_a = "mean", "sparse"_a = false,
-      "per_sample_weights"_a.none() = nb::none(), "include_last_offset"_a = false,
-      "padding_idx"_a.none() = nb::none());
+  // batch_norm, group_norm, embedding_bag: from their composites' schemas (kiln/nn/norm_layers.cpp)
   m.def(
       "multi_head_attention_forward",
       [](const Tensor& q, const Tensor& k, const Tensor& v, int64_t e, int64_t h, nb::handle ipw,

@@ -120,33 +120,7 @@ void bind_rnn(nb::module_& m) {
       "b_hh"_a.none() = nb::none(), "relu"_a = false, "reverse"_a = false);
 
   // torch.lstm_cell & co.: batched (B, I) inputs
-  m.def(
-      "lstm_cell",
-      [](const Tensor& x, nb::handle hx, const Tensor& w_ih, const Tensor& w_hh, nb::handle b_ih,
-         nb::handle b_hh) {
-        auto [h, c] = state_pair(hx, "lstm_cell");
-        return lstm_cell(x, h, c, w_ih, w_hh, opt_t(b_ih), opt_t(b_hh));
-      },
-      "input"_a, "hx"_a, "w_ih"_a, "w_hh"_a, "b_ih"_a.none() = nb::none(),
-      "b_hh"_a.none() = nb::none());
-  m.def(
-      "gru_cell",
-      [](const Tensor& x, const Tensor& h, const Tensor& w_ih, const Tensor& w_hh, nb::handle b_ih,
-         nb::handle b_hh) { return gru_cell(x, h, w_ih, w_hh, opt_t(b_ih), opt_t(b_hh)); },
-      "input"_a, "hx"_a, "w_ih"_a, "w_hh"_a, "b_ih"_a.none() = nb::none(),
-      "b_hh"_a.none() = nb::none());
-  m.def(
-      "rnn_tanh_cell",
-      [](const Tensor& x, const Tensor& h, const Tensor& w_ih, const Tensor& w_hh, nb::handle b_ih,
-         nb::handle b_hh) { return rnn_tanh_cell(x, h, w_ih, w_hh, opt_t(b_ih), opt_t(b_hh)); },
-      "input"_a, "hx"_a, "w_ih"_a, "w_hh"_a, "b_ih"_a.none() = nb::none(),
-      "b_hh"_a.none() = nb::none());
-  m.def(
-      "rnn_relu_cell",
-      [](const Tensor& x, const Tensor& h, const Tensor& w_ih, const Tensor& w_hh, nb::handle b_ih,
-         nb::handle b_hh) { return rnn_relu_cell(x, h, w_ih, w_hh, opt_t(b_ih), opt_t(b_hh)); },
-      "input"_a, "hx"_a, "w_ih"_a, "w_hh"_a, "b_ih"_a.none() = nb::none(),
-      "b_hh"_a.none() = nb::none());
+  // lstm_cell, gru_cell, rnn_tanh_cell, rnn_relu_cell: from their composites' schemas (kiln/nn/rnn.cpp)
 }
 
 }  // namespace kiln::py

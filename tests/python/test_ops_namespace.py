@@ -253,7 +253,8 @@ def test_nn_functional_composites_match_torch():
     import torch.nn.functional as TF
     import kiln.nn.functional as KF
     for name in ["conv1d", "conv2d", "conv_transpose1d", "avg_pool2d", "max_pool2d_with_indices", "linear",
-                 "layer_norm", "dropout"]:
+                 "layer_norm", "dropout", "batch_norm", "group_norm", "embedding_bag", "lstm_cell", "gru_cell",
+                 "rnn_tanh_cell", "scaled_dot_product_attention"]:
         assert isinstance(getattr(kiln._C, name), kiln._C._Op), name
     x = torch.randn(2, 3, 8, 8, dtype=torch.float64)
     w = torch.randn(4, 3, 3, 3, dtype=torch.float64)
@@ -274,6 +275,14 @@ def test_nn_functional_composites_match_torch():
     b = torch.randn(5, 8, dtype=torch.float64)
     assert_same(KF.linear(kx, to_kiln(b)), TF.linear(x, b))
     assert_same(KF.layer_norm(kx, (8,), eps=1e-3), TF.layer_norm(x, (8,), eps=1e-3))
+    assert_same(KF.group_norm(kx, 1, eps=1e-3), TF.group_norm(x, 1, eps=1e-3))
+    rm, rv = torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)
+    krm, krv = to_kiln(rm), to_kiln(rv)
+    assert_same(KF.batch_norm(kx, krm, krv, training=True, momentum=0.2),
+                TF.batch_norm(x, rm, rv, training=True, momentum=0.2))
+    assert_same(krm, rm)  # the running statistics updated in place, as torch's
+    with pytest.raises(RuntimeError, match="hx must hold two tensors"):
+        kiln.lstm_cell(kiln.ones(1, 2), (kiln.ones(1, 3),), kiln.ones(12, 2), kiln.ones(12, 3))
     k = kx.clone()
     assert KF.dropout(k, 0.5, False).data_ptr() == k.data_ptr()  # eval: the input itself
     r = KF.dropout(k, 0.5, True, True)  # inplace=True: k holds the result
