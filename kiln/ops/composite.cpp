@@ -53,6 +53,20 @@ const Composite* find_composite(std::string_view name) {
   return nullptr;
 }
 
+TensorOptions options_attr(const Attrs& a, size_t i) {
+  TensorOptions o;
+  if (auto d = opt_attr<Dtype>(a, i)) o = o.dtype(*d);
+  if (auto d = opt_attr<Device>(a, i + 1)) o = o.device(*d);
+  return o;
+}
+TensorOptions like_options_attr(const Tensor& t, const Attrs& a, size_t i) {
+  return TensorOptions(opt_attr<Dtype>(a, i).value_or(t.dtype())).device(opt_attr<Device>(a, i + 1).value_or(t.device()));
+}
+TensorList factory_result(const Tensor& t, const Attrs& a, size_t i) {
+  if (attr<bool>(a, i)) set_requires_grad(t);
+  return {t};
+}
+
 TensorList call_composite(const Composite& c, const TensorList& in, const Attrs& attrs, TensorList* out,
                           bool inplace) {
   const char* name = composite_schema(c).name.c_str();

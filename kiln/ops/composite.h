@@ -62,6 +62,13 @@ std::optional<T> opt_attr(const Attrs& a, size_t i) {
   return std::get<T>(a[i]);
 }
 
+// A factory's `ScalarType? dtype=None, Device? device=None` attributes at i and i + 1 as options
+// (None: the default dtype, the CPU); for a *_like function, the tensor's dtype and device where None.
+TensorOptions options_attr(const Attrs& a, size_t i);
+TensorOptions like_options_attr(const Tensor& t, const Attrs& a, size_t i);
+// A new tensor as a factory returns it: requires_grad set when attribute i (`bool requires_grad`) is.
+TensorList factory_result(const Tensor& t, const Attrs& a, size_t i);
+
 class Generator;
 // A `Generator? generator=None` argument: null for None (the default generator).
 inline Generator* generator_attr(const Attrs& a, size_t i) {

@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "kiln/autograd/autograd.h"
 #include "kiln/ops/composite.h"
 #include "kiln/core/convert.h"
 #include "kiln/ops/ops.h"
@@ -227,20 +226,10 @@ Composite c_vstack{"vstack(Tensor[] tensors) -> Tensor",
 // The factories' keyword tail, `*, ScalarType? dtype=None, Device? device=None, bool requires_grad=False`,
 // from attribute i on.
 #define KILN_FACTORY_KW "*, ScalarType? dtype=None, Device? device=None, bool requires_grad=False"
-TensorOptions options_at(const Attrs& a, size_t i) {
-  TensorOptions o;
-  if (auto d = opt_attr<Dtype>(a, i)) o = o.dtype(*d);
-  if (auto d = opt_attr<Device>(a, i + 1)) o = o.device(*d);
-  return o;
-}
-TensorList made(const Tensor& t, const Attrs& a, size_t i) {
-  if (attr<bool>(a, i + 2)) set_requires_grad(t);
-  return {t};
-}
-// *_like: the input's dtype and device unless given
-TensorOptions like_options(const Tensor& t, const Attrs& a, size_t i) {
-  return TensorOptions(opt_attr<Dtype>(a, i).value_or(t.dtype())).device(opt_attr<Device>(a, i + 1).value_or(t.device()));
-}
+// the keyword tail from attribute i on: dtype, device, requires_grad
+TensorOptions options_at(const Attrs& a, size_t i) { return options_attr(a, i); }
+TensorList made(const Tensor& t, const Attrs& a, size_t i) { return factory_result(t, a, i + 2); }
+TensorOptions like_options(const Tensor& t, const Attrs& a, size_t i) { return like_options_attr(t, a, i); }
 Composite c_zeros{"zeros(SymInt[] size, " KILN_FACTORY_KW ") -> Tensor",
                   [](const TensorList&, const Attrs& a) -> TensorList {
                     return made(zeros(attr<Shape>(a, 0), options_at(a, 1)), a, 1);

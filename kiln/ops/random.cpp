@@ -4,7 +4,6 @@
 
 #include "kiln/core/convert.h"
 #include "kiln/core/generator.h"
-#include "kiln/autograd/autograd.h"
 #include "kiln/ops/composite.h"
 #include "kiln/ops/ops.h"
 
@@ -164,19 +163,8 @@ Tensor multinomial(const Tensor& probs, int64_t n, bool replacement, Generator* 
 namespace {
 #define KILN_RANDOM_KW "*, Generator? generator=None, ScalarType? dtype=None, Device? device=None, bool requires_grad=False"
 // the keyword tail from attribute i on: generator, dtype, device, requires_grad
-TensorOptions options_from(const Attrs& a, size_t i) {
-  TensorOptions o;
-  if (auto d = opt_attr<Dtype>(a, i + 1)) o = o.dtype(*d);
-  if (auto d = opt_attr<Device>(a, i + 2)) o = o.device(*d);
-  return o;
-}
-TensorList finished(const Tensor& t, const Attrs& a, size_t i) {
-  if (attr<bool>(a, i + 3)) set_requires_grad(t);
-  return {t};
-}
-TensorOptions like_from(const Tensor& t, const Attrs& a, size_t i) {
-  return TensorOptions(opt_attr<Dtype>(a, i).value_or(t.dtype())).device(opt_attr<Device>(a, i + 1).value_or(t.device()));
-}
+TensorOptions options_from(const Attrs& a, size_t i) { return options_attr(a, i + 1); }
+TensorList finished(const Tensor& t, const Attrs& a, size_t i) { return factory_result(t, a, i + 3); }
 Composite c_rand{"rand(SymInt[] size, " KILN_RANDOM_KW ") -> Tensor",
                  [](const TensorList&, const Attrs& a) -> TensorList {
                    return finished(rand(attr<Shape>(a, 0), options_from(a, 1), generator_attr(a, 1)), a, 1);
@@ -215,16 +203,12 @@ Composite c_normal_ff{"normal.float_float(float mean, float std, SymInt[] size, 
 #undef KILN_RANDOM_KW
 Composite c_rand_like{"rand_like(Tensor self, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False) -> Tensor",
                       [](const TensorList& in, const Attrs& a) -> TensorList {
-                        Tensor t = rand(in[0].sizes(), like_from(in[0], a, 0));
-                        if (attr<bool>(a, 2)) set_requires_grad(t);
-                        return {t};
+                        return factory_result(rand(in[0].sizes(), like_options_attr(in[0], a, 0)), a, 2);
                       },
                       kFunctionVariant};
 Composite c_randn_like{"randn_like(Tensor self, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False) -> Tensor",
                        [](const TensorList& in, const Attrs& a) -> TensorList {
-                         Tensor t = randn(in[0].sizes(), like_from(in[0], a, 0));
-                         if (attr<bool>(a, 2)) set_requires_grad(t);
-                         return {t};
+                         return factory_result(randn(in[0].sizes(), like_options_attr(in[0], a, 0)), a, 2);
                        },
                        kFunctionVariant};
 // The in-place fills (Tensor.uniform_, ...): in place only, as torch has them
