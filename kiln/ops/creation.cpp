@@ -230,6 +230,13 @@ Composite c_vstack{"vstack(Tensor[] tensors) -> Tensor",
 TensorOptions options_at(const Attrs& a, size_t i) { return options_attr(a, i); }
 TensorList made(const Tensor& t, const Attrs& a, size_t i) { return factory_result(t, a, i + 2); }
 TensorOptions like_options(const Tensor& t, const Attrs& a, size_t i) { return like_options_attr(t, a, i); }
+Composite c_scalar_tensor{"scalar_tensor(Scalar s, " KILN_FACTORY_KW ") -> Tensor",
+                          [](const TensorList&, const Attrs& a) -> TensorList {
+                            TensorOptions o = options_at(a, 1);
+                            Tensor t = scalar_tensor(attr<Scalar>(a, 0), o.dtype_or_default());
+                            return made(o.device_.type == t.device().type ? t : to_device(t, o.device_), a, 1);
+                          },
+                          kFunctionVariant};
 Composite c_zeros{"zeros(SymInt[] size, " KILN_FACTORY_KW ") -> Tensor",
                   [](const TensorList&, const Attrs& a) -> TensorList {
                     return made(zeros(attr<Shape>(a, 0), options_at(a, 1)), a, 1);

@@ -551,6 +551,18 @@ Composite c_rot90{"rot90(Tensor self, int k=1, int[] dims=[0,1]) -> Tensor",
 Composite c_tile{"tile(Tensor self, SymInt[] dims) -> Tensor",
                  [](const TensorList& in, const Attrs& a) -> TensorList { return {tile(in[0], attr<Shape>(a, 0))}; },
                  kFunctionAndMethod};
+Composite c_embedding{"embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, "
+                      "bool sparse=False) -> Tensor",
+                      [](const TensorList& in, const Attrs& a) -> TensorList {
+                        return {embedding(in[0], in[1], i64(a, 0), attr<bool>(a, 1), attr<bool>(a, 2))};
+                      },
+                      kFunctionVariant};
+// torch.embedding_renorm_: a function that renormalises the referenced rows of its input in place
+Composite c_embedding_renorm{"embedding_renorm_(Tensor input, Tensor indices, float max_norm, float norm_type) -> Tensor",
+                             [](const TensorList& in, const Attrs& a) -> TensorList {
+                               return {embedding_renorm_(in[0], in[1], attr<double>(a, 0), attr<double>(a, 1))};
+                             },
+                             kFunctionVariant};
 // repeat_interleave(repeats), (self, repeats tensor, dim), (self, repeats int, dim)
 Composite c_ri{"repeat_interleave.Tensor(Tensor repeats, *, SymInt? output_size=None) -> Tensor",
                [](const TensorList& in, const Attrs& a) -> TensorList {

@@ -45,9 +45,6 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
     auto dev = as_opt_device(device);
     return dev ? to_device(t, *dev) : t;
   }, "data"_a, "dtype"_a.none() = none(), "device"_a.none() = none());
-  m.def("scalar_tensor", [](nb::handle v, nb::handle dtype) {
-    return scalar_tensor(as_scalar(v), as_opt_dtype(dtype).value_or(default_dtype()));
-  }, "s"_a, nb::kw_only(), "dtype"_a.none() = none());
 
   // ---- conversion / copies ------------------------------------------------------------------------
   // to(dtype), to(device, dtype=None), to(other) and the keywords dtype, device, copy, non_blocking.

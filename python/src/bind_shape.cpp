@@ -107,12 +107,7 @@ void bind_shape(nb::module_& m, nb::class_<Tensor>& cls) {
   }, "input"_a, "pad"_a, "mode"_a = "constant", "value"_a.none() = none());
   m.def("_one_hot", [](const Tensor& x, int64_t num_classes) { return kiln::one_hot(x, num_classes); }, "input"_a,
         "num_classes"_a = -1);
-  m.def("embedding", [](const Tensor& weight, const Tensor& indices, int64_t padding_idx, bool scale, bool sparse) {
-    return kiln::embedding(weight, indices, padding_idx, scale, sparse);
-  }, "weight"_a, "indices"_a, "padding_idx"_a = -1, "scale_grad_by_freq"_a = false, "sparse"_a = false);
-  m.def("embedding_renorm_", [](const Tensor& weight, const Tensor& indices, double max_norm, double norm_type) {
-    return Tensor(kiln::embedding_renorm_(weight, indices, max_norm, norm_type));
-  }, "input"_a, "indices"_a, "max_norm"_a, "norm_type"_a);
+  // embedding, embedding_renorm_: from their composites' schemas (kiln/ops/shape.cpp)
 }
 
 }  // namespace kiln::py

@@ -245,6 +245,10 @@ def test_composites_come_from_schemas():
     assert_same(kiln.var(x, dim=None), torch.var(t, dim=None))
     with pytest.raises(TypeError, match="invalid combination of arguments"):
         kiln.var(x, "a")
+    assert_same(kiln.scalar_tensor(3), torch.scalar_tensor(3))  # the default dtype, as torch
+    assert_same(kiln.scalar_tensor(2, dtype=kiln.int64), torch.scalar_tensor(2, dtype=torch.int64))
+    ew, ei = torch.randn(5, 3, dtype=torch.float64), torch.tensor([[1, 4], [0, 1]])
+    assert_same(kiln.embedding(to_kiln(ew), to_kiln(ei), padding_idx=1), torch.embedding(ew, ei, padding_idx=1))
     assert_same(kiln.prod(x, 1, out=kiln.empty(0, dtype=kiln.float32)),
                 torch.prod(t, 1, out=torch.empty(0, dtype=torch.float32)))  # in out's dtype, as torch
 
