@@ -551,6 +551,17 @@ Composite c_rot90{"rot90(Tensor self, int k=1, int[] dims=[0,1]) -> Tensor",
 Composite c_tile{"tile(Tensor self, SymInt[] dims) -> Tensor",
                  [](const TensorList& in, const Attrs& a) -> TensorList { return {tile(in[0], attr<Shape>(a, 0))}; },
                  kFunctionAndMethod};
+// index_put(indices, values): the index list sits between self and values, so in = {self,
+// indices..., values} (a None index an undefined tensor)
+TensorList index_list(const TensorList& in) { return TensorList(in.begin() + 1, in.end() - 1); }
+Composite c_index_put{"index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor",
+                      [](const TensorList& in, const Attrs& a) -> TensorList {
+                        return {index_put(in[0], index_list(in), in.back(), attr<bool>(a, 0))};
+                      },
+                      kAllVariants, 0,
+                      [](const TensorList& in, const Attrs& a) -> TensorList {
+                        return {index_put_checked_(in[0], index_list(in), in.back(), attr<bool>(a, 0))};
+                      }};
 Composite c_embedding{"embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, "
                       "bool sparse=False) -> Tensor",
                       [](const TensorList& in, const Attrs& a) -> TensorList {

@@ -213,9 +213,14 @@ void add_tensors(const OpFn& f, const ArgInfo& ai, int pos, PyObject* v, TensorL
     return;
   }
   if (is_tensor_obj(v) || !PySequence_Check(v)) bad_type(*f.name, a.name, pos, "tuple of Tensors", v);
+  size_t k = 0;
   for (nb::handle t : nb::borrow<nb::sequence>(v)) {
-    if (t.is_none() && a.optional) in.emplace_back();
-    else in.push_back(tensor_arg(f, ai, pos, t.ptr()));
+    // torch's parser takes no None in a list from Python, even for Tensor?[] (index_put's indices)
+    if (!is_tensor_obj(t.ptr()) && !(ai.numbers && is_numeric(t.ptr())))
+      throw nb::type_error(("expected Tensor as element " + std::to_string(k) + " in argument " +
+                            std::to_string(pos < 0 ? 0 : pos) + ", but got " + Py_TYPE(t.ptr())->tp_name).c_str());
+    in.push_back(tensor_arg(f, ai, pos, t.ptr()));
+    ++k;
   }
 }
 

@@ -38,27 +38,6 @@ Shape int_list(nb::handle h, const char* fn, const char* what, int pos, bool all
 }
 
 
-TensorList index_tuple(nb::handle h, const char* fn) {
-  if (!(PyTuple_Check(h.ptr()) || PyList_Check(h.ptr())))
-    type_error(std::string(fn) + "(): argument 'indices' (position 1) must be tuple of Tensors, not " + tname(h));
-  TensorList ts;
-  size_t i = 0;
-  for (nb::handle x : h) {
-    if (!nb::isinstance<Tensor>(x))
-      type_error(std::string("expected Tensor as element ") + std::to_string(i) + " in argument 1, but got " +
-                 tname(x));
-    ts.push_back(nb::cast<Tensor>(x));
-    ++i;
-  }
-  return ts;
-}
-
-Tensor values_arg(nb::handle h, const char* fn) {
-  if (!nb::isinstance<Tensor>(h))
-    type_error(std::string(fn) + "(): argument 'values' (position 2) must be Tensor, not " + tname(h));
-  return nb::cast<Tensor>(h);
-}
-
 TensorList tensor_seq(const nb::args& args) {
   TensorList ts;
   if (args.size() == 1 && !nb::isinstance<Tensor>(args[0])) {
@@ -81,20 +60,8 @@ nb::tuple to_tuple(const TensorList& ts) {
 
 void bind_shape(nb::module_& m, nb::class_<Tensor>& cls) {
   // scatter, scatter_, the in-place index ops, index_fill, take_along_dim, rot90, tile and
-  // repeat_interleave: from their composites' schemas (kiln/ops/shape.cpp). index_put (its values
-  // come after the index list), meshgrid (tensors as varargs) and the nn.functional entry points here.
-  // ---- index_put ----------------------------------------------------------------------------------------------
-  m.def("index_put", [](const Tensor& x, nb::handle indices, nb::handle values, bool accumulate) {
-    return kiln::index_put(x, index_tuple(indices, "index_put"), values_arg(values, "index_put"), accumulate);
-  }, "input"_a, "indices"_a, "values"_a, "accumulate"_a = false);
-  cls.def("index_put", [](const Tensor& x, nb::handle indices, nb::handle values, bool accumulate) {
-    return kiln::index_put(x, index_tuple(indices, "index_put"), values_arg(values, "index_put"), accumulate);
-  }, "indices"_a, "values"_a, "accumulate"_a = false);
-  cls.def("index_put_", [](const Tensor& x, nb::handle indices, nb::handle values, bool accumulate) {
-    return Tensor(kiln::index_put_checked_(x, index_tuple(indices, "index_put_"), values_arg(values, "index_put_"),
-                                           accumulate));
-  }, "indices"_a, "values"_a, "accumulate"_a = false);
-
+  // repeat_interleave, index_put: from their composites' schemas (kiln/ops/shape.cpp). meshgrid
+  // (tensors as varargs) and the nn.functional entry points here.
   // ---- diag / diag_embed / meshgrid -------------------------------------------------------------------------------
   m.def("meshgrid", [](nb::args tensors, nb::handle indexing) {
     std::string ix = indexing.is_none() ? "ij" : nb::cast<std::string>(indexing);
