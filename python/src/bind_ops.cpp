@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common.h"
+#include "kiln/ops/composite.h"
 
 namespace kiln::py {
 
@@ -138,11 +139,12 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   });
 
   // ---- indexing -----------------------------------------------------------------------------------
+  // nonzero(as_tuple=True) is where(condition) (a composite, kiln/ops/elementwise.cpp)
   auto nz = [](const Tensor& x, bool as_tuple) -> nb::object {
-    Tensor n = nonzero(x);
-    if (!as_tuple) return nb::cast(n);
+    if (!as_tuple) return nb::cast(nonzero(x));
+    static const Composite* where_cond = find_composite("where");
     nb::list l;
-    for (int64_t d = 0; d < n.sizes()[1]; ++d) l.append(nb::cast(contiguous(select(n, 1, d))));
+    for (Tensor& t : call_composite(*where_cond, {x}, {})) l.append(nb::cast(std::move(t)));
     return nb::tuple(l);
   };
   m.def("nonzero", nz, "input"_a, nb::kw_only(), "as_tuple"_a = false);

@@ -356,9 +356,8 @@ PyObject* run(const OpFn& f, Parsed& p) {
   Attrs& attrs = p.attrs;
   PyObject* out = p.out;
   if (f.variant == FnKind::Inplace) {
-    Tensor self = in[0];
     if (f.comp) call_composite(*f.comp, in, attrs, nullptr, true);
-    else dispatch_inplace(*f.op, self, in, attrs);
+    else dispatch_inplace(*f.op, in[0], in, attrs);
     Py_INCREF(self_obj);
     return self_obj;  // the same Python object, as torch's `x.add_(1) is x`
   }
