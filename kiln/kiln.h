@@ -13,6 +13,7 @@
 #include "kiln/dispatch/op.h"
 #include "kiln/io/safetensors.h"
 #include "kiln/nn/nn.h"
+#include "kiln/ops/linalg.h"
 #include "kiln/ops/nn_ops.h"
 #include "kiln/optim/optim.h"
 #include "kiln/ops/ops.h"

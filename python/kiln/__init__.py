@@ -5,6 +5,10 @@ from . import _C
 from ._C import *  # noqa: F401,F403
 from ._C import Tensor, dtype  # noqa: F401
 
+# torch.linalg's functions live in kiln.linalg only, as torch's do
+for _n in [_n for _n in dir(_C) if _n.startswith("linalg_")]:
+    del globals()[_n]
+
 from . import autograd  # noqa: E402,F401
 from .autograd import (no_grad, enable_grad, set_grad_enabled, inference_mode,  # noqa: E402,F401
                        is_grad_enabled, is_inference_mode_enabled)

@@ -61,6 +61,16 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
         return permute(t, p);
       })
       .def_prop_ro("mT", [](const Tensor& t) { return mT(t); })
+      .def_prop_ro("mH", [](const Tensor& t) {
+        KILN_CHECK(t.dim() >= 2, Runtime, "mH", "tensor.mH is only supported on matrices or batches of matrices. "
+                   "Got ", t.dim(), "-D tensor.");
+        return conj(mT(t));
+      })
+      .def_prop_ro("H", [](const Tensor& t) {
+        KILN_CHECK(t.dim() == 2 || t.dim() == 0, Runtime, "H", "tensor.H is only supported on matrices (2-D "
+                   "tensors). Got ", t.dim(), "-D tensor.");
+        return t.dim() == 0 ? t : conj(mT(t));
+      })
       .def_prop_ro("real", [](const Tensor& t) { return real(t); })
       .def_prop_ro("imag", [](const Tensor& t) { return imag(t); })
       .def_prop_ro("itemsize", [](const Tensor& t) { return t.itemsize(); })

@@ -6,8 +6,12 @@
 
 namespace kiln::py {
 namespace {
+// torch.linalg.LinAlgError: a RuntimeError raised for singular and non-positive-definite inputs.
+PyObject* g_linalg_error = nullptr;
+
 PyObject* exc_for(ErrorKind k) {
   switch (k) {
+    case ErrorKind::LinAlg: return g_linalg_error ? g_linalg_error : PyExc_RuntimeError;
     case ErrorKind::Value: return PyExc_ValueError;
     case ErrorKind::Index: return PyExc_IndexError;
     case ErrorKind::Type: return PyExc_TypeError;
@@ -55,6 +59,8 @@ void set_python_error(const std::exception_ptr& p) {
 NB_MODULE(_C, m) {
   using namespace kiln;
   using namespace kiln::py;
+  g_linalg_error = PyErr_NewException("kiln.linalg.LinAlgError", PyExc_RuntimeError, nullptr);
+  m.attr("_LinAlgError") = nb::handle(g_linalg_error);
   // Every kernel above a small size runs without the interpreter lock (op.h: KernelRegionHooks);
   // a thread that does not hold it (the autograd engine's caller released it) is left alone.
   set_kernel_region_hooks({[]() -> void* { return PyGILState_Check() ? PyEval_SaveThread() : nullptr; },
