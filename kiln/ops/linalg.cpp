@@ -7,32 +7,14 @@
 #include "kiln/ops/linalg.h"
 
 #include "kiln/ops/composite.h"
+#include "kiln/ops/linalg_detail.h"
 #include "kiln/ops/ops.h"
 #include "kiln/ops/shape.h"
 
 namespace kiln {
 namespace {
 
-bool lapack_dtype(Dtype d) { return d == kFloat32 || d == kFloat64 || d == kComplex64 || d == kComplex128; }
-
-void check_input(const TensorSpec& A, const char* op, bool square = true, const char* name = "A") {
-  KILN_CHECK(A.dim() >= 2, Runtime, op, "The input tensor ", name, " must have at least 2 dimensions.");
-  if (square)
-    KILN_CHECK(A.size(-1) == A.size(-2), Runtime, op, name, " must be batches of square matrices, but they are ",
-               A.size(-2), " by ", A.size(-1), " matrices");
-  const Dtype d = A.dtype();
-  KILN_CHECK(is_floating(d) || is_complex(d), Runtime, op,
-             "Expected a floating point or complex tensor as input. Got ", dtype_name(d));
-  KILN_CHECK(lapack_dtype(d), Runtime, op, "Low precision dtypes not supported. Got ", dtype_name(d));
-}
-
-SymShape batch_of(const TensorSpec& t) { return SymShape(t.sizes().begin(), t.sizes().end() - 2); }
-
-SymShape with_tail(SymShape b, std::initializer_list<SymInt> tail) {
-  for (SymInt s : tail) b.push_back(s);
-  return b;
-}
-
+using namespace linalg_detail;
 
 void check_same_dtype(const char* op, const TensorSpec& A, const TensorSpec& B) {
   KILN_CHECK(A.dtype() == B.dtype(), Runtime, op, "Expected A and B to have the same dtype, but found A of type ",

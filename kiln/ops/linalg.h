@@ -7,7 +7,10 @@
 // derivatives in linalg_grad.cpp, the CPU kernels in backend/cpu/linalg.cpp.
 #pragma once
 
+#include <optional>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include "kiln/core/tensor.h"
 
@@ -33,9 +36,64 @@ std::tuple<Tensor, Tensor> slogdet(const Tensor& A);  // sign, logabsdet
 Tensor cholesky(const Tensor& A, bool upper = false);
 std::tuple<Tensor, Tensor> cholesky_ex(const Tensor& A, bool upper = false, bool check_errors = false);
 
+// QR: mode "reduced", "complete" or "r" (Q empty).
+std::tuple<Tensor, Tensor> qr(const Tensor& A, const std::string& mode = "reduced");
+// The product of Householder reflectors (geqrf's a and tau): Q's first n columns.
+Tensor householder_product(const Tensor& A, const Tensor& tau);
+// Hermitian eigen-decomposition (eigenvalues ascending, real) from the UPLO triangle.
+std::tuple<Tensor, Tensor> eigh(const Tensor& A, const std::string& UPLO = "L");
+Tensor eigvalsh(const Tensor& A, const std::string& UPLO = "L");
+// General eigen-decomposition: complex eigenvalues and unit-norm eigenvectors, as LAPACK's geev.
+std::tuple<Tensor, Tensor> eig(const Tensor& A);
+Tensor eigvals(const Tensor& A);
+// A = U diag(S) Vh; full_matrices: U (m, m), Vh (n, n), else (m, k), (k, n).
+std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& A, bool full_matrices = true);
+Tensor svdvals(const Tensor& A);
+// min ||A X - B||: solution, residuals, rank, singular_values as torch returns them (driver: gels,
+// gelsy (default), gelsd, gelss).
+std::tuple<Tensor, Tensor, Tensor, Tensor> lstsq(const Tensor& A, const Tensor& B,
+                                                 std::optional<double> rcond = std::nullopt,
+                                                 std::optional<std::string> driver = std::nullopt);
+
+Tensor matrix_exp(const Tensor& A);
+// The pseudo-inverse from the SVD (eigh when hermitian): singular values at or below
+// max(atol, rtol * the largest) count as zero; rtol defaults to eps * max(m, n) when atol is absent.
+Tensor pinv(const Tensor& A, std::optional<double> atol = std::nullopt, std::optional<double> rtol = std::nullopt,
+            bool hermitian = false);
+Tensor matrix_rank(const Tensor& A, std::optional<double> atol = std::nullopt,
+                   std::optional<double> rtol = std::nullopt, bool hermitian = false);
+Tensor vector_norm(const Tensor& x, double ord = 2, std::optional<Shape> dim = std::nullopt, bool keepdim = false,
+                   std::optional<Dtype> dtype = std::nullopt);
+// ord: "fro", "nuc", "inf", "-inf", "1", "-1", "2", "-2" (or the number).
+Tensor matrix_norm(const Tensor& A, const std::string& ord = "fro", const Shape& dim = {-2, -1}, bool keepdim = false,
+                   std::optional<Dtype> dtype = std::nullopt);
+Tensor matrix_norm(const Tensor& A, double ord, const Shape& dim = {-2, -1}, bool keepdim = false,
+                   std::optional<Dtype> dtype = std::nullopt);
+Tensor norm(const Tensor& A, std::optional<double> ord = std::nullopt, std::optional<Shape> dim = std::nullopt,
+            bool keepdim = false, std::optional<Dtype> dtype = std::nullopt);
+Tensor norm(const Tensor& A, const std::string& ord, std::optional<Shape> dim = std::nullopt, bool keepdim = false,
+            std::optional<Dtype> dtype = std::nullopt);
+Tensor cond(const Tensor& A, std::optional<double> p = std::nullopt);
+Tensor cond(const Tensor& A, const std::string& p);
+Tensor matrix_power(const Tensor& A, int64_t n);
+Tensor cross(const Tensor& a, const Tensor& b, int64_t dim = -1);
+Tensor vecdot(const Tensor& x, const Tensor& y, int64_t dim = -1);
+Tensor multi_dot(const std::vector<Tensor>& tensors);
+Tensor diagonal(const Tensor& A, int64_t offset = 0, int64_t dim1 = -2, int64_t dim2 = -1);
+Tensor vander(const Tensor& x, std::optional<int64_t> N = std::nullopt);
+Tensor tensorinv(const Tensor& A, int64_t ind = 2);
+Tensor tensorsolve(const Tensor& A, const Tensor& B, std::optional<Shape> dims = std::nullopt);
+
 }  // namespace linalg
 
 // torch's top-level forms.
+Tensor pinverse(const Tensor& A, double rcond = 1e-15);
+Tensor matrix_power(const Tensor& A, int64_t n);
+std::tuple<Tensor, Tensor> geqrf(const Tensor& A);
+Tensor ormqr(const Tensor& A, const Tensor& tau, const Tensor& C, bool left = true, bool transpose = false);
+std::tuple<Tensor, Tensor> qr(const Tensor& A, bool some = true);
+// U, S, V (not Vh); compute_uv false: zero-filled U and V.
+std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& A, bool some = true, bool compute_uv = true);
 Tensor det(const Tensor& A);
 Tensor logdet(const Tensor& A);
 std::tuple<Tensor, Tensor> slogdet(const Tensor& A);

@@ -89,7 +89,7 @@ TensorList lu_unpack_grad(G c, GL go) {
   auto zeros_of = [&](int64_t r, int64_t cols) {
     Shape z(s.begin(), s.end() - 2);
     z.push_back(r), z.push_back(cols);
-    return zeros(z, TensorOptions(go[1].dtype()));
+    return zeros(z, TensorOptions(go[1].dtype()).device(go[1].device()));
   };
   if (m > n) gU = cat({gU, zeros_of(m - n, n)}, -2);
   if (m < n) gL = cat({gL, zeros_of(m, n - m)}, -1);
@@ -189,6 +189,153 @@ TensorList solve_triangular_grad(G c, GL go) {
   return {gA, c.needs[1] ? gB : Tensor()};
 }
 DerivativeByName d_solve_triangular{"linalg_solve_triangular", solve_triangular_grad, 0b01, 0b1};
+
+// ---- the decompositions (linalg_decomp.cpp) ---------------------------------------------------------------------
+// E_jk = x_k - x_j off the diagonal, 1 on it (so a division by it leaves the diagonal alone).
+Tensor pair_differences(const Tensor& x) {
+  Tensor E = sub(unsqueeze(x, -2), unsqueeze(x, -1));
+  const int64_t n = x.size(-1);
+  return add(E, eye(n, std::nullopt, TensorOptions(E.dtype()).device(E.device())));
+}
+Tensor zero_diagonal(const Tensor& X) {
+  const int64_t n = X.size(-1);
+  Tensor I = eye(n, std::nullopt, TensorOptions(kBool).device(X.device()));
+  return where(I, zeros({}, TensorOptions(X.dtype())), X);
+}
+Tensor real_part(const Tensor& x) { return x.is_complex() ? real(x) : x; }
+
+// linalg_qr(A, mode): A = Q R. With M = gR R^H - Q^H gQ, for m >= n
+// gA = (gQ + Q copyltu(M)) R^-H, copyltu(M) = triu(M, 1) + triu(M, 1)^H + Re diag(M). A wide A = Q [R1 R2]
+// is the square case of A1 = Q R1 with gQ + A2 gR2^H, and gA2 = Q gR2.
+Tensor qr_square_grad(const Tensor& Q, const Tensor& R, const Tensor& gQ, const Tensor& gR) {
+  Tensor M = sub(matmul(gR, mH(R)), matmul(mH(Q), gQ));
+  Tensor Mu = triu(M, 1);
+  Tensor sym = add(add(Mu, mH(Mu)), diag_embed(real_part(diagonal(M, 0, -2, -1))));
+  Tensor X = add(gQ, matmul(Q, sym));
+  return linalg::solve_triangular(mH(R), X, /*upper=*/false, /*left=*/false);
+}
+TensorList qr_grad(G c, GL go) {
+  const std::string& mode = attr<std::string>(c.attrs, 0);
+  KILN_CHECK(mode != "r", Runtime, "linalg.qr", "The derivative of linalg.qr depends on Q, which is not computed when "
+             "mode='r'. Please use linalg.qr(A, mode='reduced') if you are going to differentiate through linalg.qr.");
+  const Tensor &Q = c.out[0], &R = c.out[1];
+  const int64_t m = Q.size(-2), n = R.size(-1);
+  KILN_CHECK(mode == "reduced" || m <= n, Runtime, "linalg.qr", "The QR decomposition is not differentiable when "
+             "mode='complete' and nrows > ncols.");
+  if (m >= n) return {qr_square_grad(Q, R, go[0], go[1])};
+  Tensor R1 = narrow(R, -1, 0, m), R2 = narrow(R, -1, m, n - m);
+  Tensor gR1 = narrow(go[1], -1, 0, m), gR2 = narrow(go[1], -1, m, n - m);
+  Tensor A2 = matmul(Q, R2);
+  Tensor gA1 = qr_square_grad(Q, R1, add(go[0], matmul(A2, mH(gR2))), gR1);
+  return {cat({gA1, matmul(Q, gR2)}, -1)};
+}
+DerivativeByName d_qr{"linalg_qr", qr_grad, 0, 0b11};
+
+// _linalg_eigh: A = V diag(L) V^H, so gA = V (diag(gL) + (V^H gV) / E) V^H with E_jk = L_k - L_j, made
+// Hermitian.
+TensorList eigh_grad(G c, GL go) {
+  const Tensor &L = c.out[0], &V = c.out[1];
+  KILN_CHECK(V.dim() >= 2, Runtime, "linalg.eigvalsh", "the derivative needs the eigenvectors, which this call did "
+             "not compute");
+  Tensor inner = diag_embed(go[0]);
+  if (go[1].dim() >= 2) inner = add(zero_diagonal(div(matmul(mH(V), go[1]), pair_differences(L))), inner);
+  Tensor gA = matmul(V, matmul(inner, mH(V)));
+  return {mul(add(gA, mH(gA)), Scalar(0.5))};  // A is Hermitian: its gradient is too, as torch's
+}
+DerivativeByName d_eigh{"_linalg_eigh", eigh_grad, 0, 0b11};
+
+// linalg_eig: A = V diag(L) V^-1 with unit-norm vectors. gA = V^-H (diag(gL) + (W - V^H V Re diag(W)) / conj(E))
+// V^H, W = V^H gV (the gauge term keeps the loss's dependence on each vector's phase out); real for a real A.
+TensorList eig_grad(G c, GL go) {
+  const Tensor &L = c.out[0], &V = c.out[1];
+  Tensor VH = mH(V);
+  Tensor W = matmul(VH, go[1]);
+  Tensor re = real(diagonal(W, 0, -2, -1));
+  Tensor inner = sub(W, mul(matmul(VH, V), unsqueeze(re, -2)));
+  inner = zero_diagonal(div(inner, conj(pair_differences(L))));
+  inner = add(inner, diag_embed(go[0]));
+  Tensor gA = linalg::solve(VH, matmul(inner, VH));
+  return {c.in_specs[0].is_complex() ? gA : real(gA)};
+}
+DerivativeByName d_eig{"linalg_eig", eig_grad, 0, 0b11};
+
+// _linalg_svd: A = U diag(S) Vh. With E_jk = S_k^2 - S_j^2 and skew(X) = X - X^H,
+// gA = U [ (skew(U^H gU) S + S skew(V^H gV)) / E + diag(gS) + i Im diag(U^H gU) / S ] Vh
+//      + (I - U U^H) gU S^-1 Vh + U S^-1 gVh (I - V Vh).
+// With full_matrices only the first k columns of U and rows of Vh take part, as in torch.
+TensorList svd_grad(G c, GL go) {
+  Tensor U = c.out[0], S = c.out[1], Vh = c.out[2];
+  Tensor gU = go[0], gS = go[1], gVh = go[2];
+  const bool uv = attr<bool>(c.attrs, 1);
+  KILN_CHECK(uv && U.dim() >= 2, Runtime, "linalg.svdvals", "the derivative needs the singular vectors, which this "
+             "call did not compute");
+  const int64_t k = S.size(-1), m = U.size(-2), n = Vh.size(-1);
+  if (U.size(-1) != k) U = narrow(U, -1, 0, k), gU = narrow(gU, -1, 0, k);
+  if (Vh.size(-2) != k) Vh = narrow(Vh, -2, 0, k), gVh = narrow(gVh, -2, 0, k);
+  Tensor UH = mH(U), V = mH(Vh);
+  Tensor UhgU = matmul(UH, gU), VhgV = matmul(Vh, mH(gVh));
+  Tensor E = pair_differences(mul(S, S));
+  Tensor core = div(add(mul(sub(UhgU, mH(UhgU)), unsqueeze(S, -2)), mul(unsqueeze(S, -1), sub(VhgV, mH(VhgV)))), E);
+  core = add(zero_diagonal(core), diag_embed(gS));
+  if (U.is_complex())
+    core = add(core, diag_embed(complex(zeros_like(S), div(imag(diagonal(UhgU, 0, -2, -1)), S))));
+  Tensor gA = matmul(U, matmul(core, Vh));
+  if (m > k) {  // tall: the part of gU outside U's span
+    Tensor gUS = div(gU, unsqueeze(S, -2));
+    gA = add(gA, matmul(sub(gUS, matmul(U, matmul(UH, gUS))), Vh));
+  }
+  if (n > k) {  // wide: the part of gVh outside Vh's span
+    Tensor gVS = div(gVh, unsqueeze(S, -1));
+    gA = add(gA, matmul(U, sub(gVS, matmul(matmul(gVS, V), Vh))));
+  }
+  return {gA};
+}
+DerivativeByName d_svd{"_linalg_svd", svd_grad, 0, 0b111};
+
+// The derivative of P = pinv(A) (Golub and Pereyra; torch's): for gP,
+// gA = -P^H gP P^H + (I - A P) gP^H P P^H + P^H P gP^H (I - P A).
+Tensor pinv_backward(const Tensor& gP, const Tensor& P, const Tensor& A) {
+  Tensor PH = mH(P), gPH = mH(gP);
+  Tensor t1 = neg(matmul(PH, matmul(gP, PH)));
+  Tensor y = matmul(gPH, matmul(P, PH));
+  Tensor t2 = sub(y, matmul(A, matmul(P, y)));
+  Tensor z = matmul(matmul(PH, P), gPH);
+  Tensor t3 = sub(z, matmul(matmul(z, P), A));
+  return add(add(t1, t2), t3);
+}
+TensorList pinv_grad(G c, GL go) { return {pinv_backward(go[0], c.out[0], c.in[0])}; }
+DerivativeByName d_pinv{"_linalg_pinv", pinv_grad, 0b1, 0b1};
+
+// _linalg_lstsq: the solution is pinv(A) B (torch's derivative); the rank and singular values are not
+// differentiable. gB = P^H gX, and A's gradient is pinv's for gP = gX B^H.
+TensorList lstsq_grad(G c, GL go) {
+  const Tensor &A = c.in[0], &B = c.in[1];
+  Tensor P = linalg::pinv(A);
+  Tensor gX = go[0];
+  Tensor gA = c.needs[0] ? pinv_backward(matmul(gX, mH(B)), P, A) : Tensor();
+  Tensor gB = c.needs[1] ? matmul(mH(P), gX) : Tensor();
+  // the residuals ||A X - B||^2 (per column, where returned): at the optimum only the explicit terms
+  // count: gA += 2 (A X - B) diag(gR) X^H, gB -= 2 (A X - B) diag(gR)
+  if (go[1].numel() > 0) {
+    const Tensor& X = c.out[0];
+    Tensor Rg = mul(sub(matmul(A, X), B), mul(unsqueeze(go[1], -2), Scalar(2)));
+    if (c.needs[0]) gA = add(gA, matmul(Rg, mH(X)));
+    if (c.needs[1]) gB = sub(gB, Rg);
+  }
+  return {gA, gB};
+}
+DerivativeByName d_lstsq{"_linalg_lstsq", lstsq_grad, 0b11, 0b1};
+
+// linalg_matrix_exp: the adjoint of the Fréchet derivative, exp([[A^H, g], [0, A^H]])'s top-right block.
+TensorList matrix_exp_grad(G c, GL go) {
+  const Tensor& A = c.in[0];
+  const int64_t n = A.size(-1);
+  Tensor AH = mH(A);
+  Tensor top = cat({AH, go[0]}, -1), bottom = cat({zeros_like(AH), AH}, -1);
+  Tensor E = linalg::matrix_exp(cat({top, bottom}, -2));
+  return {narrow(narrow(E, -2, 0, n), -1, n, n)};
+}
+DerivativeByName d_matrix_exp{"linalg_matrix_exp", matrix_exp_grad, 0b1, 0};
 
 }  // namespace
 }  // namespace kiln

@@ -2004,12 +2004,6 @@ KNOWN_XFAILS = [  # (test, entry id, reason, dtypes (empty: all), samples (empty
     ("out", "sum", no_float8("sum"),
      ("float8_e4m3fn", "float8_e5m2"),
      ("dims(0,2)", "sliced-full", "empty-dim0", "empty-dim1", "empty-full")),
-    ("out", "linalg.vector_norm.l1", no_out("linalg.vector_norm"),
-     ("float16", "bfloat16", "float32", "float64", "complex64", "complex128"),
-     ()),
-    ("out", "linalg.vector_norm.l2", no_out("linalg.vector_norm"),
-     ("float16", "bfloat16", "float32", "float64", "complex64", "complex128"),
-     ()),
 ]
 KNOWN_SKIPS = [  # (test, entry id, reason, dtypes (empty: all), samples (empty: all))
     ("*", "complex", COMPLEX32, ("float16",), ()),

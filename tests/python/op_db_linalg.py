@@ -4,6 +4,8 @@ M M^H + n I for the positive-definite ones) so that results are unique and compa
 singular inputs, the info codes, invariants and errors are tested in test_linalg.py."""
 import torch
 
+import kiln
+
 from op_db import S, T, G, entry
 
 LINALG = ("float32", "float64", "complex64", "complex128")
@@ -188,4 +190,233 @@ LINALG_OPS = [
     _e("linalg.solve_triangular", _solve_triangular_samples, ("linalg_solve_triangular",), method=False,
        gradcheck=True),
     _e("triangular_solve", _triangular_solve_samples, ("linalg_solve_triangular",)),
+]
+
+
+# ---- the decompositions: their vectors are unique up to a phase per column, which the wrappers fix
+# (first component real and positive) so that values and gradients compare --------------------------------
+def _fix_cols(V):
+    p = V[..., :1, :]
+    return V * (p.conj() / p.abs())
+
+
+def _eigh_fn(m):
+    def run(A, *args, **kw):
+        L, V = m.linalg.eigh(A, *args, **kw)
+        return L, _fix_cols(V)
+    return run
+
+
+def _eig_fn(m):
+    def run(A):
+        L, V = m.linalg.eig(A)
+        return L, _fix_cols(V)
+    return run
+
+
+def _svd_fn(m, full=False):
+    def run(A):
+        U, S, Vh = m.linalg.svd(A, full_matrices=full)
+        k = S.shape[-1]
+        p = U[..., :1, :k]
+        d = p.conj() / p.abs()
+        return U[..., :k] * d, S, Vh[..., :k, :] * d.mT.conj()
+    return run
+
+
+def _legacy_svd_fn(m):
+    def run(A, some=True):
+        U, S, V = m.svd(A, some=some)
+        k = S.shape[-1]
+        p = U[..., :1, :k]
+        d = p.conj() / p.abs()
+        return U[..., :k] * d, S, V[..., :k] * d
+    return run
+
+
+def _qr_samples(dtype, grad):
+    out = [S(R(5, 3, dtype=dtype, grad=grad, seed=1), desc="tall"),
+           S(R(3, 5, dtype=dtype, grad=grad, seed=2), desc="wide"),
+           S(R(2, 4, 4, dtype=dtype, grad=grad, seed=3), desc="batched"),
+           S(R(4, 3, dtype=dtype, grad=grad, seed=4).mT, desc="transposed"),
+           S(R(3, 5, dtype=dtype, grad=grad, seed=5), mode="complete", desc="complete-wide")]
+    if not grad:
+        out += [S(R(5, 3, dtype=dtype, grad=False, seed=6), mode="complete", desc="complete-tall"),
+                S(R(5, 3, dtype=dtype, grad=False, seed=7), mode="r", desc="r"),
+                S(T((0, 3, 3), dtype), desc="empty-batch"), S(T((3, 0), dtype), mode="complete", desc="empty-cols")]
+    return out
+
+
+def _eigh_samples(dtype, grad):
+    out = [S(SPD(4, 4, dtype=dtype, grad=grad, seed=1), desc="spd"),
+           S(SPD(2, 3, 3, dtype=dtype, grad=grad, seed=2) - 3, desc="batched-indefinite"),
+           S(SPD(4, 4, dtype=dtype, grad=grad, seed=3), "U", desc="upper")]
+    if not grad:
+        out += [S(T((0, 3, 3), dtype), desc="empty-batch")]
+    return out
+
+
+def _eig_samples(dtype, grad):
+    return [S(R(4, 4, dtype=dtype, grad=grad, seed=1) + torch.diag(torch.arange(4.0)).to(
+                R(1, dtype=dtype, grad=grad).dtype), desc="spread"),
+            S(R(2, 3, 3, dtype=dtype, grad=grad, seed=2), desc="batched")]
+
+
+def _svd_samples(dtype, grad):
+    out = [S(R(5, 3, dtype=dtype, grad=grad, seed=1), desc="tall"),
+           S(R(3, 5, dtype=dtype, grad=grad, seed=2), desc="wide"),
+           S(R(2, 4, 4, dtype=dtype, grad=grad, seed=3), desc="batched"),
+           S(R(4, 3, dtype=dtype, grad=grad, seed=4).mT, desc="transposed")]
+    return out
+
+
+def _svdvals_samples(dtype, grad):
+    out = _svd_samples(dtype, grad)
+    if not grad:
+        out += [S(T((0, 3, 3), dtype), desc="empty-batch"), S(T((3, 0), dtype), desc="empty-cols"),
+                S(torch.zeros(3, 3, dtype=getattr(torch, dtype)), desc="zero")]
+    return out
+
+
+def _lstsq_samples(dtype, grad):
+    a, b = R(5, 3, dtype=dtype, grad=grad, seed=1), R(5, 2, dtype=dtype, grad=grad, seed=2)
+    out = [S(a, b, desc="tall"), S(a, b, driver="gelsd", desc="gelsd"), S(a, b, driver="gelss", desc="gelss"),
+           S(a, b, driver="gels", desc="gels"),
+           S(R(2, 3, 5, dtype=dtype, grad=grad, seed=3), R(2, 3, 2, dtype=dtype, grad=grad, seed=4), desc="wide-batched"),
+           S(R(2, 5, 3, dtype=dtype, grad=grad, seed=5), R(1, 5, 2, dtype=dtype, grad=grad, seed=6), desc="broadcast")]
+    if not grad:
+        out.append(S(a, b[:, 0], desc="vector"))
+    return out
+
+
+def _matrix_exp_samples(dtype, grad):
+    out = [S(R(3, 3, dtype=dtype, grad=grad, seed=1), desc="small-norm"),
+           S(R(2, 4, 4, dtype=dtype, grad=grad, seed=2) * 3, desc="scaled")]
+    if not grad:
+        out += [S(T((0, 3, 3), dtype), desc="empty-batch"), S(R(6, 6, dtype=dtype, grad=False, seed=3) * 20, desc="large")]
+    return out
+
+
+def _pinv_samples(dtype, grad):
+    out = [S(R(5, 3, dtype=dtype, grad=grad, seed=1), desc="tall"), S(R(3, 5, dtype=dtype, grad=grad, seed=2), desc="wide"),
+           S(SPD(4, 4, dtype=dtype, grad=grad, seed=3), hermitian=True, desc="hermitian")]
+    if not grad:
+        a = R(4, 2, dtype=dtype, grad=False, seed=4)
+        out += [S(a @ a.mH, desc="rank-deficient"), S(R(3, 3, dtype=dtype, grad=False, seed=5), atol=0.5, desc="atol"),
+                S(T((0, 3, 2), dtype), desc="empty-batch")]
+    return out
+
+
+def _rank_samples(dtype, grad):
+    a = R(5, 2, dtype=dtype, grad=False, seed=1)
+    return [S(a @ a.mH, desc="rank-2"), S(R(2, 4, 3, dtype=dtype, grad=False, seed=2), desc="batched"),
+            S(SPD(3, 3, dtype=dtype, grad=False, seed=3), hermitian=True, desc="hermitian"),
+            S(R(4, 4, dtype=dtype, grad=False, seed=4), atol=1.0, rtol=0.0, desc="atol")]
+
+
+def _matrix_norm_samples(dtype, grad):
+    a = R(3, 4, dtype=dtype, grad=grad, seed=1)
+    out = [S(a, desc="fro"), S(a, "nuc", desc="nuc"), S(a, 2, desc="2"), S(a, -2, desc="-2"), S(a, 1, desc="1"),
+           S(a, float("inf"), desc="inf"), S(R(2, 3, 3, dtype=dtype, grad=grad, seed=2), -1, (0, 2), True, desc="dims-keepdim")]
+    return out
+
+
+def _norm_samples(dtype, grad):
+    a = R(3, 4, dtype=dtype, grad=grad, seed=1)
+    return [S(a, desc="default"), S(a, 2, desc="matrix-2"), S(a, "fro", desc="fro"), S(a, 3, dim=1, desc="vector-dim"),
+            S(R(2, 3, 4, dtype=dtype, grad=grad, seed=2), dim=(1, 2), desc="matrix-dims")]
+
+
+def _cond_samples(dtype, grad):
+    a = M(3, 3, dtype=dtype, grad=grad, seed=1)
+    return [S(a, desc="default"), S(a, -2, desc="-2"), S(a, "fro", desc="fro-nograd"), S(a, 1, desc="1-nograd"),
+            S(R(5, 3, dtype=dtype, grad=grad, seed=2), desc="rectangular")]
+
+
+def _matrix_power_samples(dtype, grad):
+    a = M(3, 3, dtype=dtype, grad=grad, seed=1) / 3
+    return [S(a, 0, desc="0"), S(a, 1, desc="1"), S(a, 5, desc="5"), S(a, -2, desc="-2"),
+            S(M(2, 3, 3, dtype=dtype, grad=grad, seed=2) / 3, 3, desc="batched")]
+
+
+def _cross_samples(dtype, grad):
+    return [S(R(4, 3, dtype=dtype, grad=grad, seed=1), R(4, 3, dtype=dtype, grad=grad, seed=2), desc="rows"),
+            S(R(3, 2, dtype=dtype, grad=grad, seed=3), R(3, 1, dtype=dtype, grad=grad, seed=4), dim=0, desc="dim0-broadcast")]
+
+
+def _vecdot_samples(dtype, grad):
+    return [S(R(4, 3, dtype=dtype, grad=grad, seed=1), R(4, 3, dtype=dtype, grad=grad, seed=2), desc="last"),
+            S(R(3, 5, dtype=dtype, grad=grad, seed=3), R(3, 1, dtype=dtype, grad=grad, seed=4), dim=0, desc="dim0")]
+
+
+def _multi_dot_samples(dtype, grad):
+    ms = [R(2, 5, dtype=dtype, grad=grad, seed=1), R(5, 3, dtype=dtype, grad=grad, seed=2),
+          R(3, 7, dtype=dtype, grad=grad, seed=3)]
+    return [S(ms, desc="three"), S([R(5, dtype=dtype, grad=grad, seed=4)] + ms[1:] + [R(7, dtype=dtype, grad=grad, seed=5)],
+                                   desc="vector-ends")]
+
+
+def _vander_samples(dtype, grad):
+    return [S(R(4, dtype=dtype, grad=grad, seed=1), desc="square"), S(R(2, 3, dtype=dtype, grad=grad, seed=2), N=5, desc="N")]
+
+
+def _tensorinv_samples(dtype, grad):
+    return [S(M(6, 6, dtype=dtype, grad=grad, seed=1).reshape(2, 3, 6), ind=2, desc="ind2"),
+            S(M(4, 4, dtype=dtype, grad=grad, seed=2).reshape(4, 2, 2), ind=1, desc="ind1")]
+
+
+def _tensorsolve_samples(dtype, grad):
+    a = M(6, 6, dtype=dtype, grad=grad, seed=1).reshape(2, 3, 6)
+    return [S(a, R(2, 3, dtype=dtype, grad=grad, seed=2), desc="plain"),
+            S(a.permute(2, 0, 1), R(2, 3, dtype=dtype, grad=grad, seed=3), dims=(0,), desc="dims")]
+
+
+def _householder_samples(dtype, grad):
+    a, tau = torch.geqrf(R(5, 3, dtype=dtype, grad=False, seed=1))
+    return [S(a, tau, desc="tall"), S(a[..., :2], tau[:2], desc="fewer")]
+
+
+def _ormqr_samples(dtype, grad):
+    a, tau = torch.geqrf(R(4, 4, dtype=dtype, grad=False, seed=1))
+    c = R(4, 3, dtype=dtype, grad=False, seed=2)
+    return [S(a, tau, c, desc="left"), S(a, tau, c, True, True, desc="left-transpose"),
+            S(a, tau, c.mT.contiguous(), False, False, desc="right")]
+
+
+LINALG_OPS += [
+    _e("linalg.qr", _qr_samples, ("linalg_qr",), method=False),
+    _e("qr", lambda dt, g: [S(R(5, 3, dtype=dt, grad=g, seed=1), desc="some"),
+                            S(R(3, 5, dtype=dt, grad=g, seed=2), False, desc="complete-wide")], ("linalg_qr",)),
+    _e("geqrf", lambda dt, g: [S(R(5, 3, dtype=dt, grad=False, seed=1), desc="tall"),
+                               S(R(2, 3, 4, dtype=dt, grad=False, seed=2), desc="wide-batched")], ("geqrf",), grad=False),
+    _e("linalg.householder_product", _householder_samples, ("linalg_householder_product",), grad=False, method=False),
+    _e("orgqr", _householder_samples, ("linalg_householder_product",), grad=False),
+    _e("ormqr", _ormqr_samples, ("ormqr",), grad=False),
+    _e("linalg.eigh", _eigh_samples, ("_linalg_eigh",), kiln_fn=_eigh_fn(kiln), torch_fn=_eigh_fn(torch), method=False),
+    _e("linalg.eigvalsh", _eigh_samples, ("_linalg_eigh",), method=False),
+    _e("linalg.eig", _eig_samples, ("linalg_eig",), kiln_fn=_eig_fn(kiln), torch_fn=_eig_fn(torch), method=False),
+    _e("linalg.eigvals", _eig_samples, ("linalg_eig",), method=False),
+    _e("linalg.svd", _svd_samples, ("_linalg_svd",), kiln_fn=_svd_fn(kiln), torch_fn=_svd_fn(torch), method=False),
+    _e("linalg.svd", _svd_samples, ("_linalg_svd",), variant="full", kiln_fn=_svd_fn(kiln, True),
+       torch_fn=_svd_fn(torch, True), method=False),
+    _e("svd", _svd_samples, ("_linalg_svd",), kiln_fn=_legacy_svd_fn(kiln), torch_fn=_legacy_svd_fn(torch), method=False),
+    _e("linalg.svdvals", _svdvals_samples, ("_linalg_svd",), method=False),
+    _e("linalg.lstsq", _lstsq_samples, ("_linalg_lstsq",), method=False,
+       meta=False, meta_reason="whether residuals exist depends on the ranks (data)"),
+    _e("linalg.matrix_exp", _matrix_exp_samples, ("linalg_matrix_exp",), method=False, supports_gradgrad=True),
+    _e("matrix_exp", _matrix_exp_samples, ("linalg_matrix_exp",)),
+    _e("linalg.pinv", _pinv_samples, ("_linalg_pinv",), method=False),
+    _e("pinverse", lambda dt, g: _pinv_samples(dt, g)[:2], ("_linalg_pinv",)),
+    _e("linalg.matrix_rank", _rank_samples, ("_linalg_svd", "_linalg_eigh"), grad=False, method=False),
+    _e("linalg.matrix_norm", _matrix_norm_samples, ("_linalg_svd",), method=False),
+    _e("linalg.norm", _norm_samples, ("_linalg_svd",), method=False),
+    _e("linalg.cond", _cond_samples, ("_linalg_svd", "linalg_inv_ex"), method=False),
+    _e("linalg.matrix_power", _matrix_power_samples, ("linalg_inv_ex",), method=False),
+    _e("matrix_power", _matrix_power_samples, ("linalg_inv_ex",)),
+    _e("linalg.cross", _cross_samples, ("mul", "sub", "cat"), method=False),
+    _e("linalg.vecdot", _vecdot_samples, ("mul", "sum"), method=False),
+    _e("linalg.multi_dot", _multi_dot_samples, ("bmm",), method=False),
+    _e("linalg.vander", _vander_samples, ("cumprod", "cat"), method=False),
+    _e("linalg.tensorinv", _tensorinv_samples, ("linalg_inv_ex",), method=False),
+    _e("linalg.tensorsolve", _tensorsolve_samples, ("_linalg_solve_ex",), method=False),
 ]

@@ -87,6 +87,113 @@ inline int potri(char uplo, int n, T* a, int lda) {
   return info;
 }
 
+// The LAPACK routine for T's type: sdcz prefix.
+#define KILN_LAPACK_CALL(name, ...)                                                     \
+  do {                                                                                  \
+    if constexpr (std::is_same_v<T, float>) LAPACK_s##name(__VA_ARGS__);               \
+    else if constexpr (std::is_same_v<T, double>) LAPACK_d##name(__VA_ARGS__);         \
+    else if constexpr (std::is_same_v<T, complex64>) LAPACK_c##name(__VA_ARGS__);      \
+    else LAPACK_z##name(__VA_ARGS__);                                                   \
+  } while (0)
+// ... where the real and complex routines have different names (orgqr / ungqr).
+#define KILN_LAPACK_CALL2(rname, cname, ...)                                            \
+  do {                                                                                  \
+    if constexpr (std::is_same_v<T, float>) LAPACK_s##rname(__VA_ARGS__);              \
+    else if constexpr (std::is_same_v<T, double>) LAPACK_d##rname(__VA_ARGS__);        \
+    else if constexpr (std::is_same_v<T, complex64>) LAPACK_c##cname(__VA_ARGS__);     \
+    else LAPACK_z##cname(__VA_ARGS__);                                                  \
+  } while (0)
+
+// QR: A = Q R with Q as Householder reflectors below the diagonal and in tau.
+template <class T>
+inline int geqrf(int m, int n, T* a, int lda, T* tau, T* work, int lwork) {
+  int info = 0;
+  KILN_LAPACK_CALL(geqrf, &m, &n, a, &lda, tau, work, &lwork, &info);
+  return info;
+}
+// The first n columns of the product of k reflectors (orgqr / ungqr), in place.
+template <class T>
+inline int orgqr(int m, int n, int k, T* a, int lda, const T* tau, T* work, int lwork) {
+  int info = 0;
+  KILN_LAPACK_CALL2(orgqr, ungqr, &m, &n, &k, a, &lda, tau, work, &lwork, &info);
+  return info;
+}
+// C := op(Q) C (side 'L') or C op(Q) ('R'), Q from k reflectors; trans 'N', or 'T' / 'C'.
+template <class T>
+inline int ormqr(char side, char trans, int m, int n, int k, const T* a, int lda, const T* tau, T* c, int ldc,
+                 T* work, int lwork) {
+  int info = 0;
+  KILN_LAPACK_CALL2(ormqr, unmqr, &side, &trans, &m, &n, &k, a, &lda, tau, c, &ldc, work, &lwork, &info);
+  return info;
+}
+// Eigen-decomposition of a symmetric / Hermitian matrix (divide and conquer); w ascending.
+template <class T>
+inline int heevd(char jobz, char uplo, int n, T* a, int lda, Real<T>* w, T* work, int lwork, Real<T>* rwork,
+                 int lrwork, int* iwork, int liwork) {
+  int info = 0;
+  if constexpr (is_cplx<T>) KILN_LAPACK_CALL2(syevd, heevd, &jobz, &uplo, &n, a, &lda, w, work, &lwork, rwork, &lrwork, iwork, &liwork, &info);
+  else KILN_LAPACK_CALL2(syevd, heevd, &jobz, &uplo, &n, a, &lda, w, work, &lwork, iwork, &liwork, &info);
+  (void)rwork, (void)lrwork;
+  return info;
+}
+// SVD (divide and conquer): jobz 'N', 'S' or 'A'.
+template <class T>
+inline int gesdd(char jobz, int m, int n, T* a, int lda, Real<T>* s, T* u, int ldu, T* vt, int ldvt, T* work,
+                 int lwork, Real<T>* rwork, int* iwork) {
+  int info = 0;
+  if constexpr (is_cplx<T>) KILN_LAPACK_CALL(gesdd, &jobz, &m, &n, a, &lda, s, u, &ldu, vt, &ldvt, work, &lwork, rwork, iwork, &info);
+  else KILN_LAPACK_CALL(gesdd, &jobz, &m, &n, a, &lda, s, u, &ldu, vt, &ldvt, work, &lwork, iwork, &info);
+  (void)rwork;
+  return info;
+}
+// General eigen-decomposition, right vectors only. Real: wr, wi and LAPACK's packed real vectors;
+// complex: w (in wr, as T*) and the vectors.
+template <class T>
+inline int geev(char jobvr, int n, T* a, int lda, T* w, Real<T>* wi, T* vr, int ldvr, T* work, int lwork,
+                Real<T>* rwork) {
+  int info = 0, one = 1;
+  char no = 'N';
+  if constexpr (is_cplx<T>) KILN_LAPACK_CALL(geev, &no, &jobvr, &n, a, &lda, w, nullptr, &one, vr, &ldvr, work, &lwork, rwork, &info);
+  else KILN_LAPACK_CALL(geev, &no, &jobvr, &n, a, &lda, w, wi, nullptr, &one, vr, &ldvr, work, &lwork, &info);
+  (void)rwork, (void)wi;
+  return info;
+}
+// Least squares: gels (QR, full rank), gelsy (pivoted QR), gelsd (SVD, divide and conquer), gelss (SVD).
+template <class T>
+inline int gels(int m, int n, int nrhs, T* a, int lda, T* b, int ldb, T* work, int lwork) {
+  int info = 0;
+  char no = 'N';
+  KILN_LAPACK_CALL(gels, &no, &m, &n, &nrhs, a, &lda, b, &ldb, work, &lwork, &info);
+  return info;
+}
+template <class T>
+inline int gelsy(int m, int n, int nrhs, T* a, int lda, T* b, int ldb, int* jpvt, Real<T> rcond, int* rank, T* work,
+                 int lwork, Real<T>* rwork) {
+  int info = 0;
+  if constexpr (is_cplx<T>) KILN_LAPACK_CALL(gelsy, &m, &n, &nrhs, a, &lda, b, &ldb, jpvt, &rcond, rank, work, &lwork, rwork, &info);
+  else KILN_LAPACK_CALL(gelsy, &m, &n, &nrhs, a, &lda, b, &ldb, jpvt, &rcond, rank, work, &lwork, &info);
+  (void)rwork;
+  return info;
+}
+template <class T>
+inline int gelsd(int m, int n, int nrhs, T* a, int lda, T* b, int ldb, Real<T>* s, Real<T> rcond, int* rank, T* work,
+                 int lwork, Real<T>* rwork, int* iwork) {
+  int info = 0;
+  if constexpr (is_cplx<T>) KILN_LAPACK_CALL(gelsd, &m, &n, &nrhs, a, &lda, b, &ldb, s, &rcond, rank, work, &lwork, rwork, iwork, &info);
+  else KILN_LAPACK_CALL(gelsd, &m, &n, &nrhs, a, &lda, b, &ldb, s, &rcond, rank, work, &lwork, iwork, &info);
+  (void)rwork;
+  return info;
+}
+template <class T>
+inline int gelss(int m, int n, int nrhs, T* a, int lda, T* b, int ldb, Real<T>* s, Real<T> rcond, int* rank, T* work,
+                 int lwork, Real<T>* rwork) {
+  int info = 0;
+  if constexpr (is_cplx<T>) KILN_LAPACK_CALL(gelss, &m, &n, &nrhs, a, &lda, b, &ldb, s, &rcond, rank, work, &lwork, rwork, &info);
+  else KILN_LAPACK_CALL(gelss, &m, &n, &nrhs, a, &lda, b, &ldb, s, &rcond, rank, work, &lwork, &info);
+  (void)rwork;
+  return info;
+}
+
 // The workspace size a query (lwork == -1) reported, as a count of T.
 template <class T>
 inline int work_size(const T& w) {

@@ -1,0 +1,672 @@
+// CPU kernels of the decompositions (entries, schemas and metas: kiln/ops/linalg_decomp.cpp): QR
+// and the Householder ops, eigh, eig, SVD and least squares, through LAPACK (lapack.h). As in
+// linalg.cpp each batch element is factored in a column-major scratch copy; every routine's
+// workspace is asked for once per call and each thread chunk allocates its own.
+#include <cblas.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kiln/backend/cpu/kernels.h"
+#include "kiln/backend/cpu/linalg_util.h"
+#include "kiln/backend/cpu/parallel.h"
+#include "kiln/dispatch/op.h"
+#include "kiln/ops/ops.h"
+
+namespace kiln {
+namespace {
+
+using namespace cpu::linalg_util;
+using cpu::contiguous_of;
+using cpu::parallel_for;
+
+template <class T>
+bool all_finite(const T* p, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(std::abs(p[i]))) return false;
+  return true;
+}
+
+// ---- QR --------------------------------------------------------------------------------------------------------
+void qr_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
+  const char* op = "linalg.qr";
+  Tensor A = contiguous_of(in[0]);
+  const std::string& mode = attr<std::string>(a, 0);
+  const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n), Bn = shape_numel(batch_shape(A, 2));
+  const bool complete = mode == "complete", want_q = mode != "r";
+  const int64_t qc = complete ? m : k, rr = complete ? m : k;
+  check_lapack_size(op, m, std::max(n, qc));
+  visit_lapack(A.dtype(), op, [&]<class T>() {
+    const T* ap = static_cast<const T*>(A.data_ptr());
+    T* qp = want_q ? static_cast<T*>(out[0].data_ptr()) : nullptr;
+    T* rp = static_cast<T*>(out[1].data_ptr());
+    int lw = 1;
+    if (m > 0 && n > 0) {
+      T q{};
+      std::vector<T> qa(m * n), qt(k);
+      lp::geqrf<T>(int(m), int(n), qa.data(), int(m), qt.data(), &q, -1);
+      lw = std::max(lw, lp::work_size(q));
+    }
+    if (want_q && m > 0 && qc > 0) {
+      T q{};
+      std::vector<T> qa(m * qc), qt(std::max<int64_t>(k, 1));
+      lp::orgqr<T>(int(m), int(qc), int(k), qa.data(), int(m), qt.data(), &q, -1);
+      lw = std::max(lw, lp::work_size(q));
+    }
+    parallel_for(Bn, batch_grain(m, n), [&](int64_t b0, int64_t b1) {
+      std::vector<T> w(m * n), tau(std::max<int64_t>(k, 1)), q(want_q ? m * qc : 0), work(lw);
+      for (int64_t b = b0; b < b1; ++b) {
+        if (m > 0 && n > 0) {
+          to_cm(ap + b * m * n, m, n, w.data());
+          lp::geqrf<T>(int(m), int(n), w.data(), int(m), tau.data(), work.data(), lw);
+        }
+        T* r = rp + b * rr * n;
+        for (int64_t i = 0; i < rr; ++i)
+          for (int64_t j = 0; j < n; ++j) r[i * n + j] = j >= i ? w[j * m + i] : T(0);
+        if (!want_q || m == 0 || qc == 0) continue;
+        std::fill(q.begin(), q.end(), T(0));
+        std::copy(w.begin(), w.begin() + m * std::min(qc, n), q.begin());  // the reflectors' columns
+        lp::orgqr<T>(int(m), int(qc), int(k), q.data(), int(m), tau.data(), work.data(), lw);
+        from_cm(q.data(), m, qc, qp + b * m * qc);
+      }
+    });
+  });
+}
+KernelRegistrar k_qr{"linalg_qr", DeviceType::CPU, qr_kernel};
+
+void geqrf_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) {
+  const char* op = "geqrf";
+  Tensor A = contiguous_of(in[0]);
+  const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n), Bn = shape_numel(batch_shape(A, 2));
+  if (k == 0) return;
+  check_lapack_size(op, m, n);
+  visit_lapack(A.dtype(), op, [&]<class T>() {
+    const T* ap = static_cast<const T*>(A.data_ptr());
+    T* op_ = static_cast<T*>(out[0].data_ptr());
+    T* tp = static_cast<T*>(out[1].data_ptr());
+    T q{};
+    std::vector<T> qa(m * n), qt(k);
+    lp::geqrf<T>(int(m), int(n), qa.data(), int(m), qt.data(), &q, -1);
+    const int lw = std::max(1, lp::work_size(q));
+    parallel_for(Bn, batch_grain(m, n), [&](int64_t b0, int64_t b1) {
+      std::vector<T> w(m * n), work(lw);
+      for (int64_t b = b0; b < b1; ++b) {
+        to_cm(ap + b * m * n, m, n, w.data());
+        lp::geqrf<T>(int(m), int(n), w.data(), int(m), tp + b * k, work.data(), lw);
+        from_cm(w.data(), m, n, op_ + b * m * n);
+      }
+    });
+  });
+}
+KernelRegistrar k_geqrf{"geqrf", DeviceType::CPU, geqrf_kernel};
+
+void householder_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) {
+  const char* op = "householder_product";
+  Tensor A = contiguous_of(in[0]), tau = contiguous_of(in[1]);
+  const int64_t m = A.size(-2), n = A.size(-1), k = tau.size(-1), Bn = shape_numel(batch_shape(A, 2));
+  if (m == 0 || n == 0) return;
+  check_lapack_size(op, m, n);
+  visit_lapack(A.dtype(), op, [&]<class T>() {
+    const T* ap = static_cast<const T*>(A.data_ptr());
+    const T* tp = static_cast<const T*>(tau.data_ptr());
+    T* yp = static_cast<T*>(out[0].data_ptr());
+    T q{};
+    std::vector<T> qa(m * n), qt(std::max<int64_t>(k, 1));
+    lp::orgqr<T>(int(m), int(n), int(k), qa.data(), int(m), qt.data(), &q, -1);
+    const int lw = std::max(1, lp::work_size(q));
+    parallel_for(Bn, batch_grain(m, n), [&](int64_t b0, int64_t b1) {
+      std::vector<T> w(m * n), work(lw);
+      for (int64_t b = b0; b < b1; ++b) {
+        to_cm(ap + b * m * n, m, n, w.data());
+        lp::orgqr<T>(int(m), int(n), int(k), w.data(), int(m), tp + b * k, work.data(), lw);
+        from_cm(w.data(), m, n, yp + b * m * n);
+      }
+    });
+  });
+}
+KernelRegistrar k_householder{"linalg_householder_product", DeviceType::CPU, householder_kernel};
+
+void ormqr_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
+  const char* op = "ormqr";
+  Tensor A = contiguous_of(in[0]), tau = contiguous_of(in[1]), C = contiguous_of(in[2]);
+  const bool left = attr<bool>(a, 0), transpose = attr<bool>(a, 1);
+  const int64_t mq = A.size(-2), na = A.size(-1), k = tau.size(-1);
+  const int64_t r = C.size(-2), c = C.size(-1), Bn = shape_numel(batch_shape(C, 2));
+  if (r == 0 || c == 0) return;
+  check_lapack_size(op, std::max(mq, r), std::max(na, c));
+  visit_lapack(A.dtype(), op, [&]<class T>() {
+    const T* ap = static_cast<const T*>(A.data_ptr());
+    const T* tp = static_cast<const T*>(tau.data_ptr());
+    const T* cp = static_cast<const T*>(C.data_ptr());
+    T* yp = static_cast<T*>(out[0].data_ptr());
+    const char side = left ? 'L' : 'R', trans = transpose ? (lp::is_cplx<T> ? 'C' : 'T') : 'N';
+    T q{};
+    std::vector<T> qa(mq * na), qt(std::max<int64_t>(k, 1)), qc(r * c);
+    lp::ormqr<T>(side, trans, int(r), int(c), int(k), qa.data(), int(mq), qt.data(), qc.data(), int(r), &q, -1);
+    const int lw = std::max(1, lp::work_size(q));
+    parallel_for(Bn, batch_grain(r, c), [&](int64_t b0, int64_t b1) {
+      std::vector<T> wa(mq * na), wc(r * c), work(lw);
+      for (int64_t b = b0; b < b1; ++b) {
+        to_cm(ap + b * mq * na, mq, na, wa.data());
+        to_cm(cp + b * r * c, r, c, wc.data());
+        lp::ormqr<T>(side, trans, int(r), int(c), int(k), wa.data(), int(mq), tp + b * k, wc.data(), int(r),
+                     work.data(), lw);
+        from_cm(wc.data(), r, c, yp + b * r * c);
+      }
+    });
+  });
+}
+KernelRegistrar k_ormqr{"ormqr", DeviceType::CPU, ormqr_kernel};
+
+// ---- eigh ------------------------------------------------------------------------------------------------------
+void eigh_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
+  const char* op = "linalg.eigh";
+  Tensor A = contiguous_of(in[0]);
+  const std::string& uplo_s = attr<std::string>(a, 0);
+  const char uplo = uplo_s == "U" || uplo_s == "u" ? 'U' : 'L';
+  const bool v = attr<bool>(a, 1);
+  const int64_t n = A.size(-1), Bn = shape_numel(batch_shape(A, 2));
+  Tensor info = make_tensor(batch_shape(A, 2), kInt32);
+  int* ip = static_cast<int*>(info.data_ptr());
+  std::fill(ip, ip + info.numel(), 0);
+  check_lapack_size(op, n, n);
+  bool finite = true;
+  visit_lapack(A.dtype(), op, [&]<class T>() {
+    using R = lp::Real<T>;
+    const T* ap = static_cast<const T*>(A.data_ptr());
+    R* lp_ = static_cast<R*>(out[0].data_ptr());
+    T* vp = v ? static_cast<T*>(out[1].data_ptr()) : nullptr;
+    finite = all_finite(ap, Bn * n * n);  // LAPACK on NaN is left alone: it may iterate to its limit
+    if (!finite || n == 0) return;
+    const char jobz = v ? 'V' : 'N';
+    T wq{};
+    R rq{};
+    int iq = 0;
+    {
+      std::vector<T> qa(n * n);
+      std::vector<R> qw(n);
+      lp::heevd<T>(jobz, uplo, int(n), qa.data(), int(n), qw.data(), &wq, -1, &rq, -1, &iq, -1);
+    }
+    const int lw = std::max(1, lp::work_size(wq)), lrw = std::max(1, int(rq)), liw = std::max(1, iq);
+    parallel_for(Bn, batch_grain(n, n), [&](int64_t b0, int64_t b1) {
+      std::vector<T> w(n * n), work(lw);
+      std::vector<R> rwork(lrw);
+      std::vector<int> iwork(liw);
+      for (int64_t b = b0; b < b1; ++b) {
+        to_cm(ap + b * n * n, n, n, w.data());
+        ip[b] = lp::heevd<T>(jobz, uplo, int(n), w.data(), int(n), lp_ + b * n, work.data(), lw, rwork.data(), lrw,
+                             iwork.data(), liw);
+        if (v) from_cm(w.data(), n, n, vp + b * n * n);
+      }
+    });
+  });
+  KILN_CHECK(finite, LinAlg, op, "The algorithm failed to converge because the input matrix contained non-finite "
+             "values.");
+  raise_on_info(info, A.dim() > 2, op, [](int i) {
+    return "The algorithm failed to converge because the input matrix is ill-conditioned or has too many repeated "
+           "eigenvalues (error code: " + std::to_string(i) + ").";
+  });
+}
+KernelRegistrar k_eigh{"_linalg_eigh", DeviceType::CPU, eigh_kernel};
+
+// ---- eig -------------------------------------------------------------------------------------------------------
+void eig_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) {
+  const char* op = "linalg.eig";
+  Tensor A = contiguous_of(in[0]);
+  const int64_t n = A.size(-1), Bn = shape_numel(batch_shape(A, 2));
+  Tensor info = make_tensor(batch_shape(A, 2), kInt32);
+  int* ip = static_cast<int*>(info.data_ptr());
+  std::fill(ip, ip + info.numel(), 0);
+  check_lapack_size(op, n, n);
+  bool finite = true;
+  visit_lapack(A.dtype(), op, [&]<class T>() {
+    using R = lp::Real<T>;
+    using C = std::complex<R>;
+    const T* ap = static_cast<const T*>(A.data_ptr());
+    C* wp = static_cast<C*>(out[0].data_ptr());
+    C* vp = static_cast<C*>(out[1].data_ptr());
+    finite = all_finite(ap, Bn * n * n);
+    if (!finite || n == 0) return;
+    T wq{};
+    {  // the query gets real buffers: some LAPACK builds touch them
+      std::vector<T> qa(n * n), qw(n), qv(n * n);
+      std::vector<R> qi(n), qr(2 * n);
+      lp::geev<T>('V', int(n), qa.data(), int(n), qw.data(), qi.data(), qv.data(), int(n), &wq, -1, qr.data());
+    }
+    const int lw = std::max(1, lp::work_size(wq));
+    parallel_for(Bn, batch_grain(n, n), [&](int64_t b0, int64_t b1) {
+      std::vector<T> w(n * n), vr(n * n), work(lw), ev(n);
+      std::vector<R> wi(n), rwork(2 * n);
+      for (int64_t b = b0; b < b1; ++b) {
+        to_cm(ap + b * n * n, n, n, w.data());
+        ip[b] = lp::geev<T>('V', int(n), w.data(), int(n), ev.data(), wi.data(), vr.data(), int(n), work.data(), lw,
+                            rwork.data());
+        C* W = wp + b * n;
+        C* V = vp + b * n * n;  // row-major: V[i * n + j] is component i of vector j
+        if constexpr (lp::is_cplx<T>) {
+          for (int64_t j = 0; j < n; ++j) W[j] = ev[j];
+          from_cm(vr.data(), n, n, V);
+        } else {
+          // real geev packs a complex pair (wi > 0 first) as two real columns: re, im
+          for (int64_t j = 0; j < n; ++j) {
+            W[j] = C(ev[j], wi[j]);
+            if (wi[j] == R(0)) {
+              for (int64_t i = 0; i < n; ++i) V[i * n + j] = C(vr[j * n + i], 0);
+            } else if (wi[j] > R(0) && j + 1 < n) {
+              W[j + 1] = C(ev[j + 1], wi[j + 1]);
+              for (int64_t i = 0; i < n; ++i) {
+                V[i * n + j] = C(vr[j * n + i], vr[(j + 1) * n + i]);
+                V[i * n + j + 1] = C(vr[j * n + i], -vr[(j + 1) * n + i]);
+              }
+              ++j;
+            }
+          }
+        }
+      }
+    });
+  });
+  KILN_CHECK(finite, Runtime, op, "torch.linalg.eig: input tensor should not contain infs or NaNs.");
+  raise_on_info(info, A.dim() > 2, op, [](int) {
+    return std::string("The QR algorithm failed to compute all the eigenvalues.");
+  });
+}
+KernelRegistrar k_eig{"linalg_eig", DeviceType::CPU, eig_kernel};
+
+// ---- SVD -------------------------------------------------------------------------------------------------------
+// Entries near the dtype's range limits are scaled by a power of two (exact) before the
+// factorisation and the singular values unscaled after, so the SVD stays accurate there.
+template <class T>
+lp::Real<T> range_scale(const T* p, int64_t count) {
+  using R = lp::Real<T>;
+  R amax = 0;
+  for (int64_t i = 0; i < count; ++i) amax = std::max(amax, std::abs(p[i]));
+  const R big = std::ldexp(R(1), std::numeric_limits<R>::max_exponent / 2);
+  const R small = std::ldexp(R(1), std::numeric_limits<R>::min_exponent / 2);
+  if (amax == R(0) || (amax < big && amax > small)) return R(1);
+  int e = 0;
+  std::frexp(amax, &e);
+  return std::ldexp(R(1), -e);
+}
+
+void svd_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
+  const char* op = "linalg.svd";
+  Tensor A = contiguous_of(in[0]);
+  const bool full = attr<bool>(a, 0), uv = attr<bool>(a, 1);
+  const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n), Bn = shape_numel(batch_shape(A, 2));
+  const int64_t uc = full ? m : k, vr = full ? n : k;
+  Tensor info = make_tensor(batch_shape(A, 2), kInt32);
+  int* ip = static_cast<int*>(info.data_ptr());
+  std::fill(ip, ip + info.numel(), 0);
+  check_lapack_size(op, m, n);
+  bool finite = true;
+  visit_lapack(A.dtype(), op, [&]<class T>() {
+    using R = lp::Real<T>;
+    const T* ap = static_cast<const T*>(A.data_ptr());
+    T* up = uv ? static_cast<T*>(out[0].data_ptr()) : nullptr;
+    R* sp = static_cast<R*>(out[1].data_ptr());
+    T* vp = uv ? static_cast<T*>(out[2].data_ptr()) : nullptr;
+    finite = all_finite(ap, Bn * m * n);
+    if (!finite) return;
+    if (k == 0) {  // an empty matrix: U and Vh are the identity where they have a square shape
+      if (uv) {
+        for (int64_t b = 0; b < Bn; ++b) {
+          for (int64_t i = 0; i < m * uc; ++i) up[b * m * uc + i] = i % (uc + 1) == 0 && uc == m ? T(1) : T(0);
+          for (int64_t i = 0; i < vr * n; ++i) vp[b * vr * n + i] = i % (n + 1) == 0 && vr == n ? T(1) : T(0);
+        }
+      }
+      return;
+    }
+    const char jobz = uv ? (full ? 'A' : 'S') : 'N';
+    const int ldu = int(m), ldvt = int(std::max<int64_t>(vr, 1));
+    T wq{};
+    int iq = 0;
+    {
+      std::vector<T> qa(m * n), qu(uv ? m * uc : 1), qv(uv ? vr * n : 1);
+      std::vector<R> qs(k), qr(1);
+      std::vector<int> qi(8 * k);
+      lp::gesdd<T>(jobz, int(m), int(n), qa.data(), int(m), qs.data(), qu.data(), ldu, qv.data(), ldvt, &wq, -1,
+                   qr.data(), qi.data());
+    }
+    const int lw = std::max(1, lp::work_size(wq));
+    const int64_t mx = std::max(m, n);
+    const int64_t lrw = uv ? k * std::max(5 * k + 7, 2 * mx + 2 * k + 1) : 7 * k;
+    parallel_for(Bn, batch_grain(m, n), [&](int64_t b0, int64_t b1) {
+      std::vector<T> w(m * n), u(uv ? m * uc : 1), vt(uv ? vr * n : 1), work(lw);
+      std::vector<R> rwork(lp::is_cplx<T> ? lrw : 1);
+      std::vector<int> iwork(8 * k);
+      for (int64_t b = b0; b < b1; ++b) {
+        to_cm(ap + b * m * n, m, n, w.data());
+        const R scale = range_scale(w.data(), m * n);
+        if (scale != R(1))
+          for (T& x : w) x *= scale;
+        R* s = sp + b * k;
+        ip[b] = lp::gesdd<T>(jobz, int(m), int(n), w.data(), int(m), s, u.data(), ldu, vt.data(), ldvt, work.data(), lw,
+                             rwork.data(), iwork.data());
+        if (scale != R(1))
+          for (int64_t i = 0; i < k; ++i) s[i] /= scale;
+        if (!uv) continue;
+        from_cm(u.data(), m, uc, up + b * m * uc);
+        from_cm(vt.data(), vr, n, vp + b * vr * n);
+      }
+    });
+  });
+  KILN_CHECK(finite, LinAlg, op, "The algorithm failed to converge because the input matrix contained non-finite "
+             "values.");
+  raise_on_info(info, A.dim() > 2, op, [](int) {
+    return std::string("The algorithm failed to converge because the input matrix is ill-conditioned or has too "
+                       "many repeated singular values.");
+  });
+}
+KernelRegistrar k_svd{"_linalg_svd", DeviceType::CPU, svd_kernel};
+
+// ---- pinv ------------------------------------------------------------------------------------------------------
+// C (m x n, column-major) = A (m x k) op(B): op(B) = B (k x n) or, conj_b, B^H with B (n x k).
+template <class T>
+void gemm_cm(bool conj_b, int64_t m, int64_t n, int64_t k, const T* A, const T* B, T* C) {
+  const auto tb = conj_b ? CblasConjTrans : CblasNoTrans;
+  const int64_t ldb = conj_b ? std::max<int64_t>(n, 1) : std::max<int64_t>(k, 1), lda = std::max<int64_t>(m, 1);
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasColMajor, CblasNoTrans, tb, m, n, k, 1.0f, A, lda, B, ldb, 0.0f, C, lda);
+  } else if constexpr (std::is_same_v<T, double>) {
+    cblas_dgemm(CblasColMajor, CblasNoTrans, tb, m, n, k, 1.0, A, lda, B, ldb, 0.0, C, lda);
+  } else if constexpr (std::is_same_v<T, complex64>) {
+    const complex64 one(1), zero(0);
+    cblas_cgemm(CblasColMajor, CblasNoTrans, tb, m, n, k, &one, A, lda, B, ldb, &zero, C, lda);
+  } else {
+    const complex128 one(1), zero(0);
+    cblas_zgemm(CblasColMajor, CblasNoTrans, tb, m, n, k, &one, A, lda, B, ldb, &zero, C, lda);
+  }
+}
+
+// pinv(A) = V diag(1 / s) U^H over the singular values above max(atol, rtol * s_max) (torch's rule:
+// rtol defaults to eps * max(m, n) when atol is absent or zero); Hermitian: V diag(1 / l) V^H from eigh.
+void pinv_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
+  const char* op = "linalg.pinv";
+  Tensor A = contiguous_of(in[0]);
+  const bool herm = attr<bool>(a, 2);
+  const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n), Bn = shape_numel(batch_shape(A, 2));
+  Tensor& P = out[0];
+  check_lapack_size(op, m, n);
+  bool finite = true;
+  visit_lapack(A.dtype(), op, [&]<class T>() {
+    using R = lp::Real<T>;
+    const T* ap = static_cast<const T*>(A.data_ptr());
+    T* pp = static_cast<T*>(P.data_ptr());
+    std::fill(pp, pp + P.numel(), T(0));
+    finite = all_finite(ap, Bn * m * n);
+    if (!finite || k == 0) return;
+    const double atol = std::holds_alternative<double>(a[0]) ? std::get<double>(a[0]) : 0.0;
+    const double rtol = std::holds_alternative<double>(a[1])
+                            ? std::get<double>(a[1])
+                            : (atol > 0 ? 0.0 : double(std::numeric_limits<R>::epsilon()) * double(std::max(m, n)));
+    int lw = 1, lrw = 1, liw = 1;
+    {
+      T wq{};
+      R rq{};
+      int iq = 0;
+      std::vector<T> qa(m * n), qu(m * k), qv(k * n);
+      std::vector<R> qs(k), qr(1);
+      std::vector<int> qi(8 * k);
+      if (herm) {
+        lp::heevd<T>('V', 'L', int(n), qa.data(), int(n), qs.data(), &wq, -1, &rq, -1, &iq, -1);
+        lrw = std::max(1, int(rq)), liw = std::max(1, iq);
+      } else {
+        lp::gesdd<T>('S', int(m), int(n), qa.data(), int(m), qs.data(), qu.data(), int(m), qv.data(), int(k), &wq, -1,
+                     qr.data(), qi.data());
+        lrw = int(k * std::max(5 * k + 7, 2 * std::max(m, n) + 2 * k + 1)), liw = int(8 * k);
+      }
+      lw = std::max(1, lp::work_size(wq));
+    }
+    parallel_for(Bn, batch_grain(m, n), [&](int64_t b0, int64_t b1) {
+      std::vector<T> w(m * n), u(herm ? 1 : m * k), vt(herm ? 1 : k * n), c(m * n), work(lw);
+      std::vector<R> s(std::max(k, n)), rwork(lrw);
+      std::vector<int> iwork(liw);
+      for (int64_t b = b0; b < b1; ++b) {
+        to_cm(ap + b * m * n, m, n, w.data());
+        T* p = pp + b * n * m;
+        if (herm) {  // w: the eigenvectors V (n x n); C = (V diag(1/l)) V^H is pinv, Hermitian
+          if (lp::heevd<T>('V', 'L', int(n), w.data(), int(n), s.data(), work.data(), lw, rwork.data(), lrw,
+                           iwork.data(), liw) != 0)
+            continue;
+          R amax = 0;
+          for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::abs(s[i]));
+          const double thr = std::max(atol, rtol * double(amax));
+          u.assign(w.begin(), w.end());
+          for (int64_t j = 0; j < n; ++j) {
+            const R inv = double(std::abs(s[j])) > thr ? R(1) / s[j] : R(0);
+            for (int64_t i = 0; i < n; ++i) u[j * n + i] *= inv;
+          }
+          gemm_cm<T>(true, n, n, n, u.data(), w.data(), c.data());
+          from_cm(c.data(), n, n, p);
+        } else {  // C = (U diag(1/s)) Vh is pinv^H (m x n): pinv's row-major memory is conj of C's column-major
+          if (lp::gesdd<T>('S', int(m), int(n), w.data(), int(m), s.data(), u.data(), int(m), vt.data(), int(k),
+                           work.data(), lw, rwork.data(), iwork.data()) != 0)
+            continue;
+          const double thr = std::max(atol, rtol * double(s[0]));
+          for (int64_t j = 0; j < k; ++j) {
+            const R inv = double(s[j]) > thr ? R(1) / s[j] : R(0);
+            for (int64_t i = 0; i < m; ++i) u[j * m + i] *= inv;
+          }
+          gemm_cm<T>(false, m, n, k, u.data(), vt.data(), c.data());
+          for (int64_t i = 0; i < m * n; ++i) p[i] = cj(c[i]);
+        }
+      }
+    });
+  });
+  KILN_CHECK(finite, LinAlg, "linalg.svd", "The algorithm failed to converge because the input matrix contained "
+             "non-finite values.");
+}
+KernelRegistrar k_pinv{"_linalg_pinv", DeviceType::CPU, pinv_kernel};
+
+// ---- matrix_exp ------------------------------------------------------------------------------------------------
+// C = A B, n x n row-major.
+template <class T>
+void mm(int64_t n, const T* A, const T* B, T* C) {
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A, n, B, n, 0.0f, C, n);
+  } else if constexpr (std::is_same_v<T, double>) {
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, A, n, B, n, 0.0, C, n);
+  } else if constexpr (std::is_same_v<T, complex64>) {
+    const complex64 one(1), zero(0);
+    cblas_cgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, &one, A, n, B, n, &zero, C, n);
+  } else {
+    const complex128 one(1), zero(0);
+    cblas_zgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, &one, A, n, B, n, &zero, C, n);
+  }
+}
+
+// exp(A) by Higham's degree-13 Padé approximant after scaling A by 2^-s to ||A||_1 <= theta_13, then
+// s squarings (accurate to double precision, so to float's too).
+template <class T>
+void expm(int64_t n, const T* a, T* y) {
+  using R = lp::Real<T>;
+  static const double b[14] = {64764752532480000., 32382376266240000., 7771770303897600., 1187353796428800.,
+                               129060195264000.,   10559470521600.,   670442572800.,     33522128640.,
+                               1323241920.,        40840800.,         960960.,           16380.,
+                               182.,               1.};
+  const double theta13 = 5.371920351148152;
+  double norm1 = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    double c = 0;
+    for (int64_t i = 0; i < n; ++i) c += double(std::abs(a[i * n + j]));
+    norm1 = std::max(norm1, c);
+  }
+  const int64_t nn = n * n;
+  if (!std::isfinite(norm1)) {
+    std::fill(y, y + nn, T(std::numeric_limits<R>::quiet_NaN()));
+    return;
+  }
+  const int s = norm1 > theta13 ? int(std::ceil(std::log2(norm1 / theta13))) : 0;
+  const R scale = std::ldexp(R(1), -s);
+  std::vector<T> A(nn), A2(nn), A4(nn), A6(nn), U(nn), V(nn), t(nn);
+  for (int64_t i = 0; i < nn; ++i) A[i] = a[i] * scale;
+  mm(n, A.data(), A.data(), A2.data());
+  mm(n, A2.data(), A2.data(), A4.data());
+  mm(n, A4.data(), A2.data(), A6.data());
+  auto R_ = [](double x) { return R(x); };
+  // U = A [A6 (b13 A6 + b11 A4 + b9 A2) + b7 A6 + b5 A4 + b3 A2 + b1 I]
+  for (int64_t i = 0; i < nn; ++i) t[i] = R_(b[13]) * A6[i] + R_(b[11]) * A4[i] + R_(b[9]) * A2[i];
+  mm(n, A6.data(), t.data(), U.data());
+  for (int64_t i = 0; i < nn; ++i) U[i] += R_(b[7]) * A6[i] + R_(b[5]) * A4[i] + R_(b[3]) * A2[i];
+  for (int64_t i = 0; i < n; ++i) U[i * n + i] += R_(b[1]);
+  mm(n, A.data(), U.data(), t.data());
+  std::swap(U, t);
+  // V = A6 (b12 A6 + b10 A4 + b8 A2) + b6 A6 + b4 A4 + b2 A2 + b0 I
+  for (int64_t i = 0; i < nn; ++i) t[i] = R_(b[12]) * A6[i] + R_(b[10]) * A4[i] + R_(b[8]) * A2[i];
+  mm(n, A6.data(), t.data(), V.data());
+  for (int64_t i = 0; i < nn; ++i) V[i] += R_(b[6]) * A6[i] + R_(b[4]) * A4[i] + R_(b[2]) * A2[i];
+  for (int64_t i = 0; i < n; ++i) V[i * n + i] += R_(b[0]);
+  // (V - U) X = (V + U), column-major for LAPACK
+  std::vector<T> P(nn), Q(nn);
+  std::vector<int> ipiv(n);
+  to_cm(V.data(), n, n, P.data());
+  to_cm(U.data(), n, n, Q.data());
+  for (int64_t i = 0; i < nn; ++i) {
+    T v = P[i], u = Q[i];
+    P[i] = v - u, Q[i] = v + u;
+  }
+  lp::getrf<T>(int(n), int(n), P.data(), int(n), ipiv.data());
+  lp::getrs<T>('N', int(n), int(n), P.data(), int(n), ipiv.data(), Q.data(), int(n));
+  from_cm(Q.data(), n, n, A.data());
+  for (int k = 0; k < s; ++k) {
+    mm(n, A.data(), A.data(), t.data());
+    std::swap(A, t);
+  }
+  std::copy(A.begin(), A.end(), y);
+}
+
+void matrix_exp_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) {
+  const char* op = "linalg.matrix_exp";
+  Tensor A = contiguous_of(in[0]);
+  const int64_t n = A.size(-1), Bn = shape_numel(batch_shape(A, 2));
+  if (n == 0) return;
+  check_lapack_size(op, n, n);
+  visit_lapack(A.dtype(), op, [&]<class T>() {
+    const T* ap = static_cast<const T*>(A.data_ptr());
+    T* yp = static_cast<T*>(out[0].data_ptr());
+    parallel_for(Bn, batch_grain(n, n), [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) expm<T>(n, ap + b * n * n, yp + b * n * n);
+    });
+  });
+}
+KernelRegistrar k_matrix_exp{"linalg_matrix_exp", DeviceType::CPU, matrix_exp_kernel};
+
+// ---- least squares ---------------------------------------------------------------------------------------------
+void lstsq_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
+  const char* op = "linalg.lstsq";
+  Tensor A = contiguous_of(in[0]), Bm = contiguous_of(in[1]);
+  const std::string driver = std::holds_alternative<std::string>(a[1]) ? std::get<std::string>(a[1]) : "gelsy";
+  const int64_t m = A.size(-2), n = A.size(-1), k = Bm.size(-1), mn = std::min(m, n), ldb = std::max<int64_t>(
+      std::max(m, n), 1);
+  const Shape batch = broadcast_shapes(batch_shape(A, 2), batch_shape(Bm, 2), op);
+  const int64_t Bn = shape_numel(batch);
+  const bool has_rank = driver != "gels", has_sv = driver == "gelsd" || driver == "gelss";
+  check_lapack_size(op, ldb, std::max(n, k));
+  const Dtype rd = to_real(A.dtype());
+  Shape xs = batch, svs = batch;
+  xs.push_back(n), xs.push_back(k), svs.push_back(mn);
+  Tensor X = make_tensor(xs, A.dtype());
+  Tensor rank = make_tensor(has_rank ? batch : Shape{0}, kInt64);
+  Tensor sv = make_tensor(has_sv ? svs : Shape{0}, rd);
+  Tensor tail = make_tensor({Bn, k}, rd);  // the squared residuals, kept if every matrix had full rank
+  Tensor info = make_tensor(batch, kInt32);
+  int* ip = static_cast<int*>(info.data_ptr());
+  std::fill(ip, ip + info.numel(), 0);
+  const std::vector<int64_t> ao = matrix_offsets(A, batch), bo = matrix_offsets(Bm, batch);
+  bool full_rank = true;
+  visit_lapack(A.dtype(), op, [&]<class T>() {
+    using R = lp::Real<T>;
+    const T* ap = static_cast<const T*>(A.data_ptr());
+    const T* bp = static_cast<const T*>(Bm.data_ptr());
+    T* xp = static_cast<T*>(X.data_ptr());
+    int64_t* rp = has_rank ? static_cast<int64_t*>(rank.data_ptr()) : nullptr;
+    R* svp = has_sv ? static_cast<R*>(sv.data_ptr()) : nullptr;
+    R* tp = static_cast<R*>(tail.data_ptr());
+    const R rcond = std::holds_alternative<double>(a[0]) ? R(std::get<double>(a[0]))
+                                                          : std::numeric_limits<R>::epsilon() * R(std::max(m, n));
+    if (m == 0 || n == 0 || k == 0) {
+      std::fill(xp, xp + X.numel(), T(0));
+      if (rp) std::fill(rp, rp + rank.numel(), int64_t(0));
+      std::fill(tp, tp + tail.numel(), R(0));
+      full_rank = mn > 0 || n == 0;
+      return;
+    }
+    // the workspace, asked for once
+    int lw = 1, liw = 1, lrw = 1;
+    {
+      T wq{};
+      R rq{};
+      int iq = 0, rk = 0;
+      std::vector<T> qa(m * n), qb(ldb * k);
+      std::vector<R> qs(mn);
+      std::vector<int> qj(n);
+      std::vector<R> qrw(std::max<int64_t>({2 * n, 5 * mn, 1}));
+      if (driver == "gels") lp::gels<T>(int(m), int(n), int(k), qa.data(), int(m), qb.data(), int(ldb), &wq, -1);
+      else if (driver == "gelsy")
+        lp::gelsy<T>(int(m), int(n), int(k), qa.data(), int(m), qb.data(), int(ldb), qj.data(), rcond, &rk, &wq, -1, qrw.data());
+      else if (driver == "gelsd")
+        lp::gelsd<T>(int(m), int(n), int(k), qa.data(), int(m), qb.data(), int(ldb), qs.data(), rcond, &rk, &wq, -1, qrw.data(),
+                     &iq);
+      else lp::gelss<T>(int(m), int(n), int(k), qa.data(), int(m), qb.data(), int(ldb), qs.data(), rcond, &rk, &wq, -1,
+                        qrw.data());
+      rq = qrw[0];
+      lw = std::max(1, lp::work_size(wq));
+      if (driver == "gelsd") liw = std::max(1, iq), lrw = std::max<int>(1, int(rq));
+      if (driver == "gelsy") lrw = int(2 * n);
+      if (driver == "gelss") lrw = int(5 * mn);
+    }
+    parallel_for(Bn, batch_grain(m, n), [&](int64_t b0, int64_t b1) {
+      std::vector<T> wa(m * n), wb(ldb * k), work(lw);
+      std::vector<R> s(mn), rwork(std::max(lrw, 1));
+      std::vector<int> iwork(liw), jpvt(n);
+      for (int64_t b = b0; b < b1; ++b) {
+        to_cm(ap + ao[b], m, n, wa.data());
+        std::fill(wb.begin(), wb.end(), T(0));
+        const T* src = bp + bo[b];
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < k; ++j) wb[j * ldb + i] = src[i * k + j];
+        int rk = int(mn);
+        if (driver == "gels") {
+          ip[b] = lp::gels<T>(int(m), int(n), int(k), wa.data(), int(m), wb.data(), int(ldb), work.data(), lw);
+        } else if (driver == "gelsy") {
+          std::fill(jpvt.begin(), jpvt.end(), 0);
+          ip[b] = lp::gelsy<T>(int(m), int(n), int(k), wa.data(), int(m), wb.data(), int(ldb), jpvt.data(), rcond, &rk,
+                               work.data(), lw, rwork.data());
+        } else if (driver == "gelsd") {
+          ip[b] = lp::gelsd<T>(int(m), int(n), int(k), wa.data(), int(m), wb.data(), int(ldb), s.data(), rcond, &rk,
+                               work.data(), lw, rwork.data(), iwork.data());
+        } else {
+          ip[b] = lp::gelss<T>(int(m), int(n), int(k), wa.data(), int(m), wb.data(), int(ldb), s.data(), rcond, &rk,
+                               work.data(), lw, rwork.data());
+        }
+        T* x = xp + b * n * k;
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < k; ++j) x[i * k + j] = wb[j * ldb + i];
+        if (rp) rp[b] = rk;
+        if (svp) std::copy(s.begin(), s.end(), svp + b * mn);
+        // rows n..m-1 of the returned B hold the residual's components (full rank, m > n)
+        for (int64_t j = 0; j < k; ++j) {
+          R acc = 0;
+          for (int64_t i = n; i < m; ++i) acc += std::norm(std::complex<R>(wb[j * ldb + i]));
+          tp[b * k + j] = acc;
+        }
+      }
+    });
+    if (rp)
+      for (int64_t b = 0; b < Bn; ++b) full_rank = full_rank && rp[b] == n;
+  });
+  raise_on_info(info, A.dim() > 2, op, [](int i) {
+    return "The least squares solution could not be computed because the input matrix does not have full rank "
+           "(error code: " + std::to_string(i) + ").";
+  });
+  // torch: residuals when m > n, every matrix has full rank, and the driver is not gelsy
+  const bool residuals = m > n && driver != "gelsy" && full_rank;
+  Shape rs = batch;
+  rs.push_back(k);
+  out = {X, residuals ? make_view(tail, rs, contiguous_strides(rs), 0) : make_tensor({0}, rd), rank, sv};
+}
+KernelRegistrar k_lstsq{"_linalg_lstsq", DeviceType::CPU, lstsq_kernel};
+
+}  // namespace
+}  // namespace kiln

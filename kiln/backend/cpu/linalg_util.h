@@ -1,0 +1,107 @@
+// What the CPU linear-algebra kernels share (linalg.cpp, linalg_decomp.cpp): the LAPACK dtype
+// switch, column-major scratch copies, the matrix offsets of a broadcast batch, the batch grain,
+// and torch's LinAlgError from LAPACK's info.
+#pragma once
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kiln/backend/cpu/lapack.h"
+#include "kiln/core/tensor.h"
+
+namespace kiln::cpu::linalg_util {
+
+namespace lp = cpu::lapack;
+
+template <class F>
+inline void visit_lapack(Dtype d, const char* op, F&& f) {
+  switch (d) {
+    case kFloat32: f.template operator()<float>(); break;
+    case kFloat64: f.template operator()<double>(); break;
+    case kComplex64: f.template operator()<complex64>(); break;
+    case kComplex128: f.template operator()<complex128>(); break;
+    default: KILN_FAIL(Runtime, op, "Low precision dtypes not supported. Got ", dtype_name(d));
+  }
+}
+
+template <class T>
+T cj(T x) {
+  if constexpr (lp::is_cplx<T>) return std::conj(x);
+  else return x;
+}
+
+// LAPACK takes 32-bit sizes.
+inline void check_lapack_size(const char* op, int64_t m, int64_t n) {
+  KILN_CHECK(m <= INT_MAX && n <= INT_MAX && m * n <= INT_MAX, Runtime, op, "a ", m, " by ", n,
+             " matrix is too large for LAPACK's 32-bit sizes");
+}
+
+// Batch elements per thread chunk: parallel over the batch only when each chunk has real work.
+inline int64_t batch_grain(int64_t m, int64_t n) {
+  int64_t k = std::min(m, n);
+  int64_t work = std::max<int64_t>(1, m * n * std::max<int64_t>(k, 1));
+  return std::max<int64_t>(1, (int64_t(1) << 16) / work);
+}
+
+// (R, C) row-major src -> column-major dst (leading dimension R), and back.
+template <class T>
+void to_cm(const T* src, int64_t R, int64_t C, T* dst) {
+  for (int64_t i = 0; i < R; ++i)
+    for (int64_t j = 0; j < C; ++j) dst[j * R + i] = src[i * C + j];
+}
+template <class T>
+void from_cm(const T* src, int64_t R, int64_t C, T* dst) {
+  for (int64_t i = 0; i < R; ++i)
+    for (int64_t j = 0; j < C; ++j) dst[i * C + j] = src[j * R + i];
+}
+
+// The element offset of every matrix of x (contiguous, (..., R, C)) for each index of `batch`,
+// which x's batch dimensions broadcast to.
+inline std::vector<int64_t> matrix_offsets(const Tensor& x, const Shape& batch) {
+  const int64_t mat = x.size(-1) * x.size(-2);
+  const int nb = static_cast<int>(batch.size()), xd = static_cast<int>(x.dim()) - 2;
+  std::vector<int64_t> st(nb, 0);
+  int64_t s = mat;
+  for (int i = xd - 1; i >= 0; --i) {
+    int j = nb - xd + i;
+    st[j] = x.sizes()[i] == 1 ? 0 : s;
+    s *= x.sizes()[i];
+  }
+  int64_t B = shape_numel(batch);
+  std::vector<int64_t> off(B);
+  std::vector<int64_t> idx(nb, 0);
+  int64_t o = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    off[b] = o;
+    for (int j = nb - 1; j >= 0; --j) {
+      if (++idx[j] < batch[j]) {
+        o += st[j];
+        break;
+      }
+      o -= st[j] * (batch[j] - 1);
+      idx[j] = 0;
+    }
+  }
+  return off;
+}
+
+inline Shape batch_shape(const Tensor& t, int trailing) { return Shape(t.sizes().begin(), t.sizes().end() - trailing); }
+
+// torch's error for the first failed batch element: "(Batch element k): " when the input is batched.
+template <class Msg>
+inline void raise_on_info(const Tensor& info, bool batched, const char* op, Msg&& msg, ErrorKind kind = ErrorKind::LinAlg) {
+  const int32_t* p = info.data_ptr<int32_t>();
+  for (int64_t b = 0; b < info.numel(); ++b) {
+    if (p[b] == 0) continue;
+    KILN_CHECK(p[b] > 0, Runtime, op, "LAPACK rejected argument ", -p[b], " (an internal error)");
+    std::string where = batched ? "(Batch element " + std::to_string(b) + "): " : "";
+    if (kind == ErrorKind::LinAlg) KILN_FAIL(LinAlg, op, where, msg(p[b]));
+    KILN_FAIL(Runtime, op, where, msg(p[b]));
+  }
+}
+
+}  // namespace kiln::cpu::linalg_util
