@@ -104,6 +104,8 @@ def build_cases(quick):
                       make_setup([(1,), (1,)], "f32", kiln.add, torch.add)))
     from train_cases import train_cases
     cases += train_cases(Case, quick)
+    from linalg_cases import linalg_cases
+    cases += linalg_cases(Case, quick)
     return cases
 
 

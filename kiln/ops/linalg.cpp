@@ -1,6 +1,6 @@
 // Linear algebra: the LU family, solves, inverse, determinants and Cholesky (torch.linalg and the
 // top-level functions; linalg.h). Table ops carry torch's internal names and schemas
-// (`linalg_lu_factor_ex`, `_linalg_det`, `_linalg_solve_ex`, ...), so export names them as torch
+// (`linalg_lu_factor_ex`, `linalg_det`, `linalg_solve_ex`, `_linalg_slogdet`, ...), so export names them as torch
 // does; the public functions are composites of them. Metas here (every check a kernel relies on),
 // derivatives in linalg_grad.cpp, CPU kernels (LAPACK, and our own for tiny matrices) in
 // backend/cpu/linalg.cpp.
@@ -94,23 +94,37 @@ OpRegistrar reg_lu_unpack{op_lu_unpack,
                           kFunctionVariant};
 
 // ---- solve, inverse, determinants --------------------------------------------------------------------------
+// B is a vector (or a batch of vectors) when torch's rule says so: B.dim() == 1, or B has A's shape
+// without its last dimension.
+bool vector_case(const TensorSpec& A, const TensorSpec& B) {
+  if (B.dim() == 1) return true;
+  if (B.dim() != A.dim() - 1) return false;
+  return SymShape(A.sizes().begin(), A.sizes().end() - 1) == B.sizes();
+}
+
+// linalg_solve_ex(A, B, left, check_errors) -> (result, info). Unlike torch's internal
+// _linalg_solve_ex it returns no LU factors (decision 25: tiny batched solves never write them; the
+// derivative solves with A^H instead).
 SpecList solve_ex_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   const char* op = "linalg.solve";
   const TensorSpec &A = in[0], &B = in[1];
   check_input(A, op);
   check_same_dtype(op, A, B);
-  SymShape x = solve_shape(op, A, B, attr<bool>(a, 0));
-  SymShape b = batch_of(A);  // A is factored once per matrix of its own: LU, pivots and info have its batch
-  SymInt n = A.size(-1);
-  return {{x, A.dtype(), A.device()},
-          {with_tail(b, {n, n}), A.dtype(), A.device()},
-          {with_tail(b, {n}), kInt32, A.device()},
-          {b, kInt32, A.device()}};
+  const bool left = attr<bool>(a, 0);
+  if (vector_case(A, B)) {
+    SymShape bs = B.sizes();
+    bs.insert(bs.end() - (left ? 0 : 1), SymInt(1));
+    SymShape x = solve_shape(op, A, {bs, B.dtype(), B.device()}, left);
+    x.erase(x.end() - (left ? 1 : 2));
+    return {{x, A.dtype(), A.device()}, {batch_of(A), kInt32, A.device()}};
+  }
+  return {{solve_shape(op, A, B, left), A.dtype(), A.device()}, {batch_of(A), kInt32, A.device()}};
 }
-OpDef op_solve_ex{"_linalg_solve_ex", 0, solve_ex_meta, {}};
+OpDef op_solve_ex{"linalg_solve_ex", 0, solve_ex_meta, {}};
 OpRegistrar reg_solve_ex{op_solve_ex,
-                         "_linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False) -> "
-                         "(Tensor result, Tensor LU, Tensor pivots, Tensor info)"};
+                         "linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False) -> "
+                         "(Tensor result, Tensor info)",
+                         kFunctionVariant};
 
 SpecList inv_ex_meta(const OpDef&, const SpecList& in, const Attrs&) {
   const TensorSpec& A = in[0];
@@ -122,14 +136,15 @@ OpRegistrar reg_inv_ex{op_inv_ex,
                        "linalg_inv_ex(Tensor A, *, bool check_errors=False) -> (Tensor inverse, Tensor info)",
                        kFunctionVariant};
 
+// linalg_det(A): torch's public op; its internal _linalg_det also returns the LU factors, which no
+// kiln derivative needs (decision 25).
 SpecList det_meta(const OpDef&, const SpecList& in, const Attrs&) {
   const TensorSpec& A = in[0];
   check_input(A, "linalg.det");
-  SymShape b = batch_of(A);
-  return {{b, A.dtype(), A.device()}, {A.sizes(), A.dtype(), A.device()}, {with_tail(b, {A.size(-1)}), kInt32, A.device()}};
+  return {{batch_of(A), A.dtype(), A.device()}};
 }
-OpDef op_det{"_linalg_det", 0, det_meta, {}};
-OpRegistrar reg_det{op_det, "_linalg_det(Tensor A) -> (Tensor result, Tensor LU, Tensor pivots)"};
+OpDef op_det{"linalg_det", 0, det_meta, {}};
+OpRegistrar reg_det{op_det, "linalg_det(Tensor A) -> Tensor", kFunctionVariant};
 
 SpecList slogdet_meta(const OpDef&, const SpecList& in, const Attrs&) {
   const TensorSpec& A = in[0];
@@ -218,20 +233,8 @@ Tensor lu_solve(const Tensor& LU, const Tensor& pivots, const Tensor& B, bool le
   return dispatch1(op_lu_solve, {LU, pivots, B}, {left, adjoint});
 }
 
-// B is a vector (or a batch of vectors) when torch's rule says so: B.dim() == 1, or B has A's shape
-// without its last dimension.
-static bool vector_case(const Tensor& A, const Tensor& B) {
-  if (B.dim() == 1) return true;
-  if (B.dim() != A.dim() - 1) return false;
-  SymShape a = A.sym_sizes(), b = B.sym_sizes();
-  return SymShape(a.begin(), a.end() - 1) == b;
-}
-
 std::tuple<Tensor, Tensor> solve_ex(const Tensor& A, const Tensor& B, bool left, bool check_errors) {
-  KILN_CHECK(A.dim() >= 2, Runtime, "linalg.solve", "The input tensor A must have at least 2 dimensions.");
-  const bool vec = vector_case(A, B);
-  TensorList r = dispatch(op_solve_ex, {A, vec ? unsqueeze(B, -1) : B}, {left, check_errors});
-  return {vec ? squeeze(r[0], Shape{-1}) : r[0], r[3]};
+  return tuple_of<2>(dispatch(op_solve_ex, {A, B}, {left, check_errors}));
 }
 Tensor solve(const Tensor& A, const Tensor& B, bool left) { return std::get<0>(solve_ex(A, B, left, true)); }
 Tensor solve_triangular(const Tensor& A, const Tensor& B, bool upper, bool left, bool unitriangular) {
@@ -242,7 +245,7 @@ std::tuple<Tensor, Tensor> inv_ex(const Tensor& A, bool check_errors) {
   return tuple_of<2>(dispatch(op_inv_ex, {A}, {check_errors}));
 }
 Tensor inv(const Tensor& A) { return std::get<0>(inv_ex(A, true)); }
-Tensor det(const Tensor& A) { return dispatch(op_det, {A})[0]; }
+Tensor det(const Tensor& A) { return dispatch1(op_det, {A}); }
 std::tuple<Tensor, Tensor> slogdet(const Tensor& A) { return tuple_of<2>(dispatch(op_slogdet, {A})); }
 
 std::tuple<Tensor, Tensor> cholesky_ex(const Tensor& A, bool upper, bool check_errors) {
@@ -301,13 +304,6 @@ TensorList c_lu_fn(const TensorList& in, const Attrs& a) {
 }
 Composite c_lu{"linalg_lu(Tensor A, *, bool pivot=True) -> (Tensor P, Tensor L, Tensor U)", c_lu_fn,
                kFunctionVariant};
-TensorList c_solve_ex_fn(const TensorList& in, const Attrs& a) {
-  auto [X, info] = linalg::solve_ex(in[0], in[1], attr<bool>(a, 0), attr<bool>(a, 1));
-  return {X, info};
-}
-Composite c_solve_ex{"linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False) -> "
-                     "(Tensor result, Tensor info)",
-                     c_solve_ex_fn, kFunctionVariant};
 TensorList c_solve_fn(const TensorList& in, const Attrs& a) { return {linalg::solve(in[0], in[1], attr<bool>(a, 0))}; }
 Composite c_solve{"linalg_solve(Tensor A, Tensor B, *, bool left=True) -> Tensor", c_solve_fn, kFunctionVariant};
 
@@ -315,7 +311,6 @@ TensorList c_inv_fn(const TensorList& in, const Attrs&) { return {linalg::inv(in
 Composite c_inv{"linalg_inv(Tensor A) -> Tensor", c_inv_fn, kFunctionVariant};
 Composite c_inverse{"inverse(Tensor self) -> Tensor", c_inv_fn, kFunctionAndMethod};
 TensorList c_det_fn(const TensorList& in, const Attrs&) { return {linalg::det(in[0])}; }
-Composite c_linalg_det{"linalg_det(Tensor A) -> Tensor", c_det_fn, kFunctionVariant};
 Composite c_det{"det(Tensor self) -> Tensor", c_det_fn, kFunctionAndMethod};
 TensorList c_slogdet_fn(const TensorList& in, const Attrs&) {
   auto [s, l] = linalg::slogdet(in[0]);

@@ -97,17 +97,21 @@ TensorList lu_unpack_grad(G c, GL go) {
 }
 DerivativeByName d_lu_unpack{"lu_unpack", lu_unpack_grad, 0, 0};
 
-// _linalg_solve_ex(A, B, left): X = A^-1 B (left) or B A^-1. Outputs X, LU, pivots, info. Under
-// create_graph the solve goes through A itself, so that its own derivative is right.
+// linalg_solve_ex(A, B, left): X = A^-1 B (left) or B A^-1; B may be a vector (the front's rule).
+// gB solves with A^H (differentiable, so double backward holds); gA = -gB X^H or -X^H gB.
 TensorList solve_ex_grad(G c, GL go) {
-  const Tensor &A = c.in[0], &X = c.out[0], &LU = c.out[1], &piv = c.out[2];
+  const Tensor &A = c.in[0], &X = c.out[0];
   const bool left = attr<bool>(c.attrs, 0);
-  Tensor gB = grad_mode_enabled() ? linalg::solve(mH(A), go[0], left) : linalg::lu_solve(LU, piv, go[0], left, true);
+  const bool vec = X.dim() < A.dim();  // only a vector right-hand side loses a dimension
+  Tensor g = vec ? unsqueeze(go[0], left ? -1 : -2) : go[0];
+  Tensor Xm = vec ? unsqueeze(X, left ? -1 : -2) : X;
+  Tensor gB = linalg::solve(mH(A), g, left);
   Tensor gA;
-  if (c.needs[0]) gA = neg(left ? matmul(gB, mH(X)) : matmul(mH(X), gB));
+  if (c.needs[0]) gA = neg(left ? matmul(gB, mH(Xm)) : matmul(mH(Xm), gB));
+  if (vec) gB = squeeze(gB, Shape{left ? -1 : -2});
   return {gA, c.needs[1] ? gB : Tensor()};
 }
-DerivativeByName d_solve_ex{"_linalg_solve_ex", solve_ex_grad, 0b01, 0b0111};
+DerivativeByName d_solve_ex{"linalg_solve_ex", solve_ex_grad, 0b01, 0b01};
 
 // inv_ex: d(A^-1) = -A^-1 dA A^-1, so gA = -A^-H g A^-H.
 TensorList inv_ex_grad(G c, GL go) {
@@ -124,7 +128,7 @@ TensorList det_grad(G c, GL go) {
   const Tensor &A = c.in[0], &d = c.out[0];
   return {mul(as_matrix_coef(mul(go[0], cj(d))), mH(inv_of(A)))};
 }
-DerivativeByName d_det{"_linalg_det", det_grad, 0b1, 0b1};
+DerivativeByName d_det{"linalg_det", det_grad, 0b1, 0b1};
 
 // slogdet: d logabsdet = Re tr(A^-1 dA); for complex A, d sign = i sign Im tr(A^-1 dA). So
 // gA = (g_logabsdet - i Im(conj(g_sign) sign)) A^-H.
@@ -204,6 +208,17 @@ Tensor zero_diagonal(const Tensor& X) {
 }
 Tensor real_part(const Tensor& x) { return x.is_complex() ? real(x) : x; }
 
+// Complex singular / eigen vectors are defined up to a phase per column; a loss that depends on it
+// has no gradient (torch's check): the imaginary part `im` must vanish (within 1e-2). Data is read,
+// so a trace on meta tensors skips the check.
+void check_gauge(const Tensor& im, const char* op, const char* what) {
+  if (im.is_meta() || im.numel() == 0) return;
+  const double worst = amax(abs(im)).to(kFloat64).item<double>();
+  KILN_CHECK(worst <= 1e-2, Runtime, op, op, ": The ", what, " in the complex case are specified up to "
+             "multiplication by e^{i phi}. The specified loss function depends on this phase term, making it "
+             "ill-defined.");
+}
+
 // linalg_qr(A, mode): A = Q R. With M = gR R^H - Q^H gQ, for m >= n
 // gA = (gQ + Q copyltu(M)) R^-H, copyltu(M) = triu(M, 1) + triu(M, 1)^H + Re diag(M). A wide A = Q [R1 R2]
 // is the square case of A1 = Q R1 with gQ + A2 gR2^H, and gA2 = Q gR2.
@@ -238,7 +253,10 @@ TensorList eigh_grad(G c, GL go) {
   KILN_CHECK(V.dim() >= 2, Runtime, "linalg.eigvalsh", "the derivative needs the eigenvectors, which this call did "
              "not compute");
   Tensor inner = diag_embed(go[0]);
-  if (go[1].dim() >= 2) inner = add(zero_diagonal(div(matmul(mH(V), go[1]), pair_differences(L))), inner);
+  if (go[1].dim() >= 2) {
+    Tensor VhgV = matmul(mH(V), go[1]);
+    inner = add(zero_diagonal(div(VhgV, pair_differences(L))), inner);
+  }
   Tensor gA = matmul(V, matmul(inner, mH(V)));
   return {mul(add(gA, mH(gA)), Scalar(0.5))};  // A is Hermitian: its gradient is too, as torch's
 }
@@ -250,6 +268,7 @@ TensorList eig_grad(G c, GL go) {
   const Tensor &L = c.out[0], &V = c.out[1];
   Tensor VH = mH(V);
   Tensor W = matmul(VH, go[1]);
+  check_gauge(imag(diagonal(W, 0, -2, -1)), "linalg_eig_backward", "eigenvectors");
   Tensor re = real(diagonal(W, 0, -2, -1));
   Tensor inner = sub(W, mul(matmul(VH, V), unsqueeze(re, -2)));
   inner = zero_diagonal(div(inner, conj(pair_differences(L))));
@@ -274,6 +293,8 @@ TensorList svd_grad(G c, GL go) {
   if (Vh.size(-2) != k) Vh = narrow(Vh, -2, 0, k), gVh = narrow(gVh, -2, 0, k);
   Tensor UH = mH(U), V = mH(Vh);
   Tensor UhgU = matmul(UH, gU), VhgV = matmul(Vh, mH(gVh));
+  if (U.is_complex())
+    check_gauge(imag(add(diagonal(UhgU, 0, -2, -1), diagonal(VhgV, 0, -2, -1))), "svd_backward", "singular vectors");
   Tensor E = pair_differences(mul(S, S));
   Tensor core = div(add(mul(sub(UhgU, mH(UhgU)), unsqueeze(S, -2)), mul(unsqueeze(S, -1), sub(VhgV, mH(VhgV)))), E);
   core = add(zero_diagonal(core), diag_embed(gS));

@@ -167,16 +167,16 @@ def _e(name, gen, covers, grad=True, **kw):
 
 
 LINALG_OPS = [
-    _e("linalg.det", _square_samples, ("_linalg_det",), method=False, gradcheck=True),
-    _e("det", _square_samples, ("_linalg_det",)),
+    _e("linalg.det", _square_samples, ("linalg_det",), method=False, gradcheck=True),
+    _e("det", _square_samples, ("linalg_det",)),
     _e("linalg.slogdet", _square_samples, ("_linalg_slogdet",), method=False),
     _e("slogdet", _square_samples, ("_linalg_slogdet",)),
     _e("logdet", _logdet_samples, ("_linalg_slogdet",)),
     _e("linalg.inv", _square_samples, ("linalg_inv_ex",), method=False, gradcheck=True),
     _e("linalg.inv_ex", _square_samples, ("linalg_inv_ex",), method=False),
     _e("inverse", _square_samples, ("linalg_inv_ex",)),
-    _e("linalg.solve", _solve_samples, ("_linalg_solve_ex",), method=False, gradcheck=True),
-    _e("linalg.solve_ex", _solve_samples, ("_linalg_solve_ex",), method=False),
+    _e("linalg.solve", _solve_samples, ("linalg_solve_ex",), method=False, gradcheck=True),
+    _e("linalg.solve_ex", _solve_samples, ("linalg_solve_ex",), method=False),
     _e("linalg.lu_factor", _lu_factor_samples, ("linalg_lu_factor_ex",), method=False),
     _e("linalg.lu_factor_ex", _lu_factor_samples, ("linalg_lu_factor_ex",), method=False),
     _e("linalg.lu", _lu_factor_samples, ("linalg_lu_factor_ex", "lu_unpack"), method=False),
@@ -418,5 +418,5 @@ LINALG_OPS += [
     _e("linalg.multi_dot", _multi_dot_samples, ("bmm",), method=False),
     _e("linalg.vander", _vander_samples, ("cumprod", "cat"), method=False),
     _e("linalg.tensorinv", _tensorinv_samples, ("linalg_inv_ex",), method=False),
-    _e("linalg.tensorsolve", _tensorsolve_samples, ("_linalg_solve_ex",), method=False),
+    _e("linalg.tensorsolve", _tensorsolve_samples, ("linalg_solve_ex",), method=False),
 ]

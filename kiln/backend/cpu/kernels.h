@@ -84,6 +84,14 @@ using LayerNormBackwardFn = void (*)(const LayerNormBackwardArgs&, int64_t r0, i
 using OptimUpdateFn = void (*)(optim::detail::Algo, const optim::detail::Hyper&, const optim::detail::Segment&,
                                int64_t b, int64_t e);
 
+// Tiny matrices (n <= 8) across a batch (kernels_linalg.cpp): for `count` contiguous n x n matrices a,
+// their LU with partial pivoting (LAPACK's factors and pivots, row-major, into lu / piv where not
+// null) and getrf's info; the determinant into det, the inverse into inv and the solution of
+// A X = B for the n x k blocks b into x, each where not null.
+template <class T>
+using TinyLinalgFn = void (*)(int64_t n, int64_t count, const T* a, T* lu, int32_t* piv, int32_t* info, T* det,
+                              T* inv, const T* b, T* x, int64_t k);
+
 struct KernelTable {
   const char* isa = "";
   InnerLoop unary[static_cast<int>(UnaryOp::Count)][kNumDtypes] = {};
@@ -98,6 +106,8 @@ struct KernelTable {
   LayerNormFn layer_norm[kNumDtypes] = {};  // float32, float64
   LayerNormBackwardFn layer_norm_backward[kNumDtypes] = {};
   OptimUpdateFn optim_update[kNumDtypes] = {};
+  TinyLinalgFn<float> tiny_linalg_f32 = nullptr;
+  TinyLinalgFn<double> tiny_linalg_f64 = nullptr;
   // The recurrent steps (kernels_rnn.cpp, rnn_step.h); the fused LSTM steps are null on base.
   rnn::RnnStepFns<float> rnn_f32;
   rnn::RnnStepFns<double> rnn_f64;

@@ -5,8 +5,6 @@
 // the threads (LAPACK runs single-threaded inside them); a large single matrix gets OpenBLAS's own
 // threads. Failures are reported per batch element as LAPACK's info; the kernels raise torch's
 // LinAlgError from it after the loop, when the call asks (check_errors).
-#include "kiln/backend/cpu/lapack.h"
-
 #include <cblas.h>
 
 #include <algorithm>
@@ -15,102 +13,49 @@
 #include <vector>
 
 #include "kiln/backend/cpu/kernels.h"
+#include "kiln/backend/cpu/linalg_tiny.h"
+#include "kiln/backend/cpu/linalg_util.h"
 #include "kiln/backend/cpu/parallel.h"
 #include "kiln/dispatch/op.h"
+#include "kiln/ops/ops.h"
 
 namespace kiln {
 namespace {
 
-namespace lp = cpu::lapack;
+using namespace cpu::linalg_util;
 using cpu::contiguous_of;
 using cpu::parallel_for;
 
-template <class F>
-void visit_lapack(Dtype d, const char* op, F&& f) {
-  switch (d) {
-    case kFloat32: f.template operator()<float>(); break;
-    case kFloat64: f.template operator()<double>(); break;
-    case kComplex64: f.template operator()<complex64>(); break;
-    case kComplex128: f.template operator()<complex128>(); break;
-    default: KILN_FAIL(Runtime, op, "Low precision dtypes not supported. Got ", dtype_name(d));
-  }
-}
-
+// Tiny matrices (n <= 8), `count` contiguous ones from a: the vectorised table kernel for float and
+// double (kernels_linalg.cpp), the scalar one (linalg_tiny.h) for complex; spread over the threads.
+// Outputs as cpu::TinyLinalgFn's; pointers that are null are not computed.
 template <class T>
-T cj(T x) {
-  if constexpr (lp::is_cplx<T>) return std::conj(x);
-  else return x;
-}
-
-// LAPACK takes 32-bit sizes.
-void check_lapack_size(const char* op, int64_t m, int64_t n) {
-  KILN_CHECK(m <= INT_MAX && n <= INT_MAX && m * n <= INT_MAX, Runtime, op, "a ", m, " by ", n,
-             " matrix is too large for LAPACK's 32-bit sizes");
-}
-
-// Batch elements per thread chunk: parallel over the batch only when each chunk has real work.
-int64_t batch_grain(int64_t m, int64_t n) {
-  int64_t k = std::min(m, n);
-  int64_t work = std::max<int64_t>(1, m * n * std::max<int64_t>(k, 1));
-  return std::max<int64_t>(1, (int64_t(1) << 16) / work);
-}
-
-// (R, C) row-major src -> column-major dst (leading dimension R), and back.
-template <class T>
-void to_cm(const T* src, int64_t R, int64_t C, T* dst) {
-  for (int64_t i = 0; i < R; ++i)
-    for (int64_t j = 0; j < C; ++j) dst[j * R + i] = src[i * C + j];
-}
-template <class T>
-void from_cm(const T* src, int64_t R, int64_t C, T* dst) {
-  for (int64_t i = 0; i < R; ++i)
-    for (int64_t j = 0; j < C; ++j) dst[i * C + j] = src[j * R + i];
-}
-
-// The element offset of every matrix of x (contiguous, (..., R, C)) for each index of `batch`,
-// which x's batch dimensions broadcast to.
-std::vector<int64_t> matrix_offsets(const Tensor& x, const Shape& batch) {
-  const int64_t mat = x.size(-1) * x.size(-2);
-  const int nb = static_cast<int>(batch.size()), xd = static_cast<int>(x.dim()) - 2;
-  std::vector<int64_t> st(nb, 0);
-  int64_t s = mat;
-  for (int i = xd - 1; i >= 0; --i) {
-    int j = nb - xd + i;
-    st[j] = x.sizes()[i] == 1 ? 0 : s;
-    s *= x.sizes()[i];
-  }
-  int64_t B = shape_numel(batch);
-  std::vector<int64_t> off(B);
-  std::vector<int64_t> idx(nb, 0);
-  int64_t o = 0;
-  for (int64_t b = 0; b < B; ++b) {
-    off[b] = o;
-    for (int j = nb - 1; j >= 0; --j) {
-      if (++idx[j] < batch[j]) {
-        o += st[j];
-        break;
-      }
-      o -= st[j] * (batch[j] - 1);
-      idx[j] = 0;
+void tiny_run(int64_t n, int64_t count, const T* a, T* lu, int* piv, int* info, T* det, T* inv, const T* b, T* x,
+              int64_t k) {
+  const int64_t M = n * n;
+  parallel_for(count, batch_grain(n, n + k), [&](int64_t b0, int64_t b1) {
+    const int64_t c = b1 - b0;
+    T* lu_ = lu ? lu + b0 * M : nullptr;
+    int* piv_ = piv ? piv + b0 * n : nullptr;
+    T* det_ = det ? det + b0 : nullptr;
+    T* inv_ = inv ? inv + b0 * M : nullptr;
+    const T* b_ = b ? b + b0 * n * k : nullptr;
+    T* x_ = x ? x + b0 * n * k : nullptr;
+    if constexpr (std::is_same_v<T, float>) {
+      cpu::cpu_kernels().tiny_linalg_f32(n, c, a + b0 * M, lu_, piv_, info + b0, det_, inv_, b_, x_, k);
+    } else if constexpr (std::is_same_v<T, double>) {
+      cpu::cpu_kernels().tiny_linalg_f64(n, c, a + b0 * M, lu_, piv_, info + b0, det_, inv_, b_, x_, k);
+    } else {
+      cpu::tiny::with_n(n, [&]<int N>() {
+        for (int64_t m = 0; m < c; ++m)
+          cpu::tiny::one<T, N>(a + (b0 + m) * M, lu_ ? lu_ + m * M : nullptr, piv_ ? piv_ + m * n : nullptr,
+                               info + b0 + m, det_ ? det_ + m : nullptr, inv_ ? inv_ + m * M : nullptr,
+                               b_ ? b_ + m * n * k : nullptr, x_ ? x_ + m * n * k : nullptr, k);
+      });
     }
-  }
-  return off;
+  });
 }
-
-Shape batch_shape(const Tensor& t, int trailing) { return Shape(t.sizes().begin(), t.sizes().end() - trailing); }
-
-// torch's error for the first failed batch element: "(Batch element k): " when the input is batched.
-template <class Msg>
-void raise_on_info(const Tensor& info, bool batched, const char* op, Msg&& msg, ErrorKind kind = ErrorKind::LinAlg) {
-  const int32_t* p = info.data_ptr<int32_t>();
-  for (int64_t b = 0; b < info.numel(); ++b) {
-    if (p[b] == 0) continue;
-    KILN_CHECK(p[b] > 0, Runtime, op, "LAPACK rejected argument ", -p[b], " (an internal error)");
-    std::string where = batched ? "(Batch element " + std::to_string(b) + "): " : "";
-    if (kind == ErrorKind::LinAlg) KILN_FAIL(LinAlg, op, where, msg(p[b]));
-    KILN_FAIL(Runtime, op, where, msg(p[b]));
-  }
-}
+bool is_tiny(int64_t n) { return n >= 1 && n <= cpu::tiny::kMaxN; }
 
 // ---- LU -------------------------------------------------------------------------------------------------
 void lu_factor_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
@@ -124,6 +69,10 @@ void lu_factor_kernel(const OpDef&, const TensorList& in, const Attrs& a, Tensor
     T* lu = static_cast<T*>(LU.data_ptr());
     int* pp = static_cast<int*>(piv.data_ptr());
     int* ip = static_cast<int*>(info.data_ptr());
+    if (m == n && is_tiny(n)) {  // tiny matrices: our own kernels
+      tiny_run<T>(n, B, ap, lu, pp, ip, nullptr, nullptr, nullptr, nullptr, 0);
+      return;
+    }
     parallel_for(B, batch_grain(m, n), [&](int64_t b0, int64_t b1) {
       std::vector<T> w(m * n);
       for (int64_t b = b0; b < b1; ++b) {
@@ -234,42 +183,69 @@ KernelRegistrar k_lu_unpack{"lu_unpack", DeviceType::CPU, lu_unpack_kernel};
 // ---- solve, inverse, determinants --------------------------------------------------------------------------
 void solve_ex_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
   const char* op = "linalg.solve";
-  Tensor A = contiguous_of(in[0]), Bm = contiguous_of(in[1]);
-  Tensor &X = out[0], &LU = out[1], &piv = out[2], &info = out[3];
   const bool left = attr<bool>(a, 0);
-  const int64_t n = A.size(-1), r = X.size(-2), c = X.size(-1), k = left ? c : r;
+  Tensor A = contiguous_of(in[0]), Bm = contiguous_of(in[1]);
+  Tensor &X = out[0], &info = out[1];
+  if (X.dim() < A.dim()) {  // a vector right-hand side: the same memory as an (n, 1) or (1, n) matrix
+    Shape s = Bm.sizes();
+    s.insert(s.end() - (left ? 0 : 1), 1);
+    Bm = make_view(Bm, s, contiguous_strides(s), 0);
+  }
+  const int64_t n = A.size(-1), r = left ? n : Bm.size(-2), c = left ? Bm.size(-1) : n, k = left ? c : r;
   check_lapack_size(op, n, std::max(n, k));
-  const Shape batch = batch_shape(X, 2);
-  const std::vector<int64_t> ao = matrix_offsets(A, batch), bo = matrix_offsets(Bm, batch);
+  Shape batch = broadcast_shapes(batch_shape(A, 2), batch_shape(Bm, 2), op);
   const int64_t nA = info.numel(), Bn = shape_numel(batch);
+  // no broadcasting: matrix b of A and of B is simply the b-th (a tiny batch then takes one pass)
+  const bool plain = batch_shape(A, 2) == batch && batch_shape(Bm, 2) == batch;
+  std::vector<int64_t> ao, bo;
+  if (!plain) ao = matrix_offsets(A, batch), bo = matrix_offsets(Bm, batch);
   visit_lapack(A.dtype(), op, [&]<class T>() {
     const T* ap = static_cast<const T*>(A.data_ptr());
     const T* bp = static_cast<const T*>(Bm.data_ptr());
     T* xp = static_cast<T*>(X.data_ptr());
-    T* lu = static_cast<T*>(LU.data_ptr());
-    int* pp = static_cast<int*>(piv.data_ptr());
     int* ip = static_cast<int*>(info.data_ptr());
+    std::fill(ip, ip + nA, 0);
+    if (left && is_tiny(n) && plain) {  // tiny matrices: our own kernels, one pass, no factors kept
+      tiny_run<T>(n, Bn, ap, nullptr, nullptr, ip, nullptr, nullptr, bp, xp, k);
+      return;
+    }
+    auto a_off = [&](int64_t b) { return plain ? b * n * n : ao[b]; };
+    auto b_off = [&](int64_t b) { return plain ? b * n * k : bo[b]; };
+    std::vector<int> piv(nA * n);
+    if (left && is_tiny(n)) {
+      std::vector<T> lu(nA * n * n);
+      tiny_run<T>(n, nA, ap, lu.data(), piv.data(), ip, nullptr, nullptr, nullptr, nullptr, 0);
+      cpu::tiny::with_n(n, [&]<int N>() {
+        parallel_for(Bn, batch_grain(N, N + k), [&](int64_t b0, int64_t b1) {
+          for (int64_t b = b0; b < b1; ++b) {
+            const int64_t ia = a_off(b) / (N * N);
+            T* dst = xp + b * r * c;
+            std::copy(bp + b_off(b), bp + b_off(b) + N * k, dst);
+            cpu::tiny::lu_solve<T, N>(lu.data() + ia * N * N, piv.data() + ia * N, dst, k, k);
+          }
+        });
+      });
+      return;
+    }
     // each matrix of A is factored once (column-major factors kept for the solves), then every
     // matrix of the broadcast batch is solved with its A's factors
     std::vector<T> fac(nA * n * n);
     parallel_for(nA, batch_grain(n, n), [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) {
-        ip[b] = 0;
         if (n == 0) continue;
         T* w = fac.data() + b * n * n;
         to_cm(ap + b * n * n, n, n, w);
-        ip[b] = lp::getrf<T>(int(n), int(n), w, int(n), pp + b * n);
-        from_cm(w, n, n, lu + b * n * n);
+        ip[b] = lp::getrf<T>(int(n), int(n), w, int(n), piv.data() + b * n);
       }
     });
     if (n == 0 || k == 0) return;
     parallel_for(Bn, batch_grain(n, k), [&](int64_t b0, int64_t b1) {
       std::vector<T> wb(n * k);
       for (int64_t b = b0; b < b1; ++b) {
-        const int64_t ia = ao[b] / (n * n);
+        const int64_t ia = a_off(b) / (n * n);
         const T* w = fac.data() + ia * n * n;
-        const int* p = pp + ia * n;
-        const T* src = bp + bo[b];
+        const int* p = piv.data() + ia * n;
+        const T* src = bp + b_off(b);
         T* dst = xp + b * r * c;
         if (left) {
           to_cm(src, n, k, wb.data());
@@ -287,7 +263,7 @@ void solve_ex_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorL
     raise_on_info(info, A.dim() > 2, op,
                   [](int) { return std::string("The solver failed because the input matrix is singular."); });
 }
-KernelRegistrar k_solve_ex{"_linalg_solve_ex", DeviceType::CPU, solve_ex_kernel};
+KernelRegistrar k_solve_ex{"linalg_solve_ex", DeviceType::CPU, solve_ex_kernel};
 
 void inv_ex_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
   const char* op = "linalg.inv";
@@ -299,12 +275,18 @@ void inv_ex_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorLis
     const T* ap = static_cast<const T*>(A.data_ptr());
     T* yp = static_cast<T*>(Y.data_ptr());
     int* ip = static_cast<int*>(info.data_ptr());
+    if (is_tiny(n)) {  // tiny matrices: our own kernels
+      tiny_run<T>(n, Bn, ap, nullptr, nullptr, ip, nullptr, yp, nullptr, nullptr, 0);
+      return;
+    }
     // A's row-major memory is A^T column-major, and inv(A^T) column-major is inv(A) row-major: no
     // transposes. getri's workspace is asked for once.
     int lwork = 1;
     if (n > 0) {
       T q{};
-      lp::getri<T>(int(n), nullptr, int(n), nullptr, &q, -1);
+      std::vector<T> qa(n * n);
+      std::vector<int> qp(n);
+      lp::getri<T>(int(n), qa.data(), int(n), qp.data(), &q, -1);
       lwork = std::max<int>(1, lp::work_size(q));
     }
     parallel_for(Bn, batch_grain(n, n), [&](int64_t b0, int64_t b1) {
@@ -331,12 +313,22 @@ KernelRegistrar k_inv_ex{"linalg_inv_ex", DeviceType::CPU, inv_ex_kernel};
 // LU of every matrix of A into LU / piv (row-major); calls f(b, diagonal of U as column-major w,
 // number of row swaps) for each batch element.
 template <class T, class F>
-void lu_each(const char* op, const Tensor& A, Tensor& LU, Tensor& piv, F&& f) {
+void lu_each(const char* op, const Tensor& A, T* lu, int* pp, F&& fn) {
   const int64_t n = A.size(-1), Bn = shape_numel(batch_shape(A, 2));
   check_lapack_size(op, n, n);
   const T* ap = static_cast<const T*>(A.data_ptr());
-  T* lu = static_cast<T*>(LU.data_ptr());
-  int* pp = static_cast<int*>(piv.data_ptr());
+  if (is_tiny(n)) {  // tiny matrices: our own kernels; U's diagonal is where the column-major one's is
+    std::vector<int> info(Bn);
+    tiny_run<T>(n, Bn, ap, lu, pp, info.data(), nullptr, nullptr, nullptr, nullptr, 0);
+    parallel_for(Bn, batch_grain(n, n), [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        int swaps = 0;
+        for (int64_t i = 0; i < n; ++i) swaps += pp[b * n + i] != i + 1;
+        fn(b, lu + b * n * n, n, swaps);
+      }
+    });
+    return;
+  }
   parallel_for(Bn, batch_grain(n, n), [&](int64_t b0, int64_t b1) {
     std::vector<T> w(n * n);
     for (int64_t b = b0; b < b1; ++b) {
@@ -347,7 +339,7 @@ void lu_each(const char* op, const Tensor& A, Tensor& LU, Tensor& piv, F&& f) {
         from_cm(w.data(), n, n, lu + b * n * n);
         for (int64_t i = 0; i < n; ++i) swaps += pp[b * n + i] != i + 1;
       }
-      f(b, w.data(), n, swaps);
+      fn(b, w.data(), n, swaps);
     }
   });
 }
@@ -355,16 +347,25 @@ void lu_each(const char* op, const Tensor& A, Tensor& LU, Tensor& piv, F&& f) {
 void det_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) {
   const char* op = "linalg.det";
   Tensor A = contiguous_of(in[0]);
+  const int64_t n = A.size(-1), Bn = shape_numel(batch_shape(A, 2));
   visit_lapack(A.dtype(), op, [&]<class T>() {
+    const T* ap = static_cast<const T*>(A.data_ptr());
     T* d = static_cast<T*>(out[0].data_ptr());
-    lu_each<T>(op, A, out[1], out[2], [&](int64_t b, const T* w, int64_t n, int swaps) {
+    std::vector<int> info(Bn);
+    if (is_tiny(n)) {  // tiny matrices: the determinant straight from the kernel, no factors written
+      tiny_run<T>(n, Bn, ap, nullptr, nullptr, info.data(), d, nullptr, nullptr, nullptr, 0);
+      return;
+    }
+    std::vector<T> lu(Bn * n * n);
+    std::vector<int> piv(Bn * n);
+    lu_each<T>(op, A, lu.data(), piv.data(), [&](int64_t b, const T* w, int64_t n, int swaps) {
       T p(swaps % 2 ? -1 : 1);
       for (int64_t i = 0; i < n; ++i) p *= w[i * n + i];
       d[b] = p;
     });
   });
 }
-KernelRegistrar k_det{"_linalg_det", DeviceType::CPU, det_kernel};
+KernelRegistrar k_det{"linalg_det", DeviceType::CPU, det_kernel};
 
 void slogdet_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& out) {
   const char* op = "linalg.slogdet";
@@ -373,7 +374,7 @@ void slogdet_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList
     using R = lp::Real<T>;
     T* sg = static_cast<T*>(out[0].data_ptr());
     R* la = static_cast<R*>(out[1].data_ptr());
-    lu_each<T>(op, A, out[2], out[3], [&](int64_t b, const T* w, int64_t n, int swaps) {
+    lu_each<T>(op, A, static_cast<T*>(out[2].data_ptr()), static_cast<int*>(out[3].data_ptr()), [&](int64_t b, const T* w, int64_t n, int swaps) {
       T s(swaps % 2 ? -1 : 1);
       R l = 0;
       for (int64_t i = 0; i < n; ++i) {

@@ -47,6 +47,24 @@ struct VecF8 {
     return {_mm256_blendv_ps(y.v, x.v, _mm256_cmp_ps(a.v, b.v, _CMP_LT_OQ))};
   }
   static VecF8 min(VecF8 a, VecF8 b) { return {_mm256_min_ps(a.v, b.v)}; }
+  // r[i] lane j := r[j] lane i (an 8 x 8 transpose in registers: row i becomes column i).
+  static void transpose8(VecF8* r) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+      t[i] = _mm256_unpacklo_ps(r[i].v, r[i + 1].v);
+      t[i + 1] = _mm256_unpackhi_ps(r[i].v, r[i + 1].v);
+    }
+    for (int i = 0; i < 8; i += 4) {
+      u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+      u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+      u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+      u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int i = 0; i < 4; ++i) {
+      r[i].v = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+      r[i + 4].v = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+    }
+  }
   VecF8 nan_mask() const { return {_mm256_cmp_ps(v, v, _CMP_UNORD_Q)}; }
   VecF8 or_bits(VecF8 o) const { return {_mm256_or_ps(v, o.v)}; }
   bool any_bits() const { return _mm256_movemask_ps(v) != 0; }
@@ -206,6 +224,10 @@ struct VecD {
   friend VecD fma(VecD a, VecD b, VecD c) { return {_mm512_fmadd_pd(a.v, b.v, c.v)}; }
   VecD operator-() const { return {_mm512_xor_pd(v, _mm512_set1_pd(-0.0))}; }
   VecD sqrt() const { return {_mm512_sqrt_pd(v)}; }
+  VecD abs() const { return {_mm512_castsi512_pd(_mm512_andnot_si512(_mm512_set1_epi64(INT64_MIN), _mm512_castpd_si512(v)))}; }
+  static VecD select_lt(VecD a, VecD b, VecD x, VecD y) {  // a < b ? x : y
+    return {_mm512_mask_blend_pd(_mm512_cmp_pd_mask(a.v, b.v, _CMP_LT_OQ), y.v, x.v)};
+  }
   static VecD max_nan(VecD a, VecD b) {
     return {_mm512_mask_blend_pd(_mm512_cmp_pd_mask(a.v, a.v, _CMP_UNORD_Q), _mm512_max_pd(a.v, b.v), a.v)};
   }
@@ -225,6 +247,10 @@ struct VecD {
   friend VecD fma(VecD a, VecD b, VecD c) { return {_mm256_fmadd_pd(a.v, b.v, c.v)}; }
   VecD operator-() const { return {_mm256_xor_pd(v, _mm256_set1_pd(-0.0))}; }
   VecD sqrt() const { return {_mm256_sqrt_pd(v)}; }
+  VecD abs() const { return {_mm256_andnot_pd(_mm256_set1_pd(-0.0), v)}; }
+  static VecD select_lt(VecD a, VecD b, VecD x, VecD y) {
+    return {_mm256_blendv_pd(y.v, x.v, _mm256_cmp_pd(a.v, b.v, _CMP_LT_OQ))};
+  }
   static VecD max_nan(VecD a, VecD b) {
     return {_mm256_blendv_pd(_mm256_max_pd(a.v, b.v), a.v, _mm256_cmp_pd(a.v, a.v, _CMP_UNORD_Q))};
   }
@@ -244,6 +270,11 @@ struct VecD {
   friend VecD fma(VecD a, VecD b, VecD c) { return a * b + c; }  // no FMA: two roundings
   VecD operator-() const { return {_mm_xor_pd(v, _mm_set1_pd(-0.0))}; }
   VecD sqrt() const { return {_mm_sqrt_pd(v)}; }
+  VecD abs() const { return {_mm_andnot_pd(_mm_set1_pd(-0.0), v)}; }
+  static VecD select_lt(VecD a, VecD b, VecD x, VecD y) {
+    __m128d m = _mm_cmplt_pd(a.v, b.v);
+    return {_mm_or_pd(_mm_and_pd(m, x.v), _mm_andnot_pd(m, y.v))};
+  }
   static VecD max_nan(VecD a, VecD b) {
     __m128d m = _mm_cmpunord_pd(a.v, a.v);
     return {_mm_or_pd(_mm_and_pd(m, a.v), _mm_andnot_pd(m, _mm_max_pd(a.v, b.v)))};
