@@ -210,6 +210,9 @@ def test_tiny_batches_match_torch(n, dtype):
     x_t, sinfo_t = torch.linalg.solve_ex(a, b)
     assert to_torch(sinfo_k).tolist() == sinfo_t.tolist()
     close(to_torch(x_k)[ok], x_t[ok], dtype)
+    for rhs in (b[..., :1], b[..., 0]):  # one right-hand side, as a matrix and as a vector
+        x1_k = to_torch(kiln.linalg.solve_ex(ka, to_kiln(rhs))[0])
+        close(x1_k[ok], torch.linalg.solve_ex(a, rhs)[0][ok], dtype)
     LU_k, piv_k, finfo_k = kiln.linalg.lu_factor_ex(ka)
     LU_t, piv_t, finfo_t = torch.linalg.lu_factor_ex(a)
     assert to_torch(piv_k).tolist() == piv_t.tolist() and to_torch(finfo_k).tolist() == finfo_t.tolist()

@@ -24,9 +24,19 @@ struct Block {
 
   // L consecutive row-major blocks of `count` values from src (stride apart): lane l of dst[e] holds
   // element e of block l. 8 x 8 register transposes where the vector type has them.
-  static void load(const T* src, int64_t stride, int count, V* dst) {
+  // room: at least 8 values readable (writable) from each block's start, so blocks of fewer than 8
+  // values (a right-hand side) still go through the transposes: the surplus lanes are ignored on
+  // loading, and on storing are overwritten by the next block's values (stores run in order).
+  static void load(const T* src, int64_t stride, int count, V* dst, bool room = false) {
     int e0 = 0;
     if constexpr (requires(V* r) { V::transpose8(r); }) {
+      if (count < 8 && room) {
+        V r[8];
+        for (int l = 0; l < 8; ++l) r[l] = V::load(src + l * stride);
+        V::transpose8(r);
+        for (int j = 0; j < count; ++j) dst[j] = r[j];
+        return;
+      }
       for (; e0 + 8 <= count; e0 += 8) {
         V r[8];
         for (int l = 0; l < 8; ++l) r[l] = V::load(src + l * stride + e0);
@@ -40,9 +50,16 @@ struct Block {
       for (int e = e0; e < count; ++e) tmp[e * L + l] = src[l * stride + e];
     for (int e = e0; e < count; ++e) dst[e] = V::load(tmp + e * L);
   }
-  static void store(const V* src, int count, T* dst, int64_t stride) {
+  static void store(const V* src, int count, T* dst, int64_t stride, bool room = false) {
     int e0 = 0;
     if constexpr (requires(V* r) { V::transpose8(r); }) {
+      if (count < 8 && room && stride == count) {
+        V r[8];
+        for (int j = 0; j < 8; ++j) r[j] = j < count ? src[j] : V::set1(T(0));
+        V::transpose8(r);
+        for (int l = 0; l < 8; ++l) r[l].store(dst + l * stride);
+        return;
+      }
       for (; e0 + 8 <= count; e0 += 8) {
         V r[8];
         for (int j = 0; j < 8; ++j) r[j] = src[e0 + j];
@@ -252,13 +269,14 @@ void batch(int64_t count, const typename V::T* a, typename V::T* lu, int32_t* pi
           if (inv) B::store(out, N * N, inv + s * M, M);
           if (b) {
             V bv[N], xv[N];
-            B::load(b + s * N, N, N, bv);
+            const bool room = (s + L - 1) * N + 8 <= count * N;  // 8 values from the last block's start
+            B::load(b + s * N, N, N, bv, room);
             for (int i = 0; i < N; ++i) {
               V acc = V::set1(T(0));
               for (int j = 0; j < N; ++j) acc = acc + out[i * N + j] * bv[j];
               xv[i] = acc;
             }
-            B::store(xv, N, x + s * N, N);
+            B::store(xv, N, x + s * N, N, room);
           }
           for (int l = 0; l < L; ++l) info[s + l] = 0;
         } else {
