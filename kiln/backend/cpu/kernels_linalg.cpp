@@ -124,6 +124,23 @@ struct Block {
   }
 };
 
+// The 2 x 2 minors of a 4 x 4 matrix's top rows (s) and bottom rows (c), in the order the cofactor
+// formulas read them (pairs of columns (0,1) (0,2) (0,3) (1,2) (1,3) (2,3)):
+// det = s0 c5 - s1 c4 + s2 c3 + s3 c2 - s4 c1 + s5 c0.
+template <class V>
+struct Minors4 {
+  V s[6], c[6];
+  explicit Minors4(const V* a) {
+    auto m = [&](int i, int j) { return a[i * 4 + j]; };
+    const int pairs[6][2] = {{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}};
+    for (int p = 0; p < 6; ++p) {
+      const int x = pairs[p][0], y = pairs[p][1];
+      s[p] = m(0, x) * m(1, y) - m(1, x) * m(0, y);
+      c[p] = m(2, x) * m(3, y) - m(3, x) * m(2, y);
+    }
+  }
+};
+
 // The determinant of N <= 4 matrices in closed form (cofactors of 2 x 2 minors): no pivoting, no
 // selects, a handful of products per lane. Accurate like the LU's product for the well-scaled
 // matrices graphics and geometry batch; a determinant only (inverses and solves keep the LU).
@@ -138,12 +155,9 @@ V det_closed(const V* a) {
     return m(0, 0) * (m(1, 1) * m(2, 2) - m(1, 2) * m(2, 1)) - m(0, 1) * (m(1, 0) * m(2, 2) - m(1, 2) * m(2, 0)) +
            m(0, 2) * (m(1, 0) * m(2, 1) - m(1, 1) * m(2, 0));
   } else {
-    V s0 = m(0, 0) * m(1, 1) - m(1, 0) * m(0, 1), s1 = m(0, 0) * m(1, 2) - m(1, 0) * m(0, 2);
-    V s2 = m(0, 0) * m(1, 3) - m(1, 0) * m(0, 3), s3 = m(0, 1) * m(1, 2) - m(1, 1) * m(0, 2);
-    V s4 = m(0, 1) * m(1, 3) - m(1, 1) * m(0, 3), s5 = m(0, 2) * m(1, 3) - m(1, 2) * m(0, 3);
-    V c5 = m(2, 2) * m(3, 3) - m(3, 2) * m(2, 3), c4 = m(2, 1) * m(3, 3) - m(3, 1) * m(2, 3);
-    V c3 = m(2, 1) * m(3, 2) - m(3, 1) * m(2, 2), c2 = m(2, 0) * m(3, 3) - m(3, 0) * m(2, 3);
-    V c1 = m(2, 0) * m(3, 2) - m(3, 0) * m(2, 2), c0 = m(2, 0) * m(3, 1) - m(3, 0) * m(2, 1);
+    const Minors4<V> q(a);
+    const V &s0 = q.s[0], &s1 = q.s[1], &s2 = q.s[2], &s3 = q.s[3], &s4 = q.s[4], &s5 = q.s[5];
+    const V &c0 = q.c[0], &c1 = q.c[1], &c2 = q.c[2], &c3 = q.c[3], &c4 = q.c[4], &c5 = q.c[5];
     return s0 * c5 - s1 * c4 + s2 * c3 + s3 * c2 - s4 * c1 + s5 * c0;
   }
 }
@@ -169,12 +183,9 @@ void inv_closed(const V* a, V det, V* out) {
     out[7] = (m(0, 1) * m(2, 0) - m(0, 0) * m(2, 1)) * r;
     out[8] = (m(0, 0) * m(1, 1) - m(0, 1) * m(1, 0)) * r;
   } else {
-    V s0 = m(0, 0) * m(1, 1) - m(1, 0) * m(0, 1), s1 = m(0, 0) * m(1, 2) - m(1, 0) * m(0, 2);
-    V s2 = m(0, 0) * m(1, 3) - m(1, 0) * m(0, 3), s3 = m(0, 1) * m(1, 2) - m(1, 1) * m(0, 2);
-    V s4 = m(0, 1) * m(1, 3) - m(1, 1) * m(0, 3), s5 = m(0, 2) * m(1, 3) - m(1, 2) * m(0, 3);
-    V c5 = m(2, 2) * m(3, 3) - m(3, 2) * m(2, 3), c4 = m(2, 1) * m(3, 3) - m(3, 1) * m(2, 3);
-    V c3 = m(2, 1) * m(3, 2) - m(3, 1) * m(2, 2), c2 = m(2, 0) * m(3, 3) - m(3, 0) * m(2, 3);
-    V c1 = m(2, 0) * m(3, 2) - m(3, 0) * m(2, 2), c0 = m(2, 0) * m(3, 1) - m(3, 0) * m(2, 1);
+    const Minors4<V> q(a);
+    const V &s0 = q.s[0], &s1 = q.s[1], &s2 = q.s[2], &s3 = q.s[3], &s4 = q.s[4], &s5 = q.s[5];
+    const V &c0 = q.c[0], &c1 = q.c[1], &c2 = q.c[2], &c3 = q.c[3], &c4 = q.c[4], &c5 = q.c[5];
     out[0] = (m(1, 1) * c5 - m(1, 2) * c4 + m(1, 3) * c3) * r;
     out[1] = (m(0, 2) * c4 - m(0, 1) * c5 - m(0, 3) * c3) * r;
     out[2] = (m(3, 1) * s5 - m(3, 2) * s4 + m(3, 3) * s3) * r;

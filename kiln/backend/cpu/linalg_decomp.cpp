@@ -364,19 +364,8 @@ KernelRegistrar k_svd{"_linalg_svd", DeviceType::CPU, svd_kernel};
 // C (m x n, column-major) = A (m x k) op(B): op(B) = B (k x n) or, conj_b, B^H with B (n x k).
 template <class T>
 void gemm_cm(bool conj_b, int64_t m, int64_t n, int64_t k, const T* A, const T* B, T* C) {
-  const auto tb = conj_b ? CblasConjTrans : CblasNoTrans;
   const int64_t ldb = conj_b ? std::max<int64_t>(n, 1) : std::max<int64_t>(k, 1), lda = std::max<int64_t>(m, 1);
-  if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasColMajor, CblasNoTrans, tb, m, n, k, 1.0f, A, lda, B, ldb, 0.0f, C, lda);
-  } else if constexpr (std::is_same_v<T, double>) {
-    cblas_dgemm(CblasColMajor, CblasNoTrans, tb, m, n, k, 1.0, A, lda, B, ldb, 0.0, C, lda);
-  } else if constexpr (std::is_same_v<T, complex64>) {
-    const complex64 one(1), zero(0);
-    cblas_cgemm(CblasColMajor, CblasNoTrans, tb, m, n, k, &one, A, lda, B, ldb, &zero, C, lda);
-  } else {
-    const complex128 one(1), zero(0);
-    cblas_zgemm(CblasColMajor, CblasNoTrans, tb, m, n, k, &one, A, lda, B, ldb, &zero, C, lda);
-  }
+  gemm<T>(CblasColMajor, CblasNoTrans, conj_b ? CblasConjTrans : CblasNoTrans, m, n, k, A, lda, B, ldb, C, lda);
 }
 
 // pinv(A) = V diag(1 / s) U^H over the singular values above max(atol, rtol * s_max) (torch's rule:
@@ -463,17 +452,7 @@ KernelRegistrar k_pinv{"_linalg_pinv", DeviceType::CPU, pinv_kernel};
 // C = A B, n x n row-major.
 template <class T>
 void mm(int64_t n, const T* A, const T* B, T* C) {
-  if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A, n, B, n, 0.0f, C, n);
-  } else if constexpr (std::is_same_v<T, double>) {
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, A, n, B, n, 0.0, C, n);
-  } else if constexpr (std::is_same_v<T, complex64>) {
-    const complex64 one(1), zero(0);
-    cblas_cgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, &one, A, n, B, n, &zero, C, n);
-  } else {
-    const complex128 one(1), zero(0);
-    cblas_zgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, &one, A, n, B, n, &zero, C, n);
-  }
+  gemm<T>(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, A, n, B, n, C, n);
 }
 
 // exp(A) by Higham's degree-13 Padé approximant after scaling A by 2^-s to ||A||_1 <= theta_13, then

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <cblas.h>
+
 #include "kiln/backend/cpu/lapack.h"
 #include "kiln/core/tensor.h"
 
@@ -101,6 +103,22 @@ inline void raise_on_info(const Tensor& info, bool batched, const char* op, Msg&
     std::string where = batched ? "(Batch element " + std::to_string(b) + "): " : "";
     if (kind == ErrorKind::LinAlg) KILN_FAIL(LinAlg, op, where, msg(p[b]));
     KILN_FAIL(Runtime, op, where, msg(p[b]));
+  }
+}
+
+// C (m x n) = op(A) op(B) in `order` (CblasRowMajor / CblasColMajor), op: CblasNoTrans, CblasTrans or
+// CblasConjTrans; one BLAS call for any of the four dtypes.
+template <class T>
+inline void gemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const T* A,
+                 int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(order, ta, tb, m, n, k, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
+  } else if constexpr (std::is_same_v<T, double>) {
+    cblas_dgemm(order, ta, tb, m, n, k, 1.0, A, lda, B, ldb, 0.0, C, ldc);
+  } else {
+    const T one(1), zero(0);
+    if constexpr (std::is_same_v<T, complex64>) cblas_cgemm(order, ta, tb, m, n, k, &one, A, lda, B, ldb, &zero, C, ldc);
+    else cblas_zgemm(order, ta, tb, m, n, k, &one, A, lda, B, ldb, &zero, C, ldc);
   }
 }
 
