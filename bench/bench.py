@@ -89,14 +89,8 @@ def build_cases(quick):
             nbytes = rows * rows * 4 + (rows * rows * 4 if full_out else rows * 4)
             cases.append(Case(f"{name} f32 {rows}x{rows} dim={dim}",
                               make_setup([shape], "f32", kf, tf), nbytes, "GB/s"))
-    for tag in ("f32", "f16", "bf16"):
-        for n in ([64, 256] if quick else [64, 256, 1024, 2048]):
-            cases.append(Case(f"matmul {tag} {n}x{n}x{n}",
-                              make_setup([(n, n), (n, n)], tag, kiln.matmul, torch.matmul),
-                              2.0 * n ** 3, "GFLOP/s"))
-    cases.append(Case("matmul f32 (1x4096)(4096x4096)",
-                      make_setup([(1, 4096), (4096, 4096)], "f32", kiln.matmul, torch.matmul),
-                      2.0 * 4096 * 4096, "GFLOP/s"))
+    from gemm_cases import gemm_cases
+    cases += gemm_cases(Case, quick)
     n = 1 << 20 if quick else 20_000_000
     cases.append(Case(f"randn f32 {human(n) if quick else '20M'}",
                       lambda n=n: ((lambda: kiln.randn(n)), (lambda: torch.randn(n))), 4 * n, "GB/s"))
@@ -197,6 +191,17 @@ def run_case(case, threads, budget):
             krate, fmt_rate(case, t)]
 
 
+def cpu_name():
+    """The CPU's model name and family/model numbers (from /proc/cpuinfo), else the machine type."""
+    try:
+        info = dict(line.split(":", 1) for line in open("/proc/cpuinfo").read().split("\n\n")[0].splitlines()
+                    if ":" in line)
+        info = {k.strip(): v.strip() for k, v in info.items()}
+        return f"{info['model name']} (family {info['cpu family']} model {info['model']})"
+    except (OSError, KeyError, ValueError):
+        return platform.machine()
+
+
 HEADER = ["case", "threads", "kiln", "torch", "ratio (torch/kiln)", "kiln rate", "torch rate"]
 
 
@@ -222,7 +227,8 @@ def main():
 
     preamble = [
         f"kiln {kiln.__version__} vs torch {torch.__version__}, numpy {np.__version__}, "
-        f"Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs"
+        f"Python {platform.python_version()}, {cpu_name()}, {os.cpu_count()} CPUs, kiln kernels: "
+        f"{kiln._C.cpu_isa()}{' + AVX512-BF16 GEMM' if kiln._C.cpu_bf16_dot() else ''}"
         + f", load average {os.getloadavg()[0]:.2f} at start" + (", --quick" if args.quick else ""),
         "",
         "Median time per call; ratio = torch time / kiln time (> 1 means kiln is faster). "

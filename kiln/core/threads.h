@@ -9,5 +9,7 @@ int get_num_threads();
 namespace cpu {
 // "avx512", "avx2" or "base": the CPU kernel table in use (backend/cpu/isa.h).
 const char* cpu_isa();
+// Whether that table multiplies bfloat16 with the AVX512-BF16 instructions (backend/cpu/isa.h).
+bool bf16_dot();
 }  // namespace cpu
 }  // namespace kiln

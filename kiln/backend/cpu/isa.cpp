@@ -20,26 +20,30 @@ KILN_DECLARE_ISA(base)
 #ifndef KILN_BASE_ISA_ONLY
 KILN_DECLARE_ISA(avx2)
 KILN_DECLARE_ISA(avx512)
+namespace avx512bf16 {
+void fill_gemm_bf16(KernelTable&);
+}
 #endif
 
 namespace {
 #define KILN_FILL(family) ns::fill_##family(*t);
-#define KILN_BUILD(name_)                 \
+#define KILN_BUILD(name_, extra)          \
   [] {                                    \
     auto* t = new KernelTable();          \
     t->isa = #name_;                      \
     namespace ns = name_;                 \
     KILN_FAMILIES(KILN_FILL)              \
+    extra;                                \
     return static_cast<const KernelTable*>(t); \
   }()
 
 const KernelTable* build_table(Isa isa) {
 #ifndef KILN_BASE_ISA_ONLY
-  if (isa == Isa::Avx512) return KILN_BUILD(avx512);
-  if (isa == Isa::Avx2) return KILN_BUILD(avx2);
+  if (isa == Isa::Avx512) return KILN_BUILD(avx512, if (bf16_dot_supported()) avx512bf16::fill_gemm_bf16(*t));
+  if (isa == Isa::Avx2) return KILN_BUILD(avx2, );
 #endif
   (void)isa;
-  return KILN_BUILD(base);
+  return KILN_BUILD(base, );
 }
 
 Isa best_isa() {
@@ -82,6 +86,17 @@ const KernelTable& cpu_kernels() {
 }
 
 const char* cpu_isa() { return cpu_kernels().isa; }
+
+bool bf16_dot_supported() {
+#ifndef KILN_BASE_ISA_ONLY
+  __builtin_cpu_init();
+  return isa_supported(Isa::Avx512) && __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
+}
+
+bool bf16_dot() { return selected_isa() == Isa::Avx512 && bf16_dot_supported(); }
 
 bool isa_supported(Isa isa) { return isa <= best_isa(); }
 

@@ -13,5 +13,9 @@ Isa selected_isa();
 const char* cpu_isa();
 // Whether this CPU (and this build) can run the kernels of `isa`.
 bool isa_supported(Isa isa);
+// Whether this CPU (and build) has the AVX512-BF16 GEMM (vdpbf16ps), and whether the selected table
+// uses it: the avx512 table multiplies bfloat16 with it where the CPU has the instructions.
+bool bf16_dot_supported();
+bool bf16_dot();
 
 }  // namespace kiln::cpu

@@ -1,0 +1,335 @@
+// The float32 panels of kiln's packed GEMM (included by kernels_gemm.cpp only): every input type is
+// converted to float32 while packing, and the micro-kernel multiplies float32 with fused
+// multiply-adds (AVX2: 6 x 16 = twelve ymm accumulators, broadcast A, two B loads per k; base ISA:
+// 4 x 8 in plain C++, mul then add). Also the matrix-vector and tiny-product paths, which replay
+// the micro-kernel's arithmetic exactly (see kernels_gemm.cpp).
+#pragma once
+
+#include "kiln/backend/cpu/gemm_elem.h"
+
+namespace kiln::cpu::KILN_ISA {
+namespace {
+namespace f32p {
+
+#ifdef KILN_GEMM_AVX2
+constexpr int MR = 6, NR = 16;
+#else
+constexpr int MR = 4, NR = 8;
+#endif
+
+// ---- packing ------------------------------------------------------------------------------------
+
+// A block (mc x kc, element (i, k) at a[i * rs + k * cs]) -> ceil(mc / MR) micro-panels, each
+// laid out [k][MR], rows past mc zero. rows_avail: rows that exist from a (for 8-wide reads).
+// May write up to 8 floats past the last panel (scratch slack).
+template <class T>
+void pack_a(const T* a, int64_t rs, int64_t cs, int64_t mc, int64_t kc, int64_t rows_avail, float* dst) {
+  for (int64_t i0 = 0; i0 < mc; i0 += MR, dst += MR * kc) {
+    const int64_t mr = std::min<int64_t>(MR, mc - i0);
+    const T* p = a + i0 * rs;
+    int64_t k = 0;
+#ifdef KILN_GEMM_AVX2
+    if (mr == MR && cs == 1) {  // row-major: 8 k at a time, transposed in registers
+      for (; k + 8 <= kc; k += 8) {
+        __m256 r[8];
+        for (int i = 0; i < MR; ++i) r[i] = load8(p + i * rs + k);
+        r[6] = r[7] = _mm256_setzero_ps();
+        transpose8(r);
+        for (int j = 0; j < 8; ++j) _mm256_storeu_ps(dst + (k + j) * MR, r[j]);  // lanes 6, 7 overwritten next
+      }
+    } else if (mr == MR && rs == 1 && i0 + 8 <= rows_avail) {  // column-major: one 8-wide read per k
+      for (; k < kc; ++k) _mm256_storeu_ps(dst + k * MR, load8(p + k * cs));
+    }
+#else
+    (void)rows_avail;
+#endif
+    for (; k < kc; ++k) {
+      float* d = dst + k * MR;
+      for (int64_t i = 0; i < mr; ++i) d[i] = to_f32(p[i * rs + k * cs]);
+      for (int64_t i = mr; i < MR; ++i) d[i] = 0.0f;
+    }
+  }
+}
+
+// B block (kc x nc, element (k, j) at b[k * rs + j * cs]) -> ceil(nc / NR) micro-panels, each laid
+// out [k][NR], columns past nc zero.
+template <class T>
+void pack_b(const T* b, int64_t rs, int64_t cs, int64_t kc, int64_t nc, float* dst) {
+  for (int64_t j0 = 0; j0 < nc; j0 += NR, dst += NR * kc) {
+    const int64_t nr = std::min<int64_t>(NR, nc - j0);
+    const T* p = b + j0 * cs;
+    int64_t k = 0;
+#ifdef KILN_GEMM_AVX2
+    if (nr == NR && cs == 1) {  // row-major
+      for (; k < kc; ++k) {
+        _mm256_store_ps(dst + k * NR, load8(p + k * rs));
+        _mm256_store_ps(dst + k * NR + 8, load8(p + k * rs + 8));
+      }
+    } else if (nr == NR && rs == 1) {  // column-major: 8 columns x 8 k, transposed in registers
+      for (; k + 8 <= kc; k += 8) {
+        for (int h = 0; h < NR; h += 8) {
+          __m256 r[8];
+          for (int j = 0; j < 8; ++j) r[j] = load8(p + (h + j) * cs + k);
+          transpose8(r);
+          for (int i = 0; i < 8; ++i) _mm256_store_ps(dst + (k + i) * NR + h, r[i]);
+        }
+      }
+    }
+#endif
+    for (; k < kc; ++k) {
+      float* d = dst + k * NR;
+      for (int64_t j = 0; j < nr; ++j) d[j] = to_f32(p[k * rs + j * cs]);
+      for (int64_t j = nr; j < NR; ++j) d[j] = 0.0f;
+    }
+  }
+}
+
+// ---- micro-kernels: tile[MR][NR] = sum_k A[k][0..MR) x B[k][0..NR) --------------------------------
+
+#ifdef KILN_GEMM_AVX2
+// R rows (<= MR) and V * 8 columns of the tile; rows / columns past those are left unwritten.
+template <int R, int V>
+void ukernel(int64_t kc, const float* __restrict A, const float* __restrict B, float* __restrict tile) {
+  __m256 c[R][V];
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) c[i][v] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < kc; ++k) {
+    __m256 b[V];
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) b[v] = _mm256_load_ps(B + v * 8);
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      __m256 a = _mm256_broadcast_ss(A + i);
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v) c[i][v] = _mm256_fmadd_ps(a, b[v], c[i][v]);
+    }
+    A += MR;
+    B += NR;
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) _mm256_store_ps(tile + i * NR + v * 8, c[i][v]);
+}
+
+using UkernelFn = void (*)(int64_t, const float*, const float*, float*);
+template <int... R>
+constexpr auto make_ukernels(std::integer_sequence<int, R...>) {
+  struct Tab { UkernelFn f[MR][2]; };
+  return Tab{{{&ukernel<R + 1, 1>, &ukernel<R + 1, 2>}...}};
+}
+constexpr auto kUkernels = make_ukernels(std::make_integer_sequence<int, MR>{});
+
+inline void run_ukernel(int64_t mr, int64_t nr, int64_t kc, const float* A, const float* B, float* tile) {
+  kUkernels.f[mr - 1][nr > 8 ? 1 : 0](kc, A, B, tile);
+}
+#else
+// Plain C++ for the base ISA: the compiler vectorises the column loop (no FMA: mul then add).
+inline void run_ukernel(int64_t, int64_t, int64_t kc, const float* __restrict A, const float* __restrict B,
+                        float* __restrict tile) {
+  float c[MR][NR] = {};
+  for (int64_t k = 0; k < kc; ++k, A += MR, B += NR)
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NR; ++j) c[i][j] += A[i] * B[j];
+  std::memcpy(tile, c, sizeof(c));
+}
+#endif
+
+constexpr int64_t kAxpyCols = 4096;  // GEMV, j-contiguous matrix: columns per pass
+
+#ifdef KILN_GEMM_AVX2
+// ---- matrix-vector shapes (M == 1 or N == 1) ----------------------------------------------------
+// y[j] = sum_k x[k] * m(k, j): one row of C against a K x n matrix m (B itself, or A transposed).
+// No packing and no padded micro-tile: the matrix is read once, in place. Every y[j] runs the
+// GEMM path's arithmetic exactly (per K slice a chain acc = fma(x[k], m(k, j), acc) from 0 in k
+// order, slices summed into a float32 total in order), so the result is bit-identical to what
+// the packed path would give for that row or column.
+
+// Folds one slice's accumulators into the totals (first slice: copy).
+inline __m256 fold(bool first, const float* tot, __m256 acc) {
+  return first ? acc : _mm256_add_ps(_mm256_loadu_ps(tot), acc);
+}
+
+// m(k, j) = m[k * ks + j]: j contiguous. Rows are streamed whole (up to kAxpyCols columns at a
+// time), four at once, into the slice's accumulators in memory (L1 / L2):
+// acc[j] = fma(x[k + 3], m(k + 3, j), fma(x[k + 2], ..., fma(x[k], m(k, j), acc[j]))).
+template <int R, class T>
+inline void axpy_rows(const float* x, const T* row, int64_t ks, int64_t cn, float* acc) {
+  __m256 xb[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) xb[r] = _mm256_broadcast_ss(x + r);
+  int64_t j = 0;
+  for (; j + 16 <= cn; j += 16) {
+    __m256 a0 = _mm256_load_ps(acc + j), a1 = _mm256_load_ps(acc + j + 8);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      a0 = _mm256_fmadd_ps(xb[r], load8(row + r * ks + j), a0);
+      a1 = _mm256_fmadd_ps(xb[r], load8(row + r * ks + j + 8), a1);
+    }
+    _mm256_store_ps(acc + j, a0);
+    _mm256_store_ps(acc + j + 8, a1);
+  }
+  for (; j + 8 <= cn; j += 8) {
+    __m256 a0 = _mm256_load_ps(acc + j);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) a0 = _mm256_fmadd_ps(xb[r], load8(row + r * ks + j), a0);
+    _mm256_store_ps(acc + j, a0);
+  }
+  for (; j < cn; ++j) {
+    float a = acc[j];
+    for (int r = 0; r < R; ++r) a = fma1(x[r], to_f32(row[r * ks + j]), a);
+    acc[j] = a;
+  }
+}
+
+template <class T>
+void gemv_axpy(const float* x, const T* m, int64_t ks, int64_t n, const Slicing& sl, float* tot, float* acc) {
+  for (int64_t kb = 0; kb < sl.nk; ++kb) {
+    const int64_t k0 = kb * sl.kcb, k1 = std::min(sl.K, k0 + sl.kcb);
+    for (int64_t c0 = 0; c0 < n; c0 += kAxpyCols) {
+      const int64_t cn = std::min(kAxpyCols, n - c0);
+      std::fill(acc, acc + cn, 0.0f);
+      int64_t k = k0;
+      for (; k + 4 <= k1; k += 4) axpy_rows<4>(x + k, m + k * ks + c0, ks, cn, acc);
+      for (; k < k1; ++k) axpy_rows<1>(x + k, m + k * ks + c0, ks, cn, acc);
+      float* t = tot + c0;
+      if (kb == 0) std::copy(acc, acc + cn, t);
+      else
+        for (int64_t j = 0; j < cn; ++j) t[j] = t[j] + acc[j];
+    }
+  }
+}
+
+// m(k, j) = rows[j][k]: k contiguous. G groups of 8 outputs; 8 x 8 blocks are transposed in
+// registers so that each output still accumulates in k order.
+template <int G, class T>
+void gemv_dot_block(const float* x, const T* const* rows, const Slicing& sl, float* tot) {
+  for (int64_t kb = 0; kb < sl.nk; ++kb) {
+    const int64_t k0 = kb * sl.kcb, k1 = std::min(sl.K, k0 + sl.kcb);
+    __m256 acc[G];
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+    int64_t k = k0;
+    for (; k + 8 <= k1; k += 8) {
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+        __m256 r[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) r[i] = load8(rows[g * 8 + i] + k);
+        transpose8(r);
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) acc[g] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + k + i), r[i], acc[g]);
+      }
+    }
+    for (; k < k1; ++k) {
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+        alignas(32) float v[8];
+        for (int i = 0; i < 8; ++i) v[i] = to_f32(rows[g * 8 + i][k]);
+        acc[g] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + k), _mm256_load_ps(v), acc[g]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) _mm256_storeu_ps(tot + g * 8, fold(kb == 0, tot + g * 8, acc[g]));
+  }
+}
+
+// tot must have room for n rounded up to 8.
+template <class T>
+void gemv_dot(const float* x, const T* m, int64_t js, int64_t n, const Slicing& sl, float* tot) {
+  for (int64_t j = 0; j < n; j += 32) {
+    const T* rows[32];
+    for (int i = 0; i < 32; ++i) rows[i] = m + std::min<int64_t>(j + i, n - 1) * js;  // past n: repeats
+    switch (std::min<int64_t>(4, ceil_div(n - j, 8))) {
+      case 4: gemv_dot_block<4>(x, rows, sl, tot + j); break;
+      case 3: gemv_dot_block<3>(x, rows, sl, tot + j); break;
+      case 2: gemv_dot_block<2>(x, rows, sl, tot + j); break;
+      default: gemv_dot_block<1>(x, rows, sl, tot + j); break;
+    }
+  }
+}
+#endif
+
+
+// Tiny products (one K slice, at most kSmallMacs multiply-adds): no packing, one chain per output, the
+// same arithmetic as the micro-kernel's lanes.
+constexpr int64_t kSmallMacs = 64;
+
+inline float madd(float a, float b, float c) {
+#ifdef KILN_GEMM_AVX2
+  return fma1(a, b, c);
+#else
+  return c + a * b;  // the base micro-kernel's operation (SSE2 has no FMA)
+#endif
+}
+
+template <class T>
+void run_small(const GemmArgs& g, const T* a, const T* b, T* c) {
+  float bf[kSmallMacs];  // B converted once, [k][j]
+  for (int64_t k = 0; k < g.K; ++k)
+    for (int64_t j = 0; j < g.N; ++j) bf[k * g.N + j] = to_f32(b[k * g.b_rs + j * g.b_cs]);
+  for (int64_t i = 0; i < g.M; ++i) {
+    float av[kSmallMacs];
+    for (int64_t k = 0; k < g.K; ++k) av[k] = to_f32(a[i * g.a_rs + k * g.a_cs]);
+    for (int64_t j = 0; j < g.N; ++j) {
+      float acc = 0.0f;
+      for (int64_t k = 0; k < g.K; ++k) acc = madd(av[k], bf[k * g.N + j], acc);
+      c[i * g.c_rs + j * g.c_cs] = from_f32<T>(acc);
+    }
+  }
+}
+
+}  // namespace f32p
+
+// Packs to float32: the panel element is one float (KU = 1: one k per element).
+struct F32Panels {
+  using W = float;
+  static constexpr int MR = f32p::MR, NR = f32p::NR, KU = 1;
+  static constexpr int64_t MC = 144;   // A block (MC x KC floats, 144 KiB) stays in L2; B micro-panel 16 KiB, L1
+  static constexpr int64_t NC = 4080;  // widest column block (B is packed for all of K: see block_n)
+  static constexpr int64_t kBlockWords = int64_t(1) << 20;  // packed B of a column block: 4 MiB
+#ifdef KILN_GEMM_AVX2
+  static constexpr bool kGemv = true;
+#else
+  static constexpr bool kGemv = false;
+#endif
+  static constexpr int64_t kSmallMacs = f32p::kSmallMacs;
+  static constexpr int64_t kAxpyCols = f32p::kAxpyCols;
+
+  template <class T>
+  static void pack_a(const T* a, int64_t rs, int64_t cs, int64_t mc, int64_t kc, int64_t rows_avail, W* dst) {
+    f32p::pack_a(a, rs, cs, mc, kc, rows_avail, dst);
+  }
+  template <class T>
+  static void pack_b(const T* b, int64_t rs, int64_t cs, int64_t kc, int64_t nc, W* dst) {
+    f32p::pack_b(b, rs, cs, kc, nc, dst);
+  }
+  static void ukernel(int64_t mr, int64_t nr, int64_t kc, const W* A, const W* B, float* tile) {
+    f32p::run_ukernel(mr, nr, kc, A, B, tile);
+  }
+  // The vector of a GEMV, K elements at stride xs, in the panel element type.
+  template <class T>
+  static void gemv_x(const T* x, int64_t xs, int64_t K, W* xw) {
+    for (int64_t k = 0; k < K; ++k) xw[k] = to_f32(x[k * xs]);
+  }
+#ifdef KILN_GEMM_AVX2
+  template <class T>
+  static void gemv_axpy(const W* xw, const T* m, int64_t ks, int64_t n, const Slicing& sl, float* tot, float* acc) {
+    f32p::gemv_axpy(xw, m, ks, n, sl, tot, acc);
+  }
+  template <class T>
+  static void gemv_dot(const W* xw, const T* m, int64_t js, int64_t n, const Slicing& sl, float* tot) {
+    f32p::gemv_dot(xw, m, js, n, sl, tot);
+  }
+#endif
+  template <class T>
+  static void small(const GemmArgs& g, const T* a, const T* b, T* c) {
+    f32p::run_small(g, a, b, c);
+  }
+};
+
+}  // namespace
+}  // namespace kiln::cpu::KILN_ISA
