@@ -254,7 +254,9 @@ Tensor validate_grad(const Node& node, size_t i, Tensor g) {
       g = reshape(g, spec.raw_sizes());
     }
   }
-  if (g.dtype() != spec.dtype()) {
+  // A float8 input keeps its gradient in the (wider) dtype its op returned: rounding gradients to
+  // float8 would lose them (decision 27); the cast that made the float8 tensor casts them back.
+  if (g.dtype() != spec.dtype() && !is_float8(spec.dtype())) {
     if (is_complex(g.dtype()) && !is_complex(spec.dtype())) g = real(g);
     if (g.dtype() != spec.dtype()) g = to_dtype(g, spec.dtype());
   }
@@ -343,7 +345,7 @@ TensorList grad(const TensorList& outputs, const TensorList& inputs, const Tenso
     } else if (result[i].sizes() != in.sizes()) {
       result[i] = sum_to(result[i], in.sizes());
     }
-    if (result[i].dtype() != in.dtype()) {
+    if (result[i].dtype() != in.dtype() && !is_float8(in.dtype())) {
       if (is_complex(result[i].dtype()) && !is_complex(in.dtype())) result[i] = real(result[i]);
       result[i] = to_dtype(result[i], in.dtype());
     }

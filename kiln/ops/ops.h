@@ -208,6 +208,12 @@ std::tuple<Tensor, Tensor> cummin(const Tensor& x, int64_t dim);
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor mm(const Tensor& a, const Tensor& b);
 Tensor bmm(const Tensor& a, const Tensor& b);
+// torch._scaled_mm: float8 self (M, K) @ float8 mat2 (K, N), any pairing of e4m3fn / e5m2, with
+// float32 scales, tensor-wise (one element each) or row-wise (scale_a (M, 1), scale_b (1, N),
+// contiguous); out_dtype defaults to self's float8 dtype; differentiable in self, mat2 and bias.
+Tensor _scaled_mm(const Tensor& self, const Tensor& mat2, const Tensor& scale_a, const Tensor& scale_b,
+                  const Tensor& bias = Tensor(), const Tensor& scale_result = Tensor(),
+                  std::optional<Dtype> out_dtype = std::nullopt, bool use_fast_accum = false);
 Tensor mv(const Tensor& a, const Tensor& v);
 Tensor dot(const Tensor& a, const Tensor& b);
 Tensor vdot(const Tensor& a, const Tensor& b);

@@ -22,6 +22,8 @@ from .io import save_file, load_file, safe_open, load_metadata, save_model, load
 
 __version__ = "0.1.0"
 
+_scaled_mm = _C._scaled_mm  # torch._scaled_mm (float8 products with scales); also kiln.nn.functional.scaled_mm
+
 # torch aliases
 absolute = _C.abs
 arccos, arcsin, arctan, arctan2 = _C.acos, _C.asin, _C.atan, _C.atan2

@@ -444,6 +444,53 @@ TEST(Gemm, Bf16DotMatchesFloat32Kernel) {
   EXPECT_GT(compared, 100000);
 }
 
+// The float8 x float8 -> float32 entries (_scaled_mm's product): every pairing of the two formats,
+// every path (packed, GEMV, tiny), against the float64 sum; and the same bits from every table.
+TEST(Gemm, Float8PairsToFloat32) {
+  std::mt19937 rng(41);
+  const Layout ls[] = {Layout::RowMajor, Layout::ColMajor, Layout::PaddedRow, Layout::PaddedCol};
+  int case_no = 0;
+  for (int64_t M : {1, 3, 17, 70})
+    for (int64_t N : {1, 5, 33})
+      for (int64_t K : {1, 2, 31, 64, 300}) {
+        Layout l_a = ls[case_no % 4], l_b = ls[(case_no / 4 + case_no) % 4];
+        ++case_no;
+        Operand<Float8_e4m3fn> a4(1, M, K, l_a, rng), b4(1, K, N, l_b, rng);
+        Operand<Float8_e5m2> a5(1, M, K, l_a, rng), b5(1, K, N, l_b, rng);
+        auto check = [&](const auto& a, const auto& b, int ia, int ib) {
+          std::vector<std::vector<float>> results;
+          for (const Isa& isa : isas()) {
+            std::vector<float> c(static_cast<size_t>(M * N), 123.0f);
+            cpu::GemmArgs g;
+            g.M = M, g.N = N, g.K = K;
+            g.a = a.buf.data(), g.a_rs = a.rs, g.a_cs = a.cs;
+            g.b = b.buf.data(), g.b_rs = b.rs, g.b_cs = b.cs;
+            g.c = c.data(), g.c_rs = N, g.c_cs = 1;
+            ASSERT_NE(isa.table.gemm_f8[ia][ib], nullptr) << isa.name;
+            isa.table.gemm_f8[ia][ib](g);
+            for (int64_t i = 0; i < M; ++i)
+              for (int64_t j = 0; j < N; ++j) {
+                double ref = 0, mag = 0;
+                for (int64_t k = 0; k < K; ++k) {
+                  double p = static_cast<double>(f32(a.at(0, i, k))) * f32(b.at(0, k, j));
+                  ref += p, mag += std::fabs(p);
+                }
+                ASSERT_LE(std::fabs(c[i * N + j] - ref), K * 0x1p-24 * mag + 1e-30)
+                    << isa.name << " pair " << ia << ib << " M=" << M << " N=" << N << " K=" << K;
+              }
+            results.push_back(c);
+          }
+          for (size_t r = 1; r < results.size(); ++r)
+            ASSERT_EQ(std::memcmp(results[0].data(), results[r].data(), results[0].size() * 4), 0)
+                << isas()[r].name << " vs base, pair " << ia << ib << " M=" << M << " N=" << N << " K=" << K;
+        };
+        check(a4, b4, 0, 0);
+        check(a4, b5, 0, 1);
+        check(a5, b4, 1, 0);
+        check(a5, b5, 1, 1);
+      }
+}
+
 // Large matrix-vector products, split between threads: against the reference, and 1 vs 2 threads.
 TEST(Gemm, GemvLarge) {
   std::mt19937 rng(23);

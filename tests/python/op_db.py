@@ -1881,9 +1881,10 @@ del _op
 
 # ---- the database ----------------------------------------------------------------------------------------
 from op_db_linalg import LINALG_OPS  # noqa: E402 (its entries use the builders above)
+from op_db_lowp import LOWP_OPS  # noqa: E402
 
 op_db = (UNARY_OPS + BINARY_OPS + REDUCTION_OPS + SCAN_OPS + SHAPE_OPS + INDEX_OPS + SORT_OPS + MATMUL_OPS + NN_OPS
-         + CREATION_OPS + OPTIM_OPS + LINALG_OPS)
+         + CREATION_OPS + OPTIM_OPS + LINALG_OPS + LOWP_OPS)
 
 
 # ---- known kiln bugs and gaps ----------------------------------------------------------------------------------

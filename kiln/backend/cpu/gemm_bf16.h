@@ -56,9 +56,17 @@ inline __m512i lo16(const T* p) {
 
 // Words from the even and odd k's bits (each in the low halves).
 inline __m512i pair16(__m512i even, __m512i odd) { return _mm512_or_si512(_mm512_slli_epi32(even, 16), odd); }
-// 16 words of a bfloat16 row read in place (k, k + 1 as they lie in memory: even k low): swapped.
+// The 16 words of 32 consecutive k from a row in place (bfloat16: the 32-bit words as they lie in
+// memory, even k low, with their halves swapped; float8: converted, then the same).
 template <class T>
-inline __m512i words_in_place(const T* p) { return _mm512_rol_epi32(_mm512_loadu_si512(p), 16); }
+inline __m512i words_in_place(const T* p) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    return _mm512_rol_epi32(_mm512_loadu_si512(p), 16);
+  } else {
+    __m256i lo = _mm512_cvtepi32_epi16(lo16(p)), hi = _mm512_cvtepi32_epi16(lo16(p + 16));
+    return _mm512_rol_epi32(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), 16);
+  }
+}
 inline __m512bh as_bh(__m512i v) { return reinterpret_cast<__m512bh&>(v); }
 inline __m512bh bcast(uint32_t w) { return as_bh(_mm512_set1_epi32(static_cast<int>(w))); }
 
@@ -97,7 +105,7 @@ void pack_a(const T* a, int64_t rs, int64_t cs, int64_t mc, int64_t kc, int64_t 
     const int64_t mr = std::min<int64_t>(MR, mc - i0);
     const T* p = a + i0 * rs;
     int64_t q = 0;
-    if (std::is_same_v<T, BFloat16> && mr == MR && cs == 1) {  // row-major: a row's pairs are words in place
+    if (mr == MR && cs == 1) {  // row-major: a row's pairs are words in place
       for (; 2 * q + 32 <= kc; q += 16) {
         __m512i r[16];
         for (int i = 0; i < MR; ++i) r[i] = words_in_place(p + i * rs + 2 * q);
@@ -131,7 +139,7 @@ void pack_b(const T* b, int64_t rs, int64_t cs, int64_t kc, int64_t nc, uint32_t
       for (; 2 * q + 2 <= kc; ++q)
         for (int h = 0; h < NR; h += 16)
           _mm512_store_si512(dst + q * NR + h, pair16(lo16(p + 2 * q * rs + h), lo16(p + (2 * q + 1) * rs + h)));
-    } else if (std::is_same_v<T, BFloat16> && nr == NR && rs == 1) {  // column-major: words in place
+    } else if (nr == NR && rs == 1) {  // column-major: words in place
       for (; 2 * q + 32 <= kc; q += 16)
         for (int h = 0; h < NR; h += 16) {
           __m512i r[16];
@@ -194,8 +202,8 @@ inline float dp1(float acc, uint32_t a, uint32_t b) {
   return _mm_cvtss_f32(_mm_dpbf16_ps(_mm_set_ss(acc), reinterpret_cast<__m128bh&>(av), reinterpret_cast<__m128bh&>(bv)));
 }
 
-template <class T>
-void run_small(const GemmArgs& g, const T* a, const T* b, T* c) {
+template <class TA, class TB, class TC>
+void run_small(const GemmArgs& g, const TA* a, const TB* b, TC* c) {
   const int64_t kp = ceil_div(g.K, 2);
   for (int64_t i = 0; i < g.M; ++i)
     for (int64_t j = 0; j < g.N; ++j) {
@@ -204,7 +212,7 @@ void run_small(const GemmArgs& g, const T* a, const T* b, T* c) {
         const bool hi = 2 * q + 1 < g.K;
         acc = dp1(acc, pair(a + i * g.a_rs + 2 * q * g.a_cs, g.a_cs, hi), pair(b + 2 * q * g.b_rs + j * g.b_cs, g.b_rs, hi));
       }
-      c[i * g.c_rs + j * g.c_cs] = from_f32<T>(acc);
+      c[i * g.c_rs + j * g.c_cs] = from_f32<TC>(acc);
     }
 }
 
@@ -225,15 +233,13 @@ void gemv_dot_block(const uint32_t* xw, const T* const* rows, const Slicing& sl,
     __m512 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
     int64_t q = q0;
-    if constexpr (std::is_same_v<T, BFloat16>) {
-      for (; 2 * q + 32 <= k1; q += 16) {
+    for (; 2 * q + 32 <= k1; q += 16) {
 #pragma GCC unroll 4
-        for (int g = 0; g < G; ++g) {
-          __m512i r[16];
-          for (int i = 0; i < 16; ++i) r[i] = words_in_place(rows[g * 16 + i] + 2 * q);
-          transpose16(r);
-          for (int i = 0; i < 16; ++i) acc[g] = _mm512_dpbf16_ps(acc[g], bcast(xw[q + i]), as_bh(r[i]));
-        }
+      for (int g = 0; g < G; ++g) {
+        __m512i r[16];
+        for (int i = 0; i < 16; ++i) r[i] = words_in_place(rows[g * 16 + i] + 2 * q);
+        transpose16(r);
+        for (int i = 0; i < 16; ++i) acc[g] = _mm512_dpbf16_ps(acc[g], bcast(xw[q + i]), as_bh(r[i]));
       }
     }
     for (; q < q1; ++q) {
@@ -351,8 +357,8 @@ struct Bf16Panels {
   static void gemv_dot(const W* xw, const T* m, int64_t js, int64_t n, const Slicing& sl, float* tot) {
     bf16p::gemv_dot(xw, m, js, n, sl, tot);
   }
-  template <class T>
-  static void small(const GemmArgs& g, const T* a, const T* b, T* c) {
+  template <class TA, class TB, class TC>
+  static void small(const GemmArgs& g, const TA* a, const TB* b, TC* c) {
     bf16p::run_small(g, a, b, c);
   }
 };

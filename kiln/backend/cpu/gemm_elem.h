@@ -109,6 +109,17 @@ inline __m256 load8(const T* p) {
   } else if constexpr (std::is_same_v<T, Float8_e5m2>) {  // e5m2 is the high byte of a float16
     __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
     return _mm256_cvtph_ps(_mm_unpacklo_epi8(_mm_setzero_si128(), b));
+  } else if constexpr (std::is_same_v<T, Float8_e4m3fn>) {
+    // |x|'s bits shifted into a float16 (exponent bias 15, not 7: the value is 2^-8 |x|, subnormals
+    // included), times 2^8; then NaN (0x7f) and the sign, as kF8.
+    __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    __m128i mag = _mm_slli_epi16(_mm_and_si128(_mm_cvtepu8_epi16(b), _mm_set1_epi16(0x7f)), 7);
+    __m256 f = _mm256_mul_ps(_mm256_cvtph_ps(mag), _mm256_set1_ps(256.0f));
+    __m256i w = _mm256_cvtepu8_epi32(b);
+    __m256i nan = _mm256_cmpeq_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x7f)), _mm256_set1_epi32(0x7f));
+    f = _mm256_blendv_ps(f, _mm256_set1_ps(std::numeric_limits<float>::quiet_NaN()), _mm256_castsi256_ps(nan));
+    __m256i sign = _mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x80)), 24);
+    return _mm256_or_ps(f, _mm256_castsi256_ps(sign));
   } else {
     alignas(32) float t[8];
     for (int i = 0; i < 8; ++i) t[i] = to_f32(p[i]);

@@ -266,8 +266,8 @@ inline float madd(float a, float b, float c) {
 #endif
 }
 
-template <class T>
-void run_small(const GemmArgs& g, const T* a, const T* b, T* c) {
+template <class TA, class TB, class TC>
+void run_small(const GemmArgs& g, const TA* a, const TB* b, TC* c) {
   float bf[kSmallMacs];  // B converted once, [k][j]
   for (int64_t k = 0; k < g.K; ++k)
     for (int64_t j = 0; j < g.N; ++j) bf[k * g.N + j] = to_f32(b[k * g.b_rs + j * g.b_cs]);
@@ -277,7 +277,7 @@ void run_small(const GemmArgs& g, const T* a, const T* b, T* c) {
     for (int64_t j = 0; j < g.N; ++j) {
       float acc = 0.0f;
       for (int64_t k = 0; k < g.K; ++k) acc = madd(av[k], bf[k * g.N + j], acc);
-      c[i * g.c_rs + j * g.c_cs] = from_f32<T>(acc);
+      c[i * g.c_rs + j * g.c_cs] = from_f32<TC>(acc);
     }
   }
 }
@@ -325,8 +325,8 @@ struct F32Panels {
     f32p::gemv_dot(xw, m, js, n, sl, tot);
   }
 #endif
-  template <class T>
-  static void small(const GemmArgs& g, const T* a, const T* b, T* c) {
+  template <class TA, class TB, class TC>
+  static void small(const GemmArgs& g, const TA* a, const TB* b, TC* c) {
     f32p::run_small(g, a, b, c);
   }
 };

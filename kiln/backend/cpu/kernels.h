@@ -102,6 +102,9 @@ struct KernelTable {
   // Packed GEMM (kernels_gemm.cpp) for float16, bfloat16, float8_e4m3fn, float8_e5m2 (and float32,
   // which bmm sends to OpenBLAS instead); null for other dtypes.
   LowpGemmFn gemm_lowp[kNumDtypes] = {};
+  // The same GEMM for float8 operands of either format ([A is e5m2][B is e5m2]) into a float32 C: the
+  // scaled float8 products (_scaled_mm) apply their scales to it.
+  LowpGemmFn gemm_f8[2][2] = {};
   RandomFn random[static_cast<int>(RandomDist::Count)][kNumDtypes] = {};
   LayerNormFn layer_norm[kNumDtypes] = {};  // float32, float64
   LayerNormBackwardFn layer_norm_backward[kNumDtypes] = {};

@@ -75,13 +75,19 @@ inline void epilogue(Slice s, float* tile, int64_t mr, int64_t nr, float* ws, in
 
 // ---- driver -------------------------------------------------------------------------------------
 
-template <class T, class Pn>
+// One product: A's, B's and C's element types (C's is float32 for the scaled float8 products, whose
+// scales are applied afterwards) and the panels.
+template <class TA, class TB, class TC, class Pn_>
 struct Problem {
+  using A = TA;
+  using B = TB;
+  using C = TC;
+  using Pn = Pn_;
   using W = typename Pn::W;
   static constexpr int MR = Pn::MR, NR = Pn::NR, KU = Pn::KU;
-  const T* a;
-  const T* b;
-  T* c;
+  const TA* a;
+  const TB* b;
+  TC* c;
   GemmArgs g;
   int64_t kcb, nk;  // K slice depth (a multiple of KU) and count: a function of K only
   // Packed depth of kc values of k (KU of them per panel element).
@@ -98,10 +104,10 @@ inline int64_t block_n(int64_t K) {
 
 // Packs micro-panels [q0, q1) of the column block [jc, jc + nc) for every K slice; slice kb's
 // panels start at Bp + depth(pc) * ldw (ldw = nc rounded up to NR), panel q at + q * NR * depth(kc).
-template <class T, class Pn>
-void pack_b_block(const Problem<T, Pn>& P, const T* b, int64_t jc, int64_t nc, int64_t q0, int64_t q1,
-                  typename Pn::W* Bp) {
-  using Pb = Problem<T, Pn>;
+template <class Pb>
+void pack_b_block(const Pb& P, const typename Pb::B* b, int64_t jc, int64_t nc, int64_t q0, int64_t q1,
+                  typename Pb::W* Bp) {
+  using Pn = typename Pb::Pn;
   const GemmArgs& g = P.g;
   const int64_t ldw = round_up(nc, Pb::NR), j0 = q0 * Pb::NR, j1 = std::min(nc, q1 * Pb::NR);
   for (int64_t kb = 0; kb < P.nk; ++kb) {
@@ -114,10 +120,10 @@ void pack_b_block(const Problem<T, Pn>& P, const T* b, int64_t jc, int64_t nc, i
 // Rows [ic, ic + mc) x columns [jc, jc + nc) of one batch's C from the packed column block Bp:
 // for each K slice, A's rows are packed and every micro-tile runs. ws: mc (rounded up to MR) x ldw
 // floats of partial sums; tile: MR x NR floats (edge tiles leave stale lanes in it).
-template <class T, class Pn>
-void compute_rows(const Problem<T, Pn>& P, const T* a, T* c, int64_t ic, int64_t mc, int64_t jc, int64_t nc,
-                  const typename Pn::W* Bp, typename Pn::W* Ap, float* ws, float* tile) {
-  using Pb = Problem<T, Pn>;
+template <class Pb>
+void compute_rows(const Pb& P, const typename Pb::A* a, typename Pb::C* c, int64_t ic, int64_t mc, int64_t jc,
+                  int64_t nc, const typename Pb::W* Bp, typename Pb::W* Ap, float* ws, float* tile) {
+  using Pn = typename Pb::Pn;
   constexpr int MR = Pb::MR, NR = Pb::NR;
   const GemmArgs& g = P.g;
   const int64_t ldw = round_up(nc, NR);
@@ -131,7 +137,7 @@ void compute_rows(const Problem<T, Pn>& P, const T* a, T* c, int64_t ic, int64_t
       for (int64_t ir = 0; ir < mc; ir += MR) {
         const int64_t mr = std::min<int64_t>(MR, mc - ir);
         float* w = ws + ir * ldw + jr;
-        T* ct = c + (ic + ir) * g.c_rs + (jc + jr) * g.c_cs;
+        typename Pb::C* ct = c + (ic + ir) * g.c_rs + (jc + jr) * g.c_cs;
         // the micro-kernel's ~kc * MR cycles hide the misses on this tile's partial sums / output
         if (s == Slice::Middle || s == Slice::Last)
           for (int64_t i = 0; i < mr; ++i) _mm_prefetch(reinterpret_cast<const char*>(w + i * ldw), _MM_HINT_T0);
@@ -147,13 +153,14 @@ void compute_rows(const Problem<T, Pn>& P, const T* a, T* c, int64_t ic, int64_t
 // C[bi][m0:m1, n0:n1] of one batch on one thread. Loop order: column block (B packed for all of
 // K), row block, K slice (A packed), micro-tiles; the float32 partial sums of one MC x ncb block
 // stay in L2 between K slices.
-template <class T, class Pn>
-void run_block(const Problem<T, Pn>& P, int64_t bi, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
-               typename Pn::W* Ap, typename Pn::W* Bp, float* ws, float* tile) {
+template <class Pb>
+void run_block(const Pb& P, int64_t bi, int64_t m0, int64_t m1, int64_t n0, int64_t n1, typename Pb::W* Ap,
+               typename Pb::W* Bp, float* ws, float* tile) {
+  using Pn = typename Pb::Pn;
   const GemmArgs& g = P.g;
-  const T* a = P.a + bi * g.a_bs;
-  const T* b = P.b + bi * g.b_bs;
-  T* c = P.c + bi * g.c_bs;
+  const auto* a = P.a + bi * g.a_bs;
+  const auto* b = P.b + bi * g.b_bs;
+  auto* c = P.c + bi * g.c_bs;
   const int64_t ncb = block_n<Pn>(g.K);
   for (int64_t jc = n0; jc < n1; jc += ncb) {
     const int64_t nc = std::min(ncb, n1 - jc);
@@ -187,23 +194,27 @@ inline GemvView gemv_view(const GemmArgs& g) {
 
 // Outputs [j0, j1) of batch bi. xw: K panel elements; tot: j1 - j0 (rounded up to 64) + 16 floats,
 // then kAxpyCols floats of slice accumulators (64-byte aligned).
-template <class T, class Pn>
-void run_gemv(const Problem<T, Pn>& P, const GemvView& v, int64_t bi, int64_t j0, int64_t j1, typename Pn::W* xw,
-              float* tot) {
+template <class Pb>
+void run_gemv(const Pb& P, const GemvView& v, int64_t bi, int64_t j0, int64_t j1, typename Pb::W* xw, float* tot) {
+  using Pn = typename Pb::Pn;
   if constexpr (Pn::kGemv) {
     const GemmArgs& g = P.g;
-    const T* x = v.use_b ? P.a + bi * g.a_bs : P.b + bi * g.b_bs;
-    const T* m = (v.use_b ? P.b + bi * g.b_bs : P.a + bi * g.a_bs) + j0 * v.cs;
-    T* out = P.c + bi * g.c_bs + j0 * v.os;
-    Pn::gemv_x(x, v.xs, g.K, xw);
-    const Slicing sl{g.K, P.kcb, P.nk};
     const int64_t n = j1 - j0;
-    if (v.cs == 1) Pn::gemv_axpy(xw, m, v.rs, n, sl, tot, tot + round_up(n, 64) + 16);
-    else Pn::gemv_dot(xw, m, v.cs, n, sl, tot);
+    const Slicing sl{g.K, P.kcb, P.nk};
+    // x: A's row and m: B (M == 1), or x: B's column and m: A transposed (N == 1)
+    auto sums = [&](const auto* x, const auto* m) {
+      Pn::gemv_x(x, v.xs, g.K, xw);
+      if (v.cs == 1) Pn::gemv_axpy(xw, m + j0 * v.cs, v.rs, n, sl, tot, tot + round_up(n, 64) + 16);
+      else Pn::gemv_dot(xw, m + j0 * v.cs, v.cs, n, sl, tot);
+    };
+    if (v.use_b) sums(P.a + bi * g.a_bs, P.b + bi * g.b_bs);
+    else sums(P.b + bi * g.b_bs, P.a + bi * g.a_bs);
+    using TC = typename Pb::C;
+    TC* out = P.c + bi * g.c_bs + j0 * v.os;
     int64_t j = 0;
     if (v.os == 1)
       for (; j + 8 <= n; j += 8) store8(out + j, _mm256_loadu_ps(tot + j));
-    for (; j < n; ++j) out[j * v.os] = from_f32<T>(tot[j]);
+    for (; j < n; ++j) out[j * v.os] = from_f32<TC>(tot[j]);
   } else {
     (void)P, (void)v, (void)bi, (void)j0, (void)j1, (void)xw, (void)tot;
   }
@@ -229,8 +240,9 @@ inline W* words(float* p) {
 // them, into a shared buffer; then the threads take blocks of C's rows from a counter, so a thread
 // slowed down by other work on its core simply takes fewer (nothing is packed twice, and which
 // thread computes a row never changes its bits).
-template <class T, class Pn>
-void gemm_shared(const Problem<T, Pn>& P, int nt) {
+template <class Pb>
+void gemm_shared(const Pb& P, int nt) {
+  using Pn = typename Pb::Pn;
   using W = typename Pn::W;
   constexpr int MR = Pn::MR, NR = Pn::NR;
   const GemmArgs& g = P.g;
@@ -245,9 +257,9 @@ void gemm_shared(const Problem<T, Pn>& P, int nt) {
   Scratch scratch = scratch_words(b_sz + slots * per_slot);
   W* Bp = words<W>(scratch.get());
   for (int64_t bi = 0; bi < g.batch; ++bi) {
-    const T* a = P.a + bi * g.a_bs;
-    const T* b = P.b + bi * g.b_bs;
-    T* c = P.c + bi * g.c_bs;
+    const auto* a = P.a + bi * g.a_bs;
+    const auto* b = P.b + bi * g.b_bs;
+    auto* c = P.c + bi * g.c_bs;
     for (int64_t jc = 0; jc < N; jc += ncb_max) {
       const int64_t nc = std::min(ncb_max, N - jc);
       const int64_t panels = ceil_div(nc, NR), groups = ceil_div(panels, 4);
@@ -269,9 +281,11 @@ void gemm_shared(const Problem<T, Pn>& P, int nt) {
   }
 }
 
-template <class T, class Pn>
+// C (TC) = A (TA) @ B (TB).
+template <class TA, class TB, class TC, class Pn>
 void gemm(const GemmArgs& g) {
   using W = typename Pn::W;
+  using T = TC;
   constexpr int MR = Pn::MR, NR = Pn::NR;
   const int64_t Bn = g.batch, M = g.M, N = g.N, K = g.K;
   if (Bn <= 0 || M <= 0 || N <= 0) return;
@@ -282,7 +296,7 @@ void gemm(const GemmArgs& g) {
         for (int64_t j = 0; j < N; ++j) cp[bi * g.c_bs + i * g.c_rs + j * g.c_cs] = from_f32<T>(0.0f);
     return;
   }
-  Problem<T, Pn> P{static_cast<const T*>(g.a), static_cast<const T*>(g.b), cp, g, 0, 0};
+  Problem<TA, TB, TC, Pn> P{static_cast<const TA*>(g.a), static_cast<const TB*>(g.b), cp, g, 0, 0};
   const Slicing sl = slicing(K);
   P.nk = sl.nk, P.kcb = sl.kcb;
   const bool small = P.nk == 1 && M * N * K <= Pn::kSmallMacs;
@@ -343,21 +357,38 @@ void gemm(const GemmArgs& g) {
   });
 }
 
+// Both float8 formats for A and B, float32 C.
+template <class Pn>
+void fill_float8(KernelTable& t) {
+  t.gemm_f8[0][0] = &gemm<Float8_e4m3fn, Float8_e4m3fn, float, Pn>;
+  t.gemm_f8[0][1] = &gemm<Float8_e4m3fn, Float8_e5m2, float, Pn>;
+  t.gemm_f8[1][0] = &gemm<Float8_e5m2, Float8_e4m3fn, float, Pn>;
+  t.gemm_f8[1][1] = &gemm<Float8_e5m2, Float8_e5m2, float, Pn>;
+}
+
 }  // namespace
 
 #ifdef KILN_GEMM_BF16_ONLY
 // The AVX512-BF16 build (kernels_gemm.cpp compiled once more with -mavx512bf16): its table entries
-// replace the avx512 table's when the CPU has the instructions (isa.cpp).
+// replace the avx512 table's when the CPU has the instructions (isa.cpp). float8 converts to bfloat16
+// exactly, and no product or sum of two float8 values is subnormal in float32, so the float8 entries
+// give the float32 kernel's bits too.
 void fill_gemm_bf16(KernelTable& t) {
-  t.gemm_lowp[static_cast<int>(kBFloat16)] = &gemm<BFloat16, Bf16Panels>;
+  t.gemm_lowp[static_cast<int>(kBFloat16)] = &gemm<BFloat16, BFloat16, BFloat16, Bf16Panels>;
+  t.gemm_lowp[static_cast<int>(kFloat8_e4m3fn)] = &gemm<Float8_e4m3fn, Float8_e4m3fn, Float8_e4m3fn, Bf16Panels>;
+  t.gemm_lowp[static_cast<int>(kFloat8_e5m2)] = &gemm<Float8_e5m2, Float8_e5m2, Float8_e5m2, Bf16Panels>;
+  fill_float8<Bf16Panels>(t);
 }
 #else
+template <class T>
+constexpr auto same = &gemm<T, T, T, F32Panels>;
 void fill_gemm(KernelTable& t) {
-  t.gemm_lowp[static_cast<int>(kFloat16)] = &gemm<Half, F32Panels>;
-  t.gemm_lowp[static_cast<int>(kBFloat16)] = &gemm<BFloat16, F32Panels>;
-  t.gemm_lowp[static_cast<int>(kFloat8_e4m3fn)] = &gemm<Float8_e4m3fn, F32Panels>;
-  t.gemm_lowp[static_cast<int>(kFloat8_e5m2)] = &gemm<Float8_e5m2, F32Panels>;
-  t.gemm_lowp[static_cast<int>(kFloat32)] = &gemm<float, F32Panels>;  // not used by bmm (OpenBLAS); for tests
+  t.gemm_lowp[static_cast<int>(kFloat16)] = same<Half>;
+  t.gemm_lowp[static_cast<int>(kBFloat16)] = same<BFloat16>;
+  t.gemm_lowp[static_cast<int>(kFloat8_e4m3fn)] = same<Float8_e4m3fn>;
+  t.gemm_lowp[static_cast<int>(kFloat8_e5m2)] = same<Float8_e5m2>;
+  t.gemm_lowp[static_cast<int>(kFloat32)] = same<float>;  // not used by bmm (OpenBLAS); for tests
+  fill_float8<F32Panels>(t);
 }
 #endif
 

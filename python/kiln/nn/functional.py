@@ -227,3 +227,68 @@ batch_norm = _C.batch_norm
 group_norm = _C.group_norm
 embedding_bag = _C.embedding_bag
 multi_head_attention_forward = _C.multi_head_attention_forward
+
+
+# ---- scaled float8 matrix products (kiln/ops/scaled_mm.cpp) -----------------------------------------
+import enum as _enum  # noqa: E402
+
+
+class ScalingType(_enum.IntEnum):
+    """How a float8 operand's scales are laid out (torch.nn.functional.ScalingType). The CPU takes
+    TensorWise (one float32 scale) and RowWise (one per row of A, one per column of B)."""
+    TensorWise = 0
+    RowWise = 1
+    BlockWise1x16 = 2
+    BlockWise1x32 = 3
+    BlockWise1x128 = 4
+    BlockWise128x128 = 5
+
+
+class SwizzleType(_enum.IntEnum):
+    """The order of a scale tensor's elements (torch.nn.functional.SwizzleType); the CPU reads scales
+    in plain order whatever is given, as torch's CPU path does."""
+    NO_SWIZZLE = 0
+    SWIZZLE_32_4_4 = 1
+
+
+def _scaling_error(mat_a, mat_b, scale_a, scale_b):
+    m = mat_a.shape[0] if mat_a.dim() > 0 else 1
+    n = mat_b.shape[1] if mat_b.dim() > 1 else 1
+    return ValueError(
+        "Invalid scaling configuration.\n- For TensorWise scaling, a and b should be float8, scales should be "
+        "float and singletons.\n- For RowWise scaling, a and b should be float8, scales should be float, scale_a "
+        f"should be ({m}, 1) and scale_b should be (1, {n}), and both should be contiguous.\nGot "
+        f"mat_a.dtype()={mat_a.dtype}, scale_a.size()={list(getattr(scale_a, 'shape', []))}, "
+        f"mat_b.dtype()={mat_b.dtype} and scale_b.size()={list(getattr(scale_b, 'shape', []))}")
+
+
+def scaled_mm(mat_a, mat_b, scale_a, scale_recipe_a, scale_b, scale_recipe_b, swizzle_a=None, swizzle_b=None,
+              bias=None, output_dtype=_C.bfloat16, contraction_dim=(), use_fast_accum=False):
+    """mat_a @ mat_b for float8 operands with their scales (torch.nn.functional.scaled_mm): TensorWise
+    or RowWise recipes, on kiln._scaled_mm (differentiable in mat_a, mat_b and bias)."""
+    def one(x):
+        if isinstance(x, (list, tuple)):
+            if len(x) != 1:
+                raise _scaling_error(mat_a, mat_b, scale_a, scale_b)
+            return x[0]
+        return x
+    scale_a, scale_b = one(scale_a), one(scale_b)
+    recipe_a, recipe_b = ScalingType(int(one(scale_recipe_a))), ScalingType(int(one(scale_recipe_b)))
+    one(swizzle_a), one(swizzle_b)
+    if recipe_a != recipe_b or recipe_a not in (ScalingType.TensorWise, ScalingType.RowWise):
+        raise _scaling_error(mat_a, mat_b, scale_a, scale_b)
+    if recipe_a == ScalingType.TensorWise:
+        for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
+            if s.numel() != 1 or s.dtype != _C.float32:
+                raise ValueError(f"{name} must have 1 Float element")
+    elif scale_a.dim() == 0 or scale_b.dim() == 0:
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
+    elif scale_a.dim() == 1 or scale_b.dim() == 1:
+        raise IndexError("Dimension out of range (expected to be in range of [-1, 0], but got 1)")
+    if len(contraction_dim) not in (0, 2) or (len(contraction_dim) == 2 and tuple(contraction_dim) != (1, 0)):
+        dims = list(contraction_dim) + [None, None]
+        raise ValueError(f"mat_a and mat_b shapes cannot be multiplied ({mat_a.shape[0]}x{mat_a.shape[1]} and "
+                         f"{mat_b.shape[0]}x{mat_b.shape[1]}) with contraction dims mat_a: {dims[0]}, "
+                         f"mat_b: {dims[1]}")
+    return _C._scaled_mm(mat_a, mat_b, scale_a, scale_b, bias=bias, out_dtype=output_dtype,
+                         use_fast_accum=use_fast_accum)

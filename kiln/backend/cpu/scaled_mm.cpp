@@ -1,0 +1,78 @@
+// CPU kernel of _scaled_mm (its schema, checks and derivative: kiln/ops/scaled_mm.cpp). The float8
+// product goes through the packed GEMM's float8 entries (kernels_gemm.cpp: one byte read per
+// element; bfloat16 pairs and vdpbf16ps where the CPU has AVX512-BF16) into float32; one pass over
+// the output then applies the scales, the bias and scale_result and rounds once to the out dtype.
+#include <vector>
+
+#include "kiln/backend/cpu/kernels.h"
+#include "kiln/backend/cpu/parallel.h"
+#include "kiln/ops/ops.h"
+
+namespace kiln {
+namespace {
+
+bool rowwise_contiguous(const Tensor& s) {  // (M, 1) or (1, N): the long dimension's stride is 1
+  for (int64_t d = 0; d < s.dim(); ++d)
+    if (s.sizes()[d] > 1 && s.strides()[d] != 1) return false;
+  return true;
+}
+
+float scalar_f32(const Tensor& s) { return *static_cast<const float*>(cpu::contiguous_of(s).data_ptr()); }
+
+void scaled_mm_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs, TensorList& out) {
+  const Tensor &a = in[0], &b = in[1], &sa = in[2], &sb = in[3];
+  const Tensor bias = in.size() > 4 ? in[4] : Tensor(), sr = in.size() > 5 ? in[5] : Tensor();
+  const bool tensorwise = sa.numel() == 1 && sb.numel() == 1;
+  KILN_CHECK(tensorwise || (rowwise_contiguous(sa) && rowwise_contiguous(sb)), Value, op.name,
+             "Invalid scaling configuration: for RowWise scaling, scale_a (", a.sizes()[0], ", 1) and scale_b (1, ",
+             b.sizes()[1], ") should both be contiguous. Got scale_a.stride()=", sa.strides(),
+             " and scale_b.stride()=", sb.strides());
+  Tensor& c = out[0];
+  const int64_t M = a.sizes()[0], K = a.sizes()[1], N = b.sizes()[1];
+  if (c.numel() == 0) return;
+
+  // A @ B in float32: into C itself when C is float32 (the output is contiguous)
+  const bool in_place = c.dtype() == kFloat32;
+  Tensor acc = in_place ? c : make_tensor({M, N}, kFloat32);
+  float* p = static_cast<float*>(acc.data_ptr());
+  if (K == 0) {
+    cpu::fill(acc, Scalar(0));
+  } else {
+    cpu::GemmArgs g;
+    g.M = M, g.N = N, g.K = K;
+    g.a = a.data_ptr(), g.a_rs = a.strides()[0], g.a_cs = a.strides()[1];
+    g.b = b.data_ptr(), g.b_rs = b.strides()[0], g.b_cs = b.strides()[1];
+    g.c = p, g.c_rs = N, g.c_cs = 1;
+    cpu::cpu_kernels().gemm_f8[a.dtype() == kFloat8_e5m2][b.dtype() == kFloat8_e5m2](g);
+  }
+
+  // The epilogue: ((acc * scale_a[i]) * scale_b[j] + bias[j]) * (1 / scale_result)
+  const float* pa = static_cast<const float*>(cpu::contiguous_of(sa).data_ptr());
+  const float* pb = static_cast<const float*>(cpu::contiguous_of(sb).data_ptr());
+  std::vector<float> bv;
+  if (bias.defined()) {
+    Tensor bf = cpu::converted(bias, kFloat32);  // N elements (the meta checked), any shape
+    const float* q = static_cast<const float*>(bf.data_ptr());
+    bv.assign(q, q + N);
+  }
+  const bool explicit_f8 = std::holds_alternative<Dtype>(attrs[0]) && is_float8(c.dtype());  // out_dtype given
+  const float inv = explicit_f8 && sr.defined() ? 1.0f / scalar_f32(sr) : 1.0f;
+  const int64_t sa_step = tensorwise ? 0 : 1, sb_step = tensorwise ? 0 : 1;
+  cpu::parallel_for(M, std::max<int64_t>(1, cpu::kGrainSize / std::max<int64_t>(N, 1)), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      float* row = p + i * N;
+      const float s_i = pa[i * sa_step];
+      for (int64_t j = 0; j < N; ++j) {
+        float v = row[j] * s_i * pb[j * sb_step];
+        if (!bv.empty()) v = v + bv[j];
+        if (inv != 1.0f) v = v * inv;
+        row[j] = v;
+      }
+    }
+  });
+  if (!in_place) cpu::cast_copy(c, acc);
+}
+KernelRegistrar k_scaled_mm{"_scaled_mm", DeviceType::CPU, scaled_mm_kernel};
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,67 @@
+"""op_db entries of the low-precision products (issue 10): torch._scaled_mm over both float8 formats as
+self's dtype, every pairing with mat2's, tensor-wise and row-wise scales, each output dtype, bias,
+scale_result, odd and empty sizes, row- and column-major mat2, a strided self. torch emulates the
+product with float32 GEMMs whose summation order depends on its ISA, so values are compared within one
+unit in the last place of the output dtype (kiln's own values are pinned against a float64 sum in
+test_scaled_mm.py, where the derivative, which torch lacks, is tested too)."""
+import torch
+
+from op_db import S, T, entry, FLOAT8
+
+# one unit in the last place of each output dtype, relative, plus a little for values near zero
+ULP = {torch.float8_e4m3fn: (2.0 ** -3, 2.0 ** -6), torch.float8_e5m2: (2.0 ** -2, 2.0 ** -14),
+       torch.bfloat16: (2.0 ** -7, 1e-3), torch.float16: (2.0 ** -10, 1e-3), torch.float32: (1e-5, 1e-4)}
+
+
+def _scales(m, n, rowwise, seed):
+    if not rowwise:
+        return T((), "float32", 0.25, 2.0, seed=seed), T((1,), "float32", 0.25, 2.0, seed=seed + 1)
+    return T((m, 1), "float32", 0.25, 2.0, seed=seed), T((1, n), "float32", 0.25, 2.0, seed=seed + 1)
+
+
+def _scaled_mm_samples(dtype, grad):
+    other = {"float8_e4m3fn": "float8_e5m2", "float8_e5m2": "float8_e4m3fn"}[dtype]
+    out = []
+    shapes = [(1, 1, 1), (3, 17, 5), (17, 64, 3), (33, 1000, 17), (5, 0, 3), (0, 7, 3)]
+    out_dtypes = [None, torch.bfloat16, torch.float16, torch.float32, torch.float8_e4m3fn, torch.float8_e5m2]
+    for i, (m, k, n) in enumerate(shapes):
+        for rowwise in (False, True):
+            b_dtype = dtype if i % 2 == 0 else other
+            od = out_dtypes[(i + rowwise) % len(out_dtypes)]
+            a = T((m, k), dtype, -3.0, 3.0, seed=i)
+            b = T((n, k), b_dtype, -3.0, 3.0, seed=i + 10).t() if rowwise else T((k, n), b_dtype, -3.0, 3.0, seed=i + 10)
+            sa, sb = _scales(m, n, rowwise, seed=i + 20)
+            kw = {} if od is None else {"out_dtype": od}
+            s = S(a, b, sa, sb, desc=f"{m}x{k}x{n} {'rowwise' if rowwise else 'tensorwise'} {b_dtype} out={od}", **kw)
+            s.tol = ULP[od or getattr(torch, dtype)]
+            out.append(s)
+    a, b = T((9, 40), dtype, -2.0, 2.0, seed=30), T((40, 6), dtype, -2.0, 2.0, seed=31)
+    sa, sb = _scales(9, 6, True, seed=32)
+    for bias_dtype, od in ((torch.float32, torch.float32), (torch.bfloat16, torch.bfloat16), (torch.float32, None)):
+        s = S(a, b, sa, sb, bias=T((6,), "float32", -1.0, 1.0, seed=33).to(bias_dtype),
+              desc=f"bias {bias_dtype} out={od}", **({} if od is None else {"out_dtype": od}))
+        s.tol = ULP[od or getattr(torch, dtype)]
+        out.append(s)
+    for od in (torch.float8_e4m3fn, torch.float8_e5m2, torch.bfloat16):  # scale_result: explicit float8 outputs only
+        s = S(a, b, sa, sb, scale_result=torch.tensor(4.0), out_dtype=od, desc=f"scale_result out={od}")
+        s.tol = ULP[od]
+        out.append(s)
+    s = S(T((20, 9), dtype, -2.0, 2.0, seed=34)[::2, 1:], b[:8], sa[:10].contiguous(), sb, out_dtype=torch.float32,
+          desc="strided self")
+    s.tol = ULP[torch.float32]
+    out.append(s)
+    # torch's errors: the scaling configuration (ValueError), shapes, bias and scale_result (RuntimeError)
+    out += [S(a, b, T((9,), "float32", seed=1), T((6,), "float32", seed=2), desc="error 1-d scales"),
+            S(a, b, sa, T((), "float32", seed=2), desc="error mixed scalings"),
+            S(a, b, sa.double(), sb, desc="error float64 scale"),
+            S(a.float(), b, T((), "float32"), T((), "float32"), desc="error float32 self"),
+            S(a, b[:30], T((), "float32"), T((), "float32"), desc="error shapes"),
+            S(a.unsqueeze(0), b, T((), "float32"), T((), "float32"), desc="error 3-d self"),
+            S(a, b, T((), "float32"), T((), "float32"), bias=T((5,), "float32"), desc="error bias size"),
+            S(a, b, T((), "float32"), T((), "float32"), scale_result=torch.ones(2), desc="error scale_result")]
+    return out
+
+
+LOWP_OPS = [
+    entry("_scaled_mm", _scaled_mm_samples, dtypes=FLOAT8, supports_grad=False, method=False, supports_out=True),
+]

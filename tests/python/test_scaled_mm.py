@@ -1,0 +1,183 @@
+"""kiln._scaled_mm and kiln.nn.functional.scaled_mm beyond the op database (op_db_lowp.py compares
+them with torch 2.13): values pinned against a float64 sum of the same float8 inputs (torch's CPU
+emulation sums in an ISA-dependent order), saturation of float8 outputs, the matrix-vector shapes,
+F.scaled_mm's recipes and errors, and the derivative torch does not have (tensor-wise and row-wise,
+bias, scale_result, a float8 training step with a float32 master weight), against the same
+arithmetic in float64 written with plain torch ops."""
+import numpy as np
+import pytest
+import torch
+
+import kiln
+import kiln.nn.functional as KF
+import torch.nn.functional as TF
+from helpers import to_kiln, to_torch
+
+E4, E5 = torch.float8_e4m3fn, torch.float8_e5m2
+KD = {E4: kiln.float8_e4m3fn, E5: kiln.float8_e5m2, torch.bfloat16: kiln.bfloat16, torch.float16: kiln.float16,
+      torch.float32: kiln.float32, None: None}
+
+
+def f8(shape, dtype, seed, scale=2.0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(shape, generator=g) * scale).to(dtype)
+
+
+def reference(a, b, sa, sb, bias=None):
+    """The exact product of the float8 values, scaled, in float64."""
+    r = (a.double() @ b.double()) * sa.double() * sb.double()
+    return r if bias is None else r + bias.double()
+
+
+def assert_one_rounding(got, ref, out_dtype, k):
+    """got (kiln, in out_dtype) is ref rounded to out_dtype, up to the float32 sum's error: within one
+    unit in the last place of out_dtype at ref (float32 outputs: K * 2^-24 of the summed magnitudes)."""
+    g = to_torch(got).double()
+    if out_dtype == torch.float32:
+        tol = (k + 3) * 2.0 ** -24 * ref.abs().max().item() + 1e-30  # the sum, two scalings, the bias
+        assert (g - ref).abs().max().item() <= tol
+        return
+    lo = ref.to(out_dtype).double()
+    eps = {E4: 2.0 ** -3, E5: 2.0 ** -2, torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}[out_dtype]
+    tiny = {E4: 2.0 ** -9, E5: 2.0 ** -16, torch.bfloat16: 1e-38, torch.float16: 2.0 ** -24}[out_dtype]
+    bound = 2 * eps * ref.abs() + tiny + k * 2.0 ** -24 * ref.abs().max()
+    ok = ((g - ref).abs() <= bound) | (g == lo)
+    assert bool(ok.all()), f"max error {(g - ref).abs().max().item()} for {out_dtype}"
+
+
+@pytest.mark.parametrize("da,db", [(E4, E4), (E4, E5), (E5, E4), (E5, E5)])
+@pytest.mark.parametrize("rowwise", [False, True])
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float32, E4])
+def test_values_against_float64(da, db, rowwise, out_dtype):
+    for m, k, n in ((1, 300, 40), (40, 300, 1), (67, 513, 45), (3, 1, 2)):
+        a, b = f8((m, k), da, 1), f8((n, k), db, 2).t()  # mat2 column-major, as F.linear gives it
+        if rowwise:
+            sa, sb = torch.rand(m, 1) + 0.5, torch.rand(1, n) + 0.5
+        else:
+            sa, sb = torch.tensor(0.75), torch.tensor(1.5)
+        got = kiln._scaled_mm(to_kiln(a), to_kiln(b), to_kiln(sa), to_kiln(sb), out_dtype=KD[out_dtype])
+        assert got.dtype == KD[out_dtype] and tuple(got.shape) == (m, n)
+        assert_one_rounding(got, reference(a, b, sa, sb), out_dtype, k)
+
+
+def test_saturation_and_overflow():
+    # float32 496 rounds to e4m3fn's largest finite value, 448 (torch's conversion saturates); 1e6 in
+    # e5m2 is inf
+    a = torch.tensor([[448.0, 448.0]]).to(E4)
+    b = torch.tensor([[1.0], [1.0]]).to(E4)
+    one = torch.tensor(1.0)
+    for od in (E4, E5):
+        t = torch._scaled_mm(a, b, one, one, out_dtype=od)
+        k = kiln._scaled_mm(to_kiln(a), to_kiln(b), to_kiln(one), to_kiln(one), out_dtype=KD[od])
+        assert to_torch(k).view(torch.uint8).item() == t.view(torch.uint8).item()
+    big = kiln._scaled_mm(to_kiln(a), to_kiln(b), to_kiln(torch.tensor(1000.0)), to_kiln(one), out_dtype=kiln.float8_e5m2)
+    assert to_torch(big).float().item() == float("inf")
+
+
+def test_nan_propagates():
+    a = f8((4, 8), E4, 3)
+    a[1, 2] = torch.tensor(float("nan")).to(E4)
+    b = f8((8, 5), E4, 4)
+    one = torch.tensor(1.0)
+    got = to_torch(kiln._scaled_mm(to_kiln(a), to_kiln(b), to_kiln(one), to_kiln(one), out_dtype=kiln.float32))
+    assert torch.isnan(got[1]).all() and not torch.isnan(got[[0, 2, 3]]).any()
+
+
+def test_functional_enums_and_recipes():
+    assert [(e.name, int(e)) for e in KF.ScalingType] == [(e.name, int(e.value)) for e in
+                                                            TF.ScalingType.__members__.values()]
+    assert [(e.name, int(e)) for e in KF.SwizzleType] == [(e.name, int(e.value)) for e in
+                                                            TF.SwizzleType.__members__.values()]
+    a, b = f8((9, 33), E4, 5), f8((7, 33), E5, 6).t()
+    sa, sb = torch.rand(9, 1) + 0.5, torch.rand(1, 7) + 0.5
+    one = torch.tensor(2.0)
+    K, T = KF.ScalingType, TF.ScalingType
+    cases = [((sa, T.RowWise, sb, T.RowWise), (sa, K.RowWise, sb, K.RowWise), {}),
+             ((one, T.TensorWise, one, T.TensorWise), (one, K.TensorWise, one, K.TensorWise), {"output_dtype": None}),
+             (([one], [T.TensorWise], [one], [T.TensorWise]), ([one], [K.TensorWise], [one], [K.TensorWise]),
+              {"output_dtype": torch.float32})]
+    for targs, kargs, kw in cases:
+        t = TF.scaled_mm(a, b, *targs, **kw)
+        kkw = {k: KD[v] for k, v in kw.items()}
+        k = KF.scaled_mm(to_kiln(a), to_kiln(b), *[to_kiln(x) if isinstance(x, torch.Tensor) else
+                                                   [to_kiln(y) if isinstance(y, torch.Tensor) else y for y in x]
+                                                   if isinstance(x, list) else x for x in kargs], **kkw)
+        assert str(k.dtype).split(".")[-1] == str(t.dtype).split(".")[-1]
+        assert_one_rounding(k, reference(a, b, targs[0] if not isinstance(targs[0], list) else targs[0][0],
+                                         targs[2] if not isinstance(targs[2], list) else targs[2][0]),
+                            t.dtype, 33)
+    # the errors torch raises: block-wise recipes (ValueError), a row-wise recipe with scalar scales
+    # (IndexError), a tensor-wise recipe with row-wise scales (ValueError)
+    for targs, kargs, exc in (((one, T.BlockWise1x32, one, T.TensorWise), (one, K.BlockWise1x32, one, K.TensorWise),
+                               ValueError),
+                              ((one, T.RowWise, one, T.RowWise), (one, K.RowWise, one, K.RowWise), IndexError),
+                              ((sa, T.TensorWise, sb, T.TensorWise), (sa, K.TensorWise, sb, K.TensorWise), ValueError)):
+        with pytest.raises(exc):
+            TF.scaled_mm(a, b, *targs)
+        with pytest.raises(exc):
+            KF.scaled_mm(to_kiln(a), to_kiln(b), *[to_kiln(x) if isinstance(x, torch.Tensor) else x for x in kargs])
+
+
+def _grads_f64(a, b, sa, sb, bias, inv_sr, g):
+    A, B = a.double().requires_grad_(), b.double().requires_grad_()
+    bb = bias.double().requires_grad_() if bias is not None else None
+    out = (A @ B) * sa.double() * sb.double()
+    if bb is not None:
+        out = out + bb
+    (out * inv_sr * g.double()).sum().backward()
+    return A.grad, B.grad, (bb.grad if bb is not None else None)
+
+
+@pytest.mark.parametrize("rowwise", [False, True])
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.bfloat16, E4])
+def test_backward_against_float64(rowwise, out_dtype):
+    m, k, n = 13, 40, 9
+    a, b = f8((m, k), E4, 7), f8((k, n), E5, 8)
+    sa, sb = (torch.rand(m, 1) + 0.5, torch.rand(1, n) + 0.5) if rowwise else (torch.tensor(0.5), torch.tensor(2.0))
+    bias = torch.randn(n)
+    sr = torch.tensor(4.0)
+    ka, kb = to_kiln(a).requires_grad_(), to_kiln(b).requires_grad_()
+    kbias = to_kiln(bias).requires_grad_()
+    out = kiln._scaled_mm(ka, kb, to_kiln(sa), to_kiln(sb), bias=kbias, scale_result=to_kiln(sr),
+                          out_dtype=KD[out_dtype])
+    g = torch.randn(m, n)
+    (out.float() * to_kiln(g)).sum().backward()
+    inv = 0.25 if out_dtype == E4 else 1.0  # scale_result divides explicit float8 outputs only
+    da, db, dbias = _grads_f64(a, b, sa, sb, bias, inv, g)
+    hp = kiln.float32 if out_dtype in (torch.float32, E4) else kiln.bfloat16
+    assert ka.grad.dtype == hp and kb.grad.dtype == hp and kbias.grad.dtype == kiln.float32
+    rtol = 1e-5 if hp == kiln.float32 else 2.0 ** -7
+    for got, want in ((ka.grad, da), (kb.grad, db), (kbias.grad, dbias)):
+        assert torch.allclose(to_torch(got).double(), want, rtol=rtol, atol=rtol * want.abs().max().item())
+
+
+def test_float8_training_step_with_master_weight():
+    """y = x W^T with W kept in float32 and multiplied in float8 (per-row scales from amax): the
+    gradient reaches W through the quantisation (the cast passes it straight through) in float32."""
+    torch.manual_seed(0)
+    x, w = torch.randn(8, 32), torch.randn(16, 32)
+    kx, kw = to_kiln(x), to_kiln(w).requires_grad_()
+    sw = kiln.amax(kw.detach().abs(), 1, keepdim=True) / 448.0   # (16, 1) per output row
+    sx = kiln.amax(kx.abs(), 1, keepdim=True) / 448.0            # (8, 1) per input row
+    w8 = (kw / sw).to(kiln.float8_e4m3fn)
+    x8 = (kx / sx).to(kiln.float8_e4m3fn)
+    y = kiln._scaled_mm(x8, w8.t(), sx, sw.t().contiguous(), out_dtype=kiln.float32)
+    y.sum().backward()
+    assert kw.grad.dtype == kiln.float32
+    # d/dW_jk of sum_ij sx_i sw_j sum_k x8_ik (W_jk / sw_j): sum_i sx_i x8_ik, for every row j
+    x8f = to_torch(x8.to(kiln.float32)).double()
+    want = (x8f * to_torch(sx).double()).sum(0).expand(16, 32)
+    assert torch.allclose(to_torch(kw.grad).double(), want, rtol=1e-5, atol=1e-5)
+    # and the forward is the float32 product up to float8 rounding
+    assert torch.allclose(to_torch(y), x @ w.t(), rtol=0.15, atol=0.15 * (x @ w.t()).abs().max().item())
+
+
+def test_meta_and_empty():
+    a, b = kiln.empty(5, 7, dtype=kiln.float8_e5m2, device="meta"), kiln.empty(7, 3, dtype=kiln.float8_e4m3fn,
+                                                                                   device="meta")
+    s = kiln.empty((), device="meta")
+    out = kiln._scaled_mm(a, b, s, s)
+    assert out.device.type == "meta" and out.dtype == kiln.float8_e5m2 and tuple(out.shape) == (5, 3)
+    z = kiln._scaled_mm(kiln.zeros(4, 0, dtype=kiln.float8_e4m3fn), kiln.zeros(0, 3, dtype=kiln.float8_e4m3fn),
+                        kiln.tensor(1.0), kiln.tensor(1.0), bias=kiln.ones(3), out_dtype=kiln.float32)
+    assert np.array_equal(z.numpy(), np.ones((4, 3), np.float32))
