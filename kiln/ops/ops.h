@@ -214,6 +214,11 @@ Tensor bmm(const Tensor& a, const Tensor& b);
 Tensor _scaled_mm(const Tensor& self, const Tensor& mat2, const Tensor& scale_a, const Tensor& scale_b,
                   const Tensor& bias = Tensor(), const Tensor& scale_result = Tensor(),
                   std::optional<Dtype> out_dtype = std::nullopt, bool use_fast_accum = false);
+// torch._grouped_mm: the mixture-of-experts grouped product in torch's four layouts (2D x 3D, 3D x 2D,
+// 2D x 2D with int32 cumulative end offsets `offs`; 3D x 3D without), float32 / bfloat16 / float16,
+// any strides, optional bias, zeros past offs[-1]; differentiable in self, mat2 and bias.
+Tensor _grouped_mm(const Tensor& self, const Tensor& mat2, const Tensor& offs = Tensor(), const Tensor& bias = Tensor(),
+                   std::optional<Dtype> out_dtype = std::nullopt);
 Tensor mv(const Tensor& a, const Tensor& v);
 Tensor dot(const Tensor& a, const Tensor& b);
 Tensor vdot(const Tensor& a, const Tensor& b);

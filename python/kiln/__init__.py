@@ -23,6 +23,7 @@ from .io import save_file, load_file, safe_open, load_metadata, save_model, load
 __version__ = "0.1.0"
 
 _scaled_mm = _C._scaled_mm  # torch._scaled_mm (float8 products with scales); also kiln.nn.functional.scaled_mm
+_grouped_mm = _C._grouped_mm  # torch._grouped_mm (mixture-of-experts products); also kiln.nn.functional.grouped_mm
 
 # torch aliases
 absolute = _C.abs

@@ -63,6 +63,12 @@ void bind_nn(nb::module_& m) {
       }, "in_features"_a, "out_features"_a, "bias"_a = true, "dtype"_a.none() = nb::none())
       .def("forward", &Linear::forward)
       .def("reset_parameters", &Linear::reset_parameters);
+  nb::class_<MixtureOfExperts, Module>(nnm, "MixtureOfExperts")
+      .def("__init__", [](MixtureOfExperts* self, int64_t dim, int64_t hidden, int64_t experts, int64_t k,
+                          nb::handle dtype) { new (self) MixtureOfExperts(dim, hidden, experts, k, dt(dtype)); },
+           "dim"_a, "hidden"_a, "num_experts"_a, "top_k"_a = 2, "dtype"_a.none() = nb::none())
+      .def("forward", &MixtureOfExperts::forward)
+      .def("reset_parameters", &MixtureOfExperts::reset_parameters);
   nb::class_<Bilinear, Module>(nnm, "Bilinear")
       .def("__init__", [](Bilinear* self, int64_t a, int64_t b, int64_t out, bool bias, nb::handle dtype) {
         new (self) Bilinear(a, b, out, bias, dt(dtype));

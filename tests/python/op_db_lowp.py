@@ -65,3 +65,36 @@ def _scaled_mm_samples(dtype, grad):
 LOWP_OPS = [
     entry("_scaled_mm", _scaled_mm_samples, dtypes=FLOAT8, supports_grad=False, method=False, supports_out=True),
 ]
+
+
+# ---- _grouped_mm: torch's four layouts with strides torch's CPU kernel takes (multiples of 16 bytes;
+# kiln's other strides, bias, rows past offs[-1] and the derivative are in test_grouped_mm.py)
+def _offs(*ends):
+    return torch.tensor(ends, dtype=torch.int32)
+
+
+def _grouped_mm_samples(dtype, grad):
+    r = lambda *shape, seed: T(shape, dtype, -2.0, 2.0, seed=seed)  # noqa: E731
+    out = [S(r(40, 24, seed=1), r(3, 24, 16, seed=2), offs=_offs(8, 8, 40), desc="2Dx3D empty group"),
+           S(r(40, 24, seed=3), r(3, 16, 24, seed=4).transpose(1, 2), offs=_offs(13, 30, 40), desc="2Dx3D mat2 col-major"),
+           S(r(3, 9, 32, seed=5), r(32, 40, seed=6), offs=_offs(16, 16, 40), desc="3Dx2D"),
+           S(r(3, 9, 32, seed=7), r(40, 32, seed=8).t(), offs=_offs(8, 24, 40), desc="3Dx2D mat2 col-major"),
+           S(r(9, 48, seed=9), r(48, 16, seed=10), offs=_offs(16, 16, 48), desc="2Dx2D empty K group"),
+           S(r(3, 9, 24, seed=11), r(3, 24, 16, seed=12), desc="3Dx3D"),
+           S(r(0, 24, seed=13), r(2, 24, 16, seed=14), offs=_offs(0, 0), desc="2Dx3D no tokens"),
+           S(r(200, 64, seed=15), r(4, 64, 72, seed=16), offs=_offs(50, 100, 170, 200), desc="2Dx3D larger")]
+    out += [S(r(40, 24, seed=1), r(3, 24, 16, seed=2), desc="error no offs"),
+            S(r(3, 9, 24, seed=11), r(3, 24, 16, seed=12), offs=_offs(1, 2, 3), desc="error 3Dx3D offs"),
+            S(r(40, 24, seed=1), r(3, 24, 16, seed=2), offs=_offs(8, 8, 40).long(), desc="error int64 offs"),
+            S(r(40, 24, seed=1), r(2, 24, 16, seed=2), offs=_offs(8, 8, 40), desc="error group count"),
+            S(r(40, 24, seed=1), r(3, 16, 16, seed=2), offs=_offs(8, 8, 40), desc="error K"),
+            S(r(40, 24, seed=1).unsqueeze(0).unsqueeze(0), r(3, 24, 16, seed=2), offs=_offs(8, 8, 40),
+              desc="error 4-d"),
+            S(r(40, 24, seed=1), r(3, 24, 16, seed=2), offs=_offs(8, 8, 40), out_dtype=torch.float64,
+              desc="error out_dtype")]
+    return out
+
+
+LOWP_OPS.append(entry("_grouped_mm", _grouped_mm_samples, dtypes=("float32", "bfloat16", "float16"),
+                      supports_grad=False, method=False, tol={"float32": (1e-5, 1e-4), "bfloat16": (2.0 ** -7, 1e-2),
+                                                              "float16": (2.0 ** -10, 1e-3)}))

@@ -51,6 +51,9 @@ struct GemmArgs {
   int64_t c_bs = 0, c_rs = 0, c_cs = 0;
 };
 using LowpGemmFn = void (*)(const GemmArgs&);
+// Several independent products (batch 1 each, any sizes, strides and K) in one parallel loop over
+// (product, column block) work items: the grouped matmul of mixture-of-experts layers.
+using GroupedGemmFn = void (*)(const GemmArgs* items, int64_t count);
 
 // Random fills (kernels_random.cpp): writes elements [begin, end) of a fill of `out` (pointing at
 // element 0, contiguous) with draws of one distribution; element i depends only on the generator
@@ -105,6 +108,7 @@ struct KernelTable {
   // The same GEMM for float8 operands of either format ([A is e5m2][B is e5m2]) into a float32 C: the
   // scaled float8 products (_scaled_mm) apply their scales to it.
   LowpGemmFn gemm_f8[2][2] = {};
+  GroupedGemmFn gemm_grouped[kNumDtypes] = {};  // float32, float16, bfloat16
   RandomFn random[static_cast<int>(RandomDist::Count)][kNumDtypes] = {};
   LayerNormFn layer_norm[kNumDtypes] = {};  // float32, float64
   LayerNormBackwardFn layer_norm_backward[kNumDtypes] = {};

@@ -30,6 +30,7 @@
 #include <memory>
 #include <new>
 #include <numeric>
+#include <vector>
 
 #include "kiln/backend/cpu/gemm_bf16.h"
 #include "kiln/backend/cpu/gemm_f32.h"
@@ -357,6 +358,67 @@ void gemm(const GemmArgs& g) {
   });
 }
 
+// Grouped products: every item's C = A @ B (batch 1), items of any shapes, in one parallel loop over
+// (item, column block) work items taken from a counter; each packs its part of B and runs all of its
+// rows (run_block), so each element sees the same arithmetic as in a plain product of its item.
+template <class T, class Pn>
+void gemm_grouped(const GemmArgs* items, int64_t count) {
+  using W = typename Pn::W;
+  using Pb = Problem<T, T, T, Pn>;
+  constexpr int MR = Pn::MR, NR = Pn::NR;
+  struct Work { int64_t item, m0, m1, n0, n1; };
+  std::vector<Work> work;
+  int64_t a_sz = 16, b_sz = 16, w_sz = 0;
+  double flops = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const GemmArgs& g = items[i];
+    if (g.M <= 0 || g.N <= 0) continue;
+    T* c = static_cast<T*>(g.c);
+    if (g.K <= 0) {
+      for (int64_t r = 0; r < g.M; ++r)
+        for (int64_t j = 0; j < g.N; ++j) c[r * g.c_rs + j * g.c_cs] = from_f32<T>(0.0f);
+      continue;
+    }
+    const Slicing sl = slicing(g.K);
+    const int64_t ncb = block_n<Pn>(g.K), mrows = round_up(std::min(Pn::MC, g.M), MR);
+    for (int64_t n0 = 0; n0 < g.N; n0 += ncb) work.push_back({i, 0, g.M, n0, std::min(g.N, n0 + ncb)});
+    a_sz = std::max(a_sz, round_up(mrows * ceil_div(sl.kcb, Pn::KU) + 16, 16));
+    b_sz = std::max(b_sz, round_up(round_up(std::min(ncb, g.N), NR) * ceil_div(g.K, Pn::KU) + 16, 16));
+    if (sl.nk > 1) w_sz = std::max(w_sz, round_up(mrows * round_up(std::min(ncb, g.N), NR), 16));
+    flops += 2.0 * g.M * g.N * g.K;
+  }
+  if (work.empty()) return;
+  const int nt = in_parallel_region() ? 1 : get_num_threads();
+  if (nt > 1 && static_cast<int64_t>(work.size()) < 4 * nt) {  // few items: cut their rows too (B packed per part)
+    std::vector<Work> split;
+    const int64_t parts = ceil_div(4 * nt, static_cast<int64_t>(work.size()));
+    for (const Work& wk : work) {
+      const int64_t step = round_up(ceil_div(wk.m1, parts), MR);
+      for (int64_t m0 = 0; m0 < wk.m1; m0 += step) split.push_back({wk.item, m0, std::min(wk.m1, m0 + step), wk.n0, wk.n1});
+    }
+    work.swap(split);
+  }
+  const int64_t slots = flops >= kParallelFlops ? std::min<int64_t>(nt, static_cast<int64_t>(work.size())) : 1;
+  const int64_t per_slot = a_sz + b_sz + w_sz + MR * NR;
+  Scratch scratch = scratch_words(slots * per_slot);
+  std::atomic<int64_t> next{0};
+  parallel_for(slots, 1, [&](int64_t s0, int64_t) {
+    float* slot = scratch.get() + s0 * per_slot;
+    W* Ap = words<W>(slot);
+    W* Bp = words<W>(slot + a_sz);
+    float* ws = slot + a_sz + b_sz;
+    float* tile = ws + w_sz;
+    std::fill(tile, tile + MR * NR, 0.0f);
+    for (int64_t w; (w = next.fetch_add(1, std::memory_order_relaxed)) < static_cast<int64_t>(work.size());) {
+      const Work& wk = work[w];
+      const GemmArgs& g = items[wk.item];
+      const Slicing sl = slicing(g.K);
+      Pb P{static_cast<const T*>(g.a), static_cast<const T*>(g.b), static_cast<T*>(g.c), g, sl.kcb, sl.nk};
+      run_block(P, 0, wk.m0, wk.m1, wk.n0, wk.n1, Ap, Bp, ws, tile);
+    }
+  });
+}
+
 // Both float8 formats for A and B, float32 C.
 template <class Pn>
 void fill_float8(KernelTable& t) {
@@ -375,6 +437,7 @@ void fill_float8(KernelTable& t) {
 // give the float32 kernel's bits too.
 void fill_gemm_bf16(KernelTable& t) {
   t.gemm_lowp[static_cast<int>(kBFloat16)] = &gemm<BFloat16, BFloat16, BFloat16, Bf16Panels>;
+  t.gemm_grouped[static_cast<int>(kBFloat16)] = &gemm_grouped<BFloat16, Bf16Panels>;
   t.gemm_lowp[static_cast<int>(kFloat8_e4m3fn)] = &gemm<Float8_e4m3fn, Float8_e4m3fn, Float8_e4m3fn, Bf16Panels>;
   t.gemm_lowp[static_cast<int>(kFloat8_e5m2)] = &gemm<Float8_e5m2, Float8_e5m2, Float8_e5m2, Bf16Panels>;
   fill_float8<Bf16Panels>(t);
@@ -389,6 +452,9 @@ void fill_gemm(KernelTable& t) {
   t.gemm_lowp[static_cast<int>(kFloat8_e5m2)] = same<Float8_e5m2>;
   t.gemm_lowp[static_cast<int>(kFloat32)] = same<float>;  // not used by bmm (OpenBLAS); for tests
   fill_float8<F32Panels>(t);
+  t.gemm_grouped[static_cast<int>(kFloat32)] = &gemm_grouped<float, F32Panels>;
+  t.gemm_grouped[static_cast<int>(kFloat16)] = &gemm_grouped<Half, F32Panels>;
+  t.gemm_grouped[static_cast<int>(kBFloat16)] = &gemm_grouped<BFloat16, F32Panels>;
 }
 #endif
 

@@ -292,3 +292,10 @@ def scaled_mm(mat_a, mat_b, scale_a, scale_recipe_a, scale_b, scale_recipe_b, sw
                          f"mat_b: {dims[1]}")
     return _C._scaled_mm(mat_a, mat_b, scale_a, scale_b, bias=bias, out_dtype=output_dtype,
                          use_fast_accum=use_fast_accum)
+
+
+def grouped_mm(mat_a, mat_b, *, offs=None, bias=None, out_dtype=None):
+    """The grouped matrix multiply of mixture-of-experts layers (torch.nn.functional.grouped_mm):
+    torch's four layouts with int32 cumulative end offsets; any strides, bias (G, N) (3D x 2D: (N,)),
+    zeros past offs[-1]; differentiable in mat_a, mat_b and bias."""
+    return _C._grouped_mm(mat_a, mat_b, offs=offs, bias=bias, out_dtype=out_dtype)

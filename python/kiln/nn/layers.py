@@ -19,6 +19,18 @@ class Linear(_CppModule):
         self._cpp.reset_parameters()
 
 
+class MixtureOfExperts(_CppModule):
+    """A mixture-of-experts feed-forward layer (kiln/nn/moe.h): router, top-k, tokens sorted by expert,
+    two grouped matrix multiplies with a SiLU between, weighted sum back per token."""
+    def __init__(self, dim, hidden, num_experts, top_k=2, device=None, dtype=None):
+        super().__init__()
+        self._bind(_cnn.MixtureOfExperts(dim, hidden, num_experts, top_k, dtype))
+        self.dim, self.hidden, self.num_experts, self.top_k = dim, hidden, num_experts, top_k
+
+    def reset_parameters(self):
+        self._cpp.reset_parameters()
+
+
 class Bilinear(_CppModule):
     def __init__(self, in1_features, in2_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
