@@ -1,8 +1,11 @@
 """Matrix-multiply benchmarks for `make bench` (issue 10): square matmul in float32, float16 and
-bfloat16 at 64, 256 and 1024 (and 2048 in the full run), and the decode shapes (one row against a
-4096 x 4096 matrix). Rows in float16 / bfloat16 also note kiln's rate as a multiple of kiln's own
-float32 rate on the same shape, measured in the same run (the issue's targets are stated that way).
-float16 in torch has no fast CPU path without AVX512-FP16: its 2048 case is a single long call."""
+bfloat16 at 64, 256 and 1024 (and 2048 in the full run); float8 _scaled_mm, tensor-wise and row-wise,
+to bfloat16; _grouped_mm in bfloat16 for 8 and 64 experts (4096 tokens, K = 1024, N = 2816); and the
+decode shapes: F.linear of one row against 4096 x 4096 and 14336 x 4096 weights, whose rate is the
+weight bytes read per second, noted against a copy's bandwidth in the same run. Rows in float16 /
+bfloat16 / float8 also note kiln's rate as a multiple of kiln's own float32 (float8: bfloat16) rate on
+the same shape, measured in the same run (the issue's targets are stated that way). float16 in torch
+has no fast CPU path without AVX512-FP16: its 2048 case is a single long call."""
 import statistics
 import time
 
@@ -42,6 +45,81 @@ def _vs_f32(shapes, tag):
     return note
 
 
+def _f8(n, rowwise):
+    """float8 operands (mat2 column-major, as F.linear's weight gives it) and their scales."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    b = rng.standard_normal((n, n), dtype=np.float32)
+    ta, tb = torch.from_numpy(a).to(torch.float8_e4m3fn), torch.from_numpy(b).to(torch.float8_e4m3fn).t()
+    ka, kb = kiln.from_numpy(a).to(kiln.float8_e4m3fn), kiln.from_numpy(b).to(kiln.float8_e4m3fn).t()
+    if rowwise:
+        sa, sb = np.full((n, 1), 0.5, np.float32), np.full((1, n), 2.0, np.float32)
+    else:
+        sa, sb = np.array(0.5, np.float32), np.array(2.0, np.float32)
+    return (ka, kb, kiln.from_numpy(sa.copy()), kiln.from_numpy(sb.copy())), \
+        (ta, tb, torch.from_numpy(sa.copy()), torch.from_numpy(sb.copy()))
+
+
+def _scaled_case(Case, n, rowwise):
+    def setup():
+        k, t = _f8(n, rowwise)
+        return (lambda: kiln._scaled_mm(*k, out_dtype=kiln.bfloat16)), \
+            (lambda: torch._scaled_mm(*t, out_dtype=torch.bfloat16))
+
+    def note():
+        k, _ = _f8(n, rowwise)
+        (kb16, _) = _operands([(n, n), (n, n)], "bf16")
+        f8 = _kiln_seconds(lambda: kiln._scaled_mm(*k, out_dtype=kiln.bfloat16))
+        b16 = _kiln_seconds(lambda: kiln.matmul(*kb16))
+        return f"{b16 / f8:.2f}x kiln bf16"
+    kind = "row-wise" if rowwise else "tensor-wise"
+    return Case(f"_scaled_mm fp8 {kind} {n}x{n}x{n} -> bf16", setup, 2.0 * n ** 3, "GFLOP/s", note=note)
+
+
+def _grouped_case(Case, experts, tokens=4096, k=1024, n=2816):
+    def setup():
+        rng = np.random.default_rng(0)
+        a = rng.standard_normal((tokens, k), dtype=np.float32)
+        b = rng.standard_normal((experts, k, n), dtype=np.float32)
+        offs = (np.arange(1, experts + 1) * (tokens // experts)).astype(np.int32)
+        ka, kb, ko = kiln.from_numpy(a).to(kiln.bfloat16), kiln.from_numpy(b).to(kiln.bfloat16), kiln.from_numpy(offs)
+        ta, tb, to = torch.from_numpy(a).to(torch.bfloat16), torch.from_numpy(b).to(torch.bfloat16), torch.from_numpy(offs)
+        return (lambda: kiln._grouped_mm(ka, kb, offs=ko)), (lambda: torch._grouped_mm(ta, tb, offs=to))
+    return Case(f"_grouped_mm bf16 {experts} experts ({tokens}x{k})x({experts}x{k}x{n})", setup,
+                2.0 * tokens * k * n, "GFLOP/s")
+
+
+_COPY = {}
+
+
+def _copy_gbs():
+    """A copy's bandwidth (read + write of 64 MiB, kiln's clone) at the current thread count."""
+    key = kiln.get_num_threads()
+    if key not in _COPY:
+        big = kiln.ones(64 << 20, dtype=kiln.uint8)
+        _COPY[key] = 2 * (64 << 20) / _kiln_seconds(lambda: big.clone(), repeats=9) / 1e9
+    return _COPY[key]
+
+
+def _decode_case(Case, tag, n, k):
+    kd, td = DT[tag]
+
+    def setup():
+        rng = np.random.default_rng(0)
+        w, x, b = (rng.standard_normal(s, dtype=np.float32) for s in ((n, k), (1, k), (n,)))
+        kw, kx, kb = (kiln.from_numpy(v).to(kd) for v in (w, x, b))
+        tw, tx, tb = (torch.from_numpy(v).to(td) for v in (w, x, b))
+        return (lambda: kiln.nn.functional.linear(kx, kw, kb)), (lambda: torch.nn.functional.linear(tx, tw, tb))
+    nbytes = n * k * (4 if tag == "f32" else 2)
+
+    def note():
+        kw = kiln.randn(n, k).to(kd)  # written memory (an untouched empty() reads the zero page)
+        kx, kb = kiln.randn(1, k).to(kd), kiln.randn(n).to(kd)
+        rate = nbytes / _kiln_seconds(lambda: kiln.nn.functional.linear(kx, kw, kb)) / 1e9
+        return f"{rate / _copy_gbs():.0%} of copy ({_copy_gbs():.1f} GB/s)"
+    return Case(f"decode linear {tag} (1x{k}) W ({n}x{k}) + bias", setup, nbytes, "GB/s", note=note)
+
+
 def _case(Case, name, shapes, tag, flops):
     def setup():
         ks, ts = _operands(shapes, tag)
@@ -54,7 +132,12 @@ def gemm_cases(Case, quick):
     for tag in ("f32", "f16", "bf16"):
         for n in ([64, 256, 1024] if quick else [64, 256, 1024, 2048]):
             cases.append(_case(Case, f"matmul {tag} {n}x{n}x{n}", [(n, n), (n, n)], tag, 2.0 * n ** 3))
-    for tag in ("f32", "bf16"):
-        cases.append(_case(Case, f"matmul {tag} (1x4096)(4096x4096)", [(1, 4096), (4096, 4096)], tag,
-                           2.0 * 4096 * 4096))
+    for n in ([256, 1024] if quick else [256, 1024, 2048]):
+        for rowwise in (False, True):
+            cases.append(_scaled_case(Case, n, rowwise))
+    for experts in (8, 64):
+        cases.append(_grouped_case(Case, experts))
+    for tag in ("f32", "bf16", "f16"):
+        for n in ((4096,) if quick else (4096, 14336)):
+            cases.append(_decode_case(Case, tag, n, 4096))
     return cases
