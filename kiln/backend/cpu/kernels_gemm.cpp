@@ -236,6 +236,17 @@ inline W* words(float* p) {
   static_assert(sizeof(W) == sizeof(float));
   return reinterpret_cast<W*>(p);
 }
+// One thread's part of the scratch: packed A (a_sz words), packed B (b_sz), float32 partial sums
+// (w_sz), then the micro-tile (zeroed: edge tiles leave lanes unwritten).
+template <class Pn>
+struct Slot {
+  typename Pn::W *Ap, *Bp;
+  float *ws, *tile;
+  Slot(float* base, int64_t a_sz, int64_t b_sz, int64_t w_sz)
+      : Ap(words<typename Pn::W>(base)), Bp(words<typename Pn::W>(base + a_sz)), ws(base + a_sz + b_sz), tile(ws + w_sz) {
+    std::fill(tile, tile + Pn::MR * Pn::NR, 0.0f);
+  }
+};
 
 // One or a few large products between threads: each column block of B is packed once, by all of
 // them, into a shared buffer; then the threads take blocks of C's rows from a counter, so a thread
@@ -270,13 +281,9 @@ void gemm_shared(const Pb& P, int nt) {
           pack_b_block(P, b, jc, nc, q * 4, std::min(panels, q * 4 + 4), Bp);
       });
       parallel_for(slots, 1, [&](int64_t s0, int64_t) {
-        float* slot = scratch.get() + b_sz + s0 * per_slot;
-        W* Ap = words<W>(slot);
-        float* ws = slot + a_sz;
-        float* tile = ws + w_sz;
-        std::fill(tile, tile + MR * NR, 0.0f);
+        const Slot<Pn> sc(scratch.get() + b_sz + s0 * per_slot, a_sz, 0, w_sz);  // B: the shared Bp
         for (int64_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < units;)
-          compute_rows(P, a, c, u * mcu, std::min(mcu, M - u * mcu), jc, nc, Bp, Ap, ws, tile);
+          compute_rows(P, a, c, u * mcu, std::min(mcu, M - u * mcu), jc, nc, Bp, sc.Ap, sc.ws, sc.tile);
       });
     }
   }
@@ -285,7 +292,6 @@ void gemm_shared(const Pb& P, int nt) {
 // C (TC) = A (TA) @ B (TB).
 template <class TA, class TB, class TC, class Pn>
 void gemm(const GemmArgs& g) {
-  using W = typename Pn::W;
   using T = TC;
   constexpr int MR = Pn::MR, NR = Pn::NR;
   const int64_t Bn = g.batch, M = g.M, N = g.N, K = g.K;
@@ -340,19 +346,15 @@ void gemm(const GemmArgs& g) {
 
   parallel_for(slots, 1, [&](int64_t s0, int64_t s1) {
     float* slot = scratch.get() + s0 * per_slot;
-    W* Ap = words<W>(slot);
-    W* Bp = words<W>(slot + a_sz);
-    float* ws = slot + a_sz + b_sz;
-    float* tile = ws + w_sz;
-    std::fill(tile, tile + MR * NR, 0.0f);
+    const Slot<Pn> sc(slot, a_sz, b_sz, w_sz);
     for (int64_t s = s0; s < s1; ++s) {
       for (int64_t j = s * jobs / slots, je = (s + 1) * jobs / slots; j < je; ++j) {
         const int64_t bi = j / S, part = j % S;
         const int64_t lo = part * chunk, hi = std::min(extent, lo + chunk);
         if (small) Pn::small(g, P.a + bi * g.a_bs, P.b + bi * g.b_bs, P.c + bi * g.c_bs);
-        else if (gv.ok) run_gemv(P, gv, bi, lo, hi, Ap, words<float>(slot + a_sz));
-        else if (split_n) run_block(P, bi, 0, M, lo, hi, Ap, Bp, ws, tile);
-        else run_block(P, bi, lo, hi, 0, N, Ap, Bp, ws, tile);
+        else if (gv.ok) run_gemv(P, gv, bi, lo, hi, sc.Ap, slot + a_sz);
+        else if (split_n) run_block(P, bi, 0, M, lo, hi, sc.Ap, sc.Bp, sc.ws, sc.tile);
+        else run_block(P, bi, lo, hi, 0, N, sc.Ap, sc.Bp, sc.ws, sc.tile);
       }
     }
   });
@@ -363,7 +365,6 @@ void gemm(const GemmArgs& g) {
 // rows (run_block), so each element sees the same arithmetic as in a plain product of its item.
 template <class T, class Pn>
 void gemm_grouped(const GemmArgs* items, int64_t count) {
-  using W = typename Pn::W;
   using Pb = Problem<T, T, T, Pn>;
   constexpr int MR = Pn::MR, NR = Pn::NR;
   struct Work { int64_t item, m0, m1, n0, n1; };
@@ -403,18 +404,13 @@ void gemm_grouped(const GemmArgs* items, int64_t count) {
   Scratch scratch = scratch_words(slots * per_slot);
   std::atomic<int64_t> next{0};
   parallel_for(slots, 1, [&](int64_t s0, int64_t) {
-    float* slot = scratch.get() + s0 * per_slot;
-    W* Ap = words<W>(slot);
-    W* Bp = words<W>(slot + a_sz);
-    float* ws = slot + a_sz + b_sz;
-    float* tile = ws + w_sz;
-    std::fill(tile, tile + MR * NR, 0.0f);
+    const Slot<Pn> sc(scratch.get() + s0 * per_slot, a_sz, b_sz, w_sz);
     for (int64_t w; (w = next.fetch_add(1, std::memory_order_relaxed)) < static_cast<int64_t>(work.size());) {
       const Work& wk = work[w];
       const GemmArgs& g = items[wk.item];
       const Slicing sl = slicing(g.K);
       Pb P{static_cast<const T*>(g.a), static_cast<const T*>(g.b), static_cast<T*>(g.c), g, sl.kcb, sl.nk};
-      run_block(P, 0, wk.m0, wk.m1, wk.n0, wk.n1, Ap, Bp, ws, tile);
+      run_block(P, 0, wk.m0, wk.m1, wk.n0, wk.n1, sc.Ap, sc.Bp, sc.ws, sc.tile);
     }
   });
 }
