@@ -3,6 +3,7 @@
 
 #include "kiln/nn/attention.h"
 #include "kiln/nn/conv_layers.h"
+#include "kiln/nn/float8.h"
 #include "kiln/nn/functional.h"
 #include "kiln/nn/init.h"
 #include "kiln/nn/layers.h"

@@ -69,6 +69,22 @@ void bind_nn(nb::module_& m) {
            "dim"_a, "hidden"_a, "num_experts"_a, "top_k"_a = 2, "dtype"_a.none() = nb::none())
       .def("forward", &MixtureOfExperts::forward)
       .def("reset_parameters", &MixtureOfExperts::reset_parameters);
+  nb::class_<Float8Linear, Module>(nnm, "Float8Linear")
+      .def("__init__", [](Float8Linear* self, int64_t in, int64_t out, bool bias, nb::handle dtype, nb::handle f8) {
+        new (self) Float8Linear(in, out, bias, dt(dtype), f8.is_none() ? kFloat8_e4m3fn : dt(f8));
+      }, "in_features"_a, "out_features"_a, "bias"_a = true, "dtype"_a.none() = nb::none(),
+         "float8_dtype"_a.none() = nb::none())
+      .def("forward", &Float8Linear::forward)
+      .def("reset_parameters", &Float8Linear::reset_parameters)
+      .def("freeze", &Float8Linear::freeze)
+      .def_prop_ro("frozen", &Float8Linear::frozen);
+  nnm.def("quantize_float8", [](const Tensor& x, nb::handle dtype, bool rowwise) {
+    auto [q, s] = kiln::quantize_float8(x, dtype.is_none() ? kFloat8_e4m3fn : dt(dtype), rowwise);
+    return nb::make_tuple(q, s);
+  }, "x"_a, "dtype"_a.none() = nb::none(), "rowwise"_a = false);
+  nnm.def("dequantize_float8", [](const Tensor& q, const Tensor& s, nb::handle dtype) {
+    return kiln::dequantize_float8(q, s, dtype.is_none() ? kFloat32 : dt(dtype));
+  }, "q"_a, "scale"_a, "dtype"_a.none() = nb::none());
   nb::class_<Bilinear, Module>(nnm, "Bilinear")
       .def("__init__", [](Bilinear* self, int64_t a, int64_t b, int64_t out, bool bias, nb::handle dtype) {
         new (self) Bilinear(a, b, out, bias, dt(dtype));

@@ -181,3 +181,61 @@ def test_meta_and_empty():
     z = kiln._scaled_mm(kiln.zeros(4, 0, dtype=kiln.float8_e4m3fn), kiln.zeros(0, 3, dtype=kiln.float8_e4m3fn),
                         kiln.tensor(1.0), kiln.tensor(1.0), bias=kiln.ones(3), out_dtype=kiln.float32)
     assert np.array_equal(z.numpy(), np.ones((4, 3), np.float32))
+
+
+# ---- float8 helpers and Float8Linear (kiln/nn/float8.h) ----------------------------------------------
+def _torch_quantize(x, dtype, rowwise):
+    fmax = 448.0 if dtype == E4 else 57344.0
+    a = x.abs().float()
+    amax = a.amax(-1, keepdim=True) if rowwise else a.amax()
+    scale = amax.clamp(min=1e-12) / torch.tensor(fmax)
+    return (x / scale).clamp(-fmax, fmax).to(dtype), scale
+
+
+@pytest.mark.parametrize("dtype", [E4, E5])
+@pytest.mark.parametrize("rowwise", [False, True])
+@pytest.mark.parametrize("src", [torch.float32, torch.bfloat16])
+def test_quantize_float8_matches_plain_ops(dtype, rowwise, src):
+    x = (torch.randn(6, 33) * 7).to(src)
+    x[2] = 0  # an all-zero row quantises to zeros
+    q, s = KF.quantize_float8(to_kiln(x), KD[dtype], rowwise=rowwise)
+    tq, ts = _torch_quantize(x, dtype, rowwise)
+    assert tuple(s.shape) == tuple(ts.shape) and s.dtype == kiln.float32
+    assert torch.equal(to_torch(s), ts)
+    assert torch.equal(to_torch(q).view(torch.uint8), tq.view(torch.uint8))
+    back = to_torch(KF.dequantize_float8(q, s)).double()
+    assert torch.allclose(back, x.double(), rtol={E4: 2.0 ** -3, E5: 2.0 ** -2}[dtype], atol=1e-6 * x.abs().max().item())
+    with pytest.raises(TypeError):
+        KF.quantize_float8(to_kiln(x), kiln.bfloat16)
+
+
+@pytest.mark.parametrize("f8", [None, kiln.float8_e5m2])
+def test_float8_linear_forward_backward_and_freeze(f8):
+    kiln.manual_seed(3)
+    m = kiln.nn.Float8Linear(24, 10, float8_dtype=f8)
+    x = kiln.randn(2, 3, 24, requires_grad=True)
+    y = m(x)
+    assert tuple(y.shape) == (2, 3, 10) and y.dtype == kiln.float32
+    # the same product from the quantised values, in float64
+    fd = E5 if f8 is not None else E4
+    xq, sx = _torch_quantize(to_torch(x.detach()).reshape(6, 24), fd, True)
+    wq, sw = _torch_quantize(to_torch(m.weight.detach()), fd, True)
+    xs, ws = xq.double() * sx.double(), wq.double() * sw.double()
+    want = (xs @ ws.t() + to_torch(m.bias.detach()).double()).reshape(2, 3, 10)
+    assert torch.allclose(to_torch(y.detach()).double(), want, rtol=1e-5, atol=1e-5)
+    # gradients pass through the quantisation: dW = G^T (xq sx), dx = G (wq sw), db = sum G
+    g = torch.randn(2, 3, 10)
+    (y * to_kiln(g)).sum().backward()
+    G = g.reshape(6, 10).double()
+    assert torch.allclose(to_torch(m.weight.grad).double(), G.t() @ xs, rtol=1e-5, atol=1e-5)
+    assert torch.allclose(to_torch(x.grad).double().reshape(6, 24), G @ ws, rtol=1e-5, atol=1e-5)
+    assert torch.allclose(to_torch(m.bias.grad).double(), G.sum(0), rtol=1e-5, atol=1e-5)
+    # frozen: float8 weight with per-row scales, no master copy, the same outputs bit for bit
+    m.freeze()
+    assert m.frozen and m.weight is None
+    sd = m.state_dict()
+    assert sorted(sd) == ["bias", "weight_f8", "weight_scale"]
+    assert sd["weight_f8"].dtype == (f8 or kiln.float8_e4m3fn) and tuple(sd["weight_scale"].shape) == (10, 1)
+    with kiln.no_grad():
+        assert torch.equal(to_torch(m(x.detach())), to_torch(y.detach()))
+    assert "frozen" in repr(m)

@@ -299,3 +299,9 @@ def grouped_mm(mat_a, mat_b, *, offs=None, bias=None, out_dtype=None):
     torch's four layouts with int32 cumulative end offsets; any strides, bias (G, N) (3D x 2D: (N,)),
     zeros past offs[-1]; differentiable in mat_a, mat_b and bias."""
     return _C._grouped_mm(mat_a, mat_b, offs=offs, bias=bias, out_dtype=out_dtype)
+
+
+# float8 quantisation (kiln/nn/float8.h): (q, scale) with q = x / scale in float8 and scale = amax / the
+# format's largest value, per tensor or per row (rowwise=True: scale (..., 1)); and q * scale back.
+quantize_float8 = _C._nn.quantize_float8
+dequantize_float8 = _C._nn.dequantize_float8

@@ -31,6 +31,28 @@ class MixtureOfExperts(_CppModule):
         self._cpp.reset_parameters()
 
 
+class Float8Linear(_CppModule):
+    """nn.Linear with its product in float8 (kiln/nn/float8.h): input and weight quantised per row,
+    multiplied by _scaled_mm; a float32 (or dtype) master weight for training, freeze() for a float8
+    weight with per-row scales."""
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None, float8_dtype=None):
+        super().__init__()
+        self._bind(_cnn.Float8Linear(in_features, out_features, bias, dtype, float8_dtype))
+        self.in_features, self.out_features = in_features, out_features
+
+    def reset_parameters(self):
+        self._cpp.reset_parameters()
+
+    def freeze(self):
+        self._cpp.freeze()
+        self._bind(self._cpp)  # the weight is gone, weight_f8 and weight_scale are buffers now
+        return self
+
+    @property
+    def frozen(self):
+        return self._cpp.frozen
+
+
 class Bilinear(_CppModule):
     def __init__(self, in1_features, in2_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
