@@ -46,10 +46,14 @@ void scaled_mm_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs,
     cpu::cpu_kernels().gemm_f8[a.dtype() == kFloat8_e5m2][b.dtype() == kFloat8_e5m2](g);
   }
 
-  // The epilogue: ((acc * scale_a[i]) * scale_b[j] + bias[j]) * (1 / scale_result)
+  // The epilogue, one pass a row: ((acc * scale_a[i]) * scale_b[j] + bias[j]) * (1 / scale_result),
+  // then rounded once into C (the table's cast loop) unless C is the float32 buffer itself.
   const float* pa = static_cast<const float*>(cpu::contiguous_of(sa).data_ptr());
-  const float* pb = static_cast<const float*>(cpu::contiguous_of(sb).data_ptr());
-  std::vector<float> bv;
+  std::vector<float> col(static_cast<size_t>(N)), bv;
+  {
+    const float* pb = static_cast<const float*>(cpu::contiguous_of(sb).data_ptr());
+    for (int64_t j = 0; j < N; ++j) col[j] = pb[tensorwise ? 0 : j];
+  }
   if (bias.defined()) {
     Tensor bf = cpu::converted(bias, kFloat32);  // N elements (the meta checked), any shape
     const float* q = static_cast<const float*>(bf.data_ptr());
@@ -57,20 +61,22 @@ void scaled_mm_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs,
   }
   const bool explicit_f8 = std::holds_alternative<Dtype>(attrs[0]) && is_float8(c.dtype());  // out_dtype given
   const float inv = explicit_f8 && sr.defined() ? 1.0f / scalar_f32(sr) : 1.0f;
-  const int64_t sa_step = tensorwise ? 0 : 1, sb_step = tensorwise ? 0 : 1;
+  const bool apply_inv = explicit_f8 && sr.defined();
+  const cpu::CastFn cast = in_place ? nullptr : cpu::cpu_kernels().cast[static_cast<int>(kFloat32)][static_cast<int>(c.dtype())];
+  char* dst = static_cast<char*>(c.data_ptr());
+  const int64_t osize = static_cast<int64_t>(itemsize(c.dtype()));
   cpu::parallel_for(M, std::max<int64_t>(1, cpu::kGrainSize / std::max<int64_t>(N, 1)), [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       float* row = p + i * N;
-      const float s_i = pa[i * sa_step];
-      for (int64_t j = 0; j < N; ++j) {
-        float v = row[j] * s_i * pb[j * sb_step];
-        if (!bv.empty()) v = v + bv[j];
-        if (inv != 1.0f) v = v * inv;
-        row[j] = v;
-      }
+      const float s_i = pa[tensorwise ? 0 : i];
+      for (int64_t j = 0; j < N; ++j) row[j] = row[j] * s_i * col[j];
+      if (!bv.empty())
+        for (int64_t j = 0; j < N; ++j) row[j] = row[j] + bv[j];
+      if (apply_inv)
+        for (int64_t j = 0; j < N; ++j) row[j] = row[j] * inv;
+      if (cast) cast(dst + i * N * osize, reinterpret_cast<const char*>(row), N, osize, sizeof(float));
     }
   });
-  if (!in_place) cpu::cast_copy(c, acc);
 }
 KernelRegistrar k_scaled_mm{"_scaled_mm", DeviceType::CPU, scaled_mm_kernel};
 
