@@ -21,6 +21,16 @@ nb::object ibinop(nb::handle a, nb::handle b, const Tensor& (*f)(const Tensor&, 
   return nb::borrow(a);
 }
 
+// torch's reflected forms: `s * x` is x.mul(s) (the number second, where mul reads it in float32
+// for float16 / bfloat16), `s / x` is x.reciprocal() * s (torch/_tensor.py's __rdiv__).
+nb::object rmul(nb::handle a, nb::handle b) {
+  if (!is_number(b)) return nb::borrow(Py_NotImplemented);
+  return nb::cast(mul(nb::cast<Tensor>(a), as_tensor(b)));
+}
+nb::object rtruediv(nb::handle a, nb::handle b) {
+  if (!is_number(b)) return nb::borrow(Py_NotImplemented);
+  return nb::cast(mul(reciprocal(nb::cast<Tensor>(a)), as_tensor(b)));
+}
 Tensor add2(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor sub2(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor div2(const Tensor& a, const Tensor& b) { return div(a, b); }
@@ -149,10 +159,10 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
       .def("__rsub__", [](nb::handle a, nb::handle b) { return rbinop(a, b, sub2); })
       .def("__isub__", [](nb::handle a, nb::handle b) { return ibinop(a, b, isub2); })
       .def("__mul__", [](nb::handle a, nb::handle b) { return binop(a, b, mul); })
-      .def("__rmul__", [](nb::handle a, nb::handle b) { return rbinop(a, b, mul); })
+      .def("__rmul__", rmul)
       .def("__imul__", [](nb::handle a, nb::handle b) { return ibinop(a, b, mul_); })
       .def("__truediv__", [](nb::handle a, nb::handle b) { return binop(a, b, div2); })
-      .def("__rtruediv__", [](nb::handle a, nb::handle b) { return rbinop(a, b, div2); })
+      .def("__rtruediv__", rtruediv)
       .def("__itruediv__", [](nb::handle a, nb::handle b) { return ibinop(a, b, idiv2); })
       .def("__floordiv__", [](nb::handle a, nb::handle b) { return binop(a, b, floor_divide); })
       .def("__rfloordiv__", [](nb::handle a, nb::handle b) { return rbinop(a, b, floor_divide); })

@@ -199,6 +199,27 @@ def test_binary_python_scalars(name, dtype, scalar):
           msg=f"{name} {scalar!r} {dtype} reversed")
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("scalar", [0.0123456789, 1001, -7.3, "f32", "f64"])
+def test_reduced_float_times_inexact_scalar_bit_for_bit(dtype, scalar):
+    """torch reads a second-operand scalar of mul and true division in float32 (not rounded to the
+    tensor's dtype first), rounds it for add and sub, and computes `s / x` as x.reciprocal() * s."""
+    x = (torch.randn(2000, generator=torch.Generator().manual_seed(0)) * 7).to(dtype)
+    if scalar == "f32":
+        ts = torch.tensor(0.0123456789)
+    elif scalar == "f64":
+        ts = torch.tensor(0.3, dtype=torch.float64)
+    else:
+        ts = scalar
+    ks = to_kiln(ts) if isinstance(ts, torch.Tensor) else ts
+    kx = to_kiln(x)
+    for op in (lambda a, b: a * b, lambda a, b: b * a, lambda a, b: a / b, lambda a, b: b / a,
+               lambda a, b: a + b, lambda a, b: b - a):
+        t, k = op(x, ts), to_torch(op(kx, ks))
+        assert k.dtype == t.dtype
+        assert torch.equal(k.view(torch.int16), t.view(torch.int16))
+
+
 PAIRS = [("uint8", "int8"), ("int32", "float16"), ("bool", "int16"), ("float16", "bfloat16"),
          ("int64", "float32"), ("float32", "complex64"), ("float64", "complex64"), ("uint8", "bool"),
          ("uint16", "float32"), ("uint32", "int32"), ("uint64", "int64"), ("float8_e4m3fn", "float32"),

@@ -135,6 +135,24 @@ void check_pow_args(const OpDef& op, const Tensor& a, const Tensor& b, Dtype ct)
   (void)a;
 }
 
+// torch multiplies and divides float16 / bfloat16 by a scalar second operand (a 0-dim tensor of
+// another real dtype, or a Python number) reading the scalar in float32, its "opmath" type, from its
+// own dtype, not rounded to the result dtype first (x * 0.1 is round(float(x) * 0.1f)); the scalar
+// as the first operand, and the other ops, are rounded first, as here below. This runs the float32
+// kernel on a float32 copy of a and rounds once.
+bool mul_div_by_float_scalar(BinaryOp code, const Tensor& a, const Tensor& b, Dtype ct, const Attrs& attrs, Tensor& y) {
+  if ((ct != kFloat16 && ct != kBFloat16) || (code != BinaryOp::Mul && code != BinaryOp::Div)) return false;
+  if (b.dim() != 0 || b.dtype() == ct || b.is_complex() || y.dtype() != ct) return false;
+  Tensor a32 = converted(a, kFloat32), b32 = converted(b, kFloat32), y32 = make_tensor(y.sizes(), kFloat32);
+  KParams p;
+  p.d[0] = attrs.empty() ? 1.0 : std::get<Scalar>(attrs[0]).to_double();
+  p.i[0] = 1;
+  cpu::run_elementwise({&y32, &a32, &b32}, y.sizes(),
+                       cpu::cpu_kernels().binary[static_cast<int>(code)][static_cast<int>(kFloat32)], &p);
+  cast_copy(y, y32);
+  return true;
+}
+
 void binary_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs, TensorList& out) {
   const Tensor* pa = &in[0];
   const Tensor* pb = &in[1];
@@ -152,6 +170,7 @@ void binary_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs, Te
     check_pow_args(op, a0, b0, ct);
     if (pow_scalar_fast_path(a0, b0, ct, y)) return;
   }
+  if (mul_div_by_float_scalar(code, a0, b0, ct, attrs, y)) return;
   Tensor ca, cb;  // operands converted to the compute dtype, where they differ
   if (a0.dtype() != ct) ca = converted(a0, ct), pa = &ca;
   if (b0.dtype() != ct) cb = converted(b0, ct), pb = &cb;
