@@ -14,6 +14,13 @@ from helpers import to_kiln, to_torch
 LAYOUTS = ("2Dx3D", "3Dx2D", "2Dx2D", "3Dx3D")
 
 
+@pytest.fixture(autouse=True)
+def _seeded():
+    """Every test draws the same inputs on every run (scales, upstream gradients, bias)."""
+    torch.manual_seed(0)
+    kiln.manual_seed(0)
+
+
 def _case(layout, dtype=torch.float32, seed=0, ragged=True):
     """Operands with odd sizes and strides (views of padded buffers), offs with an empty group and,
     for the cut layouts, an end before the extent."""

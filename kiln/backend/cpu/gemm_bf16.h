@@ -328,7 +328,6 @@ struct Bf16Panels {
   static constexpr int MR = bf16p::MR, NR = bf16p::NR, KU = 2;
   static constexpr int64_t MC = 140;   // A block (MC x KC / 2 words, 70 KiB) stays in L2; B micro-panel 16 KiB, L1
   static constexpr int64_t NC = 4064;  // widest column block (B is packed for all of K: see block_n)
-  static constexpr int64_t kBlockWords = int64_t(1) << 20;  // packed B of a column block: 4 MiB
   static constexpr bool kGemv = true;
   static constexpr int64_t kSmallMacs = bf16p::kSmallMacs;
   static constexpr int64_t kAxpyCols = bf16p::kAxpyCols;

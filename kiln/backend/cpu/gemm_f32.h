@@ -290,7 +290,6 @@ struct F32Panels {
   static constexpr int MR = f32p::MR, NR = f32p::NR, KU = 1;
   static constexpr int64_t MC = 144;   // A block (MC x KC floats, 144 KiB) stays in L2; B micro-panel 16 KiB, L1
   static constexpr int64_t NC = 4080;  // widest column block (B is packed for all of K: see block_n)
-  static constexpr int64_t kBlockWords = int64_t(1) << 20;  // packed B of a column block: 4 MiB
 #ifdef KILN_GEMM_AVX2
   static constexpr bool kGemv = true;
 #else

@@ -24,6 +24,10 @@ void grouped_mm_kernel(const OpDef& op, const TensorList& in, const Attrs&, Tens
   char* cp = static_cast<char*>(c.data_ptr());
   const auto &as = a.strides(), &bs = b.strides(), &cs = c.strides();
   const auto &asz = a.sizes(), &bsz = b.sizes();
+  // the offsets (cumulative group ends), read once for the products and the bias
+  const Tensor o = offs.defined() ? cpu::contiguous_of(offs) : Tensor();
+  const int32_t* ends = o.defined() ? static_cast<const int32_t*>(o.data_ptr()) : nullptr;
+  const int64_t G = o.defined() ? o.numel() : 0, last = G ? ends[G - 1] : 0;
   std::vector<cpu::GemmArgs> items;
   auto add = [&](int64_t M, int64_t N, int64_t K, const char* ap, int64_t a_rs, int64_t a_cs, const char* bp, int64_t b_rs,
                  int64_t b_cs, char* op_, int64_t c_rs, int64_t c_cs) {
@@ -38,9 +42,6 @@ void grouped_mm_kernel(const OpDef& op, const TensorList& in, const Attrs&, Tens
       add(asz[1], bsz[2], asz[2], at(a, g * as[0]), as[1], as[2], at(b, g * bs[0]), bs[1], bs[2], cp + g * cs[0] * es,
           cs[1], cs[2]);
   } else {
-    Tensor o = cpu::contiguous_of(offs);
-    const int32_t* ends = static_cast<const int32_t*>(o.data_ptr());
-    const int64_t G = o.numel();
     // the dimension the offsets cut: A's rows (2D x 3D), B's columns (3D x 2D), K (2D x 2D)
     const int64_t extent = a.dim() == 2 && b.dim() == 3 ? asz[0] : a.dim() == 3 ? bsz[1] : asz[1];
     int64_t prev = 0;
@@ -77,18 +78,12 @@ void grouped_mm_kernel(const OpDef& op, const TensorList& in, const Attrs&, Tens
     if (c.dim() == 3) {
       for (int64_t r = 0; r < rows; ++r) row_group[r] = r / c.sizes()[1];
     } else if (a.dim() == 2 && b.dim() == 3) {
-      Tensor o = cpu::contiguous_of(offs);
-      const int32_t* ends = static_cast<const int32_t*>(o.data_ptr());
-      for (int64_t g = 0, s = 0; g < o.numel(); s = ends[g], ++g)
+      for (int64_t g = 0, s = 0; g < G; s = ends[g], ++g)
         for (int64_t r = s; r < ends[g]; ++r) row_group[r] = g;
-      for (int64_t r = o.numel() ? ends[o.numel() - 1] : 0; r < rows; ++r) row_group[r] = -1;  // past offs: zeros stay
+      for (int64_t r = last; r < rows; ++r) row_group[r] = -1;  // past offs: zeros stay
     }
     const bool per_column = c.dim() == 2 && a.dim() == 3;  // 3D x 2D: bias (N,), none past the last group
-    int64_t cols = N;
-    if (per_column) {
-      Tensor o = cpu::contiguous_of(offs);
-      cols = o.numel() ? static_cast<const int32_t*>(o.data_ptr())[o.numel() - 1] : 0;
-    }
+    const int64_t cols = per_column ? last : N;
     visit_floating(c.dtype(), "_grouped_mm", [&]<class T>() {
       if constexpr (std::is_same_v<T, float> || std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
         T* p = static_cast<T*>(c.data_ptr());

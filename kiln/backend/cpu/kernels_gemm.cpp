@@ -7,8 +7,8 @@
 // micro-kernel keeps an MR x NR tile of C in registers while streaming an A micro-panel from L2
 // against a B micro-panel in L1. Packing reads any strides (row- or column-major operands, leading
 // dimensions, transposed views, broadcast batches) and converts on the way; it is templated on the
-// element type, so a new input type only needs a conversion (vectorised 8-wide loads for bfloat16 /
-// float16 / float8_e5m2, a table for float8_e4m3fn).
+// element type, so a new input type only needs a conversion (vectorised 8-wide loads for bfloat16,
+// float16 and both float8 formats).
 //
 // K slices are summed in a float32 workspace (ws = t0; ws = ws + t1; ...; C = round(ws + t_last)),
 // kept to one MC x ncb block so it stays in L2; with one slice the tile is rounded straight into C.
@@ -95,12 +95,32 @@ struct Problem {
   static int64_t depth(int64_t kc) { return ceil_div(kc, KU); }
 };
 
-// Width of a column block: B is packed for the whole of K at once (kBlockWords 4-byte words, so it
+// Width of a column block: B is packed for the whole of K at once (about 4 MiB of panel words, so it
 // stays in L3), capped at NC. A function of K only.
 template <class Pn>
 inline int64_t block_n(int64_t K) {
   const int64_t words = std::max<int64_t>(ceil_div(K, Pn::KU), 1);
-  return std::clamp<int64_t>(Pn::kBlockWords / words / Pn::NR * Pn::NR, Pn::NR, Pn::NC);
+  return std::clamp<int64_t>((int64_t(1) << 20) / words / Pn::NR * Pn::NR, Pn::NR, Pn::NC);
+}
+
+// C := 0 (M x N at strides rs, cs): a product with K == 0.
+template <class T>
+void fill_zero(T* c, int64_t M, int64_t N, int64_t rs, int64_t cs) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) c[i * rs + j * cs] = from_f32<T>(0.0f);
+}
+
+// Scratch words for run_block on an m x n part of a product with K (one thread): packed A of one row
+// block and K slice, packed B of one column block, the float32 partial sums when K is sliced.
+struct BlockScratch {
+  int64_t a, b, w;
+};
+template <class Pn>
+BlockScratch block_scratch(int64_t m, int64_t n, int64_t K) {
+  const Slicing sl = slicing(K);
+  const int64_t rows = round_up(std::min(Pn::MC, m), Pn::MR), ncb = round_up(std::min(block_n<Pn>(K), n), Pn::NR);
+  return {round_up(rows * ceil_div(sl.kcb, Pn::KU) + 16, 16), round_up(ncb * ceil_div(K, Pn::KU) + 16, 16),
+          sl.nk > 1 ? round_up(rows * ncb, 16) : 0};
 }
 
 // Packs micro-panels [q0, q1) of the column block [jc, jc + nc) for every K slice; slice kb's
@@ -298,9 +318,7 @@ void gemm(const GemmArgs& g) {
   if (Bn <= 0 || M <= 0 || N <= 0) return;
   T* cp = static_cast<T*>(g.c);
   if (K <= 0) {
-    for (int64_t bi = 0; bi < Bn; ++bi)
-      for (int64_t i = 0; i < M; ++i)
-        for (int64_t j = 0; j < N; ++j) cp[bi * g.c_bs + i * g.c_rs + j * g.c_cs] = from_f32<T>(0.0f);
+    for (int64_t bi = 0; bi < Bn; ++bi) fill_zero(cp + bi * g.c_bs, M, N, g.c_rs, g.c_cs);
     return;
   }
   Problem<TA, TB, TC, Pn> P{static_cast<const TA*>(g.a), static_cast<const TB*>(g.b), cp, g, 0, 0};
@@ -334,11 +352,8 @@ void gemm(const GemmArgs& g) {
   if (gv.ok) {
     a_sz = round_up(K + 16, 16), b_sz = round_up(std::min(chunk, extent), 64) + 16 + Pn::kAxpyCols + 16, w_sz = 0;
   } else {
-    const int64_t m_job = split_n ? M : chunk, n_job = split_n ? chunk : N;
-    const int64_t ncb = round_up(std::min(block_n<Pn>(K), n_job), NR);
-    a_sz = round_up(round_up(std::min(Pn::MC, m_job), MR) * ceil_div(P.kcb, Pn::KU) + 16, 16);
-    b_sz = round_up(ncb * ceil_div(K, Pn::KU) + 16, 16);
-    w_sz = P.nk > 1 ? round_up(round_up(std::min(Pn::MC, m_job), MR) * ncb, 16) : 0;
+    const BlockScratch bs = block_scratch<Pn>(split_n ? M : chunk, split_n ? chunk : N, K);
+    a_sz = bs.a, b_sz = bs.b, w_sz = bs.w;
   }
   if (small) a_sz = b_sz = w_sz = 0;
   const int64_t per_slot = a_sz + b_sz + w_sz + MR * NR;
@@ -374,18 +389,14 @@ void gemm_grouped(const GemmArgs* items, int64_t count) {
   for (int64_t i = 0; i < count; ++i) {
     const GemmArgs& g = items[i];
     if (g.M <= 0 || g.N <= 0) continue;
-    T* c = static_cast<T*>(g.c);
     if (g.K <= 0) {
-      for (int64_t r = 0; r < g.M; ++r)
-        for (int64_t j = 0; j < g.N; ++j) c[r * g.c_rs + j * g.c_cs] = from_f32<T>(0.0f);
+      fill_zero(static_cast<T*>(g.c), g.M, g.N, g.c_rs, g.c_cs);
       continue;
     }
-    const Slicing sl = slicing(g.K);
-    const int64_t ncb = block_n<Pn>(g.K), mrows = round_up(std::min(Pn::MC, g.M), MR);
+    const int64_t ncb = block_n<Pn>(g.K);
     for (int64_t n0 = 0; n0 < g.N; n0 += ncb) work.push_back({i, 0, g.M, n0, std::min(g.N, n0 + ncb)});
-    a_sz = std::max(a_sz, round_up(mrows * ceil_div(sl.kcb, Pn::KU) + 16, 16));
-    b_sz = std::max(b_sz, round_up(round_up(std::min(ncb, g.N), NR) * ceil_div(g.K, Pn::KU) + 16, 16));
-    if (sl.nk > 1) w_sz = std::max(w_sz, round_up(mrows * round_up(std::min(ncb, g.N), NR), 16));
+    const BlockScratch bs = block_scratch<Pn>(g.M, g.N, g.K);
+    a_sz = std::max(a_sz, bs.a), b_sz = std::max(b_sz, bs.b), w_sz = std::max(w_sz, bs.w);
     flops += 2.0 * g.M * g.N * g.K;
   }
   if (work.empty()) return;
