@@ -1,6 +1,8 @@
 // kiln: a small, fast deep-learning framework. Include this one header.
 #pragma once
 
+#include "kiln/attention/flex.h"
+#include "kiln/attention/sdpa.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/autograd/function.h"
 #include "kiln/core/threads.h"

@@ -115,10 +115,58 @@ Tensor triu(const Tensor& x, int64_t k) { return dispatch1(op_triu, {x}, {k}); }
 namespace kiln {
 namespace {
 
-OpDef op_index{"index", kDynamicShape, nullptr, {}};
+// Integer indices: the broadcast index shape replaces the indexed dims (in place when they are
+// adjacent, first otherwise), as torch; a bool / uint8 mask's count is the data's (a size symbol in a
+// trace, NotImplementedError on meta tensors outside one).
+SpecList index_meta(const OpDef& op, const SpecList& in, const Attrs&) {
+  const TensorSpec& x = in[0];
+  SymShape bshape;
+  bool first = true, adjacent = true;
+  int64_t lo = -1, hi = -1;
+  int64_t d = 0;
+  for (size_t i = 1; i < in.size(); ++i) {
+    const TensorSpec& t = in[i];
+    if (!t.defined()) {
+      ++d;
+      continue;
+    }
+    if (t.dtype() == kBool || t.dtype() == kUInt8) return {{{unbacked_size(op.name)}, x.dtype()}};
+    KILN_CHECK(is_integral(t.dtype(), false), Index, op.name,
+               "tensors used as indices must be long, int, byte or bool tensors");
+    if (lo >= 0 && d != hi + 1) adjacent = false;
+    if (lo < 0) lo = d;
+    hi = d;
+    bshape = first ? t.sizes() : broadcast_shapes(bshape, t.sizes(), op.name);
+    first = false;
+    ++d;
+  }
+  KILN_CHECK(d <= x.dim(), Index, op.name, "too many indices for tensor of dimension ", x.dim());
+  SymShape r;
+  if (lo < 0) return {{x.sizes(), x.dtype()}};
+  if (adjacent) {
+    for (int64_t j = 0; j < lo; ++j) r.push_back(x.sizes()[j]);
+    r.insert(r.end(), bshape.begin(), bshape.end());
+  } else {
+    r = bshape;
+    for (int64_t j = 0; j < lo; ++j) r.push_back(x.sizes()[j]);
+  }
+  for (int64_t j = adjacent ? hi + 1 : lo; j < x.dim(); ++j) {
+    if (!adjacent) {
+      bool indexed = false;
+      if (j <= hi && static_cast<size_t>(j + 1) < in.size()) indexed = in[j + 1].defined();
+      if (indexed) continue;
+    }
+    r.push_back(x.sizes()[j]);
+  }
+  return {{r, x.dtype()}};
+}
+
+OpDef op_index{"index", kDynamicShape, index_meta, {}};
 OpRegistrar reg_index{op_index, "index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"};
 
-OpDef op_index_put{"index_put_", kDynamicShape, nullptr, {}};
+// In place: the output is self (the indices' shapes broadcast against the values; a mask's count is the data's).
+SpecList index_put_meta(const OpDef&, const SpecList& in, const Attrs&) { return {{in[0].sizes(), in[0].dtype()}}; }
+OpDef op_index_put{"index_put_", kDynamicShape, index_put_meta, {}};
 OpRegistrar reg_index_put{op_index_put, "index_put_(Tensor(a!) self, Tensor values, Tensor?[] indices, bool accumulate) -> Tensor(a!)"};
 
 }  // namespace

@@ -13,7 +13,10 @@ struct Parsed {
 };
 
 bool is_adv(nb::handle h) {
-  if (nb::isinstance<Tensor>(h)) return nb::cast<Tensor&>(h).dim() > 0 || nb::cast<Tensor&>(h).dtype() == kBool;
+  if (nb::isinstance<Tensor>(h)) {
+    const Tensor& t = nb::cast<Tensor&>(h);
+    return t.dim() > 0 || t.dtype() == kBool || t.is_meta();
+  }
   return PyList_Check(h.ptr()) || (nb::hasattr(h, "__array_interface__") && !is_number(h));
 }
 
@@ -63,7 +66,9 @@ Parsed parse(const Tensor& self, nb::handle index) {
       if (o == Py_False) v = slice(v, dim, 0, 0, 1);
       ++dim;
     } else if (PyLong_Check(o) || (nb::isinstance<Tensor>(h) && nb::cast<Tensor&>(h).dim() == 0 &&
-                                   is_integral(nb::cast<Tensor&>(h).dtype(), false))) {
+                                   is_integral(nb::cast<Tensor&>(h).dtype(), false) &&
+                                   !nb::cast<Tensor&>(h).is_meta())) {
+      // a data-less (traced) 0-dim index stays a tensor: advanced indexing, as torch's under a trace
       int64_t i = PyLong_Check(o) ? nb::cast<int64_t>(h) : nb::cast<Tensor&>(h).item<int64_t>();
       KILN_CHECK(dim < v.dim(), Index, "getitem", "too many indices for tensor of dimension ", self.dim());
       v = select(v, dim, i);

@@ -1882,9 +1882,10 @@ del _op
 # ---- the database ----------------------------------------------------------------------------------------
 from op_db_linalg import LINALG_OPS  # noqa: E402 (its entries use the builders above)
 from op_db_lowp import LOWP_OPS  # noqa: E402
+from op_db_flex import FLEX_OPS  # noqa: E402
 
 op_db = (UNARY_OPS + BINARY_OPS + REDUCTION_OPS + SCAN_OPS + SHAPE_OPS + INDEX_OPS + SORT_OPS + MATMUL_OPS + NN_OPS
-         + CREATION_OPS + OPTIM_OPS + LINALG_OPS + LOWP_OPS)
+         + CREATION_OPS + OPTIM_OPS + LINALG_OPS + LOWP_OPS + FLEX_OPS)
 
 
 # ---- known kiln bugs and gaps ----------------------------------------------------------------------------------
@@ -1904,9 +1905,6 @@ EMPTY_NO_KERNEL = ("an empty input raises NotImplementedError for a dtype withou
 SOFTMAX_0DIM_GRADGRAD = "the gradient of softmax/log_softmax of a 0-dim input is not differentiable (double backward)"
 LOGCUMSUMEXP_COMPLEX = "logcumsumexp is not implemented for complex dtypes (torch computes it)"
 SETITEM_CASTS = "x[int index] = values of another dtype casts the values; torch raises (dtypes must match)"
-META_INDEX_SHAPE = ("meta refuses integer-tensor indexing (and output_size=) although the output shape does not "
-                    "depend on the data")
-META_INDEX_ITEM = "indexing with a 0-dim integer tensor reads its value (item()) on meta"
 META_READS_DATA = ("meta reads the index/target values (data_ptr: NotImplementedError) although the output shape "
                    "does not depend on them")
 COMPLEX32 = "torch's result is complex32, which is not a kiln dtype (DESIGN.md section 3)"
@@ -1957,14 +1955,6 @@ KNOWN_XFAILS = [  # (test, entry id, reason, dtypes (empty: all), samples (empty
     ("forward", "nn.functional.hardtanh", HARDTANH_UINT8, ("uint8",), ("kwargs{'min_val': -0.5, 'max_val': 1.0}",)),
     ("forward", "logcumsumexp", LOGCUMSUMEXP_COMPLEX, ("complex64", "complex128"), ()),
     ("out", "logcumsumexp", LOGCUMSUMEXP_COMPLEX, ("complex64", "complex128"), ()),
-    ("meta", "Tensor.__getitem__.index", META_INDEX_ITEM, (), ("0-dim-index",)),
-    ("meta", "Tensor.__getitem__.index", META_INDEX_SHAPE,
-     (),
-     ("rows-dups", "cols", "pairs", "broadcast-pairs", "transposed-neg", "newaxis")),
-    ("meta", "Tensor.__setitem__", META_INDEX_SHAPE,
-     (),
-     ("rows-bcast-values", "pairs", "cols", "transposed", "bool-mask", "number", "cast-values")),
-    ("meta", "index_put", META_INDEX_SHAPE, (), ()),
     ("meta", "take_along_dim", META_READS_DATA, (), ("dim1", "bcast-dim0", "transposed")),
     ("meta", "nn.functional.ctc_loss", META_READS_DATA, (), ()),
     ("forward", "nansum", NANSUM_COMPLEX_DTYPE, ("complex64", "complex128"), ("dtype=float64",)),

@@ -1,0 +1,573 @@
+// CPU kernels of FlexAttention, the table ops `_flex_attention` and `_flex_attention_backward`
+// (entries, metas and derivative in kiln/attention/flex.cpp): tiled online-softmax attention over the
+// blocks a BlockMask lists, score_mod / mask_mod run as traced programs on whole tiles
+// (kiln/attention/flex_program.h). Scores exist only in per-thread (q_block x kv_block) tiles.
+//
+// Forward: one task per (batch, head, query block), kv blocks visited as listed (partial ones
+// masked by mask_mod, full ones not). Backward, FlashAttention-2 style from the saved logsumexp, in
+// two passes that each own what they write: per (kv batch, kv head, kv block) the key and value
+// gradients (every query head of the GQA group and every broadcast batch summed in place) and the
+// captured tensors' gradients (per-worker sums, added in worker order); per (batch, head, query
+// block) the query gradient. Both read the transposed block lists, so absent blocks are never
+// touched in either direction.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <mutex>
+#include <vector>
+
+#include "kiln/attention/flex_detail.h"
+#include "kiln/attention/flex_program.h"
+#include "kiln/autograd/autograd.h"
+#include "kiln/backend/cpu/blas.h"
+#include "kiln/backend/cpu/kernels.h"
+#include "kiln/backend/cpu/parallel.h"
+#include "kiln/ops/ops.h"
+
+namespace kiln {
+namespace {
+
+using cpu::gemm;
+using flex::Program;
+
+// ---- block lists ------------------------------------------------------------------------------
+
+// For every (mask batch, mask head, row): the partial and the full blocks of that row, as spans of
+// one flat array. dense: no block mask, every block of the row full.
+struct Lists {
+  bool dense = true;
+  int64_t Bm = 1, Hm = 1, rows = 0, cols = 0;
+  std::vector<int32_t> data;
+  std::vector<int64_t> part_at, full_at;  // (Bm * Hm * rows + 1) offsets into data
+  struct Span {
+    const int32_t* p;
+    int64_t n;
+  };
+  int64_t key(int64_t b, int64_t h, int64_t r) const {
+    return ((Bm == 1 ? 0 : b) * Hm + (Hm == 1 ? 0 : h)) * rows + r;
+  }
+  Span partial(int64_t b, int64_t h, int64_t r) const {
+    if (dense) return {nullptr, 0};
+    const int64_t k = key(b, h, r);
+    return {data.data() + part_at[k], part_at[k + 1] - part_at[k]};
+  }
+  Span full(int64_t b, int64_t h, int64_t r) const {
+    if (dense) return {nullptr, cols};  // p null: every column
+    const int64_t k = key(b, h, r);
+    return {data.data() + full_at[k], full_at[k + 1] - full_at[k]};
+  }
+};
+
+// The lists of a 0/1 block matrix per (Bm, Hm): partial from `part`, full from `full` (may be empty).
+Lists lists_of(const std::vector<uint8_t>& part, const std::vector<uint8_t>& full, int64_t Bm, int64_t Hm,
+               int64_t rows, int64_t cols) {
+  Lists l;
+  l.dense = false, l.Bm = Bm, l.Hm = Hm, l.rows = rows, l.cols = cols;
+  const int64_t R = Bm * Hm * rows;
+  l.part_at.resize(R + 1), l.full_at.resize(R + 1);
+  for (int pass = 0; pass < 2; ++pass) {
+    const std::vector<uint8_t>& m = pass == 0 ? part : full;
+    std::vector<int64_t>& at = pass == 0 ? l.part_at : l.full_at;
+    for (int64_t r = 0; r < R; ++r) {
+      at[r] = static_cast<int64_t>(l.data.size());
+      if (m.empty()) continue;
+      for (int64_t c = 0; c < cols; ++c)
+        if (m[r * cols + c]) l.data.push_back(static_cast<int32_t>(c));
+    }
+    at[R] = static_cast<int64_t>(l.data.size());
+  }
+  return l;
+}
+
+// The block matrices (Bm, Hm, nqb, nkb) of the kv lists, validated: counts within the row, indices
+// within the grid. A block listed both partial and full counts as full.
+struct Blocks {
+  bool dense = true;
+  int64_t Bm = 1, Hm = 1;
+  std::vector<uint8_t> part, full;
+};
+
+Blocks read_blocks(const char* op, const Tensor& num, const Tensor& idx, const Tensor& fnum, const Tensor& fidx,
+                   int64_t B, int64_t H, int64_t nqb, int64_t nkb) {
+  Blocks b;
+  if (!num.defined()) return b;
+  b.dense = false;
+  KILN_CHECK(idx.defined() && idx.dim() == 4 && num.dim() == 3, Runtime, op,
+             "block mask lists must be (B, H, Q_BLOCKS) and (B, H, Q_BLOCKS, KV_BLOCKS), got ", num.sizes(), " and ",
+             idx.defined() ? idx.sizes() : Shape{});
+  b.Bm = idx.size(0), b.Hm = idx.size(1);
+  KILN_CHECK((b.Bm == 1 || b.Bm == B) && (b.Hm == 1 || b.Hm == H), Runtime, op, "block mask of batch and heads (",
+             b.Bm, ", ", b.Hm, ") does not broadcast to (", B, ", ", H, ")");
+  KILN_CHECK(idx.size(2) >= nqb && num.size(0) == b.Bm && num.size(1) == b.Hm && num.size(2) == idx.size(2), Runtime,
+             op, "block mask lists ", num.sizes(), " and ", idx.sizes(), " do not cover ", nqb, " query blocks");
+  const int64_t R = b.Bm * b.Hm * nqb;
+  auto fill = [&](const Tensor& n, const Tensor& ix, std::vector<uint8_t>& m) {
+    Tensor nc = n.to(kInt64).contiguous(), ic = ix.to(kInt64).contiguous();
+    KILN_CHECK(ic.dim() == 4 && ic.size(0) == b.Bm && ic.size(1) == b.Hm && ic.size(2) == idx.size(2) &&
+                   nc.dim() == 3 && nc.size(2) == ic.size(2),
+               Runtime, op, "full block lists ", nc.sizes(), " and ", ic.sizes(), " do not match the partial ones");
+    const int64_t K = ic.size(3), rows_all = ic.size(2);
+    const int64_t *np = nc.data_ptr<int64_t>(), *ip = ic.data_ptr<int64_t>();
+    m.assign(R * nkb, 0);
+    for (int64_t bh = 0; bh < b.Bm * b.Hm; ++bh)
+      for (int64_t r = 0; r < nqb; ++r) {
+        const int64_t cnt = np[bh * rows_all + r];
+        KILN_CHECK(cnt >= 0 && cnt <= K, Runtime, op, "block mask row lists ", cnt, " blocks but holds ", K);
+        const int64_t* row = ip + (bh * rows_all + r) * K;
+        for (int64_t j = 0; j < cnt; ++j) {
+          KILN_CHECK(row[j] >= 0, Index, op, "block index ", row[j], " is negative");
+          if (row[j] < nkb) m[(bh * nqb + r) * nkb + row[j]] = 1;  // blocks past the keys: nothing to visit
+        }
+      }
+  };
+  fill(num, idx, b.part);
+  if (fnum.defined()) {
+    fill(fnum, fidx, b.full);
+    for (size_t i = 0; i < b.part.size(); ++i)
+      if (b.full[i]) b.part[i] = 0;
+  }
+  return b;
+}
+
+// kv lists (rows: query blocks) and q lists (rows: kv blocks).
+std::pair<Lists, Lists> both_lists(const Blocks& b, int64_t nqb, int64_t nkb) {
+  Lists kv, q;
+  kv.rows = nqb, kv.cols = nkb, q.rows = nkb, q.cols = nqb;
+  if (b.dense) return {kv, q};
+  kv = lists_of(b.part, b.full, b.Bm, b.Hm, nqb, nkb);
+  auto transpose = [&](const std::vector<uint8_t>& m) {
+    std::vector<uint8_t> t;
+    if (m.empty()) return t;
+    t.assign(m.size(), 0);
+    for (int64_t bh = 0; bh < b.Bm * b.Hm; ++bh)
+      for (int64_t r = 0; r < nqb; ++r)
+        for (int64_t c = 0; c < nkb; ++c) t[(bh * nkb + c) * nqb + r] = m[(bh * nqb + r) * nkb + c];
+    return t;
+  };
+  q = lists_of(transpose(b.part), transpose(b.full), b.Bm, b.Hm, nkb, nqb);
+  return {kv, q};
+}
+
+// f(col, partial) for every listed block of a row: partial blocks first, then full ones.
+template <class F>
+void each_block(const Lists& l, int64_t b, int64_t h, int64_t r, F&& f) {
+  Lists::Span p = l.partial(b, h, r), fl = l.full(b, h, r);
+  for (int64_t j = 0; j < p.n; ++j) f(static_cast<int64_t>(p.p[j]), true);
+  for (int64_t j = 0; j < fl.n; ++j) f(fl.p ? static_cast<int64_t>(fl.p[j]) : j, false);
+}
+
+// ---- threads ----------------------------------------------------------------------------------
+
+// f(worker, task) for every task, on up to `workers` threads, tasks handed out in a fixed
+// round-robin (each worker's set, and so its sums, do not depend on timing). The first exception
+// a task raises is rethrown once every worker stopped.
+template <class F>
+void run_tasks(int64_t n, int workers, F&& f) {
+  if (n <= 0) return;
+  std::exception_ptr err;
+  std::mutex mu;
+  std::atomic<bool> failed{false};
+  cpu::parallel_for(workers, 1, [&](int64_t b, int64_t e) {
+    NoGradGuard no_grad;  // the programs' ops and derivatives record nothing
+    for (int64_t w = b; w < e; ++w)
+      for (int64_t t = w; t < n && !failed.load(std::memory_order_relaxed); t += workers) {
+        try {
+          f(w, t);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(mu);
+          if (!err) err = std::current_exception();
+          failed = true;
+        }
+      }
+  });
+  if (err) std::rethrow_exception(err);
+}
+
+int pick_workers(int64_t tasks, double madds) {
+  if (madds < (1 << 20) || tasks <= 1) return 1;
+  return static_cast<int>(std::min<int64_t>(get_num_threads(), tasks));
+}
+
+// ---- the call --------------------------------------------------------------------------------
+
+template <class T>
+struct Call {
+  int64_t B, Hq, Hkv, G, Bk, L, S, E, Ev, QB, KB, nqb, nkb;
+  T scale;
+  const T *q, *k, *v;  // contiguous, compute dtype
+  Lists kv, ql;
+  std::shared_ptr<const Program> sp, mp;  // null: none
+  TensorList sbuf, mbuf;                  // their captured tensors
+  Tensor qidx, kvidx;                     // arange(L), arange(S) int64
+  cpu::RowFns<T> f;
+
+  const T* Q(int64_t b, int64_t h, int64_t i0) const { return q + ((b * Hq + h) * L + i0) * E; }
+  int64_t kvbh(int64_t b, int64_t h) const { return (Bk == 1 ? 0 : b) * Hkv + h / G; }
+  const T* K(int64_t b, int64_t h, int64_t j0) const { return k + (kvbh(b, h) * S + j0) * E; }
+  const T* V(int64_t b, int64_t h, int64_t j0) const { return v + (kvbh(b, h) * S + j0) * Ev; }
+};
+
+template <class T>
+Tensor tile_tensor(T* p, int64_t bq, int64_t bk) {
+  return from_blob(p, {bq, bk}, {bk, 1}, dtype_of<T>());
+}
+
+// The program's argument slots for the tile (b, h, rows [i0, i0 + bq), columns [j0, j0 + bk)).
+template <class T>
+void set_args(const Call<T>& c, const Program& p, std::vector<Tensor>& slots, const Tensor& score, int64_t b,
+              int64_t h, int64_t i0, int64_t bq, int64_t j0, int64_t bk, const TensorList& buffers) {
+  slots.assign(p.n_slots, Tensor());
+  int a = 0;
+  if (p.is_score_mod()) slots[a++] = score;
+  slots[a++] = scalar_tensor(Scalar(b), kInt64);
+  slots[a++] = scalar_tensor(Scalar(h), kInt64);
+  slots[a++] = make_view(c.qidx, {bq, 1}, {1, 1}, i0);
+  slots[a++] = make_view(c.kvidx, {1, bk}, {bk, 1}, j0);
+  for (int i = 0; i < p.n_buffers; ++i) slots[p.n_args + i] = buffers[i];
+}
+
+// s (bq, bk) := score_mod(s); with `pre` given, the unmodified scores are kept there and the slots
+// (for the reverse pass) in `slots`.
+template <class T>
+void apply_score_mod(const Call<T>& c, T* s, T* pre, std::vector<Tensor>& slots, int64_t b, int64_t h, int64_t i0,
+                     int64_t bq, int64_t j0, int64_t bk) {
+  const Program& p = *c.sp;
+  T* in = s;
+  if (pre) {
+    std::copy(s, s + bq * bk, pre);
+    in = pre;
+  }
+  set_args(c, p, slots, tile_tensor(in, bq, bk), b, h, i0, bq, j0, bk, c.sbuf);
+  run(p, slots);
+  const Tensor& r = slots[p.result];
+  KILN_CHECK(r.dim() <= 2, Runtime, flex::kName, "score_mod returned a tensor of shape ", r.sizes(),
+             " for a score tile of shape (", bq, ", ", bk, "); it must be elementwise");
+  cpu::cast_copy(tile_tensor(s, bq, bk), r);
+}
+
+// s := -inf where mask_mod is false.
+template <class T>
+void apply_mask_mod(const Call<T>& c, T* s, uint8_t* mbuf, int64_t b, int64_t h, int64_t i0, int64_t bq, int64_t j0,
+                    int64_t bk) {
+  const Program& p = *c.mp;
+  std::vector<Tensor> slots;
+  set_args(c, p, slots, Tensor(), b, h, i0, bq, j0, bk, c.mbuf);
+  run(p, slots);
+  const Tensor& r = slots[p.result];
+  KILN_CHECK(r.dim() <= 2, Runtime, flex::kName, "mask_mod returned a tensor of shape ", r.sizes(),
+             " for a tile of shape (", bq, ", ", bk, "); it must be elementwise");
+  cpu::cast_copy(from_blob(mbuf, {bq, bk}, {bk, 1}, kBool), r);
+  const T ninf = -std::numeric_limits<T>::infinity();
+  for (int64_t i = 0; i < bq * bk; ++i)
+    if (!mbuf[i]) s[i] = ninf;
+}
+
+// ---- forward ---------------------------------------------------------------------------------
+
+template <class T>
+void fwd_task(const Call<T>& c, int64_t b, int64_t h, int64_t qb, T* ws, T* out, T* lse, T* mxo) {
+  const int64_t i0 = qb * c.QB, bq = std::min(c.QB, c.L - i0), Ev = c.Ev, KB = c.KB;
+  const T ninf = -std::numeric_limits<T>::infinity();
+  T* s = ws;
+  T* acc = s + c.QB * KB;
+  T* mx = acc + c.QB * Ev;
+  T* l = mx + c.QB;
+  T* alpha = l + c.QB;
+  T* tmp = alpha + c.QB;
+  uint8_t* mb = reinterpret_cast<uint8_t*>(tmp + c.QB);
+  std::fill(mx, mx + bq, ninf);
+  std::fill(l, l + bq, T(0));
+  std::fill(acc, acc + bq * Ev, T(0));
+  const T* Q = c.Q(b, h, i0);
+  std::vector<Tensor> slots;
+  each_block(c.kv, b, h, qb, [&](int64_t col, bool partial) {
+    const int64_t j0 = col * KB;
+    if (j0 >= c.S) return;
+    const int64_t bk = std::min(KB, c.S - j0);
+    gemm(false, true, bq, bk, c.E, c.scale, Q, c.E, c.K(b, h, j0), c.E, T(0), s, bk);
+    if (c.sp) apply_score_mod(c, s, static_cast<T*>(nullptr), slots, b, h, i0, bq, j0, bk);
+    if (partial && c.mp) apply_mask_mod(c, s, mb, b, h, i0, bq, j0, bk);
+    c.f.row_max(tmp, s, bq, bk);
+    bool rescale = false;
+    for (int64_t i = 0; i < bq; ++i) {
+      T mn = std::max(mx[i], tmp[i]);
+      T mu = mn == ninf ? T(0) : mn;
+      alpha[i] = std::exp(mx[i] - mu);
+      rescale |= alpha[i] != T(1);
+      mx[i] = mn;
+      T* row = s + i * bk;
+      for (int64_t j = 0; j < bk; ++j) row[j] -= mu;
+    }
+    c.f.exp_inplace(s, bq * bk);
+    c.f.row_sum(tmp, s, bq, bk);
+    for (int64_t i = 0; i < bq; ++i) l[i] = l[i] * alpha[i] + tmp[i];
+    if (rescale)
+      for (int64_t i = 0; i < bq; ++i)
+        if (alpha[i] != T(1))
+          for (int64_t e = 0; e < Ev; ++e) acc[i * Ev + e] *= alpha[i];
+    gemm(false, false, bq, Ev, bk, T(1), s, bk, c.V(b, h, j0), Ev, T(1), acc, Ev);
+  });
+  const int64_t row0 = (b * c.Hq + h) * c.L + i0;
+  T* O = out + row0 * Ev;
+  for (int64_t i = 0; i < bq; ++i) {
+    const bool empty = l[i] == T(0);
+    const T inv = empty ? T(0) : T(1) / l[i];  // fully masked rows: zeros, as torch
+    for (int64_t e = 0; e < Ev; ++e) O[i * Ev + e] = acc[i * Ev + e] * inv;
+    lse[row0 + i] = empty ? ninf : mx[i] + std::log(l[i]);
+    mxo[row0 + i] = empty ? ninf : mx[i];
+  }
+}
+
+// Contiguous copies in the compute dtype (x itself when it already is one).
+Tensor operand(const Tensor& x, Dtype ct) { return x.dtype() == ct && x.is_contiguous() ? x : cpu::converted(x, ct); }
+
+template <class T>
+Call<T> make_call(const OpDef& op, const TensorList& in, size_t q0, size_t blocks0, size_t buf0, const Attrs& a,
+                  TensorList& keep) {
+  const Tensor &q = in[q0], &k = in[q0 + 1], &v = in[q0 + 2];
+  auto g = flex::geometry(op.name, q, k, v, attr<bool>(a, flex::kGqa));
+  Call<T> c;
+  c.B = g.B, c.Hq = g.Hq, c.Hkv = g.Hkv, c.G = g.Hkv > 0 ? g.Hq / g.Hkv : 1, c.Bk = g.Bk;
+  c.L = g.L, c.S = g.S, c.E = g.E, c.Ev = g.Ev;
+  c.QB = attr<int64_t>(a, flex::kQBlock), c.KB = attr<int64_t>(a, flex::kKvBlock);
+  KILN_CHECK(c.QB > 0 && c.KB > 0, Value, op.name, "block sizes must be positive, got (", c.QB, ", ", c.KB, ")");
+  // the default mask (one block of 2^30) and any block past the lengths: tiles of at most 128 rows
+  const bool dense = !in[blocks0].defined();
+  if (dense) c.QB = std::min<int64_t>(c.QB, 128), c.KB = std::min<int64_t>(c.KB, 128);
+  c.nqb = (c.L + c.QB - 1) / c.QB, c.nkb = (c.S + c.KB - 1) / c.KB;
+  c.scale = static_cast<T>(attr<double>(a, flex::kScale));
+  const Dtype ct = dtype_of<T>();
+  keep.push_back(operand(q, ct)), keep.push_back(operand(k, ct)), keep.push_back(operand(v, ct));
+  c.q = keep[keep.size() - 3].template data_ptr<T>();
+  c.k = keep[keep.size() - 2].template data_ptr<T>();
+  c.v = keep[keep.size() - 1].template data_ptr<T>();
+  Blocks bl = read_blocks(op.name, in[blocks0], in[blocks0 + 1], in[blocks0 + 2], in[blocks0 + 3], c.B, c.Hq, c.nqb,
+                          c.nkb);
+  std::tie(c.kv, c.ql) = both_lists(bl, c.nqb, c.nkb);
+  const int64_t sid = attr<int64_t>(a, flex::kScoreMod), mid = attr<int64_t>(a, flex::kMaskMod);
+  const int64_t nsb = attr<int64_t>(a, flex::kNScoreBuffers);
+  if (sid >= 0) {
+    c.sp = flex::program(sid);
+    if (c.sp->identity()) c.sp = nullptr;
+  }
+  if (mid >= 0) c.mp = flex::program(mid);
+  const int64_t nbuf = static_cast<int64_t>(in.size() - buf0);
+  KILN_CHECK(nsb >= 0 && nsb <= nbuf, Runtime, op.name, "n_score_buffers ", nsb, " but ", nbuf, " buffers given");
+  for (int64_t i = 0; i < nbuf; ++i) (i < nsb ? c.sbuf : c.mbuf).push_back(in[buf0 + i]);
+  KILN_CHECK(!c.sp || c.sp->n_buffers == static_cast<int>(c.sbuf.size()), Runtime, op.name, "score_mod captures ",
+             c.sp ? c.sp->n_buffers : 0, " tensors but ", c.sbuf.size(), " were given");
+  KILN_CHECK(!c.mp || c.mp->n_buffers == static_cast<int>(c.mbuf.size()), Runtime, op.name, "mask_mod captures ",
+             c.mp ? c.mp->n_buffers : 0, " tensors but ", c.mbuf.size(), " were given");
+  c.qidx = arange(Scalar(int64_t(0)), Scalar(std::max<int64_t>(c.L, 1)), Scalar(int64_t(1)), kInt64);
+  c.kvidx = arange(Scalar(int64_t(0)), Scalar(std::max<int64_t>(c.S, 1)), Scalar(int64_t(1)), kInt64);
+  return c;
+}
+
+template <class T>
+void forward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {
+  TensorList keep;
+  Call<T> c = make_call<T>(op, in, 0, 3, 3 + flex::kBlockInputs, a, keep);
+  const Dtype ct = dtype_of<T>();
+  Tensor o = out[0].dtype() == ct ? out[0] : make_tensor(out[0].sizes(), ct);
+  T* op_ = o.data_ptr<T>();
+  T* lse = out[1].data_ptr<T>();
+  T* mxo = out[2].data_ptr<T>();
+  const int64_t ntask = c.B * c.Hq * c.nqb;
+  const int workers = pick_workers(ntask, double(c.B) * c.Hq * c.L * c.S * (c.E + c.Ev));
+  // per worker: scores, accumulator, 4 row vectors, the mask tile's bytes
+  const int64_t per = c.QB * c.KB + c.QB * c.Ev + 4 * c.QB + (c.QB * c.KB + sizeof(T) - 1) / sizeof(T);
+  Tensor ws = make_tensor({std::max(workers, 1) * per}, ct);
+  T* wp = ws.data_ptr<T>();
+  run_tasks(ntask, workers, [&](int64_t w, int64_t t) {
+    const int64_t qb = c.nqb - 1 - t / (c.B * c.Hq), bh = t % (c.B * c.Hq);  // longest rows first
+    fwd_task(c, bh / c.Hq, bh % c.Hq, qb, wp + w * per, op_, lse, mxo);
+  });
+  if (!o.is_same(out[0])) cpu::cast_copy(out[0], o);
+}
+
+void fwd_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {
+  if (in[0].dtype() == kFloat64)
+    forward_t<double>(op, in, a, out);
+  else
+    forward_t<float>(op, in, a, out);
+}
+
+// ---- backward --------------------------------------------------------------------------------
+
+template <class T>
+struct BwdCall : Call<T> {
+  const T *dO, *lse, *D;
+  std::vector<bool> active_kv, active_q;  // the score program's active slots, with / without buffer grads
+  std::vector<bool> want;                 // score buffers whose gradient is asked for
+  bool buffer_grads = false;
+};
+
+// One tile of the backward at (b, h, query rows i0.., key rows j0..): P (the probabilities) and dS
+// (the gradient of the pre-mod scores) into the scratch; buffer gradients into `gbuf` when given.
+template <class T>
+void bwd_tile(const BwdCall<T>& c, int64_t b, int64_t h, int64_t i0, int64_t bq, int64_t j0, int64_t bk, bool partial,
+              T* P, T* dP, T* pre, uint8_t* mb, std::vector<Tensor>* gbuf) {
+  const T ninf = -std::numeric_limits<T>::infinity();
+  std::vector<Tensor> slots;
+  gemm(false, true, bq, bk, c.E, c.scale, c.Q(b, h, i0), c.E, c.K(b, h, j0), c.E, T(0), P, bk);
+  if (c.sp) apply_score_mod(c, P, pre, slots, b, h, i0, bq, j0, bk);
+  if (partial && c.mp) apply_mask_mod(c, P, mb, b, h, i0, bq, j0, bk);
+  const int64_t row0 = (b * c.Hq + h) * c.L + i0;
+  const T* lse = c.lse + row0;
+  for (int64_t i = 0; i < bq; ++i) {
+    T* row = P + i * bk;
+    if (lse[i] == ninf) {
+      std::fill(row, row + bk, ninf);
+    } else {
+      for (int64_t j = 0; j < bk; ++j) row[j] -= lse[i];
+    }
+  }
+  c.f.exp_inplace(P, bq * bk);
+  // dP = dO V^T; dS = P * (dP - D)
+  gemm(false, true, bq, bk, c.Ev, T(1), c.dO + row0 * c.Ev, c.Ev, c.V(b, h, j0), c.Ev, T(0), dP, bk);
+  const T* D = c.D + row0;
+  for (int64_t i = 0; i < bq; ++i) {
+    const T* pr = P + i * bk;
+    T* dp = dP + i * bk;
+    for (int64_t j = 0; j < bk; ++j) dp[j] = pr[j] * (dp[j] - D[i]);
+  }
+  if (!c.sp) return;
+  Tensor gs;
+  std::vector<Tensor> gb;
+  flex::backprop(*c.sp, slots, gbuf ? c.active_kv : c.active_q, tile_tensor(dP, bq, bk), gs, gb);
+  if (gs.defined())
+    cpu::cast_copy(tile_tensor(dP, bq, bk), gs);
+  else
+    std::fill(dP, dP + bq * bk, T(0));
+  if (gbuf)
+    for (size_t i = 0; i < gb.size(); ++i)
+      if (gb[i].defined() && c.want[i]) {
+        Tensor& acc = (*gbuf)[i];
+        acc = acc.defined() ? add(acc, gb[i]) : gb[i].to(gb[i].dtype(), /*copy=*/true);
+      }
+}
+
+template <class T>
+void backward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {
+  // in: {grad_out, grad_lse?, q, k, v, out, lse, 4 block tensors, buffers...}
+  TensorList keep;
+  BwdCall<T> c;
+  static_cast<Call<T>&>(c) = make_call<T>(op, in, 2, 7, 7 + flex::kBlockInputs, a, keep);
+  const Dtype ct = dtype_of<T>();
+  const int64_t B = c.B, Hq = c.Hq, L = c.L, S = c.S, E = c.E, Ev = c.Ev, QB = c.QB, KB = c.KB;
+  KILN_CHECK(in[0].defined() && in[0].sizes() == Shape({B, Hq, L, Ev}) && in[5].sizes() == Shape({B, Hq, L, Ev}) &&
+                 in[6].sizes() == Shape({B, Hq, L}),
+             Runtime, op.name, "grad_out, out and lse must match the forward's outputs");
+  Tensor dO = operand(in[0], ct), O = operand(in[5], ct), lse = operand(in[6], ct);
+  c.dO = dO.data_ptr<T>(), c.lse = lse.data_ptr<T>();
+  // D = rowsum(dO * O) - grad_lse
+  Tensor Dt = make_tensor({B * Hq * L}, ct);
+  {
+    T* Dp = Dt.data_ptr<T>();
+    const T *op_ = O.data_ptr<T>(), *dop = c.dO;
+    Tensor gl = in[1].defined() ? operand(in[1], ct) : Tensor();
+    const T* glp = gl.defined() ? gl.data_ptr<T>() : nullptr;
+    for (int64_t r = 0; r < B * Hq * L; ++r) {
+      T s = 0;
+      for (int64_t e = 0; e < Ev; ++e) s += dop[r * Ev + e] * op_[r * Ev + e];
+      Dp[r] = glp ? s - (std::isinf(glp[r]) || std::isnan(glp[r]) ? T(0) : glp[r]) : s;
+    }
+    c.D = Dp;
+  }
+  const Shape& want = attr<Shape>(a, flex::kBufferGrads);
+  c.want.assign(c.sbuf.size(), false);
+  for (size_t i = 0; i < c.sbuf.size() && i < want.size(); ++i) c.want[i] = want[i] != 0, c.buffer_grads |= c.want[i];
+  if (c.sp) {
+    c.active_kv = c.sp->active(c.want);
+    c.active_q = c.sp->active(std::vector<bool>(c.sbuf.size(), false));
+  }
+  Tensor dq = make_tensor({B, Hq, L, E}, ct), dk = make_tensor({c.Bk, c.Hkv, S, E}, ct),
+         dv = make_tensor({c.Bk, c.Hkv, S, Ev}, ct);
+  T *dqp = dq.data_ptr<T>(), *dkp = dk.data_ptr<T>(), *dvp = dv.data_ptr<T>();
+  const int64_t per = 3 * QB * KB + (QB * KB + sizeof(T) - 1) / sizeof(T);
+  const double madds = double(B) * Hq * L * S * (E + Ev);
+  // pass 1: dk, dv (and the buffers' gradients) per (kv batch, kv head, kv block)
+  {
+    const int64_t ntask = c.Bk * c.Hkv * c.nkb;
+    const int workers = pick_workers(ntask, madds);
+    Tensor ws = make_tensor({std::max(workers, 1) * per}, ct);
+    T* wp = ws.data_ptr<T>();
+    std::vector<std::vector<Tensor>> gbufs(std::max(workers, 1), std::vector<Tensor>(c.sbuf.size()));
+    run_tasks(ntask, workers, [&](int64_t w, int64_t t) {
+      const int64_t kb = t % c.nkb, hk = (t / c.nkb) % c.Hkv, bk_ = t / (c.nkb * c.Hkv);
+      const int64_t j0 = kb * KB, bk = std::min(KB, S - j0);
+      T* P = wp + w * per;
+      T* dP = P + QB * KB;
+      T* pre = dP + QB * KB;
+      uint8_t* mb = reinterpret_cast<uint8_t*>(pre + QB * KB);
+      T* dkt = dkp + ((bk_ * c.Hkv + hk) * S + j0) * E;
+      T* dvt = dvp + ((bk_ * c.Hkv + hk) * S + j0) * Ev;
+      std::fill(dkt, dkt + bk * E, T(0));
+      std::fill(dvt, dvt + bk * Ev, T(0));
+      const int64_t b_lo = c.Bk == 1 ? 0 : bk_, b_hi = c.Bk == 1 ? B : bk_ + 1;
+      for (int64_t b = b_lo; b < b_hi; ++b)
+        for (int64_t h = hk * c.G; h < (hk + 1) * c.G; ++h)
+          each_block(c.ql, b, h, kb, [&](int64_t qb, bool partial) {
+            const int64_t i0 = qb * QB;
+            if (i0 >= L) return;
+            const int64_t bq = std::min(QB, L - i0);
+            bwd_tile(c, b, h, i0, bq, j0, bk, partial, P, dP, pre, mb, c.buffer_grads ? &gbufs[w] : nullptr);
+            const int64_t row0 = (b * Hq + h) * L + i0;
+            gemm(true, false, bk, Ev, bq, T(1), P, bk, c.dO + row0 * Ev, Ev, T(1), dvt, Ev);
+            gemm(true, false, bk, E, bq, c.scale, dP, bk, c.Q(b, h, i0), E, T(1), dkt, E);
+          });
+    });
+    // the captured tensors' gradients: the workers' sums, in worker order
+    size_t slot = 3;
+    for (size_t i = 0; i < c.sbuf.size(); ++i, ++slot) {
+      if (!c.want[i]) continue;
+      Tensor g;
+      for (auto& gb : gbufs)
+        if (gb[i].defined()) g = g.defined() ? add(g, gb[i]) : gb[i];
+      if (!g.defined()) g = zeros_like(c.sbuf[i]);
+      cpu::cast_copy(out[slot], g);
+    }
+  }
+  // pass 2: dq per (batch, head, query block)
+  {
+    const int64_t ntask = B * Hq * c.nqb;
+    const int workers = pick_workers(ntask, madds);
+    Tensor ws = make_tensor({std::max(workers, 1) * per}, ct);
+    T* wp = ws.data_ptr<T>();
+    run_tasks(ntask, workers, [&](int64_t w, int64_t t) {
+      const int64_t qb = t % c.nqb, h = (t / c.nqb) % Hq, b = t / (c.nqb * Hq);
+      const int64_t i0 = qb * QB, bq = std::min(QB, L - i0);
+      T* P = wp + w * per;
+      T* dP = P + QB * KB;
+      T* pre = dP + QB * KB;
+      uint8_t* mb = reinterpret_cast<uint8_t*>(pre + QB * KB);
+      T* dqt = dqp + ((b * Hq + h) * L + i0) * E;
+      std::fill(dqt, dqt + bq * E, T(0));
+      each_block(c.kv, b, h, qb, [&](int64_t col, bool partial) {
+        const int64_t j0 = col * KB;
+        if (j0 >= S) return;
+        const int64_t bk = std::min(KB, S - j0);
+        bwd_tile(c, b, h, i0, bq, j0, bk, partial, P, dP, pre, mb, nullptr);
+        gemm(false, false, bq, E, bk, c.scale, dP, bk, c.K(b, h, j0), E, T(1), dqt, E);
+      });
+    });
+  }
+  cpu::cast_copy(out[0], dq);
+  cpu::cast_copy(out[1], dk);
+  cpu::cast_copy(out[2], dv);
+}
+
+void bwd_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {
+  if (in[2].dtype() == kFloat64)
+    backward_t<double>(op, in, a, out);
+  else
+    backward_t<float>(op, in, a, out);
+}
+
+KernelRegistrar k_flex{"_flex_attention", DeviceType::CPU, fwd_kernel};
+KernelRegistrar k_flex_backward{"_flex_attention_backward", DeviceType::CPU, bwd_kernel};
+
+}  // namespace
+}  // namespace kiln
