@@ -100,6 +100,8 @@ def build_cases(quick):
     cases += train_cases(Case, quick)
     from linalg_cases import linalg_cases
     cases += linalg_cases(Case, quick)
+    from flex_cases import flex_cases
+    cases += flex_cases(Case, quick)
     return cases
 
 

@@ -10,6 +10,7 @@ kernel runs on whole tiles; the trace is cached per function, dtype and the tens
 import inspect
 import itertools
 import math
+import warnings
 import weakref
 from typing import NamedTuple
 
@@ -335,6 +336,9 @@ def _trace(fn, n_args, dtype):
     return hit
 
 
+_warned_lse = [False]
+
+
 # ---- flex_attention ------------------------------------------------------------------------------
 
 def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=None, enable_gqa=False,
@@ -388,6 +392,10 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
     if return_lse and return_aux is not None:
         raise ValueError("Cannot specify both return_lse and return_aux. return_lse is deprecated, please use "
                          "return_aux=AuxRequest(lse=True) instead.")
+    if return_lse and return_aux is None and not _warned_lse[0]:
+        _warned_lse[0] = True
+        warnings.warn("return_lse is deprecated and will be removed in v2.10. Please use "
+                      "return_aux=AuxRequest(lse=True) instead.", FutureWarning, stacklevel=2)
     if scale is None:
         scale = 1.0 / math.sqrt(query.size(-1))
     cd = kiln.float64 if query.dtype == kiln.float64 else kiln.float32
