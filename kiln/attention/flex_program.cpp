@@ -155,6 +155,14 @@ struct Tracer::State : DispatchMode {
       n.in.push_back(capture(t));
       metas.push_back(meta_twin(t));
     }
+    // torch runs a modifier per element (vmap): a reduction or a view of a traced value would see the
+    // whole tile here, so only elementwise ops and indexing may touch one
+    bool traced = false;
+    for (int sl : n.in) traced |= sl >= 0 && (sl < kBufBase || sl >= kNodeBase);
+    KILN_CHECK(!traced || !(op.tags & (kReduction | kView)), NotImplemented, kOp,
+               "score_mod / mask_mod use ", op.name, " on a score or an index, which is a ",
+               (op.tags & kReduction) ? "reduction" : "view",
+               "; they are applied per element: use elementwise ops, where and indexing of captured tensors");
     TensorList res = dispatch_kernel(op, metas, n.attrs, nullptr, false);
     for (const Tensor& r : res) {
       if (!r.defined()) {

@@ -837,3 +837,56 @@ def test_mods_are_traced_not_called_per_element():
     assert 1 <= calls["score"] <= 4, f"score_mod called {calls['score']} times"
     assert calls["mask"] <= 4, f"mask_mod called {calls['mask']} times"
     assert slopes.grad is not None
+
+
+# ---- kiln-specific: what a traced modifier may not do, and bad block lists ------------------------------
+
+def _qkv_small():
+    return kiln.randn(1, 2, 50, 8), kiln.randn(1, 2, 50, 8), kiln.randn(1, 2, 50, 8)
+
+
+def test_modifier_errors_are_clear():
+    q, k, v = _qkv_small()
+
+    def boom(s, b, h, qi, kv):
+        raise ValueError("raised by the score_mod")
+    with pytest.raises(ValueError, match="raised by the score_mod"):
+        KFA.flex_attention(q, k, v, score_mod=boom)
+    # torch applies a modifier per element (vmap): a reduction over the score is refused, not run on a tile
+    with pytest.raises(NotImplementedError, match="reduction"):
+        KFA.flex_attention(q, k, v, score_mod=lambda s, b, h, qi, kv: s.sum())
+    causal = KFA.create_block_mask(lambda b, h, qi, kv: qi >= kv, None, None, 50, 50)
+    not_bool = KFA.BlockMask.from_kv_blocks(causal.kv_num_blocks, causal.kv_indices,
+                                           mask_mod=lambda b, h, qi, kv: qi - kv, seq_lengths=(50, 50))
+    with pytest.raises(TypeError, match="bool"):
+        KFA.flex_attention(q, k, v, block_mask=not_bool)
+    # a captured tensor indexed out of range: IndexError from the kernel's worker, not a crash
+    doc = kiln.tensor([0, 1, 2])
+    short = KFA.BlockMask.from_kv_blocks(causal.kv_num_blocks, causal.kv_indices,
+                                         mask_mod=lambda b, h, qi, kv: doc[qi] == doc[kv], seq_lengths=(50, 50))
+    with pytest.raises(IndexError):
+        KFA.flex_attention(q, k, v, block_mask=short)
+    with pytest.raises(IndexError):
+        KFA.create_block_mask(lambda b, h, qi, kv: doc[qi] == doc[kv], None, None, 50, 50)
+
+
+def test_bad_block_lists_raise():
+    q, k, v = _qkv_small()
+    neg = KFA.BlockMask.from_kv_blocks(kiln.tensor([[[1]]], dtype=kiln.int32),
+                                       kiln.tensor([[[[0]]]], dtype=kiln.int32), BLOCK_SIZE=64, seq_lengths=(50, 50))
+    neg.kv_indices = kiln.tensor([[[[-1]]]], dtype=kiln.int32)
+    with pytest.raises(IndexError):
+        KFA.flex_attention(q, k, v, block_mask=neg)
+    many = KFA.BlockMask.from_kv_blocks(kiln.tensor([[[1]]], dtype=kiln.int32),
+                                        kiln.tensor([[[[0]]]], dtype=kiln.int32), BLOCK_SIZE=64, seq_lengths=(50, 50))
+    many.kv_num_blocks = kiln.tensor([[[5]]], dtype=kiln.int32)  # more blocks than the row holds
+    with pytest.raises(RuntimeError):
+        KFA.flex_attention(q, k, v, block_mask=many)
+
+
+def test_block_larger_than_the_sequence():
+    """One block of 2^20 covering everything equals no block mask (the tile stays the sequence's size)."""
+    q, k, v = _qkv_small()
+    big = KFA.BlockMask.from_kv_blocks(kiln.ones(1, 1, 1, dtype=kiln.int32), kiln.zeros(1, 1, 1, 1, dtype=kiln.int32),
+                                       BLOCK_SIZE=1 << 20, seq_lengths=(50, 50))
+    assert kiln.equal(KFA.flex_attention(q, k, v, block_mask=big), KFA.flex_attention(q, k, v))

@@ -4,12 +4,13 @@
 // (kiln/attention/flex_program.h). Scores exist only in per-thread (q_block x kv_block) tiles.
 //
 // Forward: one task per (batch, head, query block), kv blocks visited as listed (partial ones
-// masked by mask_mod, full ones not). Backward, FlashAttention-2 style from the saved logsumexp, in
-// two passes that each own what they write: per (kv batch, kv head, kv block) the key and value
-// gradients (every query head of the GQA group and every broadcast batch summed in place) and the
-// captured tensors' gradients (per-worker sums, added in worker order); per (batch, head, query
-// block) the query gradient. Both read the transposed block lists, so absent blocks are never
-// touched in either direction.
+// masked by mask_mod, full ones not), adjacent blocks of one kind merged into tiles up to 256 keys
+// wide. Backward, FlashAttention-2 style from the saved logsumexp, in one pass over the kv blocks
+// per (kv batch, kv head[, split of the kv blocks]): each block's key and value gradients summed in
+// place over the GQA group and the broadcast batches, the query gradient accumulated per split
+// (splits only when there are few heads for the threads; their partial sums are added in split
+// order), the captured tensors' gradients per worker (added in worker order). The backward reads the
+// transposed block lists, so absent blocks are never touched in either direction.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -158,6 +159,23 @@ void each_block(const Lists& l, int64_t b, int64_t h, int64_t r, F&& f) {
   for (int64_t j = 0; j < fl.n; ++j) f(fl.p ? static_cast<int64_t>(fl.p[j]) : j, false);
 }
 
+// f(first col, count, partial) over runs of up to `maxw` adjacent listed blocks of one kind (partial
+// or full), in each_block's order: wider tiles, fewer and larger GEMMs.
+template <class F>
+void each_run(const Lists& l, int64_t b, int64_t h, int64_t r, int64_t maxw, F&& f) {
+  int64_t c0 = -1, n = 0;
+  bool kind = false;
+  each_block(l, b, h, r, [&](int64_t col, bool partial) {
+    if (n > 0 && partial == kind && col == c0 + n && n < maxw) {
+      ++n;
+      return;
+    }
+    if (n > 0) f(c0, n, kind);
+    c0 = col, n = 1, kind = partial;
+  });
+  if (n > 0) f(c0, n, kind);
+}
+
 // ---- threads ----------------------------------------------------------------------------------
 
 // f(worker, task) for every task, on up to `workers` threads, tasks handed out in a fixed
@@ -195,6 +213,8 @@ int pick_workers(int64_t tasks, double madds) {
 template <class T>
 struct Call {
   int64_t B, Hq, Hkv, G, Bk, L, S, E, Ev, QB, KB, nqb, nkb;
+  int64_t fw = 1, bw = 1;  // blocks merged per tile: forward kv runs, backward query runs
+  int64_t ft_rows = 1, ft_cols = 1, bt_rows = 1, bt_cols = 1;  // the largest tiles (scratch sizes)
   T scale;
   const T *q, *k, *v;  // contiguous, compute dtype
   Lists kv, ql;
@@ -271,21 +291,22 @@ void fwd_task(const Call<T>& c, int64_t b, int64_t h, int64_t qb, T* ws, T* out,
   const int64_t i0 = qb * c.QB, bq = std::min(c.QB, c.L - i0), Ev = c.Ev, KB = c.KB;
   const T ninf = -std::numeric_limits<T>::infinity();
   T* s = ws;
-  T* acc = s + c.QB * KB;
-  T* mx = acc + c.QB * Ev;
-  T* l = mx + c.QB;
-  T* alpha = l + c.QB;
-  T* tmp = alpha + c.QB;
-  uint8_t* mb = reinterpret_cast<uint8_t*>(tmp + c.QB);
+  const int64_t R = c.ft_rows;
+  T* acc = s + R * c.ft_cols;
+  T* mx = acc + R * Ev;
+  T* l = mx + R;
+  T* alpha = l + R;
+  T* tmp = alpha + R;
+  uint8_t* mb = reinterpret_cast<uint8_t*>(tmp + R);
   std::fill(mx, mx + bq, ninf);
   std::fill(l, l + bq, T(0));
   std::fill(acc, acc + bq * Ev, T(0));
   const T* Q = c.Q(b, h, i0);
   std::vector<Tensor> slots;
-  each_block(c.kv, b, h, qb, [&](int64_t col, bool partial) {
+  each_run(c.kv, b, h, qb, c.fw, [&](int64_t col, int64_t nb, bool partial) {
     const int64_t j0 = col * KB;
     if (j0 >= c.S) return;
-    const int64_t bk = std::min(KB, c.S - j0);
+    const int64_t bk = std::min(nb * KB, c.S - j0);
     gemm(false, true, bq, bk, c.E, c.scale, Q, c.E, c.K(b, h, j0), c.E, T(0), s, bk);
     if (c.sp) apply_score_mod(c, s, static_cast<T*>(nullptr), slots, b, h, i0, bq, j0, bk);
     if (partial && c.mp) apply_mask_mod(c, s, mb, b, h, i0, bq, j0, bk);
@@ -337,6 +358,10 @@ Call<T> make_call(const OpDef& op, const TensorList& in, size_t q0, size_t block
   const bool dense = !in[blocks0].defined();
   if (dense) c.QB = std::min<int64_t>(c.QB, 128), c.KB = std::min<int64_t>(c.KB, 128);
   c.nqb = (c.L + c.QB - 1) / c.QB, c.nkb = (c.S + c.KB - 1) / c.KB;
+  c.fw = std::max<int64_t>(1, 512 / c.KB), c.bw = std::max<int64_t>(1, 256 / c.QB);
+  // a block larger than the sequence (the default mask's 2^30) never makes a larger tile
+  c.ft_rows = std::max<int64_t>(1, std::min(c.QB, c.L)), c.ft_cols = std::max<int64_t>(1, std::min(c.KB * c.fw, c.S));
+  c.bt_rows = std::max<int64_t>(1, std::min(c.QB * c.bw, c.L)), c.bt_cols = std::max<int64_t>(1, std::min(c.KB, c.S));
   c.scale = static_cast<T>(attr<double>(a, flex::kScale));
   const Dtype ct = dtype_of<T>();
   keep.push_back(operand(q, ct)), keep.push_back(operand(k, ct)), keep.push_back(operand(v, ct));
@@ -377,7 +402,8 @@ void forward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorList
   const int64_t ntask = c.B * c.Hq * c.nqb;
   const int workers = pick_workers(ntask, double(c.B) * c.Hq * c.L * c.S * (c.E + c.Ev));
   // per worker: scores, accumulator, 4 row vectors, the mask tile's bytes
-  const int64_t per = c.QB * c.KB + c.QB * c.Ev + 4 * c.QB + (c.QB * c.KB + sizeof(T) - 1) / sizeof(T);
+  const int64_t R = c.ft_rows, W = c.ft_cols;
+  const int64_t per = R * W + R * c.Ev + 4 * R + (R * W + sizeof(T) - 1) / sizeof(T);
   Tensor ws = make_tensor({std::max(workers, 1) * per}, ct);
   T* wp = ws.data_ptr<T>();
   run_tasks(ntask, workers, [&](int64_t w, int64_t t) {
@@ -486,73 +512,70 @@ void backward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
   Tensor dq = make_tensor({B, Hq, L, E}, ct), dk = make_tensor({c.Bk, c.Hkv, S, E}, ct),
          dv = make_tensor({c.Bk, c.Hkv, S, Ev}, ct);
   T *dqp = dq.data_ptr<T>(), *dkp = dk.data_ptr<T>(), *dvp = dv.data_ptr<T>();
-  const int64_t per = 3 * QB * KB + (QB * KB + sizeof(T) - 1) / sizeof(T);
+  // one pass over the kv blocks: dk, dv of each block summed in place over the GQA group and the
+  // broadcast batches; dq accumulated across the blocks of a split (split 0 into dq, the others into
+  // partial sums added in split order); the captured tensors' gradients per worker.
+  const int64_t R = c.bt_rows, W = c.bt_cols;  // the largest tile: merged query blocks x one kv block
+  const int64_t per = 3 * R * W + (R * W + sizeof(T) - 1) / sizeof(T);
   const double madds = double(B) * Hq * L * S * (E + Ev);
-  // pass 1: dk, dv (and the buffers' gradients) per (kv batch, kv head, kv block)
-  {
-    const int64_t ntask = c.Bk * c.Hkv * c.nkb;
-    const int workers = pick_workers(ntask, madds);
-    Tensor ws = make_tensor({std::max(workers, 1) * per}, ct);
-    T* wp = ws.data_ptr<T>();
-    std::vector<std::vector<Tensor>> gbufs(std::max(workers, 1), std::vector<Tensor>(c.sbuf.size()));
-    run_tasks(ntask, workers, [&](int64_t w, int64_t t) {
-      const int64_t kb = t % c.nkb, hk = (t / c.nkb) % c.Hkv, bk_ = t / (c.nkb * c.Hkv);
+  const int64_t heads = c.Bk * c.Hkv, nkb = c.nkb;
+  const int nt = get_num_threads();
+  int64_t nsplit = 1;  // few (kv batch, kv head) pairs for the threads: split the kv blocks too
+  if (nt > 1 && madds >= (1 << 20) && heads % nt != 0 && heads < 4 * nt && nkb > 1)
+    nsplit = std::min<int64_t>(nkb, (4 * nt + heads - 1) / heads);
+  const int64_t kps = nkb == 0 ? 1 : (nkb + nsplit - 1) / nsplit;
+  nsplit = nkb == 0 ? 1 : (nkb + kps - 1) / kps;
+  cpu::fill(dq, 0);
+  const int64_t dq_n = B * Hq * L * E;
+  Tensor parts = nsplit > 1 ? zeros({nsplit - 1, dq_n}, ct) : Tensor();
+  const int64_t ntask = heads * nsplit;
+  const int workers = pick_workers(ntask, madds);
+  Tensor ws = make_tensor({std::max(workers, 1) * per}, ct);
+  T* wp = ws.data_ptr<T>();
+  std::vector<std::vector<Tensor>> gbufs(std::max(workers, 1), std::vector<Tensor>(c.sbuf.size()));
+  run_tasks(ntask, workers, [&](int64_t w, int64_t t) {
+    const int64_t split = t / heads, hk = t % c.Hkv, bk_ = (t % heads) / c.Hkv;
+    T* P = wp + w * per;
+    T* dP = P + R * W;
+    T* pre = dP + R * W;
+    uint8_t* mb = reinterpret_cast<uint8_t*>(pre + R * W);
+    T* dqs = split == 0 ? dqp : parts.data_ptr<T>() + (split - 1) * dq_n;
+    const int64_t b_lo = c.Bk == 1 ? 0 : bk_, b_hi = c.Bk == 1 ? B : bk_ + 1;
+    for (int64_t kb = split * kps; kb < std::min(nkb, (split + 1) * kps); ++kb) {
       const int64_t j0 = kb * KB, bk = std::min(KB, S - j0);
-      T* P = wp + w * per;
-      T* dP = P + QB * KB;
-      T* pre = dP + QB * KB;
-      uint8_t* mb = reinterpret_cast<uint8_t*>(pre + QB * KB);
       T* dkt = dkp + ((bk_ * c.Hkv + hk) * S + j0) * E;
       T* dvt = dvp + ((bk_ * c.Hkv + hk) * S + j0) * Ev;
       std::fill(dkt, dkt + bk * E, T(0));
       std::fill(dvt, dvt + bk * Ev, T(0));
-      const int64_t b_lo = c.Bk == 1 ? 0 : bk_, b_hi = c.Bk == 1 ? B : bk_ + 1;
       for (int64_t b = b_lo; b < b_hi; ++b)
         for (int64_t h = hk * c.G; h < (hk + 1) * c.G; ++h)
-          each_block(c.ql, b, h, kb, [&](int64_t qb, bool partial) {
+          each_run(c.ql, b, h, kb, c.bw, [&](int64_t qb, int64_t nq, bool partial) {
             const int64_t i0 = qb * QB;
             if (i0 >= L) return;
-            const int64_t bq = std::min(QB, L - i0);
+            const int64_t bq = std::min(nq * QB, L - i0);
             bwd_tile(c, b, h, i0, bq, j0, bk, partial, P, dP, pre, mb, c.buffer_grads ? &gbufs[w] : nullptr);
             const int64_t row0 = (b * Hq + h) * L + i0;
             gemm(true, false, bk, Ev, bq, T(1), P, bk, c.dO + row0 * Ev, Ev, T(1), dvt, Ev);
             gemm(true, false, bk, E, bq, c.scale, dP, bk, c.Q(b, h, i0), E, T(1), dkt, E);
+            gemm(false, false, bq, E, bk, c.scale, dP, bk, c.K(b, h, j0), E, T(1), dqs + row0 * E, E);
           });
-    });
-    // the captured tensors' gradients: the workers' sums, in worker order
-    size_t slot = 3;
-    for (size_t i = 0; i < c.sbuf.size(); ++i, ++slot) {
-      if (!c.want[i]) continue;
-      Tensor g;
-      for (auto& gb : gbufs)
-        if (gb[i].defined()) g = g.defined() ? add(g, gb[i]) : gb[i];
-      if (!g.defined()) g = zeros_like(c.sbuf[i]);
-      cpu::cast_copy(out[slot], g);
     }
-  }
-  // pass 2: dq per (batch, head, query block)
-  {
-    const int64_t ntask = B * Hq * c.nqb;
-    const int workers = pick_workers(ntask, madds);
-    Tensor ws = make_tensor({std::max(workers, 1) * per}, ct);
-    T* wp = ws.data_ptr<T>();
-    run_tasks(ntask, workers, [&](int64_t w, int64_t t) {
-      const int64_t qb = t % c.nqb, h = (t / c.nqb) % Hq, b = t / (c.nqb * Hq);
-      const int64_t i0 = qb * QB, bq = std::min(QB, L - i0);
-      T* P = wp + w * per;
-      T* dP = P + QB * KB;
-      T* pre = dP + QB * KB;
-      uint8_t* mb = reinterpret_cast<uint8_t*>(pre + QB * KB);
-      T* dqt = dqp + ((b * Hq + h) * L + i0) * E;
-      std::fill(dqt, dqt + bq * E, T(0));
-      each_block(c.kv, b, h, qb, [&](int64_t col, bool partial) {
-        const int64_t j0 = col * KB;
-        if (j0 >= S) return;
-        const int64_t bk = std::min(KB, S - j0);
-        bwd_tile(c, b, h, i0, bq, j0, bk, partial, P, dP, pre, mb, nullptr);
-        gemm(false, false, bq, E, bk, c.scale, dP, bk, c.K(b, h, j0), E, T(1), dqt, E);
-      });
+  });
+  if (nsplit > 1) {  // dq += the other splits' partial sums, in split order
+    const T* pp = parts.data_ptr<T>();
+    cpu::parallel_for(dq_n, cpu::kGrainSize, [&](int64_t lo, int64_t hi) {
+      for (int64_t p = 0; p + 1 < nsplit; ++p)
+        for (int64_t i = lo; i < hi; ++i) dqp[i] += pp[p * dq_n + i];
     });
+  }
+  // the captured tensors' gradients: the workers' sums, in worker order
+  for (size_t i = 0; i < c.sbuf.size(); ++i) {
+    if (!c.want[i]) continue;
+    Tensor g;
+    for (auto& gb : gbufs)
+      if (gb[i].defined()) g = g.defined() ? add(g, gb[i]) : gb[i];
+    if (!g.defined()) g = zeros_like(c.sbuf[i]);
+    cpu::cast_copy(out[3 + i], g);
   }
   cpu::cast_copy(out[0], dq);
   cpu::cast_copy(out[1], dk);
