@@ -221,8 +221,12 @@ BlockMask create_block_mask(const MaskMod& mask_mod, std::optional<int64_t> Bo, 
       for (int64_t r = r0; r < r1; ++r) {
         std::fill(cnt.begin(), cnt.end(), 0);
         for (int64_t i = r * QB; i < std::min(q_len, (r + 1) * QB); ++i) {
-          const bool* row = mp + (bh * rows + (i - q0)) * kv_len;
-          for (int64_t j = 0; j < kv_len; ++j) cnt[j / KB] += row[j];
+          const uint8_t* row = reinterpret_cast<const uint8_t*>(mp + (bh * rows + (i - q0)) * kv_len);
+          for (int64_t c = 0; c < nkb; ++c) {
+            int64_t n = 0;
+            for (int64_t j = c * KB; j < std::min(kv_len, (c + 1) * KB); ++j) n += row[j];
+            cnt[c] += n;
+          }
         }
         for (int64_t c = 0; c < nkb; ++c) {
           const int64_t at = (bh * nqb + r) * nkb + c;

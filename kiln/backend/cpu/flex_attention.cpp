@@ -4,8 +4,7 @@
 // (kiln/attention/flex_program.h). Scores exist only in per-thread (q_block x kv_block) tiles.
 //
 // Forward: one task per (batch, head, query block), kv blocks visited as listed (partial ones
-// masked by mask_mod, full ones not), adjacent blocks of one kind merged into tiles up to 256 keys
-// wide. Backward, FlashAttention-2 style from the saved logsumexp, in one pass over the kv blocks
+// masked by mask_mod, full ones not), adjacent listed blocks merged into tiles up to 512 keys wide. Backward, FlashAttention-2 style from the saved logsumexp, in one pass over the kv blocks
 // per (kv batch, kv head[, split of the kv blocks]): each block's key and value gradients summed in
 // place over the GQA group and the broadcast batches, the query gradient accumulated per split
 // (splits only when there are few heads for the threads; their partial sums are added in split
@@ -13,6 +12,7 @@
 // transposed block lists, so absent blocks are never touched in either direction.
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cmath>
 #include <exception>
 #include <limits>
@@ -159,21 +159,50 @@ void each_block(const Lists& l, int64_t b, int64_t h, int64_t r, F&& f) {
   for (int64_t j = 0; j < fl.n; ++j) f(fl.p ? static_cast<int64_t>(fl.p[j]) : j, false);
 }
 
-// f(first col, count, partial) over runs of up to `maxw` adjacent listed blocks of one kind (partial
-// or full), in each_block's order: wider tiles, fewer and larger GEMMs.
+// f(first col, count, partial bits) over runs of up to `maxw` (<= 64) adjacent listed blocks, in
+// ascending order, whatever their kind (bit j: block first + j is partial): wider tiles, fewer and
+// larger GEMMs; mask_mod still runs on the partial blocks only (for_partial).
 template <class F>
 void each_run(const Lists& l, int64_t b, int64_t h, int64_t r, int64_t maxw, F&& f) {
+  maxw = std::clamp<int64_t>(maxw, 1, 64);
+  Lists::Span p = l.partial(b, h, r), fl = l.full(b, h, r);
   int64_t c0 = -1, n = 0;
-  bool kind = false;
-  each_block(l, b, h, r, [&](int64_t col, bool partial) {
-    if (n > 0 && partial == kind && col == c0 + n && n < maxw) {
-      ++n;
+  uint64_t bits = 0;
+  auto add = [&](int64_t col, bool partial) {
+    if (n > 0 && col == c0 + n && n < maxw) {
+      bits |= uint64_t(partial) << n++;
       return;
     }
-    if (n > 0) f(c0, n, kind);
-    c0 = col, n = 1, kind = partial;
-  });
-  if (n > 0) f(c0, n, kind);
+    if (n > 0) f(c0, n, bits);
+    c0 = col, n = 1, bits = uint64_t(partial);
+  };
+  int64_t i = 0, j = 0;  // both lists ascending: merge them
+  while (i < p.n || j < fl.n) {
+    const int64_t pc = i < p.n ? p.p[i] : INT64_MAX;
+    const int64_t fc = j < fl.n ? (fl.p ? fl.p[j] : j) : INT64_MAX;
+    if (pc <= fc) {
+      add(pc, true), ++i;
+      if (pc == fc) ++j;
+    } else {
+      add(fc, false), ++j;
+    }
+  }
+  if (n > 0) f(c0, n, bits);
+}
+
+// f(first, count) for each stretch of set bits of a run's partial bits.
+template <class F>
+void for_partial(uint64_t bits, int64_t n, F&& f) {
+  for (int64_t j = 0; j < n;) {
+    if (!((bits >> j) & 1)) {
+      ++j;
+      continue;
+    }
+    int64_t e = j;
+    while (e < n && ((bits >> e) & 1)) ++e;
+    f(j, e - j);
+    j = e;
+  }
 }
 
 // ---- threads ----------------------------------------------------------------------------------
@@ -267,10 +296,10 @@ void apply_score_mod(const Call<T>& c, T* s, T* pre, std::vector<Tensor>& slots,
   cpu::cast_copy(tile_tensor(s, bq, bk), r);
 }
 
-// s := -inf where mask_mod is false.
+// s (bq x bk, rows ld apart) := -inf where mask_mod is false.
 template <class T>
-void apply_mask_mod(const Call<T>& c, T* s, uint8_t* mbuf, int64_t b, int64_t h, int64_t i0, int64_t bq, int64_t j0,
-                    int64_t bk) {
+void apply_mask_mod(const Call<T>& c, T* s, int64_t ld, uint8_t* mbuf, int64_t b, int64_t h, int64_t i0, int64_t bq,
+                    int64_t j0, int64_t bk) {
   const Program& p = *c.mp;
   std::vector<Tensor> slots;
   set_args(c, p, slots, Tensor(), b, h, i0, bq, j0, bk, c.mbuf);
@@ -280,8 +309,11 @@ void apply_mask_mod(const Call<T>& c, T* s, uint8_t* mbuf, int64_t b, int64_t h,
              " for a tile of shape (", bq, ", ", bk, "); it must be elementwise");
   cpu::cast_copy(from_blob(mbuf, {bq, bk}, {bk, 1}, kBool), r);
   const T ninf = -std::numeric_limits<T>::infinity();
-  for (int64_t i = 0; i < bq * bk; ++i)
-    if (!mbuf[i]) s[i] = ninf;
+  for (int64_t i = 0; i < bq; ++i) {  // branch-free, so it vectorises
+    T* row = s + i * ld;
+    const uint8_t* m = mbuf + i * bk;
+    for (int64_t j = 0; j < bk; ++j) row[j] = m[j] ? row[j] : ninf;
+  }
 }
 
 // ---- forward ---------------------------------------------------------------------------------
@@ -303,13 +335,17 @@ void fwd_task(const Call<T>& c, int64_t b, int64_t h, int64_t qb, T* ws, T* out,
   std::fill(acc, acc + bq * Ev, T(0));
   const T* Q = c.Q(b, h, i0);
   std::vector<Tensor> slots;
-  each_run(c.kv, b, h, qb, c.fw, [&](int64_t col, int64_t nb, bool partial) {
+  each_run(c.kv, b, h, qb, c.fw, [&](int64_t col, int64_t nb, uint64_t partial) {
     const int64_t j0 = col * KB;
     if (j0 >= c.S) return;
     const int64_t bk = std::min(nb * KB, c.S - j0);
     gemm(false, true, bq, bk, c.E, c.scale, Q, c.E, c.K(b, h, j0), c.E, T(0), s, bk);
     if (c.sp) apply_score_mod(c, s, static_cast<T*>(nullptr), slots, b, h, i0, bq, j0, bk);
-    if (partial && c.mp) apply_mask_mod(c, s, mb, b, h, i0, bq, j0, bk);
+    if (c.mp)
+      for_partial(partial, nb, [&](int64_t f, int64_t n) {
+        const int64_t jf = j0 + f * KB;
+        if (jf < c.S) apply_mask_mod(c, s + f * KB, bk, mb, b, h, i0, bq, jf, std::min(n * KB, c.S - jf));
+      });
     c.f.row_max(tmp, s, bq, bk);
     bool rescale = false;
     for (int64_t i = 0; i < bq; ++i) {
@@ -433,13 +469,17 @@ struct BwdCall : Call<T> {
 // One tile of the backward at (b, h, query rows i0.., key rows j0..): P (the probabilities) and dS
 // (the gradient of the pre-mod scores) into the scratch; buffer gradients into `gbuf` when given.
 template <class T>
-void bwd_tile(const BwdCall<T>& c, int64_t b, int64_t h, int64_t i0, int64_t bq, int64_t j0, int64_t bk, bool partial,
-              T* P, T* dP, T* pre, uint8_t* mb, std::vector<Tensor>* gbuf) {
+void bwd_tile(const BwdCall<T>& c, int64_t b, int64_t h, int64_t i0, int64_t bq, int64_t j0, int64_t bk,
+              uint64_t partial, T* P, T* dP, T* pre, uint8_t* mb, std::vector<Tensor>* gbuf) {
   const T ninf = -std::numeric_limits<T>::infinity();
   std::vector<Tensor> slots;
   gemm(false, true, bq, bk, c.E, c.scale, c.Q(b, h, i0), c.E, c.K(b, h, j0), c.E, T(0), P, bk);
   if (c.sp) apply_score_mod(c, P, pre, slots, b, h, i0, bq, j0, bk);
-  if (partial && c.mp) apply_mask_mod(c, P, mb, b, h, i0, bq, j0, bk);
+  if (c.mp)  // the partial query blocks of the run: row stretches of the tile
+    for_partial(partial, (bq + c.QB - 1) / c.QB, [&](int64_t f, int64_t n) {
+      const int64_t r0 = f * c.QB;
+      if (r0 < bq) apply_mask_mod(c, P + r0 * bk, bk, mb, b, h, i0 + r0, std::min(n * c.QB, bq - r0), j0, bk);
+    });
   const int64_t row0 = (b * c.Hq + h) * c.L + i0;
   const T* lse = c.lse + row0;
   for (int64_t i = 0; i < bq; ++i) {
@@ -549,7 +589,7 @@ void backward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
       std::fill(dvt, dvt + bk * Ev, T(0));
       for (int64_t b = b_lo; b < b_hi; ++b)
         for (int64_t h = hk * c.G; h < (hk + 1) * c.G; ++h)
-          each_run(c.ql, b, h, kb, c.bw, [&](int64_t qb, int64_t nq, bool partial) {
+          each_run(c.ql, b, h, kb, c.bw, [&](int64_t qb, int64_t nq, uint64_t partial) {
             const int64_t i0 = qb * QB;
             if (i0 >= L) return;
             const int64_t bq = std::min(nq * QB, L - i0);
