@@ -15,14 +15,6 @@ namespace {
 
 constexpr const char* kOp = "flex_attention";
 
-// A data-less twin of t (same sizes, strides, dtype, wrapped flag), for meta runs.
-Tensor meta_twin(const Tensor& t) {
-  auto impl = std::make_shared<TensorImpl>(*t.impl());
-  impl->autograd = nullptr;
-  impl->storage = std::make_shared<Storage>(t.storage()->nbytes(), kMeta);
-  return Tensor(std::move(impl));
-}
-
 std::string attr_text(const Attr& a) {
   std::ostringstream os;
   std::visit(

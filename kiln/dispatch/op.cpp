@@ -364,6 +364,14 @@ TensorList meta_device_call(const OpDef& op, const TensorList& inputs, const Att
 }
 }  // namespace
 
+Tensor meta_twin(const Tensor& t) {
+  if (!t.defined()) return t;
+  auto impl = std::make_shared<TensorImpl>(*t.impl());
+  impl->autograd = nullptr;
+  impl->storage = std::make_shared<Storage>(t.storage()->nbytes(), kMeta);
+  return Tensor(std::move(impl));
+}
+
 namespace {
 // KILN_CHECK_META=1 (or set_meta_check): every top-level CPU call is run again on meta twins of its
 // inputs (same sizes, strides, offset, dtype; no data), and the meta results' sizes and dtypes (a
@@ -371,13 +379,6 @@ namespace {
 MetaCheck& meta_check() {
   static MetaCheck c{"meta", "KILN_CHECK_META"};
   return c;
-}
-Tensor meta_twin(const Tensor& t) {
-  if (!t.defined()) return t;
-  auto impl = std::make_shared<TensorImpl>(*t.impl());
-  impl->autograd = nullptr;
-  impl->storage = std::make_shared<Storage>(t.storage()->nbytes(), kMeta);
-  return Tensor(std::move(impl));
 }
 std::string spec_str(const Tensor& t) {
   std::ostringstream os;

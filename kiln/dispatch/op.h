@@ -212,6 +212,10 @@ const Tensor& dispatch_inplace(const OpDef& op, const Tensor& self, const Tensor
 // out=: writes into out (resized when empty), returns out.
 const Tensor& dispatch_out(const OpDef& op, const Tensor& out, const TensorList& inputs, const Attrs& attrs = {});
 
+// A data-less twin of t on the meta device: the same sizes, strides, offset, dtype and wrapped-number
+// flag, no autograd history.
+Tensor meta_twin(const Tensor& t);
+
 // Runs meta and the device kernel only (below modes and autograd). The device is the inputs' (a
 // 0-dim CPU tensor goes with any device, as in torch), a creation op's `Device` attribute, or for a
 // kCrossDevice op its output's. On the meta device only meta runs (view ops make their views, which

@@ -15,6 +15,7 @@
 #include "kiln/attention/sdpa_detail.h"
 #include "kiln/backend/cpu/blas.h"
 #include "kiln/backend/cpu/kernels.h"
+#include "kiln/backend/cpu/online_softmax.h"
 #include "kiln/backend/cpu/parallel.h"
 #include "kiln/core/generator.h"
 
@@ -224,30 +225,14 @@ void fwd_block(const Fwd<T>& c, int64_t bh, int64_t qb, T* ws) {
     if (M || (g.causal && j0 + bk - 1 > i0))
       adjust(s, bq, bk, M ? M + j0 * c.m.cs : nullptr, c.m.rs, c.m.cs,
              static_cast<const T*>(nullptr), g.causal, i0, j0);
-    c.f.row_max(tmp, s, bq, bk);
-    bool rescale = false;
-    for (int64_t i = 0; i < bq; ++i) {
-      T mn = std::max(mx[i], tmp[i]);
-      T mu = mn == ninf ? T(0) : mn;  // a row masked so far: exp(-inf - 0) = 0, no NaN
-      alpha[i] = std::exp(mx[i] - mu);
-      rescale |= alpha[i] != T(1);
-      mx[i] = mn;
-      T* row = s + i * bk;
-      for (int64_t j = 0; j < bk; ++j) row[j] -= mu;
-    }
-    c.f.exp_inplace(s, bq * bk);
-    c.f.row_sum(tmp, s, bq, bk);
-    for (int64_t i = 0; i < bq; ++i) l[i] = l[i] * alpha[i] + tmp[i];
+    const bool rescale = cpu::online_softmax_step(c.f, s, bq, bk, mx, l, alpha, tmp);
     if (c.drop.on)
       for (int64_t i = 0; i < bq; ++i) {
         T* row = s + i * bk;
         c.drop.each(bh, i0 + i, j0, bk,
                     [&](int64_t j, bool keep) { row[j] = keep ? row[j] * ks : T(0); });
       }
-    if (rescale)
-      for (int64_t i = 0; i < bq; ++i)
-        if (alpha[i] != T(1))
-          for (int64_t e = 0; e < Ev; ++e) acc[i * Ev + e] *= alpha[i];
+    if (rescale) cpu::rescale_rows(acc, alpha, bq, Ev);
     gemm(false, false, bq, Ev, bk, T(1), s, bk, V + j0 * c.v.rs, c.v.rs, T(1), acc, Ev);
   }
   T* O = c.out + (bh * g.L + i0) * Ev;

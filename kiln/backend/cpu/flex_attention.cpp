@@ -24,6 +24,7 @@
 #include "kiln/autograd/autograd.h"
 #include "kiln/backend/cpu/blas.h"
 #include "kiln/backend/cpu/kernels.h"
+#include "kiln/backend/cpu/online_softmax.h"
 #include "kiln/backend/cpu/parallel.h"
 #include "kiln/ops/ops.h"
 
@@ -346,24 +347,7 @@ void fwd_task(const Call<T>& c, int64_t b, int64_t h, int64_t qb, T* ws, T* out,
         const int64_t jf = j0 + f * KB;
         if (jf < c.S) apply_mask_mod(c, s + f * KB, bk, mb, b, h, i0, bq, jf, std::min(n * KB, c.S - jf));
       });
-    c.f.row_max(tmp, s, bq, bk);
-    bool rescale = false;
-    for (int64_t i = 0; i < bq; ++i) {
-      T mn = std::max(mx[i], tmp[i]);
-      T mu = mn == ninf ? T(0) : mn;
-      alpha[i] = std::exp(mx[i] - mu);
-      rescale |= alpha[i] != T(1);
-      mx[i] = mn;
-      T* row = s + i * bk;
-      for (int64_t j = 0; j < bk; ++j) row[j] -= mu;
-    }
-    c.f.exp_inplace(s, bq * bk);
-    c.f.row_sum(tmp, s, bq, bk);
-    for (int64_t i = 0; i < bq; ++i) l[i] = l[i] * alpha[i] + tmp[i];
-    if (rescale)
-      for (int64_t i = 0; i < bq; ++i)
-        if (alpha[i] != T(1))
-          for (int64_t e = 0; e < Ev; ++e) acc[i * Ev + e] *= alpha[i];
+    if (cpu::online_softmax_step(c.f, s, bq, bk, mx, l, alpha, tmp)) cpu::rescale_rows(acc, alpha, bq, Ev);
     gemm(false, false, bq, Ev, bk, T(1), s, bk, c.V(b, h, j0), Ev, T(1), acc, Ev);
   });
   const int64_t row0 = (b * c.Hq + h) * c.L + i0;
