@@ -45,9 +45,55 @@ Shape contiguous_strides(const Shape& sizes) {
 }
 
 int64_t shape_numel(const Shape& sizes) {
+  // every product checked, a zero later on included (torch's safe_multiplies)
   int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
+  bool overflow = false;
+  for (int64_t s : sizes) overflow |= __builtin_mul_overflow(n, s, &n);
+  KILN_CHECK(!overflow, Runtime, "numel", "integer multiplication overflow");
   return n;
+}
+
+namespace {
+std::string sizes_text(const Shape& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+}  // namespace
+
+size_t storage_bytes_for(const Shape& sizes, size_t itemsize) {
+  uint64_t n = itemsize;
+  bool overflow = false;
+  for (int64_t s : sizes) overflow |= __builtin_mul_overflow(n, static_cast<uint64_t>(s), &n);
+  // torch refuses sizes whose byte count does not fit an int64
+  KILN_CHECK(!overflow && n <= static_cast<uint64_t>(INT64_MAX), Runtime, "empty",
+             "Storage size calculation overflowed with sizes=", sizes_text(sizes));
+  return static_cast<size_t>(n);
+}
+
+size_t storage_bytes_for(const Shape& sizes, const Shape& strides, int64_t offset, size_t itemsize) {
+  KILN_CHECK(offset >= 0, Runtime, "as_strided", "Tensor: invalid storage offset ", offset);
+  // the last reachable element + 1, in elements; 0 for an empty tensor. Negative strides (kiln's own
+  // reversed views) reach below the offset: that reach must stay within it.
+  uint64_t last = 0, below = 0;
+  bool overflow = false, empty = false;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 0) empty = true;
+    if (sizes[i] <= 1) continue;
+    uint64_t t;
+    const uint64_t mag = strides[i] < 0 ? 0 - static_cast<uint64_t>(strides[i]) : static_cast<uint64_t>(strides[i]);
+    overflow |= __builtin_mul_overflow(static_cast<uint64_t>(sizes[i] - 1), mag, &t);
+    overflow |= __builtin_add_overflow(strides[i] < 0 ? below : last, t, strides[i] < 0 ? &below : &last);
+  }
+  if (empty) return 0;
+  KILN_CHECK(!overflow && below <= static_cast<uint64_t>(offset), Runtime, "as_strided",
+             "Storage size calculation overflowed with sizes=", sizes_text(sizes), " and strides=", sizes_text(strides));
+  uint64_t bytes;
+  overflow |= __builtin_add_overflow(last, static_cast<uint64_t>(offset) + 1, &last);
+  overflow |= __builtin_mul_overflow(last, static_cast<uint64_t>(itemsize), &bytes);
+  KILN_CHECK(!overflow && bytes <= static_cast<uint64_t>(INT64_MAX), Runtime, "as_strided",
+             "Storage size calculation overflowed with sizes=", sizes_text(sizes), " and strides=", sizes_text(strides));
+  return static_cast<size_t>(bytes);
 }
 
 void TensorImpl::refresh() {
@@ -73,9 +119,10 @@ Tensor make_contiguous(std::shared_ptr<TensorImpl> impl, Dtype dtype, Device dev
                sizes);
   impl->strides = contiguous_strides(sizes);
   impl->dtype = dtype;
+  const size_t nbytes = storage_bytes_for(sizes, itemsize(dtype));
   impl->numel = shape_numel(sizes);
   impl->contiguous = true;
-  impl->storage = std::make_shared<Storage>(static_cast<size_t>(impl->numel) * itemsize(dtype), device);
+  impl->storage = std::make_shared<Storage>(nbytes, device);
   return Tensor(std::move(impl));
 }
 }  // namespace
@@ -94,7 +141,18 @@ Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset)
   impl->offset = offset;
   impl->dtype = base.dtype();
   impl->refresh();
+  check_in_storage(*impl);
   return Tensor(std::move(impl));
+}
+
+void check_in_storage(const TensorImpl& t) {
+  const size_t need = storage_bytes_for(t.sizes, t.strides, t.offset, itemsize(t.dtype));
+  const size_t have = t.storage ? t.storage->nbytes() : 0;
+  if (need <= have) [[likely]]
+    return;
+  KILN_FAIL(Runtime, "as_strided", "setStorage: sizes ", sizes_text(t.sizes), ", strides ", sizes_text(t.strides),
+            ", storage offset ", t.offset, ", and itemsize ", itemsize(t.dtype), " requiring a storage size of ", need,
+            " are out of bounds for storage of size ", have);
 }
 
 Tensor scalar_tensor(const Scalar& s, Dtype dtype, bool wrapped) {
@@ -108,11 +166,15 @@ Tensor scalar_tensor(const Scalar& s, Dtype dtype, bool wrapped) {
 Tensor from_blob(void* data, const Shape& sizes, const Shape& strides, Dtype dtype,
                  Storage::FreeFn free_fn, void* ctx, size_t nbytes) {
   auto impl = std::make_shared<TensorImpl>();
+  const Shape st = strides.empty() && !sizes.empty() ? contiguous_strides(sizes) : strides;
+  // the memory's extent when not given: what the sizes and strides reach (views of it are checked
+  // against it)
+  if (nbytes == 0) nbytes = storage_bytes_for(sizes, st, 0, itemsize(dtype));
   // free_fn == nullptr with a non-null ctx marks borrowed memory that is never freed by kiln.
   impl->storage = std::make_shared<Storage>(data, nbytes, kCPU, free_fn,
                                             free_fn ? ctx : reinterpret_cast<void*>(1));
   impl->sizes = sizes;
-  impl->strides = strides.empty() && !sizes.empty() ? contiguous_strides(sizes) : strides;
+  impl->strides = st;
   impl->dtype = dtype;
   impl->refresh();
   return Tensor(std::move(impl));

@@ -59,8 +59,13 @@ class Storage {
   Device device() const { return device_; }
   uint32_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+  // Memory shared out (numpy, DLPack) or adopted from outside: it may not be replaced under the
+  // borrower, so resize_ refuses (torch's "not resizable" storages).
+  bool resizable() const { return resizable_.load(std::memory_order_relaxed); }
+  void set_resizable(bool r) { resizable_.store(r, std::memory_order_relaxed); }
 
  private:
+  std::atomic<bool> resizable_{true};
   void* data_;
   size_t nbytes_;
   Device device_;
@@ -243,6 +248,13 @@ Tensor scalar_tensor(const Scalar& s, Dtype dtype = Dtype::Undefined, bool wrapp
 // Wraps foreign memory without copying.
 Tensor from_blob(void* data, const Shape& sizes, const Shape& strides, Dtype dtype,
                  Storage::FreeFn free_fn = nullptr, void* ctx = nullptr, size_t nbytes = 0);
+
+// Checked size arithmetic (RuntimeError, torch's words, on overflow): the bytes of a contiguous tensor
+// of `sizes`; the bytes a strided view must find in its storage (offset + the last reachable element,
+// 0 when empty; a negative offset raises). check_in_storage raises when a view leaves its storage.
+size_t storage_bytes_for(const Shape& sizes, size_t itemsize);
+size_t storage_bytes_for(const Shape& sizes, const Shape& strides, int64_t offset, size_t itemsize);
+void check_in_storage(const TensorImpl& t);
 
 // Normalises a possibly negative dim; raises IndexError-kind "Dimension out of range".
 int64_t wrap_dim(int64_t d, int64_t ndim, const char* op);

@@ -30,7 +30,7 @@ Dtype binary_compute_dtype(const OpDef& op, const T& a, const T& b) {
   switch (rule_of(op)) {
     case Rule::Float: return floatify(p);
     case Rule::Int:
-      KILN_CHECK(is_integral(p, true), Runtime, op.name, "not implemented for dtype ", dtype_name(p),
+      KILN_CHECK(is_integral(p, true), NotImplemented, op.name, "not implemented for dtype ", dtype_name(p),
                  " (bitwise ops need integral or bool tensors)");
       return p;
     default: break;

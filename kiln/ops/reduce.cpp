@@ -147,7 +147,7 @@ SpecList softmax_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   const TensorSpec& x = in[0];
   wrap_dim(std::get<int64_t>(a[0]), x.dim(), op.name);
   const Dtype d = dtype_attr(a, 1).value_or(x.dtype());
-  KILN_CHECK(is_floating(d) && !is_float8(d), Runtime, op.name, "not implemented for dtype ", dtype_name(d));
+  KILN_CHECK(is_floating(d) && !is_float8(d), NotImplemented, op.name, "not implemented for dtype ", dtype_name(d));
   return {{x.sizes(), d}};
 }
 
@@ -365,7 +365,7 @@ Tensor cumprod(const Tensor& x, int64_t dim, std::optional<Dtype> dtype) {
   return dispatch1(op_cumprod, {x}, {dim, dtype_attr(dtype)});
 }
 Tensor logcumsumexp(const Tensor& x, int64_t dim) {
-  KILN_CHECK(is_floating(x.dtype()), Runtime, "logcumsumexp", "not implemented for dtype ", dtype_name(x.dtype()));
+  KILN_CHECK(is_floating(x.dtype()), NotImplemented, "logcumsumexp", "not implemented for dtype ", dtype_name(x.dtype()));
   return dispatch1(op_logcumsumexp, {x}, {dim});
 }
 std::tuple<Tensor, Tensor> cummax(const Tensor& x, int64_t dim) {

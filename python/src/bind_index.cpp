@@ -27,6 +27,15 @@ Tensor adv_tensor(nb::handle h) {
   return t;
 }
 
+// An integer index; one beyond int64 raises torch's ValueError.
+int64_t index_int(PyObject* o) {
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+  if (overflow) throw nb::value_error("Overflow when unpacking long long");
+  if (v == -1 && PyErr_Occurred()) throw nb::python_error();
+  return v;
+}
+
 Parsed parse(const Tensor& self, nb::handle index) {
   std::vector<nb::handle> items;
   nb::object hold;
@@ -69,7 +78,7 @@ Parsed parse(const Tensor& self, nb::handle index) {
                                    is_integral(nb::cast<Tensor&>(h).dtype(), false) &&
                                    !nb::cast<Tensor&>(h).is_meta())) {
       // a data-less (traced) 0-dim index stays a tensor: advanced indexing, as torch's under a trace
-      int64_t i = PyLong_Check(o) ? nb::cast<int64_t>(h) : nb::cast<Tensor&>(h).item<int64_t>();
+      int64_t i = PyLong_Check(o) ? index_int(o) : nb::cast<Tensor&>(h).item<int64_t>();
       KILN_CHECK(dim < v.dim(), Index, "getitem", "too many indices for tensor of dimension ", self.dim());
       v = select(v, dim, i);
     } else if (PySlice_Check(o)) {
@@ -87,7 +96,7 @@ Parsed parse(const Tensor& self, nb::handle index) {
       adv.push_back({dim, t});
       dim += t.dtype() == kBool ? t.dim() : 1;
     } else if (PyIndex_Check(o)) {
-      v = select(v, dim, nb::cast<int64_t>(nb::int_(h)));
+      v = select(v, dim, index_int(nb::int_(h).ptr()));
     } else {
       throw nb::index_error(("only integers, slices (`:`), ellipsis (`...`), None and long or byte "
                             "Variables are valid indices (got " + std::string(nb::str(h.type()).c_str()) + ")").c_str());

@@ -92,7 +92,9 @@ Tensor wrap_dl(DLManagedTensor* m) {
   char* data = static_cast<char*>(dl.data) + dl.byte_offset;
   int64_t span = 1;
   for (int i = 0; i < dl.ndim; ++i) span += (sizes[i] - 1) * strides[i];
-  return from_blob(data, sizes, strides, d, release_dlpack, m, static_cast<size_t>(span) * itemsize(d));
+  Tensor t = from_blob(data, sizes, strides, d, release_dlpack, m, static_cast<size_t>(span) * itemsize(d));
+  t.storage()->set_resizable(false);  // the producer's memory
+  return t;
 }
 
 }  // namespace
@@ -101,6 +103,7 @@ void bind_interop(nb::module_& m, nb::class_<Tensor>& cls) {
   cls.def("__dlpack__", [](const Tensor& t, nb::kwargs) {
     KILN_CHECK(t.is_cpu(), Runtime, "__dlpack__", "Cannot export a tensor on device '", device_str(t.device()),
                "' through DLPack (no data)");
+    t.storage()->set_resizable(false);
     auto* e = new Export{t, t.sizes(), t.strides(), {}};
     e->m.dl_tensor.data = t.storage()->data();
     e->m.dl_tensor.byte_offset = static_cast<uint64_t>(t.storage_offset()) * t.itemsize();
@@ -166,8 +169,10 @@ void bind_interop(nb::module_& m, nb::class_<Tensor>& cls) {
     Py_INCREF(arr.ptr());
     int64_t span = 1;
     for (size_t i = 0; i < sizes.size(); ++i) span += (sizes[i] - 1) * strides[i];
-    return from_blob(reinterpret_cast<void*>(ptr), sizes, strides, d, release_pyobject, arr.ptr(),
+    Tensor t = from_blob(reinterpret_cast<void*>(ptr), sizes, strides, d, release_pyobject, arr.ptr(),
                      static_cast<size_t>(std::max<int64_t>(span, 0)) * itemsize(d));
+    t.storage()->set_resizable(false);  // numpy's memory
+    return t;
   });
   cls.def("numpy", [](nb::handle self) -> nb::object {
     const Tensor& t = nb::cast<const Tensor&>(self);
@@ -193,7 +198,10 @@ void bind_interop(nb::module_& m, nb::class_<Tensor>& cls) {
     nb::object types = nb::module_::import_("types");
     nb::object holder = types.attr("SimpleNamespace")();
     holder.attr("__array_interface__") = ai;
-    holder.attr("_kiln_tensor") = self;
+    // the holder keeps the storage through a view of its own (not the tensor object, whose storage
+    // resize_ or set_ could replace), and the storage is marked shared out
+    t.storage()->set_resizable(false);
+    holder.attr("_kiln_tensor") = nb::cast(make_view(t, t.sizes(), t.strides(), t.storage_offset()));
     return np.attr("asarray")(holder);
   });
   cls.def("__array__", [](nb::handle self, nb::args) { return self.attr("numpy")(); });

@@ -39,6 +39,11 @@ const Tensor& isub2(const Tensor& a, const Tensor& b) { return sub_(a, b); }
 const Tensor& idiv2(const Tensor& a, const Tensor& b) { return div_(a, b); }
 Tensor pow2(const Tensor& a, const Tensor& b) { return pow(a, b); }
 Tensor mm2(const Tensor& a, const Tensor& b) { return matmul(a, b); }
+// int() / float() of a tensor: one element only (torch's ValueError)
+const Tensor& one_element(const Tensor& t) {
+  KILN_CHECK(t.numel() == 1, Value, "item", "only one element tensors can be converted to Python scalars");
+  return t;
+}
 
 bool truthy(const Tensor& t) {
   KILN_CHECK(t.numel() == 1, Runtime, "bool", "Boolean value of Tensor with more than one value is ambiguous");
@@ -104,6 +109,8 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
         // out= semantics: a fresh contiguous block of the new shape, same dtype (data not kept)
         Shape s = shape_from_args(size);
         if (s != t.sizes()) {
+          KILN_CHECK(t.storage()->resizable() || storage_bytes_for(s, t.itemsize()) <= t.storage()->nbytes(), Runtime, "resize_",
+                     "Trying to resize storage that is not resizable");
           Tensor fresh = make_tensor(s, t.dtype(), t.device());
           *t.impl() = *fresh.impl();
         }
@@ -135,8 +142,8 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
         return t.sizes()[0];
       })
       .def("__bool__", &truthy)
-      .def("__float__", [](const Tensor& t) { return t.item().to_double(); })
-      .def("__int__", [](const Tensor& t) { return t.item().to<int64_t>(); })
+      .def("__float__", [](const Tensor& t) { return one_element(t).item().to_double(); })
+      .def("__int__", [](const Tensor& t) { return one_element(t).item().to<int64_t>(); })
       .def("__index__", [](const Tensor& t) {
         KILN_CHECK(is_integral(t.dtype(), true) && t.numel() == 1, Type, "index", "only integer tensors of a "
                    "single element can be converted to an index");
@@ -173,8 +180,12 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
       .def("__pow__", [](nb::handle a, nb::handle b) { return binop(a, b, pow2); })
       .def("__rpow__", [](nb::handle a, nb::handle b) { return rbinop(a, b, pow2); })
       .def("__ipow__", [](nb::handle a, nb::handle b) { return ibinop(a, b, pow_); })
-      .def("__matmul__", [](nb::handle a, nb::handle b) { return binop(a, b, mm2); })
-      .def("__rmatmul__", [](nb::handle a, nb::handle b) { return rbinop(a, b, mm2); })
+      // a Python number is no matrix: NotImplemented, so Python raises TypeError (as torch)
+      .def("__matmul__", [](nb::handle a, nb::handle b) -> nb::object {
+        if (!nb::isinstance<Tensor>(b)) return nb::borrow(Py_NotImplemented);
+        return binop(a, b, mm2);
+      })
+      .def("__rmatmul__", [](nb::handle, nb::handle) -> nb::object { return nb::borrow(Py_NotImplemented); })
       .def("__and__", [](nb::handle a, nb::handle b) { return binop(a, b, bitwise_and); })
       .def("__rand__", [](nb::handle a, nb::handle b) { return rbinop(a, b, bitwise_and); })
       .def("__iand__", [](nb::handle a, nb::handle b) { return ibinop(a, b, bitwise_and_); })

@@ -117,6 +117,7 @@ nb::tuple shape_tuple(const Shape& s) {
 // ---- nested data -> tensor ------------------------------------------------------------------------
 namespace {
 struct Collect {
+  static constexpr size_t kMaxDims = 128;  // torch's limit on nesting
   std::vector<Scalar> vals;
   Shape shape;
   bool has_float = false, has_complex = false, has_int = false, has_bool = false;
@@ -149,9 +150,20 @@ struct Collect {
       walk(lst, depth);
       return;
     }
-    if (!PySequence_Check(h.ptr()))
-      throw nb::type_error(("Could not infer dtype of " + std::string(nb::str(h.type()).c_str())).c_str());
+    const bool is_str = PyUnicode_Check(h.ptr()), is_bytes = PyBytes_Check(h.ptr()) || PyByteArray_Check(h.ptr());
+    const std::string tname = nb::cast<std::string>(nb::str(h.type().attr("__name__")));
+    if (is_str || is_bytes) {
+      // torch: a string where a new dimension starts reads as one more level of nesting (ValueError),
+      // anywhere else as an element of an invalid type (TypeError)
+      if (is_str && depth > 0 && depth == shape.size() && vals.empty())
+        throw nb::value_error(("too many dimensions '" + tname + "'").c_str());
+      throw nb::type_error(("new(): invalid data type '" + tname + "'").c_str());
+    }
+    if (!PySequence_Check(h.ptr())) KILN_FAIL(Runtime, "tensor", "Could not infer dtype of ", tname);
+    if (depth == shape.size() && depth >= kMaxDims)
+      throw nb::value_error(("too many dimensions '" + tname + "'").c_str());
     Py_ssize_t n = PySequence_Size(h.ptr());
+    if (n < 0) throw nb::python_error();
     if (depth == shape.size()) {
       if (!vals.empty()) throw nb::value_error("inconsistent nesting of sequences");
       shape.push_back(n);

@@ -8,6 +8,9 @@ namespace kiln::py {
 namespace {
 // torch.linalg.LinAlgError: a RuntimeError raised for singular and non-positive-definite inputs.
 PyObject* g_linalg_error = nullptr;
+// torch.OutOfMemoryError: what torch code catches (RuntimeError) and what Python code catches
+// (MemoryError) at once.
+PyObject* g_oom_error = nullptr;
 
 PyObject* exc_for(ErrorKind k) {
   switch (k) {
@@ -16,7 +19,7 @@ PyObject* exc_for(ErrorKind k) {
     case ErrorKind::Index: return PyExc_IndexError;
     case ErrorKind::Type: return PyExc_TypeError;
     case ErrorKind::NotImplemented: return PyExc_NotImplementedError;
-    case ErrorKind::OutOfMemory: return PyExc_MemoryError;
+    case ErrorKind::OutOfMemory: return g_oom_error ? g_oom_error : PyExc_MemoryError;
     case ErrorKind::Assertion: return PyExc_AssertionError;
     default: return PyExc_RuntimeError;
   }
@@ -47,7 +50,7 @@ void set_python_error(const std::exception_ptr& p) {
   } catch (const std::bad_cast&) {
     PyErr_SetString(PyExc_TypeError, "an argument has the wrong type");
   } catch (const std::bad_alloc&) {
-    PyErr_SetString(PyExc_MemoryError, "out of memory");
+    PyErr_SetString(g_oom_error ? g_oom_error : PyExc_MemoryError, "out of memory");
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
   } catch (...) {
@@ -61,6 +64,10 @@ NB_MODULE(_C, m) {
   using namespace kiln::py;
   g_linalg_error = PyErr_NewException("kiln.linalg.LinAlgError", PyExc_RuntimeError, nullptr);
   m.attr("_LinAlgError") = nb::handle(g_linalg_error);
+  g_oom_error = PyErr_NewException("kiln.OutOfMemoryError",
+                                   nb::make_tuple(nb::handle(PyExc_RuntimeError), nb::handle(PyExc_MemoryError)).release().ptr(),
+                                   nullptr);
+  m.attr("OutOfMemoryError") = nb::handle(g_oom_error);
   // Every kernel above a small size runs without the interpreter lock (op.h: KernelRegionHooks);
   // a thread that does not hold it (the autograd engine's caller released it) is left alone.
   set_kernel_region_hooks({[]() -> void* { return PyGILState_Check() ? PyEval_SaveThread() : nullptr; },
@@ -72,6 +79,10 @@ NB_MODULE(_C, m) {
       std::rethrow_exception(p);
     } catch (const kiln::Error& e) {
       PyErr_SetString(exc_for(e.kind()), e.what());
+    } catch (const std::bad_cast&) {  // a failed argument conversion: never "std::bad_cast" as text
+      PyErr_SetString(PyExc_TypeError, "an argument has the wrong type");
+    } catch (const std::bad_alloc&) {
+      PyErr_SetString(g_oom_error, "out of memory");
     }
   });
   nb::set_leak_warnings(false);  // module-lifetime singletons (dtype objects) are intentional

@@ -209,3 +209,19 @@ TEST(Ops, Basics) {
   EXPECT_NEAR(sum(sm, Shape{1}).select(0, 0).item<float>(), 1.0f, 1e-6);
   EXPECT_EQ(repr(a), "tensor([[1., 2., 3.],\n        [4., 5., 6.]])");
 }
+
+// Issue 14: sizes whose byte count overflows and views leaving their storage raise, never allocate
+// a wrapped-around size or read outside the storage.
+TEST(Core, CheckedSizesAndViewBounds) {
+  EXPECT_THROW(make_tensor({int64_t(1) << 31, int64_t(1) << 31}, kFloat32), Error);
+  EXPECT_THROW(make_tensor({int64_t(1) << 62}, kFloat32), Error);
+  EXPECT_THROW(shape_numel({int64_t(1) << 62, int64_t(1) << 62, 0}), Error);
+  Tensor x = zeros({4});
+  EXPECT_THROW(make_view(x, {2}, {1}, -1), Error);
+  EXPECT_THROW(make_view(x, {3}, {2}, 0), Error);                      // element 4 of 4
+  EXPECT_THROW(make_view(x, {2}, {int64_t(1) << 62}, 0), Error);       // overflowing extent
+  EXPECT_NO_THROW(make_view(x, {2}, {-1}, 3));                         // reversed, within
+  EXPECT_THROW(make_view(x, {2}, {-1}, 0), Error);                     // reversed, below the start
+  EXPECT_EQ(make_view(x, {0, int64_t(1) << 40}, {1, 1}, 0).numel(), 0);  // empty: nothing reached
+  EXPECT_THROW(expand(ones({1}), {int64_t(1) << 62, int64_t(1) << 62}), Error);
+}

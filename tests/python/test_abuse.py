@@ -1,0 +1,96 @@
+"""Bad input raises torch's exception class, never crashes (issue 14, first part): sizes whose element or
+byte count overflows, views that leave their storage, strings and deep nesting in tensor(), storage shared
+out to numpy / DLPack, integers beyond int64 as indices, and the exception classes torch uses for
+unsupported dtypes, int() of a multi-element tensor and @ with a number. Each call runs through torch 2.13
+first (pinning its class), then through kiln; each used to crash kiln, be accepted, or raise another class."""
+import numpy as np
+import pytest
+import torch
+
+import kiln
+
+NEST = "l = [0]\nfor _ in range(100000):\n    l = [l]\n"
+
+CALLS = [  # (id, statements ending in the abusive call, written against `lib`)
+    ("ones-2^31x2^31", "lib.ones(2**31, 2**31)"),
+    ("empty-2^62-write", "x = lib.empty(2**62); x[10**9] = 1"),
+    ("zeros-2^32x2^32-index", "lib.zeros(2**32, 2**32)[1, 1]"),
+    ("empty-2^62", "lib.empty(2**62)"),
+    ("full-2^63-1", "lib.full((2**63 - 1,), 1.0)"),
+    ("resize-2^62", "lib.zeros(3).resize_(2**62)"),
+    ("expand-2^62x2^62", "lib.ones(1).expand(2**62, 2**62)"),
+    ("view-overflow-with-zero", "lib.zeros(0).view(2**62, 2**62, 0)"),
+    ("as_strided-negative-offset", "lib.zeros(4).as_strided((2,), (1,), -1)"),
+    ("as_strided-stride-2^62", "lib.zeros(4).as_strided((2,), (2**62,))"),
+    ("as_strided-stride-2^63-1", "lib.zeros(4).as_strided((2,), (2**63 - 1,))"),
+    ("as_strided-past-the-end", "lib.zeros(4).as_strided((3,), (2,), 0)"),
+    ("tensor-str", "lib.tensor('abc')"),
+    ("tensor-list-of-str", "lib.tensor(['a'])"),
+    ("tensor-bytes", "lib.tensor(b'ab')"),
+    ("tensor-mixed-str", "lib.tensor([1, 'a'])"),
+    ("as_tensor-str", "lib.as_tensor('abc')"),
+    ("tensor-deep-nesting", NEST + "lib.tensor(l)"),
+    ("tensor-dict", "lib.tensor({1: 2})"),
+    ("tensor-object", "lib.tensor(object())"),
+    ("index-beyond-int64", "lib.zeros(3)[2**64]"),
+    ("softmax-int64", "lib.softmax(lib.ones(3, dtype=lib.int64), 0)"),
+    ("bitwise-and-float", "lib.ones(3) & lib.ones(3)"),
+    ("int-of-two-elements", "int(lib.ones(2))"),
+    ("float-of-two-elements", "float(lib.ones(2))"),
+    ("matmul-number", "lib.ones(3) @ 5"),
+    ("rmatmul-number", "5 @ lib.ones(3)"),
+    ("cat-empty", "lib.cat([])"),
+]
+
+
+def _run(lib, code):
+    try:
+        exec(code, {"lib": lib})
+    except Exception as e:  # noqa: BLE001 - the class is what is compared
+        return type(e)
+    return None
+
+
+@pytest.mark.parametrize("code", [c for _, c in CALLS], ids=[i for i, _ in CALLS])
+def test_same_exception_class_as_torch(code):
+    want = _run(torch, code)
+    assert want is not None, "torch accepts this call: not an abuse case"
+    got = _run(kiln, code)
+    assert got is not None, f"kiln accepted it; torch raises {want.__name__}"
+    assert issubclass(got, want), f"kiln raised {got.__name__}, torch {want.__name__}"
+
+
+def test_overflow_messages_are_torchs():
+    with pytest.raises(RuntimeError, match=r"Storage size calculation overflowed with sizes=\[2147483648, 2147483648\]"):
+        kiln.ones(2**31, 2**31)
+    with pytest.raises(RuntimeError, match="integer multiplication overflow"):
+        kiln.ones(1).expand(2**62, 2**62)
+    with pytest.raises(RuntimeError, match="invalid storage offset -1"):
+        kiln.zeros(4).as_strided((2,), (1,), -1)
+    with pytest.raises(RuntimeError, match="out of bounds for storage of size 16"):
+        kiln.zeros(4).as_strided((3,), (2,), 0)
+
+
+def test_storage_shared_with_numpy_is_not_replaced():
+    t = kiln.zeros(3)
+    n = t.numpy()
+    with pytest.raises(RuntimeError, match="not resizable"):
+        t.resize_(10**7)
+    n[:] = 123.0  # still t's memory
+    assert t.tolist() == [123.0, 123.0, 123.0]
+    a = np.zeros(4, dtype=np.float32)
+    with pytest.raises(RuntimeError, match="not resizable"):
+        kiln.from_numpy(a).resize_(100)
+    shrunk = kiln.from_numpy(a).resize_(2)  # fits the borrowed memory: allowed, as torch
+    assert shrunk.shape == (2,)
+
+
+def test_out_of_memory_is_a_runtime_and_a_memory_error():
+    assert issubclass(kiln.OutOfMemoryError, RuntimeError) and issubclass(kiln.OutOfMemoryError, MemoryError)
+
+
+def test_views_within_storage_and_reversed_views_still_work():
+    x = kiln.arange(12.0).view(3, 4)
+    assert kiln.equal(x.as_strided((2, 2), (4, 1), 6), kiln.tensor([[6.0, 7.0], [10.0, 11.0]]))
+    assert kiln.equal(kiln.flip(x, [1]), kiln.tensor(np.flip(np.arange(12.0).reshape(3, 4), 1).copy()).float())
+    assert kiln.tensor([[1, 2], [3, 4]]).tolist() == [[1, 2], [3, 4]]
