@@ -94,3 +94,15 @@ def test_views_within_storage_and_reversed_views_still_work():
     assert kiln.equal(x.as_strided((2, 2), (4, 1), 6), kiln.tensor([[6.0, 7.0], [10.0, 11.0]]))
     assert kiln.equal(kiln.flip(x, [1]), kiln.tensor(np.flip(np.arange(12.0).reshape(3, 4), 1).copy()).float())
     assert kiln.tensor([[1, 2], [3, 4]]).tolist() == [[1, 2], [3, 4]]
+
+
+def test_product_beyond_blas_int32_reads_expanded_operands_in_place():
+    """A dot of two expanded vectors of 2^31 + 8 elements: BLAS takes 32-bit sizes (kiln returned 1.0 and
+    copied 17 GB); now computed in place, adding in k order in float32 as torch's answer shows (2^24:
+    the float32 sum stops growing there)."""
+    n = 2**31 + 8
+    a = kiln.ones(1).expand(n)
+    kiln.reset_peak_memory_stats()
+    before = kiln.memory_stats()["allocated_bytes.all.current"]
+    assert a.dot(a).item() == torch.ones(1).expand(n).dot(torch.ones(1).expand(n)).item() == 16777216.0
+    assert kiln.memory_stats()["allocated_bytes.all.peak"] - before < 1 << 20

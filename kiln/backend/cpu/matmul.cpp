@@ -5,6 +5,8 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <climits>
+#include <cstdlib>
 
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/parallel.h"
@@ -76,6 +78,37 @@ void gemm_blas(const Mat& A, const Mat& B, Tensor& C, int64_t Bn, int64_t M, int
   }
 }
 
+// BLAS takes 32-bit sizes and strides. A product with a size or a stride beyond that (a dot of two
+// expanded vectors of 2^31 elements) is computed here instead, reading every operand in place (a
+// stride of 0 is a broadcast, never materialised) and adding in k order in T, as one BLAS dot would.
+constexpr int64_t kBlasMax = INT32_MAX;
+bool beyond_blas(const Tensor& a, const Tensor& b, int64_t M, int64_t N, int64_t K) {
+  if (M > kBlasMax || N > kBlasMax || K > kBlasMax) return true;
+  for (const Tensor* t : {&a, &b})
+    for (int64_t d = 1; d < 3; ++d)
+      if (std::abs(t->strides()[d]) > kBlasMax) return true;
+  return false;
+}
+
+template <class T>
+void strided_products(const Tensor& a, const Tensor& b, Tensor& c, int64_t Bn, int64_t M, int64_t N, int64_t K) {
+  const T* ap = static_cast<const T*>(a.data_ptr());
+  const T* bp = static_cast<const T*>(b.data_ptr());
+  T* cp = static_cast<T*>(c.data_ptr());
+  const int64_t as0 = a.strides()[0], as1 = a.strides()[1], as2 = a.strides()[2];
+  const int64_t bs0 = b.strides()[0], bs1 = b.strides()[1], bs2 = b.strides()[2];
+  cpu::parallel_for(Bn * M * N, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const int64_t i = r / (M * N), m = (r / N) % M, n = r % N;
+      const T* x = ap + i * as0 + m * as1;
+      const T* y = bp + i * bs0 + n * bs2;
+      T acc(0);
+      for (int64_t k = 0; k < K; ++k) acc += x[k * as2] * y[k * bs1];
+      cp[r] = acc;
+    }
+  });
+}
+
 void bmm_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs, TensorList& out) {
   Tensor a = in[0], b = in[1];
   Tensor& c = out[0];
@@ -104,6 +137,13 @@ void bmm_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs, Tenso
     return;
   }
   if (d == kFloat32 || d == kFloat64 || d == kComplex64 || d == kComplex128) {
+    if (beyond_blas(a, b, M, N, K)) [[unlikely]] {
+      visit_floating_complex(d, "bmm", [&]<class T>() {
+        if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || is_complex_v<T>)
+          strided_products<T>(a, b, c, Bn, M, N, K);
+      });
+      return;
+    }
     Mat A = blas_operand(a), B = blas_operand(b);
     visit_floating_complex(d, "bmm", [&]<class T>() {
       if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || is_complex_v<T>)
