@@ -45,12 +45,20 @@ Shape contiguous_strides(const Shape& sizes) {
 }
 
 int64_t shape_numel(const Shape& sizes) {
-  // every product checked, a zero later on included (torch's safe_multiplies)
-  int64_t n = 1;
+  // torch's safe_compute_numel: every product checked in uint64 (a zero later on included), the
+  // result at most INT64_MAX. A negative size (a shape not yet inferred) multiplies unchecked.
+  uint64_t n = 1;
   bool overflow = false;
-  for (int64_t s : sizes) overflow |= __builtin_mul_overflow(n, s, &n);
-  KILN_CHECK(!overflow, Runtime, "numel", "integer multiplication overflow");
-  return n;
+  for (int64_t s : sizes) {
+    if (s < 0) [[unlikely]] {
+      int64_t r = 1;
+      for (int64_t v : sizes) r *= v;
+      return r;
+    }
+    overflow |= __builtin_mul_overflow(n, static_cast<uint64_t>(s), &n);
+  }
+  KILN_CHECK(!overflow && n <= static_cast<uint64_t>(INT64_MAX), Runtime, "numel", "integer multiplication overflow");
+  return static_cast<int64_t>(n);
 }
 
 namespace {

@@ -33,7 +33,7 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
     Tensor t = tensor_from_data(data, as_opt_dtype(dtype));
     auto d = as_opt_device(device);
     return d ? to_device(t, *d) : t;
-  }, "data"_a, nb::kw_only(), "dtype"_a.none() = none(), "device"_a.none() = none(), "requires_grad"_a = false);
+  }, "data"_a.none(), nb::kw_only(), "dtype"_a.none() = none(), "device"_a.none() = none(), "requires_grad"_a = false);
   m.def("as_tensor", [](nb::handle data, nb::handle dtype, nb::handle device) -> Tensor {
     Tensor t;
     if (nb::isinstance<Tensor>(data)) {

@@ -123,9 +123,52 @@ struct Collect {
   bool has_float = false, has_complex = false, has_int = false, has_bool = false;
   std::optional<Dtype> tensor_dtype;
 
+  // torch's shape inference: the lengths along the first elements (a string opens no dimension)
+  static bool opens_dim(nb::handle h) {
+    if (nb::isinstance<Tensor>(h)) return nb::cast<Tensor&>(h).dim() > 0;
+    return !is_number(h) && PySequence_Check(h.ptr()) && !PyUnicode_Check(h.ptr()) && !PyBytes_Check(h.ptr()) &&
+           !PyByteArray_Check(h.ptr());
+  }
+  void infer(nb::handle h) {
+    nb::object cur = nb::borrow(h);
+    while (opens_dim(cur) && !nb::isinstance<Tensor>(cur)) {
+      if (shape.size() >= kMaxDims) throw nb::value_error("too many dimensions 'list'");
+      const Py_ssize_t n = PySequence_Size(cur.ptr());
+      if (n < 0) throw nb::python_error();
+      shape.push_back(n);
+      if (n == 0) return;
+      cur = nb::steal(PySequence_GetItem(cur.ptr(), 0));
+      if (!cur.is_valid()) throw nb::python_error();
+    }
+    if (PyUnicode_Check(cur.ptr())) {  // torch reads a string as a sequence here: nesting without end
+      if (!shape.empty()) throw nb::value_error("too many dimensions 'str'");
+      throw nb::type_error("new(): invalid data type 'str'");
+    }
+    if (nb::isinstance<Tensor>(cur))  // a tensor element: its own dims continue the shape
+      for (int64_t s : nb::cast<Tensor&>(cur).sizes()) shape.push_back(s);
+  }
+
+  // torch infers the dtype from every element, whatever the shape: strings and objects raise even
+  // where no element is read (an empty dimension)
+  static void scan_types(nb::handle h, size_t depth) {
+    if (is_number(h) || nb::isinstance<Tensor>(h)) return;
+    const std::string tname = nb::cast<std::string>(nb::str(h.type().attr("__name__")));
+    if (PyUnicode_Check(h.ptr()) || PyBytes_Check(h.ptr()) || PyByteArray_Check(h.ptr()))
+      throw nb::type_error(("new(): invalid data type '" + tname + "'").c_str());
+    if (!PySequence_Check(h.ptr())) KILN_FAIL(Runtime, "tensor", "Could not infer dtype of ", tname);
+    if (depth >= kMaxDims) throw nb::value_error(("too many dimensions '" + tname + "'").c_str());
+    const Py_ssize_t n = PySequence_Size(h.ptr());
+    if (n < 0) throw nb::python_error();
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      nb::object item = nb::steal(PySequence_GetItem(h.ptr(), i));
+      if (!item.is_valid()) throw nb::python_error();
+      scan_types(item, depth + 1);
+    }
+  }
+
   void walk(nb::handle h, size_t depth) {
     if (is_number(h)) {
-      if (depth != shape.size()) throw nb::value_error("expected a sequence at this depth");
+      if (depth != shape.size()) throw nb::type_error("not a sequence");
       PyObject* o = h.ptr();
       if (PyBool_Check(o)) has_bool = true;
       else if (PyLong_Check(o)) has_int = true;
@@ -164,9 +207,8 @@ struct Collect {
       throw nb::value_error(("too many dimensions '" + tname + "'").c_str());
     Py_ssize_t n = PySequence_Size(h.ptr());
     if (n < 0) throw nb::python_error();
-    if (depth == shape.size()) {
-      if (!vals.empty()) throw nb::value_error("inconsistent nesting of sequences");
-      shape.push_back(n);
+    if (depth >= shape.size()) {  // a sequence where the inferred shape has an element
+      throw nb::type_error(("'" + tname + "' object cannot be interpreted as a number").c_str());
     } else if (shape[depth] != n) {
       throw nb::value_error(("expected sequence of length " + std::to_string(shape[depth]) + " at dim " +
                              std::to_string(depth) + " (got " + std::to_string(n) + ")").c_str());
@@ -190,7 +232,12 @@ Tensor tensor_from_data(nb::handle data, std::optional<Dtype> dtype) {
     return to_dtype(t, dtype.value_or(t.dtype()), true);
   }
   Collect c;
-  c.walk(data, 0);
+  c.infer(data);
+  // torch infers the dtype (visiting every element) before it reads any; with no element to read
+  // (an empty dimension) that is the only check, as torch's
+  const bool empty = shape_numel(c.shape) == 0 && !c.shape.empty();
+  if (!dtype || empty) Collect::scan_types(data, 0);
+  if (!empty) c.walk(data, 0);
   Dtype d;
   if (dtype) d = *dtype;
   else if (c.has_complex) d = default_complex_dtype();
@@ -226,6 +273,7 @@ nb::object list_rec(const Tensor& t, const char* p, int64_t d) {
   if (d == t.dim()) return elem_object(p, t.dtype());
   int64_t n = t.sizes()[d], st = t.strides()[d] * static_cast<int64_t>(t.itemsize());
   PyObject* l = PyList_New(n);
+  if (!l) throw nb::python_error();  // a list too long for memory: MemoryError, not a crash
   for (int64_t i = 0; i < n; ++i) PyList_SET_ITEM(l, i, list_rec(t, p + i * st, d + 1).release().ptr());
   return nb::steal(l);
 }
