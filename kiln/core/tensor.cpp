@@ -127,8 +127,8 @@ Tensor make_contiguous(std::shared_ptr<TensorImpl> impl, Dtype dtype, Device dev
                sizes);
   impl->strides = contiguous_strides(sizes);
   impl->dtype = dtype;
-  const size_t nbytes = storage_bytes_for(sizes, itemsize(dtype));
-  impl->numel = shape_numel(sizes);
+  const size_t nbytes = storage_bytes_for(sizes, itemsize(dtype));  // checked: numel cannot overflow
+  impl->numel = static_cast<int64_t>(nbytes / itemsize(dtype));
   impl->contiguous = true;
   impl->storage = std::make_shared<Storage>(nbytes, device);
   return Tensor(std::move(impl));

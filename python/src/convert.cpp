@@ -150,13 +150,13 @@ struct Collect {
 
   // torch infers the dtype from every element, whatever the shape: strings and objects raise even
   // where no element is read (an empty dimension)
+  static std::string type_name(nb::handle h) { return nb::cast<std::string>(nb::str(h.type().attr("__name__"))); }
   static void scan_types(nb::handle h, size_t depth) {
     if (is_number(h) || nb::isinstance<Tensor>(h)) return;
-    const std::string tname = nb::cast<std::string>(nb::str(h.type().attr("__name__")));
     if (PyUnicode_Check(h.ptr()) || PyBytes_Check(h.ptr()) || PyByteArray_Check(h.ptr()))
-      throw nb::type_error(("new(): invalid data type '" + tname + "'").c_str());
-    if (!PySequence_Check(h.ptr())) KILN_FAIL(Runtime, "tensor", "Could not infer dtype of ", tname);
-    if (depth >= kMaxDims) throw nb::value_error(("too many dimensions '" + tname + "'").c_str());
+      throw nb::type_error(("new(): invalid data type '" + type_name(h) + "'").c_str());
+    if (!PySequence_Check(h.ptr())) KILN_FAIL(Runtime, "tensor", "Could not infer dtype of ", type_name(h));
+    if (depth >= kMaxDims) throw nb::value_error(("too many dimensions '" + type_name(h) + "'").c_str());
     const Py_ssize_t n = PySequence_Size(h.ptr());
     if (n < 0) throw nb::python_error();
     for (Py_ssize_t i = 0; i < n; ++i) {
@@ -193,22 +193,15 @@ struct Collect {
       walk(lst, depth);
       return;
     }
-    const bool is_str = PyUnicode_Check(h.ptr()), is_bytes = PyBytes_Check(h.ptr()) || PyByteArray_Check(h.ptr());
-    const std::string tname = nb::cast<std::string>(nb::str(h.type().attr("__name__")));
-    if (is_str || is_bytes) {
-      // torch: a string where a new dimension starts reads as one more level of nesting (ValueError),
-      // anywhere else as an element of an invalid type (TypeError)
-      if (is_str && depth > 0 && depth == shape.size() && vals.empty())
-        throw nb::value_error(("too many dimensions '" + tname + "'").c_str());
-      throw nb::type_error(("new(): invalid data type '" + tname + "'").c_str());
-    }
-    if (!PySequence_Check(h.ptr())) KILN_FAIL(Runtime, "tensor", "Could not infer dtype of ", tname);
-    if (depth == shape.size() && depth >= kMaxDims)
-      throw nb::value_error(("too many dimensions '" + tname + "'").c_str());
+    // (a string on the first-element path was refused by infer(); anywhere else it is an element of
+    // an invalid type, as torch)
+    if (PyUnicode_Check(h.ptr()) || PyBytes_Check(h.ptr()) || PyByteArray_Check(h.ptr()))
+      throw nb::type_error(("new(): invalid data type '" + type_name(h) + "'").c_str());
+    if (!PySequence_Check(h.ptr())) KILN_FAIL(Runtime, "tensor", "Could not infer dtype of ", type_name(h));
     Py_ssize_t n = PySequence_Size(h.ptr());
     if (n < 0) throw nb::python_error();
     if (depth >= shape.size()) {  // a sequence where the inferred shape has an element
-      throw nb::type_error(("'" + tname + "' object cannot be interpreted as a number").c_str());
+      throw nb::type_error(("'" + type_name(h) + "' object cannot be interpreted as a number").c_str());
     } else if (shape[depth] != n) {
       throw nb::value_error(("expected sequence of length " + std::to_string(shape[depth]) + " at dim " +
                              std::to_string(depth) + " (got " + std::to_string(n) + ")").c_str());

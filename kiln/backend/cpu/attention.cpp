@@ -7,15 +7,14 @@
 // broadcast copies are the cast loop into scratch buffers (cpu::converted, cpu::cast_copy), the
 // sums over GQA groups and broadcast dims the table's reduce loops, chosen as sum's kernel does.
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "kiln/attention/sdpa_detail.h"
+#include "kiln/backend/cpu/attention_common.h"
 #include "kiln/backend/cpu/blas.h"
 #include "kiln/backend/cpu/kernels.h"
-#include "kiln/backend/cpu/online_softmax.h"
 #include "kiln/backend/cpu/parallel.h"
 #include "kiln/core/generator.h"
 
@@ -24,6 +23,8 @@ namespace {
 
 using namespace sdpa;
 using cpu::gemm;
+using cpu::pick_workers;
+using cpu::run_tasks;
 
 // Tile sizes (rows of q x rows of k), tuned on an AVX2 machine with E = 64: larger tiles amortise
 // OpenBLAS's per-call packing, smaller ones keep the score tile in L2 and waste less of the causal
@@ -149,27 +150,6 @@ void adjust(T* s, int64_t bq, int64_t bk, const T* M, int64_t mrs, int64_t mcs, 
   }
 }
 
-// Runs f(worker, task) for every task in [0, n) on `workers` threads: dynamically balanced, or in
-// a fixed round-robin (deterministic per worker) when `fixed`.
-template <class F>
-void run_tasks(int64_t n, int workers, bool fixed, F&& f) {
-  if (n <= 0) return;
-  std::atomic<int64_t> next{0};
-  cpu::parallel_for(workers, 1, [&](int64_t b, int64_t e) {
-    for (int64_t w = b; w < e; ++w) {
-      if (fixed) {
-        for (int64_t t = w; t < n; t += workers) f(w, t);
-      } else {
-        for (int64_t t = next.fetch_add(1); t < n; t = next.fetch_add(1)) f(w, t);
-      }
-    }
-  });
-}
-
-int pick_workers(int64_t tasks, double madds) {
-  if (madds < 1 << 20 || tasks <= 1) return 1;  // small problems stay on one thread
-  return static_cast<int>(std::min<int64_t>(get_num_threads(), tasks));
-}
 
 // ---- scratch buffers, copies and sums without an op ---------------------------------------------
 

@@ -11,20 +11,17 @@
 // order), the captured tensors' gradients per worker (added in worker order). The backward reads the
 // transposed block lists, so absent blocks are never touched in either direction.
 #include <algorithm>
-#include <atomic>
-#include <cstdint>
 #include <cmath>
-#include <exception>
+#include <cstdint>
 #include <limits>
-#include <mutex>
 #include <vector>
 
 #include "kiln/attention/flex_detail.h"
 #include "kiln/attention/flex_program.h"
 #include "kiln/autograd/autograd.h"
+#include "kiln/backend/cpu/attention_common.h"
 #include "kiln/backend/cpu/blas.h"
 #include "kiln/backend/cpu/kernels.h"
-#include "kiln/backend/cpu/online_softmax.h"
 #include "kiln/backend/cpu/parallel.h"
 #include "kiln/ops/ops.h"
 
@@ -32,6 +29,8 @@ namespace kiln {
 namespace {
 
 using cpu::gemm;
+using cpu::pick_workers;
+using cpu::run_tasks;
 using flex::Program;
 
 // ---- block lists ------------------------------------------------------------------------------
@@ -204,38 +203,6 @@ void for_partial(uint64_t bits, int64_t n, F&& f) {
     f(j, e - j);
     j = e;
   }
-}
-
-// ---- threads ----------------------------------------------------------------------------------
-
-// f(worker, task) for every task, on up to `workers` threads, tasks handed out in a fixed
-// round-robin (each worker's set, and so its sums, do not depend on timing). The first exception
-// a task raises is rethrown once every worker stopped.
-template <class F>
-void run_tasks(int64_t n, int workers, F&& f) {
-  if (n <= 0) return;
-  std::exception_ptr err;
-  std::mutex mu;
-  std::atomic<bool> failed{false};
-  cpu::parallel_for(workers, 1, [&](int64_t b, int64_t e) {
-    NoGradGuard no_grad;  // the programs' ops and derivatives record nothing
-    for (int64_t w = b; w < e; ++w)
-      for (int64_t t = w; t < n && !failed.load(std::memory_order_relaxed); t += workers) {
-        try {
-          f(w, t);
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(mu);
-          if (!err) err = std::current_exception();
-          failed = true;
-        }
-      }
-  });
-  if (err) std::rethrow_exception(err);
-}
-
-int pick_workers(int64_t tasks, double madds) {
-  if (madds < (1 << 20) || tasks <= 1) return 1;
-  return static_cast<int>(std::min<int64_t>(get_num_threads(), tasks));
 }
 
 // ---- the call --------------------------------------------------------------------------------
@@ -426,7 +393,8 @@ void forward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorList
   const int64_t per = R * W + R * c.Ev + 4 * R + (R * W + sizeof(T) - 1) / sizeof(T);
   Tensor ws = make_tensor({std::max(workers, 1) * per}, ct);
   T* wp = ws.data_ptr<T>();
-  run_tasks(ntask, workers, [&](int64_t w, int64_t t) {
+  run_tasks(ntask, workers, /*fixed=*/true, [&](int64_t w, int64_t t) {
+    NoGradGuard no_grad;  // the programs' ops record nothing
     const int64_t qb = c.nqb - 1 - t / (c.B * c.Hq), bh = t % (c.B * c.Hq);  // longest rows first
     fwd_task(c, bh / c.Hq, bh % c.Hq, qb, wp + w * per, op_, lse, mxo);
   });
@@ -557,7 +525,8 @@ void backward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
   Tensor ws = make_tensor({std::max(workers, 1) * per}, ct);
   T* wp = ws.data_ptr<T>();
   std::vector<std::vector<Tensor>> gbufs(std::max(workers, 1), std::vector<Tensor>(c.sbuf.size()));
-  run_tasks(ntask, workers, [&](int64_t w, int64_t t) {
+  run_tasks(ntask, workers, /*fixed=*/true, [&](int64_t w, int64_t t) {  // fixed: per-worker buffer sums
+    NoGradGuard no_grad;  // the programs' ops and derivatives record nothing
     const int64_t split = t / heads, hk = t % c.Hkv, bk_ = (t % heads) / c.Hkv;
     T* P = wp + w * per;
     T* dP = P + R * W;
