@@ -98,11 +98,13 @@ def test_views_within_storage_and_reversed_views_still_work():
 
 def test_product_beyond_blas_int32_reads_expanded_operands_in_place():
     """A dot of two expanded vectors of 2^31 + 8 elements: BLAS takes 32-bit sizes (kiln returned 1.0 and
-    copied 17 GB); now computed in place, adding in k order in float32 as torch's answer shows (2^24:
-    the float32 sum stops growing there)."""
+    copied 17 GB); now computed in place, adding in k order in float32 (2^24: the float32 sum stops
+    growing there; torch 2.13 gives the same on Zen 4)."""
     n = 2**31 + 8
     a = kiln.ones(1).expand(n)
     kiln.reset_peak_memory_stats()
     before = kiln.memory_stats()["allocated_bytes.all.current"]
-    assert a.dot(a).item() == torch.ones(1).expand(n).dot(torch.ones(1).expand(n)).item() == 16777216.0
+    # pinned to the ISA-independent float32 sum in k order (2^24, torch's answer on this Zen 4), not to
+    # torch's run, whose summation order may follow its kernels on other CPUs
+    assert a.dot(a).item() == 16777216.0
     assert kiln.memory_stats()["allocated_bytes.all.peak"] - before < 1 << 20
