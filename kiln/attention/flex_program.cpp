@@ -8,52 +8,13 @@
 #include <unordered_map>
 
 #include "kiln/autograd/autograd.h"
+#include "kiln/dispatch/schema.h"
 #include "kiln/ops/ops.h"
 
 namespace kiln::flex {
 namespace {
 
 constexpr const char* kOp = "flex_attention";
-
-std::string attr_text(const Attr& a) {
-  std::ostringstream os;
-  std::visit(
-      [&]<class V>(const V& v) {
-        if constexpr (std::is_same_v<V, std::monostate>) {
-          os << "None";
-        } else if constexpr (std::is_same_v<V, bool>) {
-          os << (v ? "True" : "False");
-        } else if constexpr (std::is_same_v<V, int64_t>) {
-          os << v;
-        } else if constexpr (std::is_same_v<V, double>) {
-          char buf[40];
-          std::snprintf(buf, sizeof buf, "%.17g", v);
-          os << buf;
-        } else if constexpr (std::is_same_v<V, Scalar>) {
-          os << v;
-        } else if constexpr (std::is_same_v<V, Shape>) {
-          os << "[";
-          for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
-          os << "]";
-        } else if constexpr (std::is_same_v<V, Dtype>) {
-          os << dtype_name(v);
-        } else if constexpr (std::is_same_v<V, std::string>) {
-          os << '"' << v << '"';
-        } else if constexpr (std::is_same_v<V, std::vector<double>>) {
-          os << "[";
-          for (size_t i = 0; i < v.size(); ++i) {
-            char buf[40];
-            std::snprintf(buf, sizeof buf, "%.17g", v[i]);
-            os << (i ? "," : "") << buf;
-          }
-          os << "]";
-        } else if constexpr (std::is_same_v<V, Device>) {
-          os << device_str(v);
-        }
-      },
-      a);
-  return os.str();
-}
 
 struct Registry {
   std::mutex mu;
@@ -78,7 +39,7 @@ int64_t register_program(std::shared_ptr<Program> p) {
     os << " = " << n.op->name << "(";
     bool first = true;
     for (int s : n.in) os << (first ? "" : ", ") << (s < 0 ? std::string("None") : "%" + std::to_string(s)), first = false;
-    for (const Attr& a : n.attrs) os << (first ? "" : ", ") << attr_text(a), first = false;
+    for (const Attr& a : n.attrs) os << (first ? "" : ", ") << attr_str(a), first = false;
     os << ")\n";
   }
   os << "  return %" << p->result << "\n";

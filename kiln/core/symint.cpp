@@ -530,6 +530,12 @@ SymInt ShapeEnv::create_unbacked(int64_t min, int64_t max) {
   return e.atom(Kind::Symbol, 0, 0, i, {min, max}, false, 0);
 }
 int ShapeEnv::num_symbols() const { return static_cast<int>(impl_->symbols.size()); }
+SymInt ShapeEnv::symbol(int i) const {
+  Impl& e = *impl_;
+  KILN_CHECK(i >= 0 && i < static_cast<int>(e.symbols.size()), Index, "ShapeEnv", "no symbol ", i);
+  const Symbol& s = e.symbols[i];
+  return e.atom(Kind::Symbol, 0, 0, i, {s.lo, s.hi}, !s.unbacked, s.hint);  // the interned node
+}
 const std::string& ShapeEnv::symbol_name(int i) const { return impl_->symbols.at(i).name; }
 
 std::pair<int64_t, int64_t> ShapeEnv::range(SymInt s) const {

@@ -193,6 +193,7 @@ class ShapeEnv {
 
   int num_symbols() const;
   const std::string& symbol_name(int i) const;
+  SymInt symbol(int i) const;  // symbol i itself (creation order)
   const std::vector<Guard>& guards() const { return guards_; }
   // The expression's range over the symbols' ranges: [lo, hi], kInf for unbounded.
   std::pair<int64_t, int64_t> range(SymInt s) const;

@@ -1,6 +1,8 @@
 #include "kiln/dispatch/schema.h"
 
 #include <cctype>
+#include <cstdio>
+#include <sstream>
 
 #include "kiln/core/error.h"
 
@@ -231,6 +233,55 @@ std::string range(size_t lo, size_t hi) {
 const char* attr_type_name(const Attr& a) {
   static const char* names[] = {"None", "bool", "int", "float", "Scalar", "int[]", "ScalarType", "str", "float[]", "Device"};
   return names[a.index()];
+}
+
+std::string attr_str(const Attr& a) {
+  std::ostringstream os;
+  auto num = [&](double v) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    os << buf;
+  };
+  auto size = [&](int64_t v) {  // a size in a trace may be an expression of the active ShapeEnv
+    const SymInt s = SymInt::from_raw(v);
+    if (s.is_symbolic() && active_shape_env())
+      os << s.str();
+    else
+      os << v;
+  };
+  std::visit(
+      [&]<class V>(const V& v) {
+        if constexpr (std::is_same_v<V, std::monostate>) {
+          os << "None";
+        } else if constexpr (std::is_same_v<V, bool>) {
+          os << (v ? "True" : "False");
+        } else if constexpr (std::is_same_v<V, int64_t>) {
+          size(v);
+        } else if constexpr (std::is_same_v<V, double>) {
+          num(v);
+        } else if constexpr (std::is_same_v<V, Scalar>) {
+          if (v.tag() == Scalar::Tag::Int)
+            size(v.to_int());
+          else
+            os << v;
+        } else if constexpr (std::is_same_v<V, Shape>) {
+          os << "[";
+          for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : ""), size(v[i]);
+          os << "]";
+        } else if constexpr (std::is_same_v<V, Dtype>) {
+          os << "kiln." << dtype_name(v);
+        } else if constexpr (std::is_same_v<V, std::string>) {
+          os << '"' << v << '"';
+        } else if constexpr (std::is_same_v<V, std::vector<double>>) {
+          os << "[";
+          for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : ""), num(v[i]);
+          os << "]";
+        } else if constexpr (std::is_same_v<V, Device>) {
+          os << '"' << device_str(v) << '"';
+        }
+      },
+      a);
+  return os.str();
 }
 
 std::string schema_mismatch(const Schema& schema, const TensorList& inputs, const Attrs& attrs) {

@@ -64,5 +64,8 @@ Schema parse_schema(std::string_view text);
 std::string schema_mismatch(const Schema& schema, const TensorList& inputs, const Attrs& attrs);
 // The schema type an attribute value holds: "int", "float[]", "None", ...
 const char* attr_type_name(const Attr& a);
+// An attribute as Python would write it: 2, 0.5, True, None, [2, 3], kiln.float32, "mean"; an integer
+// that is a size of the active ShapeEnv prints as its expression ("2*seq").
+std::string attr_str(const Attr& a);
 
 }  // namespace kiln

@@ -145,10 +145,10 @@ std::tuple<Tensor, Tensor, Tensor> RNNBase::run(const Tensor& input, const Tenso
       if (cx.defined()) cx = unsqueeze(cx, 1);
     }
   }
-  const int64_t B = x.size(batch_dim);
+  const SymInt B = x.sym_size(batch_dim);  // symbolic in an export trace: nothing below pins it
   if (!hx.defined()) {
-    hx = zeros({num_layers * dirs, B, lstm ? real : hidden_size}, TensorOptions(x.dtype()));
-    if (lstm) cx = zeros({num_layers * dirs, B, hidden_size}, TensorOptions(x.dtype()));
+    hx = zeros(raw_shape({num_layers * dirs, B, lstm ? real : hidden_size}), TensorOptions(x.dtype()));
+    if (lstm) cx = zeros(raw_shape({num_layers * dirs, B, hidden_size}), TensorOptions(x.dtype()));
   }
   const Tensor& w0 = param(names_[0][0]);
   KILN_CHECK(x.dtype() == w0.dtype(), Value, op, "RNN input dtype (", pydtype(x.dtype()),
@@ -157,16 +157,20 @@ std::tuple<Tensor, Tensor, Tensor> RNNBase::run(const Tensor& input, const Tenso
   KILN_CHECK(x.size(-1) == input_size, Runtime, op,
              "input.size(-1) must be equal to input_size. Expected ", input_size, ", got ",
              x.size(-1));
-  Shape hs{num_layers * dirs, B, real};
-  KILN_CHECK(hx.sizes() == hs, Runtime, op,
-             lstm ? "Expected hidden[0] size " : "Expected hidden size ", hs, ", got ",
-             pylist(hx.sizes()));
+  auto same = [](const Tensor& t, const SymShape& want) {
+    if (t.dim() != static_cast<int64_t>(want.size())) return false;
+    for (int64_t d = 0; d < t.dim(); ++d)
+      if (!bool(t.sym_size(d) == want[d])) return false;
+    return true;
+  };
+  SymShape hs{num_layers * dirs, B, real};
+  KILN_CHECK(same(hx, hs), Runtime, op, lstm ? "Expected hidden[0] size " : "Expected hidden size ",
+             sym_str(hs), ", got ", pylist(hx.sizes()));
   if (lstm) {
-    Shape cs{num_layers * dirs, B, hidden_size};
-    KILN_CHECK(cx.sizes() == cs, Runtime, op, "Expected hidden[1] size ", cs, ", got ",
-               pylist(cx.sizes()));
+    SymShape cs{num_layers * dirs, B, hidden_size};
+    KILN_CHECK(same(cx, cs), Runtime, op, "Expected hidden[1] size ", sym_str(cs), ", got ", pylist(cx.sizes()));
   }
-  KILN_CHECK(x.size(batch_first ? 1 : 0) > 0, Runtime, op,
+  KILN_CHECK(bool(x.sym_size(batch_first ? 1 : 0) > 0), Runtime, op,
              "Expected sequence length to be larger than 0 in RNN");
 
   Tensor seq = batch_first ? transpose(x, 0, 1) : x;  // (T, B, I)

@@ -76,6 +76,7 @@ void bind_rnn(nb::module_& m);                                 // bind_rnn.cpp (
 void bind_layers(nb::module_& m);                              // bind_layers.cpp (norms, conv/pool modules, attention)
 void bind_loss(nb::module_& m);                                // bind_loss.cpp (losses)
 void bind_conv(nb::module_& m);                                // bind_conv.cpp (conv, pooling, upsample)
+void bind_export(nb::module_& m);                              // bind_export.cpp (kiln.export, the runtime)
 void bind_schema(nb::module_& m, nb::handle tensor_cls);      // bind_schema.cpp (kiln.ops: any op by its schema)
 
 // Callables made from an op's schema (bind_schema.cpp): a public function (`kiln.exp`, its `self`

@@ -107,6 +107,7 @@ NB_MODULE(_C, m) {
   bind_loss(m);
   bind_rnn(m);
   bind_layers(m);
+  bind_export(m);
 
   m.def("set_num_threads", &kiln::set_num_threads);
   m.def("get_num_threads", &kiln::get_num_threads);
