@@ -233,6 +233,13 @@ void Tensor::specialize(Where w) const {
   g.offset.guard_int(where);
 }
 
+bool has_sizes(const Tensor& t, const SymShape& want) {
+  if (t.dim() != static_cast<int64_t>(want.size())) return false;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (!bool(t.sym_size(d) == want[static_cast<size_t>(d)])) return false;
+  return true;
+}
+
 SymInt Tensor::sym_size(int64_t d) const {
   if (!impl_->sym) return size(d);
   return dim() == 0 ? SymInt(1) : impl_->sym->sizes[wrap_dim(d, dim(), "size")];

@@ -256,6 +256,10 @@ size_t storage_bytes_for(const Shape& sizes, size_t itemsize);
 size_t storage_bytes_for(const Shape& sizes, const Shape& strides, int64_t offset, size_t itemsize);
 void check_in_storage(const TensorImpl& t);
 
+// Whether t has sizes `want`, compared as SymInts: in a trace a symbolic size is compared without being
+// pinned (a guard is recorded only where the symbols' ranges cannot decide).
+bool has_sizes(const Tensor& t, const SymShape& want);
+
 // Normalises a possibly negative dim; raises IndexError-kind "Dimension out of range".
 int64_t wrap_dim(int64_t d, int64_t ndim, const char* op);
 

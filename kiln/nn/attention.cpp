@@ -13,12 +13,11 @@ namespace {
 
 using layer_util::opts;
 
-std::string size_str(const Shape& s) {
+std::string size_str(const SymShape& s) {
   std::string r = "torch.Size([";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + s[i].str();
   return r + "])";
 }
-std::string tup(const Shape& s) { return layer_util::tuple_str(s); }
 
 bool same(const Tensor& a, const Tensor& b) { return a.impl() == b.impl(); }
 
@@ -57,9 +56,9 @@ bool mha_shape_check(const Tensor& q, const Tensor& k, const Tensor& v, const Te
                    "For unbatched (2-D) `query`, expected `attn_mask` to be "
                    "`None`, 2-D or 3-D but found ",
                    am.dim(), "-D tensor instead");
-    Shape want{num_heads, q.size(0), k.size(0)};
-    KILN_NN_ASSERT(am.dim() == 2 || am.sizes() == want, op, "Expected `attn_mask` shape to be ",
-                   tup(want), " but got ", size_str(am.sizes()));
+    SymShape want{num_heads, q.sym_size(0), k.sym_size(0)};
+    KILN_NN_ASSERT(am.dim() == 2 || has_sizes(am, want), op, "Expected `attn_mask` shape to be ",
+                   sym_str(want), " but got ", size_str(am.sym_sizes()));
   }
   return false;
 }
@@ -94,8 +93,10 @@ std::tuple<Tensor, Tensor> multi_head_attention_forward(
     v = unsqueeze(v, 1);
     if (kpm.defined()) kpm = unsqueeze(kpm, 0);
   }
-  const int64_t tgt_len = q.size(0), bsz = q.size(1), embed_dim = q.size(2);
-  int64_t src_len = k.size(0);
+  // sizes stay symbolic in an export trace (SymInt), so batch and sequence lengths are not pinned
+  const SymInt tgt_len = q.sym_size(0), bsz = q.sym_size(1);
+  const int64_t embed_dim = q.size(2);
+  SymInt src_len = k.sym_size(0);
   kpm = canonical_mask(kpm, "key_padding_mask", q.dtype());
   KILN_CHECK(
       !is_causal || am.defined(), Runtime, op,
@@ -113,12 +114,12 @@ std::tuple<Tensor, Tensor> multi_head_attention_forward(
   KILN_NN_ASSERT(head_dim * num_heads == embed_dim, op, "embed_dim ", embed_dim,
                  " not divisible by num_heads ", num_heads);
   if (use_separate_proj_weight) {
-    KILN_NN_ASSERT(k.size(0) == v.size(0) && k.size(1) == v.size(1), op,
-                   "key's sequence and batch dims ", size_str({k.size(0), k.size(1)}),
-                   " do not match value's ", size_str({v.size(0), v.size(1)}));
+    KILN_NN_ASSERT(bool(k.sym_size(0) == v.sym_size(0)) && bool(k.sym_size(1) == v.sym_size(1)), op,
+                   "key's sequence and batch dims ", size_str({k.sym_size(0), k.sym_size(1)}),
+                   " do not match value's ", size_str({v.sym_size(0), v.sym_size(1)}));
   } else {
-    KILN_NN_ASSERT(k.sizes() == v.sizes(), op, "key shape ", size_str(k.sizes()),
-                   " does not match value shape ", size_str(v.sizes()));
+    KILN_NN_ASSERT(has_sizes(k, v.sym_sizes()), op, "key shape ", size_str(k.sym_sizes()),
+                   " does not match value shape ", size_str(v.sym_sizes()));
   }
   // input projections
   const int64_t E = embed_dim;
@@ -155,14 +156,13 @@ std::tuple<Tensor, Tensor> multi_head_attention_forward(
   // attention mask to 3-D
   if (am.defined()) {
     if (am.dim() == 2) {
-      KILN_CHECK(am.size(0) == tgt_len && am.size(1) == src_len, Runtime, op,
-                 "The shape of the 2D attn_mask is ", size_str(am.sizes()), ", but should be ",
-                 tup({tgt_len, src_len}), ".");
+      KILN_CHECK(has_sizes(am, {tgt_len, src_len}), Runtime, op, "The shape of the 2D attn_mask is ",
+                 size_str(am.sym_sizes()), ", but should be ", sym_str({tgt_len, src_len}), ".");
       am = unsqueeze(am, 0);
     } else if (am.dim() == 3) {
-      Shape want{bsz * num_heads, tgt_len, src_len};
-      KILN_CHECK(am.sizes() == want, Runtime, op, "The shape of the 3D attn_mask is ",
-                 size_str(am.sizes()), ", but should be ", tup(want), ".");
+      SymShape want{bsz * num_heads, tgt_len, src_len};
+      KILN_CHECK(has_sizes(am, want), Runtime, op, "The shape of the 3D attn_mask is ",
+                 size_str(am.sym_sizes()), ", but should be ", sym_str(want), ".");
     } else {
       KILN_FAIL(Runtime, op, "attn_mask's dimension ", am.dim(), " is not supported");
     }
@@ -172,29 +172,29 @@ std::tuple<Tensor, Tensor> multi_head_attention_forward(
       bias_k.defined() == bias_v.defined(), op,
       bias_k.defined() ? "bias_k is set but bias_v is None" : "bias_v is set but bias_k is None");
   if (bias_k.defined()) {
-    k = cat({k, repeat(bias_k, {1, bsz, 1})}, 0);
-    v = cat({v, repeat(bias_v, {1, bsz, 1})}, 0);
+    k = cat({k, repeat(bias_k, raw_shape({1, bsz, 1}))}, 0);
+    v = cat({v, repeat(bias_v, raw_shape({1, bsz, 1}))}, 0);
     if (am.defined()) am = pad(am, {0, 1});
     if (kpm.defined()) kpm = pad(kpm, {0, 1});
   }
-  const int64_t bh = bsz * num_heads;
-  q = transpose(reshape(q, {tgt_len, bh, head_dim}), 0, 1);
-  k = transpose(reshape(k, {k.size(0), bh, head_dim}), 0, 1);
-  v = transpose(reshape(v, {v.size(0), bh, head_dim}), 0, 1);
+  const SymInt bh = bsz * num_heads;
+  q = transpose(reshape(q, raw_shape({tgt_len, bh, head_dim})), 0, 1);
+  k = transpose(reshape(k, raw_shape({k.sym_size(0), bh, head_dim})), 0, 1);
+  v = transpose(reshape(v, raw_shape({v.sym_size(0), bh, head_dim})), 0, 1);
   if (add_zero_attn) {
-    k = cat({k, zeros({bh, 1, head_dim}, like(k))}, 1);
-    v = cat({v, zeros({bh, 1, head_dim}, like(v))}, 1);
+    k = cat({k, zeros(raw_shape({bh, 1, head_dim}), like(k))}, 1);
+    v = cat({v, zeros(raw_shape({bh, 1, head_dim}), like(v))}, 1);
     if (am.defined()) am = pad(am, {0, 1});
     if (kpm.defined()) kpm = pad(kpm, {0, 1});
   }
-  src_len = k.size(1);
+  src_len = k.sym_size(1);
   if (kpm.defined()) {
-    KILN_NN_ASSERT(kpm.size(0) == bsz, op, "Expected key_padded_mask.shape[0] to be ", bsz,
-                   ", but got ", kpm.size(0));
-    KILN_NN_ASSERT(kpm.size(1) == src_len, op, "Expected key_padded_mask.shape[1] to be ", src_len,
-                   ", but got ", kpm.size(1));
-    kpm = reshape(expand(reshape(kpm, {bsz, 1, 1, src_len}), {bsz, num_heads, 1, src_len}),
-                  {bh, 1, src_len});
+    KILN_NN_ASSERT(bool(kpm.sym_size(0) == bsz), op, "Expected key_padded_mask.shape[0] to be ", bsz,
+                   ", but got ", kpm.sym_size(0));
+    KILN_NN_ASSERT(bool(kpm.sym_size(1) == src_len), op, "Expected key_padded_mask.shape[1] to be ", src_len,
+                   ", but got ", kpm.sym_size(1));
+    kpm = reshape(expand(reshape(kpm, raw_shape({bsz, 1, 1, src_len})), raw_shape({bsz, num_heads, 1, src_len})),
+                  raw_shape({bh, 1, src_len}));
     am = am.defined() ? add(am, kpm) : kpm;
   }
   if (!training) dropout_p = 0.0;
@@ -208,10 +208,10 @@ std::tuple<Tensor, Tensor> multi_head_attention_forward(
     weights = softmax(weights, -1);
     if (dropout_p > 0.0) weights = dropout(weights, dropout_p, true);
     out = bmm(weights, v);
-    out = reshape(transpose(out, 0, 1), {tgt_len * bsz, embed_dim});
+    out = reshape(transpose(out, 0, 1), raw_shape({tgt_len * bsz, embed_dim}));
     out = linear(out, out_proj_weight, out_proj_bias);
-    out = reshape(out, {tgt_len, bsz, out.size(1)});
-    weights = reshape(weights, {bsz, num_heads, tgt_len, src_len});
+    out = reshape(out, raw_shape({tgt_len, bsz, out.sym_size(1)}));
+    weights = reshape(weights, raw_shape({bsz, num_heads, tgt_len, src_len}));
     if (average_attn_weights) weights = mean(weights, Shape{1});
     if (!batched) {
       out = squeeze(out, Shape{1});
@@ -220,15 +220,15 @@ std::tuple<Tensor, Tensor> multi_head_attention_forward(
     return {out, weights};
   }
   if (am.defined())
-    am = am.size(0) == 1 && am.dim() == 3 ? unsqueeze(am, 0)
-                                          : reshape(am, {bsz, num_heads, -1, src_len});
-  q = reshape(q, {bsz, num_heads, tgt_len, head_dim});
-  k = reshape(k, {bsz, num_heads, src_len, head_dim});
-  v = reshape(v, {bsz, num_heads, src_len, head_dim});
+    am = am.dim() == 3 && bool(am.sym_size(0) == 1) ? unsqueeze(am, 0)
+                                                    : reshape(am, raw_shape({bsz, num_heads, -1, src_len}));
+  q = reshape(q, raw_shape({bsz, num_heads, tgt_len, head_dim}));
+  k = reshape(k, raw_shape({bsz, num_heads, src_len, head_dim}));
+  v = reshape(v, raw_shape({bsz, num_heads, src_len, head_dim}));
   out = scaled_dot_product_attention(q, k, v, am, dropout_p, is_causal);
-  out = reshape(permute(out, {2, 0, 1, 3}), {bsz * tgt_len, embed_dim});
+  out = reshape(permute(out, {2, 0, 1, 3}), raw_shape({bsz * tgt_len, embed_dim}));
   out = linear(out, out_proj_weight, out_proj_bias);
-  out = reshape(out, {tgt_len, bsz, out.size(1)});
+  out = reshape(out, raw_shape({tgt_len, bsz, out.sym_size(1)}));
   if (!batched) out = squeeze(out, Shape{1});
   return {out, Tensor()};
 }

@@ -157,18 +157,12 @@ std::tuple<Tensor, Tensor, Tensor> RNNBase::run(const Tensor& input, const Tenso
   KILN_CHECK(x.size(-1) == input_size, Runtime, op,
              "input.size(-1) must be equal to input_size. Expected ", input_size, ", got ",
              x.size(-1));
-  auto same = [](const Tensor& t, const SymShape& want) {
-    if (t.dim() != static_cast<int64_t>(want.size())) return false;
-    for (int64_t d = 0; d < t.dim(); ++d)
-      if (!bool(t.sym_size(d) == want[d])) return false;
-    return true;
-  };
   SymShape hs{num_layers * dirs, B, real};
-  KILN_CHECK(same(hx, hs), Runtime, op, lstm ? "Expected hidden[0] size " : "Expected hidden size ",
+  KILN_CHECK(has_sizes(hx, hs), Runtime, op, lstm ? "Expected hidden[0] size " : "Expected hidden size ",
              sym_str(hs), ", got ", pylist(hx.sizes()));
   if (lstm) {
     SymShape cs{num_layers * dirs, B, hidden_size};
-    KILN_CHECK(same(cx, cs), Runtime, op, "Expected hidden[1] size ", sym_str(cs), ", got ", pylist(cx.sizes()));
+    KILN_CHECK(has_sizes(cx, cs), Runtime, op, "Expected hidden[1] size ", sym_str(cs), ", got ", pylist(cx.sizes()));
   }
   KILN_CHECK(bool(x.sym_size(batch_first ? 1 : 0) > 0), Runtime, op,
              "Expected sequence length to be larger than 0 in RNN");

@@ -181,13 +181,9 @@ Tensor cat(const TensorList& ts, int64_t dim) { return dispatch1(op_cat, ts, {di
 Tensor stack(const TensorList& ts, int64_t dim) {
   KILN_CHECK(!ts.empty(), Runtime, "stack", "stack expects a non-empty TensorList");
   const SymShape first = ts[0].sym_sizes();  // symbolic in a trace: compared without pinning
-  for (size_t i = 1; i < ts.size(); ++i) {
-    const SymShape si = ts[i].sym_sizes();
-    bool same = si.size() == first.size();
-    for (size_t d = 0; same && d < si.size(); ++d) same = bool(si[d] == first[d]);
-    KILN_CHECK(same, Runtime, "stack", "stack expects each tensor to be equal size, but got ", sym_str(first),
-               " at entry 0 and ", sym_str(si), " at entry ", i);
-  }
+  for (size_t i = 1; i < ts.size(); ++i)
+    KILN_CHECK(has_sizes(ts[i], first), Runtime, "stack", "stack expects each tensor to be equal size, but got ",
+               sym_str(first), " at entry 0 and ", sym_str(ts[i].sym_sizes()), " at entry ", i);
   int64_t d = wrap_dim(dim, ts[0].dim() + 1, "stack");
   TensorList u;
   for (const Tensor& t : ts) u.push_back(unsqueeze(t, d));

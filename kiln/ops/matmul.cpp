@@ -121,19 +121,19 @@ static Tensor axpby(const Tensor& c, const Tensor& prod, const Scalar& beta, con
 
 Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
   Tensor p = mm(a, b);
-  return axpby(expand(c, p.sizes()), p, beta, alpha);
+  return axpby(expand_symint(c, p.sym_sizes()), p, beta, alpha);
 }
 Tensor baddbmm(const Tensor& c, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
   Tensor p = bmm(a, b);
-  return axpby(expand(c, p.sizes()), p, beta, alpha);
+  return axpby(expand_symint(c, p.sym_sizes()), p, beta, alpha);
 }
 Tensor addbmm(const Tensor& c, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
   Tensor p = sum(bmm(a, b), Shape{0});
-  return axpby(expand(c, p.sizes()), p, beta, alpha);
+  return axpby(expand_symint(c, p.sym_sizes()), p, beta, alpha);
 }
 Tensor addmv(const Tensor& c, const Tensor& a, const Tensor& v, const Scalar& beta, const Scalar& alpha) {
   Tensor p = mv(a, v);
-  return axpby(expand(c, p.sizes()), p, beta, alpha);
+  return axpby(expand_symint(c, p.sym_sizes()), p, beta, alpha);
 }
 
 Tensor inner(const Tensor& a, const Tensor& b) {

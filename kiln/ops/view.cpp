@@ -683,7 +683,7 @@ TensorList chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   KILN_CHECK(x.dim() > 0, Runtime, "chunk", "chunk expects at least a 1-dimensional tensor");
   KILN_CHECK(chunks > 0, Runtime, "chunk", "chunk expects `chunks` to be greater than 0, got: ", chunks);
   int64_t d = wrap_dim(dim, x.dim(), "chunk");
-  int64_t n = x.sizes()[d];
+  int64_t n = x.size(d);  // pins this dimension only, in a trace
   int64_t size = (n + chunks - 1) / chunks;
   if (size == 0 && n == 0) {
     TensorList out;
