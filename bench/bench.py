@@ -102,6 +102,8 @@ def build_cases(quick):
     cases += linalg_cases(Case, quick)
     from flex_cases import flex_cases
     cases += flex_cases(Case, quick)
+    from export_cases import export_cases
+    cases += export_cases(Case, quick)
     return cases
 
 

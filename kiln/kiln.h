@@ -13,6 +13,7 @@
 #include "kiln/core/scalar.h"
 #include "kiln/core/tensor.h"
 #include "kiln/dispatch/op.h"
+#include "kiln/export/program.h"
 #include "kiln/io/safetensors.h"
 #include "kiln/nn/nn.h"
 #include "kiln/ops/linalg.h"
@@ -21,3 +22,4 @@
 #include "kiln/ops/ops.h"
 #include "kiln/ops/shape.h"
 #include "kiln/ops/sort.h"
+#include "kiln/runtime/runtime.h"

@@ -388,3 +388,30 @@ def test_crafted_member_names_raise():
             _load(_write(bad))
     with pytest.raises(RuntimeError, match="missing member"):
         _load(_write([m for m in members if not m[0].endswith("data/0")]))
+
+
+# ---- kiln-run: the CLI on a Python-exported LSTM -----------------------------------------------------
+
+def test_kiln_run_cli(tmp_path):
+    import subprocess
+    exe = os.path.join(os.path.dirname(__file__), "..", "..", os.environ.get("BUILD", "build"), "kiln-run")
+    assert os.path.exists(exe), f"{exe} is built by `make build`"
+    torch.manual_seed(3)
+    tm, km = torch.nn.LSTM(5, 7, num_layers=2, batch_first=True).eval(), kiln.nn.LSTM(5, 7, num_layers=2, batch_first=True).eval()
+    sync(km, tm)
+    ep = export(km, (kiln.randn(2, 4, 5),), dynamic_shapes={"input": {0: Dim("batch"), 1: Dim("seq")}})
+    kiln.export.save(ep, tmp_path / "lstm.kiln")
+    x = torch.randn(3, 257, 5)
+    kiln.save_file({"input": to_kiln(x)}, str(tmp_path / "in.safetensors"))
+    r = subprocess.run([exe, str(tmp_path / "lstm.kiln"), "--input", str(tmp_path / "in.safetensors"),
+                        "--output", str(tmp_path / "out.safetensors")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    out = kiln.load_file(str(tmp_path / "out.safetensors"))
+    ref = leaves(tm(x))
+    assert sorted(out) == ["output_0", "output_1", "output_2"]
+    for i, t in enumerate(ref):
+        close(out[f"output_{i}"], t, 1e-5, f"output {i}")
+    bad = tmp_path / "bad.kiln"
+    bad.write_bytes((tmp_path / "lstm.kiln").read_bytes()[:-5])
+    r = subprocess.run([exe, str(bad), "--info"], capture_output=True, text=True)
+    assert r.returncode == 1 and "not a valid kiln archive" in r.stderr

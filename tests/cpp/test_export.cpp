@@ -1,0 +1,88 @@
+// Export from C++ (kiln::export_program), the archive in memory, and the standalone runtime: a C++
+// LSTM and a TransformerEncoderLayer exported with dynamic batch and sequence, run at new sizes.
+#include <gtest/gtest.h>
+
+#include "kiln/kiln.h"
+
+namespace {
+using kiln::Tensor;
+namespace nn = kiln::nn;
+
+double max_diff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.sizes(), b.sizes());
+  return kiln::max(kiln::abs(a - b)).item().to_double();
+}
+
+TEST(Export, CppLstmRoundTripAtNewSizes) {
+  kiln::manual_seed(0);
+  auto lstm = std::make_shared<nn::LSTM>(6, 8, 2, true, /*batch_first=*/true, 0.0, /*bidirectional=*/true);
+  lstm->eval();
+  auto fwd = [&](const kiln::TensorList& in) {
+    auto [y, hc] = lstm->forward(in[0]);
+    return kiln::TensorList{y, std::get<0>(hc), std::get<1>(hc)};
+  };
+  auto ep = kiln::export_program(*lstm, fwd, {kiln::randn({2, 5, 6})},
+                                 {{{0, kiln::Dim("batch")}, {1, kiln::Dim("seq")}}});
+  EXPECT_TRUE(ep->guards.empty());
+  int layers = 0;
+  for (const auto& n : ep->nodes) layers += std::string(n.op->name) == "lstm_layer";
+  EXPECT_EQ(layers, 4);  // one op per layer and direction: nothing unrolled
+  kiln::runtime::Program prog(kiln::load_program_bytes(kiln::save_program_bytes(*ep)));
+  for (auto [b, t] : {std::pair<int64_t, int64_t>{1, 1}, {3, 5}, {2, 257}}) {
+    Tensor x = kiln::randn({b, t, 6});
+    kiln::TensorList got = prog.run({x});
+    kiln::NoGradGuard ng;
+    kiln::TensorList want = fwd({x});
+    ASSERT_EQ(got.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(max_diff(got[i], want[i]), 0.0) << b << "x" << t << " output " << i;
+  }
+  EXPECT_GT(prog.stats().plans, 0);
+}
+
+TEST(Export, CppTransformerLayerAndInputChecks) {
+  kiln::manual_seed(1);
+  auto layer = std::make_shared<nn::TransformerEncoderLayer>(16, 4, 32, 0.0);
+  layer->eval();
+  auto fwd = [&](const kiln::TensorList& in) { return kiln::TensorList{layer->forward(in[0])}; };
+  auto ep = kiln::export_program(*layer, fwd, {kiln::randn({6, 2, 16})},
+                                 {{{0, kiln::Dim("seq", 1, 512)}, {1, kiln::Dim("batch")}}});
+  kiln::runtime::Program prog(ep);
+  for (auto [t, b] : {std::pair<int64_t, int64_t>{1, 1}, {9, 3}, {257, 2}}) {
+    Tensor x = kiln::randn({t, b, 16});
+    kiln::NoGradGuard ng;
+    EXPECT_LT(max_diff(prog.run({x})[0], layer->forward(x)), 1e-5) << t << "x" << b;
+  }
+  EXPECT_THROW(prog.run({kiln::randn({513, 2, 16})}), kiln::Error);            // outside seq's range
+  EXPECT_THROW(prog.run({kiln::randn({4, 2, 15})}), kiln::Error);             // a static size
+  EXPECT_THROW(prog.run({kiln::randn({4, 2, 16}, kiln::kFloat64)}), kiln::Error);  // dtype
+  EXPECT_THROW(prog.run({}), kiln::Error);
+}
+
+TEST(Export, SizeExpressionsRoundTrip) {
+  kiln::ShapeEnv env;
+  kiln::ShapeEnvGuard g(env);
+  kiln::SymInt b = env.create_symbol("batch", 4), t = env.create_symbol("seq", 5);
+  std::map<std::string, kiln::SymInt> syms{{"batch", b}, {"seq", t}};
+  for (kiln::SymInt e : {b * t * 3 + 1, t - b, (b * t) / 2, (t + 1) % 3, kiln::sym_max(b, t) * 2, -b + 7}) {
+    kiln::SymInt back = kiln::export_detail::parse_sym_expr(e.str(), syms);
+    EXPECT_EQ(back.raw(), e.raw()) << e.str();
+  }
+  EXPECT_THROW(kiln::export_detail::parse_sym_expr("batch +* 2", syms), kiln::Error);
+  EXPECT_THROW(kiln::export_detail::parse_sym_expr("evil", syms), kiln::Error);
+  EXPECT_THROW(kiln::export_detail::parse_sym_expr(std::string(200, '(') + "1" + std::string(200, ')'), syms), kiln::Error);
+}
+
+TEST(Export, CorruptBytesNeverLoad) {
+  auto lin = std::make_shared<nn::Linear>(3, 2);
+  auto ep = kiln::export_program(*lin, [&](const kiln::TensorList& in) { return kiln::TensorList{lin->forward(in[0])}; },
+                                 {kiln::randn({4, 3})}, {{{0, kiln::Dim("batch")}}});
+  const std::string bytes = kiln::save_program_bytes(*ep);
+  EXPECT_NO_THROW(kiln::load_program_bytes(bytes));
+  for (size_t cut = 0; cut < bytes.size(); cut += 7) EXPECT_THROW(kiln::load_program_bytes(bytes.substr(0, cut)), kiln::Error);
+  for (size_t pos = 0; pos < bytes.size(); pos += 5) {
+    std::string bad = bytes;
+    bad[pos] = static_cast<char>(bad[pos] ^ 0x01);
+    EXPECT_THROW(kiln::load_program_bytes(bad), kiln::Error) << "flipped byte " << pos;
+  }
+}
+}  // namespace
