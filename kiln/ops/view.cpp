@@ -556,12 +556,13 @@ Tensor flatten(const Tensor& x, int64_t start, int64_t end) {
   KILN_CHECK(start <= end, Runtime, "flatten", "flatten() has invalid args: start_dim cannot come after "
              "end_dim");
   if (start == end) return x;
-  Shape s(x.sizes().begin(), x.sizes().begin() + start);
-  int64_t m = 1;
-  for (int64_t i = start; i <= end; ++i) m *= x.sizes()[i];
+  const SymShape xs = x.sym_sizes();  // symbolic in a trace: the flattened size is their product
+  SymShape s(xs.begin(), xs.begin() + start);
+  SymInt m = 1;
+  for (int64_t i = start; i <= end; ++i) m = m * xs[i];
   s.push_back(m);
-  s.insert(s.end(), x.sizes().begin() + end + 1, x.sizes().end());
-  return reshape(x, s);
+  s.insert(s.end(), xs.begin() + end + 1, xs.end());
+  return reshape(x, raw_shape(s));
 }
 
 Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes) {

@@ -1,5 +1,6 @@
 // Python binding: export (kiln/export/program.h) and the runtime (kiln/runtime/runtime.h). The public
 // names live in python/kiln/export/__init__.py; these are its private entry points.
+#include <nanobind/stl/complex.h>
 #include <nanobind/stl/shared_ptr.h>
 
 #include "common.h"
@@ -27,6 +28,49 @@ std::string bytes_of(nb::handle b) {
   return std::string(by.c_str(), by.size());
 }
 
+// An integer of the program: a Python int, or its expression's text when it is symbolic.
+nb::object size_value(int64_t raw) {
+  const SymInt s = SymInt::from_raw(raw);
+  return s.is_symbolic() ? nb::cast(s.str()) : nb::cast(raw);
+}
+
+// An attribute as a Python value (the ONNX writer reads them): sizes stay expressions (str).
+nb::object attr_value(const Attr& a) {
+  return std::visit(
+      [&]<class V>(const V& v) -> nb::object {
+        if constexpr (std::is_same_v<V, std::monostate>) {
+          return nb::none();
+        } else if constexpr (std::is_same_v<V, bool>) {
+          return nb::bool_(v);
+        } else if constexpr (std::is_same_v<V, int64_t>) {
+          return size_value(v);
+        } else if constexpr (std::is_same_v<V, double>) {
+          return nb::float_(v);
+        } else if constexpr (std::is_same_v<V, Scalar>) {
+          if (v.is_bool()) return nb::bool_(v.template to<bool>());
+          if (v.tag() == Scalar::Tag::Int) return size_value(v.to_int());
+          if (v.is_integral()) return nb::int_(v.template to<uint64_t>());
+          if (v.is_complex()) return nb::cast(v.to_complex());
+          return nb::float_(v.to_double());
+        } else if constexpr (std::is_same_v<V, Shape>) {
+          nb::list l;
+          for (int64_t x : v) l.append(size_value(x));
+          return l;
+        } else if constexpr (std::is_same_v<V, Dtype>) {
+          return dtype_object(v);
+        } else if constexpr (std::is_same_v<V, std::string>) {
+          return nb::str(v.c_str());
+        } else if constexpr (std::is_same_v<V, std::vector<double>>) {
+          nb::list l;
+          for (double x : v) l.append(x);
+          return l;
+        } else {
+          return nb::str(device_str(v).c_str());
+        }
+      },
+      a);
+}
+
 }  // namespace
 
 void bind_export(nb::module_& m) {
@@ -49,6 +93,20 @@ void bind_export(nb::module_& m) {
           nb::list ins, attrs, outs;
           for (int v : n.in) ins.append(v < 0 ? nb::object(nb::none()) : nb::cast(p.values[v].name));
           for (const Attr& a : n.attrs) attrs.append(attr_str(a));
+          for (int v : n.out) outs.append(v < 0 ? nb::object(nb::none()) : nb::cast(p.values[v].name));
+          const Schema* s = op_schema(*n.op);
+          l.append(nb::make_tuple(s ? s->qualified_name() : std::string(n.op->name), ins, attrs, outs, n.out_given));
+        }
+        return l;
+      })
+      // (op, input names, attribute values, output names, writes-in-place): sizes as int or expression text
+      .def_prop_ro("graph_nodes", [](const EP& p) {
+        ShapeEnvGuard active(*p.env);
+        nb::list l;
+        for (const EP::Node& n : p.nodes) {
+          nb::list ins, attrs, outs;
+          for (int v : n.in) ins.append(v < 0 ? nb::object(nb::none()) : nb::cast(p.values[v].name));
+          for (const Attr& a : n.attrs) attrs.append(attr_value(a));
           for (int v : n.out) outs.append(v < 0 ? nb::object(nb::none()) : nb::cast(p.values[v].name));
           const Schema* s = op_schema(*n.op);
           l.append(nb::make_tuple(s ? s->qualified_name() : std::string(n.op->name), ins, attrs, outs, n.out_given));
