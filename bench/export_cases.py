@@ -64,8 +64,26 @@ def _lstm_case(Case, batch, seq):
                 tex = f"{_median_ms(lambda: tep(x)):.3f} ms"
         except Exception as e:  # noqa: BLE001
             tex = f"fails ({type(e).__name__})"
-        return f"kiln eager {eager:.3f} ms; torch export ep.module() {tex}"
+        return f"kiln eager {eager:.3f} ms; torch export ep.module() {tex}; onnxruntime {_ort_ms(km, kx):.3f} ms"
     return Case(f"export LSTM 2x256 batch={batch} seq={seq} runtime (torch: eager)", setup, note=note)
+
+
+def _ort_ms(km, kx, dynamic_shapes=None):
+    """The same model through kiln.onnx.export in onnxruntime (kiln's thread count), median ms."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return float("nan")
+    ds = dynamic_shapes or {"input": {0: Dim("seq"), 1: Dim("batch")}}
+    proto = kiln.onnx.export(km, (kx,), None, dynamic_shapes=ds)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = kiln.get_num_threads()
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    x = kx.numpy()
+    return _median_ms(lambda: sess.run(None, {name: x}))
 
 
 def _quickstart_case(Case):
@@ -82,7 +100,16 @@ def _quickstart_case(Case):
             with kiln.no_grad():
                 return model(idx)
         return (lambda: run(idx)), eager
-    return Case("export quickstart transformer batch=1 seq=128 runtime (peer: kiln eager)", setup)
+
+    def note():
+        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+        import quickstart as qs
+        kiln.manual_seed(0)
+        model = qs.CharTransformer(65, 128, d_model=128, n_layers=4, n_heads=4).eval()
+        idx = kiln.randint(0, 65, (1, 128))
+        ort_ms = _ort_ms(model, idx, ({0: Dim("batch"), 1: Dim("seq", max=128)},))
+        return f"onnxruntime {ort_ms:.3f} ms"
+    return Case("export quickstart transformer batch=1 seq=128 runtime (peer: kiln eager)", setup, note=note)
 
 
 def _load_case(Case):

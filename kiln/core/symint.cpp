@@ -278,7 +278,12 @@ struct ShapeEnv::Impl {
 
   std::string atom_str(int32_t id) const {
     const Node& n = nodes[id];
-    const std::string a = SymInt::from_raw(n.a).str(), b = SymInt::from_raw(n.b).str();
+    // a sum as an operand of // or % is parenthesised: "((seq - 2)//2)", not "(seq - 2//2)"
+    auto operand = [](int64_t raw) {
+      std::string x = SymInt::from_raw(raw).str();
+      return x.find(' ') != std::string::npos ? "(" + x + ")" : x;
+    };
+    const std::string a = operand(n.a), b = operand(n.b);
     switch (n.kind) {
       case Kind::Symbol: return symbols[n.symbol].name;
       case Kind::FloorDiv: return "(" + a + "//" + b + ")";

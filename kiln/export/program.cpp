@@ -255,7 +255,10 @@ void ExportTracer::end() {
 
 namespace {
 // torch's advice for a guard on a declared dimension: which dimension, who pinned it, what to change.
-std::string advice(const ExportedProgram::Guard& g, const std::string& sym, const std::string& source, bool spec) {
+// `holds(v)`: whether the guard holds with the symbol at v (the others at their example values); empty
+// when the guard involves other symbols. A guard on one symbol gets the range that implies it.
+std::string advice(const ExportedProgram::Guard& g, const std::string& sym, const std::string& source, bool spec,
+                   const std::function<std::optional<bool>(int64_t)>& holds = {}, int64_t lo = 0, int64_t hi = INT64_MAX) {
   std::ostringstream os;
   const std::string from = g.where.empty() ? "" : " (from " + g.where + ")";
   if (spec) {
@@ -281,7 +284,27 @@ std::string advice(const ExportedProgram::Guard& g, const std::string& sym, cons
     return std::nullopt;
   };
   std::optional<std::string> fix;
-  if (g.text.rfind(le, 0) == 0) {
+  if (holds) {  // scan the declared range: the first value where it holds, then the first where it stops
+    constexpr int64_t kScan = 1 << 16;
+    std::optional<int64_t> first, stop;
+    for (int64_t v = lo; v <= hi && v - lo < kScan; ++v) {
+      const std::optional<bool> h = holds(v);
+      if (!h) break;
+      if (*h && !first) first = v;
+      if (!*h && first) {
+        stop = v;
+        break;
+      }
+    }
+    if (first && (*first > lo || stop)) {
+      std::string r = "Dim('" + sym + "'";
+      if (*first > 0) r += ", min=" + std::to_string(*first);
+      if (stop) r += ", max=" + std::to_string(*stop - 1);
+      fix = r + ")";
+    }
+  }
+  if (fix) {
+  } else if (g.text.rfind(le, 0) == 0) {
     if (auto v = number(g.text.substr(le.size()))) fix = "Dim('" + sym + "', max=" + std::to_string(*v) + ")";
   } else if (g.text.rfind(lt, 0) == 0) {
     if (auto v = number(g.text.substr(lt.size()))) fix = "Dim('" + sym + "', max=" + std::to_string(*v - 1) + ")";
@@ -332,7 +355,33 @@ std::shared_ptr<ExportedProgram> ExportTracer::finish(const TensorList& outputs)
       auto it = std::find_if(s.decls.begin(), s.decls.end(), [&](const State::SymDecl& d) { return d.name == name; });
       if (it == s.decls.end()) continue;
       const bool bad = it->kind == Dim::Kind::Named || (it->kind == Dim::Kind::Dynamic && g.specialization);
-      if (bad && violated.insert(name + "|" + g.text).second) why += advice(eg, name, it->source, g.specialization);
+      if (bad && violated.insert(name + "|" + g.text).second) {
+        std::function<std::optional<bool>(int64_t)> holds;
+        std::vector<std::string> names = names_in(g.text);
+        const bool one = std::all_of(names.begin(), names.end(), [&](const std::string& x) { return x == name; });
+        std::optional<export_detail::ParsedGuard> parsed;
+        std::vector<int64_t> values;
+        if (one && !g.specialization) {
+          try {
+            ShapeEnvGuard active(*s.env);
+            parsed = export_detail::parse_guard(g.text, s.symbol_by_name);
+            for (int i = 0; i < s.env->num_symbols(); ++i) values.push_back(s.env->symbol(i).maybe_hint().value_or(0));
+          } catch (const Error&) {
+            parsed.reset();
+          }
+        }
+        if (parsed)
+          holds = [&, k = it - s.decls.begin()](int64_t v) -> std::optional<bool> {
+            try {
+              ShapeEnvGuard active(*s.env);
+              values[k] = v;
+              return export_detail::holds(*parsed, *s.env, values);
+            } catch (const Error&) {
+              return std::nullopt;
+            }
+          };
+        why += advice(eg, name, it->source, g.specialization, holds, it->min, it->max);
+      }
       if (!bad && g.specialization) {  // Dim.AUTO pinned: the range is the one value
         const int64_t v = std::stoll(g.text.substr(g.text.find("== ") + 3));
         ExportedProgram::Symbol& sym = p.symbols[it - s.decls.begin()];

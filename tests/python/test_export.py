@@ -204,6 +204,12 @@ def test_constraint_violation_names_the_dimension_and_the_line():
         export(Bounded(), (kiln.randn(2, 5),), dynamic_shapes={"x": {1: Dim("seq")}})
     ep = export(Bounded(), (kiln.randn(2, 5),), dynamic_shapes={"x": {1: Dim("seq", max=16)}})
     assert ep.guards == []
+    # a lower bound the model needs: the declared range is scanned for the values that satisfy it
+    convs = kiln.nn.Sequential(kiln.nn.Conv1d(2, 2, 3), kiln.nn.MaxPool1d(2), kiln.nn.Conv1d(2, 2, 3, dilation=2))
+    with pytest.raises(RuntimeError, match=r"(?s)\(\(seq - 4\)//2\).*Dim\('seq', min=12\)") as e:
+        export(convs, (kiln.randn(1, 2, 16),), dynamic_shapes=({2: Dim("seq", min=6)},))
+    assert "input.shape[2]" in str(e.value)
+    export(convs, (kiln.randn(1, 2, 16),), dynamic_shapes=({2: Dim("seq", min=12)},))
     with pytest.raises(RuntimeError, match=r"Constraints violated"):  # DYNAMIC may not be pinned
         export(Pins(), (kiln.randn(2, 5, 4),), dynamic_shapes={"x": {1: Dim.DYNAMIC}})
 
