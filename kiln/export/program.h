@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kiln/dispatch/op.h"
@@ -130,7 +131,41 @@ std::shared_ptr<ExportedProgram> export_program(const nn::Module& module,
                                                 const TensorList& example_inputs,
                                                 const DynamicShapes& dynamic_shapes = {});
 
-// The archive (docs/export.md): a zip of a version record, the graph as JSON and the weights raw,
+namespace export_detail {
+inline void flatten_into(TensorList& out, const Tensor& t) { out.push_back(t); }
+template <class... Ts>
+void flatten_into(TensorList& out, const std::tuple<Ts...>& t) {
+  std::apply([&](const auto&... x) { (flatten_into(out, x), ...); }, t);
+}
+template <class M>
+TensorList call_forward(M& m, const TensorList& in) {
+  TensorList out;
+  auto take = [&](auto&& r) { flatten_into(out, r); };
+  if constexpr (requires { m.forward(in[0]); }) {
+    if (in.size() == 1) return take(m.forward(in[0])), out;
+  }
+  if constexpr (requires { m.forward(in[0], in[1]); }) {
+    if (in.size() == 2) return take(m.forward(in[0], in[1])), out;
+  }
+  if constexpr (requires { m.forward(in[0], in[1], in[2]); }) {
+    if (in.size() == 3) return take(m.forward(in[0], in[1], in[2])), out;
+  }
+  KILN_FAIL(Type, "export", "the module's forward does not take ", in.size(), " tensors");
+}
+}  // namespace export_detail
+
+// The same for a module whose forward takes the inputs as tensors (one to three) and returns a tensor
+// or (nested) tuples of tensors, which become the program's outputs in order: export_program(model,
+// {x}, {{{0, Dim("batch")}}}).
+template <class M>
+std::shared_ptr<ExportedProgram> export_program(const std::shared_ptr<M>& module, const TensorList& example_inputs,
+                                                const DynamicShapes& dynamic_shapes = {}) {
+  return export_program(
+      *module, [&](const TensorList& in) { return export_detail::call_forward(*module, in); }, example_inputs,
+      dynamic_shapes);
+}
+
+// The archive (docs/export.md, docs/decisions.md 30): a zip of a version record, the graph as JSON and the weights raw,
 // 64-byte aligned, each member CRC-checked. load_program validates everything and maps the weights.
 void save_program(const ExportedProgram& ep, const std::string& path);
 std::shared_ptr<ExportedProgram> load_program(const std::string& path);

@@ -177,6 +177,9 @@ Tensor to_device(const Tensor& t, Device d, bool copy) {
 }
 Tensor Tensor::to(Device d, bool copy) const { return to_device(*this, d, copy); }
 
+// The end travels as the SymInt's bits in an integer Scalar, as a traced Python size does (bind_schema).
+Tensor arange_symint(SymInt end, TensorOptions o) { return arange(Scalar(end.raw()), o); }
+
 Tensor cat(const TensorList& ts, int64_t dim) { return dispatch1(op_cat, ts, {dim}); }
 Tensor stack(const TensorList& ts, int64_t dim) {
   KILN_CHECK(!ts.empty(), Runtime, "stack", "stack expects a non-empty TensorList");

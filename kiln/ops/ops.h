@@ -34,6 +34,7 @@ Tensor zeros_symint(const SymShape& size, TensorOptions o = {});
 Tensor view_symint(const Tensor& x, const SymShape& shape);
 Tensor reshape_symint(const Tensor& x, const SymShape& shape);
 Tensor expand_symint(const Tensor& x, const SymShape& shape);
+Tensor arange_symint(SymInt end, TensorOptions o = {});  // arange(x.sym_size(1)): a length kept symbolic
 Tensor zeros(const Shape& size, TensorOptions o = {});
 Tensor ones(const Shape& size, TensorOptions o = {});
 Tensor full(const Shape& size, const Scalar& value, TensorOptions o = {});

@@ -2,6 +2,7 @@
 // LSTM and a TransformerEncoderLayer exported with dynamic batch and sequence, run at new sizes.
 #include <gtest/gtest.h>
 
+#include "examples/quickstart/model.h"
 #include "kiln/kiln.h"
 
 namespace {
@@ -56,6 +57,22 @@ TEST(Export, CppTransformerLayerAndInputChecks) {
   EXPECT_THROW(prog.run({kiln::randn({4, 2, 15})}), kiln::Error);             // a static size
   EXPECT_THROW(prog.run({kiln::randn({4, 2, 16}, kiln::kFloat64)}), kiln::Error);  // dtype
   EXPECT_THROW(prog.run({}), kiln::Error);
+}
+
+TEST(Export, CppQuickstartModelDynamicBatchAndSequence) {
+  kiln::manual_seed(2);
+  auto model = std::make_shared<quickstart::CharTransformer>(13, 32, 32, 2, 4);
+  model->eval();
+  auto ep = kiln::export_program(model, {kiln::randint(0, 13, {2, 7})},
+                                 {{{0, kiln::Dim("batch")}, {1, kiln::Dim("seq", 1, 32)}}});
+  EXPECT_TRUE(ep->guards.empty());
+  kiln::runtime::Program prog(kiln::load_program_bytes(kiln::save_program_bytes(*ep)));
+  for (auto [b, t] : {std::pair<int64_t, int64_t>{1, 1}, {3, 32}, {5, 17}}) {
+    Tensor idx = kiln::randint(0, 13, {b, t});
+    kiln::NoGradGuard ng;
+    EXPECT_EQ(max_diff(prog.run({idx})[0], model->forward(idx)), 0.0) << b << "x" << t;
+  }
+  EXPECT_THROW(prog.run({kiln::randint(0, 13, {2, 33})}), kiln::Error);  // beyond the context
 }
 
 TEST(Export, SizeExpressionsRoundTrip) {

@@ -24,3 +24,10 @@ def test_find_package_consumer(tmp_path):
     assert "tensor([" in out
     assert "kiln.bfloat16 4" in out
     assert "[mm] mat1 and mat2 shapes cannot be multiplied (4x3 and 4x3)" in out
+    # export from C++, then the installed kiln-run on the archive it wrote
+    archive = tmp_path / "tagger.kiln"
+    out = subprocess.run([str(ex / "export_lstm"), str(archive)], check=True, capture_output=True, text=True).stdout
+    assert "batch 4, seq  257" in out and "max |runtime - eager| = 0" in out
+    info = subprocess.run([str(prefix / "bin" / "kiln-run"), str(archive), "--info"], check=True, capture_output=True,
+                          text=True).stdout
+    assert "lstm_layer" in info and "seq: VR[1, 4096]" in info
