@@ -566,3 +566,39 @@ def test_cell_errors(kind):
     if kind == "rnn_tanh":
         raises_like(lambda: torch.nn.RNNCell(3, 4, nonlinearity="x")(torch.randn(2, 3)),
                     lambda: krnn.RNNCell(3, 4, nonlinearity="x")(K(torch.randn(2, 3))))
+
+
+def test_lstm_weight_changes_reach_the_cached_panels():
+    # the fused LSTM keeps packed W_hh panels between calls (rnn.cpp): every way of changing the weight
+    # must show in the next call, compared with torch on the same weights
+    km, tm = pair("lstm", dtype=torch.float32, input_size=5, hidden_size=16)
+    x = torch.randn(4, 2, 5)
+    for change in ["none", "inplace", "copy", "load_state_dict", "numpy", "replace"]:
+        if change == "inplace":
+            with torch.no_grad():
+                tm.weight_hh_l0.mul_(0.5)
+            with kiln.no_grad():
+                km.weight_hh_l0.mul_(0.5)
+        elif change == "copy":
+            w = torch.randn(64, 16)
+            with torch.no_grad():
+                tm.weight_hh_l0.copy_(w)
+            with kiln.no_grad():
+                km.weight_hh_l0.copy_(to_kiln(w))
+        elif change == "load_state_dict":
+            w = torch.randn(64, 16)
+            with torch.no_grad():
+                tm.weight_hh_l0.copy_(w)
+            km.load_state_dict({**km.state_dict(), "weight_hh_l0": to_kiln(w)})
+        elif change == "numpy":
+            w = torch.randn(64, 16)
+            with torch.no_grad():
+                tm.weight_hh_l0.copy_(w)
+            km.weight_hh_l0.detach().numpy()[...] = w.numpy()  # shared memory: no version bump
+        elif change == "replace":
+            w = torch.randn(64, 16)
+            with torch.no_grad():
+                tm.weight_hh_l0.copy_(w)
+            km.weight_hh_l0 = kiln.nn.Parameter(to_kiln(w))
+        out, _ = km(to_kiln(x))
+        close(out, tm(x)[0], 1e-5, change)

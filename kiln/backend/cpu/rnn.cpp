@@ -11,6 +11,8 @@
 // with W_hh; dx, dW_ih and dW_hh are then single GEMMs over the stacked sequence.
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <type_traits>
 #include <vector>
 
@@ -57,6 +59,55 @@ void lstm_pack_fwd(const float* w_hh, int64_t H, float* out) {
         for (int64_t c = 0; c < 8; ++c) *out++ = w_hh[(g * H + u * 8 + c) * H + k];
 }
 
+// The forward panels of a weight, kept between calls while the weight is unchanged (inference runs
+// the same weights every call; packing 4H x H floats with a transposition costs more than a short
+// sequence's steps). An entry is named by the weight's storage (held weakly, so a freed storage never
+// matches), offset and version counter, which every in-place write through kiln bumps. Memory shared
+// with numpy or DLPack (a storage that is not resizable) can change behind the counter: packed each
+// call. Stale entries (an older version of a cached storage, or a freed one) are dropped; the cache
+// holds at most 64 MiB of panels.
+Tensor packed_fwd_panels(const Tensor& w_hh, int64_t H) {
+  auto pack = [&] {
+    Tensor wp = make_tensor({4 * H * H}, kFloat32);
+    lstm_pack_fwd(static_cast<const float*>(w_hh.data_ptr()), H, static_cast<float*>(wp.data_ptr()));
+    return wp;
+  };
+  const std::shared_ptr<Storage>& st = w_hh.storage();
+  if (!st->resizable()) return pack();
+  struct Entry {
+    std::weak_ptr<Storage> storage;
+    int64_t offset, H;
+    uint32_t version;
+    Tensor panels;
+  };
+  static std::mutex* mu = new std::mutex;  // never destroyed: kernels may run during exit
+  static std::vector<Entry>* cache = new std::vector<Entry>;
+  std::lock_guard<std::mutex> lock(*mu);
+  const int64_t off = w_hh.storage_offset();
+  for (size_t i = 0; i < cache->size(); ++i) {
+    Entry& e = (*cache)[i];
+    if (e.storage.lock() == st && e.offset == off && e.H == H && e.version == st->version()) {
+      std::rotate(cache->begin(), cache->begin() + static_cast<std::ptrdiff_t>(i), cache->begin() + static_cast<std::ptrdiff_t>(i) + 1);
+      return cache->front().panels;
+    }
+  }
+  Tensor wp = pack();
+  std::erase_if(*cache, [&](const Entry& e) {
+    const std::shared_ptr<Storage> s = e.storage.lock();
+    return !s || (s == st && e.offset == off);
+  });
+  cache->insert(cache->begin(), Entry{st, off, H, st->version(), wp});
+  int64_t bytes = 0;
+  for (size_t i = 0; i < cache->size(); ++i) {
+    bytes += (*cache)[i].panels.numel() * 4;
+    if (bytes > (int64_t{64} << 20) && i > 0) {
+      cache->resize(i);
+      break;
+    }
+  }
+  return wp;
+}
+
 void lstm_pack_bwd(const float* w_hh, int64_t H, float* out) {
   for (int64_t u = 0; u < H / 16; ++u)
     for (int64_t k = 0; k < 4 * H; ++k)
@@ -85,10 +136,12 @@ void over_hidden(int64_t B, int64_t H, F&& f) {
   cpu::parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) { f(b0 * 8, std::min(H, b1 * 8)); });
 }
 
-// Unit blocks [0, n) among threads; `flops` per block and step keeps small problems on one thread.
+// Unit blocks [0, n) among threads; `flops` per block and step keeps small problems on one thread: a
+// step is split only where each thread gets about a megaflop (tens of microseconds), more than waking
+// a sleeping thread costs (OMP_WAIT_POLICY=PASSIVE), which a step of a batch-1 LSTM 2x256 does not give.
 template <class F>
 void over_blocks(int64_t n, int64_t flops, F&& f) {
-  cpu::parallel_for(n, std::max<int64_t>(1, (1 << 18) / std::max<int64_t>(flops, 1)), f);
+  cpu::parallel_for(n, std::max<int64_t>(1, (1 << 20) / std::max<int64_t>(flops, 1)), f);
 }
 
 // dst[0, n) = src[0, n) (dst: a contiguous output; nothing to do for empty ones).
@@ -142,8 +195,7 @@ void lstm_forward(const TensorList& in_, const Attrs& a, TensorList& out) {
   if constexpr (std::is_same_v<T, float>) {
     if (!proj && lstm_fused_ok(H)) {
       fused = true;
-      Tensor wp = make_tensor({G * H}, kFloat32);
-      lstm_pack_fwd(whh, H, ptr<float>(wp));
+      const Tensor wp = packed_fwd_panels(in[4], H);
       for (int64_t s = 0; s < T_; ++s) {
         const int64_t t = reverse ? T_ - 1 - s : s, tp = reverse ? t + 1 : t - 1;
         LstmFusedFwd f{s == 0 ? h0 : y + tp * B * H,
