@@ -71,6 +71,21 @@ nb::object attr_value(const Attr& a) {
       a);
 }
 
+nb::list node_list(const EP& p, bool attr_text) {
+  ShapeEnvGuard active(*p.env);
+  auto name = [&](int v) { return v < 0 ? nb::object(nb::none()) : nb::cast(p.values[v].name); };
+  nb::list l;
+  for (const EP::Node& n : p.nodes) {
+    nb::list ins, attrs, outs;
+    for (int v : n.in) ins.append(name(v));
+    for (const Attr& a : n.attrs) attrs.append(attr_text ? nb::cast(attr_str(a)) : attr_value(a));
+    for (int v : n.out) outs.append(name(v));
+    const Schema* s = op_schema(*n.op);
+    l.append(nb::make_tuple(s ? s->qualified_name() : std::string(n.op->name), ins, attrs, outs, n.out_given));
+  }
+  return l;
+}
+
 }  // namespace
 
 void bind_export(nb::module_& m) {
@@ -86,33 +101,10 @@ void bind_export(nb::module_& m) {
         for (int v : p.outputs) l.append(v < 0 ? nb::object(nb::none()) : nb::cast(p.values[v].name));
         return l;
       })
-      .def_prop_ro("nodes", [](const EP& p) {  // (op, input names, attribute texts, output names, in place)
-        ShapeEnvGuard active(*p.env);
-        nb::list l;
-        for (const EP::Node& n : p.nodes) {
-          nb::list ins, attrs, outs;
-          for (int v : n.in) ins.append(v < 0 ? nb::object(nb::none()) : nb::cast(p.values[v].name));
-          for (const Attr& a : n.attrs) attrs.append(attr_str(a));
-          for (int v : n.out) outs.append(v < 0 ? nb::object(nb::none()) : nb::cast(p.values[v].name));
-          const Schema* s = op_schema(*n.op);
-          l.append(nb::make_tuple(s ? s->qualified_name() : std::string(n.op->name), ins, attrs, outs, n.out_given));
-        }
-        return l;
-      })
-      // (op, input names, attribute values, output names, writes-in-place): sizes as int or expression text
-      .def_prop_ro("graph_nodes", [](const EP& p) {
-        ShapeEnvGuard active(*p.env);
-        nb::list l;
-        for (const EP::Node& n : p.nodes) {
-          nb::list ins, attrs, outs;
-          for (int v : n.in) ins.append(v < 0 ? nb::object(nb::none()) : nb::cast(p.values[v].name));
-          for (const Attr& a : n.attrs) attrs.append(attr_value(a));
-          for (int v : n.out) outs.append(v < 0 ? nb::object(nb::none()) : nb::cast(p.values[v].name));
-          const Schema* s = op_schema(*n.op);
-          l.append(nb::make_tuple(s ? s->qualified_name() : std::string(n.op->name), ins, attrs, outs, n.out_given));
-        }
-        return l;
-      })
+      // (op, input names, attributes, output names, writes-in-place): the attributes as Python writes them
+      // ("nodes", for printing) or as values ("graph_nodes", sizes as int or expression text)
+      .def_prop_ro("nodes", [](const EP& p) { return node_list(p, true); })
+      .def_prop_ro("graph_nodes", [](const EP& p) { return node_list(p, false); })
       .def_prop_ro("values", [](const EP& p) {  // name -> (sizes as text, dtype)
         ShapeEnvGuard active(*p.env);
         nb::dict d;
