@@ -10,6 +10,7 @@
 // Backward: per step one pointwise pass (which also accumulates the bias gradients) and one GEMM
 // with W_hh; dx, dW_ih and dW_hh are then single GEMMs over the stacked sequence.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -144,6 +145,38 @@ void over_blocks(int64_t n, int64_t flops, F&& f) {
   cpu::parallel_for(n, std::max<int64_t>(1, (1 << 20) / std::max<int64_t>(flops, 1)), f);
 }
 
+// A whole sequence of steps over unit blocks [0, n): f(step, u0, u1). With several threads each owns a
+// fixed range of blocks for every step and the threads meet at a spinning barrier between steps (a
+// step reads the whole previous hidden state), in one parallel region: a region per step costs a
+// thread wake-up per step, which is most of a small step. Every unit is computed by one thread as on
+// one thread, so the results do not depend on the thread count.
+template <class F>
+void over_steps(int64_t steps, int64_t n, int64_t flops, F&& f) {
+  const int64_t grain = std::max<int64_t>(1, (1 << 18) / std::max<int64_t>(flops, 1));
+  int nt = static_cast<int>(std::min<int64_t>(get_num_threads(), n / grain));
+  if (nt <= 1 || steps <= 1 || omp_in_parallel()) {
+    for (int64_t s = 0; s < steps; ++s) over_blocks(n, flops, [&](int64_t u0, int64_t u1) { f(s, u0, u1); });
+    return;
+  }
+  std::atomic<int64_t> arrived{0};
+#pragma omp parallel num_threads(nt)
+  {
+    const int t = omp_get_thread_num(), T = omp_get_num_threads();
+    const int64_t chunk = (n + T - 1) / T, u0 = std::min(n, t * chunk), u1 = std::min(n, u0 + chunk);
+    for (int64_t s = 0; s < steps; ++s) {
+      if (u0 < u1) f(s, u0, u1);
+      // barrier: step s is done when all T threads arrived; the counter only grows
+      const int64_t target = (s + 1) * T;
+      arrived.fetch_add(1, std::memory_order_acq_rel);
+      while (arrived.load(std::memory_order_acquire) < target) {
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
+      }
+    }
+  }
+}
+
 // dst[0, n) = src[0, n) (dst: a contiguous output; nothing to do for empty ones).
 template <class T>
 void copy_to(const Tensor& dst, const T* src, int64_t n) {
@@ -196,19 +229,19 @@ void lstm_forward(const TensorList& in_, const Attrs& a, TensorList& out) {
     if (!proj && lstm_fused_ok(H)) {
       fused = true;
       const Tensor wp = packed_fwd_panels(in[4], H);
-      for (int64_t s = 0; s < T_; ++s) {
+      auto step_at = [&](int64_t s) {
         const int64_t t = reverse ? T_ - 1 - s : s, tp = reverse ? t + 1 : t - 1;
-        LstmFusedFwd f{s == 0 ? h0 : y + tp * B * H,
-                       ptr<float>(wp),
-                       gates + t * B * G,
-                       bias.data(),
-                       s == 0 ? c0 : cs + tp * B * H,
-                       cs + t * B * H,
-                       y + t * B * H,
-                       B,
-                       H};
-        over_blocks(H / 8, B * H * 64, [&](int64_t u0, int64_t u1) { lstm_fused_fwd(f, u0, u1); });
-      }
+        return LstmFusedFwd{s == 0 ? h0 : y + tp * B * H,
+                            ptr<float>(wp),
+                            gates + t * B * G,
+                            bias.data(),
+                            s == 0 ? c0 : cs + tp * B * H,
+                            cs + t * B * H,
+                            y + t * B * H,
+                            B,
+                            H};
+      };
+      over_steps(T_, H / 8, B * H * 64, [&](int64_t s, int64_t u0, int64_t u1) { lstm_fused_fwd(step_at(s), u0, u1); });
     }
   }
   for (int64_t s = 0; s < T_ && !fused; ++s) {
