@@ -133,7 +133,9 @@ Tensor contig(const Tensor& t) { return t.defined() ? cpu::contiguous_of(t) : t;
 template <class F>
 void over_hidden(int64_t B, int64_t H, F&& f) {
   const int64_t blocks = (H + 7) / 8;
-  const int64_t grain = std::max<int64_t>(1, 2048 / std::max<int64_t>(B * 8, 1));
+  // a step's pointwise part is split only where each thread gets 64K elements: below that, waking a
+  // sleeping thread (OMP_WAIT_POLICY=PASSIVE) costs more than the work, on every step
+  const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(B * 8, 1));
   cpu::parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) { f(b0 * 8, std::min(H, b1 * 8)); });
 }
 
