@@ -400,6 +400,16 @@ std::shared_ptr<ExportedProgram> ExportTracer::finish(const TensorList& outputs)
   return s.prog;
 }
 
+namespace {
+// An error raised because the model read a tensor's data (item(), a branch on a value) gets the reason.
+std::string data_dependent_hint(const std::string& what) {
+  if (what.find("meta tensor") == std::string::npos) return what;
+  return what + "\n[export] The model reads a tensor's value while it is traced (item(), tolist(), bool() of "
+                "a tensor, a branch on data). Export records shapes only: compute both branches and select with "
+                "kiln::where, or keep the value a tensor.";
+}
+}  // namespace
+
 std::shared_ptr<ExportedProgram> export_program(const nn::Module& module,
                                                 const std::function<TensorList(const TensorList&)>& forward,
                                                 const TensorList& example_inputs, const DynamicShapes& dynamic_shapes) {
@@ -416,6 +426,9 @@ std::shared_ptr<ExportedProgram> export_program(const nn::Module& module,
   TensorList outs;
   try {
     outs = forward(metas);
+  } catch (const Error& e) {
+    tr.end();
+    throw Error(e.kind(), data_dependent_hint(e.what()));
   } catch (...) {
     tr.end();
     throw;

@@ -214,6 +214,32 @@ def test_constraint_violation_names_the_dimension_and_the_line():
         export(Pins(), (kiln.randn(2, 5, 4),), dynamic_shapes={"x": {1: Dim.DYNAMIC}})
 
 
+class ReadsData(kiln.nn.Module):
+    def forward(self, x):
+        return x if x.sum() > 0 else -x
+
+
+class MasksByData(kiln.nn.Module):
+    def forward(self, x):
+        return x[x > 0] * 2
+
+
+def test_data_dependent_models():
+    with pytest.raises(RuntimeError, match=r"(?s)meta tensors.*reads a tensor's value.*kiln.where"):
+        export(ReadsData(), (kiln.randn(3, 4),))
+    # a data-dependent size is an unbacked symbol: the runtime runs the kernel that decides it
+    ep = export(MasksByData(), (kiln.randn(3, 4),), dynamic_shapes=({0: Dim("batch")},))
+    x = kiln.randn(5, 4)
+    assert torch.equal(to_torch(ep.module()(x)), to_torch(x[x > 0] * 2))
+    assert torch.equal(to_torch(roundtrip_bytes(ep).module()(x)), to_torch(x[x > 0] * 2))
+
+
+def roundtrip_bytes(ep):
+    b = io.BytesIO()
+    kiln.export.save(ep, b)
+    return kiln.export.load(io.BytesIO(b.getvalue()))
+
+
 def test_auto_specialises_silently_and_the_runtime_checks_it():
     ep = export(Pins(), (kiln.randn(2, 5, 4),), dynamic_shapes={"x": {0: Dim.AUTO, 1: Dim.AUTO}})
     assert any("== 5" in g for g in ep.guards)

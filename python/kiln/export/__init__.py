@@ -230,6 +230,12 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=False, preserv
     tracer.begin()
     try:
         result = mod(*margs, **mkwargs)
+    except RuntimeError as e:
+        if "meta tensor" in str(e):
+            raise type(e)(f"{e}\n[export] The model reads a tensor's value while it is traced (item(), "
+                          "tolist(), bool() of a tensor, `if` on data). Export records shapes only: compute "
+                          "both branches and select with kiln.where, or keep the value a tensor.") from e
+        raise
     finally:
         tracer.end()
     out_leaves = []
