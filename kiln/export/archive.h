@@ -29,6 +29,7 @@ class Writer {
     std::string name;
     uint32_t crc;
     uint64_t size, offset;
+    bool zip64;
   };
   std::string out_;
   std::vector<Entry> entries_;

@@ -166,7 +166,7 @@ std::shared_ptr<ExportedProgram> export_program(const std::shared_ptr<M>& module
 }
 
 // The archive (docs/export.md, docs/decisions.md 30): a zip of a version record, the graph as JSON and the weights raw,
-// 64-byte aligned, each member CRC-checked. load_program validates everything and maps the weights.
+// 64-byte aligned, each member CRC-checked; zip64 past 4 GiB. load_program validates everything and maps the weights.
 void save_program(const ExportedProgram& ep, const std::string& path);
 std::shared_ptr<ExportedProgram> load_program(const std::string& path);
 // The same to and from memory (the bytes of an archive).

@@ -411,6 +411,30 @@ def test_crafted_graph_json_raises(attack):
         _load(_rewrite(data, edit))
 
 
+def test_zip64_layout(monkeypatch):
+    # archives over 4 GiB use zip64 records; KILN_ARCHIVE_ZIP64=1 makes every entry zip64 so that the
+    # same path runs on a small model: Python's zipfile reads it, it loads and runs, corruption raises
+    import zipfile
+    monkeypatch.setenv("KILN_ARCHIVE_ZIP64", "1")
+    data = _archive_bytes()
+    monkeypatch.delenv("KILN_ARCHIVE_ZIP64")
+    z = zipfile.ZipFile(io.BytesIO(data))
+    assert z.testzip() is None and z.infolist()[0].filename == "kiln_program/version"
+    assert data[-22 - 20 - 56:][:4] == struct.pack("<I", 0x06064b50)  # the zip64 end record
+    ep = _load(data)
+    x = kiln.randn(9, 3, 3)
+    assert tuple(ep.module()(x)[0].shape) == (9, 3, 4)
+    assert len(data) != len(_archive_bytes())  # the classic layout without the variable
+    for pos in range(0, len(data), max(1, len(data) // 181)):
+        bad = bytearray(data)
+        bad[pos] ^= 0x04
+        with pytest.raises(RuntimeError):
+            _load(bytes(bad))
+    for cut in range(0, len(data), max(1, len(data) // 61)):
+        with pytest.raises(RuntimeError, match="not a valid kiln archive"):
+            _load(data[:cut])
+
+
 def test_crafted_member_names_raise():
     data = _archive_bytes()
     members = _members(data)
