@@ -85,7 +85,7 @@ bool force_zip64() {
 void Writer::add(const std::string& name, const void* data, size_t size) {
   KILN_CHECK(plain_name(name), Value, "export.save", "bad member name '", name, "'");
   KILN_CHECK(entries_.size() < kMaxMembers, Value, "export.save", "more than ", kMaxMembers, " members");
-  const uint64_t offset = out_.size();
+  const uint64_t offset = pos();
   const bool z64 = force_zip64() || size >= kAllOnes || offset >= kAllOnes;
   const size_t fixed = kLocalSize + name.size() + (z64 ? kZip64Local : 0);
   const size_t pad = (kAlign - (offset + fixed + 4) % kAlign) % kAlign;  // data aligned after the extras
@@ -111,12 +111,18 @@ void Writer::add(const std::string& name, const void* data, size_t size) {
   put16(out_, kPadId);
   put16(out_, static_cast<uint16_t>(pad));
   out_.append(pad, '\0');
-  out_.append(static_cast<const char*>(data), size);
+  if (sink_) {  // the header, then the data straight from the tensor: no copy of the weights in memory
+    flush();
+    sink_->write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+    flushed_ += size;
+  } else {
+    out_.append(static_cast<const char*>(data), size);
+  }
   entries_.push_back({name, crc, size, offset, z64});
 }
 
 std::string Writer::finish() {
-  const uint64_t cd = out_.size();
+  const uint64_t cd = pos();
   bool any64 = force_zip64() || entries_.size() >= 0xffff;
   for (const Entry& e : entries_) {
     any64 = any64 || e.zip64;
@@ -146,10 +152,10 @@ std::string Writer::finish() {
       put64(out_, e.offset);
     }
   }
-  const uint64_t cd_size = out_.size() - cd;
+  const uint64_t cd_size = pos() - cd;
   any64 = any64 || cd >= kAllOnes || cd_size >= kAllOnes;
   if (any64) {
-    const uint64_t end64 = out_.size();
+    const uint64_t end64 = pos();
     put32(out_, kEnd64Sig);
     put64(out_, kEnd64Size - 12);  // the record's size after this field
     put16(out_, kVersion64);
@@ -173,7 +179,14 @@ std::string Writer::finish() {
   put32(out_, any64 ? kAllOnes : static_cast<uint32_t>(cd_size));
   put32(out_, any64 ? kAllOnes : static_cast<uint32_t>(cd));
   put16(out_, 0);
+  if (sink_) flush();
   return std::move(out_);
+}
+
+void Writer::flush() {
+  sink_->write(out_.data(), static_cast<std::streamsize>(out_.size()));
+  flushed_ += out_.size();
+  out_.clear();
 }
 
 std::shared_ptr<Blob> Blob::map_file(const std::string& path) {

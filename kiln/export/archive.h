@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <ostream>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -20,11 +21,17 @@ inline constexpr size_t kAlign = 64;
 
 class Writer {
  public:
+  Writer() = default;
+  explicit Writer(std::ostream* sink) : sink_(sink) {}  // writes as it goes (finish() returns "")
   void add(const std::string& name, const void* data, size_t size);
   void add(const std::string& name, std::string_view data) { add(name, data.data(), data.size()); }
-  std::string finish();  // the archive's bytes
+  std::string finish();  // the archive's bytes (in memory), or the rest written to the sink
 
  private:
+  uint64_t pos() const { return flushed_ + out_.size(); }
+  void flush();
+  std::ostream* sink_ = nullptr;
+  uint64_t flushed_ = 0;
   struct Entry {
     std::string name;
     uint32_t crc;

@@ -97,7 +97,8 @@ std::string qualified(const OpDef& op) {
 
 }  // namespace
 
-std::string save_program_bytes(const ExportedProgram& ep) {
+namespace {
+void write_program(const ExportedProgram& ep, archive::Writer& w) {
   ShapeEnvGuard active(*ep.env);
   json j;
   j["schema_version"] = {kSchemaMajor, kSchemaMinor};
@@ -130,7 +131,6 @@ std::string save_program_bytes(const ExportedProgram& ep) {
   j["guards"] = guards;
   j["in_spec"] = ep.in_spec;
   j["out_spec"] = ep.out_spec;
-  archive::Writer w;
   w.add(std::string(kRoot) + "version", kVersionRecord);
   json state = json::array();
   std::vector<Tensor> contiguous;
@@ -145,14 +145,21 @@ std::string save_program_bytes(const ExportedProgram& ep) {
   for (size_t i = 0; i < contiguous.size(); ++i)
     w.add(std::string(kRoot) + "data/" + std::to_string(i), contiguous[i].data_ptr(),
           static_cast<size_t>(contiguous[i].numel()) * contiguous[i].itemsize());
+}
+}  // namespace
+
+std::string save_program_bytes(const ExportedProgram& ep) {
+  archive::Writer w;
+  write_program(ep, w);
   return w.finish();
 }
 
 void save_program(const ExportedProgram& ep, const std::string& path) {
-  const std::string bytes = save_program_bytes(ep);
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   KILN_CHECK(f.good(), Runtime, "export.save", "cannot write '", path, "'");
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  archive::Writer w(&f);  // streamed: the weights go from the tensors to the file
+  write_program(ep, w);
+  w.finish();
   f.close();
   KILN_CHECK(f.good(), Runtime, "export.save", "writing '", path, "' failed");
 }

@@ -334,8 +334,14 @@ def _load(data):
     return kiln.export.load(io.BytesIO(data))
 
 
-def test_archive_is_a_zip_and_our_writer_matches():
+def test_archive_is_a_zip_and_our_writer_matches(tmp_path):
     data = _archive_bytes()
+    m = kiln.nn.LSTM(3, 4)
+    ep = export(m, (kiln.randn(5, 2, 3),))
+    b = io.BytesIO()
+    kiln.export.save(ep, b)
+    kiln.export.save(ep, tmp_path / "a.kiln")  # streamed to the file: the same bytes
+    assert (tmp_path / "a.kiln").read_bytes() == b.getvalue()
     names = [n for n, _ in _members(data)]
     assert names[:2] == ["kiln_program/version", "kiln_program/model.json"]
     assert _write(_members(data)) == data  # the layout the test helper writes is kiln's
