@@ -404,6 +404,11 @@ class _ProgramModule(Module):
     def forward(self, *args, **kwargs):
         return self._ep._run(args, kwargs)
 
+    def __call__(self, *args, **kwargs):  # no hooks to run: straight to the runtime
+        if self._forward_hooks or self._forward_pre_hooks:
+            return super().__call__(*args, **kwargs)
+        return self._ep._run(args, kwargs)
+
 
 # ---- the archive ------------------------------------------------------------------------------------
 
