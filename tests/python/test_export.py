@@ -406,6 +406,9 @@ JSON_ATTACKS = {
     "state mismatch": (_set(["state", 0, "dtype"], "float64"), "nbytes|differ"),
     "symbol range": (_set(["symbols", 0, "min"], -3), "range"),
     "guard": (lambda j: j["guards"].append({"text": "seq <=> 3", "where": ""}), "malformed"),
+    "result structure": (_set(["out_spec"], '{"t": "tensor"} x'), "result structure is malformed"),
+    "argument structure": (_set(["in_spec"], '{"t": "tuple", "c": []}'), "argument structure is malformed"),
+    "result count": (_set(["out_spec"], '{"t": "tensor"}'), "result structure is malformed"),
 }
 
 

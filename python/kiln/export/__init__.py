@@ -301,8 +301,9 @@ class ExportedProgram:
     def __init__(self, prog):
         self._prog = prog
         self._runtime = None
-        self._in_spec = json.loads(prog.in_spec) if prog.in_spec else None
-        self._out_spec = json.loads(prog.out_spec) if prog.out_spec else None
+        n_in = sum(1 for kind, _, _ in prog.inputs if kind == "USER_INPUT")
+        self._in_spec = _load_spec(prog.in_spec, n_in, "argument")
+        self._out_spec = _load_spec(prog.out_spec, len(prog.outputs), "result")
 
     def __str__(self):
         return str(self._prog)
@@ -358,6 +359,47 @@ class ExportedProgram:
 
     def runtime_stats(self):
         return dict(self._runtime.stats) if self._runtime is not None else {}
+
+
+def _load_spec(text, leaves, what):
+    """An archive's argument / result structure, checked: node kinds, children, and as many tensor
+    leaves as the program has inputs / outputs (a corrupt structure raises RuntimeError, as the rest
+    of a corrupt archive does)."""
+    if not text:
+        return None
+    count = [0]
+
+    def check(node, depth):
+        if depth > 64 or not isinstance(node, dict) or node.get("t") not in ("tensor", "const", "tuple", "list",
+                                                                              "dict"):
+            raise ValueError("bad node")
+        t = node["t"]
+        if t == "tensor":
+            count[0] += 1
+        elif t == "const":
+            if "v" not in node or not (node["v"] is None or isinstance(node["v"], (bool, int, float, str))):
+                raise ValueError("bad constant")
+        else:
+            children = node.get("c")
+            if not isinstance(children, list):
+                raise ValueError("bad children")
+            if t == "dict" and (not isinstance(node.get("k"), list) or len(node["k"]) != len(children)
+                                or not all(isinstance(k, str) for k in node["k"])):
+                raise ValueError("bad keys")
+            for c in children:
+                check(c, depth + 1)
+
+    try:
+        spec = json.loads(text)
+        check(spec, 0)
+        if count[0] != leaves:
+            raise ValueError(f"{count[0]} tensors for {leaves}")
+        if what == "argument" and (spec["t"] != "tuple" or len(spec["c"]) != 2 or spec["c"][0]["t"] != "tuple"
+                                   or spec["c"][1]["t"] != "dict"):
+            raise ValueError("not (args, kwargs)")
+    except (ValueError, KeyError, TypeError, RecursionError) as e:
+        raise RuntimeError(f"[export.load] the archive's {what} structure is malformed ({e})") from None
+    return spec
 
 
 def _same_structure(a, b):
