@@ -2,7 +2,10 @@
 // LSTM and a TransformerEncoderLayer exported with dynamic batch and sequence, run at new sizes.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "examples/quickstart/model.h"
+#include "kiln/export/archive.h"
 #include "kiln/kiln.h"
 
 namespace {
@@ -103,3 +106,47 @@ TEST(Export, CorruptBytesNeverLoad) {
   }
 }
 }  // namespace
+
+// Random edits of the graph JSON, re-packed with valid CRCs (archive::Writer), under the sanitizers in
+// `make test`: loading raises kiln::Error or gives a program whose run returns or raises kiln::Error;
+// nothing reads out of bounds.
+TEST(Export, MutatedGraphJsonUnderSanitizers) {
+  auto lin = std::make_shared<nn::Linear>(3, 2);
+  auto ep = kiln::export_program(lin, {kiln::randn({4, 3})}, {{{0, kiln::Dim("batch", 0, 64)}}});
+  const std::string bytes = kiln::save_program_bytes(*ep);
+  auto blob = kiln::archive::Blob::copy(bytes);
+  std::vector<std::pair<std::string, std::string>> members;
+  for (const auto& m : kiln::archive::read(*blob, "test"))
+    members.emplace_back(m.name, std::string(reinterpret_cast<const char*>(m.data), m.size));
+  const std::string alphabet = "0123456789-+*/(),:[]{}\"\\ abtuxnl.e";
+  std::mt19937 rng(12345);
+  int loaded = 0, ran = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    kiln::archive::Writer w;
+    for (auto [name, data] : members) {
+      if (name.ends_with("model.json"))
+        for (int e = 0, n = 1 + static_cast<int>(rng() % 3); e < n; ++e) {
+          const size_t pos = rng() % data.size();
+          switch (rng() % 3) {
+            case 0: data[pos] = alphabet[rng() % alphabet.size()]; break;
+            case 1: data.insert(pos, 1, alphabet[rng() % alphabet.size()]); break;
+            default: data.erase(pos, 1 + rng() % 4); break;
+          }
+        }
+      w.add(name, data);
+    }
+    std::shared_ptr<kiln::ExportedProgram> p;
+    try {
+      p = kiln::load_program_bytes(w.finish());
+    } catch (const kiln::Error&) {
+      continue;
+    }
+    ++loaded;
+    try {
+      kiln::runtime::Program(p).run({kiln::randn({5, 3})});
+      ++ran;
+    } catch (const kiln::Error&) {
+    }
+  }
+  EXPECT_LT(loaded, 400);  // most edits break the JSON or its checks
+}
