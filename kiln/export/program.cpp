@@ -304,6 +304,7 @@ std::string advice(const ExportedProgram::Guard& g, const std::string& sym, cons
     }
   }
   if (fix) {
+    // the scan found it
   } else if (g.text.rfind(le, 0) == 0) {
     if (auto v = number(g.text.substr(le.size()))) fix = "Dim('" + sym + "', max=" + std::to_string(*v) + ")";
   } else if (g.text.rfind(lt, 0) == 0) {
@@ -604,19 +605,13 @@ struct ExprParser {
       }
       return v;
     }
-    if (eat("max(")) {
+    const bool is_max = eat("max(");
+    if (is_max || eat("min(")) {
       SymInt a = sum();
       if (!eat(",")) fail("expected ','");
       SymInt b = sum();
       if (!eat(")")) fail("expected ')'");
-      return sym_max(a, b);
-    }
-    if (eat("min(")) {
-      SymInt a = sum();
-      if (!eat(",")) fail("expected ','");
-      SymInt b = sum();
-      if (!eat(")")) fail("expected ')'");
-      return sym_min(a, b);
+      return is_max ? sym_max(a, b) : sym_min(a, b);
     }
     if (eat("(")) {
       SymInt a = sum();

@@ -145,7 +145,7 @@ def _leaf_dims(module, args, kwargs, dynamic_shapes):
     if dynamic_shapes is None:
         _match_dims((tuple(args), kwargs), None, "", out)
         return out
-    fn = module.forward if isinstance(module, Module) or hasattr(module, "forward") else module
+    fn = getattr(module, "forward", module)
     try:
         bound = inspect.signature(fn).bind(*args, **kwargs)
         names = list(bound.arguments)
@@ -173,8 +173,8 @@ def _leaf_dims(module, args, kwargs, dynamic_shapes):
     return out
 
 
-def _arg_names(module, args, kwargs, count):
-    fn = module.forward if hasattr(module, "forward") else module
+def _arg_names(module, args, kwargs):
+    fn = getattr(module, "forward", module)
     try:
         params = list(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
@@ -216,7 +216,7 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=False, preserv
     leaves = []
     in_spec = _flatten((args, kwargs), leaves)
     leaf_dims = _leaf_dims(mod, args, kwargs, dynamic_shapes)
-    names = _leaf_names(args, kwargs, _arg_names(mod, args, kwargs, len(leaves)))
+    names = _leaf_names(args, kwargs, _arg_names(mod, args, kwargs))
     tracer = _C._ExportTracer()
     params = mod.named_parameters(remove_duplicate=True) if isinstance(mod, Module) else []
     buffers = mod.named_buffers(remove_duplicate=True) if isinstance(mod, Module) else []

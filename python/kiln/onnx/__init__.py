@@ -427,7 +427,7 @@ def _to(c, ins, attrs, outs, orig):
 
 def _arange(c, ins, attrs, outs, orig):
     start, end, step, dtype = attrs[:4]
-    if all(isinstance(v, int) for v in (start, end, step)) or all(isinstance(v, (int, str)) for v in (start, end, step)):
+    if all(isinstance(v, (int, str)) for v in (start, end, step)):  # integers or size expressions
         r = c.op("Range", [c.scalar(start), c.scalar(end), c.scalar(step)])
         c.op("Cast", [r], [outs[0]], to=_onnx_type(c.TP, dtype))
     else:
@@ -527,7 +527,9 @@ def _reduce(kind):
 
 def _sdpa(c, ins, attrs, outs, orig):
     q, k, v, mask = ins[:4]
-    _, is_causal, scale = attrs[0], attrs[1], attrs[2]
+    _, is_causal, scale, gqa = attrs[:4]
+    if gqa and c.values[orig[0]][0][-3] != c.values[orig[1]][0][-3]:
+        raise UnsupportedOperatorError("kiln.onnx: grouped-query attention (enable_gqa with fewer key heads)")
     dt = c.values[outs[0]][1]
     qs = c.values[orig[0]][0]
     e = qs[-1]
