@@ -203,10 +203,21 @@ int register_hook(const Tensor& t, TensorHook hook) {
   return id;
 }
 
+int register_post_accumulate_grad_hook(const Tensor& t, PostAccumulateGradHook hook) {
+  KILN_CHECK(requires_grad(t), Runtime, "register_post_accumulate_grad_hook",
+             "cannot register a hook on a tensor that doesn't require gradient");
+  KILN_CHECK(is_leaf(t), Runtime, "register_post_accumulate_grad_hook",
+             "post accumulate grad hooks cannot be registered on non-leaf tensors");
+  int id = ++g_hook_id;
+  ensure_meta(t).post_acc_hooks[id] = std::move(hook);
+  return id;
+}
+
 void remove_hook(const Tensor& t, int id) {
   AutogradMeta* m = meta_of(t);
   if (!m) return;
   m->hooks.erase(id);
+  m->post_acc_hooks.erase(id);
   if (auto it = m->hook_nodes.find(id); it != m->hook_nodes.end()) {
     if (auto node = it->second.lock())
       for (auto& [slot, hooks] : node->tensor_hooks) hooks.erase(id);
@@ -385,6 +396,10 @@ TensorList AccumulateGrad::apply(TensorList&& grad_outputs) {
     }
   } else {
     m.grad = m.grad.defined() ? add(m.grad, g) : clone(g);  // never an alias of another gradient
+  }
+  if (!m.post_acc_hooks.empty()) {
+    auto hooks = m.post_acc_hooks;  // a hook may remove itself
+    for (auto& [id, h] : hooks) h(var);
   }
   return {};
 }

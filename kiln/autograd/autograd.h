@@ -28,6 +28,9 @@ struct Edge {
 
 // A tensor hook sees the gradient and may return a replacement (undefined = keep it).
 using TensorHook = std::function<Tensor(const Tensor&)>;
+// A post-accumulate-grad hook sees a leaf after its gradient was accumulated into .grad (torch's
+// Tensor.register_post_accumulate_grad_hook; DDP starts its bucket reductions from them).
+using PostAccumulateGradHook = std::function<void(const Tensor&)>;
 
 // One step of a view chain: a kView op and its attributes (replayed to rebuild a view's history).
 struct ViewStep {
@@ -44,6 +47,7 @@ struct AutogradMeta {
   std::weak_ptr<Node> grad_accumulator;  // leaves: their AccumulateGrad, while a graph holds it
   std::map<int, TensorHook> hooks;       // leaves: run before accumulation (id -> hook)
   std::map<int, std::weak_ptr<Node>> hook_nodes;  // non-leaves: the node each hook was put on
+  std::map<int, PostAccumulateGradHook> post_acc_hooks;  // leaves: run after accumulation
   // Differentiable views (made by a kView op from a tensor that requires grad): the root base and
   // the view ops from it. An in-place op on the view rebases the base's history (CopySlices); a
   // view whose storage version moved since its grad_fn was set gets its grad_fn rebuilt from the
@@ -156,6 +160,8 @@ bool is_view(const Tensor& t);
 Tensor view_base(const Tensor& t);
 int register_hook(const Tensor& t, TensorHook hook);  // returns an id for remove_hook
 void remove_hook(const Tensor& t, int id);
+// Leaves only (a non-leaf raises RuntimeError, as torch's); returns an id for remove_hook.
+int register_post_accumulate_grad_hook(const Tensor& t, PostAccumulateGradHook hook);
 // The edge a gradient for `t` flows into (its grad_fn slot, or the leaf's accumulator).
 Edge gradient_edge(const Tensor& t);
 

@@ -112,6 +112,14 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls) {
       .def("retain_grad", [](const Tensor& t) { retain_grad(t); })
       .def("_register_hook",
            [](const Tensor& t, nb::object fn) { return register_hook(t, py_hook(fn)); })
+      .def("_register_post_accumulate_grad_hook",
+           [](const Tensor& t, nb::object fn) {
+             auto ref = std::make_shared<PyRef>(PyRef{std::move(fn)});
+             return register_post_accumulate_grad_hook(t, [ref](const Tensor& leaf) {
+               nb::gil_scoped_acquire gil;
+               ref->obj(leaf);
+             });
+           })
       .def("_remove_hook", [](const Tensor& t, int id) { remove_hook(t, id); });
 
   m.def("is_grad_enabled", &grad_mode_enabled);

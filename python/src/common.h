@@ -77,6 +77,7 @@ void bind_layers(nb::module_& m);                              // bind_layers.cp
 void bind_loss(nb::module_& m);                                // bind_loss.cpp (losses)
 void bind_conv(nb::module_& m);                                // bind_conv.cpp (conv, pooling, upsample)
 void bind_export(nb::module_& m);                              // bind_export.cpp (kiln.export, the runtime)
+void bind_distributed(nb::module_& m);                         // bind_distributed.cpp (kiln.distributed; with MPI)
 void bind_schema(nb::module_& m, nb::handle tensor_cls);      // bind_schema.cpp (kiln.ops: any op by its schema)
 
 // Callables made from an op's schema (bind_schema.cpp): a public function (`kiln.exp`, its `self`

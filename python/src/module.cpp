@@ -108,6 +108,15 @@ NB_MODULE(_C, m) {
   bind_rnn(m);
   bind_layers(m);
   bind_export(m);
+#ifdef KILN_HAVE_DISTRIBUTED
+  bind_distributed(m);
+#endif
+  m.attr("_has_distributed") =
+#ifdef KILN_HAVE_DISTRIBUTED
+      true;
+#else
+      false;
+#endif
 
   m.def("set_num_threads", &kiln::set_num_threads);
   m.def("get_num_threads", &kiln::get_num_threads);

@@ -66,5 +66,10 @@ def _register_hook(self, hook):
     return _RemovableHandle(self, self._register_hook(hook))
 
 
+def _register_post_accumulate_grad_hook(self, hook):
+    return _RemovableHandle(self, self._register_post_accumulate_grad_hook(hook))
+
+
 Tensor.backward = _tensor_backward
 Tensor.register_hook = _register_hook
+Tensor.register_post_accumulate_grad_hook = _register_post_accumulate_grad_hook

@@ -7,7 +7,7 @@ from .. import _C
 from .._C import Tensor
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "DataLoader", "Sampler",
-           "SequentialSampler", "RandomSampler", "BatchSampler", "default_collate", "random_split"]
+           "SequentialSampler", "RandomSampler", "BatchSampler", "DistributedSampler", "default_collate", "random_split"]
 
 
 class Dataset:
@@ -127,6 +127,56 @@ class RandomSampler(Sampler):
 
     def __len__(self):
         return self.num_samples
+
+
+class DistributedSampler(Sampler):
+    """Each rank's share of a dataset (torch.utils.data.distributed.DistributedSampler): the indices,
+    shuffled per epoch from seed + epoch when `shuffle`, padded by repeating the first ones (or cut,
+    with drop_last) to a multiple of the replicas, then every num_replicas-th one from `rank`.
+    Call set_epoch(e) at the start of each epoch so that the shuffle differs between epochs."""
+
+    def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0, drop_last=False):
+        if num_replicas is None or rank is None:
+            from .. import distributed as dist
+            if not dist.is_initialized():
+                raise RuntimeError("Requires distributed package to be available")
+            num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
+            rank = dist.get_rank() if rank is None else rank
+        if rank >= num_replicas or rank < 0:
+            raise ValueError(f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}]")
+        self.dataset, self.num_replicas, self.rank = dataset, num_replicas, rank
+        self.epoch, self.drop_last, self.shuffle, self.seed = 0, drop_last, shuffle, seed
+        n = len(dataset)
+        if drop_last and n % num_replicas != 0:
+            self.num_samples = math.ceil((n - num_replicas) / num_replicas)
+        else:
+            self.num_samples = math.ceil(n / num_replicas)
+        self.total_size = self.num_samples * num_replicas
+
+    def __iter__(self):
+        n = len(self.dataset)
+        if self.shuffle:
+            g = _C.Generator()
+            g.manual_seed(self.seed + self.epoch)
+            indices = _C.randperm(n, generator=g).tolist()
+        else:
+            indices = list(range(n))
+        if not self.drop_last:
+            pad = self.total_size - len(indices)
+            if pad <= len(indices):
+                indices += indices[:pad]
+            else:
+                indices += (indices * math.ceil(pad / len(indices)))[:pad]
+        else:
+            indices = indices[:self.total_size]
+        assert len(indices) == self.total_size
+        return iter(indices[self.rank:self.total_size:self.num_replicas])
+
+    def __len__(self):
+        return self.num_samples
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
 
 
 class BatchSampler(Sampler):
