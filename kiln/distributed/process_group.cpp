@@ -232,7 +232,7 @@ std::string missing_ranks(const ProcessGroup& g, int64_t seq) {
   for (int m = 0; m < g.size(); ++m)
     if (m != g.rank()) post({nonce, g.id(), 0}, g.global_rank(m), kTagQuery);
   std::map<int, int64_t> answers;
-  auto until = Clock::now() + Millis(std::clamp<int64_t>(g.timeout().count() / 4, 50, 500));
+  auto until = Clock::now() + Millis(std::clamp<int64_t>(g.timeout().count() / 4, 100, 2000));
   while (static_cast<int>(answers.size()) < g.size() - 1 && Clock::now() < until) {
     serve_queries();
     int flag = 0;
@@ -412,11 +412,11 @@ void ProcessGroup::check_open(const char* op) const {
   KILN_CHECK(comm_ != nullptr && !stop_, Runtime, op, describe(), " was destroyed");
 }
 
-WorkPtr ProcessGroup::submit(WorkPtr w, std::function<void()> run, bool collective) {
+WorkPtr ProcessGroup::submit(WorkPtr w, std::function<void()> run, bool collective, bool deferred) {
   {
     std::lock_guard<std::mutex> l(m_);
     check_open(w->op().c_str());
-    queue_.push_back({w, std::move(run), collective});
+    queue_.push_back({w, std::move(run), collective, deferred});
   }
   cv_.notify_one();
   return w;
@@ -425,31 +425,87 @@ WorkPtr ProcessGroup::submit(WorkPtr w, std::function<void()> run, bool collecti
 void ProcessGroup::loop() {
   for (;;) {
     Task t;
+    bool have = false;
     {
       std::unique_lock<std::mutex> l(m_);
-      cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty() || aborted_) return;
-      t = std::move(queue_.front());
-      queue_.pop_front();
-      running_ = t.work;
-      running_collective_ = t.collective;
-      started_ = Clock::now();
-      if (t.collective) entered_.fetch_add(1);
+      auto wake = [&] { return stop_ || !queue_.empty(); };
+      if (inflight_.empty()) cv_.wait(l, wake);
+      else cv_.wait_for(l, std::chrono::microseconds(20), wake);
+      if (aborted_) return;
+      if (stop_ && queue_.empty() && inflight_.empty()) return;
+      if (!queue_.empty()) {
+        t = std::move(queue_.front());
+        queue_.pop_front();
+        have = true;
+        running_ = t.work;
+        running_collective_ = t.collective;
+        started_ = Clock::now();
+        if (t.collective) entered_.fetch_add(1);
+      }
     }
+    if (have) {
+      std::exception_ptr err;
+      try {
+        t.run();
+        if (!t.deferred && t.work->epilogue) t.work->epilogue();
+      } catch (...) {
+        err = std::current_exception();
+      }
+      {
+        std::lock_guard<std::mutex> l(m_);
+        running_.reset();
+        if (aborted_) return;  // the watchdog failed this work already
+      }
+      if (!t.deferred || err) {
+        t.work->epilogue = nullptr;
+        t.work->finish(err);
+      }
+    }
+    poll_inflight();
+  }
+}
+
+void ProcessGroup::add_inflight(void* request, WorkPtr w, std::function<void(int, int)> done) {
+  std::lock_guard<std::mutex> l(m_);
+  inflight_.push_back({request, std::move(w), std::move(done), Clock::now()});
+}
+
+void ProcessGroup::poll_inflight() {
+  std::vector<Inflight> finished;
+  {
+    std::lock_guard<std::mutex> l(m_);
+    for (size_t i = 0; i < inflight_.size();) {
+      auto* req = static_cast<MPI_Request*>(inflight_[i].request);
+      int done = 0;
+      MPI_Status st;
+      MPI_Test(req, &done, &st);
+      if (!done) {
+        ++i;
+        continue;
+      }
+      int count = 0;
+      MPI_Get_count(&st, MPI_BYTE, &count);
+      Inflight f = std::move(inflight_[i]);
+      inflight_.erase(inflight_.begin() + static_cast<std::ptrdiff_t>(i));
+      delete req;
+      f.request = nullptr;
+      auto done_fn = std::move(f.done);
+      f.done = [done_fn, src = st.MPI_SOURCE, count](int, int) {
+        if (done_fn) done_fn(src, count);
+      };
+      finished.push_back(std::move(f));
+    }
+  }
+  for (auto& f : finished) {
     std::exception_ptr err;
     try {
-      t.run();
-      if (t.work->epilogue) t.work->epilogue();
+      f.done(0, 0);
+      if (f.work->epilogue) f.work->epilogue();
     } catch (...) {
       err = std::current_exception();
     }
-    {
-      std::lock_guard<std::mutex> l(m_);
-      running_.reset();
-      if (aborted_) return;  // the watchdog failed this work already
-    }
-    t.work->epilogue = nullptr;
-    t.work->finish(err);
+    f.work->epilogue = nullptr;
+    f.work->finish(err);
   }
 }
 
@@ -459,15 +515,23 @@ void ProcessGroup::watchdog_tick(Clock::time_point now) {
   bool collective = false;
   {
     std::lock_guard<std::mutex> l(m_);
-    if (!running_ || now - started_ < timeout_) return;
-    w = running_;
-    seq = entered_.load();
-    collective = running_collective_;
+    if (running_ && now - started_ >= timeout_) {
+      w = running_;
+      seq = entered_.load();
+      collective = running_collective_;
+    } else {
+      for (auto& f : inflight_)
+        if (now - f.start >= timeout_) {
+          w = f.work;
+          break;
+        }
+      if (!w) return;
+    }
   }
   std::ostringstream o;
   o << w->op() << " #" << seq << " on " << describe() << " did not finish within " << timeout_.count() << " ms: ";
   if (collective) o << missing_ranks(*this, seq);
-  else o << "the peer did not post the matching operation";
+  else o << "the peer did not post the matching " << (w->op() == "send" ? "recv" : "send");
   abort(o.str());
 }
 
@@ -480,7 +544,9 @@ void ProcessGroup::abort(const std::string& why) {
     aborted_ = true;
     if (running_) fail.push_back(running_);
     for (auto& t : queue_) fail.push_back(t.work);
+    for (auto& f : inflight_) fail.push_back(f.work);  // their requests stay posted: MPI is unusable now
     queue_.clear();
+    inflight_.clear();
   }
   rt().faulted = true;
   for (auto& w : fail) {
@@ -824,15 +890,13 @@ WorkPtr ProcessGroup::send(const Tensor& t, int dst, int tag) {
   Tensor buf = wire(t, false);
   auto w = std::make_shared<Work>("send", std::vector<Tensor>{t});
   MPI_Comm comm = KILN_COMM;
-  return submit(w, [buf, dst, tag, comm] {
-    MPI_Request r;
-    mpi_check(MPI_Isend(buf.data_ptr(), count_of(buf.numel(), "send"), mpi_type(buf.dtype()), dst, tag, comm, &r),
-              "send", "MPI_Isend");
-    for (int done = 0; !done;) {
-      mpi_check(MPI_Test(&r, &done, MPI_STATUS_IGNORE), "send", "MPI_Test");
-      if (!done) std::this_thread::yield();
-    }
-  }, false);
+  return submit(w, [this, w, buf, dst, tag, comm] {
+    auto* r = new MPI_Request;
+    int rc = MPI_Isend(buf.data_ptr(), count_of(buf.numel(), "send"), mpi_type(buf.dtype()), dst, tag, comm, r);
+    if (rc != MPI_SUCCESS) delete r;
+    mpi_check(rc, "send", "MPI_Isend");
+    add_inflight(r, w, [buf](int, int) {});  // keeps the buffer alive until MPI is done with it
+  }, false, true);
 }
 
 WorkPtr ProcessGroup::recv(const Tensor& t, int src, int tag) {
@@ -841,27 +905,23 @@ WorkPtr ProcessGroup::recv(const Tensor& t, int src, int tag) {
              " is not another rank of ", describe());
   Tensor buf = wire(t, false);
   auto w = std::make_shared<Work>("recv", std::vector<Tensor>{t});
-  auto source = std::make_shared<int>(-1);
   w->epilogue = [buf, t] {
     if (staged(buf, t)) copy_(detach(t), buf);
   };
   MPI_Comm comm = KILN_COMM;
-  return submit(w, [buf, src, tag, comm, w] {
-    MPI_Request r;
-    mpi_check(MPI_Irecv(buf.data_ptr(), count_of(buf.numel(), "recv"), mpi_type(buf.dtype()),
-                        src < 0 ? MPI_ANY_SOURCE : src, tag, comm, &r),
-              "recv", "MPI_Irecv");
-    MPI_Status st;
-    for (int done = 0; !done;) {
-      mpi_check(MPI_Test(&r, &done, &st), "recv", "MPI_Test");
-      if (!done) std::this_thread::yield();
-    }
-    int got = 0;
-    MPI_Get_count(&st, mpi_type(buf.dtype()), &got);
-    KILN_CHECK(got == buf.numel(), Runtime, "recv", "received ", got, " elements from rank ", st.MPI_SOURCE,
-               "; the receiving tensor has ", buf.numel());
-    w->source = st.MPI_SOURCE;
-  }, false);
+  return submit(w, [this, w, buf, src, tag, comm] {
+    auto* r = new MPI_Request;
+    int rc = MPI_Irecv(buf.data_ptr(), count_of(buf.numel(), "recv"), mpi_type(buf.dtype()),
+                       src < 0 ? MPI_ANY_SOURCE : src, tag, comm, r);
+    if (rc != MPI_SUCCESS) delete r;
+    mpi_check(rc, "recv", "MPI_Irecv");
+    add_inflight(r, w, [w, buf](int source, int bytes) {
+      int64_t want = buf.numel() * static_cast<int64_t>(buf.itemsize());
+      KILN_CHECK(bytes == want, Runtime, "recv", "received ", bytes, " bytes from rank ", source,
+                 "; the receiving tensor has ", want);
+      w->source = source;
+    });
+  }, false, true);
 }
 
 #undef KILN_COMM
@@ -872,6 +932,14 @@ bool is_available() { return true; }
 bool is_initialized() {
   std::lock_guard<std::mutex> l(rt().m);
   return rt().initialized;
+}
+
+void abort_job(int code) {
+  int ini = 0, fin = 0;
+  MPI_Initialized(&ini);
+  MPI_Finalized(&fin);
+  if (ini && !fin) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
 }
 
 void set_consistency_checks(bool on) { rt().checks = on; }

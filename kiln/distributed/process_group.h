@@ -104,7 +104,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // Internal (the runtime and the watchdog).
   struct Impl;
   ProcessGroup(int id, std::vector<int> ranks, int rank, Millis timeout, void* comm);
-  WorkPtr submit(WorkPtr w, std::function<void()> run, bool collective);
+  WorkPtr submit(WorkPtr w, std::function<void()> run, bool collective, bool deferred = false);
   void watchdog_tick(std::chrono::steady_clock::time_point now);
   void abort(const std::string& why);
   void shutdown();
@@ -125,7 +125,23 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
     WorkPtr work;
     std::function<void()> run;
     bool collective;
+    bool deferred;  // the run posts a request; the Work completes when it does (poll_inflight)
   };
+  // Point-to-point requests posted by the communication thread, completed as it polls them.
+  struct Inflight {
+    void* request;  // MPI_Request (heap-allocated)
+    WorkPtr work;
+    std::function<void(int source, int count)> done;
+    std::chrono::steady_clock::time_point start;
+  };
+  std::vector<Inflight> inflight_;
+  void poll_inflight();
+
+ public:
+  // For send/recv: registers a posted request (called on the communication thread).
+  void add_inflight(void* request, WorkPtr w, std::function<void(int, int)> done);
+
+ private:
   std::mutex m_;
   std::condition_variable cv_;
   std::deque<Task> queue_;
@@ -162,6 +178,9 @@ ProcessGroupPtr new_group(const std::vector<int>& ranks, std::optional<Millis> t
 ProcessGroupPtr group_by_id(int id);
 // Destroys one group, or all of them and finalises MPI (null). After a timeout MPI is not finalised.
 void destroy_process_group(const ProcessGroupPtr& g = nullptr);
+// Ends the whole job now (MPI_Abort): what a rank does when it fails outside a collective, so that the
+// others do not wait for it until their timeout. kiln.distributed calls it for an uncaught exception.
+[[noreturn]] void abort_job(int code);
 // Whether every collective checks that all ranks passed the same dtype and sizes (an extra tiny
 // exchange first). On by default; KILN_DISTRIBUTED_CHECKS=0 in the environment turns it off.
 void set_consistency_checks(bool on);

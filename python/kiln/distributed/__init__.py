@@ -184,6 +184,27 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     t = _seconds(timeout)
     _C._dist_init(backend, 1800.0 if t is None else t, world_size, rank)
     GroupMember.WORLD = group.WORLD = _wrap(_C._dist_world())
+    _install_excepthook()
+
+
+def _install_excepthook():
+    """An uncaught exception on one rank ends the whole job at once (MPI_Abort) after printing it, instead
+    of leaving the other ranks to wait in their next collective until the timeout."""
+    import sys
+    prev = sys.excepthook
+    if getattr(prev, "_kiln_dist", False):
+        return
+
+    def hook(tp, value, tb):
+        prev(tp, value, tb)
+        if is_initialized() and tp is not KeyboardInterrupt:
+            sys.stderr.write(f"kiln.distributed: rank {_C._dist_rank()} failed with an uncaught "
+                             f"{tp.__name__}; ending the job\n")
+            sys.stderr.flush()
+            _C._dist_abort(1)
+
+    hook._kiln_dist = True
+    sys.excepthook = hook
 
 
 def is_initialized():
