@@ -181,6 +181,9 @@ void destroy_process_group(const ProcessGroupPtr& g = nullptr);
 // Ends the whole job now (MPI_Abort): what a rank does when it fails outside a collective, so that the
 // others do not wait for it until their timeout. kiln.distributed calls it for an uncaught exception.
 [[noreturn]] void abort_job(int code);
+// The baseline of `make bench`: seconds per call of a plain loop over MPI_Allreduce (float32, SUM, in
+// place) of `bytes` bytes on a duplicate of the world communicator, from the calling thread.
+double bench_raw_allreduce(int64_t bytes, int iters);
 // Whether every collective checks that all ranks passed the same dtype and sizes (an extra tiny
 // exchange first). On by default; KILN_DISTRIBUTED_CHECKS=0 in the environment turns it off.
 void set_consistency_checks(bool on);

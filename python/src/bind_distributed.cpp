@@ -86,6 +86,7 @@ void bind_distributed(nb::module_& m) {
     d::destroy_process_group(g);
   }, "group"_a = nb::none());
   m.def("_dist_set_checks", &d::set_consistency_checks);
+  m.def("_dist_bench_raw_allreduce", &d::bench_raw_allreduce, nb::call_guard<nb::gil_scoped_release>());
   m.def("_dist_abort", [](int code) { d::abort_job(code); });
 
   // functional collectives (table ops; group by id)
