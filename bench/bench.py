@@ -12,6 +12,7 @@ import argparse
 import gc
 import os
 import platform
+import shutil
 import statistics
 import sys
 import time
@@ -213,6 +214,37 @@ def md_row(cells):
     return "| " + " | ".join(cells) + " |"
 
 
+def distributed_section(quick):
+    """bench/dist_cases.py: under mpirun -np 2 (TCP on loopback, as the tests), then the 1-rank row."""
+    import subprocess  # noqa: E402
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_btl_base_warn_component_unused="0")
+    q = ["--quick"] if quick else []
+    section = ["", "Distributed (bench/dist_cases.py; Open MPI, 2 ranks on this machine, TCP over loopback): "
+               "all_reduce against a plain C loop over MPI_Allreduce in the same processes; busbw = "
+               "algbw * 2(n-1)/n in GB/s (raw / kiln / kiln without the consistency check); ratio = raw time / "
+               "kiln time (> 1: kiln faster).", "",
+               "| case | ranks | raw MPI | kiln | kiln, checks off | busbw GB/s | ratio | ratio, checks off |",
+               "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for line in section:
+        print(line, flush=True)
+    cmd = ["mpirun", "-np", "2", "--oversubscribe", "--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "lo",
+           "--mca", "oob_tcp_if_include", "lo", sys.executable, os.path.join(here, "dist_cases.py")] + q
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+    single = subprocess.run([sys.executable, os.path.join(here, "dist_cases.py"), "--single"] + q,
+                            capture_output=True, text=True, env=env, timeout=1800)
+    rows = [r for r in out.stdout.splitlines() if r.startswith("| all_reduce")]
+    if out.returncode != 0:
+        rows.append(f"| distributed bench failed (exit {out.returncode}) | | | | | | | |")
+    rows += ["", "| DDP step | layout | step | backward |", "| --- | --- | --- | --- |"]
+    rows += [r for r in out.stdout.splitlines() if r.startswith("| DDP")]
+    rows += [r for r in single.stdout.splitlines() if r.startswith("|")]
+    for line in rows:
+        print(line, flush=True)
+    return section + rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer and smaller cases, short timing budget")
@@ -226,7 +258,8 @@ def main():
     budget = args.budget if args.budget is not None else (0.05 if args.quick else 0.3)
     cases = [c for c in build_cases(args.quick) if args.filter in c.name]
     gil = not args.filter or "gil" in args.filter.lower()  # the GIL section (bench/gil_cases.py)
-    if not cases and not gil:
+    distributed = not args.filter or "dist" in args.filter  # bench/dist_cases.py under mpirun
+    if not cases and not gil and not distributed:
         sys.exit(f"no case matches --filter {args.filter!r}")
 
     preamble = [
@@ -259,6 +292,9 @@ def main():
                     for name, ns in (line.split("\t") for line in out.strip().splitlines())]
         for line in section:
             print(line, flush=True)
+        lines += section
+    if distributed and kiln.distributed.is_available() and shutil.which("mpirun"):
+        section = distributed_section(args.quick)
         lines += section
     if gil:
         import gil_cases  # noqa: E402

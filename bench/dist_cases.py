@@ -7,6 +7,7 @@
    with and without communication (no_sync), which shows how much of the all_reduce is hidden.
 
     mpirun -np 2 python bench/dist_cases.py [--quick]
+    python bench/dist_cases.py --single [--quick]    (the 1-rank row: the same model, whole batch, 2 threads)
 """
 import os
 import statistics
@@ -59,6 +60,37 @@ def allreduce_rows(quick):
     return rows
 
 
+def single_row(quick):
+    """One process, the whole batch, as many threads as the 2 ranks have together."""
+    import quickstart as q
+    threads = os.cpu_count() or 1
+    kiln.set_num_threads(threads)
+    batch, context = 16, 128
+    kiln.manual_seed(0)
+    data = q.CharData(q.load_corpus())
+    model = q.CharTransformer(len(data.chars), context)
+    opt = kiln.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def step():
+        x, y = data.batch("train", batch, context)
+        t0 = time.perf_counter()
+        loss = q.loss_fn(model, x, y)
+        opt.zero_grad()
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
+        opt.step()
+        return time.perf_counter() - t0, t2 - t1
+
+    for _ in range(2):
+        step()
+    runs = [step() for _ in range(4 if quick else 10)]
+    st = statistics.median(s for s, _ in runs)
+    bw = statistics.median(b for _, b in runs)
+    return (f"| quickstart, no DDP (batch {batch}x{context}) | 1 process x {threads} threads, {batch} seq | "
+            f"step {fmt_t(st)} | backward {fmt_t(bw)} |")
+
+
 def ddp_rows(quick):
     import quickstart as q
     n, rank = dist.get_world_size(), dist.get_rank()
@@ -109,6 +141,9 @@ def ddp_rows(quick):
 
 if __name__ == "__main__":
     quick = "--quick" in sys.argv
+    if "--single" in sys.argv:
+        print(single_row(quick), flush=True)
+        sys.exit(0)
     dist.init_process_group("mpi")
     rows = allreduce_rows(quick)
     rows += ddp_rows(quick)

@@ -362,6 +362,30 @@ def case_sampler():
     assert mine == list(torch.utils.data.DistributedSampler(range(10), num_replicas=N, rank=R, shuffle=False))
 
 
+def case_trace():
+    """The collectives are table ops: export records them (and its program runs them), and the capture
+    layer sees their kernels and replays them."""
+    import kiln.distributed._functional_collectives as fc
+
+    class M(kiln.nn.Module):
+        def forward(self, x):
+            return fc.all_reduce(x * 2, "sum") + 1
+
+    ep = kiln.export.export(M(), (kiln.ones(3),))
+    assert "_c10d_all_reduce" in str(ep.graph), str(ep.graph)
+    out = ep.module()(kiln.full((3,), float(R)))
+    assert out.tolist() == [2.0 * sum(range(N)) + 1] * 3, out.tolist()
+    rec = kiln._C._KernelRecorder()
+    x = kiln.full((2,), float(R + 1))
+    rec.start()
+    y = fc.all_reduce(x, "sum")
+    rec.stop()
+    assert [r[0] for r in rec.records()] == ["_c10d_all_reduce"], rec.records()
+    x.fill_(10.0 * (R + 1))
+    rec.replay()
+    assert y.tolist() == [10.0 * sum(range(1, N + 1))] * 2, y.tolist()
+
+
 def case_timeout():
     """The last rank skips one all_reduce: the others raise within the timeout (plus the quarter of it
     they spend asking the others), naming it."""

@@ -48,7 +48,7 @@ def worker(np, *cases, **kw):
     return mpirun(np, [sys.executable, HERE / "dist_worker.py", *cases], **kw)
 
 
-CASES = ["collectives", "errors", "groups", "grads", "ddp", "sampler"]
+CASES = ["collectives", "errors", "groups", "grads", "ddp", "sampler", "trace"]
 
 
 @needs_mpi
