@@ -118,9 +118,10 @@ void check_tensor(const char* op, const Tensor& t, const char* what = "tensor") 
   KILN_CHECK(t.device().is_cpu(), Value, op, "the mpi backend takes CPU tensors; got one on ", device_str(t.device()));
 }
 
+Dtype wire_dtype(Dtype d, bool reduce) { return reduce && reduced_in_float32(d) ? kFloat32 : d; }
 // A contiguous buffer for t in its wire dtype (t itself when it already is one).
 Tensor wire(const Tensor& t, bool reduce) {
-  Dtype w = reduce && reduced_in_float32(t.dtype()) ? kFloat32 : t.dtype();
+  Dtype w = wire_dtype(t.dtype(), reduce);
   if (w == t.dtype() && t.is_contiguous()) return t;
   return t.to(w, /*copy=*/false).contiguous();
 }
@@ -696,24 +697,7 @@ WorkPtr ProcessGroup::all_gather_into_tensor(const Tensor& output, const Tensor&
 WorkPtr ProcessGroup::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) {
   check_reduce("reduce_scatter", output, op);
   check_list("reduce_scatter", inputs, size(), output.numel(), output.dtype(), "input");
-  Dtype wd = reduced_in_float32(output.dtype()) ? kFloat32 : output.dtype();
-  Tensor send = flat_cat(inputs, wd);
-  Tensor out = wire(output, true);
-  auto w = std::make_shared<Work>("reduce_scatter", std::vector<Tensor>{output});
-  int n = size();
-  w->epilogue = [out, output, op, n] {
-    if (op == ReduceOp::AVG) scale(out, n);
-    if (staged(out, output)) copy_(detach(output), out);
-  };
-  Sig sig{kReduceScatter, static_cast<int64_t>(output.dtype()), output.numel(), static_cast<int64_t>(op)};
-  MPI_Comm comm = KILN_COMM;
-  return submit(w, [this, send, out, sig, op, comm] {
-    check_consistent(comm, *this, sig, "reduce_scatter");
-    int c = count_of(out.numel(), "reduce_scatter");
-    mpi_check(MPI_Reduce_scatter_block(send.data_ptr(), out.data_ptr(), c, mpi_type(out.dtype()),
-                                       mpi_op(op, out.dtype()), comm),
-              "reduce_scatter", "MPI_Reduce_scatter_block");
-  }, true);
+  return reduce_scatter_flat("reduce_scatter", output, flat_cat(inputs, wire_dtype(output.dtype(), true)), op);
 }
 
 WorkPtr ProcessGroup::reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op) {
@@ -723,8 +707,13 @@ WorkPtr ProcessGroup::reduce_scatter_tensor(const Tensor& output, const Tensor& 
              dtype_name(output.dtype()), " differs from input dtype ", dtype_name(input.dtype()));
   KILN_CHECK(input.numel() == output.numel() * size(), Value, "reduce_scatter_tensor", "input has ",
              input.numel(), " elements; expected world size (", size(), ") times the output's ", output.numel());
-  Tensor send = wire(input, true), out = wire(output, true);
-  auto w = std::make_shared<Work>("reduce_scatter_tensor", std::vector<Tensor>{output});
+  return reduce_scatter_flat("reduce_scatter_tensor", output, wire(input, true), op);
+}
+
+// `send`: every rank's block one after another, contiguous, in the wire dtype.
+WorkPtr ProcessGroup::reduce_scatter_flat(const char* name, const Tensor& output, const Tensor& send, ReduceOp op) {
+  Tensor out = wire(output, true);
+  auto w = std::make_shared<Work>(name, std::vector<Tensor>{output});
   int n = size();
   w->epilogue = [out, output, op, n] {
     if (op == ReduceOp::AVG) scale(out, n);
@@ -732,12 +721,12 @@ WorkPtr ProcessGroup::reduce_scatter_tensor(const Tensor& output, const Tensor& 
   };
   Sig sig{kReduceScatter, static_cast<int64_t>(output.dtype()), output.numel(), static_cast<int64_t>(op)};
   MPI_Comm comm = KILN_COMM;
-  return submit(w, [this, send, out, sig, op, comm] {
-    check_consistent(comm, *this, sig, "reduce_scatter_tensor");
-    int c = count_of(out.numel(), "reduce_scatter_tensor");
+  return submit(w, [this, send, out, sig, op, comm, name] {
+    check_consistent(comm, *this, sig, name);
+    int c = count_of(out.numel(), name);
     mpi_check(MPI_Reduce_scatter_block(send.data_ptr(), out.data_ptr(), c, mpi_type(out.dtype()),
                                        mpi_op(op, out.dtype()), comm),
-              "reduce_scatter_tensor", "MPI_Reduce_scatter_block");
+              name, "MPI_Reduce_scatter_block");
   }, true);
 }
 

@@ -113,6 +113,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
 
  private:
   void loop();
+  WorkPtr reduce_scatter_flat(const char* name, const Tensor& output, const Tensor& send, ReduceOp op);
   void check_open(const char* op) const;
 
   int id_;
