@@ -21,6 +21,7 @@ from . import optim  # noqa: E402,F401
 from . import export  # noqa: E402,F401
 from . import onnx  # noqa: E402,F401  (imports the onnx package only when used)
 from . import distributed  # noqa: E402,F401
+from .serialization import save, load  # noqa: E402,F401
 from .io import save_file, load_file, safe_open, load_metadata, save_model, load_model  # noqa: E402,F401
 
 __version__ = "0.1.0"

@@ -1,5 +1,6 @@
 // Python binding: io (safetensors). The public names live in python/kiln/io.py; these are its
 // private entry points (underscored, so `from ._C import *` skips them).
+#include <cstring>
 #include <string>
 
 #include "common.h"
@@ -53,6 +54,25 @@ nb::tuple contents_tuple(SafetensorsContents&& c) {
 }  // namespace
 
 void bind_io(nb::module_& m) {
+  // kiln.save / kiln.load (python/kiln/serialization.py): a tensor's whole storage as a 1-D tensor of
+  // its dtype (and the tensor's offset in it), a contiguous tensor's bytes, and a tensor made from bytes.
+  m.def("_storage_view", [](const Tensor& t) {
+    int64_t n = static_cast<int64_t>(t.storage()->nbytes() / t.itemsize());
+    return nb::make_tuple(as_strided(detach(t), {n}, {1}, 0), t.storage_offset());
+  });
+  m.def("_storage_bytes", [](const Tensor& t) {
+    KILN_CHECK(t.is_contiguous(), Value, "save", "expected a contiguous tensor");
+    return nb::bytes(static_cast<const char*>(t.data_ptr()), t.nbytes());
+  });
+  m.def("_tensor_from_storage_bytes", [](nb::bytes b, nb::handle dtype) {
+    Dtype d = as_dtype(dtype);
+    size_t item = itemsize(d);
+    KILN_CHECK(b.size() % item == 0, Runtime, "load", "a storage record of ", b.size(),
+               " bytes does not hold whole ", dtype_name(d), " elements");
+    Tensor t = empty({static_cast<int64_t>(b.size() / item)}, d);
+    if (b.size()) std::memcpy(t.data_ptr(), b.c_str(), b.size());
+    return t;
+  });
   m.def(
       "_safetensors_save_file",
       [](nb::handle tensors, const std::string& path, nb::handle metadata) {

@@ -496,7 +496,81 @@ def _size(shape):
 
 
 class _CppModule(Module):
-    """A Module whose computation is a kiln._C.nn layer; parameters and buffers are the C++ tensors."""
+    """A Module whose computation is a kiln._C.nn layer; parameters and buffers are the C++ tensors.
+
+    Each subclass's constructor arguments are kept (`_init_args`), so copy.deepcopy builds a fresh layer
+    with them and copies the state in: parameters (values, requires_grad, gradients), buffers, the
+    training flag and any other attribute."""
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            return
+
+        @functools.wraps(init)
+        def recording_init(self, *args, **kwargs):
+            if "_init_args" not in self.__dict__:  # the most derived class's arguments
+                self.__dict__["_init_args"] = (args, kwargs)
+            init(self, *args, **kwargs)
+
+        cls.__init__ = recording_init
+
+    def _init_args_or_raise(self, what):
+        if "_init_args" not in self.__dict__:
+            raise TypeError(f"cannot {what} {self._get_name()}: it is a part of a C++ layer; {what} the layer "
+                            "that contains it")
+        return self.__dict__["_init_args"]
+
+    def _state(self):
+        """What a fresh layer built from the same arguments needs to become this one."""
+        params = [(p, p.requires_grad, p.grad) for _, p in self.named_parameters(remove_duplicate=False)]
+        buffers = [b for _, b in self.named_buffers(remove_duplicate=False)]
+        training = [m.training for m in self.modules()]
+        return params, buffers, training
+
+    def _load_state(self, state, extra, memo=None):
+        import copy
+        params, buffers, training = state
+        with _C_no_grad():
+            for (p, rg, g), (_, q) in zip(params, self.named_parameters(remove_duplicate=False)):
+                q.copy_(p)
+                q.requires_grad_(rg)
+                if g is not None:
+                    q.grad = copy.deepcopy(g, memo) if memo is not None else g
+                if memo is not None:
+                    memo[id(p)] = q
+            for b, (_, c) in zip(buffers, self.named_buffers(remove_duplicate=False)):
+                if b is not None and c is not None:
+                    c.copy_(b)
+                    if memo is not None:
+                        memo[id(b)] = c
+        for t, m in zip(training, self.modules()):
+            m.training = t
+            if isinstance(m, _CppModule):
+                m._cpp.train(t)
+        for k, v in extra.items():
+            if k not in self.__dict__:
+                self.__dict__[k] = copy.deepcopy(v, memo) if memo is not None else v
+
+    def __deepcopy__(self, memo):
+        import copy
+        if id(self) in memo:
+            return memo[id(self)]
+        args, kwargs = copy.deepcopy(self._init_args_or_raise("deepcopy"), memo)
+        new = type(self)(*args, **kwargs)
+        memo[id(self)] = new
+        new._load_state(self._state(), self.__dict__, memo)
+        return new
+
+    def __reduce_ex__(self, proto):
+        """pickle (and kiln.save of a whole model): the class, its constructor arguments and the state."""
+        args, kwargs = self._init_args_or_raise("pickle")
+        extra = {k: v for k, v in self.__dict__.items() if k not in _CPP_OWN}
+        return (_rebuild_cpp_module, (type(self), args, kwargs), (self._state(), extra))
+
+    def __setstate__(self, st):
+        self._load_state(st[0], st[1])
 
     def _bind(self, cpp):
         self.__dict__["_cpp"] = cpp
@@ -529,6 +603,14 @@ class _CppModule(Module):
 
     def forward(self, *args):
         return self._cpp.forward(*args)
+
+
+# attributes a constructor makes (not carried by pickle: the rebuilt layer has its own)
+_CPP_OWN = {"_cpp", "_parameters", "_buffers", "_modules", "_non_persistent_buffers_set", "_init_args", "_get_name"}
+
+
+def _rebuild_cpp_module(cls, args, kwargs):
+    return cls(*args, **kwargs)
 
 
 def _wrap_cpp(cpp):

@@ -26,8 +26,6 @@ class Parameter(Tensor):
 
     __str__ = __repr__
 
-    def __reduce_ex__(self, proto):
-        raise TypeError("kiln tensors are saved with kiln.save_file (safetensors), not pickle")
 
 
 class Buffer(Tensor):
