@@ -10,6 +10,7 @@
 #include "kiln/core/dtype.h"
 #include "kiln/core/error.h"
 #include "kiln/core/generator.h"
+#include "kiln/core/ordered_dict.h"
 #include "kiln/core/scalar.h"
 #include "kiln/core/tensor.h"
 #include "kiln/dispatch/op.h"

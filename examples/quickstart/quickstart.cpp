@@ -141,13 +141,9 @@ int main(int argc, char** argv) {
 
   std::filesystem::create_directories("build");
   const std::string path = "build/quickstart_cpp.safetensors";
-  std::map<std::string, Tensor> sd;
-  for (auto& [k, v] : model.state_dict()) sd[k] = v;
-  kiln::save_file(sd, path, {{"context", std::to_string(T)}});
+  kiln::save_file(model.state_dict(), path, {{"context", std::to_string(T)}});
   CharTransformer fresh(V, T);
-  nn::NamedTensors loaded;
-  for (auto& [k, v] : kiln::load_file(path)) loaded.emplace_back(k, v);
-  fresh.load_state_dict(loaded);
+  fresh.load_state_dict(kiln::load_file(path));
   std::printf("  saved %s and reloaded it: validation loss %.3f\n", path.c_str(), evaluate(fresh, data, 8, B, T));
 
   kiln::NoGradGuard ng;

@@ -598,9 +598,10 @@ Plan plan(const TensorMap& tensors, const MetadataMap& metadata) {
   }
   for (const auto& [k, v] : metadata)
     check_utf8(k, "metadata key"), check_utf8(v, "metadata value");
-  // Larger dtypes first, then by name: std::map already iterates names in byte order.
-  std::stable_sort(ranked.begin(), ranked.end(),
-                   [](auto& a, auto& b) { return a.first > b.first; });
+  // Larger dtypes first, then by name in byte order (the safetensors library's layout).
+  std::sort(ranked.begin(), ranked.end(), [](auto& a, auto& b) {
+    return a.first != b.first ? a.first > b.first : *a.second.first < *b.second.first;
+  });
 
   std::string json = "{";
   if (!metadata.empty()) {

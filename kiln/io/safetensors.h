@@ -26,11 +26,14 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/ordered_dict.h"
 #include "kiln/core/tensor.h"
 
 namespace kiln {
 
-using TensorMap = std::map<std::string, Tensor>;
+// The state-dict type (kiln/core/ordered_dict.h): what Module::state_dict() gives and
+// load_state_dict() takes. load_file keeps the file's order.
+using TensorMap = TensorDict;
 using MetadataMap = std::map<std::string, std::string>;
 
 struct SafetensorsContents {

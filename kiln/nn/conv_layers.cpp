@@ -96,7 +96,7 @@ std::string ConvNd::extra_repr() const {
   if (!all_equal(dilation, 1)) s += ", dilation=" + tuple_str(dilation);
   if (!all_equal(output_padding, 0)) s += ", output_padding=" + tuple_str(output_padding);
   if (groups != 1) s += ", groups=" + std::to_string(groups);
-  if (!own_parameters()[1].second.defined()) s += ", bias=False";
+  if (!own_parameters().items()[1].second.defined()) s += ", bias=False";
   if (padding_mode != "zeros") s += ", padding_mode=" + padding_mode;
   return s;
 }

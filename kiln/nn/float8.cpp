@@ -83,7 +83,7 @@ Tensor Float8Linear::forward(const Tensor& x) {
 
 std::string Float8Linear::extra_repr() const {
   return "in_features=" + std::to_string(in_features) + ", out_features=" + std::to_string(out_features) +
-         ", bias=" + (own_parameters()[1].second.defined() ? "True" : "False") + ", float8_dtype=" +
+         ", bias=" + (own_parameters().items()[1].second.defined() ? "True" : "False") + ", float8_dtype=" +
          std::string(dtype_name(float8_dtype)) + (frozen() ? ", frozen" : "");
 }
 

@@ -33,7 +33,7 @@ void Linear::reset_parameters() {
 Tensor Linear::forward(const Tensor& x) { return F::linear(x, param("weight"), param("bias")); }
 std::string Linear::extra_repr() const {
   return "in_features=" + std::to_string(in_features) + ", out_features=" + std::to_string(out_features) +
-         ", bias=" + pybool(own_parameters()[1].second.defined());
+         ", bias=" + pybool(own_parameters().items()[1].second.defined());
 }
 
 // ---- Bilinear -----------------------------------------------------------------------------------
@@ -53,7 +53,7 @@ Tensor Bilinear::forward(const Tensor& x1, const Tensor& x2) {
 }
 std::string Bilinear::extra_repr() const {
   return "in1_features=" + std::to_string(in1_features) + ", in2_features=" + std::to_string(in2_features) +
-         ", out_features=" + std::to_string(out_features) + ", bias=" + pybool(own_parameters()[1].second.defined());
+         ", out_features=" + std::to_string(out_features) + ", bias=" + pybool(own_parameters().items()[1].second.defined());
 }
 
 // ---- Flatten / Unflatten ------------------------------------------------------------------------
@@ -118,7 +118,7 @@ Tensor LayerNorm::forward(const Tensor& x) {
 }
 std::string LayerNorm::extra_repr() const {
   return tuple_str(normalized_shape) + ", eps=" + pyfloat(eps) + ", elementwise_affine=" + pybool(elementwise_affine) +
-         ", bias=" + pybool(own_parameters()[1].second.defined());
+         ", bias=" + pybool(own_parameters().items()[1].second.defined());
 }
 
 RMSNorm::RMSNorm(Shape ns, std::optional<double> eps, bool affine, Dtype dtype)

@@ -17,11 +17,14 @@
 #include <vector>
 
 #include "kiln/autograd/autograd.h"
+#include "kiln/core/ordered_dict.h"
 #include "kiln/ops/ops.h"
 
 namespace kiln::nn {
 
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+// Names to tensors in registration order: kiln::TensorDict (kiln/core/ordered_dict.h), the type
+// state_dict(), load_state_dict(), save_file() and load_file() share.
+using NamedTensors = TensorDict;
 
 // Keys load_state_dict could not match (torch's report).
 struct LoadResult {

@@ -321,7 +321,7 @@ Tensor BatchNorm::forward(const Tensor& x) {
 }
 
 std::string BatchNorm::extra_repr() const {
-  bool has_bias = own_parameters()[1].second.defined();
+  bool has_bias = own_parameters().items()[1].second.defined();
   return std::to_string(num_features) + ", eps=" + pyfloat(eps) +
          ", momentum=" + (momentum ? pyfloat(*momentum) : "None") + ", affine=" + pybool(affine) +
          ", bias=" + pybool(has_bias) + ", track_running_stats=" + pybool(track_running_stats);
@@ -354,7 +354,7 @@ Tensor GroupNorm::forward(const Tensor& x) {
 std::string GroupNorm::extra_repr() const {
   return std::to_string(num_groups) + ", " + std::to_string(num_channels) +
          ", eps=" + pyfloat(eps) + ", affine=" + pybool(affine) +
-         ", bias=" + pybool(own_parameters()[1].second.defined());
+         ", bias=" + pybool(own_parameters().items()[1].second.defined());
 }
 
 // ---- EmbeddingBag -------------------------------------------------------------------------------

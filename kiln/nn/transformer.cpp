@@ -83,8 +83,8 @@ std::shared_ptr<TransformerEncoderLayer> TransformerEncoderLayer::clone() const 
              "clone: parameter lists differ");
   NoGradGuard ng;
   for (size_t i = 0; i < src.size(); ++i) {
-    copy_(dst[i].second, src[i].second);
-    set_requires_grad(dst[i].second, requires_grad(src[i].second));
+    copy_(dst.items()[i].second, src.items()[i].second);
+    set_requires_grad(dst.items()[i].second, requires_grad(src.items()[i].second));
   }
   c->train(is_training());
   return c;

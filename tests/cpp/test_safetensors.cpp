@@ -165,3 +165,48 @@ TEST(Safetensors, CorruptInputs) {
     EXPECT_EQ(std::string(e.what()).rfind("[safetensors] file '", 0), 0u) << e.what();
   }
 }
+
+// One dict type from state_dict() to save_file() and from load_file() to load_state_dict().
+TEST(Safetensors, StateDictRoundTripWithoutConversion) {
+  manual_seed(0);
+  auto make = [] {
+    auto m = std::make_shared<nn::Module>("Net");
+    m->register_module("fc1", std::make_shared<nn::Linear>(4, 3));
+    m->register_module("fc2", std::make_shared<nn::Linear>(3, 2, /*bias=*/false));
+    return m;
+  };
+  auto a = make(), b = make();
+  char tmpl[] = "/tmp/kiln_sd_XXXXXX";
+  int fd = mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  save_file(a->state_dict(), tmpl);
+  nn::LoadResult r = b->load_state_dict(load_file(tmpl));
+  std::remove(tmpl);
+  EXPECT_TRUE(r.missing_keys.empty() && r.unexpected_keys.empty());
+  TensorDict sa = a->state_dict(), sb = b->state_dict();
+  ASSERT_EQ(sa.keys(), (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight"}));
+  for (const auto& [k, v] : sa) EXPECT_TRUE(equal(v, sb.at(k))) << k;
+}
+
+TEST(OrderedDict, KeepsInsertionOrderAndReadsLikeAMap) {
+  OrderedDict<std::string, int> d{{"b", 1}, {"a", 2}};
+  d["c"] = 3;
+  d.insert("b", 10);  // an existing key keeps its place
+  EXPECT_EQ(d.keys(), (std::vector<std::string>{"b", "a", "c"}));
+  EXPECT_EQ(d.values(), (std::vector<int>{10, 2, 3}));
+  EXPECT_FALSE(d.emplace("a", 5).second);
+  EXPECT_EQ(d.at("a"), 2);
+  EXPECT_EQ(d.count("z"), 0u);
+  EXPECT_EQ(d.find("z"), d.end());
+  EXPECT_EQ(d.erase("b"), 1u);
+  EXPECT_EQ(d.front().first, "a");
+  EXPECT_EQ(d.at("c"), 3);
+  try {
+    d.at("zz");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Index);
+    EXPECT_NE(std::string(e.what()).find("'zz'"), std::string::npos);
+  }
+}

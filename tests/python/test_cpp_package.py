@@ -31,3 +31,14 @@ def test_find_package_consumer(tmp_path):
     info = subprocess.run([str(prefix / "bin" / "kiln-run"), str(archive), "--info"], check=True, capture_output=True,
                           text=True).stdout
     assert "lstm_layer" in info and "seq: VR[1, 4096]" in info
+    # the DDP example against the installed libkiln_distributed, under mpirun
+    import kiln
+    if kiln.distributed.is_available() and shutil.which("mpirun"):
+        import os
+        assert (ex / "ddp").exists(), "the installed package lacks kiln::kiln_distributed"
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1",
+                   OMPI_MCA_btl_base_warn_component_unused="0")
+        out = subprocess.run(["mpirun", "-np", "2", "--oversubscribe", "--mca", "btl", "self,tcp", "--mca",
+                              "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo", str(ex / "ddp")],
+                             check=True, capture_output=True, text=True, env=env, timeout=120).stdout
+        assert "rank 1 of 2: max |DDP - single process on the full batch|" in out
