@@ -134,6 +134,86 @@ class LinearLR : public LRScheduler {
   int64_t total_iters_;
 };
 
+// lr = base_lr * factor until total_iters, then base_lr.
+class ConstantLR : public LRScheduler {
+ public:
+  ConstantLR(Optimizer& opt, double factor = 1.0 / 3, int64_t total_iters = 5, int64_t last_epoch = -1);
+
+ protected:
+  std::vector<double> get_lr() override;
+  std::optional<std::vector<double>> closed_form_lr() override;
+  void save_extra(std::vector<std::pair<Value, Value>>& d) const override;
+  void load_extra(const Value& d) override;
+  double factor_;
+  int64_t total_iters_;
+};
+
+// lr = base_lr * (1 - min(t, total_iters) / total_iters) ** power.
+class PolynomialLR : public LRScheduler {
+ public:
+  PolynomialLR(Optimizer& opt, int64_t total_iters = 5, double power = 1.0, int64_t last_epoch = -1);
+
+ protected:
+  std::vector<double> get_lr() override;
+  std::optional<std::vector<double>> closed_form_lr() override;
+  void save_extra(std::vector<std::pair<Value, Value>>& d) const override;
+  void load_extra(const Value& d) override;
+  int64_t total_iters_;
+  double power_;
+};
+
+// SGDR: cosine annealing restarted every T_i steps, T_i growing by T_mult. step(epoch) takes
+// fractional epochs (torch's `step(epoch + i / iters)`).
+class CosineAnnealingWarmRestarts : public LRScheduler {
+ public:
+  CosineAnnealingWarmRestarts(Optimizer& opt, int64_t T_0, int64_t T_mult = 1, double eta_min = 0.0,
+                              int64_t last_epoch = -1);
+  void step() override;
+  void step(int64_t epoch) override { step_to(static_cast<double>(epoch)); }
+  void step_to(double epoch);
+
+ protected:
+  std::vector<double> get_lr() override;
+  void save_extra(std::vector<std::pair<Value, Value>>& d) const override;
+  void load_extra(const Value& d) override;
+  void apply();
+  int64_t T_0_, T_i_, T_mult_;
+  double eta_min_, T_cur_;
+};
+
+struct CyclicLROptions {
+  int64_t step_size_up = 2000;
+  std::optional<int64_t> step_size_down;  // step_size_up when not given
+  std::string mode = "triangular";        // "triangular2", "exp_range"
+  double gamma = 1.0;
+  // A custom scale function (x -> factor) replaces the mode's; scale_mode "cycle" or "iterations".
+  std::function<double(double)> scale_fn;
+  std::string scale_mode = "cycle";
+  bool cycle_momentum = true;
+  std::vector<double> base_momentum{0.8};  // one value, or one per group
+  std::vector<double> max_momentum{0.9};
+  int64_t last_epoch = -1;
+};
+
+// Cyclical learning rates (Smith 2017): lr between base_lr and max_lr over cycles of
+// step_size_up + step_size_down steps; momentum (SGD) or betas[0] (Adam family) cycles inversely.
+class CyclicLR : public LRScheduler {
+ public:
+  CyclicLR(Optimizer& opt, const std::vector<double>& base_lr, const std::vector<double>& max_lr,
+           const CyclicLROptions& o = {});
+
+ protected:
+  std::vector<double> get_lr() override;
+  void save_extra(std::vector<std::pair<Value, Value>>& d) const override;
+  void load_extra(const Value& d) override;
+  double scale(double x) const;
+  std::vector<double> max_lrs_, first_base_lrs_, base_momentums_, max_momentums_;
+  double total_size_, step_ratio_, gamma_;
+  std::string mode_, scale_mode_;
+  std::function<double(double)> scale_fn_;
+  bool cycle_momentum_, use_beta1_ = false;
+};
+
 // lr = base_lr * lambda(epoch), one function per group (a single one is used for every group).
 class LambdaLR : public LRScheduler {
  public:

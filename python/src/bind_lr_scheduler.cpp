@@ -172,6 +172,84 @@ void bind_lr_scheduler(nb::module_& om) {
           "optimizer"_a, "start_factor"_a = 1.0 / 3, "end_factor"_a = 1.0, "total_iters"_a = 5,
           "last_epoch"_a = -1, nb::keep_alive<1, 2>());
 
+  nb::class_<ConstantLR, LRScheduler>(lm, "ConstantLR")
+      .def(
+          "__init__",
+          [](ConstantLR* self, Optimizer& opt, double factor, int64_t total_iters, int64_t last_epoch) {
+            check_resume(opt, last_epoch);
+            new (self) ConstantLR(opt, factor, total_iters, last_epoch);
+          },
+          "optimizer"_a, "factor"_a = 1.0 / 3, "total_iters"_a = 5, "last_epoch"_a = -1, nb::keep_alive<1, 2>());
+
+  nb::class_<PolynomialLR, LRScheduler>(lm, "PolynomialLR")
+      .def(
+          "__init__",
+          [](PolynomialLR* self, Optimizer& opt, int64_t total_iters, double power, int64_t last_epoch) {
+            check_resume(opt, last_epoch);
+            new (self) PolynomialLR(opt, total_iters, power, last_epoch);
+          },
+          "optimizer"_a, "total_iters"_a = 5, "power"_a = 1.0, "last_epoch"_a = -1, nb::keep_alive<1, 2>());
+
+  nb::class_<CosineAnnealingWarmRestarts, LRScheduler>(lm, "CosineAnnealingWarmRestarts")
+      .def(
+          "__init__",
+          [](CosineAnnealingWarmRestarts* self, Optimizer& opt, nb::handle T_0, nb::handle T_mult, double eta_min,
+             int64_t last_epoch) {
+            auto int_arg = [](nb::handle v, const char* what, int64_t min) {
+              if (!PyLong_Check(v.ptr()) || PyBool_Check(v.ptr()) || nb::cast<int64_t>(v) < min)
+                throw nb::value_error(("Expected " + std::string(what) + ", but got " +
+                                       nb::cast<std::string>(nb::repr(v))).c_str());
+              return nb::cast<int64_t>(v);
+            };
+            int64_t t0 = int_arg(T_0, "positive integer T_0", 1), tm = int_arg(T_mult, "integer T_mult >= 1", 1);
+            check_resume(opt, last_epoch);
+            new (self) CosineAnnealingWarmRestarts(opt, t0, tm, eta_min, last_epoch);
+          },
+          "optimizer"_a, "T_0"_a, "T_mult"_a = 1, "eta_min"_a = 0.0, "last_epoch"_a = -1, nb::keep_alive<1, 2>())
+      // step(epoch) takes fractional epochs here, without the deprecation warning (torch's own override)
+      .def(
+          "step",
+          [](CosineAnnealingWarmRestarts& s, nb::handle epoch) {
+            if (epoch.is_none()) s.step();
+            else s.step_to(nb::cast<double>(nb::float_(epoch)));
+          },
+          "epoch"_a = nb::none());
+
+  nb::class_<CyclicLR, LRScheduler>(lm, "CyclicLR")
+      .def(
+          "__init__",
+          [](CyclicLR* self, Optimizer& opt, nb::handle base_lr, nb::handle max_lr, int64_t step_size_up,
+             std::optional<int64_t> step_size_down, const std::string& mode, double gamma, nb::handle scale_fn,
+             const std::string& scale_mode, bool cycle_momentum, nb::handle base_momentum,
+             nb::handle max_momentum, int64_t last_epoch) {
+            CyclicLROptions o;
+            o.step_size_up = step_size_up;
+            o.step_size_down = step_size_down;
+            o.mode = mode;
+            o.gamma = gamma;
+            if (!scale_fn.is_none()) {
+              auto fn = std::make_shared<nb::object>(nb::borrow(scale_fn));
+              o.scale_fn = [fn](double x) {
+                nb::gil_scoped_acquire gil;
+                return nb::cast<double>(nb::float_((*fn)(x)));
+              };
+            }
+            o.scale_mode = scale_mode;
+            o.cycle_momentum = cycle_momentum;
+            if (cycle_momentum) {
+              o.base_momentum = per_group("base_momentum", base_momentum, opt);
+              o.max_momentum = per_group("max_momentum", max_momentum, opt);
+            }
+            o.last_epoch = last_epoch;
+            std::vector<double> b = per_group("base_lr", base_lr, opt), m = per_group("max_lr", max_lr, opt);
+            check_resume(opt, last_epoch);
+            new (self) CyclicLR(opt, b, m, o);
+          },
+          "optimizer"_a, "base_lr"_a, "max_lr"_a, "step_size_up"_a = 2000, "step_size_down"_a = nb::none(),
+          "mode"_a = "triangular", "gamma"_a = 1.0, "scale_fn"_a = nb::none(), "scale_mode"_a = "cycle",
+          "cycle_momentum"_a = true, "base_momentum"_a = 0.8, "max_momentum"_a = 0.9, "last_epoch"_a = -1,
+          nb::keep_alive<1, 2>());
+
   nb::class_<LambdaLR, LRScheduler>(lm, "LambdaLR")
       .def(
           "__init__",

@@ -398,6 +398,21 @@ SCHEDULES = {
     "OneCycleLR-no-momentum": lambda L, o: L.OneCycleLR(o, max_lr=0.3, total_steps=31, pct_start=0.4,
                                                         cycle_momentum=False, div_factor=10.0,
                                                         final_div_factor=100.0),
+    "ConstantLR": lambda L, o: L.ConstantLR(o, factor=0.25, total_iters=6),
+    "PolynomialLR": lambda L, o: L.PolynomialLR(o, total_iters=12, power=2.0),
+    "PolynomialLR-default": lambda L, o: L.PolynomialLR(o),
+    "CosineAnnealingWarmRestarts": lambda L, o: L.CosineAnnealingWarmRestarts(o, T_0=4, eta_min=0.001),
+    "CosineAnnealingWarmRestarts-mult": lambda L, o: L.CosineAnnealingWarmRestarts(o, T_0=3, T_mult=2),
+    "CyclicLR": lambda L, o: L.CyclicLR(o, base_lr=0.01, max_lr=[0.1, 0.2], step_size_up=4),
+    "CyclicLR-triangular2": lambda L, o: L.CyclicLR(o, base_lr=[0.01, 0.02], max_lr=0.1, step_size_up=3,
+                                                    step_size_down=5, mode="triangular2", base_momentum=0.7),
+    "CyclicLR-exp_range": lambda L, o: L.CyclicLR(o, base_lr=0.01, max_lr=0.1, step_size_up=5, mode="exp_range",
+                                                  gamma=0.97, cycle_momentum=False),
+    "CyclicLR-custom": lambda L, o: L.CyclicLR(o, base_lr=0.01, max_lr=0.1, step_size_up=2,
+                                               scale_fn=lambda x: 0.9 ** x, scale_mode="iterations"),
+    "SequentialLR-constant-poly": lambda L, o: L.SequentialLR(o, [L.ConstantLR(o, factor=0.5, total_iters=3),
+                                                                  L.PolynomialLR(o, total_iters=10)],
+                                                              milestones=[4]),
 }
 
 
@@ -416,6 +431,30 @@ def test_one_cycle_with_adam_betas_and_overrun():
     for s in (tsched, ksched):
         with pytest.raises(ValueError, match="Tried to step 21 times"):
             s.step()
+
+
+def test_cyclic_lr_with_adam_betas():
+    _sched_pair("Adam", dict(lr=0.01, betas=(0.9, 0.99)),
+                lambda L, o: L.CyclicLR(o, base_lr=0.001, max_lr=0.01, step_size_up=3, base_momentum=0.8,
+                                        max_momentum=0.95), steps=15)
+
+
+def test_warm_restarts_fractional_epochs():
+    """SGDR's own step(epoch) takes fractional epochs (epoch + i / iters), as torch's."""
+    lrs = []
+    for m in (torch, kiln):
+        p = torch.zeros(1, requires_grad=True) if m is torch else kiln.zeros(1).requires_grad_()
+        opt = m.optim.SGD([p], lr=0.1)
+        s = m.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=2, T_mult=3, eta_min=0.01)
+        seq = []
+        for epoch in range(6):
+            for i in range(4):
+                opt.step()
+                s.step(epoch + i / 4)
+                seq.append(s.get_last_lr()[0])
+        seq.append((s.T_i, s.last_epoch))
+        lrs.append(seq)
+    assert lrs[1][:-1] == pytest.approx(lrs[0][:-1], rel=1e-13) and lrs[1][-1] == lrs[0][-1]
 
 
 def test_reduce_lr_on_plateau():
@@ -486,6 +525,11 @@ def _sched_errors(m, opt, opt_nomom, other):
         lambda: L.SequentialLR(opt, [L.StepLR(opt, 2), L.ReduceLROnPlateau(opt)], milestones=[3]),
         lambda: L.SequentialLR(opt, [L.StepLR(opt, 2), L.StepLR(other, 2)], milestones=[3]),
         lambda: L.StepLR(object(), 2),
+        lambda: L.ConstantLR(opt, factor=1.5), lambda: L.CosineAnnealingWarmRestarts(opt, T_0=0),
+        lambda: L.CosineAnnealingWarmRestarts(opt, T_0=2, T_mult=0),
+        lambda: L.CosineAnnealingWarmRestarts(opt, T_0=2.5),
+        lambda: L.CyclicLR(opt, 0.01, 0.1, mode="sine"), lambda: L.CyclicLR(opt_nomom, 0.01, 0.1),
+        lambda: L.CyclicLR(opt, [0.01, 0.02], 0.1),
     ]
 
 

@@ -12,6 +12,11 @@ LambdaLR = _s.LambdaLR
 SequentialLR = _s.SequentialLR
 OneCycleLR = _s.OneCycleLR
 ReduceLROnPlateau = _s.ReduceLROnPlateau
+ConstantLR = _s.ConstantLR
+PolynomialLR = _s.PolynomialLR
+CosineAnnealingWarmRestarts = _s.CosineAnnealingWarmRestarts
+CyclicLR = _s.CyclicLR
 
 __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "LinearLR", "LambdaLR",
-           "SequentialLR", "OneCycleLR", "ReduceLROnPlateau"]
+           "SequentialLR", "OneCycleLR", "ReduceLROnPlateau", "ConstantLR", "PolynomialLR",
+           "CosineAnnealingWarmRestarts", "CyclicLR"]
