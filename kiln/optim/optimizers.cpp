@@ -212,6 +212,22 @@ Options AdamWOptions::to_options() const {
                        true);
 }
 
+Options RpropOptions::to_options() const {
+  return rprop_defaults({{"lr", lr_},
+                         {"etas", Value::tuple({etaminus_, etaplus_})},
+                         {"step_sizes", Value::tuple({step_size_min_, step_size_max_})},
+                         {"maximize", maximize_}});
+}
+
+Options ASGDOptions::to_options() const {
+  return asgd_defaults({{"lr", lr_},
+                        {"lambd", lambd_},
+                        {"alpha", alpha_},
+                        {"t0", t0_},
+                        {"weight_decay", weight_decay_},
+                        {"maximize", maximize_}});
+}
+
 Options RMSpropOptions::to_options() const {
   return rmsprop_defaults({{"lr", lr_},
                            {"alpha", alpha_},
@@ -535,6 +551,126 @@ void Adagrad::fix_loaded_group(Options& o) const {
   fill_missing(
       o,
       {{"foreach", Value()}, {"maximize", false}, {"differentiable", false}, {"fused", Value()}});
+}
+
+// ---- Rprop ---------------------------------------------------------------------------------------------
+Options rprop_defaults(const Options& given) {
+  const char* op = "Rprop";
+  Options o = merge(op,
+                    {{"lr", 1e-2},
+                     {"etas", Value::tuple({0.5, 1.2})},
+                     {"step_sizes", Value::tuple({1e-6, 50.0})},
+                     {"foreach", Value()},
+                     {"maximize", false},
+                     {"differentiable", false},
+                     {"capturable", false}},
+                    given);
+  check_nonneg(op, o, "lr", "learning rate");
+  std::vector<Value> etas = o.get("etas").items();
+  KILN_CHECK(etas.size() == 2, Value, op, "etas must be a pair (etaminus, etaplus)");
+  std::vector<Value> sizes = o.get("step_sizes").items();
+  KILN_CHECK(sizes.size() == 2, Value, op, "step_sizes must be a pair (min, max)");
+  const double em = etas[0].to_double("etas"), ep = etas[1].to_double("etas");
+  KILN_CHECK(0.0 < em && em < 1.0 && 1.0 < ep, Value, op, "Invalid eta values: ", etas[0].repr(), ", ",
+             etas[1].repr());
+  check_flags(op, o);
+  return o;
+}
+
+Rprop::Rprop(const TensorList& params, const RpropOptions& o) : Rprop(single_group(params), o.to_options()) {}
+Rprop::Rprop(std::vector<ParamGroup> groups, const RpropOptions& o) : Rprop(std::move(groups), o.to_options()) {}
+Rprop::Rprop(std::vector<ParamGroup> groups, const Options& defaults) : Optimizer("Rprop", rprop_defaults(defaults)) {
+  init_groups(std::move(groups));
+}
+
+void Rprop::step_group(ParamGroup& group) {
+  const Options& o = group.options;
+  Hyper h = hyper_of(name_.c_str(), o, {"lr", "maximize"});
+  std::vector<Value> etas = o.get("etas").items(), sizes = o.get("step_sizes").items();
+  h.beta1 = etas[0].to_double("etas"), h.beta2 = etas[1].to_double("etas");
+  h.momentum = sizes[0].to_double("step_sizes"), h.dampening = sizes[1].to_double("step_sizes");
+  Updater up(name_.c_str());
+  for (const Tensor& p : group.params) {
+    Tensor g = grad(p);
+    if (!g.defined()) continue;
+    ParamState& st = state_[p.impl()];
+    if (st.empty()) {
+      st.set("step", zeros({}, step_dtype()));
+      st.set("prev", zeros_like(p));
+      Scalar v = is_complex(p.dtype()) ? Scalar(std::complex<double>(h.lr, h.lr)) : Scalar(h.lr);
+      st.set("step_size", full_like(p, v));
+    }
+    bump_step(name_.c_str(), st);
+    up.add(p, g, &st, {"prev", "step_size"}, Segment());
+  }
+  up.run(Algo::Rprop, h);
+}
+
+void Rprop::fix_loaded_group(Options& o) const {
+  fill_missing(o, {{"foreach", Value()}, {"maximize", false}, {"differentiable", false}, {"capturable", false}});
+}
+
+// ---- ASGD ----------------------------------------------------------------------------------------------
+Options asgd_defaults(const Options& given) {
+  const char* op = "ASGD";
+  Options o = merge(op,
+                    {{"lr", 1e-2},
+                     {"lambd", 1e-4},
+                     {"alpha", 0.75},
+                     {"t0", 1e6},
+                     {"weight_decay", 0},
+                     {"foreach", Value()},
+                     {"maximize", false},
+                     {"differentiable", false},
+                     {"capturable", false}},
+                    given);
+  check_nonneg(op, o, "lr", "learning rate");
+  check_nonneg(op, o, "weight_decay", "weight_decay value");
+  check_flags(op, o);
+  return o;
+}
+
+ASGD::ASGD(const TensorList& params, const ASGDOptions& o) : ASGD(single_group(params), o.to_options()) {}
+ASGD::ASGD(std::vector<ParamGroup> groups, const ASGDOptions& o) : ASGD(std::move(groups), o.to_options()) {}
+ASGD::ASGD(std::vector<ParamGroup> groups, const Options& defaults) : Optimizer("ASGD", asgd_defaults(defaults)) {
+  init_groups(std::move(groups));
+}
+
+void ASGD::step_group(ParamGroup& group) {
+  const Options& o = group.options;
+  Hyper h = hyper_of(name_.c_str(), o, {"lr", "weight_decay", "maximize"});
+  const double lambd = o.get_double("lambd"), alpha = o.get_double("alpha"), t0 = o.get_double("t0");
+  h.alpha = lambd;
+  Updater up(name_.c_str());
+  // eta and mu (torch keeps them as 0-dim tensors of the scalar dtype) move after the update
+  std::vector<std::pair<Tensor, Tensor>> scalars;
+  std::vector<double> steps;
+  for (const Tensor& p : group.params) {
+    Tensor g = grad(p);
+    if (!g.defined()) continue;
+    ParamState& st = state_[p.impl()];
+    if (st.empty()) {
+      st.set("step", zeros({}, step_dtype()));
+      st.set("eta", full({}, Scalar(h.lr), step_dtype()));
+      st.set("mu", ones({}, step_dtype()));
+      st.set("ax", zeros_like(p));
+    }
+    steps.push_back(bump_step(name_.c_str(), st));
+    Segment s;
+    s.c0 = st.get("eta").item<double>();
+    s.c1 = st.get("mu").item<double>();
+    scalars.emplace_back(st.get("eta"), st.get("mu"));
+    up.add(p, g, &st, {"ax"}, s);
+  }
+  up.run(Algo::ASGD, h);
+  for (size_t i = 0; i < scalars.size(); ++i) {
+    fill_(scalars[i].first, Scalar(h.lr / std::pow(1 + lambd * h.lr * steps[i], alpha)));
+    fill_(scalars[i].second, Scalar(1 / std::max(1.0, steps[i] - t0)));
+  }
+}
+
+void ASGD::fix_loaded_group(Options& o) const {
+  fill_missing(o, {{"foreach", Value()}, {"maximize", false}, {"differentiable", false}, {"capturable", false}});
 }
 
 }  // namespace kiln::optim

@@ -80,6 +80,28 @@ struct AdagradOptions {
   KILN_OPTIM_ARG(bool, maximize) = false;
 };
 
+struct RpropOptions {
+  RpropOptions(double lr = 1e-2) : lr_(lr) {}
+  Options to_options() const;
+  KILN_OPTIM_ARG(double, lr);
+  KILN_OPTIM_ARG(double, etaminus) = 0.5;  // torch's etas=(etaminus, etaplus)
+  KILN_OPTIM_ARG(double, etaplus) = 1.2;
+  KILN_OPTIM_ARG(double, step_size_min) = 1e-6;  // torch's step_sizes=(min, max)
+  KILN_OPTIM_ARG(double, step_size_max) = 50;
+  KILN_OPTIM_ARG(bool, maximize) = false;
+};
+
+struct ASGDOptions {
+  ASGDOptions(double lr = 1e-2) : lr_(lr) {}
+  Options to_options() const;
+  KILN_OPTIM_ARG(double, lr);
+  KILN_OPTIM_ARG(double, lambd) = 1e-4;
+  KILN_OPTIM_ARG(double, alpha) = 0.75;
+  KILN_OPTIM_ARG(double, t0) = 1e6;
+  KILN_OPTIM_ARG(double, weight_decay) = 0;
+  KILN_OPTIM_ARG(bool, maximize) = false;
+};
+
 #undef KILN_OPTIM_ARG
 
 // The full defaults map of each optimiser, in torch's key order, from the values given (missing
@@ -88,6 +110,8 @@ Options sgd_defaults(const Options& given);
 Options adam_defaults(const Options& given, bool adamw);
 Options rmsprop_defaults(const Options& given);
 Options adagrad_defaults(const Options& given);
+Options rprop_defaults(const Options& given);
+Options asgd_defaults(const Options& given);
 
 class SGD : public Optimizer {
  public:
@@ -143,6 +167,32 @@ class Adagrad : public Optimizer {
  protected:
   void step_group(ParamGroup& group) override;
   void group_added(ParamGroup& group) override;
+  void fix_loaded_group(Options& o) const override;
+};
+
+// Resilient backpropagation: per-element step sizes grown by etaplus while the gradient keeps its
+// sign and cut by etaminus when it flips (that step is skipped).
+class Rprop : public Optimizer {
+ public:
+  Rprop(const TensorList& params, const RpropOptions& o = {});
+  Rprop(std::vector<ParamGroup> groups, const RpropOptions& o = {});
+  Rprop(std::vector<ParamGroup> groups, const Options& defaults);
+
+ protected:
+  void step_group(ParamGroup& group) override;
+  void fix_loaded_group(Options& o) const override;
+};
+
+// Averaged SGD (Polyak-Ruppert): SGD with a decaying step eta and a running average `ax` of the
+// parameters from step t0 on.
+class ASGD : public Optimizer {
+ public:
+  ASGD(const TensorList& params, const ASGDOptions& o = {});
+  ASGD(std::vector<ParamGroup> groups, const ASGDOptions& o = {});
+  ASGD(std::vector<ParamGroup> groups, const Options& defaults);
+
+ protected:
+  void step_group(ParamGroup& group) override;
   void fix_loaded_group(Options& o) const override;
 };
 

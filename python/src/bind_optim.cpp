@@ -536,6 +536,45 @@ void bind_optim(nb::module_& m) {
           "initial_accumulator_value"_a = 0, "eps"_a = 1e-10, "foreach"_a = nb::none(),
           nb::kw_only(), "maximize"_a = false, "differentiable"_a = false, "fused"_a = nb::none());
 
+  nb::class_<optim::Rprop, Optimizer>(om, "Rprop")
+      .def(
+          "__init__",
+          [](nb::pointer_and_handle<optim::Rprop> self, nb::handle params, nb::handle lr, nb::handle etas,
+             nb::handle step_sizes, nb::handle capturable, nb::handle foreach, nb::handle maximize,
+             nb::handle differentiable) {
+            Options o{{"lr", to_value(lr, "lr")},
+                      {"etas", to_value(etas, "etas")},
+                      {"step_sizes", to_value(step_sizes, "step_sizes")},
+                      {"foreach", to_value(foreach)},
+                      {"maximize", to_value(maximize)},
+                      {"differentiable", to_value(differentiable)},
+                      {"capturable", to_value(capturable)}};
+            construct(self, params, o, &optim::rprop_defaults);
+          },
+          "params"_a, "lr"_a = 1e-2, "etas"_a = nb::make_tuple(0.5, 1.2), "step_sizes"_a = nb::make_tuple(1e-6, 50),
+          nb::kw_only(), "capturable"_a = false, "foreach"_a = nb::none(), "maximize"_a = false,
+          "differentiable"_a = false);
+
+  nb::class_<optim::ASGD, Optimizer>(om, "ASGD")
+      .def(
+          "__init__",
+          [](nb::pointer_and_handle<optim::ASGD> self, nb::handle params, nb::handle lr, nb::handle lambd,
+             nb::handle alpha, nb::handle t0, nb::handle weight_decay, nb::handle foreach, nb::handle maximize,
+             nb::handle differentiable, nb::handle capturable) {
+            Options o{{"lr", to_value(lr, "lr")},
+                      {"lambd", to_value(lambd)},
+                      {"alpha", to_value(alpha)},
+                      {"t0", to_value(t0)},
+                      {"weight_decay", to_value(weight_decay)},
+                      {"foreach", to_value(foreach)},
+                      {"maximize", to_value(maximize)},
+                      {"differentiable", to_value(differentiable)},
+                      {"capturable", to_value(capturable)}};
+            construct(self, params, o, &optim::asgd_defaults);
+          },
+          "params"_a, "lr"_a = 1e-2, "lambd"_a = 1e-4, "alpha"_a = 0.75, "t0"_a = 1e6, "weight_decay"_a = 0,
+          "foreach"_a = nb::none(), "maximize"_a = false, "differentiable"_a = false, "capturable"_a = false);
+
   om.def("_update_isa", &optim::detail::update_isa);
   bind_lr_scheduler(om);
 }

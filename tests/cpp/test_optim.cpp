@@ -137,3 +137,36 @@ TEST(Optim, ArgumentErrors) {
   EXPECT_THROW(ok.add_param_group(optim::ParamGroup({p})), Error);  // already in a group
   EXPECT_THROW(optim::LinearLR(ok, 0.0), Error);
 }
+
+// Rprop and ASGD through their C++ options structs: both minimise the quadratic, keep torch's state
+// names, and read back their settings from the group.
+TEST(Optim, RpropAndASGDFromOptions) {
+  Tensor target = vec({1, -2, 3, 0.5});
+  Tensor w = zeros({4}).requires_grad_();
+  optim::Rprop rp({w}, optim::RpropOptions(0.05).etaminus(0.4).etaplus(1.3).step_size_max(1.0));
+  double first = quadratic_loss(w, target, false);
+  for (int i = 0; i < 60; ++i) {
+    rp.zero_grad();
+    quadratic_loss(w, target, true);
+    rp.step();
+  }
+  EXPECT_LT(quadratic_loss(w, target, false), first * 1e-3);
+  const optim::ParamState* st = rp.find_state(w);
+  ASSERT_NE(st, nullptr);
+  EXPECT_TRUE(st->contains("prev") && st->contains("step_size"));
+  EXPECT_LE(max(st->get("step_size")).item<double>(), 1.0);
+
+  Tensor v = zeros({4}).requires_grad_();
+  optim::ASGD as({v}, optim::ASGDOptions(0.1).t0(5));
+  for (int i = 0; i < 100; ++i) {
+    as.zero_grad();
+    quadratic_loss(v, target, true);
+    as.step();
+  }
+  EXPECT_LT(quadratic_loss(v, target, false), first * 1e-3);
+  const optim::ParamState* sa = as.find_state(v);
+  ASSERT_NE(sa, nullptr);
+  EXPECT_NEAR(sa->get("mu").item<double>(), 1.0 / 95, 1e-7);  // 1 / max(1, step - t0)
+  EXPECT_LT(max(abs(sa->get("ax") - target)).item<double>(), 0.1);  // the average of the iterates since t0
+  EXPECT_THROW(optim::Rprop({v}, optim::RpropOptions(0.1).etaminus(1.5)), Error);
+}

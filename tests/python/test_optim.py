@@ -103,6 +103,10 @@ CONFIGS = {
                 dict(lr=0.01, alpha=0.3, eps=1e-6, maximize=True, centered=True)],
     "Adagrad": [dict(), dict(lr=0.1, lr_decay=0.1), dict(lr=0.1, weight_decay=0.1),
                 dict(lr=0.1, initial_accumulator_value=0.5), dict(lr=0.1, eps=1e-8, maximize=True, lr_decay=0.01)],
+    "Rprop": [dict(), dict(lr=0.05, etas=(0.3, 1.5)), dict(lr=0.1, step_sizes=(1e-3, 0.12)),
+              dict(lr=0.02, etas=(0.6, 1.1), step_sizes=(0.005, 1.0), maximize=True)],
+    "ASGD": [dict(), dict(lr=0.05, t0=2), dict(lr=0.1, lambd=0.01, alpha=0.5, weight_decay=0.1),
+             dict(lr=0.05, t0=3, weight_decay=0.05, maximize=True)],
 }
 CASES = [(n, kw) for n, kws in CONFIGS.items() for kw in kws]
 
@@ -313,6 +317,8 @@ def _errors(m, tp):
         lambda: o.AdamW([tp], weight_decay=-0.1), lambda: o.AdamW([tp], fused=True, foreach=True),
         lambda: o.RMSprop([tp], alpha=-0.1), lambda: o.RMSprop([tp], momentum=-1),
         lambda: o.RMSprop([tp], eps=-1e-3), lambda: o.Adagrad([tp], lr_decay=-1),
+        lambda: o.Rprop([tp], etas=(1.5, 2.0)), lambda: o.Rprop([tp], etas=(0.5, 0.9)), lambda: o.Rprop([tp], lr=-1),
+        lambda: o.ASGD([tp], lr=-0.1), lambda: o.ASGD([tp], weight_decay=-1),
         lambda: o.Adagrad([tp], initial_accumulator_value=-0.5), lambda: o.Adagrad([tp], eps=-1),
         lambda: o.SGD([], lr=0.1), lambda: o.SGD(tp, lr=0.1), lambda: o.SGD([{"params": {tp}}], lr=0.1),
         lambda: o.SGD([tp, 3], lr=0.1), lambda: o.SGD([{"params": [tp]}, {"params": [tp]}], lr=0.1),

@@ -193,6 +193,39 @@ int64_t adagrad_loop(const Hyper& h, const Segment& sg, T* p, const T* g, T* sum
   return i;
 }
 
+// Rprop, torch's single-tensor steps element by element (exact: signs and clamps).
+template <class T>
+void rprop_range(const Hyper& h, T* p, const T* g, T* prev, T* ss, int64_t b, int64_t e) {
+  const T etaminus = T(h.beta1), etaplus = T(h.beta2), lo = T(h.momentum), hi = T(h.dampening);
+  auto sign = [](T x) { return x > 0 ? T(1) : x < 0 ? T(-1) : x == 0 ? T(0) : x; };  // NaN stays NaN
+  for (int64_t i = b; i < e; ++i) {
+    T gv = h.maximize ? -g[i] : g[i];
+    T s = sign(gv * prev[i]);
+    T f = s > 0 ? etaplus : s < 0 ? etaminus : s == 0 ? T(1) : s;
+    T st = ss[i] * f;
+    st = std::isnan(st) ? st : std::min(std::max(st, lo), hi);  // torch's clamp_ keeps NaN
+    ss[i] = st;
+    if (f == etaminus) gv = T(0);
+    p[i] = p[i] + T(-1) * sign(gv) * st;
+    prev[i] = gv;
+  }
+}
+
+// ASGD, torch's single-tensor steps: decay, update, then the running average.
+template <class T>
+void asgd_range(const Hyper& h, const Segment& sg, T* p, const T* g, T* ax, int64_t b, int64_t e) {
+  const T wd = T(h.weight_decay), decay = T(1 - h.alpha * sg.c0), neg_eta = T(-sg.c0), mu = T(sg.c1);
+  const bool average = sg.c1 != 1;
+  for (int64_t i = b; i < e; ++i) {
+    T gv = h.maximize ? -g[i] : g[i];
+    if (h.weight_decay != 0) gv = gv + wd * p[i];
+    T pv = p[i] * decay;
+    pv = pv + neg_eta * gv;
+    p[i] = pv;
+    ax[i] = average ? ax[i] + (pv - ax[i]) * mu : pv;
+  }
+}
+
 // Elements [b, e) of one segment whose data are T (float or double).
 template <class T>
 void update_range(Algo algo, const Hyper& h, const Segment& s, int64_t b, int64_t e) {
@@ -215,6 +248,12 @@ void update_range(Algo algo, const Hyper& h, const Segment& s, int64_t b, int64_
       break;
     case Algo::Adagrad:
       adagrad_loop<SO>(h, s, p, g, s0, adagrad_loop<VO>(h, s, p, g, s0, b, e), e);
+      break;
+    case Algo::Rprop:
+      rprop_range<T>(h, p, g, s0, s1, b, e);
+      break;
+    case Algo::ASGD:
+      asgd_range<T>(h, s, p, g, s0, b, e);
       break;
   }
 }

@@ -7,9 +7,11 @@
 
 namespace kiln::optim::detail {
 
-enum class Algo : uint8_t { SGD, Adam, RMSprop, Adagrad };
+enum class Algo : uint8_t { SGD, Adam, RMSprop, Adagrad, Rprop, ASGD };
 
-// Group-wide hyper-parameters (doubles, as torch passes Python floats to its kernels).
+// Group-wide hyper-parameters (doubles, as torch passes Python floats to its kernels). Rprop reads
+// beta1/beta2 as etaminus/etaplus and momentum/dampening as step_size_min/step_size_max; ASGD reads
+// alpha as lambd.
 struct Hyper {
   double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;
   double momentum = 0, dampening = 0, alpha = 0;
@@ -20,6 +22,7 @@ struct Hyper {
 // One parameter: contiguous memory of n elements of the job's dtype. State slots:
 //   SGD: s0 momentum buffer.  Adam: s0 exp_avg, s1 exp_avg_sq, s2 max_exp_avg_sq.
 //   RMSprop: s0 square_avg, s1 momentum_buffer, s2 grad_avg.  Adagrad: s0 sum.
+//   Rprop: s0 prev, s1 step_size.  ASGD: s0 ax (c0 eta, c1 mu).
 struct Segment {
   void* p = nullptr;
   const void* g = nullptr;
