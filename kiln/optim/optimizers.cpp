@@ -228,6 +228,33 @@ Options ASGDOptions::to_options() const {
                         {"maximize", maximize_}});
 }
 
+Options AdamaxOptions::to_options() const {
+  return adamax_defaults({{"lr", lr_},
+                          {"betas", Value::floats(betas_, true)},
+                          {"eps", eps_},
+                          {"weight_decay", weight_decay_},
+                          {"maximize", maximize_}});
+}
+
+Options NAdamOptions::to_options() const {
+  return nadam_defaults({{"lr", lr_},
+                         {"betas", Value::floats(betas_, true)},
+                         {"eps", eps_},
+                         {"weight_decay", weight_decay_},
+                         {"momentum_decay", momentum_decay_},
+                         {"decoupled_weight_decay", decoupled_weight_decay_},
+                         {"maximize", maximize_}});
+}
+
+Options RAdamOptions::to_options() const {
+  return radam_defaults({{"lr", lr_},
+                         {"betas", Value::floats(betas_, true)},
+                         {"eps", eps_},
+                         {"weight_decay", weight_decay_},
+                         {"decoupled_weight_decay", decoupled_weight_decay_},
+                         {"maximize", maximize_}});
+}
+
 Options RMSpropOptions::to_options() const {
   return rmsprop_defaults({{"lr", lr_},
                            {"alpha", alpha_},
@@ -671,6 +698,179 @@ void ASGD::step_group(ParamGroup& group) {
 
 void ASGD::fix_loaded_group(Options& o) const {
   fill_missing(o, {{"foreach", Value()}, {"maximize", false}, {"differentiable", false}, {"capturable", false}});
+}
+
+// ---- Adamax, NAdam, RAdam -----------------------------------------------------------------------------
+namespace {
+// torch's checks for the Adam family: lr, eps, each beta in [0, 1), weight_decay (and the extra keys).
+Options adam_family_defaults(const char* op, Options base, const Options& given,
+                             std::initializer_list<const char*> nonneg_extra = {}) {
+  Options o = merge(op, std::move(base), given);
+  if (o.get("betas").kind() == Value::Kind::List) o.set("betas", Value::tuple(o.get("betas").items()));
+  check_nonneg(op, o, "lr", "learning rate");
+  check_nonneg(op, o, "eps", "epsilon value");
+  const Value& betas = o.get("betas");
+  KILN_CHECK((betas.kind() == Value::Kind::Tuple || betas.kind() == Value::Kind::List) && betas.items().size() == 2,
+             Value, op, "betas must be a pair of floats, but got ", betas.repr());
+  for (int i = 0; i < 2; ++i) {
+    double x = betas.items()[i].to_double("betas");
+    KILN_CHECK(0.0 <= x && x < 1.0, Value, op, "Invalid beta parameter at index ", i, ": ", betas.items()[i].repr());
+  }
+  check_nonneg(op, o, "weight_decay", "weight_decay value");
+  for (const char* k : nonneg_extra) check_nonneg(op, o, k, (std::string(k) + " value").c_str());
+  check_flags(op, o);
+  return o;
+}
+
+// A 0-dim state scalar times x, rounded as torch's in-place mul_ of a tensor of the step dtype does.
+double scaled_state(const Tensor& t, double x) {
+  double v = t.item<double>();
+  if (t.dtype() == kFloat32) return static_cast<double>(static_cast<float>(v) * static_cast<float>(x));
+  return v * x;
+}
+}  // namespace
+
+Options adamax_defaults(const Options& given) {
+  return adam_family_defaults("Adamax",
+                              {{"lr", 2e-3},
+                               {"betas", Value::floats({0.9, 0.999}, true)},
+                               {"eps", 1e-8},
+                               {"weight_decay", 0},
+                               {"foreach", Value()},
+                               {"maximize", false},
+                               {"differentiable", false},
+                               {"capturable", false}},
+                              given);
+}
+
+Options nadam_defaults(const Options& given) {
+  return adam_family_defaults("NAdam",
+                              {{"lr", 2e-3},
+                               {"betas", Value::floats({0.9, 0.999}, true)},
+                               {"eps", 1e-8},
+                               {"weight_decay", 0},
+                               {"momentum_decay", 4e-3},
+                               {"decoupled_weight_decay", false},
+                               {"maximize", false},
+                               {"foreach", Value()},
+                               {"capturable", false},
+                               {"differentiable", false}},
+                              given, {"momentum_decay"});
+}
+
+Options radam_defaults(const Options& given) {
+  return adam_family_defaults("RAdam",
+                              {{"lr", 1e-3},
+                               {"betas", Value::floats({0.9, 0.999}, true)},
+                               {"eps", 1e-8},
+                               {"weight_decay", 0},
+                               {"maximize", false},
+                               {"foreach", Value()},
+                               {"capturable", false},
+                               {"decoupled_weight_decay", false},
+                               {"differentiable", false}},
+                              given);
+}
+
+#define KILN_OPTIM_CTORS(N, defaults_fn)                                                                     \
+  N::N(const TensorList& params, const N##Options& o) : N(single_group(params), o.to_options()) {}          \
+  N::N(std::vector<ParamGroup> groups, const N##Options& o) : N(std::move(groups), o.to_options()) {}       \
+  N::N(std::vector<ParamGroup> groups, const Options& defaults) : Optimizer(#N, defaults_fn(defaults)) {     \
+    init_groups(std::move(groups));                                                                         \
+  }
+KILN_OPTIM_CTORS(Adamax, adamax_defaults)
+KILN_OPTIM_CTORS(NAdam, nadam_defaults)
+KILN_OPTIM_CTORS(RAdam, radam_defaults)
+#undef KILN_OPTIM_CTORS
+
+void Adamax::step_group(ParamGroup& group) {
+  Hyper h = hyper_of(name_.c_str(), group.options, {"lr", "betas", "eps", "weight_decay", "maximize"});
+  Updater up(name_.c_str());
+  for (const Tensor& p : group.params) {
+    Tensor g = grad(p);
+    if (!g.defined()) continue;
+    ParamState& st = state_[p.impl()];
+    if (st.empty()) {
+      st.set("step", zeros({}, step_dtype()));
+      st.set("exp_avg", zeros_like(p));
+      st.set("exp_inf", zeros_like(p));
+    }
+    double step = bump_step(name_.c_str(), st);
+    Segment s;
+    s.c0 = h.lr / (1 - std::pow(h.beta1, step));
+    up.add(p, g, &st, {"exp_avg", "exp_inf"}, s);
+  }
+  up.run(Algo::Adamax, h);
+}
+
+void NAdam::step_group(ParamGroup& group) {
+  const Options& o = group.options;
+  Hyper h = hyper_of(name_.c_str(), o, {"lr", "betas", "eps", "weight_decay", "maximize", "decoupled_weight_decay"});
+  const double md = o.get_double("momentum_decay");
+  Updater up(name_.c_str());
+  for (const Tensor& p : group.params) {
+    Tensor g = grad(p);
+    if (!g.defined()) continue;
+    ParamState& st = state_[p.impl()];
+    if (st.empty()) {
+      st.set("step", zeros({}, step_dtype()));
+      st.set("mu_product", ones({}, step_dtype()));
+      st.set("exp_avg", zeros_like(p));
+      st.set("exp_avg_sq", zeros_like(p));
+    }
+    double step = bump_step(name_.c_str(), st);
+    const double mu = h.beta1 * (1.0 - 0.5 * std::pow(0.96, step * md));
+    const double mu_next = h.beta1 * (1.0 - 0.5 * std::pow(0.96, (step + 1) * md));
+    const Tensor& mp = st.get("mu_product");
+    const double mu_product = scaled_state(mp, mu);
+    fill_(mp, mu_product);
+    mp.bump_version();
+    Segment s;
+    s.c0 = 1 - std::pow(h.beta2, step);
+    s.c1 = -h.lr * (1.0 - mu) / (1.0 - mu_product);
+    s.c2 = (-h.lr * mu_next) / (1.0 - mu_product * mu_next);
+    up.add(p, g, &st, {"exp_avg", "exp_avg_sq"}, s);
+  }
+  up.run(Algo::NAdam, h);
+}
+
+void RAdam::step_group(ParamGroup& group) {
+  Hyper h = hyper_of(name_.c_str(), group.options,
+                     {"lr", "betas", "eps", "weight_decay", "maximize", "decoupled_weight_decay"});
+  Updater up(name_.c_str());
+  for (const Tensor& p : group.params) {
+    Tensor g = grad(p);
+    if (!g.defined()) continue;
+    ParamState& st = state_[p.impl()];
+    if (st.empty()) {
+      st.set("step", zeros({}, step_dtype()));
+      st.set("exp_avg", zeros_like(p));
+      st.set("exp_avg_sq", zeros_like(p));
+    }
+    double step = bump_step(name_.c_str(), st);
+    const double bc1 = 1 - std::pow(h.beta1, step), bc2 = 1 - std::pow(h.beta2, step);
+    const double rho_inf = 2 / (1 - h.beta2) - 1;
+    const double rho_t = rho_inf - 2 * step * std::pow(h.beta2, step) / bc2;
+    Segment s;
+    s.c0 = bc1;
+    s.c1 = std::pow(bc2, 0.5);
+    s.c2 = rho_t > 5.0 ? std::pow((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t), 0.5)
+                       : -1.0;
+    up.add(p, g, &st, {"exp_avg", "exp_avg_sq"}, s);
+  }
+  up.run(Algo::RAdam, h);
+}
+
+void Adamax::fix_loaded_group(Options& o) const {
+  fill_missing(o, {{"foreach", Value()}, {"maximize", false}, {"differentiable", false}, {"capturable", false}});
+}
+void NAdam::fix_loaded_group(Options& o) const {
+  fill_missing(o, {{"decoupled_weight_decay", false}, {"maximize", false}, {"foreach", Value()},
+                   {"capturable", false}, {"differentiable", false}});
+}
+void RAdam::fix_loaded_group(Options& o) const {
+  fill_missing(o, {{"maximize", false}, {"foreach", Value()}, {"capturable", false},
+                   {"decoupled_weight_decay", false}, {"differentiable", false}});
 }
 
 }  // namespace kiln::optim

@@ -102,6 +102,40 @@ struct ASGDOptions {
   KILN_OPTIM_ARG(bool, maximize) = false;
 };
 
+// Adamax, NAdam and RAdam (momentum_decay: NAdam only; decoupled_weight_decay: NAdam and RAdam).
+struct AdamaxOptions {
+  AdamaxOptions(double lr = 2e-3) : lr_(lr) {}
+  Options to_options() const;
+  KILN_OPTIM_ARG(double, lr);
+  KILN_OPTIM_ARG(std::vector<double>, betas) = {0.9, 0.999};
+  KILN_OPTIM_ARG(double, eps) = 1e-8;
+  KILN_OPTIM_ARG(double, weight_decay) = 0;
+  KILN_OPTIM_ARG(bool, maximize) = false;
+};
+
+struct NAdamOptions {
+  NAdamOptions(double lr = 2e-3) : lr_(lr) {}
+  Options to_options() const;
+  KILN_OPTIM_ARG(double, lr);
+  KILN_OPTIM_ARG(std::vector<double>, betas) = {0.9, 0.999};
+  KILN_OPTIM_ARG(double, eps) = 1e-8;
+  KILN_OPTIM_ARG(double, weight_decay) = 0;
+  KILN_OPTIM_ARG(double, momentum_decay) = 4e-3;
+  KILN_OPTIM_ARG(bool, decoupled_weight_decay) = false;
+  KILN_OPTIM_ARG(bool, maximize) = false;
+};
+
+struct RAdamOptions {
+  RAdamOptions(double lr = 1e-3) : lr_(lr) {}
+  Options to_options() const;
+  KILN_OPTIM_ARG(double, lr);
+  KILN_OPTIM_ARG(std::vector<double>, betas) = {0.9, 0.999};
+  KILN_OPTIM_ARG(double, eps) = 1e-8;
+  KILN_OPTIM_ARG(double, weight_decay) = 0;
+  KILN_OPTIM_ARG(bool, decoupled_weight_decay) = false;
+  KILN_OPTIM_ARG(bool, maximize) = false;
+};
+
 #undef KILN_OPTIM_ARG
 
 // The full defaults map of each optimiser, in torch's key order, from the values given (missing
@@ -112,6 +146,9 @@ Options rmsprop_defaults(const Options& given);
 Options adagrad_defaults(const Options& given);
 Options rprop_defaults(const Options& given);
 Options asgd_defaults(const Options& given);
+Options adamax_defaults(const Options& given);
+Options nadam_defaults(const Options& given);
+Options radam_defaults(const Options& given);
 
 class SGD : public Optimizer {
  public:
@@ -190,6 +227,42 @@ class ASGD : public Optimizer {
   ASGD(const TensorList& params, const ASGDOptions& o = {});
   ASGD(std::vector<ParamGroup> groups, const ASGDOptions& o = {});
   ASGD(std::vector<ParamGroup> groups, const Options& defaults);
+
+ protected:
+  void step_group(ParamGroup& group) override;
+  void fix_loaded_group(Options& o) const override;
+};
+
+// Adam with the infinity norm (Kingma & Ba, section 7).
+class Adamax : public Optimizer {
+ public:
+  Adamax(const TensorList& params, const AdamaxOptions& o = {});
+  Adamax(std::vector<ParamGroup> groups, const AdamaxOptions& o = {});
+  Adamax(std::vector<ParamGroup> groups, const Options& defaults);
+
+ protected:
+  void step_group(ParamGroup& group) override;
+  void fix_loaded_group(Options& o) const override;
+};
+
+// Adam with Nesterov momentum (Dozat 2016), torch's momentum_decay schedule.
+class NAdam : public Optimizer {
+ public:
+  NAdam(const TensorList& params, const NAdamOptions& o = {});
+  NAdam(std::vector<ParamGroup> groups, const NAdamOptions& o = {});
+  NAdam(std::vector<ParamGroup> groups, const Options& defaults);
+
+ protected:
+  void step_group(ParamGroup& group) override;
+  void fix_loaded_group(Options& o) const override;
+};
+
+// Rectified Adam (Liu et al. 2019): SGD with momentum until the variance estimate is tractable.
+class RAdam : public Optimizer {
+ public:
+  RAdam(const TensorList& params, const RAdamOptions& o = {});
+  RAdam(std::vector<ParamGroup> groups, const RAdamOptions& o = {});
+  RAdam(std::vector<ParamGroup> groups, const Options& defaults);
 
  protected:
   void step_group(ParamGroup& group) override;

@@ -575,6 +575,65 @@ void bind_optim(nb::module_& m) {
           "params"_a, "lr"_a = 1e-2, "lambd"_a = 1e-4, "alpha"_a = 0.75, "t0"_a = 1e6, "weight_decay"_a = 0,
           "foreach"_a = nb::none(), "maximize"_a = false, "differentiable"_a = false, "capturable"_a = false);
 
+  // Adamax, NAdam, RAdam: torch's signatures; options passed through by name.
+  auto adam_family = [](auto self, nb::handle params, nb::kwargs kw, const char* lr_default,
+                        Options (*defaults)(const Options&)) {
+    Options o;
+    for (auto [k, v] : kw) {
+      std::string key = nb::cast<std::string>(k);
+      o.set(key, to_value(v, key.c_str()));
+    }
+    (void)lr_default;
+    construct(self, params, o, defaults);
+  };
+  nb::class_<optim::Adamax, Optimizer>(om, "Adamax")
+      .def(
+          "__init__",
+          [adam_family](nb::pointer_and_handle<optim::Adamax> self, nb::handle params, nb::handle lr,
+                        nb::handle betas, nb::handle eps, nb::handle weight_decay, nb::handle foreach,
+                        nb::handle maximize, nb::handle differentiable, nb::handle capturable) {
+            nb::kwargs kw;
+            kw["lr"] = lr, kw["betas"] = betas, kw["eps"] = eps, kw["weight_decay"] = weight_decay;
+            kw["foreach"] = foreach, kw["maximize"] = maximize, kw["differentiable"] = differentiable;
+            kw["capturable"] = capturable;
+            adam_family(self, params, kw, "lr", &optim::adamax_defaults);
+          },
+          "params"_a, "lr"_a = 2e-3, "betas"_a = nb::make_tuple(0.9, 0.999), "eps"_a = 1e-8,
+          "weight_decay"_a = 0, "foreach"_a = nb::none(), nb::kw_only(), "maximize"_a = false,
+          "differentiable"_a = false, "capturable"_a = false);
+  nb::class_<optim::NAdam, Optimizer>(om, "NAdam")
+      .def(
+          "__init__",
+          [adam_family](nb::pointer_and_handle<optim::NAdam> self, nb::handle params, nb::handle lr,
+                        nb::handle betas, nb::handle eps, nb::handle weight_decay, nb::handle momentum_decay,
+                        nb::handle decoupled, nb::handle foreach, nb::handle maximize, nb::handle capturable,
+                        nb::handle differentiable) {
+            nb::kwargs kw;
+            kw["lr"] = lr, kw["betas"] = betas, kw["eps"] = eps, kw["weight_decay"] = weight_decay;
+            kw["momentum_decay"] = momentum_decay, kw["decoupled_weight_decay"] = decoupled;
+            kw["foreach"] = foreach, kw["maximize"] = maximize, kw["capturable"] = capturable;
+            kw["differentiable"] = differentiable;
+            adam_family(self, params, kw, "lr", &optim::nadam_defaults);
+          },
+          "params"_a, "lr"_a = 2e-3, "betas"_a = nb::make_tuple(0.9, 0.999), "eps"_a = 1e-8,
+          "weight_decay"_a = 0, "momentum_decay"_a = 4e-3, "decoupled_weight_decay"_a = false, nb::kw_only(),
+          "foreach"_a = nb::none(), "maximize"_a = false, "capturable"_a = false, "differentiable"_a = false);
+  nb::class_<optim::RAdam, Optimizer>(om, "RAdam")
+      .def(
+          "__init__",
+          [adam_family](nb::pointer_and_handle<optim::RAdam> self, nb::handle params, nb::handle lr,
+                        nb::handle betas, nb::handle eps, nb::handle weight_decay, nb::handle decoupled,
+                        nb::handle foreach, nb::handle maximize, nb::handle capturable, nb::handle differentiable) {
+            nb::kwargs kw;
+            kw["lr"] = lr, kw["betas"] = betas, kw["eps"] = eps, kw["weight_decay"] = weight_decay;
+            kw["decoupled_weight_decay"] = decoupled, kw["foreach"] = foreach, kw["maximize"] = maximize;
+            kw["capturable"] = capturable, kw["differentiable"] = differentiable;
+            adam_family(self, params, kw, "lr", &optim::radam_defaults);
+          },
+          "params"_a, "lr"_a = 1e-3, "betas"_a = nb::make_tuple(0.9, 0.999), "eps"_a = 1e-8,
+          "weight_decay"_a = 0, "decoupled_weight_decay"_a = false, nb::kw_only(), "foreach"_a = nb::none(),
+          "maximize"_a = false, "capturable"_a = false, "differentiable"_a = false);
+
   om.def("_update_isa", &optim::detail::update_isa);
   bind_lr_scheduler(om);
 }

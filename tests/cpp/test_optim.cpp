@@ -170,3 +170,24 @@ TEST(Optim, RpropAndASGDFromOptions) {
   EXPECT_LT(max(abs(sa->get("ax") - target)).item<double>(), 0.1);  // the average of the iterates since t0
   EXPECT_THROW(optim::Rprop({v}, optim::RpropOptions(0.1).etaminus(1.5)), Error);
 }
+
+// Adamax, NAdam and RAdam through their C++ options structs minimise the quadratic.
+TEST(Optim, AdamFamilyFromOptions) {
+  Tensor target = vec({1, -2, 3, 0.5});
+  auto run = [&](auto make) {
+    Tensor w = zeros({4}).requires_grad_();
+    auto opt = make(w);
+    double first = quadratic_loss(w, target, false);
+    for (int i = 0; i < 300; ++i) {
+      opt.zero_grad();
+      quadratic_loss(w, target, true);
+      opt.step();
+    }
+    return quadratic_loss(w, target, false) / first;
+  };
+  EXPECT_LT(run([](Tensor w) { return optim::Adamax({w}, optim::AdamaxOptions(0.1)); }), 1e-3);
+  EXPECT_LT(run([](Tensor w) { return optim::NAdam({w}, optim::NAdamOptions(0.1).decoupled_weight_decay(true)); }),
+            1e-3);
+  EXPECT_LT(run([](Tensor w) { return optim::RAdam({w}, optim::RAdamOptions(0.1).betas({0.9, 0.99})); }), 1e-3);
+  EXPECT_THROW(optim::NAdam({zeros({1}).requires_grad_()}, optim::NAdamOptions(0.1).momentum_decay(-1)), Error);
+}

@@ -107,6 +107,14 @@ CONFIGS = {
               dict(lr=0.02, etas=(0.6, 1.1), step_sizes=(0.005, 1.0), maximize=True)],
     "ASGD": [dict(), dict(lr=0.05, t0=2), dict(lr=0.1, lambd=0.01, alpha=0.5, weight_decay=0.1),
              dict(lr=0.05, t0=3, weight_decay=0.05, maximize=True)],
+    "Adamax": [dict(), dict(lr=0.01, betas=(0.3, 0.9)), dict(lr=0.01, weight_decay=0.1, eps=1e-3),
+               dict(lr=0.02, betas=(0.8, 0.99), maximize=True, weight_decay=0.05)],
+    "NAdam": [dict(), dict(lr=0.01, momentum_decay=0.1), dict(lr=0.01, weight_decay=0.1),
+              dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True, betas=(0.3, 0.9)),
+              dict(lr=0.02, betas=(0.8, 0.99), eps=1e-6, maximize=True, weight_decay=0.05)],
+    "RAdam": [dict(), dict(lr=0.01, betas=(0.5, 0.6)), dict(lr=0.01, weight_decay=0.1),
+              dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True),
+              dict(lr=0.02, betas=(0.3, 0.7), eps=1e-6, maximize=True, weight_decay=0.05)],
 }
 CASES = [(n, kw) for n, kws in CONFIGS.items() for kw in kws]
 
@@ -319,6 +327,8 @@ def _errors(m, tp):
         lambda: o.RMSprop([tp], eps=-1e-3), lambda: o.Adagrad([tp], lr_decay=-1),
         lambda: o.Rprop([tp], etas=(1.5, 2.0)), lambda: o.Rprop([tp], etas=(0.5, 0.9)), lambda: o.Rprop([tp], lr=-1),
         lambda: o.ASGD([tp], lr=-0.1), lambda: o.ASGD([tp], weight_decay=-1),
+        lambda: o.Adamax([tp], betas=(1.0, 0.9)), lambda: o.Adamax([tp], eps=-1), lambda: o.NAdam([tp], momentum_decay=-1),
+        lambda: o.NAdam([tp], lr=-1), lambda: o.RAdam([tp], betas=(0.9, -0.1)), lambda: o.RAdam([tp], weight_decay=-1),
         lambda: o.Adagrad([tp], initial_accumulator_value=-0.5), lambda: o.Adagrad([tp], eps=-1),
         lambda: o.SGD([], lr=0.1), lambda: o.SGD(tp, lr=0.1), lambda: o.SGD([{"params": {tp}}], lr=0.1),
         lambda: o.SGD([tp, 3], lr=0.1), lambda: o.SGD([{"params": [tp]}, {"params": [tp]}], lr=0.1),

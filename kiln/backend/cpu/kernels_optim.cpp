@@ -226,6 +226,65 @@ void asgd_range(const Hyper& h, const Segment& sg, T* p, const T* g, T* ax, int6
   }
 }
 
+// torch's lerp_ (CPU): from the nearer end.
+template <class T>
+T lerp1(T a, T b, T w) {
+  return (w < 0 ? -w : w) < T(0.5) ? a + w * (b - a) : b - (b - a) * (T(1) - w);
+}
+
+// Adamax, NAdam, RAdam: torch's single-tensor steps, op by op (each rounded to T as torch's are).
+template <class T>
+void adamax_range(const Hyper& h, const Segment& sg, T* p, const T* g, T* m, T* u, int64_t b, int64_t e) {
+  const T w = T(1 - h.beta1), b2 = T(h.beta2), eps = T(h.eps), wd = T(h.weight_decay), neg_clr = T(-sg.c0);
+  for (int64_t i = b; i < e; ++i) {
+    T gv = h.maximize ? -g[i] : g[i];
+    if (h.weight_decay != 0) gv = gv + wd * p[i];
+    m[i] = lerp1(m[i], gv, w);
+    T a = u[i] * b2, c = std::abs(gv) + eps;
+    u[i] = std::isnan(a) || std::isnan(c) ? a + c : std::max(a, c);  // torch.maximum propagates NaN
+    p[i] = p[i] + neg_clr * m[i] / u[i];
+  }
+}
+
+template <class T>
+void nadam_range(const Hyper& h, const Segment& sg, T* p, const T* g, T* m, T* v, int64_t b, int64_t e) {
+  const T w = T(1 - h.beta1), b2 = T(h.beta2), one_minus_b2 = T(1 - h.beta2), eps = T(h.eps);
+  const T wd = T(h.weight_decay), decay = T(1 - h.lr * h.weight_decay);
+  const T bc2 = T(sg.c0), cg = T(sg.c1), cm = T(sg.c2);
+  for (int64_t i = b; i < e; ++i) {
+    T gv = h.maximize ? -g[i] : g[i];
+    if (h.weight_decay != 0) {
+      if (h.decoupled) p[i] = p[i] * decay;
+      else gv = gv + wd * p[i];
+    }
+    m[i] = lerp1(m[i], gv, w);
+    v[i] = v[i] * b2 + one_minus_b2 * gv * gv;
+    T den = std::sqrt(v[i] / bc2) + eps;
+    T pv = p[i] + cg * gv / den;
+    p[i] = pv + cm * m[i] / den;
+  }
+}
+
+template <class T>
+void radam_range(const Hyper& h, const Segment& sg, T* p, const T* g, T* m, T* v, int64_t b, int64_t e) {
+  const T w = T(1 - h.beta1), b2 = T(h.beta2), one_minus_b2 = T(1 - h.beta2), eps = T(h.eps);
+  const T wd = T(h.weight_decay), decay = T(1 - h.lr * h.weight_decay), lr = T(h.lr);
+  const T bc1 = T(sg.c0), bc2_sqrt = T(sg.c1), rect = T(sg.c2);
+  const bool rectified = sg.c2 >= 0;
+  for (int64_t i = b; i < e; ++i) {
+    T gv = h.maximize ? -g[i] : g[i];
+    if (h.weight_decay != 0) {
+      if (h.decoupled) p[i] = p[i] * decay;
+      else gv = gv + wd * p[i];
+    }
+    m[i] = lerp1(m[i], gv, w);
+    v[i] = v[i] * b2 + one_minus_b2 * gv * gv;
+    T x = m[i] / bc1 * lr;
+    if (rectified) x = x * ((T(1) / (std::sqrt(v[i]) + eps)) * bc2_sqrt) * rect;  // torch's scalar / tensor
+    p[i] = p[i] - x;
+  }
+}
+
 // Elements [b, e) of one segment whose data are T (float or double).
 template <class T>
 void update_range(Algo algo, const Hyper& h, const Segment& s, int64_t b, int64_t e) {
@@ -254,6 +313,15 @@ void update_range(Algo algo, const Hyper& h, const Segment& s, int64_t b, int64_
       break;
     case Algo::ASGD:
       asgd_range<T>(h, s, p, g, s0, b, e);
+      break;
+    case Algo::Adamax:
+      adamax_range<T>(h, s, p, g, s0, s1, b, e);
+      break;
+    case Algo::NAdam:
+      nadam_range<T>(h, s, p, g, s0, s1, b, e);
+      break;
+    case Algo::RAdam:
+      radam_range<T>(h, s, p, g, s0, s1, b, e);
       break;
   }
 }

@@ -7,7 +7,7 @@
 
 namespace kiln::optim::detail {
 
-enum class Algo : uint8_t { SGD, Adam, RMSprop, Adagrad, Rprop, ASGD };
+enum class Algo : uint8_t { SGD, Adam, RMSprop, Adagrad, Rprop, ASGD, Adamax, NAdam, RAdam };
 
 // Group-wide hyper-parameters (doubles, as torch passes Python floats to its kernels). Rprop reads
 // beta1/beta2 as etaminus/etaplus and momentum/dampening as step_size_min/step_size_max; ASGD reads
@@ -23,6 +23,9 @@ struct Hyper {
 //   SGD: s0 momentum buffer.  Adam: s0 exp_avg, s1 exp_avg_sq, s2 max_exp_avg_sq.
 //   RMSprop: s0 square_avg, s1 momentum_buffer, s2 grad_avg.  Adagrad: s0 sum.
 //   Rprop: s0 prev, s1 step_size.  ASGD: s0 ax (c0 eta, c1 mu).
+//   Adamax: s0 exp_avg, s1 exp_inf (c0 lr / bias_correction1).
+//   NAdam: s0 exp_avg, s1 exp_avg_sq (c0 bias_correction2, c1 the gradient's and c2 the average's coefficient).
+//   RAdam: s0 exp_avg, s1 exp_avg_sq (c0 bias_correction1, c1 sqrt(bias_correction2), c2 rect or -1).
 struct Segment {
   void* p = nullptr;
   const void* g = nullptr;
@@ -30,7 +33,7 @@ struct Segment {
   void* s1 = nullptr;
   void* s2 = nullptr;
   int64_t n = 0;
-  double c0 = 0, c1 = 0;  // Adam: -lr / bias_correction1, sqrt(bias_correction2). Adagrad: clr.
+  double c0 = 0, c1 = 0, c2 = 0;  // Adam: -lr / bias_correction1, sqrt(bias_correction2). Adagrad: clr.
   bool fresh = false;     // SGD: the momentum buffer starts as this step's gradient
 };
 

@@ -12,10 +12,14 @@ RMSprop = _optim.RMSprop
 Adagrad = _optim.Adagrad
 Rprop = _optim.Rprop
 ASGD = _optim.ASGD
+Adamax = _optim.Adamax
+NAdam = _optim.NAdam
+RAdam = _optim.RAdam
 ParamGroup = _optim.ParamGroup  # a live view of one C++ param group, used like torch's group dict
 
 _abc.MutableMapping.register(ParamGroup)
 
 from . import lr_scheduler  # noqa: E402,F401
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Rprop", "ASGD", "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Rprop", "ASGD", "Adamax", "NAdam", "RAdam",
+           "lr_scheduler"]
