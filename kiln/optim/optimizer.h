@@ -70,7 +70,7 @@ class Optimizer {
   // One optimisation step over every parameter that has a gradient (parameters whose grad is
   // undefined are skipped), under no-grad. `closure` (run with grad mode on) re-evaluates the model
   // and returns the loss, which step returns.
-  Tensor step(const LossClosure& closure = nullptr);
+  virtual Tensor step(const LossClosure& closure = nullptr);
   // Sets every gradient to undefined, or zeros it in place (detached) when !set_to_none.
   void zero_grad(bool set_to_none = true);
 

@@ -136,6 +136,18 @@ struct RAdamOptions {
   KILN_OPTIM_ARG(bool, maximize) = false;
 };
 
+struct LBFGSOptions {
+  LBFGSOptions(double lr = 1) : lr_(lr) {}
+  Options to_options() const;
+  KILN_OPTIM_ARG(double, lr);
+  KILN_OPTIM_ARG(int64_t, max_iter) = 20;
+  KILN_OPTIM_ARG(std::optional<int64_t>, max_eval);  // max_iter * 5 / 4 when not given
+  KILN_OPTIM_ARG(double, tolerance_grad) = 1e-7;
+  KILN_OPTIM_ARG(double, tolerance_change) = 1e-9;
+  KILN_OPTIM_ARG(int64_t, history_size) = 100;
+  KILN_OPTIM_ARG(std::optional<std::string>, line_search_fn);  // "strong_wolfe" or none
+};
+
 #undef KILN_OPTIM_ARG
 
 // The full defaults map of each optimiser, in torch's key order, from the values given (missing
@@ -149,6 +161,7 @@ Options asgd_defaults(const Options& given);
 Options adamax_defaults(const Options& given);
 Options nadam_defaults(const Options& given);
 Options radam_defaults(const Options& given);
+Options lbfgs_defaults(const Options& given);
 
 class SGD : public Optimizer {
  public:
@@ -267,6 +280,29 @@ class RAdam : public Optimizer {
  protected:
   void step_group(ParamGroup& group) override;
   void fix_loaded_group(Options& o) const override;
+};
+
+// L-BFGS (torch's algorithm, its strong-Wolfe line search included): one group, and step() needs the
+// closure, which it calls up to max_eval times. Its state (history of directions and steps, the last
+// direction, step and gradient) lives on the first parameter as in torch; the history lists are kept
+// by the optimiser and not in state_dict().
+class LBFGS : public Optimizer {
+ public:
+  LBFGS(const TensorList& params, const LBFGSOptions& o = {});
+  LBFGS(std::vector<ParamGroup> groups, const Options& defaults);
+  Tensor step(const LossClosure& closure = nullptr) override;
+
+ protected:
+  void step_group(ParamGroup& group) override;
+  Tensor flat_grad() const;
+  void add_grad(double t, const Tensor& d);
+  double directional_evaluate(const LossClosure& closure, const TensorList& x, double t, const Tensor& d,
+                              Tensor& g);
+  std::vector<Tensor> old_dirs_, old_stps_;
+  std::vector<double> ro_;
+  Tensor d_, prev_flat_grad_;
+  double t_ = 0, H_diag_ = 1, prev_loss_ = 0;
+  int64_t func_evals_ = 0, n_iter_ = 0;
 };
 
 }  // namespace kiln::optim

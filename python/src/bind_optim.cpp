@@ -634,6 +634,39 @@ void bind_optim(nb::module_& m) {
           "weight_decay"_a = 0, "decoupled_weight_decay"_a = false, nb::kw_only(), "foreach"_a = nb::none(),
           "maximize"_a = false, "capturable"_a = false, "differentiable"_a = false);
 
+  nb::class_<optim::LBFGS, Optimizer>(om, "LBFGS")
+      .def(
+          "__init__",
+          [](nb::pointer_and_handle<optim::LBFGS> self, nb::handle params, nb::handle lr, nb::handle max_iter,
+             nb::handle max_eval, nb::handle tolerance_grad, nb::handle tolerance_change, nb::handle history_size,
+             nb::handle line_search_fn) {
+            Options o{{"lr", to_value(lr, "lr")},
+                      {"max_iter", to_value(max_iter)},
+                      {"max_eval", to_value(max_eval)},
+                      {"tolerance_grad", to_value(tolerance_grad)},
+                      {"tolerance_change", to_value(tolerance_change)},
+                      {"history_size", to_value(history_size)},
+                      {"line_search_fn", to_value(line_search_fn)}};
+            construct(self, params, o, &optim::lbfgs_defaults);
+          },
+          "params"_a, "lr"_a = 1, "max_iter"_a = 20, "max_eval"_a = nb::none(), "tolerance_grad"_a = 1e-7,
+          "tolerance_change"_a = 1e-9, "history_size"_a = 100, "line_search_fn"_a = nb::none())
+      .def(
+          "step",
+          [](optim::LBFGS& opt, nb::handle closure) -> nb::object {
+            if (closure.is_none()) throw nb::type_error("LBFGS.step() missing 1 required positional argument: 'closure'");
+            nb::object fn = nb::borrow(closure);
+            nb::object first = nb::none();
+            optim::LossClosure c = [&fn, &first]() {
+              nb::object r = fn();
+              if (first.is_none()) first = r;
+              return nb::isinstance<Tensor>(r) ? nb::cast<Tensor>(r) : scalar_tensor(nb::cast<double>(nb::float_(r)));
+            };
+            opt.step(c);
+            return first;
+          },
+          "closure"_a);
+
   om.def("_update_isa", &optim::detail::update_isa);
   bind_lr_scheduler(om);
 }

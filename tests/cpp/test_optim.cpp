@@ -191,3 +191,22 @@ TEST(Optim, AdamFamilyFromOptions) {
   EXPECT_LT(run([](Tensor w) { return optim::RAdam({w}, optim::RAdamOptions(0.1).betas({0.9, 0.99})); }), 1e-3);
   EXPECT_THROW(optim::NAdam({zeros({1}).requires_grad_()}, optim::NAdamOptions(0.1).momentum_decay(-1)), Error);
 }
+
+// LBFGS from C++: the closure re-evaluates the loss; strong-Wolfe converges on the quadratic in one step.
+TEST(Optim, LBFGSWithClosure) {
+  Tensor target = vec({1, -2, 3, 0.5});
+  Tensor w = zeros({4}).requires_grad_();
+  optim::LBFGS opt({w}, optim::LBFGSOptions(1).line_search_fn("strong_wolfe"));
+  auto closure = [&] {
+    opt.zero_grad();
+    Tensor d = w - target;
+    Tensor loss = (d * d).sum();
+    loss.backward();
+    return loss;
+  };
+  Tensor first = opt.step(closure);
+  EXPECT_NEAR(first.item<double>(), 14.25, 1e-9);  // the loss at the start
+  EXPECT_LT(quadratic_loss(w, target, false), 1e-10);
+  EXPECT_GE(opt.find_state(w)->get("func_evals").item<double>(), 2.0);
+  EXPECT_THROW(opt.step(), Error);  // a closure is required
+}

@@ -559,3 +559,54 @@ def test_scheduler_errors_match_torch():
             tf()
         with pytest.raises(type(te.value)):
             kf()
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("kw", [dict(), dict(line_search_fn="strong_wolfe"), dict(lr=0.5, history_size=3, max_iter=7),
+                                dict(line_search_fn="strong_wolfe", history_size=2, max_iter=12, max_eval=15),
+                                dict(tolerance_grad=1e-3, tolerance_change=1e-4)])
+def test_lbfgs_matches_torch(kw, dtype):
+    """A least-squares fit plus a Rosenbrock-like term, several outer steps: parameters, returned loss
+    and the state torch keeps on the first parameter."""
+    g = torch.Generator().manual_seed(3)
+    A, b = torch.randn(12, 4, generator=g, dtype=torch.float64), torch.randn(12, generator=g, dtype=torch.float64)
+    results = []
+    for m in (torch, kiln):
+        w = torch.zeros(4, dtype=dtype, requires_grad=True) if m is torch else \
+            kiln.zeros(4, dtype=getattr(kiln, str(dtype).split(".")[-1])).requires_grad_()
+        v = torch.full((2,), 0.5, dtype=dtype, requires_grad=True) if m is torch else \
+            kiln.full((2,), 0.5, dtype=w.dtype).requires_grad_()
+        Am, bm = (A.to(dtype), b.to(dtype)) if m is torch else (to_kiln(A.to(dtype)), to_kiln(b.to(dtype)))
+        opt = m.optim.LBFGS([w, v], **kw)
+
+        def closure():
+            opt.zero_grad()
+            r = Am @ w - bm
+            loss = (r * r).sum() + (1 - v[0]) ** 2 + 10 * (v[1] - v[0] ** 2) ** 2
+            loss.backward()
+            return loss
+
+        losses = [float(opt.step(closure).detach()) for _ in range(3)]
+        st = opt.state[w]
+        results.append((losses, w.detach().tolist() + v.detach().tolist(), int(st["func_evals"]), int(st["n_iter"])))
+    (tl, tp, tfe, tni), (kl, kp, kfe, kni) = results
+    tol = dict(rel=1e-9, abs=1e-12) if dtype == torch.float64 else dict(rel=2e-4, abs=1e-5)
+    assert kl == pytest.approx(tl, **tol)
+    assert kp == pytest.approx(tp, **tol)
+    if dtype == torch.float64:
+        assert (kfe, kni) == (tfe, tni)
+
+
+def test_lbfgs_errors_match_torch():
+    for m in (torch, kiln):
+        p = m.zeros(2, requires_grad=True)
+        with pytest.raises(ValueError, match="per-parameter options"):
+            m.optim.LBFGS([{"params": [p]}, {"params": [m.zeros(1, requires_grad=True)]}])
+        with pytest.raises(ValueError, match="Invalid learning rate"):
+            m.optim.LBFGS([p], lr=-1)
+        with pytest.raises(TypeError):
+            m.optim.LBFGS([p]).step()
+        opt = m.optim.LBFGS([p], line_search_fn="bogus")
+        p.grad = m.ones(2)
+        with pytest.raises(RuntimeError, match="strong_wolfe"):
+            opt.step(lambda: (p * p).sum())

@@ -15,11 +15,12 @@ ASGD = _optim.ASGD
 Adamax = _optim.Adamax
 NAdam = _optim.NAdam
 RAdam = _optim.RAdam
+LBFGS = _optim.LBFGS
 ParamGroup = _optim.ParamGroup  # a live view of one C++ param group, used like torch's group dict
 
 _abc.MutableMapping.register(ParamGroup)
 
 from . import lr_scheduler  # noqa: E402,F401
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Rprop", "ASGD", "Adamax", "NAdam", "RAdam",
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Rprop", "ASGD", "Adamax", "NAdam", "RAdam", "LBFGS",
            "lr_scheduler"]
