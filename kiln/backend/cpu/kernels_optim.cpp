@@ -246,12 +246,15 @@ void adamax_range(const Hyper& h, const Segment& sg, T* p, const T* g, T* m, T* 
   }
 }
 
+// NAdam's and RAdam's shared start: the gradient (maximize, L2 or decoupled weight decay), then
+// both moments. Returns the gradient used.
 template <class T>
-void nadam_range(const Hyper& h, const Segment& sg, T* p, const T* g, T* m, T* v, int64_t b, int64_t e) {
-  const T w = T(1 - h.beta1), b2 = T(h.beta2), one_minus_b2 = T(1 - h.beta2), eps = T(h.eps);
-  const T wd = T(h.weight_decay), decay = T(1 - h.lr * h.weight_decay);
-  const T bc2 = T(sg.c0), cg = T(sg.c1), cm = T(sg.c2);
-  for (int64_t i = b; i < e; ++i) {
+struct AdamMoments {
+  T w, b2, one_minus_b2, wd, decay;
+  explicit AdamMoments(const Hyper& h)
+      : w(T(1 - h.beta1)), b2(T(h.beta2)), one_minus_b2(T(1 - h.beta2)), wd(T(h.weight_decay)),
+        decay(T(1 - h.lr * h.weight_decay)) {}
+  T operator()(const Hyper& h, T* p, const T* g, T* m, T* v, int64_t i) const {
     T gv = h.maximize ? -g[i] : g[i];
     if (h.weight_decay != 0) {
       if (h.decoupled) p[i] = p[i] * decay;
@@ -259,6 +262,16 @@ void nadam_range(const Hyper& h, const Segment& sg, T* p, const T* g, T* m, T* v
     }
     m[i] = lerp1(m[i], gv, w);
     v[i] = v[i] * b2 + one_minus_b2 * gv * gv;
+    return gv;
+  }
+};
+
+template <class T>
+void nadam_range(const Hyper& h, const Segment& sg, T* p, const T* g, T* m, T* v, int64_t b, int64_t e) {
+  const AdamMoments<T> moments(h);
+  const T eps = T(h.eps), bc2 = T(sg.c0), cg = T(sg.c1), cm = T(sg.c2);
+  for (int64_t i = b; i < e; ++i) {
+    T gv = moments(h, p, g, m, v, i);
     T den = std::sqrt(v[i] / bc2) + eps;
     T pv = p[i] + cg * gv / den;
     p[i] = pv + cm * m[i] / den;
@@ -267,18 +280,11 @@ void nadam_range(const Hyper& h, const Segment& sg, T* p, const T* g, T* m, T* v
 
 template <class T>
 void radam_range(const Hyper& h, const Segment& sg, T* p, const T* g, T* m, T* v, int64_t b, int64_t e) {
-  const T w = T(1 - h.beta1), b2 = T(h.beta2), one_minus_b2 = T(1 - h.beta2), eps = T(h.eps);
-  const T wd = T(h.weight_decay), decay = T(1 - h.lr * h.weight_decay), lr = T(h.lr);
-  const T bc1 = T(sg.c0), bc2_sqrt = T(sg.c1), rect = T(sg.c2);
+  const AdamMoments<T> moments(h);
+  const T eps = T(h.eps), lr = T(h.lr), bc1 = T(sg.c0), bc2_sqrt = T(sg.c1), rect = T(sg.c2);
   const bool rectified = sg.c2 >= 0;
   for (int64_t i = b; i < e; ++i) {
-    T gv = h.maximize ? -g[i] : g[i];
-    if (h.weight_decay != 0) {
-      if (h.decoupled) p[i] = p[i] * decay;
-      else gv = gv + wd * p[i];
-    }
-    m[i] = lerp1(m[i], gv, w);
-    v[i] = v[i] * b2 + one_minus_b2 * gv * gv;
+    moments(h, p, g, m, v, i);
     T x = m[i] / bc1 * lr;
     if (rectified) x = x * ((T(1) / (std::sqrt(v[i]) + eps)) * bc2_sqrt) * rect;  // torch's scalar / tensor
     p[i] = p[i] - x;
