@@ -367,3 +367,52 @@ def test_save_model_load_model_roundtrip_and_torch_interop(tmp_path):
     km3, _ = make_pair()
     kiln.load_model(km3, path)
     close(km3(to_kiln(x)), tm(x))
+
+
+def _backward_hook_run(m, inputs_require_grad=True, replace=True):
+    lin = m.nn.Sequential(m.nn.Linear(3, 2), m.nn.Tanh())
+    with m.no_grad():
+        lin[0].weight.copy_(m.tensor([[1., 2, 3], [4, 5, 6]]) / 10)
+        lin[0].bias.fill_(0.5)
+    seen = []
+    h1 = lin.register_full_backward_pre_hook(lambda mod, go: (go[0] * 2,) if replace else None)
+    lin.register_full_backward_hook(
+        lambda mod, gi, go: seen.append(("full", tuple(None if g is None else g.tolist() for g in gi),
+                                         [g.tolist() for g in go])) or ((gi[0] * 10,) if replace and gi[0] is not None
+                                                                        else None))
+    lin[0].register_full_backward_hook(lambda mod, gi, go: seen.append(("inner", [g.tolist() for g in go])))
+    x = m.tensor([[1., -1, 2], [0.5, 0, -1]], requires_grad=inputs_require_grad)
+    lin(x).sum().backward()
+    h1.remove()
+    lin(x).sum().backward()  # the pre-hook is gone
+    return seen, (x.grad.tolist() if inputs_require_grad else None), lin[0].weight.grad.tolist()
+
+
+@pytest.mark.parametrize("inputs_require_grad,replace", [(True, True), (False, False), (True, False)])
+def test_full_backward_hooks_match_torch(inputs_require_grad, replace):
+    import warnings
+    with warnings.catch_warnings(record=True) as kw:
+        warnings.simplefilter("always")
+        k = _backward_hook_run(kiln, inputs_require_grad, replace)
+    with warnings.catch_warnings(record=True) as tw:
+        warnings.simplefilter("always")
+        t = _backward_hook_run(torch, inputs_require_grad, replace)
+    assert [str(w.message)[:60] for w in kw] == [str(w.message)[:60] for w in tw]
+    def close(x, y):  # nested lists / tuples of floats, None and names
+        if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
+            return len(x) == len(y) and all(close(u, v) for u, v in zip(x, y))
+        if isinstance(x, float) and isinstance(y, float):
+            return abs(x - y) <= 1e-5 * max(1.0, abs(y))
+        return x == y
+    assert close(k[0], t[0]), (k[0], t[0])  # the same hook calls, in order, with the same gradients
+    if inputs_require_grad:
+        np.testing.assert_allclose(k[1], t[1], rtol=1e-6)
+    np.testing.assert_allclose(k[2], t[2], rtol=1e-6)
+
+
+def test_full_backward_hook_wrong_count_raises():
+    for m in (kiln, torch):
+        lin = m.nn.Linear(2, 2)
+        lin.register_full_backward_hook(lambda mod, gi, go: (gi[0], gi[0]))
+        with pytest.raises(RuntimeError, match="invalid number"):
+            lin(m.ones(1, 2, requires_grad=True)).sum().backward()

@@ -88,13 +88,27 @@ class Module:
         d["_forward_hooks"] = OrderedDict()
         d["_forward_hooks_with_kwargs"] = set()
         d["_forward_pre_hooks_with_kwargs"] = set()
+        d["_backward_hooks"] = OrderedDict()
+        d["_backward_pre_hooks"] = OrderedDict()
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
-        if not self._forward_pre_hooks and not self._forward_hooks:
+        bw = (self.__dict__.get("_backward_hooks") or self.__dict__.get("_backward_pre_hooks")) and \
+            _C.is_grad_enabled()
+        if not self._forward_pre_hooks and not self._forward_hooks and not bw:
             return self.forward(*args, **kwargs)
+        if bw:
+            return self._call_with_backward_hooks(args, kwargs)
+        return self._call_hooked(args, kwargs)
+
+    def _call_with_backward_hooks(self, args, kwargs):
+        state = _BackwardHookState(self, len(args))
+        args = state.wrap_inputs(args)
+        return state.wrap_outputs(self._call_hooked(args, kwargs))
+
+    def _call_hooked(self, args, kwargs):
         for hid, hook in list(self._forward_pre_hooks.items()):
             if hid in self._forward_pre_hooks_with_kwargs:
                 r = hook(self, args, kwargs)
@@ -461,6 +475,29 @@ class Module:
             self._forward_pre_hooks.move_to_end(h.id, last=False)
         return h
 
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """hook(module, grad_output) -> new grad_output or None, before the module's gradients are computed."""
+        hooks = self.__dict__.setdefault("_backward_pre_hooks", OrderedDict())
+        h = RemovableHandle(hooks)
+        hooks[h.id] = hook
+        if prepend:
+            hooks.move_to_end(h.id, last=False)
+        return h
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """hook(module, grad_input, grad_output) -> new grad_input or None, once the gradients with respect
+        to the module's positional inputs are computed (None for inputs that are not tensors needing one)."""
+        hooks = self.__dict__.setdefault("_backward_hooks", OrderedDict())
+        h = RemovableHandle(hooks)
+        hooks[h.id] = hook
+        if prepend:
+            hooks.move_to_end(h.id, last=False)
+        return h
+
+    def register_backward_hook(self, hook):
+        raise RuntimeError("register_backward_hook is deprecated in torch and not in kiln; use "
+                           "register_full_backward_hook")
+
     def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
         h = RemovableHandle(self._forward_hooks)
         self._forward_hooks[h.id] = hook
@@ -493,6 +530,114 @@ class Module:
 
 def _size(shape):
     return "torch.Size([" + ", ".join(str(s) for s in shape) + "])"
+
+
+class _BackwardHookState:
+    """torch's BackwardHook: identity autograd Functions around a call's tensor inputs and outputs; the
+    outputs' backward sees grad_output (pre-hooks may replace it), the inputs' backward sees grad_input
+    and runs the full backward hooks (which may replace it)."""
+
+    def __init__(self, module, n_inputs):
+        self.module, self.n_inputs = module, n_inputs
+        self.input_index = None
+        self.grad_outputs = None
+
+    @staticmethod
+    def _pack(index, values, n):
+        out = [None] * n
+        for i, v in zip(index, values):
+            out[i] = v
+        return tuple(out)
+
+    def wrap_inputs(self, args):
+        index = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
+        if not index:
+            return args
+        self.input_index = index
+        wrapped = _HookIdentity.apply(self._input_backward, *[args[i] for i in index])
+        args = list(args)
+        for i, t in zip(index, wrapped):
+            args[i] = t
+        return tuple(args)
+
+    def _check(self, res, expected, what):
+        if not isinstance(res, (tuple, list)) or len(res) != len(expected):
+            raise RuntimeError(f"Backward hook returned an invalid number of {what} gradients: expected "
+                               f"{len(expected)} but got {len(res) if isinstance(res, (tuple, list)) else 1}")
+        return tuple(res)
+
+    def _input_backward(self, grads):
+        grad_inputs = self._pack(self.input_index, grads, self.n_inputs)
+        for hook in list(self.module._backward_hooks.values()):
+            res = hook(self.module, grad_inputs, self.grad_outputs)
+            if res is not None:
+                grad_inputs = self._check(res, grad_inputs, "grad_input")
+        return tuple(grad_inputs[i] for i in self.input_index)
+
+    def wrap_outputs(self, out):
+        single = isinstance(out, Tensor)
+        outs = (out,) if single else out
+        if not isinstance(outs, tuple):
+            return out
+        index = [i for i, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad]
+        if not index:
+            return out
+        self.output_index, self.n_outputs = index, len(outs)
+        wrapped = _HookIdentity.apply(self._output_backward, *[outs[i] for i in index])
+        outs = list(outs)
+        for i, t in zip(index, wrapped):
+            outs[i] = t
+        return outs[0] if single else tuple(outs)
+
+    def _output_backward(self, grads):
+        grad_outputs = self._pack(self.output_index, grads, self.n_outputs)
+        for hook in list(self.module.__dict__.get("_backward_pre_hooks", {}).values()):
+            res = hook(self.module, grad_outputs)
+            if res is not None:
+                grad_outputs = self._check(res, grad_outputs, "grad_output")
+        self.grad_outputs = grad_outputs
+        if self.input_index is None and self.module._backward_hooks:  # no input needs a gradient: run now
+            import warnings
+            warnings.warn("Full backward hook is firing when gradients are computed with respect to module "
+                          "outputs since no inputs require gradients. See https://docs.pytorch.org/docs/main/"
+                          "generated/torch.nn.Module.html#torch.nn.Module.register_full_backward_hook for more "
+                          "details.", stacklevel=2)
+            none = (None,) * self.n_inputs
+            for hook in list(self.module._backward_hooks.values()):
+                res = hook(self.module, none, grad_outputs)
+                if res is not None and not all(r is None for r in res):
+                    raise RuntimeError("Backward hook for Modules where no input requires gradient should "
+                                       "always return None or None for all gradients.")
+        return tuple(grad_outputs[i] for i in self.output_index)
+
+
+def _hook_identity_class():
+    from ..autograd.function import Function
+
+    class _HookIdentity(Function):
+        @staticmethod
+        def forward(ctx, callback, *tensors):
+            ctx.callback = callback
+            return tuple(t.view_as(t) for t in tensors)
+
+        @staticmethod
+        def backward(ctx, *grads):
+            return (None,) + tuple(ctx.callback(grads))
+
+    return _HookIdentity
+
+
+class _LazyHookIdentity:
+    cls = None
+
+    @classmethod
+    def apply(cls, *args):
+        if cls.cls is None:
+            cls.cls = _hook_identity_class()
+        return cls.cls.apply(*args)
+
+
+_HookIdentity = _LazyHookIdentity
 
 
 class _CppModule(Module):
