@@ -76,6 +76,7 @@ void Reducer::broadcast_from_rank0(const TensorList& ts) {
 }
 
 void Reducer::reset_step() {
+  backward_started_ = false;
   std::fill(ready_.begin(), ready_.end(), false);
   std::fill(used_.begin(), used_.end(), 0);
   for (auto& b : buckets_) b.pending = b.params.size(), b.work.reset();
@@ -88,7 +89,9 @@ Tensor slot_of(const Tensor& flat, int64_t off, const Tensor& p) { return flat.n
 }  // namespace
 
 void Reducer::prepare_for_backward(const TensorList& outputs) {
-  if (expect_) {
+  // A forward without a backward after it (evaluation under grad mode) is fine; a backward that left
+  // parameters without gradients is torch's error.
+  if (expect_ && backward_started_) {
     std::ostringstream o;
     o << "Expected to have finished reduction in the prior iteration before starting a new one. This error "
          "indicates that your module has parameters that were not used in producing loss. You can enable "
@@ -139,6 +142,7 @@ void Reducer::prepare_for_backward(const TensorList& outputs) {
 
 void Reducer::on_ready(size_t i) {
   if (!require_sync_ || !expect_ || ready_[i]) return;
+  backward_started_ = true;
   ready_[i] = true;
   used_[i] = 1;
   Bucket& b = buckets_[bucket_of_[i]];

@@ -72,7 +72,8 @@ class Reducer {
   std::vector<bool> ready_;
   std::vector<uint8_t> used_;  // find_unused_parameters: the parameters this rank's graph reached
   size_t next_bucket_ = 0;
-  bool expect_ = false;  // a synced backward is under way
+  bool expect_ = false;            // a synced backward is under way
+  bool backward_started_ = false;  // a gradient arrived since prepare_for_backward
   bool require_sync_ = true;
   double last_wait_ = 0;
 };
