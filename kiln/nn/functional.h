@@ -20,6 +20,19 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
 // Zeroes elements with probability p and scales the rest by 1/(1-p) when training.
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
 
+// x / max(||x||_p over dim, eps) (torch.nn.functional.normalize).
+Tensor normalize(const Tensor& x, double p = 2.0, int64_t dim = 1, double eps = 1e-12);
+// <x1, x2> / (max(||x1||, eps) max(||x2||, eps)) along dim, after broadcasting (torch's formulation).
+Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, double eps = 1e-8);
+// ||x1 - x2 + eps||_p over the last dimension.
+Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p = 2.0, double eps = 1e-6,
+                         bool keepdim = false);
+// (*, C r^2, H, W) -> (*, C, H r, W r), and back.
+Tensor pixel_shuffle(const Tensor& x, int64_t upscale_factor);
+Tensor pixel_unshuffle(const Tensor& x, int64_t downscale_factor);
+// max(0, x) + weight * min(0, x), weight one value or one per channel (dim 1).
+Tensor prelu(const Tensor& x, const Tensor& weight);
+
 }  // namespace kiln::nn::functional
 
 namespace kiln {

@@ -66,6 +66,28 @@ std::string Unflatten::extra_repr() const {
   return "dim=" + std::to_string(dim) + ", unflattened_size=" + tuple_str(sizes);
 }
 
+// ---- pixel shuffle, Softmax2d, similarity and distance, PReLU ---------------------------------------
+PixelShuffle::PixelShuffle(int64_t r) : Module("PixelShuffle"), upscale_factor(r) {}
+std::string PixelShuffle::extra_repr() const { return "upscale_factor=" + std::to_string(upscale_factor); }
+PixelUnshuffle::PixelUnshuffle(int64_t r) : Module("PixelUnshuffle"), downscale_factor(r) {}
+std::string PixelUnshuffle::extra_repr() const { return "downscale_factor=" + std::to_string(downscale_factor); }
+Tensor Softmax2d::forward(const Tensor& x) {
+  KILN_CHECK(x.dim() == 3 || x.dim() == 4, Value, "Softmax2d",
+             "Softmax2d: expected input to be 3D or 4D, got ", x.dim(), "D instead");
+  return softmax(x, -3);
+}
+CosineSimilarity::CosineSimilarity(int64_t d, double e) : Module("CosineSimilarity"), dim(d), eps(e) {}
+PairwiseDistance::PairwiseDistance(double p, double e, bool k) : Module("PairwiseDistance"), norm(p), eps(e), keepdim(k) {}
+PReLU::PReLU(int64_t n, double i, std::optional<Dtype> dtype) : Module("PReLU"), num_parameters(n), init(i) {
+  register_parameter("weight", empty({n}, dtype.value_or(default_dtype())));
+  reset_parameters();
+}
+void PReLU::reset_parameters() {
+  NoGradGuard ng;
+  fill_(param("weight"), Scalar(init));
+}
+std::string PReLU::extra_repr() const { return "num_parameters=" + std::to_string(num_parameters); }
+
 // ---- Embedding ----------------------------------------------------------------------------------
 Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad, std::optional<double> max_norm,
                      double norm_type, bool scale_grad_by_freq, bool sparse, Dtype dtype)

@@ -45,6 +45,58 @@ class Flatten : public Module {
   int64_t start_dim, end_dim;
 };
 
+// Parameter-free layers over nn::functional (torch's PixelShuffle, PixelUnshuffle, Softmax2d,
+// CosineSimilarity, PairwiseDistance) and PReLU with its learnable slope(s).
+class PixelShuffle : public Module {
+ public:
+  explicit PixelShuffle(int64_t upscale_factor);
+  Tensor forward(const Tensor& x) { return functional::pixel_shuffle(x, upscale_factor); }
+  std::string extra_repr() const override;
+  int64_t upscale_factor;
+};
+
+class PixelUnshuffle : public Module {
+ public:
+  explicit PixelUnshuffle(int64_t downscale_factor);
+  Tensor forward(const Tensor& x) { return functional::pixel_unshuffle(x, downscale_factor); }
+  std::string extra_repr() const override;
+  int64_t downscale_factor;
+};
+
+class Softmax2d : public Module {
+ public:
+  Softmax2d() : Module("Softmax2d") {}
+  Tensor forward(const Tensor& x);
+};
+
+class CosineSimilarity : public Module {
+ public:
+  explicit CosineSimilarity(int64_t dim = 1, double eps = 1e-8);
+  Tensor forward(const Tensor& x1, const Tensor& x2) { return functional::cosine_similarity(x1, x2, dim, eps); }
+  int64_t dim;
+  double eps;
+};
+
+class PairwiseDistance : public Module {
+ public:
+  explicit PairwiseDistance(double p = 2.0, double eps = 1e-6, bool keepdim = false);
+  Tensor forward(const Tensor& x1, const Tensor& x2) {
+    return functional::pairwise_distance(x1, x2, norm, eps, keepdim);
+  }
+  double norm, eps;
+  bool keepdim;
+};
+
+class PReLU : public Module {
+ public:
+  explicit PReLU(int64_t num_parameters = 1, double init = 0.25, std::optional<Dtype> dtype = std::nullopt);
+  Tensor forward(const Tensor& x) { return functional::prelu(x, param("weight")); }
+  std::string extra_repr() const override;
+  void reset_parameters();
+  int64_t num_parameters;
+  double init;
+};
+
 class Unflatten : public Module {
  public:
   Unflatten(int64_t dim, Shape sizes);

@@ -95,6 +95,24 @@ void bind_nn(nb::module_& m) {
   nb::class_<Flatten, Module>(nnm, "Flatten")
       .def(nb::init<int64_t, int64_t>(), "start_dim"_a = 1, "end_dim"_a = -1)
       .def("forward", &Flatten::forward);
+  nb::class_<PixelShuffle, Module>(nnm, "PixelShuffle")
+      .def(nb::init<int64_t>(), "upscale_factor"_a)
+      .def("forward", &PixelShuffle::forward);
+  nb::class_<PixelUnshuffle, Module>(nnm, "PixelUnshuffle")
+      .def(nb::init<int64_t>(), "downscale_factor"_a)
+      .def("forward", &PixelUnshuffle::forward);
+  nb::class_<Softmax2d, Module>(nnm, "Softmax2d").def(nb::init<>()).def("forward", &Softmax2d::forward);
+  nb::class_<CosineSimilarity, Module>(nnm, "CosineSimilarity")
+      .def(nb::init<int64_t, double>(), "dim"_a = 1, "eps"_a = 1e-8)
+      .def("forward", &CosineSimilarity::forward);
+  nb::class_<PairwiseDistance, Module>(nnm, "PairwiseDistance")
+      .def(nb::init<double, double, bool>(), "p"_a = 2.0, "eps"_a = 1e-6, "keepdim"_a = false)
+      .def("forward", &PairwiseDistance::forward);
+  nb::class_<PReLU, Module>(nnm, "PReLU")
+      .def("__init__", [](PReLU* self, int64_t n, double init, nb::handle dtype) { new (self) PReLU(n, init, dt(dtype)); },
+           "num_parameters"_a = 1, "init"_a = 0.25, "dtype"_a.none() = nb::none())
+      .def("forward", &PReLU::forward)
+      .def("reset_parameters", &PReLU::reset_parameters);
   nb::class_<Unflatten, Module>(nnm, "Unflatten")
       .def("__init__", [](Unflatten* self, int64_t d, nb::handle s) { new (self) Unflatten(d, as_shape(s)); })
       .def("forward", &Unflatten::forward);

@@ -25,6 +25,12 @@ logsigmoid = _C.logsigmoid
 threshold = _C.threshold
 sigmoid = _C.sigmoid
 tanh = _C.tanh
+normalize = _C.normalize
+cosine_similarity = _C.cosine_similarity
+pairwise_distance = _C.pairwise_distance
+pixel_shuffle = _C.pixel_shuffle
+pixel_unshuffle = _C.pixel_unshuffle
+prelu = _C.prelu
 
 
 def softmax(input, dim=None, dtype=None):

@@ -79,6 +79,50 @@ class Flatten(_CppModule):
         self.start_dim, self.end_dim = start_dim, end_dim
 
 
+class PixelShuffle(_CppModule):
+    def __init__(self, upscale_factor):
+        super().__init__()
+        self._bind(_cnn.PixelShuffle(upscale_factor))
+        self.upscale_factor = upscale_factor
+
+
+class PixelUnshuffle(_CppModule):
+    def __init__(self, downscale_factor):
+        super().__init__()
+        self._bind(_cnn.PixelUnshuffle(downscale_factor))
+        self.downscale_factor = downscale_factor
+
+
+class Softmax2d(_CppModule):
+    def __init__(self):
+        super().__init__()
+        self._bind(_cnn.Softmax2d())
+
+
+class CosineSimilarity(_CppModule):
+    def __init__(self, dim=1, eps=1e-8):
+        super().__init__()
+        self._bind(_cnn.CosineSimilarity(dim, eps))
+        self.dim, self.eps = dim, eps
+
+
+class PairwiseDistance(_CppModule):
+    def __init__(self, p=2.0, eps=1e-6, keepdim=False):
+        super().__init__()
+        self._bind(_cnn.PairwiseDistance(p, eps, keepdim))
+        self.norm, self.eps, self.keepdim = p, eps, keepdim
+
+
+class PReLU(_CppModule):
+    def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
+        super().__init__()
+        self._bind(_cnn.PReLU(num_parameters, init, dtype))
+        self.num_parameters, self.init = num_parameters, init
+
+    def reset_parameters(self):
+        self._cpp.reset_parameters()
+
+
 class Unflatten(_CppModule):
     def __init__(self, dim, unflattened_size):
         super().__init__()

@@ -1,0 +1,142 @@
+// torch.nn.functional's normalize, cosine_similarity, pairwise_distance, pixel_shuffle/unshuffle and
+// prelu: composites of table ops written as torch writes them (so values, gradients and errors match),
+// registered as composite ops for the bindings.
+#include <sstream>
+
+#include "kiln/autograd/autograd.h"
+#include "kiln/nn/functional.h"
+#include "kiln/ops/composite.h"
+#include "kiln/ops/linalg.h"
+
+namespace kiln::nn::functional {
+
+Tensor normalize(const Tensor& x, double p, int64_t dim, double eps) {
+  Tensor denom = clamp(linalg::vector_norm(x, p, Shape{dim}, /*keepdim=*/true), Scalar(eps), std::nullopt);
+  return div(x, expand(denom, x.sizes()));
+}
+
+Tensor cosine_similarity(const Tensor& x1_, const Tensor& x2_, int64_t dim, double eps) {
+  const char* op = "cosine_similarity";
+  Dtype common = result_type(x1_, x2_);
+  KILN_CHECK(is_floating(common), Runtime, op, "expected common dtype to be floating point, yet common dtype is ",
+             dtype_name(common));
+  Tensor x1 = is_floating(x1_.dtype()) || is_complex(x1_.dtype()) ? x1_ : x1_.to(common);
+  Tensor x2 = is_floating(x2_.dtype()) || is_complex(x2_.dtype()) ? x2_ : x2_.to(common);
+  Shape shape = broadcast_shapes(x1.sizes(), x2.sizes());
+  x1 = expand(x1, shape), x2 = expand(x2, shape);
+  // each divided by its norm first (the result stays in [-1, 1]); the clamps do not take part in autograd
+  Tensor n1 = clone(linalg::vector_norm(x1, 2, Shape{dim}, true));
+  Tensor n2 = clone(linalg::vector_norm(x2, 2, Shape{dim}, true));
+  {
+    NoGradGuard ng;
+    clamp_(n1, Scalar(eps), std::nullopt);
+    clamp_(n2, Scalar(eps), std::nullopt);
+  }
+  return sum(mul(div(x1, n1), div(x2, n2)), Shape{dim});
+}
+
+Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p, double eps, bool keepdim) {
+  const int64_t d = std::max(x1.dim(), x2.dim()) - 1;
+  return linalg::vector_norm(add(sub(x1, x2), Scalar(eps)), p, Shape{d}, keepdim);
+}
+
+namespace {
+void check_shuffle(const char* op, const Tensor& x, int64_t f, const char* what) {
+  KILN_CHECK(x.dim() >= 3, Runtime, op, op, " expects input to have at least 3 dimensions, but got input with ",
+             x.dim(), " dimension(s)");
+  KILN_CHECK(f > 0, Runtime, op, op, " expects a positive ", what, ", but got ", f);
+}
+}  // namespace
+
+Tensor pixel_shuffle(const Tensor& x, int64_t r) {
+  const char* op = "pixel_shuffle";
+  check_shuffle(op, x, r, "upscale_factor");
+  const int64_t n = x.dim(), c = x.size(-3), h = x.size(-2), w = x.size(-1);
+  KILN_CHECK(c % (r * r) == 0, Runtime, op,
+             "pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of upscale_factor, "
+             "but input.size(-3)=", c, " is not divisible by ", r * r);
+  Shape batch(x.sizes().begin(), x.sizes().end() - 3);
+  Shape split = batch, perm, out = batch;
+  for (int64_t v : {c / (r * r), r, r, h, w}) split.push_back(v);
+  const int64_t b = n - 3;
+  for (int64_t i = 0; i < b; ++i) perm.push_back(i);
+  for (int64_t i : {0, 3, 1, 4, 2}) perm.push_back(b + i);
+  for (int64_t v : {c / (r * r), h * r, w * r}) out.push_back(v);
+  return reshape(permute(reshape(x, split), perm), out);
+}
+
+Tensor pixel_unshuffle(const Tensor& x, int64_t r) {
+  const char* op = "pixel_unshuffle";
+  check_shuffle(op, x, r, "downscale_factor");
+  const int64_t n = x.dim(), c = x.size(-3), h = x.size(-2), w = x.size(-1);
+  KILN_CHECK(h % r == 0, Runtime, op, "pixel_unshuffle expects height to be divisible by downscale_factor, but input.size(-2)=",
+             h, " is not divisible by ", r);
+  KILN_CHECK(w % r == 0, Runtime, op, "pixel_unshuffle expects width to be divisible by downscale_factor, but input.size(-1)=",
+             w, " is not divisible by ", r);
+  Shape batch(x.sizes().begin(), x.sizes().end() - 3);
+  Shape split = batch, perm, out = batch;
+  for (int64_t v : {c, h / r, r, w / r, r}) split.push_back(v);
+  const int64_t b = n - 3;
+  for (int64_t i = 0; i < b; ++i) perm.push_back(i);
+  for (int64_t i : {0, 2, 4, 1, 3}) perm.push_back(b + i);
+  for (int64_t v : {c * r * r, h / r, w / r}) out.push_back(v);
+  return reshape(permute(reshape(x, split), perm), out);
+}
+
+Tensor prelu(const Tensor& x, const Tensor& weight) {
+  const char* op = "prelu";
+  KILN_CHECK(x.dtype() == weight.dtype(), Runtime, op, "prelu: Type promoting not supported. Got ",
+             dtype_name(x.dtype()), " and ", dtype_name(weight.dtype()));
+  KILN_CHECK(weight.dim() <= 1, Runtime, op, "prelu: Expected `weight` to be a scalar or 1D tensor, but got: ndim = ",
+             weight.dim());
+  Tensor w = weight;
+  if (weight.numel() != 1) {
+    KILN_CHECK(x.dim() > 0, Runtime, op, "Not allow zero-dim input tensor.");
+    const int64_t channels = x.dim() > 1 ? x.size(1) : 1;
+    KILN_CHECK(channels == weight.numel(), Runtime, op,
+               "Mismatch of parameter numbers and input channel size. Found parameter numbers = ", weight.numel(),
+               " and channel size = ", channels, ".");
+  }
+  if (weight.dim() == 1 && x.dim() >= 2) {
+    Shape s(static_cast<size_t>(x.dim()), 1);
+    s[1] = weight.numel();
+    w = reshape(weight, s);
+  } else if (weight.dim() == 1 && weight.numel() == 1) {
+    w = reshape(weight, {});
+  }
+  return where(gt(x, Scalar(0)), x, mul(w, x));
+}
+
+namespace {
+Composite c_normalize{"normalize(Tensor input, float p=2., int dim=1, float eps=1e-12) -> Tensor",
+                      [](const TensorList& in, const Attrs& a) -> TensorList {
+                        return {normalize(in[0], attr<double>(a, 0), attr<int64_t>(a, 1), attr<double>(a, 2))};
+                      },
+                      kFunctionVariant};
+Composite c_cosine_similarity{"cosine_similarity(Tensor x1, Tensor x2, int dim=1, float eps=1e-08) -> Tensor",
+                              [](const TensorList& in, const Attrs& a) -> TensorList {
+                                return {cosine_similarity(in[0], in[1], attr<int64_t>(a, 0), attr<double>(a, 1))};
+                              },
+                              kFunctionVariant};
+Composite c_pairwise_distance{
+    "pairwise_distance(Tensor x1, Tensor x2, float p=2, float eps=1e-06, bool keepdim=False) -> Tensor",
+    [](const TensorList& in, const Attrs& a) -> TensorList {
+      return {pairwise_distance(in[0], in[1], attr<double>(a, 0), attr<double>(a, 1), attr<bool>(a, 2))};
+    },
+    kFunctionVariant};
+Composite c_pixel_shuffle{"pixel_shuffle(Tensor self, int upscale_factor) -> Tensor",
+                          [](const TensorList& in, const Attrs& a) -> TensorList {
+                            return {pixel_shuffle(in[0], attr<int64_t>(a, 0))};
+                          },
+                          kFunctionVariant};
+Composite c_pixel_unshuffle{"pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor",
+                            [](const TensorList& in, const Attrs& a) -> TensorList {
+                              return {pixel_unshuffle(in[0], attr<int64_t>(a, 0))};
+                            },
+                            kFunctionVariant};
+Composite c_prelu{"prelu(Tensor self, Tensor weight) -> Tensor",
+                  [](const TensorList& in, const Attrs&) -> TensorList { return {prelu(in[0], in[1])}; },
+                  kFunctionAndMethod};
+}  // namespace
+
+}  // namespace kiln::nn::functional

@@ -1,0 +1,110 @@
+"""F.normalize, F.cosine_similarity, F.pairwise_distance, F.pixel_shuffle / pixel_unshuffle, F.prelu and
+the layers over them (PixelShuffle, PixelUnshuffle, Softmax2d, CosineSimilarity, PairwiseDistance,
+PReLU) against torch: values (float32/float64, contiguous and strided, broadcasting, zeros), gradients,
+and the errors torch raises."""
+import numpy as np
+import pytest
+import torch
+
+import kiln
+from helpers import to_kiln, to_torch
+
+
+def both(fn_k, fn_t, *arrays, grad=True, rtol=1e-5, atol=1e-6):
+    """Runs fn on kiln and torch copies of the arrays; compares outputs and input gradients."""
+    ts = [torch.tensor(a, requires_grad=grad and a.dtype.kind == "f") for a in arrays]
+    ks = [to_kiln(t.detach()).requires_grad_(t.requires_grad) for t in ts]
+    to, ko = fn_t(*ts), fn_k(*ks)
+    np.testing.assert_allclose(to_torch(ko.detach()).numpy(), to.detach().numpy(), rtol=rtol, atol=atol)
+    assert tuple(ko.shape) == tuple(to.shape) and str(ko.dtype).split(".")[-1] == str(to.dtype).split(".")[-1]
+    if grad and any(t.requires_grad for t in ts):
+        w = np.random.default_rng(1).standard_normal(tuple(to.shape)).astype(arrays[0].dtype)
+        (to * torch.tensor(w)).sum().backward()
+        (ko * to_kiln(torch.tensor(w))).sum().backward()
+        for t, k in zip(ts, ks):
+            if t.requires_grad:
+                np.testing.assert_allclose(to_torch(k.grad).numpy(), t.grad.numpy(), rtol=rtol * 10, atol=atol * 10)
+
+
+RNG = np.random.default_rng(0)
+
+
+def arr(*shape, dtype=np.float32):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("p,dim", [(2.0, 1), (1.0, -1), (3.0, 0), (float("inf"), 1)])
+def test_normalize(dtype, p, dim):
+    x = arr(3, 4, 5, dtype=dtype)
+    x[1, :, 2] = 0  # a zero slice: the eps clamp
+    both(lambda a: kiln.nn.functional.normalize(a, p, dim), lambda a: torch.nn.functional.normalize(a, p, dim), x)
+    both(lambda a: kiln.nn.functional.normalize(a.transpose(0, 2), p, dim),
+         lambda a: torch.nn.functional.normalize(a.transpose(0, 2), p, dim), x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cosine_similarity_and_pairwise_distance(dtype):
+    a, b = arr(4, 6, dtype=dtype), arr(1, 6, dtype=dtype)
+    a[2] = 0
+    for kw in [{}, {"dim": 0}, {"dim": -1, "eps": 0.5}]:
+        both(lambda x, y: kiln.nn.functional.cosine_similarity(x, y, **kw),
+             lambda x, y: torch.nn.functional.cosine_similarity(x, y, **kw), a, b)
+    for kw in [{}, {"p": 1.0}, {"p": 3.0, "eps": 0.0, "keepdim": True}]:
+        both(lambda x, y: kiln.nn.functional.pairwise_distance(x, y, **kw),
+             lambda x, y: torch.nn.functional.pairwise_distance(x, y, **kw), a, b)
+    both(lambda x, y: kiln.nn.CosineSimilarity(dim=0)(x, y), lambda x, y: torch.nn.CosineSimilarity(dim=0)(x, y),
+         arr(5, 3, dtype=dtype), arr(5, 3, dtype=dtype))
+    both(lambda x, y: kiln.nn.PairwiseDistance(keepdim=True)(x, y),
+         lambda x, y: torch.nn.PairwiseDistance(keepdim=True)(x, y), arr(5, 3, dtype=dtype), arr(5, 3, dtype=dtype))
+    # integer inputs go through the common floating dtype; all-integer raises as torch does
+    both(lambda x, y: kiln.cosine_similarity(x, y.to(kiln.int64)), lambda x, y: torch.cosine_similarity(x, y.long()),
+         arr(3, 4, dtype=dtype), np.arange(12, dtype=dtype).reshape(3, 4), grad=False)
+    for m in (kiln, torch):
+        with pytest.raises(RuntimeError, match="floating point"):
+            m.cosine_similarity(m.ones(2, 3, dtype=m.int64), m.ones(2, 3, dtype=m.int64))
+
+
+def test_pixel_shuffle():
+    x = arr(2, 18, 4, 5)
+    both(lambda a: kiln.nn.functional.pixel_shuffle(a, 3), lambda a: torch.nn.functional.pixel_shuffle(a, 3), x)
+    both(lambda a: kiln.nn.functional.pixel_unshuffle(a, 2), lambda a: torch.nn.functional.pixel_unshuffle(a, 2),
+         arr(3, 2, 4, 6))
+    both(lambda a: kiln.nn.PixelUnshuffle(2)(kiln.nn.PixelShuffle(2)(a)), lambda a: a * 1, arr(1, 2, 8, 3, 3))
+    both(lambda a: kiln.pixel_shuffle(a, 2), lambda a: torch.pixel_shuffle(a, 2), arr(8, 2, 2))  # no batch dims
+    for m in (kiln, torch):
+        for bad in [lambda: m.pixel_shuffle(m.ones(4, 2), 2), lambda: m.pixel_shuffle(m.ones(1, 7, 2, 2), 2),
+                    lambda: m.pixel_shuffle(m.ones(1, 4, 2, 2), 0), lambda: m.pixel_unshuffle(m.ones(1, 1, 3, 4), 2),
+                    lambda: m.pixel_unshuffle(m.ones(1, 1, 4, 3), 2)]:
+            with pytest.raises(RuntimeError):
+                bad()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_prelu(dtype):
+    x = arr(2, 3, 4, dtype=dtype)
+    x[0, 0, 0] = 0
+    both(lambda a, w: kiln.nn.functional.prelu(a, w), lambda a, w: torch.nn.functional.prelu(a, w),
+         x, np.array([0.1, -0.3, 0.7], dtype=dtype))
+    both(lambda a, w: kiln.prelu(a, w), lambda a, w: torch.prelu(a, w), x, np.array([0.2], dtype=dtype))
+    both(lambda a, w: kiln.prelu(a, w), lambda a, w: torch.prelu(a, w), arr(5, dtype=dtype), np.array([0.2], dtype=dtype))
+    km, tm = kiln.nn.PReLU(3, init=0.1), torch.nn.PReLU(3, init=0.1)
+    xs = arr(4, 3, 2)
+    kout, tout = km(to_kiln(torch.tensor(xs))), tm(torch.tensor(xs))
+    np.testing.assert_allclose(to_torch(kout.detach()).numpy(), tout.detach().numpy(), rtol=1e-6)
+    kout.sum().backward()
+    tout.sum().backward()
+    np.testing.assert_allclose(to_torch(km.weight.grad).numpy(), tm.weight.grad.numpy(), rtol=1e-5)
+    assert repr(km) == repr(tm) and [n for n, _ in km.named_parameters()] == ["weight"]
+    for m in (kiln, torch):
+        with pytest.raises(RuntimeError, match="Mismatch of parameter numbers"):
+            m.prelu(m.ones(2, 3), m.ones(2))
+        with pytest.raises(RuntimeError, match="scalar or 1D"):
+            m.prelu(m.ones(2, 3), m.ones(1, 3))
+
+
+def test_softmax2d():
+    both(lambda a: kiln.nn.Softmax2d()(a), lambda a: torch.nn.Softmax2d()(a), arr(2, 3, 4, 5))
+    both(lambda a: kiln.nn.Softmax2d()(a), lambda a: torch.nn.Softmax2d()(a), arr(3, 4, 5))
+    assert repr(kiln.nn.Softmax2d()) == repr(torch.nn.Softmax2d())
+    assert repr(kiln.nn.PixelShuffle(3)) == repr(torch.nn.PixelShuffle(3))
