@@ -3,6 +3,8 @@
 // argument mistakes.
 #pragma once
 
+#include "kiln/optim/value.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -34,16 +36,8 @@ class AssertionFailure : public Error {
 
 namespace layer_util {
 
-// Python's repr of a float: shortest round-trip digits, always with a '.' or an exponent.
-inline std::string pyfloat(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof(buf), v);
-  std::string s(buf, r.ptr);
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";
-  return s;
-}
+// Python's repr of a float (0.0001, 1e-05, 2.0): the one implementation in kiln/optim/value.h.
+inline std::string pyfloat(double v) { return optim::py_float_repr(v); }
 inline std::string pybool(bool b) { return b ? "True" : "False"; }
 // Python's repr of a tuple of ints: (3,) or (2, 3).
 inline std::string tuple_str(const Shape& s) {

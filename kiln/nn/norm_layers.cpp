@@ -7,6 +7,7 @@
 #include "kiln/nn/init.h"
 #include "kiln/nn/layer_util.h"
 #include "kiln/ops/composite.h"
+#include "kiln/ops/nn_ops.h"
 #include "kiln/ops/shape.h"
 
 namespace kiln {
@@ -356,6 +357,125 @@ std::string GroupNorm::extra_repr() const {
          ", eps=" + pyfloat(eps) + ", affine=" + pybool(affine) +
          ", bias=" + pybool(own_parameters().items()[1].second.defined());
 }
+
+// ---- InstanceNorm, LocalResponseNorm ----------------------------------------------------------------
+namespace functional {
+
+Tensor instance_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                     const Tensor& bias, bool use_input_stats, double momentum, double eps) {
+  const char* op = "instance_norm";
+  KILN_CHECK(use_input_stats || (running_mean.defined() && running_var.defined()), Runtime, op,
+             "Expected running_mean and running_var to be defined when use_input_stats is false");
+  KILN_CHECK(x.dim() >= 2, Runtime, op, "Expected at least 2 dimensions for input tensor but received ", x.dim());
+  const int64_t b = x.size(0), c = x.size(1);
+  if (use_input_stats) {  // torch's _verify_spatial_size
+    int64_t spatial = 1;
+    for (int64_t i = 2; i < x.dim(); ++i) spatial *= x.size(i);
+    KILN_CHECK(spatial != 1, Value, op, "Expected more than 1 spatial element when training, got input size ",
+               list_str(x.sizes()));
+  }
+  auto rep = [b](const Tensor& t) { return t.defined() ? repeat(t, Shape{b}) : Tensor(); };
+  Tensor rm = rep(running_mean), rv = rep(running_var);
+  Shape shape = x.sizes();
+  shape[1] = b * c, shape[0] = 1;
+  Tensor out = batch_norm(reshape(contiguous(x), shape), rm, rv, rep(weight), rep(bias), use_input_stats, momentum, eps);
+  {
+    NoGradGuard ng;
+    if (running_mean.defined()) copy_(running_mean, mean(reshape(rm, {b, c}), Shape{0}));
+    if (running_var.defined()) copy_(running_var, mean(reshape(rv, {b, c}), Shape{0}));
+  }
+  return reshape(out, x.sizes());
+}
+
+Tensor local_response_norm(const Tensor& x, int64_t size, double alpha, double beta, double k) {
+  const int64_t d = x.dim();
+  KILN_CHECK(d >= 3, Value, "local_response_norm", "Expected 3D or higher dimensionality                          "
+             "input (got ", d, " dimensions)");
+  if (x.numel() == 0) return x;
+  // the mean of x^2 over `size` channels, zero-padded as torch's: avg_pool2d over (C, rest) with a
+  // (size, 1) window equals torch's avg_pool3d over (C, H, rest) with (size, 1, 1)
+  Tensor sq = mul(x, x);
+  Shape s4{x.size(0), 1, x.size(1), -1};
+  Tensor v = reshape(sq, s4);
+  v = pad(v, {0, 0, size / 2, (size - 1) / 2});
+  v = avg_pool2d(v, {size, 1}, {1, 1});
+  Tensor div_ = pow(add(mul(reshape(v, x.sizes()), Scalar(alpha)), Scalar(k)), Scalar(beta));
+  return div(x, div_);
+}
+
+}  // namespace functional
+
+InstanceNorm::InstanceNorm(std::string name, int64_t sd, int64_t nf, double eps, double momentum, bool affine,
+                           bool track, bool bias, Dtype dtype)
+    : Module(std::move(name)), spatial_dims(sd), num_features(nf), eps(eps), momentum(momentum), affine(affine),
+      track_running_stats(track) {
+  register_parameter("weight", affine ? empty({nf}, opts(dtype)) : Tensor());
+  register_parameter("bias", affine && bias ? empty({nf}, opts(dtype)) : Tensor());
+  register_buffer("running_mean", track ? zeros({nf}, opts(dtype)) : Tensor());
+  register_buffer("running_var", track ? ones({nf}, opts(dtype)) : Tensor());
+  register_buffer("num_batches_tracked", track ? zeros({}, TensorOptions(kInt64)) : Tensor());
+  reset_parameters();
+}
+
+void InstanceNorm::reset_running_stats() {
+  if (!track_running_stats) return;
+  NoGradGuard ng;
+  zero_(buffer("running_mean"));
+  fill_(buffer("running_var"), 1);
+  zero_(buffer("num_batches_tracked"));
+}
+
+void InstanceNorm::reset_parameters() {
+  reset_running_stats();
+  if (param("weight").defined()) init::ones_(param("weight"));
+  if (param("bias").defined()) init::zeros_(param("bias"));
+}
+
+Tensor InstanceNorm::forward(const Tensor& x) {
+  const int64_t batched = spatial_dims + 2;
+  KILN_CHECK(x.dim() == batched || x.dim() == batched - 1, Value, name_.c_str(), "expected ", batched - 1, "D or ",
+             batched, "D input (got ", x.dim(), "D input)");
+  const int64_t feature_dim = x.dim() - spatial_dims - 1;
+  if (x.size(feature_dim) != num_features)
+    KILN_CHECK(!affine, Value, name_.c_str(), "expected input's size at dim=", feature_dim,
+               " to match num_features (", num_features, "), but got: ", x.size(feature_dim), ".");
+  const bool unbatched = x.dim() == batched - 1;
+  Tensor in = unbatched ? unsqueeze(x, 0) : x;
+  const bool use_input_stats = is_training() || !track_running_stats;
+  Tensor y = F::instance_norm(in, buffer("running_mean"), buffer("running_var"), param("weight"), param("bias"),
+                              use_input_stats, momentum, eps);
+  return unbatched ? squeeze(y, Shape{0}) : y;
+}
+
+std::string InstanceNorm::extra_repr() const {
+  return std::to_string(num_features) + ", eps=" + pyfloat(eps) + ", momentum=" + pyfloat(momentum) +
+         ", affine=" + pybool(affine) + ", bias=" + pybool(own_parameters().items()[1].second.defined()) +
+         ", track_running_stats=" + pybool(track_running_stats);
+}
+
+LocalResponseNorm::LocalResponseNorm(int64_t s, double a, double b, double kk)
+    : Module("LocalResponseNorm"), size(s), alpha(a), beta(b), k(kk) {}
+std::string LocalResponseNorm::extra_repr() const {
+  return std::to_string(size) + ", alpha=" + pyfloat(alpha) + ", beta=" + pyfloat(beta) + ", k=" + pyfloat(k);
+}
+
+namespace functional {
+namespace {
+Composite c_instance_norm{
+    "instance_norm(Tensor input, Tensor? running_mean=None, Tensor? running_var=None, Tensor? weight=None, "
+    "Tensor? bias=None, bool use_input_stats=True, float momentum=0.1, float eps=1e-05) -> Tensor",
+    [](const TensorList& in, const Attrs& a) -> TensorList {
+      return {instance_norm(in[0], in[1], in[2], in[3], in[4], attr<bool>(a, 0), attr<double>(a, 1), attr<double>(a, 2))};
+    },
+    kFunctionVariant};
+Composite c_local_response_norm{
+    "local_response_norm(Tensor input, int size, float alpha=0.0001, float beta=0.75, float k=1.) -> Tensor",
+    [](const TensorList& in, const Attrs& a) -> TensorList {
+      return {local_response_norm(in[0], attr<int64_t>(a, 0), attr<double>(a, 1), attr<double>(a, 2), attr<double>(a, 3))};
+    },
+    kFunctionVariant};
+}  // namespace
+}  // namespace functional
 
 // ---- EmbeddingBag -------------------------------------------------------------------------------
 EmbeddingBag::EmbeddingBag(int64_t num, int64_t dim, std::optional<double> max_norm,

@@ -26,6 +26,17 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
 Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);
 
+// torch.nn.functional.instance_norm on (N, C, *): batch_norm over the (1, N*C, *) view, statistics per
+// sample and channel; the running tensors (C), when defined, get the mean of the N updated copies.
+Tensor instance_norm(const Tensor& input, const Tensor& running_mean = {}, const Tensor& running_var = {},
+                     const Tensor& weight = {}, const Tensor& bias = {}, bool use_input_stats = true,
+                     double momentum = 0.1, double eps = 1e-5);
+
+// torch.nn.functional.local_response_norm on (N, C, *): x / (k + alpha * mean of x^2 over `size`
+// neighbouring channels)^beta.
+Tensor local_response_norm(const Tensor& input, int64_t size, double alpha = 1e-4, double beta = 0.75,
+                           double k = 1.0);
+
 // torch.nn.functional.embedding_bag. input: 1-D indices with offsets (bag starts; with
 // include_last_offset the last entry ends the last bag) or 2-D (B, N) fixed-length bags (offsets
 // undefined). mode "sum" | "mean" | "max"; per_sample_weights (input's shape) only with "sum";
@@ -102,6 +113,50 @@ class GroupNorm : public Module {
   int64_t num_groups, num_channels;
   double eps;
   bool affine;
+};
+
+// torch's _InstanceNorm: no affine parameters and no running statistics by default; an unbatched
+// input (C, *) is accepted.
+class InstanceNorm : public Module {
+ public:
+  InstanceNorm(std::string name, int64_t spatial_dims, int64_t num_features, double eps = 1e-5,
+               double momentum = 0.1, bool affine = false, bool track_running_stats = false,
+               bool bias = true, Dtype dtype = Dtype::Undefined);
+  Tensor forward(const Tensor& x);
+  void reset_running_stats();
+  void reset_parameters();
+  std::string extra_repr() const override;
+  int64_t spatial_dims, num_features;
+  double eps, momentum;
+  bool affine, track_running_stats;
+};
+
+class InstanceNorm1d : public InstanceNorm {
+ public:
+  explicit InstanceNorm1d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = false,
+                          bool track_running_stats = false, bool bias = true, Dtype dtype = Dtype::Undefined)
+      : InstanceNorm("InstanceNorm1d", 1, num_features, eps, momentum, affine, track_running_stats, bias, dtype) {}
+};
+class InstanceNorm2d : public InstanceNorm {
+ public:
+  explicit InstanceNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = false,
+                          bool track_running_stats = false, bool bias = true, Dtype dtype = Dtype::Undefined)
+      : InstanceNorm("InstanceNorm2d", 2, num_features, eps, momentum, affine, track_running_stats, bias, dtype) {}
+};
+class InstanceNorm3d : public InstanceNorm {
+ public:
+  explicit InstanceNorm3d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = false,
+                          bool track_running_stats = false, bool bias = true, Dtype dtype = Dtype::Undefined)
+      : InstanceNorm("InstanceNorm3d", 3, num_features, eps, momentum, affine, track_running_stats, bias, dtype) {}
+};
+
+class LocalResponseNorm : public Module {
+ public:
+  explicit LocalResponseNorm(int64_t size, double alpha = 1e-4, double beta = 0.75, double k = 1.0);
+  Tensor forward(const Tensor& x) { return functional::local_response_norm(x, size, alpha, beta, k); }
+  std::string extra_repr() const override;
+  int64_t size;
+  double alpha, beta, k;
 };
 
 class EmbeddingBag : public Module {

@@ -106,6 +106,32 @@ void bind_norm_conv(nb::module_& nnm) {
                     nb::handle d) { bn_init(s, n, eps, mom, a, t, b, d); },
           "num_features"_a, "eps"_a = 1e-5, "momentum"_a.none() = 0.1, "affine"_a = true,
           "track_running_stats"_a = true, "bias"_a = true, "dtype"_a.none() = nb::none());
+  nb::class_<InstanceNorm, Module>(nnm, "InstanceNorm")
+      .def("forward", &InstanceNorm::forward)
+      .def("reset_parameters", &InstanceNorm::reset_parameters)
+      .def("reset_running_stats", &InstanceNorm::reset_running_stats)
+      .def_rw("eps", &InstanceNorm::eps)
+      .def_rw("momentum", &InstanceNorm::momentum);
+  auto in_init = [](auto* self, int64_t n, double eps, double mom, bool affine, bool track, bool bias,
+                    nb::handle dtype) {
+    using T = std::remove_pointer_t<decltype(self)>;
+    new (self) T(n, eps, mom, affine, track, bias, dt(dtype));
+  };
+#define KILN_BIND_INSTANCE_NORM(C)                                                                            \
+  nb::class_<C, InstanceNorm>(nnm, #C)                                                                          \
+      .def("__init__",                                                                                          \
+           [in_init](C* s, int64_t n, double eps, double mom, bool a, bool t, bool b, nb::handle d) {           \
+             in_init(s, n, eps, mom, a, t, b, d);                                                               \
+           },                                                                                                   \
+           "num_features"_a, "eps"_a = 1e-5, "momentum"_a = 0.1, "affine"_a = false,                            \
+           "track_running_stats"_a = false, "bias"_a = true, "dtype"_a.none() = nb::none());
+  KILN_BIND_INSTANCE_NORM(InstanceNorm1d)
+  KILN_BIND_INSTANCE_NORM(InstanceNorm2d)
+  KILN_BIND_INSTANCE_NORM(InstanceNorm3d)
+#undef KILN_BIND_INSTANCE_NORM
+  nb::class_<LocalResponseNorm, Module>(nnm, "LocalResponseNorm")
+      .def(nb::init<int64_t, double, double, double>(), "size"_a, "alpha"_a = 1e-4, "beta"_a = 0.75, "k"_a = 1.0)
+      .def("forward", &LocalResponseNorm::forward);
   nb::class_<GroupNorm, Module>(nnm, "GroupNorm")
       .def(
           "__init__",

@@ -108,3 +108,54 @@ def test_softmax2d():
     both(lambda a: kiln.nn.Softmax2d()(a), lambda a: torch.nn.Softmax2d()(a), arr(3, 4, 5))
     assert repr(kiln.nn.Softmax2d()) == repr(torch.nn.Softmax2d())
     assert repr(kiln.nn.PixelShuffle(3)) == repr(torch.nn.PixelShuffle(3))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_instance_norm_functional(dtype):
+    x = arr(3, 4, 5, 6, dtype=dtype)
+    both(lambda a: kiln.nn.functional.instance_norm(a), lambda a: torch.nn.functional.instance_norm(a), x)
+    both(lambda a, w, b: kiln.nn.functional.instance_norm(a, weight=w, bias=b, eps=1e-3),
+         lambda a, w, b: torch.nn.functional.instance_norm(a, weight=w, bias=b, eps=1e-3),
+         x, arr(4, dtype=dtype), arr(4, dtype=dtype))
+    # running statistics: updated with the mean over the batch of per-sample statistics
+    rm_t, rv_t = torch.zeros(4, dtype=torch.tensor(x).dtype), torch.ones(4, dtype=torch.tensor(x).dtype)
+    rm_k, rv_k = to_kiln(rm_t.clone()), to_kiln(rv_t.clone())
+    torch.nn.functional.instance_norm(torch.tensor(x), rm_t, rv_t, momentum=0.3)
+    kiln.nn.functional.instance_norm(to_kiln(torch.tensor(x)), rm_k, rv_k, momentum=0.3)
+    np.testing.assert_allclose(to_torch(rm_k).numpy(), rm_t.numpy(), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(to_torch(rv_k).numpy(), rv_t.numpy(), rtol=1e-5, atol=1e-7)
+    for m in (kiln, torch):
+        with pytest.raises(ValueError, match="more than 1 spatial element"):
+            m.nn.functional.instance_norm(m.ones(2, 3, 1))
+
+
+@pytest.mark.parametrize("cls,shape", [("InstanceNorm1d", (2, 3, 7)), ("InstanceNorm1d", (3, 7)),
+                                       ("InstanceNorm2d", (2, 3, 4, 5)), ("InstanceNorm3d", (2, 3, 2, 3, 4))])
+@pytest.mark.parametrize("kw", [{}, {"affine": True}, {"affine": True, "bias": False},
+                                {"track_running_stats": True, "momentum": 0.2}])
+def test_instance_norm_layers(cls, shape, kw):
+    km, tm = getattr(kiln.nn, cls)(3, **kw), getattr(torch.nn, cls)(3, **kw)
+    assert repr(km) == repr(tm)
+    assert [n for n, _ in km.named_parameters()] == [n for n, _ in tm.named_parameters()]
+    assert [n for n, _ in km.named_buffers()] == [n for n, _ in tm.named_buffers()]
+    x = arr(*shape)
+    for training in (True, False):
+        km.train(training), tm.train(training)
+        both(lambda a: km(a), lambda a: tm(a), x)
+    for (n, kb), (_, tb) in zip(km.named_buffers(), tm.named_buffers()):
+        np.testing.assert_allclose(to_torch(kb).numpy(), tb.numpy(), rtol=1e-5, atol=1e-6, err_msg=n)
+    for m in (kiln, torch):
+        with pytest.raises(ValueError, match="expected"):
+            getattr(m.nn, cls)(3)(m.ones(*((2,) * (len(shape) + 2))))
+
+
+def test_local_response_norm():
+    for shape in [(2, 6, 5), (2, 6, 3, 4), (1, 7, 2, 2, 3)]:
+        for size in (1, 2, 3, 5):
+            both(lambda a: kiln.nn.functional.local_response_norm(a, size, alpha=0.1, beta=0.6, k=1.5),
+                 lambda a: torch.nn.functional.local_response_norm(a, size, alpha=0.1, beta=0.6, k=1.5), arr(*shape))
+    both(lambda a: kiln.nn.LocalResponseNorm(3)(a), lambda a: torch.nn.LocalResponseNorm(3)(a), arr(2, 5, 4, 4))
+    assert repr(kiln.nn.LocalResponseNorm(3)) == repr(torch.nn.LocalResponseNorm(3))
+    for m in (kiln, torch):
+        with pytest.raises(ValueError, match="Expected 3D or higher"):
+            m.nn.functional.local_response_norm(m.ones(2, 3), 2)

@@ -31,6 +31,12 @@ pairwise_distance = _C.pairwise_distance
 pixel_shuffle = _C.pixel_shuffle
 pixel_unshuffle = _C.pixel_unshuffle
 prelu = _C.prelu
+local_response_norm = _C.local_response_norm
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
+                  momentum=0.1, eps=1e-5):
+    return _C.instance_norm(input, running_mean, running_var, weight, bias, use_input_stats, momentum, eps)
 
 
 def softmax(input, dim=None, dtype=None):

@@ -5,7 +5,8 @@ from .module import _CppModule
 
 _cnn = _C._nn
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "EmbeddingBag", "Conv1d", "Conv2d", "ConvTranspose1d",
+__all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
+           "LocalResponseNorm", "EmbeddingBag", "Conv1d", "Conv2d", "ConvTranspose1d",
            "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
            "Upsample"]
 
@@ -40,6 +41,51 @@ class BatchNorm1d(_BatchNorm):
 
 class BatchNorm2d(_BatchNorm):
     _impl = _cnn.BatchNorm2d
+
+
+class _InstanceNorm(_CppModule):
+    _impl = None
+    eps = _cpp_attr("eps")
+    momentum = _cpp_attr("momentum")
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None,
+                 dtype=None, *, bias=True):
+        super().__init__()
+        self._bind(self._impl(num_features, eps, momentum, affine, track_running_stats, bias, dtype))
+        self.num_features, self.affine, self.track_running_stats = num_features, affine, track_running_stats
+
+    def reset_running_stats(self):
+        self._cpp.reset_running_stats()
+
+    def reset_parameters(self):
+        self._cpp.reset_parameters()
+
+    def forward(self, input):
+        feature_dim = input.dim() - {"InstanceNorm1d": 1, "InstanceNorm2d": 2, "InstanceNorm3d": 3}[type(self)._cls] - 1
+        if input.dim() > feature_dim and input.size(feature_dim) != self.num_features and not self.affine:
+            import warnings
+            warnings.warn(f"input's size at dim={feature_dim} does not match num_features. You can silence this "
+                          "warning by not passing in num_features, which is not used because affine=False")
+        return self._cpp.forward(input)
+
+
+class InstanceNorm1d(_InstanceNorm):
+    _impl, _cls = _cnn.InstanceNorm1d, "InstanceNorm1d"
+
+
+class InstanceNorm2d(_InstanceNorm):
+    _impl, _cls = _cnn.InstanceNorm2d, "InstanceNorm2d"
+
+
+class InstanceNorm3d(_InstanceNorm):
+    _impl, _cls = _cnn.InstanceNorm3d, "InstanceNorm3d"
+
+
+class LocalResponseNorm(_CppModule):
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0):
+        super().__init__()
+        self._bind(_cnn.LocalResponseNorm(size, alpha, beta, k))
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
 
 
 class GroupNorm(_CppModule):
