@@ -275,6 +275,24 @@ Tensor embedding_bag(const Tensor& input, const Tensor& weight, const Tensor& of
 namespace nn {
 
 // ---- BatchNorm ----------------------------------------------------------------------------------
+namespace {
+// torch's _NormBase: weight (and bias) when affine; running_mean, running_var, num_batches_tracked when
+// tracking running statistics.
+void register_norm_state(Module& m, int64_t nf, bool affine, bool bias, bool track, Dtype dtype) {
+  m.register_parameter("weight", affine ? empty({nf}, opts(dtype)) : Tensor());
+  m.register_parameter("bias", affine && bias ? empty({nf}, opts(dtype)) : Tensor());
+  m.register_buffer("running_mean", track ? zeros({nf}, opts(dtype)) : Tensor());
+  m.register_buffer("running_var", track ? ones({nf}, opts(dtype)) : Tensor());
+  m.register_buffer("num_batches_tracked", track ? zeros({}, TensorOptions(kInt64)) : Tensor());
+}
+void reset_norm_running_stats(Module& m) {
+  NoGradGuard ng;
+  if (m.buffer("running_mean").defined()) zero_(m.buffer("running_mean"));
+  if (m.buffer("running_var").defined()) fill_(m.buffer("running_var"), 1);
+  if (m.buffer("num_batches_tracked").defined()) zero_(m.buffer("num_batches_tracked"));
+}
+}  // namespace
+
 BatchNorm::BatchNorm(std::string name, int64_t nf, double eps, std::optional<double> momentum,
                      bool affine, bool track, bool bias, Dtype dtype)
     : Module(std::move(name)),
@@ -283,20 +301,12 @@ BatchNorm::BatchNorm(std::string name, int64_t nf, double eps, std::optional<dou
       momentum(momentum),
       affine(affine),
       track_running_stats(track) {
-  register_parameter("weight", affine ? empty({nf}, opts(dtype)) : Tensor());
-  register_parameter("bias", affine && bias ? empty({nf}, opts(dtype)) : Tensor());
-  register_buffer("running_mean", track ? zeros({nf}, opts(dtype)) : Tensor());
-  register_buffer("running_var", track ? ones({nf}, opts(dtype)) : Tensor());
-  register_buffer("num_batches_tracked", track ? zeros({}, TensorOptions(kInt64)) : Tensor());
+  register_norm_state(*this, nf, affine, bias, track, dtype);
   reset_parameters();
 }
 
 void BatchNorm::reset_running_stats() {
-  if (!track_running_stats) return;
-  NoGradGuard ng;
-  if (buffer("running_mean").defined()) zero_(buffer("running_mean"));
-  if (buffer("running_var").defined()) fill_(buffer("running_var"), 1);
-  if (buffer("num_batches_tracked").defined()) zero_(buffer("num_batches_tracked"));
+  if (track_running_stats) reset_norm_running_stats(*this);
 }
 
 void BatchNorm::reset_parameters() {
@@ -409,20 +419,12 @@ InstanceNorm::InstanceNorm(std::string name, int64_t sd, int64_t nf, double eps,
                            bool track, bool bias, Dtype dtype)
     : Module(std::move(name)), spatial_dims(sd), num_features(nf), eps(eps), momentum(momentum), affine(affine),
       track_running_stats(track) {
-  register_parameter("weight", affine ? empty({nf}, opts(dtype)) : Tensor());
-  register_parameter("bias", affine && bias ? empty({nf}, opts(dtype)) : Tensor());
-  register_buffer("running_mean", track ? zeros({nf}, opts(dtype)) : Tensor());
-  register_buffer("running_var", track ? ones({nf}, opts(dtype)) : Tensor());
-  register_buffer("num_batches_tracked", track ? zeros({}, TensorOptions(kInt64)) : Tensor());
+  register_norm_state(*this, nf, affine, bias, track, dtype);
   reset_parameters();
 }
 
 void InstanceNorm::reset_running_stats() {
-  if (!track_running_stats) return;
-  NoGradGuard ng;
-  zero_(buffer("running_mean"));
-  fill_(buffer("running_var"), 1);
-  zero_(buffer("num_batches_tracked"));
+  if (track_running_stats) reset_norm_running_stats(*this);
 }
 
 void InstanceNorm::reset_parameters() {

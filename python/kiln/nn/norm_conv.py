@@ -17,13 +17,13 @@ def _cpp_attr(name):
 
 
 # ---- normalisation ----------------------------------------------------------------------------------
-class _BatchNorm(_CppModule):
+class _NormBase(_CppModule):
+    """torch's _NormBase over a C++ layer (BatchNorm, InstanceNorm): `_impl` builds it."""
     _impl = None
     eps = _cpp_attr("eps")
     momentum = _cpp_attr("momentum")
 
-    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
-                 dtype=None, *, bias=True):
+    def _init_norm(self, num_features, eps, momentum, affine, track_running_stats, bias, dtype):
         super().__init__()
         self._bind(self._impl(num_features, eps, momentum, affine, track_running_stats, bias, dtype))
         self.num_features, self.affine, self.track_running_stats = num_features, affine, track_running_stats
@@ -33,6 +33,12 @@ class _BatchNorm(_CppModule):
 
     def reset_parameters(self):
         self._cpp.reset_parameters()
+
+
+class _BatchNorm(_NormBase):
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
+                 dtype=None, *, bias=True):
+        self._init_norm(num_features, eps, momentum, affine, track_running_stats, bias, dtype)
 
 
 class BatchNorm1d(_BatchNorm):
@@ -43,22 +49,10 @@ class BatchNorm2d(_BatchNorm):
     _impl = _cnn.BatchNorm2d
 
 
-class _InstanceNorm(_CppModule):
-    _impl = None
-    eps = _cpp_attr("eps")
-    momentum = _cpp_attr("momentum")
-
+class _InstanceNorm(_NormBase):
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None,
                  dtype=None, *, bias=True):
-        super().__init__()
-        self._bind(self._impl(num_features, eps, momentum, affine, track_running_stats, bias, dtype))
-        self.num_features, self.affine, self.track_running_stats = num_features, affine, track_running_stats
-
-    def reset_running_stats(self):
-        self._cpp.reset_running_stats()
-
-    def reset_parameters(self):
-        self._cpp.reset_parameters()
+        self._init_norm(num_features, eps, momentum, affine, track_running_stats, bias, dtype)
 
     def forward(self, input):
         feature_dim = input.dim() - {"InstanceNorm1d": 1, "InstanceNorm2d": 2, "InstanceNorm3d": 3}[type(self)._cls] - 1
