@@ -5,8 +5,11 @@
 
 #include "kiln/autograd/autograd.h"
 #include "kiln/nn/functional.h"
+#include "kiln/nn/utils.h"
 #include "kiln/ops/composite.h"
+#include "kiln/core/format.h"
 #include "kiln/ops/linalg.h"
+#include "kiln/ops/shape.h"
 
 namespace kiln::nn::functional {
 
@@ -140,3 +143,44 @@ Composite c_prelu{"prelu(Tensor self, Tensor weight) -> Tensor",
 }  // namespace
 
 }  // namespace kiln::nn::functional
+
+namespace kiln::nn::utils::rnn {
+
+Tensor pad_sequence(const TensorList& seqs, bool batch_first, double padding_value, const std::string& side) {
+  const char* op = "pad_sequence";
+  KILN_CHECK(!seqs.empty(), Runtime, op, "received an empty list of sequences");
+  KILN_CHECK(side == "right" || side == "left", Runtime, op,
+             "Expected padding_side to be one of left or right, but got ", side, ".");
+  int64_t max_len = 0;
+  for (const Tensor& t : seqs) {
+    KILN_CHECK(t.dim() >= 1, Runtime, op, "expected every sequence to have at least one dimension");
+    max_len = std::max(max_len, t.size(0));
+  }
+  // each sequence padded along its first dimension (differentiable), then stacked along the batch
+  const Tensor& first = seqs[0];
+  TensorList rows;
+  for (const Tensor& t : seqs) {
+    Tensor x = t.dtype() == first.dtype() ? t : t.to(first.dtype());
+    const int64_t extra = max_len - x.size(0);
+    Shape p(static_cast<size_t>(2 * x.dim()), 0);  // (last dim first) ..., dim 0 at the end
+    p[p.size() - (side == "left" ? 2 : 1)] = extra;
+    rows.push_back(extra ? pad(x, p, "constant", padding_value) : x);
+  }
+  for (size_t i = 1; i < rows.size(); ++i)
+    KILN_CHECK(rows[i].sizes() == rows[0].sizes(), Runtime, op, "The size of tensor a (", rows[i].dim() > 1 ? rows[i].size(-1) : 0,
+               ") must match the size of tensor b (", rows[0].dim() > 1 ? rows[0].size(-1) : 0,
+               ") at a trailing dimension: sequence ", i, " has shape ", shape_list(seqs[i].sizes()),
+               ", sequence 0 has ", shape_list(seqs[0].sizes()));
+  return stack(rows, batch_first ? 0 : 1);
+}
+
+namespace {
+Composite c_pad_sequence{
+    "pad_sequence(Tensor[] sequences, bool batch_first=False, float padding_value=0.0, str padding_side=\"right\") -> Tensor",
+    [](const TensorList& in, const Attrs& a) -> TensorList {
+      return {pad_sequence(in, attr<bool>(a, 0), attr<double>(a, 1), attr<std::string>(a, 2))};
+    },
+    kFunctionVariant};
+}  // namespace
+
+}  // namespace kiln::nn::utils::rnn

@@ -159,3 +159,24 @@ def test_local_response_norm():
     for m in (kiln, torch):
         with pytest.raises(ValueError, match="Expected 3D or higher"):
             m.nn.functional.local_response_norm(m.ones(2, 3), 2)
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_pad_sequence(batch_first, side):
+    from kiln.nn.utils.rnn import pad_sequence as kpad
+    from torch.nn.utils.rnn import pad_sequence as tpad
+    seqs = [arr(3, 2), arr(5, 2), arr(1, 2)]
+    both(lambda *s: kpad(list(s), batch_first=batch_first, padding_value=-1.5, padding_side=side),
+         lambda *s: tpad(list(s), batch_first=batch_first, padding_value=-1.5, padding_side=side), *seqs)
+    both(lambda *s: kpad(s), lambda *s: tpad(s), arr(4), arr(2))  # 1-d sequences
+    # mixed dtypes: the first one's; a tensor input is unbound along dim 0
+    k = kpad([kiln.ones(2), kiln.arange(3)])
+    t = tpad([torch.ones(2), torch.arange(3)])
+    assert k.dtype == kiln.float32 and k.tolist() == t.tolist()
+    assert kpad(kiln.ones(2, 3)).tolist() == tpad(torch.ones(2, 3)).tolist()
+    for m, pad in ((kiln, kpad), (torch, tpad)):
+        for bad in [lambda: pad([]), lambda: pad([m.ones(2, 3), m.ones(2, 4)]),
+                    lambda: pad([m.ones(2)], padding_side="mid")]:
+            with pytest.raises(RuntimeError):
+                bad()

@@ -24,3 +24,4 @@ def vector_to_parameters(vec, parameters):
     if not isinstance(vec, Tensor):
         raise TypeError(f"expected torch.Tensor, but got: {type(vec).__name__}")
     _u.vector_to_parameters(vec, list(parameters))
+from . import rnn  # noqa: E402,F401
