@@ -917,11 +917,6 @@ WorkPtr ProcessGroup::recv(const Tensor& t, int src, int tag) {
 
 #undef KILN_COMM
 
-namespace {
-Runtime& ready_impl(const char* op);
-Runtime& ready(const char* op) { return ready_impl(op); }
-}  // namespace
-
 // ---- the runtime's front door ---------------------------------------------------------------------------------
 bool is_available() { return true; }
 
@@ -936,20 +931,6 @@ void abort_job(int code) {
   MPI_Finalized(&fin);
   if (ini && !fin) MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);
-}
-
-double bench_raw_allreduce(int64_t bytes, int iters) {
-  ready("bench_raw_allreduce");
-  MPI_Comm c;
-  MPI_Comm_dup(MPI_COMM_WORLD, &c);
-  std::vector<float> buf(static_cast<size_t>(std::max<int64_t>(bytes / 4, 1)), 0.0f);
-  MPI_Barrier(c);
-  double t = MPI_Wtime();
-  for (int i = 0; i < iters; ++i)
-    MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(buf.size()), MPI_FLOAT, MPI_SUM, c);
-  t = MPI_Wtime() - t;
-  MPI_Comm_free(&c);
-  return t / iters;
 }
 
 void set_consistency_checks(bool on) { rt().checks = on; }
@@ -1007,7 +988,7 @@ void init_process_group(const InitOptions& o) {
 }
 
 namespace {
-Runtime& ready_impl(const char* op) {
+Runtime& ready(const char* op) {
   Runtime& r = rt();
   KILN_CHECK(r.initialized, Runtime, op,
              "Default process group has not been initialized, please make sure to call init_process_group.");
@@ -1026,6 +1007,20 @@ int get_world_size() {
 ProcessGroupPtr world() {
   std::lock_guard<std::mutex> l(rt().m);
   return ready("distributed").world;
+}
+
+double bench_raw_allreduce(int64_t bytes, int iters) {
+  ready("bench_raw_allreduce");
+  MPI_Comm c;
+  MPI_Comm_dup(MPI_COMM_WORLD, &c);
+  std::vector<float> buf(static_cast<size_t>(std::max<int64_t>(bytes / 4, 1)), 0.0f);
+  MPI_Barrier(c);
+  double t = MPI_Wtime();
+  for (int i = 0; i < iters; ++i)
+    MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(buf.size()), MPI_FLOAT, MPI_SUM, c);
+  t = MPI_Wtime() - t;
+  MPI_Comm_free(&c);
+  return t / iters;
 }
 
 ProcessGroupPtr new_group(const std::vector<int>& ranks_in, std::optional<Millis> timeout) {

@@ -53,23 +53,13 @@ def _tensor_deepcopy(self, memo):
     if self.requires_grad and not self.is_leaf:
         _tensor_reduce_ex(self, 2)  # raises torch's error
     from .nn.parameter import Parameter
-    with _C_no_grad():
-        data = self.detach().clone()
+    data = self.detach().clone()
     new = Parameter(data, requires_grad=self.requires_grad) if isinstance(self, Parameter) else \
         (data.requires_grad_(True) if self.requires_grad else data)
     if self.grad is not None:
         new.grad = _tensor_deepcopy(self.grad, memo)
     memo[id(self)] = new
     return new
-
-
-class _C_no_grad:
-    def __enter__(self):
-        self.prev = _C.is_grad_enabled()
-        _C._set_grad_enabled(False)
-
-    def __exit__(self, *exc):
-        _C._set_grad_enabled(self.prev)
 
 
 Tensor.__reduce_ex__ = _tensor_reduce_ex

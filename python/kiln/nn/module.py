@@ -12,6 +12,7 @@ from .. import _C
 from .._C import Tensor
 from .parameter import Parameter, Buffer
 from ..autograd.grad_mode import no_grad as _C_no_grad
+from ..autograd.function import Function
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
@@ -466,46 +467,36 @@ class Module:
         return _IncompatibleKeys(missing, unexpected)
 
     # ---- hooks ----------------------------------------------------------------------------------
-    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
-        h = RemovableHandle(self._forward_pre_hooks)
-        self._forward_pre_hooks[h.id] = hook
-        if with_kwargs:
-            self._forward_pre_hooks_with_kwargs.add(h.id)
-        if prepend:
-            self._forward_pre_hooks.move_to_end(h.id, last=False)
-        return h
-
-    def register_full_backward_pre_hook(self, hook, prepend=False):
-        """hook(module, grad_output) -> new grad_output or None, before the module's gradients are computed."""
-        hooks = self.__dict__.setdefault("_backward_pre_hooks", OrderedDict())
+    @staticmethod
+    def _add_hook(hooks, hook, prepend, with_kwargs=None):
         h = RemovableHandle(hooks)
         hooks[h.id] = hook
+        if with_kwargs is not None:
+            with_kwargs.add(h.id)
         if prepend:
             hooks.move_to_end(h.id, last=False)
         return h
+
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        return self._add_hook(self._forward_pre_hooks, hook, prepend,
+                              self._forward_pre_hooks_with_kwargs if with_kwargs else None)
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """hook(module, grad_output) -> new grad_output or None, before the module's gradients are computed."""
+        return self._add_hook(self.__dict__.setdefault("_backward_pre_hooks", OrderedDict()), hook, prepend)
 
     def register_full_backward_hook(self, hook, prepend=False):
         """hook(module, grad_input, grad_output) -> new grad_input or None, once the gradients with respect
         to the module's positional inputs are computed (None for inputs that are not tensors needing one)."""
-        hooks = self.__dict__.setdefault("_backward_hooks", OrderedDict())
-        h = RemovableHandle(hooks)
-        hooks[h.id] = hook
-        if prepend:
-            hooks.move_to_end(h.id, last=False)
-        return h
+        return self._add_hook(self.__dict__.setdefault("_backward_hooks", OrderedDict()), hook, prepend)
 
     def register_backward_hook(self, hook):
         raise RuntimeError("register_backward_hook is deprecated in torch and not in kiln; use "
                            "register_full_backward_hook")
 
     def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
-        h = RemovableHandle(self._forward_hooks)
-        self._forward_hooks[h.id] = hook
-        if with_kwargs:
-            self._forward_hooks_with_kwargs.add(h.id)
-        if prepend:
-            self._forward_hooks.move_to_end(h.id, last=False)
-        return h
+        return self._add_hook(self._forward_hooks, hook, prepend,
+                              self._forward_hooks_with_kwargs if with_kwargs else None)
 
     # ---- repr -----------------------------------------------------------------------------------
     def extra_repr(self):
@@ -611,33 +602,17 @@ class _BackwardHookState:
         return tuple(grad_outputs[i] for i in self.output_index)
 
 
-def _hook_identity_class():
-    from ..autograd.function import Function
+class _HookIdentity(Function):
+    """Identity on the tensors; its backward hands their gradients to `callback` (module backward hooks)."""
 
-    class _HookIdentity(Function):
-        @staticmethod
-        def forward(ctx, callback, *tensors):
-            ctx.callback = callback
-            return tuple(t.view_as(t) for t in tensors)
+    @staticmethod
+    def forward(ctx, callback, *tensors):
+        ctx.callback = callback
+        return tuple(t.view_as(t) for t in tensors)
 
-        @staticmethod
-        def backward(ctx, *grads):
-            return (None,) + tuple(ctx.callback(grads))
-
-    return _HookIdentity
-
-
-class _LazyHookIdentity:
-    cls = None
-
-    @classmethod
-    def apply(cls, *args):
-        if cls.cls is None:
-            cls.cls = _hook_identity_class()
-        return cls.cls.apply(*args)
-
-
-_HookIdentity = _LazyHookIdentity
+    @staticmethod
+    def backward(ctx, *grads):
+        return (None,) + tuple(ctx.callback(grads))
 
 
 class _CppModule(Module):
