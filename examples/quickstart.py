@@ -5,7 +5,11 @@ attention and an MLP, tied output head) with AdamW and a warmup + cosine schedul
 licences every Debian machine has in /usr/share/common-licenses. Prints a live progress bar and the
 validation loss, saves a safetensors checkpoint, reloads it into a fresh model and samples text.
 
-    python examples/quickstart.py [--steps N] [--threads N]
+    python examples/quickstart.py [--steps N] [--threads N] [--bf16]
+
+--bf16 runs forward under kiln.autocast("cpu", dtype=kiln.bfloat16): the matrix products and
+attention in bfloat16 (native on AVX512-BF16 CPUs), losses and normalisation in float32, float32
+master weights and optimiser state.
 """
 import argparse
 import json
@@ -157,6 +161,8 @@ def main():
     ap.add_argument("--ddp", action="store_true",
                     help="data-parallel over the ranks of an MPI job: mpirun -np 2 python examples/quickstart.py --ddp "
                          "(each rank takes batch/ranks sequences of every step; gradients are averaged)")
+    ap.add_argument("--bf16", action="store_true",
+                    help="mixed precision: forward under kiln.autocast('cpu', dtype=kiln.bfloat16)")
     args = ap.parse_args()
     rank, world = 0, 1
     if args.ddp:
@@ -193,12 +199,15 @@ def main():
 
     val0 = evaluate(model, data, 4, args.batch, args.context)
     print(f"  validation loss before training: {val0:.3f}")
+    if args.bf16:
+        print("  mixed precision: bfloat16 matrix products under kiln.autocast, float32 weights")
     t0 = time.time()
     tokens = 0
     kiln.manual_seed(1 + rank)  # each rank draws its own sequences
     for step in range(1, args.steps + 1):
         x, y = data.batch("train", args.batch // world, args.context)
-        loss = loss_fn(train_model, x, y)
+        with kiln.autocast("cpu", dtype=kiln.bfloat16, enabled=args.bf16):
+            loss = loss_fn(train_model, x, y)
         opt.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)

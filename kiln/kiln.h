@@ -1,6 +1,8 @@
 // kiln: a small, fast deep-learning framework. Include this one header.
 #pragma once
 
+#include "kiln/amp/autocast.h"
+#include "kiln/amp/grad_scaler.h"
 #include "kiln/attention/flex.h"
 #include "kiln/attention/sdpa.h"
 #include "kiln/autograd/autograd.h"

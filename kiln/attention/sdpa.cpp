@@ -2,6 +2,7 @@
 // (entries with empty kernel slots, schemas, metas), the forward's derivative beside it, argument
 // validation as torch's, and the front ends. Their CPU kernels (the tiled loops, registered by op
 // name) are in kiln/backend/cpu/attention.cpp; what both read is in sdpa_detail.h.
+#include "kiln/amp/autocast.h"
 #include "kiln/attention/sdpa.h"
 
 #include <cmath>
@@ -197,6 +198,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> sdpa_flash_backward(
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& attn_mask, double dropout_p, bool is_causal,
                                     std::optional<double> scale, bool enable_gqa) {
+  KILN_AUTOCAST(kLowerPrecision, scaled_dot_product_attention, q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa);
   return std::get<0>(sdpa_flash(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa));
 }
 

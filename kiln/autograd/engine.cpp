@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "kiln/amp/autocast.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/format.h"
 #include "kiln/autograd/nodes.h"
@@ -157,6 +158,9 @@ void execute(const std::vector<Edge>& roots, const TensorList& root_grads, bool 
     if (task.deps[n] == 0) ready.push(n);
 
   AutoGradMode mode(create_graph);
+  // backward runs in the dtypes forward chose; a custom Function's backward may turn autocast on
+  // again (custom_bwd)
+  amp::Autocast no_autocast(DeviceType::CPU, std::nullopt, false);
   while (!ready.empty()) {
     Node* node = ready.top();
     ready.pop();

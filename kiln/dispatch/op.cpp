@@ -66,6 +66,8 @@ thread_local std::vector<std::shared_ptr<DispatchMode>> tls_modes;
 AutogradLayerFn g_autograd_layer = nullptr;
 bool (*g_needs_grad)(const TensorList&) = nullptr;
 thread_local bool tls_inference = false;
+thread_local bool tls_autocast = false;  // kiln/amp keeps it
+AutocastLayerFn g_autocast_layer = nullptr;
 KernelRegionHooks g_region_hooks;
 thread_local const OpDef* tls_kernel = nullptr;  // the kernel this thread runs, if any
 thread_local CaptureLayer* tls_capture = nullptr;
@@ -265,6 +267,8 @@ std::shared_ptr<DispatchMode> pop_mode() {
 }
 size_t mode_stack_size() { return tls_modes.size(); }
 bool& inference_mode_tls() { return tls_inference; }
+void set_autocast_layer(AutocastLayerFn fn) { g_autocast_layer = fn; }
+bool& autocast_on_tls() { return tls_autocast; }
 
 void set_autograd_layer(AutogradLayerFn fn, bool (*needs_grad)(const TensorList&)) {
   g_autograd_layer = fn;
@@ -524,6 +528,8 @@ TensorList dispatch(const OpDef& op, const TensorList& inputs, const Attrs& attr
   if (checking.on.load(std::memory_order_relaxed)) [[unlikely]] check_call(checking, op, inputs, attrs);
   if (tls_kernel) [[unlikely]]  // a kernel's own step: beneath every layer (op.h)
     return dispatch_kernel(op, inputs, attrs, out, inplace);
+  if (tls_autocast) [[unlikely]]
+    return g_autocast_layer(op, inputs, attrs, out, inplace);
   if (!tls_modes.empty()) [[unlikely]] {
     auto mode = pop_mode();
     struct Repush {

@@ -224,6 +224,7 @@ TensorList dispatch_kernel(const OpDef& op, const TensorList& inputs, const Attr
                            TensorList* out, bool inplace);
 
 // The layers of dispatch(), outermost first:
+//   0. autocast (kiln/amp), while a region is on: casts inputs by the op's policy;
 //   1. modes (export tracing, fake/meta modes): a thread-local stack of DispatchMode; while a mode
 //      handles a call it is popped, so dispatch() from inside handle() reaches the layer below;
 //   2. autograd (set_autograd_layer): records a Node when grad mode is on and an input requires grad;
@@ -267,6 +268,13 @@ bool in_kernel();
 using AutogradLayerFn = TensorList (*)(const OpDef& op, const TensorList& inputs, const Attrs& attrs,
                                        TensorList* out, bool inplace);
 void set_autograd_layer(AutogradLayerFn fn, bool (*needs_grad)(const TensorList&));
+// Autocast layer hook: installed by kiln/amp. While autocast_on_tls() is set (kiln/amp keeps it: autocast
+// on for the CPU and not inside an autocast'd op), dispatch() hands every call to it first; it casts
+// the inputs by the op's policy and calls dispatch() again with itself off.
+using AutocastLayerFn = TensorList (*)(const OpDef& op, const TensorList& inputs, const Attrs& attrs,
+                                       TensorList* out, bool inplace);
+void set_autocast_layer(AutocastLayerFn fn);
+bool& autocast_on_tls();
 // Inference mode flag (thread-local): outputs made while it is set are marked as inference tensors.
 bool& inference_mode_tls();
 

@@ -1,6 +1,7 @@
 // torch.nn.functional's normalize, cosine_similarity, pairwise_distance, pixel_shuffle/unshuffle and
 // prelu: composites of table ops written as torch writes them (so values, gradients and errors match),
 // registered as composite ops for the bindings.
+#include "kiln/amp/autocast.h"
 #include <sstream>
 
 #include "kiln/autograd/autograd.h"
@@ -87,6 +88,7 @@ Tensor pixel_unshuffle(const Tensor& x, int64_t r) {
 }
 
 Tensor prelu(const Tensor& x, const Tensor& weight) {
+  KILN_AUTOCAST(kLowerPrecision, prelu, x, weight);
   const char* op = "prelu";
   KILN_CHECK(x.dtype() == weight.dtype(), Runtime, op, "prelu: Type promoting not supported. Got ",
              dtype_name(x.dtype()), " and ", dtype_name(weight.dtype()));

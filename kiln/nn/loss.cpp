@@ -2,6 +2,7 @@
 // op (entry, schema, meta, derivative, front end; its CPU kernel is in kiln/backend/cpu/loss.cpp),
 // and the reduction helpers shared by the loss files (kiln/nn/loss_detail.h). cross_entropy /
 // nll_loss live in loss_nll.cpp, ctc_loss in loss_ctc.cpp.
+#include "kiln/amp/autocast.h"
 #include "kiln/nn/loss.h"
 
 #include <algorithm>
@@ -87,6 +88,7 @@ namespace nn::functional {
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction,
                 const Tensor& weight) {
+  KILN_AUTOCAST(kFp32, mse_loss, input, target, reduction, weight);
   const char* op = "mse_loss";
   const int64_t red = reduction_enum(reduction);
   TensorList xt = broadcast_tensors({input, target});
@@ -101,6 +103,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& re
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction,
                const Tensor& weight) {
+  KILN_AUTOCAST(kFp32, l1_loss, input, target, reduction, weight);
   const int64_t red = reduction_enum(reduction);
   TensorList xt = broadcast_tensors({input, target});
   Tensor l = abs(sub(xt[0], xt[1]));
@@ -112,6 +115,7 @@ Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& red
 
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction,
                       double beta) {
+  KILN_AUTOCAST(kFp32, smooth_l1_loss, input, target, reduction, beta);
   const char* op = "smooth_l1_loss";
   const int64_t red = reduction_enum(reduction);
   if (beta == 0.0) return l1_loss(input, target, reduction);
@@ -127,6 +131,7 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const std::stri
 
 Tensor huber_loss(const Tensor& input, const Tensor& target, const std::string& reduction,
                   double delta, const Tensor& weight) {
+  KILN_AUTOCAST(kFp32, huber_loss, input, target, reduction, delta, weight);
   const char* op = "huber_loss";
   const int64_t red = reduction_enum(reduction);
   TensorList xt = broadcast_tensors({input, target});
@@ -147,6 +152,7 @@ Tensor huber_loss(const Tensor& input, const Tensor& target, const std::string& 
 
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight,
                             const std::string& reduction) {
+  KILN_AUTOCAST(kFp32, binary_cross_entropy, input, target, weight, reduction);
   const char* op = "binary_cross_entropy";
   const int64_t red = reduction_enum(reduction);
   KILN_CHECK(target.sizes() == input.sizes(), Value, op, "Using a target size (",
@@ -174,6 +180,7 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Ten
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         const Tensor& weight, const std::string& reduction,
                                         const Tensor& pos_weight) {
+  KILN_AUTOCAST(kFp32, binary_cross_entropy_with_logits, input, target, weight, reduction, pos_weight);
   const char* op = "binary_cross_entropy_with_logits";
   const int64_t red = reduction_enum(reduction);
   KILN_CHECK(target.sizes() == input.sizes(), Value, op, "Target size (", shape_str(target.sizes()),
@@ -204,6 +211,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
 
 Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& reduction,
               bool log_target) {
+  KILN_AUTOCAST(kFp32, kl_div, input, target, reduction, log_target);
   const char* op = "kl_div";
   const bool batchmean = reduction == "batchmean";
   const int64_t red = batchmean ? kSum : reduction_enum(reduction);
@@ -220,6 +228,7 @@ Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& redu
 
 Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const Tensor& target,
                              double margin, const std::string& reduction) {
+  KILN_AUTOCAST(kFp32, cosine_embedding_loss, input1, input2, target, margin, reduction);
   const char* op = "cosine_embedding_loss";
   const int64_t red = reduction_enum(reduction);
   const int64_t td = target.dim();
@@ -250,6 +259,7 @@ Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const T
 
 Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Tensor& target,
                            double margin, const std::string& reduction) {
+  KILN_AUTOCAST(kFp32, margin_ranking_loss, input1, input2, target, margin, reduction);
   const char* op = "margin_ranking_loss";
   const int64_t red = reduction_enum(reduction);
   KILN_CHECK(

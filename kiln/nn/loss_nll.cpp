@@ -14,6 +14,7 @@
 //                           op again, so every order of derivative works.
 //   nll_loss             -> {loss}: -w_t x_t; derivative nll_loss_backward, whose derivative (in
 //                           grad) is nll_loss itself.
+#include "kiln/amp/autocast.h"
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -239,6 +240,7 @@ namespace nn::functional {
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight,
                      int64_t ignore_index, const std::string& reduction, double label_smoothing) {
+  KILN_AUTOCAST(kFp32, cross_entropy, input, target, weight, ignore_index, reduction, label_smoothing);
   const int64_t red = reduction_enum(reduction);
   if (input.dim() == target.dim() && input.sym_sizes() == target.sym_sizes())
     return prob_cross_entropy(input, target, weight, ignore_index, red, label_smoothing);
@@ -255,6 +257,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& we
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
                 int64_t ignore_index, const std::string& reduction) {
+  KILN_AUTOCAST(kFp32, nll_loss, input, target, weight, ignore_index, reduction);
   const int64_t red = reduction_enum(reduction);
   const char* op = "nll_loss";
   if (input.dim() >= 1) check_float_input(op, "nll_loss_out_frame", input);

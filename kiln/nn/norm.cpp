@@ -1,5 +1,6 @@
 // Normalisation: the fused layer_norm table ops (schemas, metas, derivative; the CPU kernels are in
 // kiln/backend/cpu/norm.cpp), rms_norm, and the small functional layers (linear, bilinear, dropout).
+#include "kiln/amp/autocast.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/format.h"
 #include "kiln/ops/composite.h"
@@ -113,6 +114,7 @@ Tensor rms_norm(const Tensor& x, const Shape& ns, const Tensor& weight, std::opt
 }
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  KILN_AUTOCAST(kLowerPrecision, linear, x, w, b);
   KILN_CHECK(w.dim() == 2 || w.dim() == 1, Runtime, "linear", "weight must be 1-D or 2-D, got ", w.dim(), "-D");
   if (x.dim() == 2 && w.dim() == 2 && b.defined()) return addmm(b, x, t(w));
   Tensor y = matmul(x, w.dim() == 2 ? t(w) : w);
@@ -120,6 +122,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
 }
 
 Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& w, const Tensor& b) {
+  KILN_AUTOCAST(kOpaque, bilinear, x1, x2, w, b);
   KILN_CHECK(w.dim() == 3, Runtime, "bilinear", "weight must be 3-D (out, in1, in2), got ", w.dim(), "-D");
   KILN_CHECK(x1.dim() >= 1 && x1.sizes().back() == w.sizes()[1] && x2.sizes().back() == w.sizes()[2], Runtime,
              "bilinear", "input sizes do not match the weight");

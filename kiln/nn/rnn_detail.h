@@ -13,8 +13,8 @@ namespace kiln::rnn_detail {
 template <class L>
 inline Dtype check_dtypes(const char* op, const L& in) {
   Dtype d = in[0].dtype();
-  KILN_CHECK(d == kFloat32 || d == kFloat64, Runtime, op,
-             "expected a float32 or float64 input, got ", dtype_name(d));
+  KILN_CHECK(d == kFloat32 || d == kFloat64 || d == kBFloat16 || d == kFloat16, Runtime, op,
+             "expected a floating-point input, got ", dtype_name(d));
   for (const auto& t : in)
     if (t.defined())
       KILN_CHECK(t.dtype() == d, Runtime, op, "expected all tensors to have dtype ", dtype_name(d),

@@ -12,7 +12,10 @@ namespace {
 
 using namespace rnn_detail;
 
-SymInt bytes(Dtype d, SymInt n) { return n * static_cast<int64_t>(itemsize(d)); }
+// the reserve holds the kernel's compute type: float32 for float16 / bfloat16 layers
+SymInt bytes(Dtype d, SymInt n) {
+  return n * static_cast<int64_t>(itemsize(d == kFloat64 ? d : kFloat32));
+}
 SymShape maybe(bool on, SymShape s) { return on ? s : SymShape{0}; }
 
 // ==== LSTM =======================================================================================

@@ -3,6 +3,7 @@
 // cross, vecdot, multi_dot, diagonal, vander, tensorinv and tensorsolve; and matrix_exp, a table op
 // (its kernel is backend/cpu/linalg_decomp.cpp's Padé approximant, its derivative the exponential of
 // a block matrix, as torch's).
+#include "kiln/amp/autocast.h"
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -177,6 +178,7 @@ Tensor cross(const Tensor& a, const Tensor& b, int64_t dim) {
 }
 
 Tensor vecdot(const Tensor& x, const Tensor& y, int64_t dim) {
+  KILN_AUTOCAST(kLowerPrecision, vecdot, x, y, dim);
   KILN_CHECK(x.dtype() == y.dtype(), Runtime, "linalg.vecdot", "Expected x and y to have the same dtype, but found x "
              "of type ", dtype_name(x.dtype()), " and y of type ", dtype_name(y.dtype()), " instead");
   return sum(mul(cj(x), y), Shape{dim});

@@ -2,6 +2,7 @@
 // float64 and complex go to OpenBLAS, float16 / bfloat16 / float8 to kiln's own packed GEMM
 // (converted while packing, float32 accumulation, one rounding: kernels_gemm.cpp), integers use a
 // plain triple loop (the kernel: kiln/backend/cpu/matmul.cpp).
+#include "kiln/amp/autocast.h"
 #include <algorithm>
 #include <numeric>
 
@@ -38,6 +39,7 @@ void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
 Tensor bmm(const Tensor& a, const Tensor& b) { return dispatch1(op_bmm, {a, b}); }
 
 Tensor mm(const Tensor& a, const Tensor& b) {
+  KILN_AUTOCAST(kLowerPrecision, mm, a, b);
   KILN_CHECK(a.dim() == 2, Runtime, "mm", "self must be a matrix");
   KILN_CHECK(b.dim() == 2, Runtime, "mm", "mat2 must be a matrix");
   KILN_CHECK(a.sym_size(1) == b.sym_size(0), Runtime, "mm", "mat1 and mat2 shapes cannot be multiplied (",
@@ -47,6 +49,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mv(const Tensor& a, const Tensor& v) {
+  KILN_AUTOCAST(kOpaque, mv, a, v);
   KILN_CHECK(a.dim() == 2 && v.dim() == 1, Runtime, "mv", "vector + matrix @ vector expected, got ",
              a.dim(), ", ", v.dim());
   KILN_CHECK(a.sizes()[1] == v.sizes()[0], Runtime, "mv", "size mismatch, got input (", a.sizes()[0],
@@ -56,6 +59,7 @@ Tensor mv(const Tensor& a, const Tensor& v) {
 }
 
 Tensor dot(const Tensor& a, const Tensor& b) {
+  KILN_AUTOCAST(kOpaque, dot, a, b);
   KILN_CHECK(a.dim() == 1 && b.dim() == 1, Runtime, "dot", "1D tensors expected, but got ", a.dim(),
              "D and ", b.dim(), "D tensors");
   KILN_CHECK(a.dtype() == b.dtype(), Runtime, "dot", "dot : expected both vectors to have same dtype, but "
@@ -69,6 +73,7 @@ Tensor dot(const Tensor& a, const Tensor& b) {
 Tensor vdot(const Tensor& a, const Tensor& b) { return dot(conj(a), b); }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  KILN_AUTOCAST(kLowerPrecision, matmul, a, b);
   int64_t da = a.dim(), db = b.dim();
   KILN_CHECK(da > 0 && db > 0, Runtime, "matmul", "both arguments to matmul need to be at least 1D, but "
              "they are ", da, "D and ", db, "D");
@@ -120,18 +125,22 @@ static Tensor axpby(const Tensor& c, const Tensor& prod, const Scalar& beta, con
 }
 
 Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+  KILN_AUTOCAST(kLowerPrecision, addmm, c, a, b, beta, alpha);
   Tensor p = mm(a, b);
   return axpby(expand_symint(c, p.sym_sizes()), p, beta, alpha);
 }
 Tensor baddbmm(const Tensor& c, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+  KILN_AUTOCAST(kLowerPrecision, baddbmm, c, a, b, beta, alpha);
   Tensor p = bmm(a, b);
   return axpby(expand_symint(c, p.sym_sizes()), p, beta, alpha);
 }
 Tensor addbmm(const Tensor& c, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+  KILN_AUTOCAST(kLowerPrecision, addbmm, c, a, b, beta, alpha);
   Tensor p = sum(bmm(a, b), Shape{0});
   return axpby(expand_symint(c, p.sym_sizes()), p, beta, alpha);
 }
 Tensor addmv(const Tensor& c, const Tensor& a, const Tensor& v, const Scalar& beta, const Scalar& alpha) {
+  KILN_AUTOCAST(kOpaque, addmv, c, a, v, beta, alpha);
   Tensor p = mv(a, v);
   return axpby(expand_symint(c, p.sym_sizes()), p, beta, alpha);
 }

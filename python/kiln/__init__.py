@@ -22,6 +22,10 @@ from . import export  # noqa: E402,F401
 from . import onnx  # noqa: E402,F401  (imports the onnx package only when used)
 from . import distributed  # noqa: E402,F401
 from .serialization import save, load  # noqa: E402,F401
+from . import amp  # noqa: E402,F401
+from .amp import autocast  # noqa: E402,F401
+from .amp.autocast_mode import (is_autocast_enabled, set_autocast_enabled, get_autocast_dtype,  # noqa: E402,F401
+                                set_autocast_dtype)
 from .io import save_file, load_file, safe_open, load_metadata, save_model, load_model  # noqa: E402,F401
 
 __version__ = "0.1.0"

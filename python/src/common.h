@@ -68,6 +68,7 @@ void bind_interop(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_sort(nb::module_& m, nb::class_<Tensor>& cls);   // bind_sort.cpp
 void bind_shape(nb::module_& m, nb::class_<Tensor>& cls);  // bind_shape.cpp
 void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls);  // bind_autograd.cpp
+void bind_amp(nb::module_& m);                                 // bind_amp.cpp (autocast, GradScaler ops)
 void bind_io(nb::module_& m);                                  // bind_io.cpp (safetensors)
 void bind_nn(nb::module_& m);                                  // bind_nn.cpp (layers' functional ops)
 void bind_optim(nb::module_& m);                               // bind_optim.cpp

@@ -99,6 +99,7 @@ NB_MODULE(_C, m) {
   bind_shape(m, cls);
   bind_autograd(m, cls);
   bind_io(m);
+  bind_amp(m);
   bind_nn(m);
   bind_optim(m);
   bind_attention(m);

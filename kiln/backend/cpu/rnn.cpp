@@ -455,10 +455,19 @@ void rnn_backward(const TensorList& in_, const Attrs& a, TensorList& out) {
   if (mask & 16) copy_to<T>(out[4], db.data(), H);
 }
 
-// A layer kernel: Fn<double> for float64, Fn<float> for float32 (the metas allow only these).
+// A layer kernel: Fn<double> for float64, Fn<float> for float32; float16 / bfloat16 run through
+// float32 (inputs widened, outputs rounded once; the reserve stays float32).
 template <void (*F32)(const TensorList&, const Attrs&, TensorList&), void (*F64)(const TensorList&, const Attrs&, TensorList&)>
 void by_dtype(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
-  (in[0].dtype() == kFloat64 ? F64 : F32)(in, a, out);
+  const Dtype d = in[0].dtype();
+  if (d == kFloat64) return F64(in, a, out);
+  if (d == kFloat32) return F32(in, a, out);
+  TensorList in32, out32;
+  for (const Tensor& t : in) in32.push_back(t.defined() && t.dtype() == d ? t.to(kFloat32) : t);
+  for (const Tensor& t : out) out32.push_back(t.dtype() == d ? make_tensor(t.sizes(), kFloat32) : t);
+  F32(in32, a, out32);
+  for (size_t i = 0; i < out.size(); ++i)
+    if (out[i].dtype() == d) copy_(out[i], out32[i]);
 }
 
 KernelRegistrar k_lstm{"lstm_layer", DeviceType::CPU, by_dtype<lstm_forward<float>, lstm_forward<double>>};
