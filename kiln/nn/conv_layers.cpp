@@ -131,41 +131,71 @@ Tensor Conv2d::forward(const Tensor& x) {
   return conv2d(x, w, b, stride, padding, dilation, groups);
 }
 
-ConvTranspose1d::ConvTranspose1d(int64_t in, int64_t out, const Shape& k, const Shape& s,
-                                 const Shape& p, const Shape& op, int64_t groups, bool bias,
-                                 const Shape& d, std::string padding_mode, Dtype dtype)
-    : ConvNd(
-          "ConvTranspose1d", 1, true, in, out, k, s, p, d, op, groups, bias,
-          [&] {
-            KILN_CHECK(padding_mode == "zeros", Value, "ConvTranspose1d",
-                       "Only \"zeros\" padding mode is supported for ConvTranspose1d");
-            return padding_mode;
-          }(),
-          dtype) {}
+Conv3d::Conv3d(int64_t in, int64_t out, const Shape& k, const Shape& s, const ConvPadding& p,
+               const Shape& d, int64_t groups, bool bias, std::string padding_mode, Dtype dtype)
+    : ConvNd("Conv3d", 3, false, in, out, k, s, p, d, {0}, groups, bias, std::move(padding_mode),
+             dtype) {}
 
-Tensor ConvTranspose1d::forward(const Tensor& x, const std::optional<Shape>& output_size) {
-  const char* n = "ConvTranspose1d";
-  Shape op = output_padding;
-  if (output_size) {
-    const int64_t non_spatial = x.dim() == 3 ? 2 : 1;
-    Shape want = *output_size;
-    if (static_cast<int64_t>(want.size()) == non_spatial + 1)
-      want.erase(want.begin(), want.begin() + non_spatial);
-    KILN_CHECK(want.size() == 1, Value, n, "ConvTranspose1D: for ", x.dim(),
-               "D input, output_size must have 1 or ", non_spatial + 1, " elements (got ",
-               want.size(), ")");
-    KILN_CHECK(x.dim() >= non_spatial + 1, Runtime, n, "expected a 2D or 3D input, got ", x.dim(),
-               "D");
-    int64_t lo = (x.size(non_spatial) - 1) * stride[0] - 2 * padding[0] +
-                 dilation[0] * (kernel_size[0] - 1) + 1;
-    int64_t hi = lo + stride[0] - 1;
-    KILN_CHECK(want[0] >= lo && want[0] <= hi, Value, n, "requested an output size of [", want[0],
-               "], but valid sizes range from [", lo, "] to [", hi, "] (for an input of [",
-               x.size(non_spatial), "])");
-    op = {want[0] - lo};
-  }
-  return conv_transpose1d(x, param("weight"), param("bias"), stride, padding, op, groups, dilation);
+Tensor Conv3d::forward(const Tensor& x) {
+  const Tensor &w = param("weight"), &b = param("bias");
+  if (padding_mode != "zeros")
+    return conv3d(pad_input(x), w, b, stride, Shape{0, 0, 0}, dilation, groups);
+  if (!padding_str.empty()) return conv3d(x, w, b, stride, padding_str, dilation, groups);
+  return conv3d(x, w, b, stride, padding, dilation, groups);
 }
+
+// torch's _ConvTransposeNd._output_padding: the output_padding that gives output_size.
+Shape ConvNd::output_padding_for(const Tensor& x, const std::optional<Shape>& output_size) const {
+  if (!output_size) return output_padding;
+  const int64_t nsp = static_cast<int64_t>(kernel_size.size());
+  const std::string n = "ConvTranspose" + std::to_string(nsp) + "D";
+  const int64_t non_spatial = x.dim() == nsp + 2 ? 2 : 1;
+  Shape want = *output_size;
+  if (static_cast<int64_t>(want.size()) == non_spatial + nsp)
+    want.erase(want.begin(), want.begin() + non_spatial);
+  KILN_CHECK(static_cast<int64_t>(want.size()) == nsp, Value, n.c_str(), n, ": for ", x.dim(),
+             "D input, output_size must have ", nsp, " or ", non_spatial + nsp, " elements (got ",
+             want.size(), ")");
+  KILN_CHECK(x.dim() >= non_spatial + nsp, Runtime, n.c_str(), "expected a ", nsp + 1, "D or ",
+             nsp + 2, "D input, got ", x.dim(), "D");
+  Shape lo(nsp), hi(nsp), in_sizes(x.sizes().end() - nsp, x.sizes().end()), r(nsp);
+  for (int64_t d = 0; d < nsp; ++d) {
+    lo[d] = (x.size(d + non_spatial) - 1) * stride[d] - 2 * padding[d] +
+            dilation[d] * (kernel_size[d] - 1) + 1;
+    hi[d] = lo[d] + stride[d] - 1;
+  }
+  for (int64_t d = 0; d < nsp; ++d) {
+    KILN_CHECK(want[d] >= lo[d] && want[d] <= hi[d], Value, n.c_str(), "requested an output size of ",
+               want, ", but valid sizes range from ", lo, " to ", hi, " (for an input of ", in_sizes,
+               ")");
+    r[d] = want[d] - lo[d];
+  }
+  return r;
+}
+
+namespace {
+std::string zeros_only(const std::string& padding_mode, const char* name) {
+  KILN_CHECK(padding_mode == "zeros", Value, name, "Only \"zeros\" padding mode is supported for ",
+             name);
+  return padding_mode;
+}
+}  // namespace
+
+#define KILN_CONV_TRANSPOSE(N)                                                                       \
+  ConvTranspose##N##d::ConvTranspose##N##d(int64_t in, int64_t out, const Shape& k, const Shape& s, \
+                                           const Shape& p, const Shape& op, int64_t groups,          \
+                                           bool bias, const Shape& d, std::string padding_mode,      \
+                                           Dtype dtype)                                              \
+      : ConvNd("ConvTranspose" #N "d", N, true, in, out, k, s, p, d, op, groups, bias,               \
+               zeros_only(padding_mode, "ConvTranspose" #N "d"), dtype) {}                           \
+  Tensor ConvTranspose##N##d::forward(const Tensor& x, const std::optional<Shape>& output_size) {   \
+    return conv_transpose##N##d(x, param("weight"), param("bias"), stride, padding,                  \
+                                output_padding_for(x, output_size), groups, dilation);              \
+  }
+KILN_CONV_TRANSPOSE(1)
+KILN_CONV_TRANSPOSE(2)
+KILN_CONV_TRANSPOSE(3)
+#undef KILN_CONV_TRANSPOSE
 
 // ---- pooling ------------------------------------------------------------------------------------
 MaxPoolNd::MaxPoolNd(std::string name, int64_t nd, IntOrTuple k, std::optional<IntOrTuple> s,

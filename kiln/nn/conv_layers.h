@@ -1,4 +1,4 @@
-// Convolution, pooling and upsampling modules (torch.nn.Conv1d, Conv2d, ConvTranspose1d,
+// Convolution, pooling and upsampling modules (torch.nn.Conv1d/2d/3d, ConvTranspose1d/2d/3d,
 // MaxPool1d/2d, AvgPool1d/2d, AdaptiveAvgPool1d/2d, Upsample) over the ops of kiln/ops/nn_ops.h:
 // torch 2.13's arguments, defaults, initialisation, reprs and errors.
 #pragma once
@@ -49,6 +49,9 @@ class ConvNd : public Module {
  protected:
   Shape reversed_padding_twice_;  // F.pad's order, for padding_mode != "zeros"
   Tensor pad_input(const Tensor& x) const;
+  // transposed: the output_padding that makes the output output_size (its spatial sizes, or all of
+  // them); output_padding when none is asked for. ValueError for an unreachable size.
+  Shape output_padding_for(const Tensor& x, const std::optional<Shape>& output_size) const;
 };
 
 class Conv1d : public ConvNd {
@@ -69,16 +72,31 @@ class Conv2d : public ConvNd {
   Tensor forward(const Tensor& x);
 };
 
-class ConvTranspose1d : public ConvNd {
+class Conv3d : public ConvNd {
  public:
-  ConvTranspose1d(int64_t in_channels, int64_t out_channels, const Shape& kernel_size,
-                  const Shape& stride = {1}, const Shape& padding = {0},
-                  const Shape& output_padding = {0}, int64_t groups = 1, bool bias = true,
-                  const Shape& dilation = {1}, std::string padding_mode = "zeros",
-                  Dtype dtype = Dtype::Undefined);
-  // output_size: the spatial size wanted ((L) or (N, C, L) / (C, L)); picks the output_padding.
-  Tensor forward(const Tensor& x, const std::optional<Shape>& output_size = std::nullopt);
+  Conv3d(int64_t in_channels, int64_t out_channels, const Shape& kernel_size,
+         const Shape& stride = {1}, const ConvPadding& padding = {}, const Shape& dilation = {1},
+         int64_t groups = 1, bool bias = true, std::string padding_mode = "zeros",
+         Dtype dtype = Dtype::Undefined);
+  Tensor forward(const Tensor& x);
 };
+
+// ConvTranspose1d / 2d / 3d. forward's output_size: the spatial size wanted (or the whole output
+// shape); it picks the output_padding.
+#define KILN_CONV_TRANSPOSE_DECL(N)                                                                \
+  class ConvTranspose##N##d : public ConvNd {                                                      \
+   public:                                                                                         \
+    ConvTranspose##N##d(int64_t in_channels, int64_t out_channels, const Shape& kernel_size,       \
+                        const Shape& stride = {1}, const Shape& padding = {0},                     \
+                        const Shape& output_padding = {0}, int64_t groups = 1, bool bias = true,   \
+                        const Shape& dilation = {1}, std::string padding_mode = "zeros",           \
+                        Dtype dtype = Dtype::Undefined);                                           \
+    Tensor forward(const Tensor& x, const std::optional<Shape>& output_size = std::nullopt);       \
+  };
+KILN_CONV_TRANSPOSE_DECL(1)
+KILN_CONV_TRANSPOSE_DECL(2)
+KILN_CONV_TRANSPOSE_DECL(3)
+#undef KILN_CONV_TRANSPOSE_DECL
 
 // MaxPool1d / MaxPool2d (stride nullopt = kernel_size). forward_with_indices returns the
 // int64 argmax positions too (return_indices=True).

@@ -23,8 +23,8 @@ Attrs conv_attrs(const Shape& s, const Shape& p, const Shape& d, bool transposed
 SymShape conv_output_shape(const TensorSpec& x, const TensorSpec& w, const TensorSpec* b, const ConvArgs& c) {
   const char* op = "convolution";
   int64_t nsp = w.dim() - 2;
-  KILN_CHECK(nsp == 1 || nsp == 2, NotImplemented, op,
-             "only 1-d and 2-d convolutions are supported, got a ", w.dim(), "-dimensional weight");
+  KILN_CHECK(nsp >= 1 && nsp <= 3, NotImplemented, op,
+             "only 1-d, 2-d and 3-d convolutions are supported, got a ", w.dim(), "-dimensional weight");
   const std::pair<const Shape*, const char*> lists[] = {{&c.stride, "stride"},
                                                         {&c.padding, "padding"},
                                                         {&c.dilation, "dilation"},
@@ -124,9 +124,9 @@ SpecList conv_bw_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   const TensorSpec &gy = in[0], &x = in[1];
   const SymShape ws = attr_sym_shape(a, 0);
   int64_t groups = attr<int64_t>(a, 4);
-  KILN_CHECK((x.dim() == 3 || x.dim() == 4) && gy.dim() == x.dim() &&
+  KILN_CHECK(x.dim() >= 3 && x.dim() <= 5 && gy.dim() == x.dim() &&
                  static_cast<int64_t>(ws.size()) == x.dim(),
-             Runtime, op, "expected 3-d or 4-d grad_output and input matching the weight size ", ws,
+             Runtime, op, "expected 3-d to 5-d grad_output and input matching the weight size ", ws,
              ", got ", gy.sizes(), " and ", x.sizes());
   KILN_CHECK(groups > 0 && ws[0] % groups == 0 && gy.sizes()[0] == x.sizes()[0] &&
                  gy.sizes()[1] == ws[0] && x.sizes()[1] == ws[1] * groups,
@@ -313,12 +313,12 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
   return conv_nd_mode(2, "conv2d", input, weight, bias, stride, padding, dilation, groups);
 }
 
-Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const Tensor& bias,
-                        const Shape& stride, const Shape& padding, const Shape& output_padding,
-                        int64_t groups, const Shape& dilation) {
-  const char* op = "conv_transpose1d";
+namespace {
+Tensor conv_transpose_nd(int64_t nsp, const char* op, const Tensor& input, const Tensor& weight,
+                         const Tensor& bias, const Shape& stride, const Shape& padding,
+                         const Shape& output_padding, int64_t groups, const Shape& dilation) {
   bool batched;
-  Tensor x = batchify(input, 1, op, batched);
+  Tensor x = batchify(input, nsp, op, batched);
   int64_t k = weight_spatial_dims(weight, op);
   Tensor y = convolution(x, weight, bias, expand_param(stride, k, "stride", op),
                          expand_param(padding, k, "padding", op),
@@ -326,7 +326,34 @@ Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const Tensor&
                          expand_param(output_padding, k, "output_padding", op), groups);
   return batched ? y : squeeze(y, Shape{0});
 }
+}  // namespace
 
+Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Shape& stride,
+              const Shape& padding, const Shape& dilation, int64_t groups) {
+  return conv_nd(3, "conv3d", input, weight, bias, stride, padding, dilation, groups);
+}
+Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Shape& stride,
+              const std::string& padding, const Shape& dilation, int64_t groups) {
+  return conv_nd_mode(3, "conv3d", input, weight, bias, stride, padding, dilation, groups);
+}
+Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                        const Shape& stride, const Shape& padding, const Shape& output_padding,
+                        int64_t groups, const Shape& dilation) {
+  return conv_transpose_nd(1, "conv_transpose1d", input, weight, bias, stride, padding,
+                           output_padding, groups, dilation);
+}
+Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                        const Shape& stride, const Shape& padding, const Shape& output_padding,
+                        int64_t groups, const Shape& dilation) {
+  return conv_transpose_nd(2, "conv_transpose2d", input, weight, bias, stride, padding,
+                           output_padding, groups, dilation);
+}
+Tensor conv_transpose3d(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                        const Shape& stride, const Shape& padding, const Shape& output_padding,
+                        int64_t groups, const Shape& dilation) {
+  return conv_transpose_nd(3, "conv_transpose3d", input, weight, bias, stride, padding,
+                           output_padding, groups, dilation);
+}
 
 // ---- composites with torch's schemas (ops/composite.h): their public forms come from these -------
 namespace {
@@ -349,15 +376,21 @@ const Shape& ints_at(const Attrs& a, size_t i) { return attr<Shape>(a, i); }
                                kFunctionVariant};
 KILN_CONV(conv1d, 1)
 KILN_CONV(conv2d, 2)
+KILN_CONV(conv3d, 3)
 #undef KILN_CONV
-Composite c_conv_transpose1d{
-    "conv_transpose1d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[1] stride=1, SymInt[1] padding=0, "
-    "SymInt[1] output_padding=0, SymInt groups=1, SymInt[1] dilation=1) -> Tensor",
-    [](const TensorList& in, const Attrs& a) -> TensorList {
-      return {conv_transpose1d(in[0], in[1], in[2], ints_at(a, 0), ints_at(a, 1), ints_at(a, 2), attr<int64_t>(a, 3),
-                               ints_at(a, 4))};
-    },
-    kFunctionVariant};
+#define KILN_CONV_T(name, n)                                                                                    \
+  Composite c_##name{#name "(Tensor input, Tensor weight, Tensor? bias=None, SymInt[" #n "] stride=1, "          \
+                     "SymInt[" #n "] padding=0, SymInt[" #n "] output_padding=0, SymInt groups=1, "              \
+                     "SymInt[" #n "] dilation=1) -> Tensor",                                                     \
+                     [](const TensorList& in, const Attrs& a) -> TensorList {                                    \
+                       return {name(in[0], in[1], in[2], ints_at(a, 0), ints_at(a, 1), ints_at(a, 2),              \
+                                    attr<int64_t>(a, 3), ints_at(a, 4))};                                        \
+                     },                                                                                          \
+                     kFunctionVariant};
+KILN_CONV_T(conv_transpose1d, 1)
+KILN_CONV_T(conv_transpose2d, 2)
+KILN_CONV_T(conv_transpose3d, 3)
+#undef KILN_CONV_T
 }  // namespace
 
 }  // namespace kiln

@@ -1,7 +1,8 @@
 // Convolution, pooling and upsampling with torch.nn.functional's semantics (conv.cpp, pool.cpp).
 //
-// The table ops take batched inputs with one or two spatial dims, (N, C, L) or (N, C, H, W); list
-// attributes hold one value per spatial dim. A 1-d op runs as the 2-d one with height 1. The front
+// The table ops take batched inputs with one or two spatial dims, (N, C, L) or (N, C, H, W) (the
+// convolution also three, (N, C, D, H, W)); list attributes hold one value per spatial dim. A 1-d
+// op runs as the 2-d one with height 1. The front
 // ends below accept torch's unbatched forms ((C, L), (C, H, W)) and expand single ints to every
 // spatial dim. float32 / float64 run natively, float16 / bfloat16 through float32.
 #pragma once
@@ -30,7 +31,7 @@ Tensor convolution_backward_weight(const Tensor& grad_output, const Tensor& inpu
                                    const Shape& weight_sizes, const Shape& stride,
                                    const Shape& padding, const Shape& dilation, int64_t groups);
 
-// torch.nn.functional.conv1d / conv2d; padding as ints or "valid" / "same" (even kernels pad
+// torch.nn.functional.conv1d / conv2d / conv3d; padding as ints or "valid" / "same" (even kernels pad
 // asymmetrically, as torch does, through constant_pad_nd).
 Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
               const Shape& stride = {1}, const Shape& padding = {0}, const Shape& dilation = {1},
@@ -42,7 +43,21 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}
               int64_t groups = 1);
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Shape& stride,
               const std::string& padding, const Shape& dilation = {1}, int64_t groups = 1);
+Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
+              const Shape& stride = {1}, const Shape& padding = {0}, const Shape& dilation = {1},
+              int64_t groups = 1);
+Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Shape& stride,
+              const std::string& padding, const Shape& dilation = {1}, int64_t groups = 1);
+// torch.nn.functional.conv_transpose1d / 2d / 3d (weight (Cin, Cout / groups, k...)).
 Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
+                        const Shape& stride = {1}, const Shape& padding = {0},
+                        const Shape& output_padding = {0}, int64_t groups = 1,
+                        const Shape& dilation = {1});
+Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
+                        const Shape& stride = {1}, const Shape& padding = {0},
+                        const Shape& output_padding = {0}, int64_t groups = 1,
+                        const Shape& dilation = {1});
+Tensor conv_transpose3d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
                         const Shape& stride = {1}, const Shape& padding = {0},
                         const Shape& output_padding = {0}, int64_t groups = 1,
                         const Shape& dilation = {1});

@@ -171,54 +171,49 @@ void bind_norm_conv(nb::module_& nnm) {
       .def_ro("padding_str", &ConvNd::padding_str)
       .def_ro("dilation", &ConvNd::dilation)
       .def_ro("output_padding", &ConvNd::output_padding);
-  nb::class_<Conv1d, ConvNd>(nnm, "Conv1d")
-      .def(
-          "__init__",
-          [](Conv1d* self, int64_t in, int64_t out, nb::handle k, nb::handle s, nb::handle p,
-             nb::handle d, int64_t g, bool bias, const std::string& pm, nb::handle dtype) {
-            const char* f = "Conv1d";
-            new (self) Conv1d(in, out, ints(k, f, "kernel_size"), ints(s, f, "stride"),
-                              conv_padding(p, f), ints(d, f, "dilation"), g, bias, pm, dt(dtype));
-          },
-          "in_channels"_a, "out_channels"_a, "kernel_size"_a, "stride"_a = 1, "padding"_a = 0,
-          "dilation"_a = 1, "groups"_a = 1, "bias"_a = true, "padding_mode"_a = "zeros",
-          "dtype"_a.none() = nb::none())
-      .def("forward", &Conv1d::forward);
-  nb::class_<Conv2d, ConvNd>(nnm, "Conv2d")
-      .def(
-          "__init__",
-          [](Conv2d* self, int64_t in, int64_t out, nb::handle k, nb::handle s, nb::handle p,
-             nb::handle d, int64_t g, bool bias, const std::string& pm, nb::handle dtype) {
-            const char* f = "Conv2d";
-            new (self) Conv2d(in, out, ints(k, f, "kernel_size"), ints(s, f, "stride"),
-                              conv_padding(p, f), ints(d, f, "dilation"), g, bias, pm, dt(dtype));
-          },
-          "in_channels"_a, "out_channels"_a, "kernel_size"_a, "stride"_a = 1, "padding"_a = 0,
-          "dilation"_a = 1, "groups"_a = 1, "bias"_a = true, "padding_mode"_a = "zeros",
-          "dtype"_a.none() = nb::none())
-      .def("forward", &Conv2d::forward);
-  nb::class_<ConvTranspose1d, ConvNd>(nnm, "ConvTranspose1d")
-      .def(
-          "__init__",
-          [](ConvTranspose1d* self, int64_t in, int64_t out, nb::handle k, nb::handle s,
-             nb::handle p, nb::handle op, int64_t g, bool bias, nb::handle d, const std::string& pm,
-             nb::handle dtype) {
-            const char* f = "ConvTranspose1d";
-            new (self) ConvTranspose1d(in, out, ints(k, f, "kernel_size"), ints(s, f, "stride"),
-                                       ints(p, f, "padding"), ints(op, f, "output_padding"), g,
-                                       bias, ints(d, f, "dilation"), pm, dt(dtype));
-          },
-          "in_channels"_a, "out_channels"_a, "kernel_size"_a, "stride"_a = 1, "padding"_a = 0,
-          "output_padding"_a = 0, "groups"_a = 1, "bias"_a = true, "dilation"_a = 1,
-          "padding_mode"_a = "zeros", "dtype"_a.none() = nb::none())
-      .def(
-          "forward",
-          [](ConvTranspose1d& m, const Tensor& x, nb::handle size) {
-            std::optional<Shape> os;
-            if (!size.is_none()) os = ints(size, "ConvTranspose1d", "output_size");
-            return m.forward(x, os);
-          },
-          "input"_a, "output_size"_a.none() = nb::none());
+  auto conv = [&]<class C>(const char* name) {
+    nb::class_<C, ConvNd>(nnm, name)
+        .def(
+            "__init__",
+            [name](C* self, int64_t in, int64_t out, nb::handle k, nb::handle s, nb::handle p,
+                   nb::handle d, int64_t g, bool bias, const std::string& pm, nb::handle dtype) {
+              new (self) C(in, out, ints(k, name, "kernel_size"), ints(s, name, "stride"),
+                           conv_padding(p, name), ints(d, name, "dilation"), g, bias, pm, dt(dtype));
+            },
+            "in_channels"_a, "out_channels"_a, "kernel_size"_a, "stride"_a = 1, "padding"_a = 0,
+            "dilation"_a = 1, "groups"_a = 1, "bias"_a = true, "padding_mode"_a = "zeros",
+            "dtype"_a.none() = nb::none())
+        .def("forward", &C::forward);
+  };
+  conv.operator()<Conv1d>("Conv1d");
+  conv.operator()<Conv2d>("Conv2d");
+  conv.operator()<Conv3d>("Conv3d");
+  auto conv_t = [&]<class C>(const char* name) {
+    nb::class_<C, ConvNd>(nnm, name)
+        .def(
+            "__init__",
+            [name](C* self, int64_t in, int64_t out, nb::handle k, nb::handle s, nb::handle p,
+                   nb::handle op, int64_t g, bool bias, nb::handle d, const std::string& pm,
+                   nb::handle dtype) {
+              new (self) C(in, out, ints(k, name, "kernel_size"), ints(s, name, "stride"),
+                           ints(p, name, "padding"), ints(op, name, "output_padding"), g, bias,
+                           ints(d, name, "dilation"), pm, dt(dtype));
+            },
+            "in_channels"_a, "out_channels"_a, "kernel_size"_a, "stride"_a = 1, "padding"_a = 0,
+            "output_padding"_a = 0, "groups"_a = 1, "bias"_a = true, "dilation"_a = 1,
+            "padding_mode"_a = "zeros", "dtype"_a.none() = nb::none())
+        .def(
+            "forward",
+            [name](C& m, const Tensor& x, nb::handle size) {
+              std::optional<Shape> os;
+              if (!size.is_none()) os = ints(size, name, "output_size");
+              return m.forward(x, os);
+            },
+            "input"_a, "output_size"_a.none() = nb::none());
+  };
+  conv_t.operator()<ConvTranspose1d>("ConvTranspose1d");
+  conv_t.operator()<ConvTranspose2d>("ConvTranspose2d");
+  conv_t.operator()<ConvTranspose3d>("ConvTranspose3d");
 
   nb::class_<MaxPoolNd, Module>(nnm, "MaxPoolNd")
       .def("forward", [](MaxPoolNd& m, const Tensor& x) -> nb::object {

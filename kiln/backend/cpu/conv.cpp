@@ -21,30 +21,37 @@ using namespace conv_detail;
 using cpu::check_int_dtype;
 using cpu::with_compute_type;
 
-// One convolution in 2-d form (1-d: H = oH = kH = 1). The image side has C channels of H x W, the
-// column side O channels of oH x oW. A plain convolution maps image -> columns, a transposed one
-// columns -> image with the same weight layout (O, C / groups, kH, kW).
+// One convolution in 3-d form (2-d: D = oD = kD = 1; 1-d also H = oH = kH = 1). The image side has
+// C channels of D x H x W, the column side O channels of oD x oH x oW. A plain convolution maps
+// image -> columns, a transposed one columns -> image with the same weight layout
+// (O, C / groups, kD, kH, kW).
 struct Geom {
-  int64_t N = 0, C = 0, H = 1, W = 1, O = 0, oH = 1, oW = 1;
-  int64_t kH = 1, kW = 1, sH = 1, sW = 1, pH = 0, pW = 0, dH = 1, dW = 1, groups = 1;
+  int64_t N = 0, C = 0, D = 1, H = 1, W = 1, O = 0, oD = 1, oH = 1, oW = 1;
+  int64_t kD = 1, kH = 1, kW = 1, sD = 1, sH = 1, sW = 1, pD = 0, pH = 0, pW = 0, dD = 1, dH = 1, dW = 1;
+  int64_t groups = 1;
   int64_t Cg() const { return C / groups; }
   int64_t Og() const { return O / groups; }
-  int64_t K() const { return Cg() * kH * kW; }
-  int64_t P() const { return oH * oW; }
-  int64_t HW() const { return H * W; }
+  int64_t K() const { return Cg() * kD * kH * kW; }
+  int64_t P() const { return oD * oH * oW; }
+  int64_t HW() const { return D * H * W; }  // one image channel
   // 1x1 kernel, unit stride, no padding, same size: the image is its own column matrix
   bool direct() const {
-    return kH == 1 && kW == 1 && sH == 1 && sW == 1 && pH == 0 && pW == 0 && oH == H && oW == W;
+    return kD == 1 && kH == 1 && kW == 1 && sD == 1 && sH == 1 && sW == 1 && pD == 0 && pH == 0 &&
+           pW == 0 && oD == D && oH == H && oW == W;
   }
 };
 
 void set_params(Geom& g, const Shape& k, const Shape& s, const Shape& p, const Shape& d,
                 int64_t groups) {
-  g.kH = hw(k, 0, 1), g.kW = hw(k, 1, 1);
-  g.sH = hw(s, 0, 1), g.sW = hw(s, 1, 1);
-  g.pH = hw(p, 0, 0), g.pW = hw(p, 1, 0);
-  g.dH = hw(d, 0, 1), g.dW = hw(d, 1, 1);
+  g.kD = dhw(k, 0, 1), g.kH = dhw(k, 1, 1), g.kW = dhw(k, 2, 1);
+  g.sD = dhw(s, 0, 1), g.sH = dhw(s, 1, 1), g.sW = dhw(s, 2, 1);
+  g.pD = dhw(p, 0, 0), g.pH = dhw(p, 1, 0), g.pW = dhw(p, 2, 0);
+  g.dD = dhw(d, 0, 1), g.dH = dhw(d, 1, 1), g.dW = dhw(d, 2, 1);
   g.groups = groups;
+}
+void set_sizes(Geom& g, const Shape& img, const Shape& cols) {
+  g.C = img[1], g.D = depth(img), g.H = height(img), g.W = width(img);
+  g.O = cols[1], g.oD = depth(cols), g.oH = height(cols), g.oW = width(cols);
 }
 
 // ---- building blocks ---------------------------------------------------------------------------
@@ -57,55 +64,64 @@ inline void valid_range(int64_t off, int64_t s, int64_t n, int64_t count, int64_
   lo = std::min(lo, hi);
 }
 
-// img (Cg, H, W) -> col (Cg * kH * kW, oH * oW)
+// img (Cg, D, H, W) -> col (Cg * kD * kH * kW, oD * oH * oW)
 template <class T>
 void im2col(const T* img, T* col, const Geom& g) {
   int64_t P = g.P();
   for (int64_t c = 0; c < g.Cg(); ++c)
-    for (int64_t kh = 0; kh < g.kH; ++kh)
-      for (int64_t kw = 0; kw < g.kW; ++kw) {
-        T* row = col + ((c * g.kH + kh) * g.kW + kw) * P;
-        const T* plane = img + c * g.HW();
-        int64_t off = kw * g.dW - g.pW, lo, hi;
-        valid_range(off, g.sW, g.W, g.oW, lo, hi);
-        for (int64_t oh = 0; oh < g.oH; ++oh) {
-          T* r = row + oh * g.oW;
-          int64_t ih = oh * g.sH - g.pH + kh * g.dH;
-          if (ih < 0 || ih >= g.H) {
-            std::fill(r, r + g.oW, T(0));
-            continue;
+    for (int64_t kd = 0; kd < g.kD; ++kd)
+      for (int64_t kh = 0; kh < g.kH; ++kh)
+        for (int64_t kw = 0; kw < g.kW; ++kw) {
+          T* row = col + (((c * g.kD + kd) * g.kH + kh) * g.kW + kw) * P;
+          const T* vol = img + c * g.HW();
+          int64_t off = kw * g.dW - g.pW, lo, hi;
+          valid_range(off, g.sW, g.W, g.oW, lo, hi);
+          for (int64_t od = 0; od < g.oD; ++od) {
+            int64_t id = od * g.sD - g.pD + kd * g.dD;
+            for (int64_t oh = 0; oh < g.oH; ++oh) {
+              T* r = row + (od * g.oH + oh) * g.oW;
+              int64_t ih = oh * g.sH - g.pH + kh * g.dH;
+              if (id < 0 || id >= g.D || ih < 0 || ih >= g.H) {
+                std::fill(r, r + g.oW, T(0));
+                continue;
+              }
+              const T* src = vol + (id * g.H + ih) * g.W + off;
+              std::fill(r, r + lo, T(0));
+              if (g.sW == 1) {
+                if (hi > lo) std::memcpy(r + lo, src + lo, (hi - lo) * sizeof(T));
+              } else {
+                for (int64_t ow = lo; ow < hi; ++ow) r[ow] = src[ow * g.sW];
+              }
+              std::fill(r + hi, r + g.oW, T(0));
+            }
           }
-          const T* src = plane + ih * g.W + off;
-          std::fill(r, r + lo, T(0));
-          if (g.sW == 1) {
-            if (hi > lo) std::memcpy(r + lo, src + lo, (hi - lo) * sizeof(T));
-          } else {
-            for (int64_t ow = lo; ow < hi; ++ow) r[ow] = src[ow * g.sW];
-          }
-          std::fill(r + hi, r + g.oW, T(0));
         }
-      }
 }
 
-// img (Cg, H, W) += col (Cg * kH * kW, oH * oW) scattered back
+// img (Cg, D, H, W) += col (Cg * kD * kH * kW, oD * oH * oW) scattered back
 template <class T>
 void col2im(const T* col, T* img, const Geom& g) {
   int64_t P = g.P();
   for (int64_t c = 0; c < g.Cg(); ++c)
-    for (int64_t kh = 0; kh < g.kH; ++kh)
-      for (int64_t kw = 0; kw < g.kW; ++kw) {
-        const T* row = col + ((c * g.kH + kh) * g.kW + kw) * P;
-        T* plane = img + c * g.HW();
-        int64_t off = kw * g.dW - g.pW, lo, hi;
-        valid_range(off, g.sW, g.W, g.oW, lo, hi);
-        for (int64_t oh = 0; oh < g.oH; ++oh) {
-          int64_t ih = oh * g.sH - g.pH + kh * g.dH;
-          if (ih < 0 || ih >= g.H) continue;
-          const T* r = row + oh * g.oW;
-          T* dst = plane + ih * g.W + off;
-          for (int64_t ow = lo; ow < hi; ++ow) dst[ow * g.sW] += r[ow];
+    for (int64_t kd = 0; kd < g.kD; ++kd)
+      for (int64_t kh = 0; kh < g.kH; ++kh)
+        for (int64_t kw = 0; kw < g.kW; ++kw) {
+          const T* row = col + (((c * g.kD + kd) * g.kH + kh) * g.kW + kw) * P;
+          T* vol = img + c * g.HW();
+          int64_t off = kw * g.dW - g.pW, lo, hi;
+          valid_range(off, g.sW, g.W, g.oW, lo, hi);
+          for (int64_t od = 0; od < g.oD; ++od) {
+            int64_t id = od * g.sD - g.pD + kd * g.dD;
+            if (id < 0 || id >= g.D) continue;
+            for (int64_t oh = 0; oh < g.oH; ++oh) {
+              int64_t ih = oh * g.sH - g.pH + kh * g.dH;
+              if (ih < 0 || ih >= g.H) continue;
+              const T* r = row + (od * g.oH + oh) * g.oW;
+              T* dst = vol + (id * g.H + ih) * g.W + off;
+              for (int64_t ow = lo; ow < hi; ++ow) dst[ow * g.sW] += r[ow];
+            }
+          }
         }
-      }
 }
 
 // Row-major C (M x N) = op(A) (M x K) * op(B) (K x N) (+ C when accumulate).
@@ -161,7 +177,7 @@ void fill_bias(T* y, const T* b, int64_t rows, int64_t P) {
   for (int64_t o = 0; o < rows; ++o) std::fill(y + o * P, y + (o + 1) * P, b ? b[o] : T(0));
 }
 
-// y (N, O, oH, oW) = conv(x (N, C, H, W), w (O, Cg, kH, kW)) + b
+// y (N, O, oD, oH, oW) = conv(x (N, C, D, H, W), w (O, Cg, kD, kH, kW)) + b
 template <class T>
 void conv_forward(const T* x, const T* w, const T* b, T* y, const Geom& g) {
   int64_t Og = g.Og(), K = g.K(), P = g.P();
@@ -176,7 +192,7 @@ void conv_forward(const T* x, const T* w, const T* b, T* y, const Geom& g) {
   });
 }
 
-// y (N, C, H, W) = conv_transpose(x (N, O, oH, oW), w (O, Cg, kH, kW)) + b
+// y (N, C, D, H, W) = conv_transpose(x (N, O, oD, oH, oW), w (O, Cg, kD, kH, kW)) + b
 template <class T>
 void conv_transpose_forward(const T* x, const T* w, const T* b, T* y, const Geom& g) {
   int64_t Og = g.Og(), Cg = g.Cg(), K = g.K(), P = g.P();
@@ -195,7 +211,7 @@ void conv_transpose_forward(const T* x, const T* w, const T* b, T* y, const Geom
   });
 }
 
-// dw (O, Cg, kH, kW) = sum over n of gy (N, O, oH, oW) x windows of x (N, C, H, W)
+// dw (O, Cg, kD, kH, kW) = sum over n of gy (N, O, oD, oH, oW) x windows of x (N, C, D, H, W)
 template <class T>
 void conv_weight_backward(const T* gy, const T* x, T* dw, const Geom& g) {
   int64_t Og = g.Og(), K = g.K(), P = g.P(), wsize = g.O * K;
@@ -245,10 +261,7 @@ void conv_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorLi
   Geom g;
   set_params(g, spatial(w.sizes()), c.stride, c.padding, c.dilation, c.groups);
   g.N = x.sizes()[0];
-  const Tensor& img = c.transposed ? y : x;
-  const Tensor& cols = c.transposed ? x : y;
-  g.C = img.sizes()[1], g.H = height(img.sizes()), g.W = width(img.sizes());
-  g.O = cols.sizes()[1], g.oH = height(cols.sizes()), g.oW = width(cols.sizes());
+  set_sizes(g, (c.transposed ? y : x).sizes(), (c.transposed ? x : y).sizes());
   TensorList ins{x, w, in.size() == 3 ? in[2] : Tensor()};
   with_compute_type<true>(
       op.name, x.dtype(), ins, y, [&]<class T>(const TensorList& cs, Tensor& r) {
@@ -267,8 +280,7 @@ void conv_bw_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tenso
   set_params(g, spatial(attr<Shape>(a, 0)), attr<Shape>(a, 1), attr<Shape>(a, 2), attr<Shape>(a, 3),
              attr<int64_t>(a, 4));
   g.N = x.sizes()[0];
-  g.C = x.sizes()[1], g.H = height(x.sizes()), g.W = width(x.sizes());
-  g.O = gy.sizes()[1], g.oH = height(gy.sizes()), g.oW = width(gy.sizes());
+  set_sizes(g, x.sizes(), gy.sizes());
   with_compute_type<true>(op.name, x.dtype(), {gy, x}, out[0],
                           [&]<class T>(const TensorList& cs, Tensor& r) {
                             T* dw = static_cast<T*>(r.data_ptr());

@@ -80,7 +80,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
 # torch.nn.functional's signatures; the work, argument checks and torch's error types are in C++.
 conv1d = _C.conv1d
 conv2d = _C.conv2d
+conv3d = _C.conv3d
 conv_transpose1d = _C.conv_transpose1d
+conv_transpose2d = _C.conv_transpose2d
+conv_transpose3d = _C.conv_transpose3d
 avg_pool1d = _C.avg_pool1d
 avg_pool2d = _C.avg_pool2d
 

@@ -6,7 +6,7 @@ from .module import _CppModule
 _cnn = _C._nn
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
-           "LocalResponseNorm", "EmbeddingBag", "Conv1d", "Conv2d", "ConvTranspose1d",
+           "LocalResponseNorm", "EmbeddingBag", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
            "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
            "Upsample"]
 
@@ -141,32 +141,35 @@ class _ConvNd(_CppModule):
         self._cpp.reset_parameters()
 
 
-class Conv1d(_ConvNd):
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
-                 padding_mode="zeros", device=None, dtype=None):
-        super().__init__()
-        self._setup(_cnn.Conv1d(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                                padding_mode, dtype), in_channels, out_channels, groups, padding_mode, False)
+def _conv_class(name, cpp_name):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros", device=None, dtype=None):
+        _ConvNd.__init__(self)
+        self._setup(getattr(_cnn, cpp_name)(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                                            groups, bias, padding_mode, dtype),
+                    in_channels, out_channels, groups, padding_mode, False)
+    return type(name, (_ConvNd,), {"__init__": __init__, "__module__": __name__})
 
 
-class Conv2d(_ConvNd):
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
-                 padding_mode="zeros", device=None, dtype=None):
-        super().__init__()
-        self._setup(_cnn.Conv2d(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                                padding_mode, dtype), in_channels, out_channels, groups, padding_mode, False)
-
-
-class ConvTranspose1d(_ConvNd):
+def _conv_transpose_class(name):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
                  bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
-        super().__init__()
-        self._setup(_cnn.ConvTranspose1d(in_channels, out_channels, kernel_size, stride, padding, output_padding,
-                                         groups, bias, dilation, padding_mode, dtype),
+        _ConvNd.__init__(self)
+        self._setup(getattr(_cnn, name)(in_channels, out_channels, kernel_size, stride, padding, output_padding,
+                                        groups, bias, dilation, padding_mode, dtype),
                     in_channels, out_channels, groups, padding_mode, True)
 
     def forward(self, input, output_size=None):
         return self._cpp.forward(input, None if output_size is None else tuple(output_size))
+    return type(name, (_ConvNd,), {"__init__": __init__, "forward": forward, "__module__": __name__})
+
+
+Conv1d = _conv_class("Conv1d", "Conv1d")
+Conv2d = _conv_class("Conv2d", "Conv2d")
+Conv3d = _conv_class("Conv3d", "Conv3d")
+ConvTranspose1d = _conv_transpose_class("ConvTranspose1d")
+ConvTranspose2d = _conv_transpose_class("ConvTranspose2d")
+ConvTranspose3d = _conv_transpose_class("ConvTranspose3d")
 
 
 # ---- pooling and upsampling -----------------------------------------------------------------------------
