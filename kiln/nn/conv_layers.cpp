@@ -210,6 +210,9 @@ MaxPoolNd::MaxPoolNd(std::string name, int64_t nd, IntOrTuple k, std::optional<I
       ceil_mode(ceil_mode) {}
 
 std::tuple<Tensor, Tensor> MaxPoolNd::forward_with_indices(const Tensor& x) {
+  if (spatial_dims == 3)
+    return max_pool3d_with_indices(x, kernel_size.values, stride.values, padding.values,
+                                   dilation.values, ceil_mode);
   if (spatial_dims == 1)
     return max_pool1d_with_indices(x, kernel_size.values, stride.values, padding.values,
                                    dilation.values, ceil_mode);
@@ -217,6 +220,9 @@ std::tuple<Tensor, Tensor> MaxPoolNd::forward_with_indices(const Tensor& x) {
                                  dilation.values, ceil_mode);
 }
 Tensor MaxPoolNd::forward(const Tensor& x) {
+  if (spatial_dims == 3)
+    return max_pool3d(x, kernel_size.values, stride.values, padding.values, dilation.values,
+                      ceil_mode);
   if (spatial_dims == 1)
     return max_pool1d(x, kernel_size.values, stride.values, padding.values, dilation.values,
                       ceil_mode);
@@ -273,21 +279,57 @@ Tensor AdaptiveAvgPool1d::forward(const Tensor& x) {
 }
 std::string AdaptiveAvgPool1d::extra_repr() const { return "output_size=" + output_size.repr(); }
 
-AdaptiveAvgPool2d::AdaptiveAvgPool2d(std::vector<std::optional<int64_t>> o, bool scalar)
-    : Module("AdaptiveAvgPool2d"), output_size(std::move(o)), scalar(scalar) {}
-Tensor AdaptiveAvgPool2d::forward(const Tensor& x) {
+AvgPool3d::AvgPool3d(IntOrTuple k, std::optional<IntOrTuple> s, IntOrTuple p, bool ceil_mode,
+                     bool count_include_pad, std::optional<int64_t> divisor_override)
+    : Module("AvgPool3d"),
+      kernel_size(std::move(k)),
+      stride(s ? *s : kernel_size),
+      padding(std::move(p)),
+      ceil_mode(ceil_mode),
+      count_include_pad(count_include_pad),
+      divisor_override(divisor_override) {}
+Tensor AvgPool3d::forward(const Tensor& x) {
+  return avg_pool3d(x, kernel_size.values, stride.values, padding.values, ceil_mode,
+                    count_include_pad, divisor_override);
+}
+std::string AvgPool3d::extra_repr() const {
+  return "kernel_size=" + kernel_size.repr() + ", stride=" + stride.repr() +
+         ", padding=" + padding.repr();
+}
+
+AdaptivePoolNd::AdaptivePoolNd(std::string name, int64_t nd, bool max,
+                               std::vector<std::optional<int64_t>> o, bool scalar,
+                               bool return_indices)
+    : Module(std::move(name)),
+      spatial_dims(nd),
+      max(max),
+      output_size(std::move(o)),
+      scalar(scalar),
+      return_indices(return_indices) {}
+
+Shape AdaptivePoolNd::resolve(const Tensor& x) const {
   Shape out;
   std::vector<std::optional<int64_t>> o = output_size;
-  if (o.size() == 1) o.push_back(o[0]);
+  if (o.size() == 1) o.resize(spatial_dims, o[0]);
   for (size_t i = 0; i < o.size(); ++i) {
     int64_t d = x.dim() - static_cast<int64_t>(o.size()) + static_cast<int64_t>(i);
-    KILN_CHECK(o[i] || d >= 0, Runtime, "AdaptiveAvgPool2d", "expected a 3D or 4D input, got ",
-               x.dim(), "D");
+    KILN_CHECK(o[i] || d >= 0, Runtime, name().c_str(), "expected a ", spatial_dims + 1, "D or ",
+               spatial_dims + 2, "D input, got ", x.dim(), "D");
     out.push_back(o[i] ? *o[i] : x.size(d));
   }
-  return adaptive_avg_pool2d(x, out);
+  return out;
 }
-std::string AdaptiveAvgPool2d::extra_repr() const {
+Tensor AdaptivePoolNd::forward(const Tensor& x) {
+  if (max) return std::get<0>(forward_with_indices(x));
+  return spatial_dims == 3 ? adaptive_avg_pool3d(x, resolve(x)) : adaptive_avg_pool2d(x, resolve(x));
+}
+std::tuple<Tensor, Tensor> AdaptivePoolNd::forward_with_indices(const Tensor& x) {
+  KILN_CHECK(max, Runtime, name().c_str(), "average pooling has no indices");
+  Shape o = resolve(x);
+  if (spatial_dims == 1) return adaptive_max_pool1d(x, o);
+  return spatial_dims == 2 ? adaptive_max_pool2d(x, o) : adaptive_max_pool3d(x, o);
+}
+std::string AdaptivePoolNd::extra_repr() const {
   auto one = [](const std::optional<int64_t>& v) {
     return v ? std::to_string(*v) : std::string("None");
   };

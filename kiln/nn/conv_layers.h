@@ -98,7 +98,7 @@ KILN_CONV_TRANSPOSE_DECL(2)
 KILN_CONV_TRANSPOSE_DECL(3)
 #undef KILN_CONV_TRANSPOSE_DECL
 
-// MaxPool1d / MaxPool2d (stride nullopt = kernel_size). forward_with_indices returns the
+// MaxPool1d / 2d / 3d (stride nullopt = kernel_size). forward_with_indices returns the
 // int64 argmax positions too (return_indices=True).
 class MaxPoolNd : public Module {
  public:
@@ -129,6 +129,15 @@ class MaxPool2d : public MaxPoolNd {
                   std::move(dilation), return_indices, ceil_mode) {}
 };
 
+class MaxPool3d : public MaxPoolNd {
+ public:
+  MaxPool3d(IntOrTuple kernel_size, std::optional<IntOrTuple> stride = std::nullopt,
+            IntOrTuple padding = 0, IntOrTuple dilation = 1, bool return_indices = false,
+            bool ceil_mode = false)
+      : MaxPoolNd("MaxPool3d", 3, std::move(kernel_size), std::move(stride), std::move(padding),
+                  std::move(dilation), return_indices, ceil_mode) {}
+};
+
 // AvgPool1d keeps its sizes as tuples (torch's _single), AvgPool2d as given.
 class AvgPool1d : public Module {
  public:
@@ -151,6 +160,18 @@ class AvgPool2d : public Module {
   std::optional<int64_t> divisor_override;
 };
 
+class AvgPool3d : public Module {
+ public:
+  AvgPool3d(IntOrTuple kernel_size, std::optional<IntOrTuple> stride = std::nullopt,
+            IntOrTuple padding = 0, bool ceil_mode = false, bool count_include_pad = true,
+            std::optional<int64_t> divisor_override = std::nullopt);
+  Tensor forward(const Tensor& x);
+  std::string extra_repr() const override;
+  IntOrTuple kernel_size, stride, padding;
+  bool ceil_mode, count_include_pad;
+  std::optional<int64_t> divisor_override;
+};
+
 class AdaptiveAvgPool1d : public Module {
  public:
   explicit AdaptiveAvgPool1d(IntOrTuple output_size);
@@ -158,16 +179,39 @@ class AdaptiveAvgPool1d : public Module {
   std::string extra_repr() const override;
   IntOrTuple output_size;
 };
-// output_size entries may be nullopt (keep that input size); scalar: given as one int.
-class AdaptiveAvgPool2d : public Module {
+// Adaptive pooling over 2 or 3 spatial dims (average) or 1 to 3 (max). output_size entries may be
+// nullopt (keep that input size); scalar: given as one int (the repr shows it so).
+class AdaptivePoolNd : public Module {
  public:
-  AdaptiveAvgPool2d(std::vector<std::optional<int64_t>> output_size, bool scalar = false);
-  explicit AdaptiveAvgPool2d(int64_t output_size) : AdaptiveAvgPool2d({output_size}, true) {}
+  AdaptivePoolNd(std::string name, int64_t spatial_dims, bool max,
+                 std::vector<std::optional<int64_t>> output_size, bool scalar, bool return_indices);
   Tensor forward(const Tensor& x);
+  // max only: the values and their int64 positions (return_indices=True)
+  std::tuple<Tensor, Tensor> forward_with_indices(const Tensor& x);
   std::string extra_repr() const override;
+  int64_t spatial_dims;
+  bool max;
   std::vector<std::optional<int64_t>> output_size;
-  bool scalar;
+  bool scalar, return_indices;
+
+ private:
+  Shape resolve(const Tensor& x) const;
 };
+#define KILN_ADAPTIVE_POOL_DECL(Name, N, Max)                                                       \
+  class Name : public AdaptivePoolNd {                                                              \
+   public:                                                                                          \
+    explicit Name(std::vector<std::optional<int64_t>> output_size, bool return_indices = false,     \
+                  bool scalar = false)                                                              \
+        : AdaptivePoolNd(#Name, N, Max, std::move(output_size), scalar, return_indices) {}          \
+    explicit Name(int64_t output_size, bool return_indices = false)                                 \
+        : Name(std::vector<std::optional<int64_t>>{output_size}, return_indices, true) {}           \
+  };
+KILN_ADAPTIVE_POOL_DECL(AdaptiveAvgPool2d, 2, false)
+KILN_ADAPTIVE_POOL_DECL(AdaptiveAvgPool3d, 3, false)
+KILN_ADAPTIVE_POOL_DECL(AdaptiveMaxPool1d, 1, true)
+KILN_ADAPTIVE_POOL_DECL(AdaptiveMaxPool2d, 2, true)
+KILN_ADAPTIVE_POOL_DECL(AdaptiveMaxPool3d, 3, true)
+#undef KILN_ADAPTIVE_POOL_DECL
 
 // Upsample: F.interpolate with mode "nearest", "linear" or "bilinear". scale_factor: one value
 // for every spatial dim (scale_scalar) or one per dim.

@@ -85,9 +85,24 @@ Tensor avg_pool1d(const Tensor& input, const Shape& kernel_size, const Shape& st
 Tensor avg_pool2d(const Tensor& input, const Shape& kernel_size, const Shape& stride = {},
                   const Shape& padding = {0}, bool ceil_mode = false, bool count_include_pad = true,
                   std::optional<int64_t> divisor_override = std::nullopt);
+std::tuple<Tensor, Tensor> max_pool3d_with_indices(const Tensor& input, const Shape& kernel_size,
+                                                   const Shape& stride = {},
+                                                   const Shape& padding = {0},
+                                                   const Shape& dilation = {1},
+                                                   bool ceil_mode = false);
+Tensor max_pool3d(const Tensor& input, const Shape& kernel_size, const Shape& stride = {},
+                  const Shape& padding = {0}, const Shape& dilation = {1}, bool ceil_mode = false);
+Tensor avg_pool3d(const Tensor& input, const Shape& kernel_size, const Shape& stride = {},
+                  const Shape& padding = {0}, bool ceil_mode = false, bool count_include_pad = true,
+                  std::optional<int64_t> divisor_override = std::nullopt);
 // Windows [floor(i * In / Out), ceil((i + 1) * In / Out)).
 Tensor adaptive_avg_pool1d(const Tensor& input, const Shape& output_size);
 Tensor adaptive_avg_pool2d(const Tensor& input, const Shape& output_size);
+Tensor adaptive_avg_pool3d(const Tensor& input, const Shape& output_size);
+// The maximum of each adaptive window and its int64 position in the flattened input plane.
+std::tuple<Tensor, Tensor> adaptive_max_pool1d(const Tensor& input, const Shape& output_size);
+std::tuple<Tensor, Tensor> adaptive_max_pool2d(const Tensor& input, const Shape& output_size);
+std::tuple<Tensor, Tensor> adaptive_max_pool3d(const Tensor& input, const Shape& output_size);
 
 // ---- upsampling (pool.cpp)
 // ------------------------------------------------------------------------ scales: one per spatial

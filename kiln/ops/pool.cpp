@@ -1,4 +1,4 @@
-// Pooling (max with indices, average, adaptive average) and upsampling (nearest, linear /
+// Pooling (max with indices, average, adaptive average and max; 1-, 2- and 3-d) and upsampling (nearest, linear /
 // bilinear): each a table op over batched (N, C, [H,] W) inputs with a backward table op and the
 // derivatives of both: the op-table entries, schemas, metas, derivatives and front ends (the CPU
 // kernels are kiln/backend/cpu/pool.cpp's; what both read is pool_detail.h). Index and weight
@@ -33,7 +33,7 @@ SpecList max_pool_bw_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   const SymShape is = attr_sym_shape(a, 0);
   KILN_CHECK(in[0].sizes() == in[1].sizes() && in[1].dtype() == kInt64 &&
                  in[0].dim() == static_cast<int64_t>(is.size()) &&
-                 (is.size() == 3 || is.size() == 4) && in[0].sizes()[0] == is[0] &&
+                 is.size() >= 3 && is.size() <= 5 && in[0].sizes()[0] == is[0] &&
                  in[0].sizes()[1] == is[1],
              Runtime, "max_pool_backward", "grad ", in[0].sizes(), " and int64 indices ",
              in[1].sizes(), " must match, with the input size ", is);
@@ -100,12 +100,10 @@ DerivativeRegistrar d_avg_pool_bw{op_avg_pool_bw, avg_pool_bw_derivative, 0, 0};
 
 // ---- adaptive_avg_pool: attrs {output_size}; backward: {grad} -> grad_input, attrs {input_size}
 
-SpecList adaptive_meta(const OpDef&, const SpecList& in, const Attrs& a) {
-  const char* op = "adaptive_avg_pool";
-  const TensorSpec& x = in[0];
+SymShape adaptive_shape(const char* op, const TensorSpec& x, const Attrs& a) {
   const SymShape os = attr_sym_shape(a, 0);
   int64_t nsp = static_cast<int64_t>(os.size());
-  KILN_CHECK((nsp == 1 || nsp == 2) && x.dim() == nsp + 2, Runtime, op,
+  KILN_CHECK(nsp >= 1 && nsp <= 3 && x.dim() == nsp + 2, Runtime, op,
              "expected a batched input with ", nsp, " spatial dims, got input of size ", x.sizes());
   for (SymInt v : os)
     KILN_CHECK(v >= 0, Runtime, op,
@@ -117,14 +115,17 @@ SpecList adaptive_meta(const OpDef&, const SpecList& in, const Attrs& a) {
                x.sizes(), " with dimension ", i, " being empty");
   SymShape out{x.sizes()[0], x.sizes()[1]};
   out.insert(out.end(), os.begin(), os.end());
-  return {{out, x.dtype()}};
+  return out;
+}
+SpecList adaptive_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
+  return {{adaptive_shape(op.name, in[0], a), in[0].dtype()}};
 }
 OpDef op_adaptive{"adaptive_avg_pool", 0, adaptive_meta, {}};
 OpRegistrar reg_adaptive{op_adaptive, "adaptive_avg_pool(Tensor self, int[] output_size) -> Tensor"};
 
 SpecList adaptive_bw_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   const SymShape is = attr_sym_shape(a, 0);
-  KILN_CHECK((is.size() == 3 || is.size() == 4) && in[0].dim() == static_cast<int64_t>(is.size()) &&
+  KILN_CHECK(is.size() >= 3 && is.size() <= 5 && in[0].dim() == static_cast<int64_t>(is.size()) &&
                  in[0].sizes()[0] == is[0] && in[0].sizes()[1] == is[1],
              Runtime, "adaptive_avg_pool_backward", "grad of size ", in[0].sizes(),
              " does not match input size ", is);
@@ -147,6 +148,16 @@ TensorList adaptive_bw_derivative(const GradCtx& ctx, const TensorList& grad) {
 }
 DerivativeRegistrar d_adaptive_bw{op_adaptive_bw, adaptive_bw_derivative, 0, 0};
 
+// ---- adaptive_max_pool: {input} -> {values, indices}; attrs {output_size}. Its backward is
+// max_pool_backward (a scatter by the indices).
+SpecList adaptive_max_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
+  SymShape out = adaptive_shape(op.name, in[0], a);
+  return {{out, in[0].dtype()}, {out, kInt64}};
+}
+OpDef op_adaptive_max{"adaptive_max_pool", 0, adaptive_max_meta, {}};
+OpRegistrar reg_adaptive_max{op_adaptive_max, "adaptive_max_pool(Tensor self, int[] output_size) -> (Tensor, Tensor)"};
+DerivativeRegistrar d_adaptive_max{op_adaptive_max, max_pool_derivative, 0, 0b10};
+
 // ---- front ends --------------------------------------------------------------------------------
 // A list argument of 1 or n ints as n ints.
 Shape expand_to(const Shape& v, size_t n) { return v.size() == 1 ? Shape(n, v[0]) : v; }
@@ -160,6 +171,12 @@ void check_2d(const char* op, const char* name, const Shape& v, bool allow_empty
              name,
              allow_empty ? " must either be omitted, a single int, or a tuple of two ints"
                          : " must either be a single int, or a tuple of two ints");
+}
+void check_3d(const char* op, const char* name, const Shape& v, bool allow_empty = false) {
+  KILN_CHECK(v.size() == 1 || v.size() == 3 || (allow_empty && v.empty()), Runtime, op, op, ": ",
+             name,
+             allow_empty ? " must either be omitted, a single int, or a tuple of three ints"
+                         : " must either be a single int, or a tuple of three ints");
 }
 void check_dims(const char* op, const Tensor& x, int64_t lo, int64_t hi) {
   KILN_CHECK(x.dim() >= lo && x.dim() <= hi, Runtime, op, "Expected ", lo, " to ", hi,
@@ -216,6 +233,37 @@ Tensor max_pool1d(const Tensor& x, const Shape& k, const Shape& s, const Shape& 
   if (x.dim() >= 2 && x.dim() <= 3 && !is_floating(x.dtype()))
     raise_dtype_unsupported("max_pool1d", x.dtype());
   return std::get<0>(max_pool1d_with_indices(x, k, s, p, d, ceil_mode));
+}
+
+std::tuple<Tensor, Tensor> max_pool3d_with_indices(const Tensor& x, const Shape& k, const Shape& s,
+                                                   const Shape& p, const Shape& d, bool ceil_mode) {
+  const char* op = "max_pool3d";
+  check_3d(op, "kernel_size", k);
+  check_3d(op, "stride", s, true);
+  check_3d(op, "padding", p);
+  check_3d(op, "dilation", d);
+  KILN_CHECK(x.dim() == 4 || x.dim() == 5, Runtime, op,
+             "non-empty 4D or 5D (batch mode) tensor expected for input");
+  return max_pool_nd(op, 3, x, k, s, p, d, ceil_mode);
+}
+Tensor max_pool3d(const Tensor& x, const Shape& k, const Shape& s, const Shape& p, const Shape& d,
+                  bool ceil_mode) {
+  return std::get<0>(max_pool3d_with_indices(x, k, s, p, d, ceil_mode));
+}
+
+Tensor avg_pool3d(const Tensor& x, const Shape& k, const Shape& s, const Shape& p, bool ceil_mode,
+                  bool count_include_pad, std::optional<int64_t> divisor_override) {
+  const char* op = "avg_pool3d";
+  check_3d(op, "kernel_size", k);
+  check_3d(op, "stride", s, true);
+  check_3d(op, "padding", p);
+  KILN_CHECK(!divisor_override || *divisor_override != 0, Runtime, op, "divisor must be not zero");
+  KILN_CHECK(x.dim() == 4 || x.dim() == 5, Runtime, op,
+             "non-empty 4D or 5D (batch mode) tensor expected for input");
+  Shape K = expand_to(k, 3), S = s.empty() ? K : expand_to(s, 3);
+  return batched_call(
+      op_avg_pool, x, 3,
+      {K, S, expand_to(p, 3), ceil_mode, count_include_pad, divisor_override.value_or(0)})[0];
 }
 
 Tensor avg_pool2d(const Tensor& x, const Shape& k, const Shape& s, const Shape& p, bool ceil_mode,
@@ -280,6 +328,48 @@ Tensor adaptive_avg_pool1d(const Tensor& x, const Shape& output_size) {
   return batched_call(op_adaptive, x, 1, {output_size})[0];
 }
 
+Tensor adaptive_avg_pool3d(const Tensor& x, const Shape& size) {
+  const char* op = "adaptive_avg_pool3d";
+  Shape output_size = expand_to(size, 3);
+  KILN_CHECK(output_size.size() == 3, Runtime, op, "adaptive_avg_pool3d: output_size must be 3");
+  for (int64_t v : output_size)
+    KILN_CHECK(v >= 0, Runtime, op,
+               "adaptive_avg_pool3d: elements of output_size must be greater than or equal to 0 "
+               "but received ", output_size);
+  KILN_CHECK(x.dim() == 4 || x.dim() == 5, Runtime, op,
+             "adaptive_avg_pool3d(): Expected 4D or 5D tensor, but got ", x.sizes());
+  return batched_call(op_adaptive, x, 3, {output_size})[0];
+}
+
+namespace {
+std::tuple<Tensor, Tensor> adaptive_max_nd(const char* op, int64_t nsp, const Tensor& x, const Shape& size) {
+  Shape output_size = expand_to(size, nsp);
+  KILN_CHECK(static_cast<int64_t>(output_size.size()) == nsp, Runtime, op, op,
+             "(): internal error: output_size.size() must be ", nsp);
+  KILN_CHECK(x.dim() == nsp + 1 || x.dim() == nsp + 2, Runtime, op, op, "(): Expected ", nsp + 1,
+             "D or ", nsp + 2, "D tensor, but got: ", x.sizes());
+  for (int64_t v : output_size)
+    KILN_CHECK(v >= 0, Runtime, op, op, "(): elements of output_size must be greater than or equal to 0 but received ",
+               output_size);
+  for (int64_t i = x.dim() - nsp; i < x.dim(); ++i)
+    KILN_CHECK(x.sizes()[i] > 0, Runtime, op, op,
+               "(): Expected input to have non-zero size for non-batch dimensions, but input has sizes ",
+               x.sizes(), " with dimension ", i, " being empty");
+  TensorList r = batched_call(op_adaptive_max, x, nsp, {output_size});
+  return {r[0], r[1]};
+}
+}  // namespace
+
+std::tuple<Tensor, Tensor> adaptive_max_pool1d(const Tensor& x, const Shape& output_size) {
+  check_1d("adaptive_max_pool1d", "output_size", output_size);
+  return adaptive_max_nd("adaptive_max_pool1d", 1, x, output_size);
+}
+std::tuple<Tensor, Tensor> adaptive_max_pool2d(const Tensor& x, const Shape& output_size) {
+  return adaptive_max_nd("adaptive_max_pool2d", 2, x, output_size);
+}
+std::tuple<Tensor, Tensor> adaptive_max_pool3d(const Tensor& x, const Shape& output_size) {
+  return adaptive_max_nd("adaptive_max_pool3d", 3, x, output_size);
+}
 
 // ---- composites with torch's schemas (ops/composite.h): their public forms come from these -------
 namespace {
@@ -304,7 +394,31 @@ const Shape& ints_at(const Attrs& a, size_t i) { return attr<Shape>(a, i); }
                                 kFunctionVariant};
 KILN_MAX_POOL(1)
 KILN_MAX_POOL(2)
+KILN_MAX_POOL(3)
 #undef KILN_MAX_POOL
+Composite c_avg_pool3d{"avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, "
+                       "bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor",
+                       [](const TensorList& in, const Attrs& a) -> TensorList {
+                         return {avg_pool3d(in[0], ints_at(a, 0), ints_at(a, 1), ints_at(a, 2), attr<bool>(a, 3),
+                                            attr<bool>(a, 4), opt_attr<int64_t>(a, 5))};
+                       },
+                       kFunctionVariant};
+Composite c_adaptive_avg_pool3d{"adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor",
+                                [](const TensorList& in, const Attrs& a) -> TensorList {
+                                  return {adaptive_avg_pool3d(in[0], ints_at(a, 0))};
+                                },
+                                kFunctionVariant};
+#define KILN_ADAPTIVE_MAX(n)                                                                                \
+  Composite c_adaptive_max_pool##n##d{"adaptive_max_pool" #n "d(Tensor self, int[" #n "] output_size) -> (Tensor, Tensor)", \
+                                      [](const TensorList& in, const Attrs& a) -> TensorList {              \
+                                        auto [y, i] = adaptive_max_pool##n##d(in[0], ints_at(a, 0));        \
+                                        return {y, i};                                                      \
+                                      },                                                                    \
+                                      kFunctionVariant};
+KILN_ADAPTIVE_MAX(1)
+KILN_ADAPTIVE_MAX(2)
+KILN_ADAPTIVE_MAX(3)
+#undef KILN_ADAPTIVE_MAX
 Composite c_avg_pool1d{"avg_pool1d(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=0, "
                        "bool ceil_mode=False, bool count_include_pad=True) -> Tensor",
                        [](const TensorList& in, const Attrs& a) -> TensorList {

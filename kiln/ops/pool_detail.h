@@ -1,5 +1,5 @@
 // What the pooling ops' metas (kiln/ops/pool.cpp) and their CPU kernels (kiln/backend/cpu/pool.cpp)
-// share: the window in 2-d form, torch's output-size rules, average pooling's arguments and the
+// share: the window in 3-d form, torch's output-size rules, average pooling's arguments and the
 // adaptive pooling bounds.
 #pragma once
 
@@ -12,13 +12,13 @@ namespace kiln::pool_detail {
 
 using namespace nn_detail;
 
-struct Window {  // kernel, stride, padding, dilation in 2-d form
-  int64_t kH = 1, kW = 1, sH = 1, sW = 1, pH = 0, pW = 0, dH = 1, dW = 1;
+struct Window {  // kernel, stride, padding, dilation in 3-d form
+  int64_t kD = 1, kH = 1, kW = 1, sD = 1, sH = 1, sW = 1, pD = 0, pH = 0, pW = 0, dD = 1, dH = 1, dW = 1;
 };
 
 inline Window window(const Shape& k, const Shape& s, const Shape& p, const Shape& d) {
-  return {hw(k, 0, 1), hw(k, 1, 1), hw(s, 0, 1), hw(s, 1, 1),
-          hw(p, 0, 0), hw(p, 1, 0), hw(d, 0, 1), hw(d, 1, 1)};
+  return {dhw(k, 0, 1), dhw(k, 1, 1), dhw(k, 2, 1), dhw(s, 0, 1), dhw(s, 1, 1), dhw(s, 2, 1),
+          dhw(p, 0, 0), dhw(p, 1, 0), dhw(p, 2, 0), dhw(d, 0, 1), dhw(d, 1, 1), dhw(d, 2, 1)};
 }
 
 // torch's pooling_output_shape, with its checks (the input size a SymInt: the metas run on it).
@@ -42,7 +42,7 @@ inline SymInt pool_out(const char* op, SymInt in, int64_t k, int64_t pad, int64_
 inline SymShape pool_shape(const char* op, const SymShape& xs, const Shape& k, const Shape& s, const Shape& p,
                  const Shape& d, bool ceil) {
   int64_t nsp = static_cast<int64_t>(k.size()), nd = static_cast<int64_t>(xs.size());
-  KILN_CHECK((nsp == 1 || nsp == 2) && nd == nsp + 2 && s.size() == k.size() &&
+  KILN_CHECK(nsp >= 1 && nsp <= 3 && nd == nsp + 2 && s.size() == k.size() &&
                  p.size() == k.size() && d.size() == k.size(),
              Runtime, op, "expected a batched input with ", nsp,
              " spatial dims and one kernel, stride, padding "
@@ -52,18 +52,20 @@ inline SymShape pool_shape(const char* op, const SymShape& xs, const Shape& k, c
   for (int64_t i = 0; i < nsp; ++i)
     out.push_back(pool_out(op, xs[i + 2], k[i], p[i], s[i], d[i], ceil));
   Window w = window(k, s, p, d);
-  KILN_CHECK(w.kH > 0 && w.kW > 0, Runtime, op,
-             "kernel size should be greater than zero, but got kH: ", w.kH, " kW: ", w.kW);
-  KILN_CHECK(w.sH > 0 && w.sW > 0, Runtime, op,
-             "stride should be greater than zero, but got dH: ", w.sH, " dW: ", w.sW);
-  KILN_CHECK(w.dH > 0 && w.dW > 0, Runtime, op,
-             "dilation should be greater than zero, but got dilationH: ", w.dH,
-             " dilationW: ", w.dW);
+  KILN_CHECK(w.kD > 0 && w.kH > 0 && w.kW > 0, Runtime, op,
+             "kernel size should be greater than zero, but got ", nsp == 3 ? "kT: " : "", nsp == 3 ? std::to_string(w.kD) + " " : "",
+             "kH: ", w.kH, " kW: ", w.kW);
+  KILN_CHECK(w.sD > 0 && w.sH > 0 && w.sW > 0, Runtime, op,
+             "stride should be greater than zero, but got ", nsp == 3 ? "dT: " : "", nsp == 3 ? std::to_string(w.sD) + " " : "",
+             "dH: ", w.sH, " dW: ", w.sW);
+  KILN_CHECK(w.dD > 0 && w.dH > 0 && w.dW > 0, Runtime, op,
+             "dilation should be greater than zero, but got ", nsp == 3 ? "dilationT: " : "",
+             nsp == 3 ? std::to_string(w.dD) + " " : "", "dilationH: ", w.dH, " dilationW: ", w.dW);
   bool nonempty = true;
   for (int64_t i = 1; i < nd; ++i) nonempty = nonempty && bool(xs[i] != 0);
   KILN_CHECK(nonempty, Runtime, op, "Expected ", nd - 1, "D or ", nd,
              "D (batch mode) tensor with optional 0 dim batch size for input, but got:", xs);
-  KILN_CHECK(w.kW / 2 >= w.pW && w.kH / 2 >= w.pH, Runtime, op,
+  KILN_CHECK(w.kW / 2 >= w.pW && w.kH / 2 >= w.pH && w.kD / 2 >= w.pD, Runtime, op,
              "pad should be smaller than or equal to half of "
              "kernel size, but got padW = ",
              w.pW, ", padH = ", w.pH, ", kW = ", w.kW, ", kH = ", w.kH);

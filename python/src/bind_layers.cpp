@@ -223,6 +223,7 @@ void bind_norm_conv(nb::module_& nnm) {
       });
   bind_max_pool<MaxPool1d>(nnm, "MaxPool1d");
   bind_max_pool<MaxPool2d>(nnm, "MaxPool2d");
+  bind_max_pool<MaxPool3d>(nnm, "MaxPool3d");
   nb::class_<AvgPool1d, Module>(nnm, "AvgPool1d")
       .def(
           "__init__",
@@ -235,19 +236,21 @@ void bind_norm_conv(nb::module_& nnm) {
           "kernel_size"_a, "stride"_a.none() = nb::none(), "padding"_a = 0, "ceil_mode"_a = false,
           "count_include_pad"_a = true)
       .def("forward", &AvgPool1d::forward);
-  nb::class_<AvgPool2d, Module>(nnm, "AvgPool2d")
-      .def(
-          "__init__",
-          [](AvgPool2d* self, nb::handle k, nb::handle s, nb::handle p, bool cm, bool cip,
-             std::optional<int64_t> div) {
-            const char* f = "AvgPool2d";
-            new (self)
-                AvgPool2d(int_or_tuple(k, f, "kernel_size"), opt_int_or_tuple(s, f, "stride"),
-                          int_or_tuple(p, f, "padding"), cm, cip, div);
-          },
-          "kernel_size"_a, "stride"_a.none() = nb::none(), "padding"_a = 0, "ceil_mode"_a = false,
-          "count_include_pad"_a = true, "divisor_override"_a.none() = nb::none())
-      .def("forward", &AvgPool2d::forward);
+  auto avg_pool = [&]<class Pool>(const char* f) {
+    nb::class_<Pool, Module>(nnm, f)
+        .def(
+            "__init__",
+            [f](Pool* self, nb::handle k, nb::handle s, nb::handle p, bool cm, bool cip,
+                std::optional<int64_t> div) {
+              new (self) Pool(int_or_tuple(k, f, "kernel_size"), opt_int_or_tuple(s, f, "stride"),
+                              int_or_tuple(p, f, "padding"), cm, cip, div);
+            },
+            "kernel_size"_a, "stride"_a.none() = nb::none(), "padding"_a = 0, "ceil_mode"_a = false,
+            "count_include_pad"_a = true, "divisor_override"_a.none() = nb::none())
+        .def("forward", &Pool::forward);
+  };
+  avg_pool.operator()<AvgPool2d>("AvgPool2d");
+  avg_pool.operator()<AvgPool3d>("AvgPool3d");
   nb::class_<AdaptiveAvgPool1d, Module>(nnm, "AdaptiveAvgPool1d")
       .def(
           "__init__",
@@ -256,22 +259,32 @@ void bind_norm_conv(nb::module_& nnm) {
           },
           "output_size"_a)
       .def("forward", &AdaptiveAvgPool1d::forward);
-  nb::class_<AdaptiveAvgPool2d, Module>(nnm, "AdaptiveAvgPool2d")
-      .def(
-          "__init__",
-          [](AdaptiveAvgPool2d* self, nb::handle o) {
-            if (is_int(o)) {
-              new (self) AdaptiveAvgPool2d(nb::cast<int64_t>(o));
-              return;
-            }
-            std::vector<std::optional<int64_t>> v;
-            for (nb::handle e : nb::borrow<nb::sequence>(o))
-              v.push_back(e.is_none() ? std::nullopt
-                                      : std::optional<int64_t>(nb::cast<int64_t>(e)));
-            new (self) AdaptiveAvgPool2d(std::move(v), false);
-          },
-          "output_size"_a)
-      .def("forward", &AdaptiveAvgPool2d::forward);
+  nb::class_<AdaptivePoolNd, Module>(nnm, "AdaptivePoolNd")
+      .def("forward", [](AdaptivePoolNd& m, const Tensor& x) -> nb::object {
+        if (!m.return_indices) return nb::cast(m.forward(x));
+        auto [y, i] = m.forward_with_indices(x);
+        return nb::make_tuple(y, i);
+      });
+  auto adaptive = [&]<class Pool>(const char* name) {
+    nb::class_<Pool, AdaptivePoolNd>(nnm, name).def(
+        "__init__",
+        [](Pool* self, nb::handle o, bool ri) {
+          if (is_int(o)) {
+            new (self) Pool(nb::cast<int64_t>(o), ri);
+            return;
+          }
+          std::vector<std::optional<int64_t>> v;
+          for (nb::handle e : nb::borrow<nb::sequence>(o))
+            v.push_back(e.is_none() ? std::nullopt : std::optional<int64_t>(nb::cast<int64_t>(e)));
+          new (self) Pool(std::move(v), ri, false);
+        },
+        "output_size"_a, "return_indices"_a = false);
+  };
+  adaptive.operator()<AdaptiveAvgPool2d>("AdaptiveAvgPool2d");
+  adaptive.operator()<AdaptiveAvgPool3d>("AdaptiveAvgPool3d");
+  adaptive.operator()<AdaptiveMaxPool1d>("AdaptiveMaxPool1d");
+  adaptive.operator()<AdaptiveMaxPool2d>("AdaptiveMaxPool2d");
+  adaptive.operator()<AdaptiveMaxPool3d>("AdaptiveMaxPool3d");
   nb::class_<Upsample, Module>(nnm, "Upsample")
       .def(
           "__init__",

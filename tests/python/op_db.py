@@ -1507,6 +1507,47 @@ def _adaptive_samples(dtype, grad):
     return [S(x1, 4, desc="1d"), S(x1, 10, desc="1d-identity")], [S(x2, (3, 4), desc="2d"), S(x2, 1, desc="2d-global")]
 
 
+def _conv3d_samples(dtype, grad):
+    x, w = X((1, 2, 4, 5, 6), dtype, grad, 1, low=-1, high=1), X((3, 2, 2, 3, 2), dtype, grad, 2, low=-1, high=1)
+    return [S(x, w, desc="plain"), S(x, w, X((3,), dtype, grad, 3), stride=(1, 2, 1), padding=1, desc="strided"),
+            S(x, X((4, 1, 1, 2, 2), dtype, grad, 4), groups=2, dilation=2, desc="groups-dilated")]
+
+
+def _conv_t_nd_samples(n):
+    def gen(dtype, grad):
+        sp = (4, 5, 3)[:n]
+        x, w = X((2, 2, *sp), dtype, grad, 1, low=-1, high=1), X((2, 3, *(2,) * n), dtype, grad, 2, low=-1, high=1)
+        return [S(x, w, desc="plain"),
+                S(x, w, X((3,), dtype, grad, 3), stride=2, padding=1, output_padding=1, desc="strided"),
+                S(x, X((2, 1, *(3,) * n), dtype, grad, 4), groups=2, dilation=2, desc="groups-dilated")]
+    return gen
+
+
+def _pool3d_samples(dtype, grad):
+    x = X((1, 2, 5, 6, 4), dtype, grad, 1) if not grad else distinct((1, 2, 5, 6, 4), dtype, 1)
+    return [S(x, 2, desc="k2"), S(x, (3, 2, 2), stride=(2, 1, 2), padding=1, desc="pad"),
+            S(x, 3, stride=2, ceil_mode=True, desc="ceil"), S(x[0], 2, desc="unbatched")]
+
+
+def _avgpool3d_samples(dtype, grad):
+    x = X((1, 2, 5, 6, 4), dtype, grad, 1)
+    return [S(x, 2, desc="k2"), S(x, 3, stride=2, padding=1, count_include_pad=False, desc="no-pad-count"),
+            S(x, 3, stride=2, ceil_mode=True, desc="ceil"), S(x, 2, divisor_override=3, desc="divisor")]
+
+
+def _adaptive3d_samples(dtype, grad):
+    x = X((1, 2, 5, 7, 6), dtype, grad, 1)
+    return [S(x, (2, 3, 4), desc="3d"), S(x, 1, desc="3d-global")]
+
+
+def _adaptive_max_samples(n):
+    def gen(dtype, grad):
+        shape = (2, 3, 5, 7, 9)[: 2 + n]
+        x = X(shape, dtype, grad, 1) if not grad else distinct(shape, dtype, 1)
+        return [S(x, 3, desc=f"{n}d"), S(x, 1, desc=f"{n}d-global"), S(x, 4, return_indices=True, desc="indices")]
+    return gen
+
+
 def _layer_norm_samples(dtype, grad):
     x = X((2, 3, 5), dtype, grad, 1)
     w, b = X((5,), dtype, grad, 2), X((5,), dtype, grad, 3)
@@ -1654,6 +1695,23 @@ NN_OPS = [
           dtypes=NN_DTYPES, tol=NN_TOL),
     entry("nn.functional.adaptive_avg_pool2d", _adaptive2, covers=("adaptive_avg_pool", "adaptive_avg_pool_backward"),
           dtypes=NN_DTYPES, tol=NN_TOL),
+    entry("nn.functional.conv3d", _conv3d_samples, covers=("convolution", "convolution_backward_weight"),
+          dtypes=NN_DTYPES, tol=NN_TOL),
+    entry("nn.functional.conv_transpose2d", _conv_t_nd_samples(2), covers=("convolution", "convolution_backward_weight"),
+          dtypes=NN_DTYPES, tol=NN_TOL),
+    entry("nn.functional.conv_transpose3d", _conv_t_nd_samples(3), covers=("convolution", "convolution_backward_weight"),
+          dtypes=NN_DTYPES, tol=NN_TOL),
+    entry("nn.functional.max_pool3d", _pool3d_samples, covers=("max_pool", "max_pool_backward"), dtypes=NN_DTYPES),
+    entry("nn.functional.avg_pool3d", _avgpool3d_samples, covers=("avg_pool", "avg_pool_backward"),
+          dtypes=F32_64, tol=NN_TOL),
+    entry("nn.functional.adaptive_avg_pool3d", _adaptive3d_samples,
+          covers=("adaptive_avg_pool", "adaptive_avg_pool_backward"), dtypes=NN_DTYPES, tol=NN_TOL),
+    entry("nn.functional.adaptive_max_pool1d", _adaptive_max_samples(1), covers=("adaptive_max_pool", "max_pool_backward"),
+          dtypes=NN_DTYPES),
+    entry("nn.functional.adaptive_max_pool2d", _adaptive_max_samples(2), covers=("adaptive_max_pool", "max_pool_backward"),
+          dtypes=NN_DTYPES),
+    entry("nn.functional.adaptive_max_pool3d", _adaptive_max_samples(3), covers=("adaptive_max_pool", "max_pool_backward"),
+          dtypes=NN_DTYPES),
     entry("nn.functional.layer_norm", _layer_norm_samples, covers=("native_layer_norm", "native_layer_norm_backward"),
           dtypes=NN_DTYPES + ("float16",), tol=NN_TOL, gradcheck=True),
     entry("nn.functional.cross_entropy", _ce_samples, covers=("cross_entropy_loss", "cross_entropy_loss_backward"),

@@ -100,20 +100,56 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     return _C.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode)
 
 
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    if return_indices:
+        return _C.max_pool3d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
+    return _C.max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode)
+
+
 max_pool1d_with_indices = _C.max_pool1d_with_indices
 max_pool2d_with_indices = _C.max_pool2d_with_indices
+max_pool3d_with_indices = _C.max_pool3d_with_indices
+avg_pool3d = _C.avg_pool3d
 
 
 def adaptive_avg_pool1d(input, output_size):
     return _C.adaptive_avg_pool1d(input, output_size)
 
 
-def adaptive_avg_pool2d(input, output_size):
-    """output_size: int or pair; a None entry keeps that input size."""
+def _keep_none(input, output_size):
+    """A None entry of output_size keeps that input size."""
     if isinstance(output_size, (tuple, list)) and any(v is None for v in output_size):
         sizes = input.shape[-len(output_size):] if input.dim() >= len(output_size) else [None] * len(output_size)
         output_size = tuple(s if v is None else v for v, s in zip(output_size, sizes))
-    return _C.adaptive_avg_pool2d(input, output_size)
+    return output_size
+
+
+def adaptive_avg_pool2d(input, output_size):
+    return _C.adaptive_avg_pool2d(input, _keep_none(input, output_size))
+
+
+def adaptive_avg_pool3d(input, output_size):
+    return _C.adaptive_avg_pool3d(input, _keep_none(input, output_size))
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    r = _C.adaptive_max_pool1d(input, output_size)
+    return r if return_indices else r[0]
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    r = _C.adaptive_max_pool2d(input, _keep_none(input, output_size))
+    return r if return_indices else r[0]
+
+
+def adaptive_max_pool3d(input, output_size, return_indices=False):
+    r = _C.adaptive_max_pool3d(input, _keep_none(input, output_size))
+    return r if return_indices else r[0]
+
+
+adaptive_max_pool1d_with_indices = _C.adaptive_max_pool1d
+adaptive_max_pool2d_with_indices = _C.adaptive_max_pool2d
+adaptive_max_pool3d_with_indices = _C.adaptive_max_pool3d
 
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None,

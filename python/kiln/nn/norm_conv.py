@@ -6,7 +6,8 @@ from .module import _CppModule
 _cnn = _C._nn
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
-           "LocalResponseNorm", "EmbeddingBag", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
+           "LocalResponseNorm", "EmbeddingBag", "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",
+           "AdaptiveMaxPool3d", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
            "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
            "Upsample"]
 
@@ -193,6 +194,10 @@ class MaxPool2d(_MaxPoolNd):
     _impl = _cnn.MaxPool2d
 
 
+class MaxPool3d(_MaxPoolNd):
+    _impl = _cnn.MaxPool3d
+
+
 def _single(v):
     return tuple(v) if isinstance(v, (tuple, list)) else (v,)
 
@@ -206,15 +211,25 @@ class AvgPool1d(_CppModule):
         self.padding, self.ceil_mode, self.count_include_pad = _single(padding), ceil_mode, count_include_pad
 
 
-class AvgPool2d(_CppModule):
+class _AvgPoolNd(_CppModule):
+    _impl = None
+
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                  divisor_override=None):
         super().__init__()
-        self._bind(_cnn.AvgPool2d(kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override))
+        self._bind(self._impl(kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override))
         self.kernel_size = kernel_size
         self.stride = stride if stride is not None else kernel_size
         self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad
         self.divisor_override = divisor_override
+
+
+class AvgPool2d(_AvgPoolNd):
+    _impl = _cnn.AvgPool2d
+
+
+class AvgPool3d(_AvgPoolNd):
+    _impl = _cnn.AvgPool3d
 
 
 class AdaptiveAvgPool1d(_CppModule):
@@ -224,11 +239,39 @@ class AdaptiveAvgPool1d(_CppModule):
         self.output_size = output_size
 
 
-class AdaptiveAvgPool2d(_CppModule):
-    def __init__(self, output_size):
+class _AdaptivePoolNd(_CppModule):
+    _impl = None
+
+    def __init__(self, output_size, *args):
         super().__init__()
-        self._bind(_cnn.AdaptiveAvgPool2d(output_size))
+        self._bind(self._impl(output_size, *args))
         self.output_size = output_size
+
+
+class AdaptiveAvgPool2d(_AdaptivePoolNd):
+    _impl = _cnn.AdaptiveAvgPool2d
+
+
+class AdaptiveAvgPool3d(_AdaptivePoolNd):
+    _impl = _cnn.AdaptiveAvgPool3d
+
+
+class _AdaptiveMaxPoolNd(_AdaptivePoolNd):
+    def __init__(self, output_size, return_indices=False):
+        super().__init__(output_size, return_indices)
+        self.return_indices = return_indices
+
+
+class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
+    _impl = _cnn.AdaptiveMaxPool1d
+
+
+class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
+    _impl = _cnn.AdaptiveMaxPool2d
+
+
+class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
+    _impl = _cnn.AdaptiveMaxPool3d
 
 
 class Upsample(_CppModule):
