@@ -339,6 +339,30 @@ std::string AdaptivePoolNd::extra_repr() const {
   return s + (output_size.size() == 1 ? ",)" : ")");
 }
 
+// ---- Fold / Unfold ------------------------------------------------------------------------------
+Unfold::Unfold(IntOrTuple k, IntOrTuple d, IntOrTuple p, IntOrTuple s)
+    : Module("Unfold"), kernel_size(std::move(k)), dilation(std::move(d)), padding(std::move(p)),
+      stride(std::move(s)) {}
+Tensor Unfold::forward(const Tensor& x) {
+  return functional::unfold(x, kernel_size.values, dilation.values, padding.values, stride.values);
+}
+std::string Unfold::extra_repr() const {
+  return "kernel_size=" + kernel_size.repr() + ", dilation=" + dilation.repr() +
+         ", padding=" + padding.repr() + ", stride=" + stride.repr();
+}
+Fold::Fold(IntOrTuple o, IntOrTuple k, IntOrTuple d, IntOrTuple p, IntOrTuple s)
+    : Module("Fold"), output_size(std::move(o)), kernel_size(std::move(k)), dilation(std::move(d)),
+      padding(std::move(p)), stride(std::move(s)) {}
+Tensor Fold::forward(const Tensor& x) {
+  return functional::fold(x, output_size.values, kernel_size.values, dilation.values,
+                          padding.values, stride.values);
+}
+std::string Fold::extra_repr() const {
+  return "output_size=" + output_size.repr() + ", kernel_size=" + kernel_size.repr() +
+         ", dilation=" + dilation.repr() + ", padding=" + padding.repr() +
+         ", stride=" + stride.repr();
+}
+
 // ---- Upsample -----------------------------------------------------------------------------------
 Upsample::Upsample(std::optional<IntOrTuple> size, std::optional<std::vector<double>> scale_factor,
                    std::string mode, std::optional<bool> align_corners,

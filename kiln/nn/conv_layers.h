@@ -213,6 +213,24 @@ KILN_ADAPTIVE_POOL_DECL(AdaptiveMaxPool2d, 2, true)
 KILN_ADAPTIVE_POOL_DECL(AdaptiveMaxPool3d, 3, true)
 #undef KILN_ADAPTIVE_POOL_DECL
 
+// Unfold / Fold: F.unfold / F.fold (sliding blocks as columns and back).
+class Unfold : public Module {
+ public:
+  explicit Unfold(IntOrTuple kernel_size, IntOrTuple dilation = 1, IntOrTuple padding = 0,
+                  IntOrTuple stride = 1);
+  Tensor forward(const Tensor& x);
+  std::string extra_repr() const override;
+  IntOrTuple kernel_size, dilation, padding, stride;
+};
+class Fold : public Module {
+ public:
+  Fold(IntOrTuple output_size, IntOrTuple kernel_size, IntOrTuple dilation = 1,
+       IntOrTuple padding = 0, IntOrTuple stride = 1);
+  Tensor forward(const Tensor& x);
+  std::string extra_repr() const override;
+  IntOrTuple output_size, kernel_size, dilation, padding, stride;
+};
+
 // Upsample: F.interpolate with mode "nearest", "linear" or "bilinear". scale_factor: one value
 // for every spatial dim (scale_scalar) or one per dim.
 class Upsample : public Module {

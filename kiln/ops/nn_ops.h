@@ -62,6 +62,16 @@ Tensor conv_transpose3d(const Tensor& input, const Tensor& weight, const Tensor&
                         const Shape& output_padding = {0}, int64_t groups = 1,
                         const Shape& dilation = {1});
 
+// ---- sliding blocks (fold.cpp) ------------------------------------------------------------------
+namespace nn::functional {
+// F.unfold: (N, C, H, W) or (C, H, W) -> (N, C * kH * kW, L), the blocks as columns.
+Tensor unfold(const Tensor& input, const Shape& kernel_size, const Shape& dilation = {1},
+              const Shape& padding = {0}, const Shape& stride = {1});
+// F.fold: the adjoint, summing overlapping blocks into (N, C, output_size).
+Tensor fold(const Tensor& input, const Shape& output_size, const Shape& kernel_size,
+            const Shape& dilation = {1}, const Shape& padding = {0}, const Shape& stride = {1});
+}  // namespace nn::functional
+
 // ---- pooling (pool.cpp)
 // --------------------------------------------------------------------------- stride empty =
 // kernel_size. Indices are int64 positions in the flattened (unpadded) input plane.

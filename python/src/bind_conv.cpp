@@ -85,6 +85,26 @@ void bind_conv(nb::module_& m) {
 
   // ---- upsampling -------------------------------------------------------------------------------
   m.def(
+      "_unfold",
+      [](const Tensor& x, nb::handle k, nb::handle d, nb::handle p, nb::handle s) {
+        const char* f = "unfold";
+        Shape K = ints(k, f, "kernel_size"), D = ints(d, f, "dilation"), P = ints(p, f, "padding"),
+              S = ints(s, f, "stride");
+        nb::gil_scoped_release g;
+        return nn::functional::unfold(x, K, D, P, S);
+      },
+      "input"_a, "kernel_size"_a, "dilation"_a = 1, "padding"_a = 0, "stride"_a = 1);
+  m.def(
+      "_fold",
+      [](const Tensor& x, nb::handle o, nb::handle k, nb::handle d, nb::handle p, nb::handle s) {
+        const char* f = "fold";
+        Shape O = ints(o, f, "output_size"), K = ints(k, f, "kernel_size"),
+              D = ints(d, f, "dilation"), P = ints(p, f, "padding"), S = ints(s, f, "stride");
+        nb::gil_scoped_release g;
+        return nn::functional::fold(x, O, K, D, P, S);
+      },
+      "input"_a, "output_size"_a, "kernel_size"_a, "dilation"_a = 1, "padding"_a = 0, "stride"_a = 1);
+  m.def(
       "_interpolate",
       [](const Tensor& x, nb::handle size, nb::handle scale, const std::string& mode,
          std::optional<bool> align, std::optional<bool> recompute, bool antialias) {

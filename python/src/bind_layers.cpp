@@ -285,6 +285,27 @@ void bind_norm_conv(nb::module_& nnm) {
   adaptive.operator()<AdaptiveMaxPool1d>("AdaptiveMaxPool1d");
   adaptive.operator()<AdaptiveMaxPool2d>("AdaptiveMaxPool2d");
   adaptive.operator()<AdaptiveMaxPool3d>("AdaptiveMaxPool3d");
+  nb::class_<Unfold, Module>(nnm, "Unfold")
+      .def(
+          "__init__",
+          [](Unfold* self, nb::handle k, nb::handle d, nb::handle p, nb::handle s) {
+            const char* f = "Unfold";
+            new (self) Unfold(int_or_tuple(k, f, "kernel_size"), int_or_tuple(d, f, "dilation"),
+                              int_or_tuple(p, f, "padding"), int_or_tuple(s, f, "stride"));
+          },
+          "kernel_size"_a, "dilation"_a = 1, "padding"_a = 0, "stride"_a = 1)
+      .def("forward", &Unfold::forward);
+  nb::class_<Fold, Module>(nnm, "Fold")
+      .def(
+          "__init__",
+          [](Fold* self, nb::handle o, nb::handle k, nb::handle d, nb::handle p, nb::handle s) {
+            const char* f = "Fold";
+            new (self) Fold(int_or_tuple(o, f, "output_size"), int_or_tuple(k, f, "kernel_size"),
+                            int_or_tuple(d, f, "dilation"), int_or_tuple(p, f, "padding"),
+                            int_or_tuple(s, f, "stride"));
+          },
+          "output_size"_a, "kernel_size"_a, "dilation"_a = 1, "padding"_a = 0, "stride"_a = 1)
+      .def("forward", &Fold::forward);
   nb::class_<Upsample, Module>(nnm, "Upsample")
       .def(
           "__init__",

@@ -1548,6 +1548,18 @@ def _adaptive_max_samples(n):
     return gen
 
 
+def _unfold_samples(dtype, grad):
+    x = X((2, 3, 6, 7), dtype, grad, 1)
+    return [S(x, 2, desc="k2"), S(x, (2, 3), dilation=(2, 1), padding=1, stride=(1, 2), desc="all"),
+            S(x[0], 3, desc="unbatched")]
+
+
+def _fold_samples(dtype, grad):
+    c = X((2, 12, 30), dtype, grad, 1)
+    return [S(c, (6, 7), 2, desc="k2"), S(X((2, 18, 12), dtype, grad, 2), (6, 7), (3, 2), padding=1, stride=2,
+                                          desc="strided")]
+
+
 def _layer_norm_samples(dtype, grad):
     x = X((2, 3, 5), dtype, grad, 1)
     w, b = X((5,), dtype, grad, 2), X((5,), dtype, grad, 3)
@@ -1712,6 +1724,8 @@ NN_OPS = [
           dtypes=NN_DTYPES),
     entry("nn.functional.adaptive_max_pool3d", _adaptive_max_samples(3), covers=("adaptive_max_pool", "max_pool_backward"),
           dtypes=NN_DTYPES),
+    entry("nn.functional.unfold", _unfold_samples, covers=("im2col",), dtypes=NN_DTYPES, tol=NN_TOL),
+    entry("nn.functional.fold", _fold_samples, covers=("col2im",), dtypes=NN_DTYPES, tol=NN_TOL),
     entry("nn.functional.layer_norm", _layer_norm_samples, covers=("native_layer_norm", "native_layer_norm_backward"),
           dtypes=NN_DTYPES + ("float16",), tol=NN_TOL, gradcheck=True),
     entry("nn.functional.cross_entropy", _ce_samples, covers=("cross_entropy_loss", "cross_entropy_loss_backward"),

@@ -290,6 +290,43 @@ void conv_bw_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tenso
                               conv_weight_backward<T>(cptr<T>(cs[0]), cptr<T>(cs[1]), dw, g);
                           });
 }
+// im2col: (N, C, H, W) -> (N, C * kH * kW, oH * oW) (F.unfold); col2im the adjoint (F.fold), its
+// output (N, C, H, W) summing the overlapping blocks. attrs {[output_size,] kernel, dilation, padding,
+// stride}, two values each.
+Geom block_geom(const Shape& img, const Attrs& a, size_t o) {
+  Geom g;
+  set_params(g, attr<Shape>(a, o), attr<Shape>(a, o + 3), attr<Shape>(a, o + 2), attr<Shape>(a, o + 1), 1);
+  g.N = img[0], g.C = img[1], g.H = img[2], g.W = img[3], g.O = g.C * g.kH * g.kW;
+  g.oH = (g.H + 2 * g.pH - g.dH * (g.kH - 1) - 1) / g.sH + 1;
+  g.oW = (g.W + 2 * g.pW - g.dW * (g.kW - 1) - 1) / g.sW + 1;
+  return g;
+}
+void im2col_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {
+  if (out[0].numel() == 0) return;
+  Geom g = block_geom(in[0].sizes(), a, 0);
+  with_compute_type<false>(op.name, in[0].dtype(), {in[0]}, out[0], [&]<class T>(const TensorList& cs, Tensor& r) {
+    const T* x = cptr<T>(cs[0]);
+    T* y = static_cast<T*>(r.data_ptr());
+    cpu::parallel_for(g.N, 1, [&](int64_t s, int64_t e) {
+      for (int64_t n = s; n < e; ++n) im2col(x + n * g.C * g.HW(), y + n * g.K() * g.P(), g);
+    });
+  });
+}
+void col2im_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {
+  if (out[0].numel() == 0) return;
+  Geom g = block_geom(out[0].sizes(), a, 1);
+  with_compute_type<false>(op.name, in[0].dtype(), {in[0]}, out[0], [&]<class T>(const TensorList& cs, Tensor& r) {
+    const T* x = cptr<T>(cs[0]);
+    T* y = static_cast<T*>(r.data_ptr());
+    std::fill(y, y + r.numel(), T(0));
+    cpu::parallel_for(g.N, 1, [&](int64_t s, int64_t e) {
+      for (int64_t n = s; n < e; ++n) col2im(x + n * g.K() * g.P(), y + n * g.C * g.HW(), g);
+    });
+  });
+}
+
+KernelRegistrar k_im2col{"im2col", DeviceType::CPU, im2col_kernel};
+KernelRegistrar k_col2im{"col2im", DeviceType::CPU, col2im_kernel};
 KernelRegistrar k_convolution{"convolution", DeviceType::CPU, conv_kernel};
 KernelRegistrar k_conv_bw{"convolution_backward_weight", DeviceType::CPU, conv_bw_kernel};
 

@@ -152,6 +152,14 @@ adaptive_max_pool2d_with_indices = _C.adaptive_max_pool2d
 adaptive_max_pool3d_with_indices = _C.adaptive_max_pool3d
 
 
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    return _C._unfold(input, kernel_size, dilation, padding, stride)
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    return _C._fold(input, output_size, kernel_size, dilation, padding, stride)
+
+
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None,
                 antialias=False):
     """modes 'nearest' (torch's floor rule), 'linear' (3-D input) and 'bilinear' (4-D input)."""

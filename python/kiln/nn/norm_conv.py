@@ -7,7 +7,7 @@ _cnn = _C._nn
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
            "LocalResponseNorm", "EmbeddingBag", "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",
-           "AdaptiveMaxPool3d", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
+           "AdaptiveMaxPool3d", "Fold", "Unfold", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
            "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
            "Upsample"]
 
@@ -272,6 +272,21 @@ class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
 
 class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
     _impl = _cnn.AdaptiveMaxPool3d
+
+
+class Unfold(_CppModule):
+    def __init__(self, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self._bind(_cnn.Unfold(kernel_size, dilation, padding, stride))
+        self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
+
+
+class Fold(_CppModule):
+    def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self._bind(_cnn.Fold(output_size, kernel_size, dilation, padding, stride))
+        self.output_size, self.kernel_size = output_size, kernel_size
+        self.dilation, self.padding, self.stride = dilation, padding, stride
 
 
 class Upsample(_CppModule):
