@@ -121,10 +121,16 @@ std::tuple<Tensor, Tensor> adaptive_max_pool3d(const Tensor& input, const Shape&
 using Scales = std::vector<std::optional<double>>;
 // 'nearest': src = min(floor(dst * scale), In - 1) in float, torch's rule (not 'nearest-exact').
 Tensor upsample_nearest(const Tensor& input, const Shape& output_size, const Scales& scales = {});
-// 'linear' / 'bilinear' (one or two spatial dims).
+// 'linear' / 'bilinear' / 'trilinear' (one to three spatial dims).
 Tensor upsample_linear(const Tensor& input, const Shape& output_size, bool align_corners,
                        const Scales& scales = {});
-// torch.nn.functional.interpolate for modes 'nearest', 'linear' and 'bilinear'.
+// 'nearest-exact': src = min(floor((dst + 0.5) * scale), In - 1).
+Tensor upsample_nearest_exact(const Tensor& input, const Shape& output_size, const Scales& scales = {});
+// 'bicubic' (4-d input): Keys' cubic convolution, A = -0.75, taps clamped to the border.
+Tensor upsample_bicubic2d(const Tensor& input, const Shape& output_size, bool align_corners,
+                          const Scales& scales = {});
+// torch.nn.functional.interpolate: 'nearest', 'nearest-exact', 'area' (1-3 spatial dims), 'linear',
+// 'bilinear', 'trilinear', 'bicubic'.
 Tensor interpolate(const Tensor& input, const std::optional<Shape>& size,
                    const std::optional<std::vector<double>>& scale_factor,
                    const std::string& mode = "nearest",

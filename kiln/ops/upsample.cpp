@@ -1,5 +1,6 @@
-// Upsampling: nearest and linear / bilinear table ops (batched (N, C, [H,] W) inputs), their
-// backward table ops and the derivatives of all four, plus torch.nn.functional.interpolate. Source
+// Upsampling: nearest, nearest-exact, linear / bilinear / trilinear and bicubic table ops (batched
+// (N, C, [[D,] H,] W) inputs), their backward table ops and the derivatives of all, plus
+// torch.nn.functional.interpolate (its 'area' mode is adaptive average pooling). Source
 // indices and weights follow torch's CPU kernels: nearest = min(floor(dst * scale), In - 1) in
 // float (the 2-d kernel and every backward first take torch's nearest_idx shortcuts for Out == In
 // and Out == 2 In), linear = area_pixel_compute_source_index with align_corners both ways; scale =
@@ -63,7 +64,7 @@ TensorList nearest_bw_derivative(const GradCtx& ctx, const TensorList& grad) {
   if (!ctx.needs[0]) return r;
   const Shape& os = attr<Shape>(ctx.attrs, 1);
   Scales sc = scales_at(ctx.attrs, 2, os.size());
-  if (os.size() == 2) {
+  if (os.size() >= 2) {
     r[0] = upsample_nearest(grad[0], os, sc);
   } else {
     r[0] = squeeze(upsample_nearest(unsqueeze(grad[0], 2), {1, os[0]}, {std::nullopt, sc[0]}),
@@ -72,6 +73,29 @@ TensorList nearest_bw_derivative(const GradCtx& ctx, const TensorList& grad) {
   return r;
 }
 DerivativeRegistrar d_nearest_bw{op_nearest_bw, nearest_bw_derivative, 0, 0};
+
+// ---- nearest-exact: the same attributes, source min(floor((dst + 0.5) * scale), In - 1); op.code 1
+OpDef op_nearest_exact{"upsample_nearest_exact", 0, nearest_meta, {}, 1};
+OpRegistrar reg_nearest_exact{op_nearest_exact, "upsample_nearest_exact(Tensor self, int[] output_size, float? scale_0=None, float? scale_1=None, float? scale_2=None) -> Tensor"};
+OpDef op_nearest_exact_bw{"upsample_nearest_exact_backward", 0, nearest_bw_meta, {}, 1};
+OpRegistrar reg_nearest_exact_bw{op_nearest_exact_bw, "upsample_nearest_exact_backward(Tensor grad_output, int[] input_size, int[] output_size, float? scale_0=None, float? scale_1=None, float? scale_2=None) -> Tensor"};
+TensorList nearest_exact_derivative(const GradCtx& ctx, const TensorList& grad) {
+  TensorList r(1);
+  if (ctx.needs[0]) {
+    Attrs a{ctx.in_specs[0].raw_sizes()};
+    a.insert(a.end(), ctx.attrs.begin(), ctx.attrs.end());
+    r[0] = dispatch1(op_nearest_exact_bw, {grad[0]}, std::move(a));
+  }
+  return r;
+}
+DerivativeRegistrar d_nearest_exact{op_nearest_exact, nearest_exact_derivative, 0, 0};
+TensorList nearest_exact_bw_derivative(const GradCtx& ctx, const TensorList& grad) {
+  TensorList r(1);
+  if (ctx.needs[0])
+    r[0] = dispatch1(op_nearest_exact, {grad[0]}, Attrs(ctx.attrs.begin() + 1, ctx.attrs.end()));
+  return r;
+}
+DerivativeRegistrar d_nearest_exact_bw{op_nearest_exact_bw, nearest_exact_bw_derivative, 0, 0};
 
 // ---- linear -------------------------------------------------------------------------------------
 
@@ -112,6 +136,40 @@ TensorList linear_bw_derivative(const GradCtx& ctx, const TensorList& grad) {
 }
 DerivativeRegistrar d_linear_bw{op_linear_bw, linear_bw_derivative, 0, 0};
 
+// ---- bicubic (4-d input): attrs {output_size, align_corners, scale_h, scale_w} ---------------------
+SpecList cubic_meta(const OpDef&, const SpecList& in, const Attrs& a) {
+  const SymShape os = attr_sym_shape(a, 0);
+  KILN_CHECK(os.size() == 2, Runtime, "upsample_bicubic2d", "It is expected output_size equals to 2, but got size ", os.size());
+  return {{upsample_shape("upsample_bicubic2d", in[0].sizes(), os), in[0].dtype()}};
+}
+OpDef op_cubic{"upsample_bicubic2d", 0, cubic_meta, {}};
+OpRegistrar reg_cubic{op_cubic, "upsample_bicubic2d(Tensor self, int[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"};
+SpecList cubic_bw_meta(const OpDef&, const SpecList& in, const Attrs& a) {
+  const SymShape is = attr_sym_shape(a, 0);
+  KILN_CHECK(upsample_shape("upsample_bicubic2d_backward", is, attr_sym_shape(a, 1)) == in[0].sizes(),
+             Runtime, "upsample_bicubic2d_backward", "grad of size ", in[0].sizes(),
+             " does not match input size ", is);
+  return {{is, in[0].dtype()}};
+}
+OpDef op_cubic_bw{"upsample_bicubic2d_backward", 0, cubic_bw_meta, {}};
+OpRegistrar reg_cubic_bw{op_cubic_bw, "upsample_bicubic2d_backward(Tensor grad_output, int[2] input_size, int[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"};
+TensorList cubic_derivative(const GradCtx& ctx, const TensorList& grad) {
+  TensorList r(1);
+  if (ctx.needs[0]) {
+    Attrs a{ctx.in_specs[0].raw_sizes()};
+    a.insert(a.end(), ctx.attrs.begin(), ctx.attrs.end());
+    r[0] = dispatch1(op_cubic_bw, {grad[0]}, std::move(a));
+  }
+  return r;
+}
+DerivativeRegistrar d_cubic{op_cubic, cubic_derivative, 0, 0};
+TensorList cubic_bw_derivative(const GradCtx& ctx, const TensorList& grad) {
+  TensorList r(1);
+  if (ctx.needs[0]) r[0] = dispatch1(op_cubic, {grad[0]}, Attrs(ctx.attrs.begin() + 1, ctx.attrs.end()));
+  return r;
+}
+DerivativeRegistrar d_cubic_bw{op_cubic_bw, cubic_bw_derivative, 0, 0};
+
 Attrs upsample_attrs(const Tensor& x, const Shape& os, const Scales& scales,
                      std::optional<bool> align) {
   Attrs a{os};
@@ -134,6 +192,14 @@ Tensor upsample_nearest(const Tensor& x, const Shape& output_size, const Scales&
 Tensor upsample_linear(const Tensor& x, const Shape& output_size, bool align_corners,
                        const Scales& scales) {
   return dispatch1(op_linear, {x}, upsample_attrs(x, output_size, scales, align_corners));
+}
+
+Tensor upsample_nearest_exact(const Tensor& x, const Shape& output_size, const Scales& scales) {
+  return dispatch1(op_nearest_exact, {x}, upsample_attrs(x, output_size, scales, std::nullopt));
+}
+Tensor upsample_bicubic2d(const Tensor& x, const Shape& output_size, bool align_corners,
+                          const Scales& scales) {
+  return dispatch1(op_cubic, {x}, upsample_attrs(x, output_size, scales, align_corners));
 }
 
 Tensor interpolate(const Tensor& x, const std::optional<Shape>& size,
@@ -184,21 +250,29 @@ Tensor interpolate(const Tensor& x, const std::optional<Shape>& size,
   KILN_CHECK(!antialias || ((mode == "bilinear" || mode == "bicubic") && x.dim() == 4), Value, op,
              "Anti-alias option is restricted to bilinear, bicubic, and lanczos modes and requires "
              "a 4-D tensor as input");
+  KILN_CHECK(mode != "lanczos" || antialias, Value, op, "Lanczos mode requires antialias=True");
   KILN_CHECK(!antialias, NotImplemented, op, "antialias=True is not supported by kiln");
-  if (mode == "nearest" && (x.dim() == 3 || x.dim() == 4)) return upsample_nearest(x, out, scales);
-  if (mode == "linear" && x.dim() == 3) return upsample_linear(x, out, align, scales);
-  if (mode == "bilinear" && x.dim() == 4) return upsample_linear(x, out, align, scales);
+  const bool nd = x.dim() >= 3 && x.dim() <= 5;
+  if (mode == "nearest" && nd) return upsample_nearest(x, out, scales);
+  if (mode == "nearest-exact" && nd) return upsample_nearest_exact(x, out, scales);
+  if (mode == "area" && nd) {
+    return x.dim() == 3 ? adaptive_avg_pool1d(x, out)
+                        : x.dim() == 4 ? adaptive_avg_pool2d(x, out) : adaptive_avg_pool3d(x, out);
+  }
+  if ((mode == "linear" && x.dim() == 3) || (mode == "bilinear" && x.dim() == 4) ||
+      (mode == "trilinear" && x.dim() == 5))
+    return upsample_linear(x, out, align, scales);
+  if (mode == "bicubic" && x.dim() == 4) return upsample_bicubic2d(x, out, align, scales);
   if (x.dim() >= 3 && x.dim() <= 5) {
     const char* need = mode == "linear"      ? "3D"
                        : mode == "bilinear"  ? "4D"
                        : mode == "trilinear" ? "5D"
+                       : mode == "bicubic"   ? "4D"
                                              : nullptr;
     if (need && mode != "nearest")
       KILN_FAIL(NotImplemented, op, "Got ", x.dim(), "D input, but ", mode, " mode needs ", need,
                 " input");
-    bool known = mode == "nearest" || mode == "area" || mode == "nearest-exact" ||
-                 mode == "bicubic" || mode == "trilinear" || mode == "lanczos";
-    if (known)
+    if (mode == "lanczos")
       KILN_FAIL(NotImplemented, op, "mode '", mode, "' with ", x.dim(),
                 "D input is not supported by kiln");
   }

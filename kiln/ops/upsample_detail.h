@@ -2,6 +2,8 @@
 // (kiln/backend/cpu/upsample.cpp) share: the scales in the attributes and the output shape.
 #pragma once
 
+#include <string>
+
 #include "kiln/ops/nn_detail.h"
 #include "kiln/ops/nn_ops.h"
 
@@ -20,21 +22,23 @@ inline Scales scales_at(const Attrs& a, size_t from, size_t n) {
   return s;
 }
 
-// torch's upsample_{1,2}d_common_check; returns the output shape.
+// torch's upsample_{1,2,3}d_common_check; returns the output shape.
 inline SymShape upsample_shape(const char* op, const SymShape& xs, const SymShape& os) {
   size_t nsp = os.size();
-  KILN_CHECK(nsp == 1 || nsp == 2, Runtime, op, "expected 1 or 2 output sizes, got ", nsp);
+  KILN_CHECK(nsp >= 1 && nsp <= 3, Runtime, op, "expected 1 to 3 output sizes, got ", nsp);
   KILN_CHECK(xs.size() == nsp + 2, Runtime, op, "It is expected input_size equals to ", nsp + 2,
              ", but got size ", xs.size());
-  if (nsp == 1) {
-    KILN_CHECK(xs[2] > 0 && os[0] > 0, Runtime, op,
-               "Input and output sizes should be greater than 0, but got input (W: ", xs[2],
-               ") and output (W: ", os[0], ")");
-  } else {
-    KILN_CHECK(xs[2] > 0 && xs[3] > 0 && os[0] > 0 && os[1] > 0, Runtime, op,
-               "Input and output sizes should be greater than 0, but got input (H: ", xs[2],
-               ", W: ", xs[3], ") output (H: ", os[0], ", W: ", os[1], ")");
+  bool positive = true;
+  std::string ins, outs;
+  const char* names[] = {"D", "H", "W"};
+  for (size_t i = 0; i < nsp; ++i) {
+    positive = positive && bool(xs[i + 2] > 0) && bool(os[i] > 0);
+    const char* nm = names[3 - nsp + i];
+    ins += std::string(i ? ", " : "") + nm + ": " + xs[i + 2].str();
+    outs += std::string(i ? ", " : "") + nm + ": " + os[i].str();
   }
+  KILN_CHECK(positive, Runtime, op, "Input and output sizes should be greater than 0, but got input (",
+             ins, ") output (", outs, ")");
   KILN_CHECK(xs[1] != 0, Runtime, op, "Non-empty ", nsp + 2,
              "D data tensor expected but got a tensor with sizes ", xs);
   SymShape out{xs[0], xs[1]};

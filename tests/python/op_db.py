@@ -1638,6 +1638,17 @@ def _interp_samples(dtype, grad):
     return near, lin
 
 
+def _interp_more_samples(dtype, grad):
+    x2, x3 = X((1, 2, 4, 5), dtype, grad, 2), X((1, 2, 3, 4, 5), dtype, grad, 3)
+    exact = [S(x2, scale_factor=1.5, mode="nearest-exact", desc="exact-2d"),
+             S(x3, size=(4, 6, 3), mode="nearest-exact", desc="exact-3d"), S(x3, scale_factor=2, desc="nearest-3d")]
+    cubic = [S(x2, scale_factor=1.5, mode="bicubic", desc="bicubic"),
+             S(x2, size=(7, 3), mode="bicubic", align_corners=True, desc="bicubic-align"),
+             S(x3, scale_factor=1.5, mode="trilinear", desc="trilinear"),
+             S(x3, size=(2, 3, 7), mode="area", desc="area-3d")]
+    return exact, cubic
+
+
 def _rnn_samples(kind):
     chunks = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}[kind]
 
@@ -1686,6 +1697,7 @@ def _kiln_rnn(kind):
 
 _adaptive1, _adaptive2 = (lambda dt, g: _adaptive_samples(dt, g)[0]), (lambda dt, g: _adaptive_samples(dt, g)[1])
 _near, _lin = (lambda dt, g: _interp_samples(dt, g)[0]), (lambda dt, g: _interp_samples(dt, g)[1])
+_exact, _cubic = (lambda dt, g: _interp_more_samples(dt, g)[0]), (lambda dt, g: _interp_more_samples(dt, g)[1])
 
 NN_OPS = [
     entry("nn.functional.conv1d", _conv1d_samples, covers=("convolution", "convolution_backward_weight"),
@@ -1740,6 +1752,11 @@ NN_OPS = [
           dtypes=NN_DTYPES, tol=NN_TOL),
     entry("nn.functional.interpolate", _near, variant="nearest",
           covers=("upsample_nearest", "upsample_nearest_backward"), dtypes=NN_DTYPES + ("uint8",), tol=NN_TOL),
+    entry("nn.functional.interpolate", _exact, variant="nearest-exact",
+          covers=("upsample_nearest_exact", "upsample_nearest_exact_backward", "upsample_nearest"), dtypes=NN_DTYPES,
+          tol=NN_TOL),
+    entry("nn.functional.interpolate", _cubic, variant="bicubic",
+          covers=("upsample_bicubic2d", "upsample_bicubic2d_backward", "upsample_linear"), dtypes=F32_64, tol=NN_TOL),
     entry("nn.functional.interpolate", _lin, variant="linear", covers=("upsample_linear", "upsample_linear_backward"),
           dtypes=NN_DTYPES, tol=NN_TOL),
 ]
