@@ -2,11 +2,11 @@
 // (entries with empty kernel slots, schemas, metas), the forward's derivative beside it, argument
 // validation as torch's, and the front ends. Their CPU kernels (the tiled loops, registered by op
 // name) are in kiln/backend/cpu/attention.cpp; what both read is in sdpa_detail.h.
-#include "kiln/amp/autocast.h"
 #include "kiln/attention/sdpa.h"
 
 #include <cmath>
 
+#include "kiln/amp/autocast.h"
 #include "kiln/attention/sdpa_detail.h"
 #include "kiln/ops/composite.h"
 #include "kiln/ops/ops.h"

@@ -33,6 +33,18 @@ Tensor pixel_unshuffle(const Tensor& x, int64_t downscale_factor);
 // max(0, x) + weight * min(0, x), weight one value or one per channel (dim 1).
 Tensor prelu(const Tensor& x, const Tensor& weight);
 
+// Sampling grids (grid_sample.cpp): theta (N, 2, 3) or (N, 3, 4) -> grid (N, H, W, 2) or
+// (N, D, H, W, 3) for size (N, C, [D,] H, W).
+Tensor affine_grid(const Tensor& theta, const Shape& size, bool align_corners = false);
+// input (N, C, [D,] H, W) sampled at grid (N, [Do,] Ho, Wo, 2 or 3) in [-1, 1] (x first); mode
+// "bilinear", "nearest" or "bicubic" (4-d), padding_mode "zeros", "border" or "reflection".
+Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& mode = "bilinear",
+                   const std::string& padding_mode = "zeros", bool align_corners = false);
+// softmax((logits + Gumbel noise) / tau); hard: one-hot of its argmax, with the soft sample's
+// gradient (straight-through).
+Tensor gumbel_softmax(const Tensor& logits, double tau = 1.0, bool hard = false, int64_t dim = -1,
+                      Generator* generator = nullptr);
+
 }  // namespace kiln::nn::functional
 
 namespace kiln {

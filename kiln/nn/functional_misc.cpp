@@ -1,9 +1,9 @@
 // torch.nn.functional's normalize, cosine_similarity, pairwise_distance, pixel_shuffle/unshuffle and
 // prelu: composites of table ops written as torch writes them (so values, gradients and errors match),
 // registered as composite ops for the bindings.
-#include "kiln/amp/autocast.h"
 #include <sstream>
 
+#include "kiln/amp/autocast.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/nn/functional.h"
 #include "kiln/nn/utils.h"
@@ -85,6 +85,20 @@ Tensor pixel_unshuffle(const Tensor& x, int64_t r) {
   for (int64_t i : {0, 2, 4, 1, 3}) perm.push_back(b + i);
   for (int64_t v : {c * r * r, h / r, w / r}) out.push_back(v);
   return reshape(permute(reshape(x, split), perm), out);
+}
+
+Tensor gumbel_softmax(const Tensor& logits, double tau, bool hard, int64_t dim, Generator* generator) {
+  Tensor noise = empty(logits.sizes(), TensorOptions(logits.dtype()));
+  {
+    NoGradGuard no_grad;
+    exponential_(noise, 1.0, generator);
+  }
+  Tensor gumbels = neg(log(noise));
+  Tensor y_soft = softmax(true_divide(add(logits, gumbels), Scalar(tau)), dim);
+  if (!hard) return y_soft;
+  Tensor index = std::get<1>(max(y_soft, dim, /*keepdim=*/true));
+  Tensor y_hard = scatter(zeros_like(logits), dim, index, Scalar(1.0));
+  return add(sub(y_hard, y_soft.detach()), y_soft);
 }
 
 Tensor prelu(const Tensor& x, const Tensor& weight) {

@@ -2,13 +2,13 @@
 // op (entry, schema, meta, derivative, front end; its CPU kernel is in kiln/backend/cpu/loss.cpp),
 // and the reduction helpers shared by the loss files (kiln/nn/loss_detail.h). cross_entropy /
 // nll_loss live in loss_nll.cpp, ctc_loss in loss_ctc.cpp.
-#include "kiln/amp/autocast.h"
 #include "kiln/nn/loss.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "kiln/amp/autocast.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/format.h"
 #include "kiln/nn/loss_detail.h"

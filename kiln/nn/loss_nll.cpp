@@ -14,12 +14,12 @@
 //                           op again, so every order of derivative works.
 //   nll_loss             -> {loss}: -w_t x_t; derivative nll_loss_backward, whose derivative (in
 //                           grad) is nll_loss itself.
-#include "kiln/amp/autocast.h"
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "kiln/amp/autocast.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/nn/loss.h"
 #include "kiln/nn/loss_detail.h"

@@ -3,12 +3,12 @@
 // cross, vecdot, multi_dot, diagonal, vander, tensorinv and tensorsolve; and matrix_exp, a table op
 // (its kernel is backend/cpu/linalg_decomp.cpp's Padé approximant, its derivative the exponential of
 // a block matrix, as torch's).
-#include "kiln/amp/autocast.h"
 #include <cmath>
 #include <functional>
 #include <limits>
 #include <numeric>
 
+#include "kiln/amp/autocast.h"
 #include "kiln/ops/composite.h"
 #include "kiln/ops/grad_util.h"
 #include "kiln/ops/linalg.h"

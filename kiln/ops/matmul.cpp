@@ -2,10 +2,10 @@
 // float64 and complex go to OpenBLAS, float16 / bfloat16 / float8 to kiln's own packed GEMM
 // (converted while packing, float32 accumulation, one rounding: kernels_gemm.cpp), integers use a
 // plain triple loop (the kernel: kiln/backend/cpu/matmul.cpp).
-#include "kiln/amp/autocast.h"
 #include <algorithm>
 #include <numeric>
 
+#include "kiln/amp/autocast.h"
 #include "kiln/ops/composite.h"
 #include "kiln/ops/ops.h"
 

@@ -78,6 +78,17 @@ void bind_nn(nb::module_& m) {
       .def("reset_parameters", &Float8Linear::reset_parameters)
       .def("freeze", &Float8Linear::freeze)
       .def_prop_ro("frozen", &Float8Linear::frozen);
+  nnm.def("affine_grid", [](const Tensor& theta, const std::vector<int64_t>& size, bool align) {
+    return nn::functional::affine_grid(theta, Shape(size.begin(), size.end()), align);
+  }, "theta"_a, "size"_a, "align_corners"_a);
+  nnm.def("grid_sample", [](const Tensor& x, const Tensor& grid, const std::string& mode, const std::string& pad,
+                            bool align) {
+    nb::gil_scoped_release g;
+    return nn::functional::grid_sample(x, grid, mode, pad, align);
+  }, "input"_a, "grid"_a, "mode"_a, "padding_mode"_a, "align_corners"_a);
+  nnm.def("gumbel_softmax", [](const Tensor& logits, double tau, bool hard, int64_t dim, Generator* g) {
+    return nn::functional::gumbel_softmax(logits, tau, hard, dim, g);
+  }, "logits"_a, "tau"_a, "hard"_a, "dim"_a, "generator"_a.none() = nb::none());
   nnm.def("quantize_float8", [](const Tensor& x, nb::handle dtype, bool rowwise) {
     auto [q, s] = kiln::quantize_float8(x, dtype.is_none() ? kFloat8_e4m3fn : dt(dtype), rowwise);
     return nb::make_tuple(q, s);

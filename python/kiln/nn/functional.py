@@ -1,4 +1,6 @@
 """kiln.nn.functional: torch.nn.functional names backed by kiln's C++ ops."""
+import warnings as _warnings
+
 from .. import _C
 
 linear = _C.linear
@@ -160,6 +162,31 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     return _C._fold(input, output_size, kernel_size, dilation, padding, stride)
 
 
+_ALIGN_WARNING = ("Default grid_sample and affine_grid behavior has changed to align_corners=False since 1.3.0. "
+                  "Please specify align_corners=True if the old behavior is desired. See the documentation of "
+                  "grid_sample for details.")
+
+
+def affine_grid(theta, size, align_corners=None):
+    if align_corners is None:
+        _warnings.warn(_ALIGN_WARNING)
+        align_corners = False
+    return _C._nn.affine_grid(theta, list(size), align_corners)
+
+
+def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
+    if align_corners is None:
+        _warnings.warn(_ALIGN_WARNING)
+        align_corners = False
+    return _C._nn.grid_sample(input, grid, mode, padding_mode, align_corners)
+
+
+def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
+    if eps != 1e-10:
+        _warnings.warn("`eps` parameter is deprecated and has no effect.")
+    return _C._nn.gumbel_softmax(logits, float(tau), hard, dim)
+
+
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None,
                 antialias=False):
     """modes 'nearest' (torch's floor rule), 'linear' (3-D input) and 'bilinear' (4-D input)."""
@@ -173,7 +200,6 @@ def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=
 # ---- losses (kiln/nn/loss.h, bound in python/src/bind_loss.cpp) ---------------------------------------
 # The work and torch's argument checks are in C++; here only torch's signatures: the legacy
 # size_average / reduce arguments and the warnings torch's Python layer emits.
-import warnings as _warnings
 
 
 def _legacy_reduction(size_average, reduce, emit_warning=True):
