@@ -74,11 +74,16 @@ class TransformerDecoderLayer : public Module {
                  const Tensor& memory_key_padding_mask = {}, bool tgt_is_causal = false,
                  bool memory_is_causal = false);
 
+  // A deep copy: same configuration, parameter values, requires_grad flags, mode and activation.
+  std::shared_ptr<TransformerDecoderLayer> clone() const;
+
   std::shared_ptr<MultiheadAttention> self_attn, multihead_attn;
   std::shared_ptr<Linear> linear1, linear2;
   std::shared_ptr<Dropout> dropout, dropout1, dropout2, dropout3;
   std::shared_ptr<LayerNorm> norm1, norm2, norm3;
-  bool norm_first;
+  int64_t d_model, nhead, dim_feedforward;
+  double dropout_p, layer_norm_eps;
+  bool batch_first, norm_first, bias;
 
  private:
   ActivationFn activation_;
@@ -107,6 +112,51 @@ class TransformerEncoder : public Module {
  private:
   std::vector<std::shared_ptr<TransformerEncoderLayer>> layers_;
   ActivationFn norm_fn_;
+};
+
+// num_layers deep copies of decoder_layer (children "layers"."0", ...) and an optional final norm,
+// as TransformerEncoder.
+class TransformerDecoder : public Module {
+ public:
+  TransformerDecoder(const std::shared_ptr<TransformerDecoderLayer>& decoder_layer,
+                     int64_t num_layers, std::shared_ptr<Module> norm = nullptr,
+                     ActivationFn norm_fn = {});
+  // tgt_is_causal nullopt: detected from tgt_mask (torch's _detect_is_causal_mask).
+  Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = {},
+                 const Tensor& memory_mask = {}, const Tensor& tgt_key_padding_mask = {},
+                 const Tensor& memory_key_padding_mask = {},
+                 std::optional<bool> tgt_is_causal = std::nullopt, bool memory_is_causal = false);
+  const std::vector<std::shared_ptr<TransformerDecoderLayer>>& layers() const { return layers_; }
+  std::shared_ptr<Module> norm;
+  int64_t num_layers;
+
+ private:
+  std::vector<std::shared_ptr<TransformerDecoderLayer>> layers_;
+  ActivationFn norm_fn_;
+};
+
+// torch.nn.Transformer: a TransformerEncoder and a TransformerDecoder, each with a final LayerNorm;
+// parameters of more than one dim are xavier-uniform initialised (torch's _reset_parameters).
+class Transformer : public Module {
+ public:
+  Transformer(int64_t d_model = 512, int64_t nhead = 8, int64_t num_encoder_layers = 6,
+              int64_t num_decoder_layers = 6, int64_t dim_feedforward = 2048, double dropout = 0.1,
+              const std::string& activation = "relu", double layer_norm_eps = 1e-5,
+              bool batch_first = false, bool norm_first = false, bool bias = true,
+              Dtype dtype = Dtype::Undefined);
+  Tensor forward(const Tensor& src, const Tensor& tgt, const Tensor& src_mask = {},
+                 const Tensor& tgt_mask = {}, const Tensor& memory_mask = {},
+                 const Tensor& src_key_padding_mask = {}, const Tensor& tgt_key_padding_mask = {},
+                 const Tensor& memory_key_padding_mask = {},
+                 std::optional<bool> src_is_causal = std::nullopt,
+                 std::optional<bool> tgt_is_causal = std::nullopt, bool memory_is_causal = false);
+  static Tensor generate_square_subsequent_mask(int64_t sz, Dtype dtype = Dtype::Undefined) {
+    return nn::generate_square_subsequent_mask(sz, dtype);
+  }
+  std::shared_ptr<TransformerEncoder> encoder;
+  std::shared_ptr<TransformerDecoder> decoder;
+  int64_t d_model, nhead;
+  bool batch_first;
 };
 
 }  // namespace kiln::nn

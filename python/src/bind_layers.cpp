@@ -430,6 +430,24 @@ void bind_attention_layers(nb::module_& nnm) {
           "src"_a, "mask"_a.none() = nb::none(), "src_key_padding_mask"_a.none() = nb::none(),
           "is_causal"_a.none() = nb::none())
       .def("_layers", &TransformerEncoder::layers);
+  nb::class_<TransformerDecoder, Module>(nnm, "TransformerDecoder")
+      .def(
+          "__init__",
+          [](TransformerDecoder* self, std::shared_ptr<TransformerDecoderLayer> layer, int64_t n,
+             std::shared_ptr<Module> norm, std::optional<std::function<Tensor(const Tensor&)>> norm_fn) {
+            new (self) TransformerDecoder(layer, n, norm, norm_fn.value_or(ActivationFn{}));
+          },
+          "decoder_layer"_a, "num_layers"_a, "norm"_a.none() = nb::none(), "norm_fn"_a.none() = nb::none())
+      .def(
+          "forward",
+          [](TransformerDecoder& m, const Tensor& tgt, const Tensor& memory, nb::handle tm, nb::handle mm,
+             nb::handle tkpm, nb::handle mkpm, std::optional<bool> tc, bool mc) {
+            return m.forward(tgt, memory, opt_t(tm), opt_t(mm), opt_t(tkpm), opt_t(mkpm), tc, mc);
+          },
+          "tgt"_a, "memory"_a, "tgt_mask"_a.none() = nb::none(), "memory_mask"_a.none() = nb::none(),
+          "tgt_key_padding_mask"_a.none() = nb::none(), "memory_key_padding_mask"_a.none() = nb::none(),
+          "tgt_is_causal"_a.none() = nb::none(), "memory_is_causal"_a = false)
+      .def("_layers", &TransformerDecoder::layers);
 }
 
 }  // namespace

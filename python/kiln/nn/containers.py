@@ -2,7 +2,7 @@
 from collections import OrderedDict
 import operator
 
-from .module import Module
+from .module import Module, _addindent
 from .parameter import Parameter
 from .._C import Tensor
 
@@ -116,6 +116,20 @@ class ModuleList(Module):
 
     def __len__(self):
         return len(self._modules)
+
+    def __repr__(self):
+        """torch's: runs of identical entries print once, as "(i-j): n x <module>"."""
+        reprs = [repr(m) for m in self]
+        if not reprs:
+            return self._get_name() + "()"
+        runs = [[0, 0, reprs[0]]]
+        for i, r in enumerate(reprs[1:], 1):
+            if r == runs[-1][2]:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i, r])
+        lines = [_addindent(f"({a}): {r}" if a == b else f"({a}-{b}): {b - a + 1} x {r}", 2) for a, b, r in runs]
+        return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
 
     def __iter__(self):
         return iter(self._modules.values())

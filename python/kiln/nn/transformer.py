@@ -10,7 +10,8 @@ from .module import Module, _CppModule
 
 _cnn = _C._nn
 
-__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder"]
+__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
+           "TransformerDecoder", "Transformer"]
 
 
 def _from_cpp(cls, cpp, *args):
@@ -104,6 +105,16 @@ class TransformerDecoderLayer(_TransformerLayer):
                                  tgt_is_causal, memory_is_causal)
 
 
+def _norm_args(norm):
+    """The C++ stack takes a LayerNorm / RMSNorm computed in C++, or any module called from C++."""
+    if norm is None:
+        return None, None
+    inner = norm.__dict__.get("_cpp")
+    if inner is not None and type(inner).__name__ in ("LayerNorm", "RMSNorm"):
+        return inner, None
+    return None, norm
+
+
 class TransformerEncoder(_CppModule):
     """num_layers copies of encoder_layer (a kiln TransformerEncoderLayer) and an optional final norm.
     enable_nested_tensor is accepted and ignored: kiln has no nested tensors, so positions masked by
@@ -114,13 +125,7 @@ class TransformerEncoder(_CppModule):
         if not isinstance(encoder_layer, TransformerEncoderLayer):
             raise TypeError(f"TransformerEncoder: encoder_layer must be a kiln.nn.TransformerEncoderLayer, got "
                             f"{type(encoder_layer).__name__}")
-        cpp_norm = norm_fn = None
-        if norm is not None:
-            inner = norm.__dict__.get("_cpp")
-            if inner is not None and type(inner).__name__ in ("LayerNorm", "RMSNorm"):
-                cpp_norm = inner  # computed in C++
-            else:
-                norm_fn = norm  # any other module: called from C++
+        cpp_norm, norm_fn = _norm_args(norm)
         self._bind(_cnn.TransformerEncoder(encoder_layer._cpp, num_layers, cpp_norm, enable_nested_tensor,
                                            mask_check, norm_fn))
         self._modules["layers"] = ModuleList(
@@ -134,3 +139,75 @@ class TransformerEncoder(_CppModule):
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
         return self._cpp.forward(src, mask, src_key_padding_mask, is_causal)
+
+
+class TransformerDecoder(_CppModule):
+    """num_layers copies of decoder_layer (a kiln TransformerDecoderLayer) and an optional final norm."""
+
+    def __init__(self, decoder_layer, num_layers, norm=None):
+        super().__init__()
+        if not isinstance(decoder_layer, TransformerDecoderLayer):
+            raise TypeError(f"TransformerDecoder: decoder_layer must be a kiln.nn.TransformerDecoderLayer, got "
+                            f"{type(decoder_layer).__name__}")
+        cpp_norm, norm_fn = _norm_args(norm)
+        self._bind(_cnn.TransformerDecoder(decoder_layer._cpp, num_layers, cpp_norm, norm_fn))
+        self._modules["layers"] = ModuleList(
+            [_from_cpp(TransformerDecoderLayer, c, decoder_layer.activation) for c in self._cpp._layers()])
+        if norm is not None:
+            self._modules["norm"] = norm
+        else:
+            self.norm = None
+        self.num_layers = num_layers
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False):
+        return self._cpp.forward(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask,
+                                 tgt_is_causal, memory_is_causal)
+
+
+class Transformer(Module):
+    """torch.nn.Transformer: a TransformerEncoder and a TransformerDecoder (each with a final LayerNorm,
+    or custom_encoder / custom_decoder); parameters of more than one dim xavier-uniform initialised. The
+    layers compute in C++ (kiln::nn::Transformer is the same model for C++ users)."""
+
+    def __init__(self, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6, dim_feedforward=2048,
+                 dropout=0.1, activation=F.relu, custom_encoder=None, custom_decoder=None, layer_norm_eps=1e-5,
+                 batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
+        super().__init__()
+        from .layers import LayerNorm
+        from .init import xavier_uniform_
+        if custom_encoder is not None:
+            self.encoder = custom_encoder
+        else:
+            layer = TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                                            batch_first, norm_first, bias, dtype=dtype)
+            self.encoder = TransformerEncoder(layer, num_encoder_layers,
+                                              LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype))
+        if custom_decoder is not None:
+            self.decoder = custom_decoder
+        else:
+            layer = TransformerDecoderLayer(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                                            batch_first, norm_first, bias, dtype=dtype)
+            self.decoder = TransformerDecoder(layer, num_decoder_layers,
+                                              LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype))
+        for p in self.parameters():
+            if p.dim() > 1:
+                xavier_uniform_(p)
+        self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
+
+    def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None, src_key_padding_mask=None,
+                tgt_key_padding_mask=None, memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
+                memory_is_causal=False):
+        if src.dim() == 3 and src.size(0 if self.batch_first else 1) != tgt.size(0 if self.batch_first else 1):
+            raise RuntimeError("the batch number of src and tgt must be equal")
+        if src.size(-1) != self.d_model or tgt.size(-1) != self.d_model:
+            raise RuntimeError("the feature number of src and tgt must be equal to d_model")
+        memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask, is_causal=src_is_causal)
+        return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                            tgt_key_padding_mask=tgt_key_padding_mask,
+                            memory_key_padding_mask=memory_key_padding_mask, tgt_is_causal=tgt_is_causal,
+                            memory_is_causal=memory_is_causal)
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz, device=None, dtype=None):
+        return _generate_square_subsequent_mask(sz, device, dtype)
