@@ -256,6 +256,23 @@ void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph,
 }
 
 // ---- saved tensors ------------------------------------------------------------------------------
+namespace {
+thread_local std::vector<SavedTensorHooks> tls_saved_hooks;
+}  // namespace
+std::string& saved_tensor_hooks_disabled_message() {
+  thread_local std::string msg;
+  return msg;
+}
+void push_saved_tensor_hooks(SavedTensorHooks hooks) {
+  const std::string& off = saved_tensor_hooks_disabled_message();
+  KILN_CHECK(off.empty(), Runtime, "saved_tensors_hooks", off);
+  tls_saved_hooks.push_back(std::move(hooks));
+}
+void pop_saved_tensor_hooks() {
+  KILN_CHECK(!tls_saved_hooks.empty(), Runtime, "saved_tensors_hooks", "no saved-tensor hooks to pop");
+  tls_saved_hooks.pop_back();
+}
+
 SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output) {
   was_defined_ = t.defined();
   if (!was_defined_) return;
@@ -271,10 +288,22 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output
   } else {
     data_ = t;
   }
+  if (!tls_saved_hooks.empty()) {
+    // the hook pair stays installed while pack runs (as torch's), so copy it first
+    SavedTensorHooks hooks = tls_saved_hooks.back();
+    {
+      NoGradGuard no_grad;  // packing is not differentiated (torch packs in no-grad mode too)
+      packed_ = hooks.pack(data_);
+    }
+    unpack_ = std::move(hooks.unpack);
+    data_ = Tensor();
+  }
 }
 
 void SavedTensor::release() {
   data_ = Tensor();
+  packed_.reset();
+  unpack_ = nullptr;
   released_ = was_defined_;
 }
 
@@ -287,6 +316,17 @@ Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner) const {
       "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
       "backward through the graph a second time or if you need to access saved tensors after "
       "calling backward.");
+  if (unpack_) {
+    Tensor t = unpack_(packed_);
+    if (is_output_ && requires_grad_ && t.defined()) {
+      t = detach(t);
+      AutogradMeta& m = ensure_meta(t);
+      m.requires_grad = true;
+      m.grad_fn = owner;
+      m.output_nr = output_nr_;
+    }
+    return t;
+  }
   if (data_.version() != version_) {
     std::string who;
     if (is_output_)

@@ -57,8 +57,29 @@ struct AutogradMeta {
   uint32_t view_version = 0;
 };
 
+// torch.autograd.graph.saved_tensors_hooks: while a pair is installed (a thread-local stack; the
+// innermost pair applies), every tensor autograd saves for backward is handed to `pack` and only
+// what it returns is kept; `unpack` gives the tensor back when backward needs it (activation
+// checkpointing, offloading). An output saved by its own node is packed detached.
+struct SavedTensorHooks {
+  std::function<std::shared_ptr<void>(const Tensor&)> pack;
+  std::function<Tensor(const std::shared_ptr<void>&)> unpack;
+};
+void push_saved_tensor_hooks(SavedTensorHooks hooks);
+void pop_saved_tensor_hooks();
+// Installing hooks raises RuntimeError with this message while it is not empty
+// (torch.autograd.graph.disable_saved_tensors_hooks).
+std::string& saved_tensor_hooks_disabled_message();
+struct SavedTensorHooksGuard {
+  explicit SavedTensorHooksGuard(SavedTensorHooks h) { push_saved_tensor_hooks(std::move(h)); }
+  ~SavedTensorHooksGuard() { pop_saved_tensor_hooks(); }
+  SavedTensorHooksGuard(const SavedTensorHooksGuard&) = delete;
+  SavedTensorHooksGuard& operator=(const SavedTensorHooksGuard&) = delete;
+};
+
 // A tensor saved for backward with the version it had; unpacking checks the version so a later
-// in-place change raises torch's "modified by an inplace operation" error.
+// in-place change raises torch's "modified by an inplace operation" error (not for tensors kept
+// by saved-tensor hooks, whose owner decides what comes back).
 class SavedTensor {
  public:
   SavedTensor() = default;
@@ -71,6 +92,8 @@ class SavedTensor {
 
  private:
   Tensor data_;
+  std::shared_ptr<void> packed_;  // with hooks: what pack returned, and the unpack to call
+  std::function<Tensor(const std::shared_ptr<void>&)> unpack_;
   uint32_t version_ = 0;
   uint32_t output_nr_ = 0;
   bool is_output_ = false;

@@ -113,6 +113,95 @@ std::string RNNBase::extra_repr() const {
   return s;
 }
 
+std::tuple<Tensor, Tensor, Tensor> RNNBase::layer(int64_t l, int64_t d, const Tensor& seq,
+                                                  const Tensor& h0, const Tensor& c0) {
+  const auto& nm = names_[l * (bidirectional ? 2 : 1) + d];
+  const Tensor &wih = param(nm[0]), &whh = param(nm[1]);
+  Tensor bih = bias ? param(nm[2]) : Tensor(), bhh = bias ? param(nm[3]) : Tensor();
+  if (mode == "LSTM")
+    return lstm_layer(seq, h0, c0, wih, whh, bih, bhh, proj_size > 0 ? param(nm.back()) : Tensor(), d == 1);
+  auto [y, h] = mode == "GRU" ? gru_layer(seq, h0, wih, whh, bih, bhh, d == 1)
+                              : rnn_layer(seq, h0, wih, whh, bih, bhh, mode == "RNN_RELU", d == 1);
+  return {y, h, Tensor()};
+}
+
+// A packed batch runs as one layer call per run of steps with the same batch size: going forward
+// the batch shrinks and the rows that dropped out keep their final state; going backward it grows
+// and the rows that join start from h0 (each sequence's reverse pass starts at its own last step).
+std::tuple<Tensor, Tensor, Tensor> RNNBase::run_packed(const Tensor& data, const Tensor& batch_sizes,
+                                                       const Tensor& hx_, const Tensor& cx_) {
+  const char* op = name_.c_str();
+  const bool lstm = mode == "LSTM";
+  KILN_CHECK(data.dim() == 2, Runtime, op, "packed input must have 2 dimensions, got ", data.dim());
+  KILN_CHECK(batch_sizes.dim() == 1 && batch_sizes.numel() > 0 && batch_sizes.dtype() == kInt64, Runtime, op,
+             "batch_sizes should be a non-empty 1D int64 tensor");
+  const Tensor bsc = batch_sizes.contiguous();
+  const int64_t* bs = static_cast<const int64_t*>(bsc.data_ptr());
+  const int64_t T = bsc.numel(), B = bs[0], dirs = bidirectional ? 2 : 1;
+  const int64_t real = proj_size > 0 ? proj_size : hidden_size;
+  // runs of equal batch size: (first step, steps, batch, first data row)
+  struct Run { int64_t t0, n, b, row; };
+  std::vector<Run> runs;
+  for (int64_t t = 0, row = 0; t < T; ++t) {
+    KILN_CHECK(bs[t] > 0 && bs[t] <= (t ? bs[t - 1] : B), Runtime, op, "batch_sizes must be positive and non-increasing");
+    if (runs.empty() || runs.back().b != bs[t]) runs.push_back({t, 0, bs[t], row});
+    ++runs.back().n;
+    row += bs[t];
+  }
+  KILN_CHECK(data.size(0) == runs.back().row + runs.back().n * runs.back().b, Runtime, op,
+             "packed data has ", data.size(0), " rows, batch_sizes sum to a different count");
+  KILN_CHECK(data.size(1) == input_size, Runtime, op, "input.size(-1) must be equal to input_size. Expected ",
+             input_size, ", got ", data.size(1));
+  Tensor hx = hx_, cx = cx_;
+  if (!hx.defined()) {
+    hx = zeros({num_layers * dirs, B, lstm ? real : hidden_size}, TensorOptions(data.dtype()));
+    if (lstm) cx = zeros({num_layers * dirs, B, hidden_size}, TensorOptions(data.dtype()));
+  }
+  KILN_CHECK(hx.sizes() == (Shape{num_layers * dirs, B, real}), Runtime, op,
+             lstm ? "Expected hidden[0] size " : "Expected hidden size ",
+             pylist({num_layers * dirs, B, real}), ", got ", pylist(hx.sizes()));
+  if (lstm)
+    KILN_CHECK(cx.defined() && cx.sizes() == (Shape{num_layers * dirs, B, hidden_size}), Runtime, op,
+               "Expected hidden[1] size ", pylist({num_layers * dirs, B, hidden_size}));
+  Tensor seq = data;
+  TensorList hn, cn;
+  for (int64_t l = 0; l < num_layers; ++l) {
+    TensorList ys;
+    for (int64_t d = 0; d < dirs; ++d) {
+      Tensor h = select(hx, 0, l * dirs + d), c = lstm ? select(cx, 0, l * dirs + d) : Tensor();
+      std::vector<Tensor> parts(runs.size());
+      for (size_t k = 0; k < runs.size(); ++k) {
+        const Run& r = runs[d == 0 ? k : runs.size() - 1 - k];
+        Tensor x = reshape(narrow(seq, 0, r.row, r.n * r.b), {r.n, r.b, seq.size(1)});
+        auto keep = [&](const Tensor& full, const Tensor& fresh) {
+          return r.b == B ? fresh : cat({fresh, narrow(full, 0, r.b, B - r.b)}, 0);
+        };
+        auto [y, hn_r, cn_r] = layer(l, d, x, narrow(h, 0, 0, r.b), lstm ? narrow(c, 0, 0, r.b) : Tensor());
+        h = keep(h, hn_r);
+        if (lstm) c = keep(c, cn_r);
+        parts[d == 0 ? k : runs.size() - 1 - k] = reshape(y, {r.n * r.b, y.size(2)});
+      }
+      ys.push_back(parts.size() == 1 ? parts[0] : cat(TensorList(parts.begin(), parts.end()), 0));
+      hn.push_back(h);
+      if (lstm) cn.push_back(c);
+    }
+    seq = dirs == 1 ? ys[0] : cat(ys, 1);
+    if (dropout > 0 && is_training() && l + 1 < num_layers) seq = F::dropout(seq, dropout, true);
+  }
+  return {seq, stack(hn, 0), lstm ? stack(cn, 0) : Tensor()};
+}
+
+std::tuple<utils::rnn::PackedSequence, Tensor, Tensor> RNNBase::run(const utils::rnn::PackedSequence& in,
+                                                                    const Tensor& hx, const Tensor& cx) {
+  auto permute = [](const Tensor& t, const Tensor& idx) {
+    return t.defined() && idx.defined() ? index_select(t, 1, idx) : t;
+  };
+  auto [data, h, c] = run_packed(in.data, in.batch_sizes, permute(hx, in.sorted_indices),
+                                 permute(cx, in.sorted_indices));
+  return {utils::rnn::PackedSequence{data, in.batch_sizes, in.sorted_indices, in.unsorted_indices},
+          permute(h, in.unsorted_indices), permute(c, in.unsorted_indices)};
+}
+
 std::tuple<Tensor, Tensor, Tensor> RNNBase::run(const Tensor& input, const Tensor& hx_,
                                                 const Tensor& cx_) {
   const char* op = name_.c_str();
@@ -172,21 +261,9 @@ std::tuple<Tensor, Tensor, Tensor> RNNBase::run(const Tensor& input, const Tenso
   for (int64_t l = 0; l < num_layers; ++l) {
     TensorList ys;
     for (int64_t d = 0; d < dirs; ++d) {
-      const auto& nm = names_[l * dirs + d];
-      const Tensor &wih = param(nm[0]), &whh = param(nm[1]);
-      Tensor bih = bias ? param(nm[2]) : Tensor(), bhh = bias ? param(nm[3]) : Tensor();
-      Tensor h0 = select(hx, 0, l * dirs + d);
-      Tensor y, h;
-      if (lstm) {
-        Tensor whr = proj_size > 0 ? param(nm.back()) : Tensor(), c;
-        std::tie(y, h, c) =
-            lstm_layer(seq, h0, select(cx, 0, l * dirs + d), wih, whh, bih, bhh, whr, d == 1);
-        cn.push_back(c);
-      } else if (mode == "GRU") {
-        std::tie(y, h) = gru_layer(seq, h0, wih, whh, bih, bhh, d == 1);
-      } else {
-        std::tie(y, h) = rnn_layer(seq, h0, wih, whh, bih, bhh, mode == "RNN_RELU", d == 1);
-      }
+      auto [y, h, c] = layer(l, d, seq, select(hx, 0, l * dirs + d),
+                             lstm ? select(cx, 0, l * dirs + d) : Tensor());
+      if (lstm) cn.push_back(c);
       ys.push_back(y);
       hn.push_back(h);
     }
@@ -212,6 +289,11 @@ std::tuple<Tensor, Tensor> RNN::forward(const Tensor& input, const Tensor& hx) {
   auto [out, h, c] = run(input, hx, {});
   return {out, h};
 }
+std::tuple<utils::rnn::PackedSequence, Tensor> RNN::forward(const utils::rnn::PackedSequence& input,
+                                                            const Tensor& hx) {
+  auto [out, h, c] = run(input, hx, {});
+  return {out, h};
+}
 
 LSTM::LSTM(int64_t input_size, int64_t hidden_size, int64_t num_layers, bool bias, bool batch_first,
            double dropout, bool bidirectional, int64_t proj_size, Dtype dtype)
@@ -222,12 +304,22 @@ std::tuple<Tensor, std::tuple<Tensor, Tensor>> LSTM::forward(const Tensor& input
   auto [out, h, c] = run(input, hx, cx);
   return {out, {h, c}};
 }
+std::tuple<utils::rnn::PackedSequence, std::tuple<Tensor, Tensor>> LSTM::forward(
+    const utils::rnn::PackedSequence& input, const Tensor& hx, const Tensor& cx) {
+  auto [out, h, c] = run(input, hx, cx);
+  return {out, {h, c}};
+}
 
 GRU::GRU(int64_t input_size, int64_t hidden_size, int64_t num_layers, bool bias, bool batch_first,
          double dropout, bool bidirectional, Dtype dtype)
     : RNNBase("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
               0, dtype) {}
 std::tuple<Tensor, Tensor> GRU::forward(const Tensor& input, const Tensor& hx) {
+  auto [out, h, c] = run(input, hx, {});
+  return {out, h};
+}
+std::tuple<utils::rnn::PackedSequence, Tensor> GRU::forward(const utils::rnn::PackedSequence& input,
+                                                            const Tensor& hx) {
   auto [out, h, c] = run(input, hx, {});
   return {out, h};
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kiln/nn/module.h"
+#include "kiln/nn/utils.h"
 
 namespace kiln::nn {
 
@@ -61,6 +62,14 @@ class RNNBase : public Module {
   // input (T, B, I) / (B, T, I) with batch_first / (T, I) unbatched; hx (L*D, B, R) or undefined
   // (zeros); cx (L*D, B, H) for LSTM. Returns output, h_n, c_n (c_n undefined unless LSTM).
   std::tuple<Tensor, Tensor, Tensor> run(const Tensor& input, const Tensor& hx, const Tensor& cx);
+  // The same over a packed batch (utils::rnn::PackedSequence's data and batch_sizes, already in
+  // sorted order): hx (L*D, batch_sizes[0], R) or undefined. Returns the output's data, h_n, c_n.
+  std::tuple<Tensor, Tensor, Tensor> run_packed(const Tensor& data, const Tensor& batch_sizes,
+                                                const Tensor& hx, const Tensor& cx);
+  // A PackedSequence in the caller's batch order: hx / cx are permuted into the sorted order and
+  // h_n / c_n back (torch's permute_hidden).
+  std::tuple<utils::rnn::PackedSequence, Tensor, Tensor> run(const utils::rnn::PackedSequence& input,
+                                                             const Tensor& hx, const Tensor& cx);
 
   std::string mode;
   int64_t input_size, hidden_size, num_layers, proj_size;
@@ -68,6 +77,9 @@ class RNNBase : public Module {
   double dropout;
 
  private:
+  // One layer / direction over (T, B, I): (y, h_n, c_n; c_n undefined unless LSTM).
+  std::tuple<Tensor, Tensor, Tensor> layer(int64_t l, int64_t d, const Tensor& seq, const Tensor& h0,
+                                           const Tensor& c0);
   std::vector<std::vector<std::string>> names_;
 };
 
@@ -78,6 +90,8 @@ class RNN : public RNNBase {
       double dropout = 0.0, bool bidirectional = false, Dtype dtype = Dtype::Undefined);
   // Returns (output, h_n).
   std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& hx = {});
+  std::tuple<utils::rnn::PackedSequence, Tensor> forward(const utils::rnn::PackedSequence& input,
+                                                         const Tensor& hx = {});
   std::string nonlinearity;
 };
 
@@ -89,6 +103,8 @@ class LSTM : public RNNBase {
   // Returns (output, (h_n, c_n)); hx and cx are given together or not at all.
   std::tuple<Tensor, std::tuple<Tensor, Tensor>> forward(const Tensor& input, const Tensor& hx = {},
                                                          const Tensor& cx = {});
+  std::tuple<utils::rnn::PackedSequence, std::tuple<Tensor, Tensor>> forward(
+      const utils::rnn::PackedSequence& input, const Tensor& hx = {}, const Tensor& cx = {});
 };
 
 class GRU : public RNNBase {
@@ -97,6 +113,8 @@ class GRU : public RNNBase {
       bool batch_first = false, double dropout = 0.0, bool bidirectional = false,
       Dtype dtype = Dtype::Undefined);
   std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& hx = {});
+  std::tuple<utils::rnn::PackedSequence, Tensor> forward(const utils::rnn::PackedSequence& input,
+                                                         const Tensor& hx = {});
 };
 
 // torch.nn.RNNCellBase: weight_ih (chunks*H, I), weight_hh (chunks*H, H), bias_ih, bias_hh (None

@@ -70,7 +70,7 @@ SpecList col2im_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   return {{{x.sizes()[0], x.sizes()[1] / (k[0] * k[1]), o[0], o[1]}, x.dtype()}};
 }
 OpDef op_col2im{"col2im", 0, col2im_meta, {}};
-OpRegistrar reg_col2im{op_col2im, "col2im(Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"};
+OpRegistrar reg_col2im{op_col2im, "col2im(Tensor self, int[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"};
 
 // each is linear, and the other's adjoint
 TensorList im2col_derivative(const GradCtx& ctx, const TensorList& grad) {

@@ -122,6 +122,30 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls) {
            })
       .def("_remove_hook", [](const Tensor& t, int id) { remove_hook(t, id); });
 
+  // torch.autograd.graph.saved_tensors_hooks (python/kiln/autograd/graph.py)
+  m.def("_push_saved_tensor_hooks", [](nb::object pack, nb::object unpack) {
+    auto p = std::make_shared<PyRef>(PyRef{std::move(pack)});
+    auto u = std::make_shared<PyRef>(PyRef{std::move(unpack)});
+    push_saved_tensor_hooks(
+        {[p](const Tensor& t) -> std::shared_ptr<void> {
+           nb::gil_scoped_acquire gil;
+           return std::make_shared<PyRef>(PyRef{p->obj(t)});
+         },
+         [u](const std::shared_ptr<void>& packed) -> Tensor {
+           nb::gil_scoped_acquire gil;
+           nb::object r = u->obj(static_cast<PyRef*>(packed.get())->obj);
+           if (!nb::isinstance<Tensor>(r))
+             throw nb::type_error(("Output of saved tensor unpack_hook expected to be a Tensor but got result of type " +
+                                   std::string(nb::type_name(r.type()).c_str()))
+                                      .c_str());
+           return nb::cast<Tensor>(r);
+         }});
+  });
+  m.def("_pop_saved_tensor_hooks", &pop_saved_tensor_hooks);
+  m.def("_saved_tensor_hooks_disabled", []() { return saved_tensor_hooks_disabled_message(); });
+  m.def("_set_saved_tensor_hooks_disabled",
+        [](const std::string& msg) { saved_tensor_hooks_disabled_message() = msg; });
+
   m.def("is_grad_enabled", &grad_mode_enabled);
   m.def("_set_grad_enabled", &set_grad_enabled);
   m.def("is_inference_mode_enabled", &inference_mode_enabled);

@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include <random>
+
 #include "common.h"
 #include "kiln/ops/composite.h"
 
@@ -14,6 +16,30 @@ nb::object none() { return nb::none(); }
 
 OptDims dims_arg(nb::handle h) { return as_dims(h); }
 
+
+}  // namespace
+
+namespace {
+// A generator's state as torch hands it out: a uint8 tensor (here 16 bytes: seed, then offset).
+Tensor rng_state(const Generator& g) {
+  Tensor t = empty({16}, TensorOptions(kUInt8));
+  uint64_t v[2] = {g.initial_seed(), g.offset()};
+  std::memcpy(t.data_ptr(), v, 16);
+  return t;
+}
+void set_rng_state(Generator& g, const Tensor& st) {
+  if (st.dtype() != kUInt8 || st.dim() != 1 || st.numel() != 16)
+    throw nb::value_error("set_rng_state: expected a 16-byte uint8 tensor from get_rng_state()");
+  uint64_t v[2];
+  std::memcpy(v, st.contiguous().data_ptr(), 16);
+  g.manual_seed(v[0]);
+  g.set_offset(v[1]);
+}
+uint64_t reseed(Generator& g) {
+  uint64_t s = std::random_device{}() | (uint64_t(std::random_device{}()) << 32);
+  g.manual_seed(s);
+  return s;
+}
 
 }  // namespace
 
@@ -157,13 +183,19 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
       .def("manual_seed", [](Generator& g, uint64_t s) -> Generator& { g.manual_seed(s); return g; },
            nb::rv_policy::reference)
       .def("initial_seed", &Generator::initial_seed)
-      .def("get_state", [](const Generator& g) { return nb::make_tuple(g.initial_seed(), g.offset()); })
-      .def("set_state", [](Generator& g, nb::tuple st) {
-        g.manual_seed(nb::cast<uint64_t>(st[0]));
-        g.set_offset(nb::cast<uint64_t>(st[1]));
-        return &g;
+      .def("get_state", &rng_state)
+      .def("set_state", [](Generator& g, const Tensor& st) -> Generator& {
+        set_rng_state(g, st);
+        return g;
       }, nb::rv_policy::reference)
+      .def("seed", &reseed)
       .def_prop_ro("device", [](const Generator&) { return kCPU; });
+  // torch.get_rng_state / set_rng_state / default_generator / initial_seed / seed
+  m.attr("default_generator") = nb::cast(&default_generator(), nb::rv_policy::reference);
+  m.def("get_rng_state", []() { return rng_state(default_generator()); });
+  m.def("set_rng_state", [](const Tensor& st) { set_rng_state(default_generator(), st); }, "new_state"_a);
+  m.def("initial_seed", []() { return default_generator().initial_seed(); });
+  m.def("seed", []() { return reseed(default_generator()); });
   // rand, randn, randint, randperm, normal, rand_like, randn_like, the in-place fills (uniform_, ...),
   // bernoulli, multinomial: from their composites' schemas (kiln/ops/random.cpp)
 }

@@ -29,6 +29,25 @@ std::pair<Tensor, Tensor> state_pair(nb::handle hx, const char* op) {
 }  // namespace
 
 void bind_rnn(nb::module_& m) {
+  // torch.nn.utils.rnn's packing (python/kiln/nn/utils/rnn.py wraps them in PackedSequence)
+  m.def(
+      "_pack_padded_sequence",
+      [](const Tensor& input, const Tensor& lengths, bool batch_first, bool enforce_sorted) {
+        auto p = nn::utils::rnn::pack_padded_sequence(input, lengths, batch_first, enforce_sorted);
+        return nb::make_tuple(p.data, p.batch_sizes, opt_obj(p.sorted_indices), opt_obj(p.unsorted_indices));
+      },
+      "input"_a, "lengths"_a, "batch_first"_a, "enforce_sorted"_a);
+  m.def(
+      "_pad_packed_sequence",
+      [](const Tensor& data, const Tensor& batch_sizes, nb::handle sorted, nb::handle unsorted, bool batch_first,
+         double padding_value, std::optional<int64_t> total_length) {
+        auto [p, l] = nn::utils::rnn::pad_packed_sequence({data, batch_sizes, opt_t(sorted), opt_t(unsorted)},
+                                                          batch_first, padding_value, total_length);
+        return nb::make_tuple(p, l);
+      },
+      "data"_a, "batch_sizes"_a, "sorted_indices"_a.none(), "unsorted_indices"_a.none(), "batch_first"_a,
+      "padding_value"_a, "total_length"_a.none());
+  m.def("_invert_permutation", &nn::utils::rnn::invert_permutation);
   using namespace kiln::nn;
   nb::module_ nnm = nb::borrow<nb::module_>(m.attr("_nn"));
 
@@ -52,6 +71,13 @@ void bind_rnn(nb::module_& m) {
             return nb::make_tuple(o, h, opt_obj(c));
           },
           "input"_a, "hx"_a.none() = nb::none(), "cx"_a.none() = nb::none())
+      .def(
+          "run_packed",
+          [](RNNBase& r, const Tensor& data, const Tensor& batch_sizes, nb::handle hx, nb::handle cx) {
+            auto [o, h, c] = r.run_packed(data, batch_sizes, opt_t(hx), opt_t(cx));
+            return nb::make_tuple(o, h, opt_obj(c));
+          },
+          "data"_a, "batch_sizes"_a, "hx"_a.none() = nb::none(), "cx"_a.none() = nb::none())
       .def("reset_parameters", &RNNBase::reset_parameters)
       .def("_all_weights", &RNNBase::all_weight_names);
 

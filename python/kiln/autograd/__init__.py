@@ -6,6 +6,7 @@ from .function import Function, FunctionCtx, once_differentiable  # noqa: F401
 from .grad_mode import (no_grad, enable_grad, set_grad_enabled, inference_mode,  # noqa: F401
                         set_detect_anomaly, detect_anomaly)
 from .gradcheck import gradcheck, gradgradcheck, GradcheckError  # noqa: F401
+from . import graph  # noqa: F401
 
 
 def _tensors(x):

@@ -48,8 +48,17 @@ class RNNBase(_CppModule):
     def reset_parameters(self):
         self._cpp.reset_parameters()
 
+    def _run(self, input, hx, cx):
+        from .utils.rnn import PackedSequence
+        if not isinstance(input, PackedSequence):
+            return self._cpp.run(input, hx, cx)
+        perm, back = input.sorted_indices, input.unsorted_indices
+        permute = (lambda t, idx: t if t is None or idx is None else t.index_select(1, idx))  # noqa: E731
+        data, h, c = self._cpp.run_packed(input.data, input.batch_sizes, permute(hx, perm), permute(cx, perm))
+        return input._with_data(data), permute(h, back), permute(c, back)
+
     def forward(self, input, hx=None):
-        out, h, _ = self._cpp.run(input, hx)
+        out, h, _ = self._run(input, hx, None)
         return out, h
 
 
@@ -77,10 +86,7 @@ class LSTM(RNNBase):
         super().__init__("LSTM", *args, **kwargs)
 
     def forward(self, input, hx=None):
-        if hx is None:
-            out, h, c = self._cpp.run(input)
-        else:
-            out, h, c = self._cpp.run(input, hx[0], hx[1])
+        out, h, c = self._run(input, None, None) if hx is None else self._run(input, hx[0], hx[1])
         return out, (h, c)
 
 

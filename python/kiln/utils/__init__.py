@@ -1,2 +1,3 @@
-"""kiln.utils: data loading."""
+"""kiln.utils: data loading, activation checkpointing."""
 from . import data  # noqa: F401
+from . import checkpoint  # noqa: F401
