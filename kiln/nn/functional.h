@@ -30,6 +30,11 @@ Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p = 2.0, dou
 // (*, C r^2, H, W) -> (*, C, H r, W r), and back.
 Tensor pixel_shuffle(const Tensor& x, int64_t upscale_factor);
 Tensor pixel_unshuffle(const Tensor& x, int64_t downscale_factor);
+// torch.norm_except_dim: the p-norm over every dim but `dim`, shaped to broadcast against v (dim -1:
+// the whole tensor's norm).
+Tensor norm_except_dim(const Tensor& v, int64_t pow = 2, int64_t dim = 0);
+// torch._weight_norm: v * (g / norm_except_dim(v, 2, dim)).
+Tensor weight_norm(const Tensor& v, const Tensor& g, int64_t dim = 0);
 // max(0, x) + weight * min(0, x), weight one value or one per channel (dim 1).
 Tensor prelu(const Tensor& x, const Tensor& weight);
 

@@ -101,6 +101,28 @@ Tensor gumbel_softmax(const Tensor& logits, double tau, bool hard, int64_t dim, 
   return add(sub(y_hard, y_soft.detach()), y_soft);
 }
 
+Tensor norm_except_dim(const Tensor& v, int64_t pow, int64_t dim) {
+  const double p = static_cast<double>(pow);
+  if (dim == -1) return linalg::vector_norm(v, p);
+  if (dim == 0) {
+    Shape out(v.dim(), 1);
+    out[0] = v.size(0);
+    return reshape(linalg::vector_norm(reshape(v.contiguous(), {v.size(0), -1}), p, Shape{1}), out);
+  }
+  if (dim == v.dim() - 1) {
+    Shape out(v.dim(), 1);
+    out.back() = v.size(-1);
+    return reshape(linalg::vector_norm(reshape(v.contiguous(), {-1, v.size(-1)}), p, Shape{0}), out);
+  }
+  return transpose(norm_except_dim(transpose(v, 0, dim), pow, 0), 0, dim);
+}
+
+Tensor weight_norm(const Tensor& v, const Tensor& g, int64_t dim) {
+  KILN_CHECK(v.device() == g.device(), Runtime, "_weight_norm",
+             "weight_v and weight_g must be on the same device");
+  return mul(v, div(g, norm_except_dim(v, 2, dim)));
+}
+
 Tensor prelu(const Tensor& x, const Tensor& weight) {
   KILN_AUTOCAST(kLowerPrecision, prelu, x, weight);
   const char* op = "prelu";
@@ -127,6 +149,16 @@ Tensor prelu(const Tensor& x, const Tensor& weight) {
 }
 
 namespace {
+Composite c_norm_except_dim{"norm_except_dim(Tensor v, int pow=2, int dim=0) -> Tensor",
+                            [](const TensorList& in, const Attrs& a) -> TensorList {
+                              return {norm_except_dim(in[0], attr<int64_t>(a, 0), attr<int64_t>(a, 1))};
+                            },
+                            kFunctionVariant};
+Composite c_weight_norm{"_weight_norm(Tensor v, Tensor g, int dim=0) -> Tensor",
+                        [](const TensorList& in, const Attrs& a) -> TensorList {
+                          return {weight_norm(in[0], in[1], attr<int64_t>(a, 0))};
+                        },
+                        kFunctionVariant};
 Composite c_normalize{"normalize(Tensor input, float p=2., int dim=1, float eps=1e-12) -> Tensor",
                       [](const TensorList& in, const Attrs& a) -> TensorList {
                         return {normalize(in[0], attr<double>(a, 0), attr<int64_t>(a, 1), attr<double>(a, 2))};

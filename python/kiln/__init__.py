@@ -3,7 +3,7 @@ import builtins as _builtins
 
 from . import _C
 from ._C import *  # noqa: F401,F403
-from ._C import Tensor, dtype  # noqa: F401
+from ._C import Tensor, dtype, _weight_norm  # noqa: F401
 
 # torch.linalg's functions live in kiln.linalg only, as torch's do
 for _n in [_n for _n in dir(_C) if _n.startswith("linalg_")]:

@@ -25,3 +25,5 @@ def vector_to_parameters(vec, parameters):
         raise TypeError(f"expected torch.Tensor, but got: {type(vec).__name__}")
     _u.vector_to_parameters(vec, list(parameters))
 from . import rnn  # noqa: E402,F401
+from . import parametrize  # noqa: E402,F401
+from . import parametrizations  # noqa: E402,F401
