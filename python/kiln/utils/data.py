@@ -1,13 +1,16 @@
-"""kiln.utils.data: Dataset, TensorDataset, DataLoader, samplers, random_split (torch.utils.data)."""
+"""kiln.utils.data: Dataset, TensorDataset, DataLoader (worker processes too), samplers, random_split
+(torch.utils.data)."""
 import collections.abc
 import math
 import numbers
 
 from .. import _C
 from .._C import Tensor
+from ._worker import get_worker_info  # noqa: F401
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "DataLoader", "Sampler",
-           "SequentialSampler", "RandomSampler", "BatchSampler", "DistributedSampler", "default_collate", "random_split"]
+           "SequentialSampler", "RandomSampler", "BatchSampler", "DistributedSampler", "default_collate", "random_split",
+           "get_worker_info"]
 
 
 class Dataset:
@@ -235,13 +238,32 @@ def default_collate(batch):
 
 
 class DataLoader:
-    """Iterates over a dataset in batches (single process: num_workers must be 0)."""
+    """Iterates over a dataset in batches, in the calling process (num_workers=0) or with worker
+    processes that fetch and collate batches ahead (kiln/utils/_worker.py)."""
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None, num_workers=0,
                  collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None,
-                 generator=None, *, prefetch_factor=None, persistent_workers=False):
-        if num_workers != 0:
-            raise ValueError("kiln's DataLoader loads in the calling process: num_workers must be 0")
+                 multiprocessing_context=None, generator=None, *, prefetch_factor=None, persistent_workers=False,
+                 pin_memory_device="", in_order=True):
+        if num_workers < 0:
+            raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable "
+                             "multiprocessing.")
+        if timeout < 0:
+            raise ValueError("timeout option should be non-negative")
+        if num_workers == 0 and prefetch_factor is not None:
+            raise ValueError("prefetch_factor option could only be specified in multiprocessing.let num_workers > 0 "
+                             "to enable multiprocessing, otherwise set prefetch_factor to None.")
+        if num_workers > 0 and prefetch_factor is None:
+            prefetch_factor = 2
+        elif prefetch_factor is not None and prefetch_factor < 0:
+            raise ValueError("prefetch_factor option should be non-negative")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("persistent_workers option needs num_workers > 0")
+        self.num_workers, self.prefetch_factor, self.timeout = num_workers, prefetch_factor, timeout
+        self.worker_init_fn, self.multiprocessing_context = worker_init_fn, multiprocessing_context
+        self.persistent_workers, self.in_order = persistent_workers, in_order
+        self.pin_memory, self.pin_memory_device = pin_memory, pin_memory_device  # accepted: kiln tensors are CPU
+        self._iterator = None
         self.dataset, self.batch_size, self.drop_last, self.generator = dataset, batch_size, drop_last, generator
         self._iterable = isinstance(dataset, IterableDataset)
         if self._iterable:
@@ -263,10 +285,31 @@ class DataLoader:
             batch_sampler = BatchSampler(sampler, batch_size, drop_last)
         self.sampler, self.batch_sampler = sampler, batch_sampler
         self.batch_size, self.drop_last = batch_size, drop_last
+        self._auto_collation = batch_sampler is not None or (self._iterable and batch_size is not None)
         self.collate_fn = collate_fn if collate_fn is not None else (
             default_collate if batch_size is not None or batch_sampler is not None else (lambda x: x))
 
+    def _index_source(self):
+        """What the main process hands to workers: batches of indices, single indices, or (an iterable
+        dataset, whose workers read their own copies) placeholders."""
+        if self._iterable:
+            import itertools
+            return itertools.repeat(None)
+        return self.batch_sampler if self.batch_sampler is not None else self.sampler
+
     def __iter__(self):
+        if self.num_workers > 0:
+            from ._worker import MultiProcessingIter
+            if self.persistent_workers:
+                if self._iterator is None:
+                    self._iterator = MultiProcessingIter(self)
+                else:
+                    self._iterator._reset()
+                return self._iterator
+            return MultiProcessingIter(self)
+        return self._single_process_iter()
+
+    def _single_process_iter(self):
         if self._iterable:
             it = iter(self.dataset)
             if self.batch_size is None:
