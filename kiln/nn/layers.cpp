@@ -164,13 +164,13 @@ Dropout::Dropout(double p, bool inplace) : Module("Dropout"), p(p), inplace(inpl
 std::string Dropout::extra_repr() const { return "p=" + pyfloat(p) + ", inplace=" + pybool(inplace); }
 
 // ---- activations --------------------------------------------------------------------------------
-std::shared_ptr<Activation> make_activation(const std::string& name, const std::vector<double>& a, bool inplace,
-                                            const std::string& approximate) {
+ActivationSpec activation_spec(const std::string& name, const std::vector<double>& a, bool inplace,
+                               const std::string& approximate) {
   auto arg = [&](size_t i, double dflt) { return i < a.size() ? a[i] : dflt; };
   std::string ip = inplace ? "inplace=True" : "";
   auto join = [&](std::string s) { return ip.empty() ? s : (s.empty() ? ip : s + ", " + ip); };
   using Fn = std::function<Tensor(const Tensor&)>;
-  auto mk = [&](Fn f, std::string extra = "") { return std::make_shared<Activation>(name, std::move(f), join(extra)); };
+  auto mk = [&](Fn f, std::string extra = "") { return ActivationSpec{std::move(f), join(extra)}; };
   if (name == "ReLU") return mk([](const Tensor& x) { return relu(x); });
   if (name == "ReLU6") return mk([](const Tensor& x) { return relu6(x); });
   if (name == "SiLU") return mk([](const Tensor& x) { return silu(x); });
@@ -218,9 +218,14 @@ std::shared_ptr<Activation> make_activation(const std::string& name, const std::
     Fn f = name == "Softmax"      ? Fn([d](const Tensor& x) { return softmax(x, d); })
            : name == "LogSoftmax" ? Fn([d](const Tensor& x) { return log_softmax(x, d); })
                                   : Fn([d](const Tensor& x) { return softmax(neg(x), d); });
-    return std::make_shared<Activation>(name, f, "dim=" + std::to_string(d));
+    return ActivationSpec{f, "dim=" + std::to_string(d)};
   }
   KILN_FAIL(Value, "make_activation", "unknown activation ", name);
+}
+
+std::shared_ptr<Activation> make_activation(const std::string& name, const std::vector<double>& a, bool inplace,
+                                            const std::string& approximate) {
+  return std::make_shared<Activation>(name, a, inplace, approximate);
 }
 
 }  // namespace kiln::nn

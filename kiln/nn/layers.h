@@ -155,23 +155,157 @@ class Dropout : public Module {
   bool inplace;
 };
 
+// An activation's function and its repr text, by torch's class name and arguments (`inplace` is
+// accepted and only shown in the repr, as kiln's activations are out-of-place).
+struct ActivationSpec {
+  std::function<Tensor(const Tensor&)> fn;
+  std::string extra;
+};
+ActivationSpec activation_spec(const std::string& name, const std::vector<double>& args = {},
+                               bool inplace = false, const std::string& approximate = "none");
+
 // An activation: a module around a pointwise function (ReLU, GELU, ...), with torch's repr text.
 class Activation : public Module {
  public:
   Activation(std::string name, std::function<Tensor(const Tensor&)> fn, std::string extra = "")
       : Module(std::move(name)), fn_(std::move(fn)), extra_(std::move(extra)) {}
+  Activation(const std::string& name, const std::vector<double>& args, bool inplace = false,
+             const std::string& approximate = "none")
+      : Activation(name, activation_spec(name, args, inplace, approximate)) {}
   Tensor forward(const Tensor& x) { return fn_(x); }
   std::string extra_repr() const override { return extra_; }
 
  private:
+  Activation(const std::string& name, ActivationSpec spec)
+      : Activation(name, std::move(spec.fn), std::move(spec.extra)) {}
   std::function<Tensor(const Tensor&)> fn_;
   std::string extra_;
 };
 
-// Factories for every activation module of torch.nn (arguments as torch; `inplace` is accepted and
-// only shown in the repr, as kiln's activations are out-of-place).
+// Factories for every activation module of torch.nn (arguments as torch).
 std::shared_ptr<Activation> make_activation(const std::string& name,
                                             const std::vector<double>& args = {}, bool inplace = false,
                                             const std::string& approximate = "none");
+
+// One class per torch.nn activation, with torch's constructor arguments:
+//   auto act = std::make_shared<nn::GELU>("tanh");  act->forward(x);
+#define KILN_ACTIVATION_INPLACE(Name)                                             \
+  struct Name : Activation {                                                      \
+    explicit Name(bool inplace = false) : Activation(#Name, {}, inplace) {}       \
+  };
+#define KILN_ACTIVATION_PLAIN(Name)                                               \
+  struct Name : Activation {                                                      \
+    Name() : Activation(#Name, std::vector<double>{}) {}                          \
+  };
+KILN_ACTIVATION_INPLACE(ReLU)
+KILN_ACTIVATION_INPLACE(ReLU6)
+KILN_ACTIVATION_INPLACE(SiLU)
+KILN_ACTIVATION_INPLACE(Mish)
+KILN_ACTIVATION_INPLACE(Hardsigmoid)
+KILN_ACTIVATION_INPLACE(Hardswish)
+KILN_ACTIVATION_INPLACE(SELU)
+KILN_ACTIVATION_PLAIN(Sigmoid)
+KILN_ACTIVATION_PLAIN(Tanh)
+KILN_ACTIVATION_PLAIN(LogSigmoid)
+KILN_ACTIVATION_PLAIN(Softsign)
+#undef KILN_ACTIVATION_INPLACE
+#undef KILN_ACTIVATION_PLAIN
+struct LeakyReLU : Activation {
+  explicit LeakyReLU(double negative_slope = 0.01, bool inplace = false)
+      : Activation("LeakyReLU", {negative_slope}, inplace) {}
+};
+struct ELU : Activation {
+  explicit ELU(double alpha = 1.0, bool inplace = false) : Activation("ELU", {alpha}, inplace) {}
+};
+struct CELU : Activation {
+  explicit CELU(double alpha = 1.0, bool inplace = false) : Activation("CELU", {alpha}, inplace) {}
+};
+struct GELU : Activation {
+  explicit GELU(const std::string& approximate = "none") : Activation("GELU", {}, false, approximate) {}
+};
+struct Softplus : Activation {
+  explicit Softplus(double beta = 1.0, double threshold = 20.0) : Activation("Softplus", {beta, threshold}) {}
+};
+struct Hardtanh : Activation {
+  explicit Hardtanh(double min_val = -1.0, double max_val = 1.0, bool inplace = false)
+      : Activation("Hardtanh", {min_val, max_val}, inplace) {}
+};
+struct Threshold : Activation {
+  Threshold(double threshold, double value, bool inplace = false)
+      : Activation("Threshold", {threshold, value}, inplace) {}
+};
+struct Softmax : Activation {
+  explicit Softmax(int64_t dim) : Activation("Softmax", {static_cast<double>(dim)}) {}
+};
+struct LogSoftmax : Activation {
+  explicit LogSoftmax(int64_t dim) : Activation("LogSoftmax", {static_cast<double>(dim)}) {}
+};
+struct Softmin : Activation {
+  explicit Softmin(int64_t dim) : Activation("Softmin", {static_cast<double>(dim)}) {}
+};
+
+// nn::Sequential: children "0", "1", ... applied in order to one tensor. Any module whose
+// forward(const Tensor&) returns a Tensor can be added; its forward is captured when it is added.
+//   nn::Sequential net(std::make_shared<nn::Linear>(4, 8), std::make_shared<nn::ReLU>(),
+//                      std::make_shared<nn::Linear>(8, 2));
+class Sequential : public Module {
+ public:
+  Sequential() : Module("Sequential") {}
+  template <class... M>
+  explicit Sequential(std::shared_ptr<M>... modules) : Sequential() {
+    (push_back(std::move(modules)), ...);
+  }
+  template <class M>
+  void push_back(std::shared_ptr<M> m) {
+    push_back(std::to_string(modules_.size()), std::move(m));
+  }
+  template <class M>
+  void push_back(const std::string& name, std::shared_ptr<M> m) {
+    register_module(name, m);
+    steps_.push_back([m](const Tensor& x) -> Tensor { return m->forward(x); });
+    modules_.push_back(m);
+  }
+  Tensor forward(const Tensor& x) const {
+    Tensor y = x;
+    for (const auto& step : steps_) y = step(y);
+    return y;
+  }
+  size_t size() const { return modules_.size(); }
+  const std::shared_ptr<Module>& operator[](size_t i) const { return modules_.at(i); }
+  template <class M>
+  std::shared_ptr<M> at(size_t i) const {
+    return std::dynamic_pointer_cast<M>(modules_.at(i));
+  }
+
+ private:
+  std::vector<std::function<Tensor(const Tensor&)>> steps_;
+  std::vector<std::shared_ptr<Module>> modules_;
+};
+
+// nn::ModuleList: children "0", "1", ... held in order (their parameters are the list's).
+class ModuleList : public Module {
+ public:
+  ModuleList() : Module("ModuleList") {}
+  template <class... M>
+  explicit ModuleList(std::shared_ptr<M>... modules) : ModuleList() {
+    (push_back(std::move(modules)), ...);
+  }
+  template <class M>
+  void push_back(std::shared_ptr<M> m) {
+    register_module(std::to_string(modules_.size()), m);
+    modules_.push_back(std::move(m));
+  }
+  size_t size() const { return modules_.size(); }
+  const std::shared_ptr<Module>& operator[](size_t i) const { return modules_.at(i); }
+  template <class M>
+  std::shared_ptr<M> at(size_t i) const {
+    return std::dynamic_pointer_cast<M>(modules_.at(i));
+  }
+  auto begin() const { return modules_.begin(); }
+  auto end() const { return modules_.end(); }
+
+ private:
+  std::vector<std::shared_ptr<Module>> modules_;
+};
 
 }  // namespace kiln::nn

@@ -52,3 +52,35 @@ TEST(NnExtras, NewLayersRun) {
             (Shape{4, 2, 8}));
   EXPECT_THROW(t.forward(randn({5, 2, 8}), randn({4, 3, 8})), Error);
 }
+
+TEST(NnExtras, SequentialModuleListAndActivationClasses) {
+  manual_seed(0);
+  nn::Sequential net(std::make_shared<nn::Linear>(4, 16), std::make_shared<nn::GELU>("tanh"),
+                     std::make_shared<nn::Linear>(16, 1));
+  EXPECT_EQ(net.size(), 3u);
+  EXPECT_EQ(net.named_parameters().size(), 4u);
+  EXPECT_EQ(net.named_parameters().items()[0].first, "0.weight");
+  EXPECT_TRUE(net.at<nn::Linear>(2) != nullptr);
+  EXPECT_EQ(net[1]->repr(), "GELU(approximate='tanh')");
+  // a few optimiser steps fit y = sum(x)
+  optim::Adam opt(net.parameters(), optim::AdamOptions(1e-2));
+  Tensor x = randn({64, 4}), y = sum(x, Shape{1}, true);
+  double first = 0, last = 0;
+  for (int step = 0; step < 200; ++step) {
+    opt.zero_grad();
+    Tensor loss = nn::functional::mse_loss(net.forward(x), y);
+    loss.backward();
+    opt.step();
+    (step == 0 ? first : last) = loss.item<double>();
+  }
+  EXPECT_LT(last, 0.1 * first);
+
+  nn::ModuleList list(std::make_shared<nn::ReLU>(), std::make_shared<nn::LeakyReLU>(0.2),
+                      std::make_shared<nn::Softmax>(1));
+  EXPECT_EQ(list.size(), 3u);
+  EXPECT_EQ(list[1]->repr(), "LeakyReLU(negative_slope=0.2)");
+  EXPECT_EQ(list[2]->repr(), "Softmax(dim=1)");
+  Tensor s = list.at<nn::Softmax>(2)->forward(randn({2, 5}));
+  EXPECT_TRUE(allclose(sum(s, Shape{1}), ones({2})));
+  EXPECT_EQ(nn::ELU(0.5, true).repr(), "ELU(alpha=0.5, inplace=True)");
+}

@@ -16,6 +16,12 @@ def test_find_package_consumer(tmp_path):
     prefix = tmp_path / "prefix"
     subprocess.run(["cmake", "--install", str(build), "--prefix", str(prefix)], check=True, capture_output=True)
     assert (prefix / "include" / "kiln" / "kiln.h").exists()
+    # the installed library names no distribution's OpenBLAS folder: the system's libopenblas.so.0 serves
+    libs = sorted(prefix.rglob("libkiln.so*"))
+    assert libs
+    dyn = subprocess.run(["readelf", "-d", str(libs[0])], check=True, capture_output=True, text=True).stdout
+    paths = [line for line in dyn.splitlines() if "RUNPATH" in line or "RPATH" in line]
+    assert "libopenblas.so.0" in dyn and not any("openblas" in line for line in paths), paths
     ex = tmp_path / "ex"
     subprocess.run(["cmake", "-S", str(ROOT / "examples" / "cpp"), "-B", str(ex), "-G", "Ninja",
                     f"-DCMAKE_PREFIX_PATH={prefix}", "-DCMAKE_BUILD_TYPE=Release"], check=True, capture_output=True)
