@@ -63,7 +63,7 @@ def copy_weights(kmodel, tmodel):
             tsd[name].copy_(torch.from_numpy(p.numpy().copy()))
 
 
-def lm_step_setup(vocab=96, B=32, T=128):
+def lm_step_setup(vocab=96, B=32, T=128, bf16=False):
     def setup():
         qs = _quickstart()
         kiln.manual_seed(0)
@@ -78,15 +78,17 @@ def lm_step_setup(vocab=96, B=32, T=128):
         topt = torch.optim.AdamW(tm.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
 
         def kstep():
-            logits = km(kx)
-            loss = kiln.nn.functional.cross_entropy(logits.reshape(-1, vocab), ky.reshape(-1))
+            with kiln.autocast("cpu", dtype=kiln.bfloat16, enabled=bf16):
+                logits = km(kx)
+                loss = kiln.nn.functional.cross_entropy(logits.reshape(-1, vocab), ky.reshape(-1))
             kopt.zero_grad()
             loss.backward()
             kopt.step()
 
         def tstep():
-            logits = tm(tx)
-            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), ty.reshape(-1))
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                logits = tm(tx)
+                loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), ty.reshape(-1))
             topt.zero_grad()
             loss.backward()
             topt.step()
@@ -112,6 +114,32 @@ def rnn_setup(kind, T=128, B=32, I=256, H=256, layers=2):
         def tstep():
             out, _ = tm(tx)
             out.sum().backward()
+        return kstep, tstep
+    return setup
+
+
+def packed_lstm_setup(T=128, B=32, I=256, H=256, layers=2):
+    """A packed batch of lengths T, T - 3, ... (sorted by the loader, not the caller)."""
+    def setup():
+        tm = torch.nn.LSTM(I, H, num_layers=layers)
+        km = kiln.nn.LSTM(I, H, num_layers=layers)
+        with kiln.no_grad():
+            for name, p in km.named_parameters():
+                p.copy_(kiln.from_numpy(tm.state_dict()[name].numpy().copy()))
+        x = np.random.default_rng(0).standard_normal((T, B, I), dtype=np.float32)
+        lengths = [max(1, T - 3 * ((b * 7) % B)) for b in range(B)]
+        kx = kiln.from_numpy(x.copy()).requires_grad_()
+        tx = torch.from_numpy(x.copy()).requires_grad_()
+        kpack = kiln.nn.utils.rnn.pack_padded_sequence
+        tpack = torch.nn.utils.rnn.pack_padded_sequence
+
+        def kstep():
+            out, _ = km(kpack(kx, lengths, enforce_sorted=False))
+            out.data.sum().backward()
+
+        def tstep():
+            out, _ = tm(tpack(tx, lengths, enforce_sorted=False))
+            out.data.sum().backward()
         return kstep, tstep
     return setup
 
@@ -151,7 +179,10 @@ def sdpa_peak_note(B=4, H=8, L=1024, E=64):
 
 def train_cases(Case, quick):
     cases = [Case("train step: quickstart LM 1.8M (B=32, T=128) fwd+bwd+AdamW", lm_step_setup()),
+             Case("train step: quickstart LM, autocast bf16 (kiln.autocast vs torch.autocast)",
+                  lm_step_setup(bf16=True)),
              Case("LSTM fwd+bwd (T=128, B=32, 256->256, 2 layers)", rnn_setup("LSTM")),
+             Case("LSTM fwd+bwd packed (T<=128, B=32, 256->256, 2 layers)", packed_lstm_setup()),
              Case("GRU fwd+bwd (T=128, B=32, 256->256, 2 layers)", rnn_setup("GRU")),
              Case("SDPA causal fwd+bwd (B=4, H=8, L=1024, E=64)", sdpa_setup(),
                   7.0 * 4 * 8 * 1024 * 1024 * 64, "GFLOP/s", note=sdpa_peak_note)]
