@@ -56,6 +56,16 @@ Tensor zero_(const Tensor& t);
 const Tensor& copy_(const Tensor& dst, const Tensor& src);
 Tensor contiguous(const Tensor& t);
 Tensor clone(const Tensor& t);
+// Memory formats (memory_format.cpp): torch.contiguous_format, preserve_format, channels_last (4-d,
+// NHWC strides), channels_last_3d (5-d, NDHWC). Layouts only: kiln's kernels take any strides, and
+// an op's output is contiguous whatever its inputs' format.
+enum class MemoryFormat : int8_t { Contiguous, Preserve, ChannelsLast, ChannelsLast3d };
+bool is_contiguous(const Tensor& t, MemoryFormat format);
+MemoryFormat suggest_memory_format(const Tensor& t);
+Tensor contiguous(const Tensor& t, MemoryFormat format);  // t itself when already so laid out
+Tensor clone(const Tensor& t, MemoryFormat format);       // Preserve: t's own format
+// Tensor.to(memory_format=): t itself when it already suggests that format, else a copy in it.
+Tensor to_memory_format(const Tensor& t, MemoryFormat format);
 Tensor to_dtype(const Tensor& t, Dtype d, bool copy = false);
 Tensor to_device(const Tensor& t, Device d, bool copy = false);
 // Options for a tensor made to go with `t`: t's dtype (or `d`) and t's device.

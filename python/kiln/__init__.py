@@ -109,6 +109,10 @@ for _n in _OUT_FUNCS:
 del _n
 
 Tensor.__module__ = "kiln"
+from ._memory_format import (memory_format, contiguous_format, preserve_format, channels_last,  # noqa: E402,F401
+                             channels_last_3d, clone)
+from . import _memory_format  # noqa: E402
+_memory_format._install(Tensor)
 
 
 # In-place methods return the tensor they were called on, the same Python object (torch's

@@ -104,6 +104,12 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
     return copied ? nb::cast(r) : nb::borrow(self);  // no change: the same object, as torch
   });
   cls.def("type", [](const Tensor& t, nb::handle d) { return to_dtype(t, as_dtype(d)); });
+  // memory formats (python/kiln/_memory_format.py): 0 contiguous, 1 preserve, 2 channels_last, 3 channels_last_3d
+  m.def("_to_format", [](const Tensor& t, int f) { return contiguous(t, static_cast<MemoryFormat>(f)); });
+  m.def("_to_memory_format", [](const Tensor& t, int f) { return to_memory_format(t, static_cast<MemoryFormat>(f)); });
+  m.def("_clone_format", [](const Tensor& t, int f) { return clone(t, static_cast<MemoryFormat>(f)); });
+  m.def("_is_contiguous_format", [](const Tensor& t, int f) { return is_contiguous(t, static_cast<MemoryFormat>(f)); });
+  m.def("_suggest_memory_format", [](const Tensor& t) { return static_cast<int>(suggest_memory_format(t)); });
 
   // ---- views --------------------------------------------------------------------------------------
   m.def("broadcast_tensors", [](nb::args a) {

@@ -366,6 +366,7 @@ class Module:
     def to(self, *args, **kwargs):
         """to(device=None, dtype=None, non_blocking=False), to(dtype), to(tensor): as torch."""
         dtype, device = kwargs.get("dtype"), kwargs.get("device")
+        memory_format = kwargs.get("memory_format")
         for a in args:
             if isinstance(a, _C.dtype):
                 dtype = a
@@ -384,8 +385,10 @@ class Module:
                 t = t.to(dtype)
             if device is not None and t.device.type != device.type:
                 t = t.to(device)
+            if memory_format is not None and t.dim() in (4, 5):
+                t = t.to(memory_format=memory_format)
             return t
-        if dtype is None and device is None:
+        if dtype is None and device is None and memory_format is None:
             return self
         return self._apply(convert)
 
