@@ -254,20 +254,23 @@ std::string AvgPool1d::extra_repr() const {
          ", padding=" + padding.repr();
 }
 
-AvgPool2d::AvgPool2d(IntOrTuple k, std::optional<IntOrTuple> s, IntOrTuple p, bool ceil_mode,
-                     bool count_include_pad, std::optional<int64_t> divisor_override)
-    : Module("AvgPool2d"),
+AvgPoolNd::AvgPoolNd(std::string name, int64_t nd, IntOrTuple k, std::optional<IntOrTuple> s,
+                     IntOrTuple p, bool ceil_mode, bool count_include_pad,
+                     std::optional<int64_t> divisor_override)
+    : Module(std::move(name)),
+      spatial_dims(nd),
       kernel_size(std::move(k)),
       stride(s ? *s : kernel_size),
       padding(std::move(p)),
       ceil_mode(ceil_mode),
       count_include_pad(count_include_pad),
       divisor_override(divisor_override) {}
-Tensor AvgPool2d::forward(const Tensor& x) {
-  return avg_pool2d(x, kernel_size.values, stride.values, padding.values, ceil_mode,
-                    count_include_pad, divisor_override);
+Tensor AvgPoolNd::forward(const Tensor& x) {
+  auto pool = spatial_dims == 3 ? &avg_pool3d : &avg_pool2d;
+  return pool(x, kernel_size.values, stride.values, padding.values, ceil_mode, count_include_pad,
+              divisor_override);
 }
-std::string AvgPool2d::extra_repr() const {
+std::string AvgPoolNd::extra_repr() const {
   return "kernel_size=" + kernel_size.repr() + ", stride=" + stride.repr() +
          ", padding=" + padding.repr();
 }
@@ -278,24 +281,6 @@ Tensor AdaptiveAvgPool1d::forward(const Tensor& x) {
   return adaptive_avg_pool1d(x, output_size.values);
 }
 std::string AdaptiveAvgPool1d::extra_repr() const { return "output_size=" + output_size.repr(); }
-
-AvgPool3d::AvgPool3d(IntOrTuple k, std::optional<IntOrTuple> s, IntOrTuple p, bool ceil_mode,
-                     bool count_include_pad, std::optional<int64_t> divisor_override)
-    : Module("AvgPool3d"),
-      kernel_size(std::move(k)),
-      stride(s ? *s : kernel_size),
-      padding(std::move(p)),
-      ceil_mode(ceil_mode),
-      count_include_pad(count_include_pad),
-      divisor_override(divisor_override) {}
-Tensor AvgPool3d::forward(const Tensor& x) {
-  return avg_pool3d(x, kernel_size.values, stride.values, padding.values, ceil_mode,
-                    count_include_pad, divisor_override);
-}
-std::string AvgPool3d::extra_repr() const {
-  return "kernel_size=" + kernel_size.repr() + ", stride=" + stride.repr() +
-         ", padding=" + padding.repr();
-}
 
 AdaptivePoolNd::AdaptivePoolNd(std::string name, int64_t nd, bool max,
                                std::vector<std::optional<int64_t>> o, bool scalar,

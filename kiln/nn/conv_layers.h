@@ -138,7 +138,7 @@ class MaxPool3d : public MaxPoolNd {
                   std::move(dilation), return_indices, ceil_mode) {}
 };
 
-// AvgPool1d keeps its sizes as tuples (torch's _single), AvgPool2d as given.
+// AvgPool1d keeps its sizes as tuples (torch's _single).
 class AvgPool1d : public Module {
  public:
   AvgPool1d(IntOrTuple kernel_size, std::optional<IntOrTuple> stride = std::nullopt,
@@ -148,29 +148,31 @@ class AvgPool1d : public Module {
   IntOrTuple kernel_size, stride, padding;
   bool ceil_mode, count_include_pad;
 };
-class AvgPool2d : public Module {
+// AvgPool2d / AvgPool3d keep their sizes as given.
+class AvgPoolNd : public Module {
  public:
-  AvgPool2d(IntOrTuple kernel_size, std::optional<IntOrTuple> stride = std::nullopt,
-            IntOrTuple padding = 0, bool ceil_mode = false, bool count_include_pad = true,
-            std::optional<int64_t> divisor_override = std::nullopt);
+  AvgPoolNd(std::string name, int64_t spatial_dims, IntOrTuple kernel_size,
+            std::optional<IntOrTuple> stride, IntOrTuple padding, bool ceil_mode,
+            bool count_include_pad, std::optional<int64_t> divisor_override);
   Tensor forward(const Tensor& x);
   std::string extra_repr() const override;
+  int64_t spatial_dims;
   IntOrTuple kernel_size, stride, padding;
   bool ceil_mode, count_include_pad;
   std::optional<int64_t> divisor_override;
 };
-
-class AvgPool3d : public Module {
- public:
-  AvgPool3d(IntOrTuple kernel_size, std::optional<IntOrTuple> stride = std::nullopt,
-            IntOrTuple padding = 0, bool ceil_mode = false, bool count_include_pad = true,
-            std::optional<int64_t> divisor_override = std::nullopt);
-  Tensor forward(const Tensor& x);
-  std::string extra_repr() const override;
-  IntOrTuple kernel_size, stride, padding;
-  bool ceil_mode, count_include_pad;
-  std::optional<int64_t> divisor_override;
-};
+#define KILN_AVG_POOL_DECL(N)                                                                       \
+  class AvgPool##N##d : public AvgPoolNd {                                                          \
+   public:                                                                                          \
+    AvgPool##N##d(IntOrTuple kernel_size, std::optional<IntOrTuple> stride = std::nullopt,          \
+                  IntOrTuple padding = 0, bool ceil_mode = false, bool count_include_pad = true,    \
+                  std::optional<int64_t> divisor_override = std::nullopt)                           \
+        : AvgPoolNd("AvgPool" #N "d", N, std::move(kernel_size), std::move(stride),                 \
+                    std::move(padding), ceil_mode, count_include_pad, divisor_override) {}          \
+  };
+KILN_AVG_POOL_DECL(2)
+KILN_AVG_POOL_DECL(3)
+#undef KILN_AVG_POOL_DECL
 
 class AdaptiveAvgPool1d : public Module {
  public:

@@ -252,12 +252,16 @@ class Sequential : public Module {
  public:
   Sequential() : Module("Sequential") {}
   template <class... M>
-  explicit Sequential(std::shared_ptr<M>... modules) : Sequential() {
+  explicit Sequential(M... modules) : Sequential() {  // shared_ptrs or ModuleHolders
     (push_back(std::move(modules)), ...);
   }
   template <class M>
   void push_back(std::shared_ptr<M> m) {
     push_back(std::to_string(modules_.size()), std::move(m));
+  }
+  template <class M>
+  void push_back(const ModuleHolder<M>& m) {
+    push_back(m.ptr());
   }
   template <class M>
   void push_back(const std::string& name, std::shared_ptr<M> m) {
@@ -287,13 +291,17 @@ class ModuleList : public Module {
  public:
   ModuleList() : Module("ModuleList") {}
   template <class... M>
-  explicit ModuleList(std::shared_ptr<M>... modules) : ModuleList() {
+  explicit ModuleList(M... modules) : ModuleList() {  // shared_ptrs or ModuleHolders
     (push_back(std::move(modules)), ...);
   }
   template <class M>
   void push_back(std::shared_ptr<M> m) {
     register_module(std::to_string(modules_.size()), m);
     modules_.push_back(std::move(m));
+  }
+  template <class M>
+  void push_back(const ModuleHolder<M>& m) {
+    push_back(m.ptr());
   }
   size_t size() const { return modules_.size(); }
   const std::shared_ptr<Module>& operator[](size_t i) const { return modules_.at(i); }

@@ -107,4 +107,26 @@ class Module : public std::enable_shared_from_this<Module> {
 
 std::ostream& operator<<(std::ostream& os, const Module& m);
 
+// libtorch's module holder: owns a shared module and reads like one (`->`, call operator).
+//   nn::ModuleHolder<nn::Linear> fc(4, 8);   fc->weight();   Tensor y = fc(x);
+//   net.push_back(fc);                         // Sequential / ModuleList take holders too
+template <class M>
+class ModuleHolder {
+ public:
+  template <class... A>
+  explicit ModuleHolder(A&&... args) : impl_(std::make_shared<M>(std::forward<A>(args)...)) {}
+  ModuleHolder(std::shared_ptr<M> m) : impl_(std::move(m)) {}  // NOLINT: implicit, as libtorch's
+  M* operator->() const { return impl_.get(); }
+  M& operator*() const { return *impl_; }
+  const std::shared_ptr<M>& ptr() const { return impl_; }
+  operator std::shared_ptr<M>() const { return impl_; }  // NOLINT
+  template <class... A>
+  auto operator()(A&&... args) const {
+    return impl_->forward(std::forward<A>(args)...);
+  }
+
+ private:
+  std::shared_ptr<M> impl_;
+};
+
 }  // namespace kiln::nn

@@ -8,6 +8,7 @@
 #include "kiln/nn/init.h"
 #include "kiln/nn/layers.h"
 #include "kiln/nn/loss.h"
+#include "kiln/nn/loss_modules.h"
 #include "kiln/nn/module.h"
 #include "kiln/nn/moe.h"
 #include "kiln/nn/norm_layers.h"

@@ -84,3 +84,23 @@ TEST(NnExtras, SequentialModuleListAndActivationClasses) {
   EXPECT_TRUE(allclose(sum(s, Shape{1}), ones({2})));
   EXPECT_EQ(nn::ELU(0.5, true).repr(), "ELU(alpha=0.5, inplace=True)");
 }
+
+TEST(NnExtras, HoldersAndLossModules) {
+  manual_seed(0);
+  nn::ModuleHolder<nn::Linear> fc(4, 3);
+  nn::ModuleHolder<nn::ReLU> act;
+  nn::Sequential net(fc, act);
+  EXPECT_EQ(net.size(), 2u);
+  Tensor x = randn({5, 4});
+  EXPECT_TRUE(equal(net.forward(x), relu(fc(x))));
+  EXPECT_EQ(fc->weight().sizes(), (Shape{3, 4}));
+  Tensor target = remainder(arange(5), Scalar(3));
+  nn::CrossEntropyLoss ce(ones({3}), -100, "mean", 0.1);
+  EXPECT_TRUE(allclose(ce.forward(fc(x), target),
+                       nn::functional::cross_entropy(fc(x), target, ones({3}), -100, "mean", 0.1)));
+  EXPECT_EQ(ce.named_buffers().size(), 1u);
+  EXPECT_EQ(nn::MSELoss("sum").forward(x, zeros_like(x)).item<double>(), (x * x).sum().item<double>());
+  EXPECT_EQ(nn::MSELoss().repr(), "MSELoss()");
+  nn::ModuleList list(fc, std::make_shared<nn::Tanh>());
+  EXPECT_EQ(list.named_parameters().size(), 2u);
+}
