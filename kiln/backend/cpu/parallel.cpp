@@ -12,29 +12,34 @@ extern "C" void openblas_set_num_threads(int);
 namespace kiln {
 namespace {
 int g_threads = 0;
-// GNU OpenMP cannot restart its thread pool in a process forked after the pool ran: a parallel region
-// in the child waits forever for threads that were not copied. A child of a parent that may have used
-// the pool (more than one thread) therefore runs kiln on one thread, which enters no parallel region
-// (kernels and OpenBLAS go serial), and refuses more.
+// GNU OpenMP does not restart its thread pool in a forked child: a parallel region there waits for
+// threads that were not copied. So before fork() the forking thread releases its pool
+// (omp_pause_resource_all: the threads exit) and both processes start a fresh one on their next
+// parallel region. Where that cannot be done (fork from inside a parallel region), the child runs
+// kiln on one thread, which enters no parallel region (kernels and OpenBLAS go serial), and refuses more.
 bool g_forked_single = false;
+bool g_paused = false;
+void before_fork() {
+  g_paused = g_threads <= 1 || (!omp_in_parallel() && omp_pause_resource_all(omp_pause_soft) == 0);
+}
 void after_fork_in_child() {
-  if (g_threads <= 1) return;  // 0: no kernel has asked for threads yet, so the pool never ran
+  if (g_paused) return;  // 0 or 1 thread, or the pool was released: the child starts its own
   g_threads = 1;
   g_forked_single = true;
   omp_set_num_threads(1);
   openblas_set_num_threads(1);
 }
 struct ForkGuard {
-  ForkGuard() { pthread_atfork(nullptr, nullptr, &after_fork_in_child); }
+  ForkGuard() { pthread_atfork(&before_fork, nullptr, &after_fork_in_child); }
 } fork_guard;
 }  // namespace
 
 void set_num_threads(int n) {
   KILN_CHECK(n > 0, Value, "set_num_threads", "number of threads must be positive, got ", n);
   KILN_CHECK(n == 1 || !g_forked_single, Runtime, "set_num_threads",
-             "this process was forked from one that used kiln's OpenMP thread pool, which cannot be "
-             "restarted after fork (GNU OpenMP); kiln runs on one thread here. Start worker processes "
-             "with the 'spawn' or 'forkserver' method to use more threads in them");
+             "this process was forked from inside a parallel region of kiln's OpenMP thread pool, "
+             "which cannot be restarted after that (GNU OpenMP); kiln runs on one thread here. Fork "
+             "outside kiln's kernels, or start workers with the 'spawn' or 'forkserver' method");
   g_threads = n;
   omp_set_num_threads(n);
   openblas_set_num_threads(n);
