@@ -191,6 +191,17 @@ ActivationFn final_norm(Module& stack, const std::shared_ptr<Module>& norm, Acti
   stack.register_module("norm", norm);
   return norm_fn;
 }
+// num_layers clones of `layer` as the stack's children "layers"."0", ...
+template <class L>
+std::vector<std::shared_ptr<L>> clone_layers(Module& stack, const std::shared_ptr<L>& layer, int64_t n,
+                                             const char* who) {
+  KILN_CHECK(layer, Value, who, "the layer must be a ", who, "Layer");
+  KILN_CHECK(n >= 0, Value, who, "num_layers must be non-negative, got ", n);
+  auto list = stack.register_module("layers", std::make_shared<Module>("ModuleList"));
+  std::vector<std::shared_ptr<L>> layers;
+  for (int64_t i = 0; i < n; ++i) layers.push_back(list->register_module(std::to_string(i), layer->clone()));
+  return layers;
+}
 // torch's _detect_is_causal_mask: an explicit flag wins; else a mask equal to the square causal mask
 bool detect_causal(const Tensor& mask, std::optional<bool> is_causal, int64_t sz) {
   if (is_causal) return *is_causal;
@@ -209,11 +220,7 @@ TransformerEncoder::TransformerEncoder(const std::shared_ptr<TransformerEncoderL
       enable_nested_tensor(enable_nested_tensor),
       mask_check(mask_check),
       norm_fn_(std::move(norm_fn)) {
-  KILN_CHECK(layer, Value, "TransformerEncoder", "encoder_layer must be a TransformerEncoderLayer");
-  KILN_CHECK(n >= 0, Value, "TransformerEncoder", "num_layers must be non-negative, got ", n);
-  auto list = register_module("layers", std::make_shared<Module>("ModuleList"));
-  for (int64_t i = 0; i < n; ++i)
-    layers_.push_back(list->register_module(std::to_string(i), layer->clone()));
+  layers_ = clone_layers(*this, layer, n, "TransformerEncoder");
   norm_fn_ = final_norm(*this, norm, std::move(norm_fn_), "TransformerEncoder");
 }
 
@@ -222,7 +229,7 @@ Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask_in, con
   Tensor kpm = F::canonical_mask(kpm_in, "src_key_padding_mask", src.dtype());
   Tensor mask = F::canonical_mask(mask_in, "mask", src.dtype());
   bool causal = is_causal.value_or(false);
-  if (!is_causal && !layers_.empty()) {
+  if (!layers_.empty()) {
     bool bf = layers_[0]->self_attn->batch_first;
     causal = detect_causal(mask, is_causal, src.dim() == 2 ? src.size(0) : src.size(bf ? 1 : 0));
   }
@@ -235,11 +242,7 @@ TransformerDecoder::TransformerDecoder(const std::shared_ptr<TransformerDecoderL
                                        int64_t n, std::shared_ptr<Module> norm_in,
                                        ActivationFn norm_fn)
     : Module("TransformerDecoder"), norm(std::move(norm_in)), num_layers(n) {
-  KILN_CHECK(layer, Value, "TransformerDecoder", "decoder_layer must be a TransformerDecoderLayer");
-  KILN_CHECK(n >= 0, Value, "TransformerDecoder", "num_layers must be non-negative, got ", n);
-  auto list = register_module("layers", std::make_shared<Module>("ModuleList"));
-  for (int64_t i = 0; i < n; ++i)
-    layers_.push_back(list->register_module(std::to_string(i), layer->clone()));
+  layers_ = clone_layers(*this, layer, n, "TransformerDecoder");
   norm_fn_ = final_norm(*this, norm, std::move(norm_fn), "TransformerDecoder");
 }
 
