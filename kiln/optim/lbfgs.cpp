@@ -115,12 +115,16 @@ Tensor LBFGS::step(const LossClosure& closure) {
   auto absmax = [](const Tensor& t) { return max(abs(t)).item<double>(); };
   auto dotd = [](const Tensor& a, const Tensor& b) { return dot(a, b).item<double>(); };
 
+  restore_state();
   Tensor orig_loss = eval();
   double loss = orig_loss.item<double>();
   int64_t current_evals = 1;
   ++func_evals_;
   Tensor g = flat_grad();
-  if (absmax(g) <= tol_grad) return orig_loss;
+  if (absmax(g) <= tol_grad) {
+    save_state(history);
+    return orig_loss;
+  }
 
   int64_t n_iter = 0;
   while (n_iter < max_iter) {
@@ -142,7 +146,8 @@ Tensor LBFGS::step(const LossClosure& closure) {
         H_diag_ = ys / dotd(y, y);
       }
       const size_t k = old_dirs_.size();
-      std::vector<double> al(k);
+      std::vector<double>& al = al_;
+      al.assign(k, 0.0);
       Tensor q = neg(g);
       for (size_t i = k; i-- > 0;) {
         al[i] = dotd(old_stps_[i], q) * ro_[i];
@@ -251,16 +256,56 @@ Tensor LBFGS::step(const LossClosure& closure) {
     if (absmax(mul(d_, scalar_tensor(t_, Dtype::Undefined, true))) <= tol_change) break;
     if (std::abs(loss - prev_loss_) < tol_change) break;
   }
-  // torch keeps its state on the first parameter: the counters and the last direction, step and gradient
+  save_state(history);
+  return orig_loss;
+}
+
+// torch keeps its whole state on the first parameter: the counters, the last direction, step, gradient
+// and loss, and the history lists (`al` is its scratch list, history_size long); state_dict() and
+// load_state_dict() carry it, so a loaded optimiser resumes where the saved one stopped.
+void LBFGS::save_state(size_t history) {
   ParamState& st = state_[groups_[0].params[0].impl()];
   st.set("func_evals", scalar_tensor(Scalar(func_evals_), kInt64));
   st.set("n_iter", scalar_tensor(Scalar(n_iter_), kInt64));
-  if (d_.defined()) st.set("d", d_);
+  if (n_iter_ == 0) return;
+  const Dtype dt = groups_[0].params[0].dtype();
+  st.set("d", d_);
   st.set("t", scalar_tensor(t_, kFloat64));
-  st.set("H_diag", scalar_tensor(H_diag_, kFloat64));
-  if (prev_flat_grad_.defined()) st.set("prev_flat_grad", prev_flat_grad_);
+  st.set_list("old_dirs", old_dirs_);
+  st.set_list("old_stps", old_stps_);
+  TensorList ro, al(history);
+  for (size_t i = 0; i < ro_.size(); ++i) ro.push_back(scalar_tensor(ro_[i], dt));
+  for (size_t i = 0; i < al_.size() && i < history; ++i) al[i] = scalar_tensor(al_[i], dt);
+  st.set_list("ro", std::move(ro));
+  st.set_list("al", std::move(al));
+  st.set("H_diag", scalar_tensor(H_diag_, dt));
+  st.set("prev_flat_grad", prev_flat_grad_);
   st.set("prev_loss", scalar_tensor(prev_loss_, kFloat64));
-  return orig_loss;
+}
+
+void LBFGS::restore_state() {
+  const ParamState* st = find_state(groups_[0].params[0]);
+  old_dirs_.clear(), old_stps_.clear(), ro_.clear(), al_.clear();
+  d_ = prev_flat_grad_ = Tensor();
+  func_evals_ = n_iter_ = 0, t_ = 0, H_diag_ = 1, prev_loss_ = 0;
+  if (!st) return;
+  auto number = [&](const char* key, double dflt) {
+    const Tensor* t = st->find(key);
+    return t && t->defined() ? t->item<double>() : dflt;
+  };
+  auto list = [&](const char* key) {
+    const TensorList* l = st->find_list(key);
+    return l ? *l : TensorList();
+  };
+  func_evals_ = static_cast<int64_t>(number("func_evals", 0));
+  n_iter_ = static_cast<int64_t>(number("n_iter", 0));
+  t_ = number("t", 0), H_diag_ = number("H_diag", 1), prev_loss_ = number("prev_loss", 0);
+  d_ = st->get("d"), prev_flat_grad_ = st->get("prev_flat_grad");
+  old_dirs_ = list("old_dirs"), old_stps_ = list("old_stps");
+  for (const Tensor& r : list("ro")) ro_.push_back(r.item<double>());
+  KILN_CHECK(old_dirs_.size() == old_stps_.size() && old_dirs_.size() == ro_.size(), Value, "LBFGS",
+             "loaded state has history lists of different lengths: old_dirs ", old_dirs_.size(),
+             ", old_stps ", old_stps_.size(), ", ro ", ro_.size());
 }
 
 }  // namespace kiln::optim

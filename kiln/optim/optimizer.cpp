@@ -31,6 +31,22 @@ void ParamState::set(const std::string& key, Tensor t) {
   items_.emplace_back(key, std::move(t));
 }
 
+const TensorList* ParamState::find_list(const std::string& key) const {
+  for (const auto& [k, l] : lists_)
+    if (k == key) return &l;
+  return nullptr;
+}
+
+void ParamState::set_list(const std::string& key, TensorList l) {
+  for (auto& [k, v] : lists_) {
+    if (k == key) {
+      v = std::move(l);
+      return;
+    }
+  }
+  lists_.emplace_back(key, std::move(l));
+}
+
 // ---- Optimizer
 // -------------------------------------------------------------------------------------
 Optimizer::Optimizer(std::string name, Options defaults)
@@ -134,13 +150,18 @@ void Optimizer::load_state_dict(const StateDict& sd) {
       if (it == id_map.end()) continue;
       const Tensor& p = it->second;
       ParamState st;
-      for (const auto& [key, t] : saved.items()) {
-        if (!t.defined()) {
-          st.set(key, t);
-          continue;
-        }
+      // torch's _process_value_according_to_param_policy: floating values take the parameter's dtype
+      // ("step" excepted), lists element by element
+      auto load = [&](const std::string& key, const Tensor& t) {
+        if (!t.defined()) return t;
         bool cast = key != "step" && is_floating(p.dtype()) && is_floating(t.dtype());
-        st.set(key, contiguous(to_dtype(t, cast ? p.dtype() : t.dtype(), /*copy=*/true)));
+        return contiguous(to_dtype(t, cast ? p.dtype() : t.dtype(), /*copy=*/true));
+      };
+      for (const auto& [key, t] : saved.items()) st.set(key, load(key, t));
+      for (const auto& [key, l] : saved.lists()) {
+        TensorList copied;
+        for (const Tensor& t : l) copied.push_back(load(key, t));
+        st.set_list(key, std::move(copied));
       }
       state[p.impl()] = std::move(st);
     }

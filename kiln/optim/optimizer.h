@@ -33,17 +33,22 @@ struct ParamGroup {
 // One parameter's state ("step", "exp_avg", ...) in insertion order.
 class ParamState {
  public:
-  bool empty() const { return items_.empty(); }
-  size_t size() const { return items_.size(); }
-  bool contains(const std::string& key) const { return find(key) != nullptr; }
+  bool empty() const { return items_.empty() && lists_.empty(); }
+  size_t size() const { return items_.size() + lists_.size(); }
+  bool contains(const std::string& key) const { return find(key) != nullptr || find_list(key) != nullptr; }
   const Tensor* find(const std::string& key) const;
   Tensor get(const std::string& key) const;  // undefined when missing
   void set(const std::string& key, Tensor t);
-  void clear() { items_.clear(); }
+  // List values (torch's LBFGS keeps its history as lists of tensors; an undefined one is None).
+  const TensorList* find_list(const std::string& key) const;
+  void set_list(const std::string& key, TensorList l);
+  void clear() { items_.clear(), lists_.clear(); }
   const std::vector<std::pair<std::string, Tensor>>& items() const { return items_; }
+  const std::vector<std::pair<std::string, TensorList>>& lists() const { return lists_; }
 
  private:
   std::vector<std::pair<std::string, Tensor>> items_;
+  std::vector<std::pair<std::string, TensorList>> lists_;
 };
 
 // torch's optimizer state dict: parameters are numbered across groups in order.

@@ -284,8 +284,8 @@ class RAdam : public Optimizer {
 
 // L-BFGS (torch's algorithm, its strong-Wolfe line search included): one group, and step() needs the
 // closure, which it calls up to max_eval times. Its state (history of directions and steps, the last
-// direction, step and gradient) lives on the first parameter as in torch; the history lists are kept
-// by the optimiser and not in state_dict().
+// direction, step and gradient) lives on the first parameter as in torch, the history lists included,
+// so state_dict() / load_state_dict() resume a run.
 class LBFGS : public Optimizer {
  public:
   LBFGS(const TensorList& params, const LBFGSOptions& o = {});
@@ -299,7 +299,9 @@ class LBFGS : public Optimizer {
   double directional_evaluate(const LossClosure& closure, const TensorList& x, double t, const Tensor& d,
                               Tensor& g);
   std::vector<Tensor> old_dirs_, old_stps_;
-  std::vector<double> ro_;
+  void save_state(size_t history);
+  void restore_state();
+  std::vector<double> ro_, al_;
   Tensor d_, prev_flat_grad_;
   double t_ = 0, H_diag_ = 1, prev_loss_ = 0;
   int64_t func_evals_ = 0, n_iter_ = 0;

@@ -243,6 +243,11 @@ nb::object state_tensor(const Tensor& t) { return t.defined() ? nb::cast(t) : nb
 nb::dict state_py(const ParamState& st) {
   nb::dict d;
   for (const auto& [k, t] : st.items()) d[k.c_str()] = state_tensor(t);
+  for (const auto& [k, l] : st.lists()) {
+    nb::list items;
+    for (const Tensor& t : l) items.append(state_tensor(t));
+    d[k.c_str()] = items;
+  }
   return d;
 }
 
@@ -276,6 +281,14 @@ void load_state_dict_py(Optimizer& opt, nb::handle sd_obj) {
         std::string key = nb::cast<std::string>(name);
         if (t.is_none()) {
           st.set(key, Tensor());
+        } else if (PyList_Check(t.ptr()) || PyTuple_Check(t.ptr())) {  // LBFGS's history lists
+          TensorList l;
+          for (nb::handle e : t) {
+            if (e.is_none()) l.emplace_back();
+            else if (nb::isinstance<Tensor>(e)) l.push_back(nb::cast<Tensor>(e));
+            else l.push_back(full({}, nb::cast<double>(nb::float_(e)), kFloat64));
+          }
+          st.set_list(key, std::move(l));
         } else if (nb::isinstance<Tensor>(t)) {
           st.set(key, nb::cast<Tensor>(t));
         } else {  // a number (older checkpoints keep "step" as a float)

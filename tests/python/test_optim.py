@@ -4,6 +4,7 @@ bfloat16/float64/complex), state dicts (layout, round trips, loading torch's), c
 param-group views, and argument errors."""
 import collections.abc
 import copy
+import io
 
 import pytest
 import torch
@@ -595,6 +596,67 @@ def test_lbfgs_matches_torch(kw, dtype):
     assert kp == pytest.approx(tp, **tol)
     if dtype == torch.float64:
         assert (kfe, kni) == (tfe, tni)
+
+
+@pytest.mark.parametrize("kw", [dict(history_size=3, max_iter=4), dict(line_search_fn="strong_wolfe", max_iter=3)])
+def test_lbfgs_state_dict_resumes_like_torch(kw):
+    """The history lists travel in state_dict(): torch runs two steps, its state dict loads into a fresh
+    kiln LBFGS (and kiln's into a fresh torch one), and both continue as the uninterrupted torch run."""
+    g = torch.Generator().manual_seed(5)
+    A, b = torch.randn(10, 3, generator=g, dtype=torch.float64), torch.randn(10, generator=g, dtype=torch.float64)
+
+    def run(m, w, opt, steps):
+        Am, bm = (A, b) if m is torch else (to_kiln(A), to_kiln(b))
+
+        def closure():
+            opt.zero_grad()
+            r = Am @ w - bm
+            loss = (r * r).sum() + 0.1 * (w ** 4).sum()
+            loss.backward()
+            return loss
+        return [float(opt.step(closure).detach()) for _ in range(steps)]
+
+    tw = torch.zeros(3, dtype=torch.float64, requires_grad=True)
+    topt = torch.optim.LBFGS([tw], **kw)
+    run(torch, tw, topt, 2)
+    tsd = copy.deepcopy(topt.state_dict())  # its lists are the live ones
+    w_mid = tw.detach().clone()
+    expected = run(torch, tw, topt, 2)
+    t_final = tw.detach().tolist()
+    # the uninterrupted kiln run keeps the same keys and list lengths in its state
+    kw0 = kiln.zeros(3, dtype=kiln.float64).requires_grad_()
+    kopt0 = kiln.optim.LBFGS([kw0], **kw)
+    run(kiln, kw0, kopt0, 2)
+    ksd = kopt0.state_dict()
+    assert set(ksd["state"][0]) == set(tsd["state"][0])
+    for key in ("old_dirs", "old_stps", "ro", "al"):
+        assert len(ksd["state"][0][key]) == len(tsd["state"][0][key]), key
+    # torch's state into kiln
+    kw1 = to_kiln(w_mid).requires_grad_()
+    kopt1 = kiln.optim.LBFGS([kw1], **kw)
+    kopt1.load_state_dict({"state": {0: {k: (to_kiln(v) if isinstance(v, torch.Tensor) else
+                                             [None if e is None else to_kiln(e) for e in v] if isinstance(v, list) else v)
+                                         for k, v in tsd["state"][0].items()}},
+                           "param_groups": tsd["param_groups"]})
+    assert run(kiln, kw1, kopt1, 2) == pytest.approx(expected, rel=1e-9, abs=1e-12)
+    assert kw1.detach().tolist() == pytest.approx(t_final, rel=1e-9, abs=1e-12)
+    # kiln's state (saved and loaded through kiln.save / kiln.load) into a fresh kiln optimiser
+    buf = io.BytesIO()
+    kiln.save(ksd, buf)
+    buf.seek(0)
+    kw2 = kw0.detach().clone().requires_grad_()
+    kopt2 = kiln.optim.LBFGS([kw2], **kw)
+    kopt2.load_state_dict(kiln.load(buf))
+    assert run(kiln, kw2, kopt2, 2) == pytest.approx(run(kiln, kw0, kopt0, 2), rel=1e-12, abs=1e-14)
+    # kiln's state into torch
+    tw3 = torch.tensor(kw2.detach().tolist(), dtype=torch.float64, requires_grad=True)
+    topt3 = torch.optim.LBFGS([tw3], **kw)
+    topt3.load_state_dict({"state": {0: {k: (torch.tensor(v.tolist(), dtype=getattr(torch, str(v.dtype).split(".")[-1]))
+                                             if isinstance(v, kiln.Tensor) else
+                                             [None if e is None else torch.tensor(e.tolist(), dtype=torch.float64) for e in v])
+                                         for k, v in kopt2.state_dict()["state"][0].items()}},
+                           "param_groups": kopt2.state_dict()["param_groups"]})
+    assert run(torch, tw3, topt3, 1) == pytest.approx(run(kiln, kw2, kopt2, 1), rel=1e-9, abs=1e-12)
 
 
 def test_lbfgs_errors_match_torch():
