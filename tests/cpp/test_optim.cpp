@@ -210,3 +210,33 @@ TEST(Optim, LBFGSWithClosure) {
   EXPECT_GE(opt.find_state(w)->get("func_evals").item<double>(), 2.0);
   EXPECT_THROW(opt.step(), Error);  // a closure is required
 }
+
+// LBFGS's state dict carries its history: a fresh optimiser loaded from it continues exactly as the
+// original does.
+TEST(Optim, LBFGSStateDictResumes) {
+  Tensor target = vec({1, -2, 3, 0.5});
+  auto make_closure = [&](optim::LBFGS& opt, Tensor& w) {
+    return [&opt, &w, &target] {
+      opt.zero_grad();
+      Tensor d = w - target;
+      Tensor loss = (d * d * d * d).sum() + (d * d).sum();
+      loss.backward();
+      return loss;
+    };
+  };
+  Tensor w = zeros({4}, kFloat64).requires_grad_();
+  optim::LBFGS opt({w}, optim::LBFGSOptions(0.5).max_iter(3).history_size(2));
+  opt.step(make_closure(opt, w));
+  opt.step(make_closure(opt, w));
+  optim::StateDict sd = opt.state_dict();
+  const TensorList* dirs = sd.state.at(0).find_list("old_dirs");
+  ASSERT_NE(dirs, nullptr);
+  EXPECT_EQ(dirs->size(), 2u);  // history_size
+  EXPECT_EQ(sd.state.at(0).find_list("al")->size(), 2u);
+  Tensor w2 = w.detach().clone().requires_grad_();
+  optim::LBFGS opt2({w2}, optim::LBFGSOptions(0.5).max_iter(3).history_size(2));
+  opt2.load_state_dict(sd);
+  opt.step(make_closure(opt, w));
+  opt2.step(make_closure(opt2, w2));
+  for (int64_t i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(at(w, i), at(w2, i));
+}
