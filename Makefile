@@ -5,7 +5,7 @@ ASAN    ?= build-asan
 JOBS    ?= $(shell nproc)
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PKGS := build-essential cmake ninja-build ccache pkg-config libopenblas-dev libopenblas-openmp-dev liblapacke-dev \
-            libsleef-dev libgtest-dev zlib1g-dev nlohmann-json3-dev \
+            libsleef-dev libgtest-dev zlib1g-dev nlohmann-json3-dev libfftw3-dev \
             openmpi-bin libopenmpi-dev
 PIP_PKGS := torch==2.13.0 numpy pytest pytest-xdist hypothesis nanobind scikit-build-core safetensors onnx onnxruntime
 

@@ -1,5 +1,9 @@
 #include "kiln/core/tensor.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "kiln/core/allocator.h"
@@ -32,6 +36,22 @@ Storage::~Storage() {
     cpu_free(data_, nbytes_);
   }
   // free_fn_ == nullptr && ctx_ != nullptr: borrowed memory, nothing to do.
+}
+
+void Storage::share_memory() {
+  if (is_shared() || device_.type != DeviceType::CPU) return;  // torch: a no-op off the CPU
+  const size_t n = std::max<size_t>(nbytes_, 1);
+  void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  KILN_CHECK(p != MAP_FAILED, Runtime, "share_memory_", "unable to map ", n, " bytes of shared memory: ",
+             std::strerror(errno));
+  if (nbytes_) std::memcpy(p, data_, nbytes_);
+  if (free_fn_) free_fn_(data_, nbytes_, ctx_);
+  else if (!ctx_) cpu_free(data_, nbytes_);
+  data_ = p;
+  free_fn_ = [](void* d, size_t bytes, void*) { munmap(d, std::max<size_t>(bytes, 1)); };
+  ctx_ = nullptr;
+  set_resizable(false);
+  shared_.store(true, std::memory_order_relaxed);
 }
 
 Shape contiguous_strides(const Shape& sizes) {

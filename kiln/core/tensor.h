@@ -63,9 +63,14 @@ class Storage {
   // borrower, so resize_ refuses (torch's "not resizable" storages).
   bool resizable() const { return resizable_.load(std::memory_order_relaxed); }
   void set_resizable(bool r) { resizable_.store(r, std::memory_order_relaxed); }
+  // torch's share_memory_(): the bytes move into anonymous shared memory (mmap MAP_SHARED), which a
+  // fork()ed child (a DataLoader worker) and its parent both see; every view follows, as the storage
+  // is theirs. Idempotent; the storage is no longer resizable.
+  void share_memory();
+  bool is_shared() const { return shared_.load(std::memory_order_relaxed); }
 
  private:
-  std::atomic<bool> resizable_{true};
+  std::atomic<bool> resizable_{true}, shared_{false};
   void* data_;
   size_t nbytes_;
   Device device_;

@@ -494,7 +494,8 @@ Composite c_where{"where.self(Tensor condition, Tensor self, Tensor other) -> Te
                   kFunctionVariant, 0b110};
 Composite c_where_cond{"where(Tensor condition) -> Tensor[]",
                        [](const TensorList& in, const Attrs&) -> TensorList {
-                         Tensor n = nonzero(in[0]);
+                         // a 0-dim condition counts as one element of a 1-d one (torch's nonzero(as_tuple))
+                         Tensor n = nonzero(in[0].dim() == 0 ? reshape(in[0], {1}) : in[0]);
                          TensorList r;
                          for (int64_t d = 0; d < n.size(1); ++d) r.push_back(contiguous(select(n, 1, d)));
                          return r;

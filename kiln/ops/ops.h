@@ -279,5 +279,17 @@ Tensor multinomial(const Tensor& probs, int64_t n, bool replacement = false, Gen
 
 // ---- printing ------------------------------------------------------------------------------------
 std::string repr(const Tensor& t);
+// torch's print options (torch.set_printoptions): digits after the point, the element count above
+// which a tensor is summarised (edgeitems at each end of each dim), the line width, and scientific
+// notation forced on or off (nullopt: torch's choice from the values). Process-wide.
+struct PrintOptions {
+  int precision = 4;
+  double threshold = 1000;  // may be inf ("full" profile)
+  int edgeitems = 3;
+  int linewidth = 80;
+  std::optional<bool> sci_mode;
+};
+const PrintOptions& print_options();
+void set_print_options(const PrintOptions& o);
 
 }  // namespace kiln

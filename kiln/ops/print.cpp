@@ -1,5 +1,6 @@
-// repr() like torch's: the same number formatting rules (integer mode, fixed 4 decimals or
-// scientific), alignment, line wrapping at 80 columns and summarisation above 1000 elements.
+// repr() like torch's: the same number formatting rules (integer mode, fixed decimals or
+// scientific), alignment, line wrapping and summarisation, under torch's print options (precision 4,
+// 80 columns, summarised above 1000 elements with 3 edge items by default; set_printoptions).
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -10,11 +11,11 @@
 namespace kiln {
 namespace {
 
-constexpr int kLineWidth = 80, kEdgeItems = 3, kThreshold = 1000;
+PrintOptions g_print;
 
 struct Formatter {
   bool floating = false, int_mode = true, sci = false, is_bool = false;
-  int width = 1;
+  int width = 1, precision = 4;
 
   std::string fmt_real(double v) const {
     char buf[64];
@@ -25,15 +26,16 @@ struct Formatter {
     }
     if (std::isnan(v)) return "nan";
     if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-    if (sci) std::snprintf(buf, sizeof buf, "%.4e", v);
+    if (sci) std::snprintf(buf, sizeof buf, "%.*e", precision, v);
     else if (int_mode) std::snprintf(buf, sizeof buf, "%.0f.", v);
-    else std::snprintf(buf, sizeof buf, "%.4f", v);
+    else std::snprintf(buf, sizeof buf, "%.*f", precision, v);
     return buf;
   }
 };
 
 Formatter make_formatter(const std::vector<double>& vals, Dtype d) {
   Formatter f;
+  f.precision = g_print.precision;
   f.is_bool = d == kBool;
   f.floating = is_floating(d) || is_complex(d);
   if (f.floating) {
@@ -48,7 +50,9 @@ Formatter make_formatter(const std::vector<double>& vals, Dtype d) {
       mx = std::max(mx, a);
       mn = std::min(mn, a);
     }
-    if (any) {
+    if (g_print.sci_mode) {
+      f.sci = *g_print.sci_mode;
+    } else if (any) {
       if (f.int_mode) f.sci = mx / mn > 1000.0 || mx > 1.0e8;
       else f.sci = mx / mn > 1000.0 || mx > 1.0e8 || mn < 1.0e-4;
     }
@@ -91,7 +95,7 @@ struct Printer {
     }
     int64_t n = t.sizes()[d], st = t.strides()[d] * static_cast<int64_t>(t.itemsize());
     for (int64_t i = 0; i < n; ++i) {
-      if (summarize && n > 2 * kEdgeItems && i == kEdgeItems) i = n - kEdgeItems;
+      if (summarize && n > 2 * g_print.edgeitems && i == g_print.edgeitems) i = n - g_print.edgeitems;
       collect(p + i * st, d + 1, re, im);
     }
   }
@@ -102,12 +106,12 @@ struct Printer {
     bool last = d == t.dim() - 1;
     if (last) {  // torch's _vector_str: " ..." counts as an element when lines are filled
       int elen = fr.width + 2 + (cx ? fi.width + 1 : 0);
-      int per_line = std::max(1, (kLineWidth - indent) / elen);
+      int per_line = std::max(1, (g_print.linewidth - indent) / elen);
       std::vector<std::string> data;
       for (int64_t i = 0; i < n; ++i) {
-        if (summarize && n > 2 * kEdgeItems && i == kEdgeItems) {
+        if (summarize && n > 2 * g_print.edgeitems && i == g_print.edgeitems) {
           data.push_back(" ...");
-          i = n - kEdgeItems;
+          i = n - g_print.edgeitems;
         }
         data.push_back(elem(p + i * st));
       }
@@ -118,9 +122,9 @@ struct Printer {
     } else {
       std::string sep = "," + std::string(t.dim() - d - 1, '\n') + std::string(indent + 1, ' ');
       for (int64_t i = 0; i < n; ++i) {
-        if (summarize && n > 2 * kEdgeItems && i == kEdgeItems) {
+        if (summarize && n > 2 * g_print.edgeitems && i == g_print.edgeitems) {
           out += "..." + sep;
-          i = n - kEdgeItems;
+          i = n - g_print.edgeitems;
         }
         out += rec(p + i * st, d + 1, indent + 1);
         if (i + 1 < n) out += sep;
@@ -131,6 +135,14 @@ struct Printer {
 };
 
 }  // namespace
+
+const PrintOptions& print_options() { return g_print; }
+void set_print_options(const PrintOptions& o) {
+  KILN_CHECK(o.precision >= 0 && o.edgeitems >= 0 && o.linewidth > 0, Value, "set_printoptions",
+             "precision and edgeitems must be non-negative and linewidth positive, got precision=", o.precision,
+             ", edgeitems=", o.edgeitems, ", linewidth=", o.linewidth);
+  g_print = o;
+}
 
 std::string repr(const Tensor& t) {
   std::ostringstream os;
@@ -149,34 +161,42 @@ std::string repr(const Tensor& t) {
                       d == (default_dtype() == kFloat64 ? kComplex128 : kComplex64));
   if (t.numel() == 0) show_dtype = d != default_dtype();  // torch always names it for empty tensors
   std::string body;
+  // torch's suffixes: size= for an empty tensor that is not 1-d, dtype= when not implied. Each is
+  // measured as torch's text ("dtype=torch.x" is one character longer than kiln's)
+  std::vector<std::pair<std::string, size_t>> suffixes;
   if (t.numel() == 0) {
     body = "[]";
     if (t.dim() != 1) {
       std::ostringstream s;
-      s << "[], size=(";
+      s << "size=(";
       for (int64_t i = 0; i < t.dim(); ++i) s << (i ? ", " : "") << t.sizes()[i];
-      if (t.dim() == 1) s << ",";
       s << ")";
-      body = s.str();
+      suffixes.push_back({s.str(), s.str().size()});
     }
   } else {
-    Printer pr{t, t.numel() > kThreshold, {}, {}, is_complex(d)};
+    Printer pr{t, static_cast<double>(t.numel()) > g_print.threshold, {}, {}, is_complex(d)};
     std::vector<double> re, im;
     pr.collect(static_cast<const char*>(t.data_ptr()), 0, re, im);
     pr.fr = make_formatter(re, d);
     if (pr.cx) pr.fi = make_formatter(im, d);
     body = pr.rec(static_cast<const char*>(t.data_ptr()), 0, static_cast<int>(prefix.size()));
   }
+  if (show_dtype) {
+    std::string dt = "dtype=kiln." + std::string(dtype_name(d));
+    suffixes.push_back({dt, dt.size() + 1});
+  }
+  // torch's _add_suffixes: a suffix starts a new line when the last one would pass the line width
   std::string out = prefix + body;
-  if (show_dtype) {  // torch's _add_suffixes: wrap the suffix when the last line would pass 80 columns
-    std::string suffix = "dtype=kiln." + std::string(dtype_name(d));
-    size_t nl = out.rfind('\n');
-    size_t last = nl == std::string::npos ? out.size() + 2 : out.size() - nl + 1;
-    // measured as torch's "dtype=torch.x" (one character longer) so lines break where torch's do
-    if (last + suffix.size() + 1 + 2 > static_cast<size_t>(kLineWidth))
-      out += ",\n" + std::string(prefix.size(), ' ') + suffix;
-    else
-      out += ", " + suffix;
+  size_t nl = out.rfind('\n');
+  int64_t last = nl == std::string::npos ? static_cast<int64_t>(out.size()) + 2 : static_cast<int64_t>(out.size() - nl) + 1;
+  for (const auto& [text, len] : suffixes) {
+    if (last + static_cast<int64_t>(len) + 2 > g_print.linewidth) {
+      out += ",\n" + std::string(prefix.size(), ' ') + text;
+      last = static_cast<int64_t>(prefix.size() + len);
+    } else {
+      out += ", " + text;
+      last += static_cast<int64_t>(len) + 2;
+    }
   }
   os << out << ")";
   return os.str();

@@ -5,15 +5,21 @@ from . import _C
 from ._C import *  # noqa: F401,F403
 from ._C import Tensor, dtype, _weight_norm  # noqa: F401
 
-# torch.linalg's functions live in kiln.linalg only, as torch's do
-for _n in [_n for _n in dir(_C) if _n.startswith("linalg_")]:
+# torch.linalg's and torch.fft's functions live in kiln.linalg / kiln.fft only, as torch's do
+for _n in [_n for _n in dir(_C) if _n.startswith(("linalg_", "fft_"))]:
     del globals()[_n]
 
+from . import _tensor_protocol  # noqa: E402
+_tensor_protocol.install(globals())
+from ._finfo import finfo, iinfo  # noqa: E402,F401
+from ._C import (use_deterministic_algorithms, are_deterministic_algorithms_enabled,  # noqa: E402,F401
+                 is_deterministic_algorithms_warn_only_enabled)
 from . import autograd  # noqa: E402,F401
 from .autograd import (no_grad, enable_grad, set_grad_enabled, inference_mode,  # noqa: E402,F401
                        is_grad_enabled, is_inference_mode_enabled)
 from . import nn  # noqa: E402,F401
 from . import linalg  # noqa: E402,F401
+from . import fft  # noqa: E402,F401
 from . import io  # noqa: E402,F401
 from . import utils  # noqa: E402,F401
 from . import ops  # noqa: E402,F401
@@ -23,6 +29,8 @@ from . import onnx  # noqa: E402,F401  (imports the onnx package only when used)
 from . import distributed  # noqa: E402,F401
 from .serialization import save, load  # noqa: E402,F401
 from . import amp  # noqa: E402,F401
+from . import testing  # noqa: E402,F401
+from . import backends  # noqa: E402,F401
 from .amp import autocast  # noqa: E402,F401
 from .amp.autocast_mode import (is_autocast_enabled, set_autocast_enabled, get_autocast_dtype,  # noqa: E402,F401
                                 set_autocast_dtype)
@@ -149,3 +157,15 @@ for _n in ["tensor"]:
     if _n in globals():
         globals()[_n] = _with_requires_grad(globals()[_n])
 del _n
+
+
+# torch.functional's varargs front ends over the ops that take a tensor list
+def block_diag(*tensors):
+    return _C.block_diag(list(tensors))
+
+
+def cartesian_prod(*tensors):
+    return _C.cartesian_prod(list(tensors))
+
+
+_tensor_protocol.wrap_methods()  # last: every Tensor method is in place

@@ -440,6 +440,9 @@ PyObject* call(const OpFn& f, PyObject* const* argv, size_t nargs, PyObject* kwn
 PyObject* opfn_vectorcall(PyObject* self, PyObject* const* argv, size_t nargsf, PyObject* kwnames) {
   const OpFn& f = *reinterpret_cast<OpFn*>(self);
   const size_t nargs = PyVectorcall_NARGS(nargsf);
+  bool handled;
+  PyObject* r = function_overrides(self, argv, nargs, kwnames, &handled);
+  if (handled) return r;
   try {
     return call(f, argv, nargs, kwnames);
   } catch (...) {

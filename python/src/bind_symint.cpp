@@ -26,12 +26,26 @@ int64_t size_arg(nb::handle h) {
   return nb::cast<int64_t>(h);
 }
 
+namespace {
+PyTypeObject* g_size_type = nullptr;  // kiln.Size, a tuple subclass without fields of its own
+}
+void set_size_type(nb::handle t) {
+  if (!PyType_Check(t.ptr()) || !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(t.ptr()), &PyTuple_Type))
+    throw nb::type_error("_set_size_type: expected a tuple subclass");
+  g_size_type = reinterpret_cast<PyTypeObject*>(nb::handle(t).inc_ref().ptr());
+}
+
+// A kiln.Size of the tensor's sizes: the tuple subclass filled as CPython's tuple_subtype_new does.
 nb::tuple sym_shape_tuple(const Tensor& t) {
-  if (!t.has_symbolic_sizes()) return shape_tuple(t.impl()->sizes);
-  const SymShape s = t.sym_sizes();
-  nb::list l;
-  for (SymInt v : s) l.append(symint_object(v));
-  return nb::tuple(l);
+  const bool sym = t.has_symbolic_sizes();
+  const SymShape s = sym ? t.sym_sizes() : SymShape();
+  const Shape& c = t.impl()->sizes;
+  const Py_ssize_t n = static_cast<Py_ssize_t>(sym ? s.size() : c.size());
+  PyObject* o = g_size_type ? g_size_type->tp_alloc(g_size_type, n) : PyTuple_New(n);
+  if (!o) throw nb::python_error();
+  for (Py_ssize_t i = 0; i < n; ++i)
+    PyTuple_SET_ITEM(o, i, sym ? symint_object(s[i]).release().ptr() : PyLong_FromLongLong(c[i]));
+  return nb::steal<nb::tuple>(o);
 }
 
 namespace {

@@ -7,15 +7,41 @@ namespace kiln::py {
 
 namespace {
 
-nb::object binop(nb::handle a, nb::handle b, Tensor (*f)(const Tensor&, const Tensor&)) {
+// A Tensor subclass or an object with __kiln_function__ among the operands: the operator goes to
+// its handler (bind_protocol.cpp) as Tensor.<name>, as torch's operators do.
+PyTypeObject* g_tensor_type_obj = nullptr;  // kiln.Tensor, set by bind_tensor
+bool overridden(const char* name, nb::handle a, nb::handle b, nb::object& r) {
+  auto simple = [](PyObject* o) {
+    PyTypeObject* t = Py_TYPE(o);
+    return t == g_tensor_type_obj || t == &PyLong_Type || t == &PyFloat_Type || t == &PyBool_Type ||
+           t == &PyComplex_Type;
+  };
+  if (simple(a.ptr()) && simple(b.ptr())) return false;  // the fast path: one or two comparisons
+  PyObject* argv[2] = {a.ptr(), b.ptr()};
+  nb::object func = nb::getattr(nb::type<Tensor>(), name);
+  bool handled = false;
+  PyObject* res = function_overrides(func.ptr(), argv, 2, nullptr, &handled);
+  if (!handled) return false;
+  if (!res) throw nb::python_error();
+  r = nb::steal(res);
+  return true;
+}
+
+nb::object binop(const char* name, nb::handle a, nb::handle b, Tensor (*f)(const Tensor&, const Tensor&)) {
+  nb::object r;
+  if (overridden(name, a, b, r)) return r;
   if (!nb::isinstance<Tensor>(b) && !is_number(b)) return nb::borrow(Py_NotImplemented);
   return nb::cast(f(nb::cast<Tensor>(a), as_tensor(b)));
 }
-nb::object rbinop(nb::handle a, nb::handle b, Tensor (*f)(const Tensor&, const Tensor&)) {
+nb::object rbinop(const char* name, nb::handle a, nb::handle b, Tensor (*f)(const Tensor&, const Tensor&)) {
+  nb::object r;
+  if (overridden(name, a, b, r)) return r;
   if (!is_number(b)) return nb::borrow(Py_NotImplemented);
   return nb::cast(f(as_tensor(b), nb::cast<Tensor>(a)));
 }
-nb::object ibinop(nb::handle a, nb::handle b, const Tensor& (*f)(const Tensor&, const Tensor&)) {
+nb::object ibinop(const char* name, nb::handle a, nb::handle b, const Tensor& (*f)(const Tensor&, const Tensor&)) {
+  nb::object r;
+  if (overridden(name, a, b, r)) return r;
   if (!nb::isinstance<Tensor>(b) && !is_number(b)) return nb::borrow(Py_NotImplemented);
   f(nb::cast<Tensor>(a), as_tensor(b));
   return nb::borrow(a);
@@ -24,10 +50,14 @@ nb::object ibinop(nb::handle a, nb::handle b, const Tensor& (*f)(const Tensor&, 
 // torch's reflected forms: `s * x` is x.mul(s) (the number second, where mul reads it in float32
 // for float16 / bfloat16), `s / x` is x.reciprocal() * s (torch/_tensor.py's __rdiv__).
 nb::object rmul(nb::handle a, nb::handle b) {
+  nb::object r;
+  if (overridden("__rmul__", a, b, r)) return r;
   if (!is_number(b)) return nb::borrow(Py_NotImplemented);
   return nb::cast(mul(nb::cast<Tensor>(a), as_tensor(b)));
 }
 nb::object rtruediv(nb::handle a, nb::handle b) {
+  nb::object r;
+  if (overridden("__rtruediv__", a, b, r)) return r;
   if (!is_number(b)) return nb::borrow(Py_NotImplemented);
   return nb::cast(mul(reciprocal(nb::cast<Tensor>(a)), as_tensor(b)));
 }
@@ -53,6 +83,7 @@ bool truthy(const Tensor& t) {
 }  // namespace
 
 void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
+  g_tensor_type_obj = reinterpret_cast<PyTypeObject*>(cls.ptr());
   cls.def(nb::init<const Tensor&>(), "data"_a);  // shares the TensorImpl (used by nn.Parameter)
   cls.def_prop_ro("shape", [](const Tensor& t) { return sym_shape_tuple(t); })
       .def_prop_ro("dtype", [](const Tensor& t) { return dtype_object(t.dtype()); })
@@ -159,54 +190,54 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
       .def("__getitem__", [](const Tensor& t, nb::handle i) { return getitem(t, i); }, nb::arg("index").none())
       .def("__setitem__", [](const Tensor& t, nb::handle i, nb::handle v) { setitem(t, i, v); },
            nb::arg("index").none(), nb::arg("value").none())
-      .def("__add__", [](nb::handle a, nb::handle b) { return binop(a, b, add2); })
-      .def("__radd__", [](nb::handle a, nb::handle b) { return rbinop(a, b, add2); })
-      .def("__iadd__", [](nb::handle a, nb::handle b) { return ibinop(a, b, iadd2); })
-      .def("__sub__", [](nb::handle a, nb::handle b) { return binop(a, b, sub2); })
-      .def("__rsub__", [](nb::handle a, nb::handle b) { return rbinop(a, b, sub2); })
-      .def("__isub__", [](nb::handle a, nb::handle b) { return ibinop(a, b, isub2); })
-      .def("__mul__", [](nb::handle a, nb::handle b) { return binop(a, b, mul); })
+      .def("__add__", [](nb::handle a, nb::handle b) { return binop("__add__", a, b, add2); })
+      .def("__radd__", [](nb::handle a, nb::handle b) { return rbinop("__radd__", a, b, add2); })
+      .def("__iadd__", [](nb::handle a, nb::handle b) { return ibinop("__iadd__", a, b, iadd2); })
+      .def("__sub__", [](nb::handle a, nb::handle b) { return binop("__sub__", a, b, sub2); })
+      .def("__rsub__", [](nb::handle a, nb::handle b) { return rbinop("__rsub__", a, b, sub2); })
+      .def("__isub__", [](nb::handle a, nb::handle b) { return ibinop("__isub__", a, b, isub2); })
+      .def("__mul__", [](nb::handle a, nb::handle b) { return binop("__mul__", a, b, mul); })
       .def("__rmul__", rmul)
-      .def("__imul__", [](nb::handle a, nb::handle b) { return ibinop(a, b, mul_); })
-      .def("__truediv__", [](nb::handle a, nb::handle b) { return binop(a, b, div2); })
+      .def("__imul__", [](nb::handle a, nb::handle b) { return ibinop("__imul__", a, b, mul_); })
+      .def("__truediv__", [](nb::handle a, nb::handle b) { return binop("__truediv__", a, b, div2); })
       .def("__rtruediv__", rtruediv)
-      .def("__itruediv__", [](nb::handle a, nb::handle b) { return ibinop(a, b, idiv2); })
-      .def("__floordiv__", [](nb::handle a, nb::handle b) { return binop(a, b, floor_divide); })
-      .def("__rfloordiv__", [](nb::handle a, nb::handle b) { return rbinop(a, b, floor_divide); })
-      .def("__ifloordiv__", [](nb::handle a, nb::handle b) { return ibinop(a, b, floor_divide_); })
-      .def("__mod__", [](nb::handle a, nb::handle b) { return binop(a, b, remainder); })
-      .def("__rmod__", [](nb::handle a, nb::handle b) { return rbinop(a, b, remainder); })
-      .def("__imod__", [](nb::handle a, nb::handle b) { return ibinop(a, b, remainder_); })
-      .def("__pow__", [](nb::handle a, nb::handle b) { return binop(a, b, pow2); })
-      .def("__rpow__", [](nb::handle a, nb::handle b) { return rbinop(a, b, pow2); })
-      .def("__ipow__", [](nb::handle a, nb::handle b) { return ibinop(a, b, pow_); })
+      .def("__itruediv__", [](nb::handle a, nb::handle b) { return ibinop("__itruediv__", a, b, idiv2); })
+      .def("__floordiv__", [](nb::handle a, nb::handle b) { return binop("__floordiv__", a, b, floor_divide); })
+      .def("__rfloordiv__", [](nb::handle a, nb::handle b) { return rbinop("__rfloordiv__", a, b, floor_divide); })
+      .def("__ifloordiv__", [](nb::handle a, nb::handle b) { return ibinop("__ifloordiv__", a, b, floor_divide_); })
+      .def("__mod__", [](nb::handle a, nb::handle b) { return binop("__mod__", a, b, remainder); })
+      .def("__rmod__", [](nb::handle a, nb::handle b) { return rbinop("__rmod__", a, b, remainder); })
+      .def("__imod__", [](nb::handle a, nb::handle b) { return ibinop("__imod__", a, b, remainder_); })
+      .def("__pow__", [](nb::handle a, nb::handle b) { return binop("__pow__", a, b, pow2); })
+      .def("__rpow__", [](nb::handle a, nb::handle b) { return rbinop("__rpow__", a, b, pow2); })
+      .def("__ipow__", [](nb::handle a, nb::handle b) { return ibinop("__ipow__", a, b, pow_); })
       // a Python number is no matrix: NotImplemented, so Python raises TypeError (as torch)
       .def("__matmul__", [](nb::handle a, nb::handle b) -> nb::object {
         if (!nb::isinstance<Tensor>(b)) return nb::borrow(Py_NotImplemented);
-        return binop(a, b, mm2);
+        return binop("__matmul__", a, b, mm2);
       })
       .def("__rmatmul__", [](nb::handle, nb::handle) -> nb::object { return nb::borrow(Py_NotImplemented); })
-      .def("__and__", [](nb::handle a, nb::handle b) { return binop(a, b, bitwise_and); })
-      .def("__rand__", [](nb::handle a, nb::handle b) { return rbinop(a, b, bitwise_and); })
-      .def("__iand__", [](nb::handle a, nb::handle b) { return ibinop(a, b, bitwise_and_); })
-      .def("__or__", [](nb::handle a, nb::handle b) { return binop(a, b, bitwise_or); })
-      .def("__ror__", [](nb::handle a, nb::handle b) { return rbinop(a, b, bitwise_or); })
-      .def("__ior__", [](nb::handle a, nb::handle b) { return ibinop(a, b, bitwise_or_); })
-      .def("__xor__", [](nb::handle a, nb::handle b) { return binop(a, b, bitwise_xor); })
-      .def("__rxor__", [](nb::handle a, nb::handle b) { return rbinop(a, b, bitwise_xor); })
-      .def("__ixor__", [](nb::handle a, nb::handle b) { return ibinop(a, b, bitwise_xor_); })
-      .def("__lshift__", [](nb::handle a, nb::handle b) { return binop(a, b, bitwise_left_shift); })
-      .def("__rlshift__", [](nb::handle a, nb::handle b) { return rbinop(a, b, bitwise_left_shift); })
-      .def("__ilshift__", [](nb::handle a, nb::handle b) { return ibinop(a, b, bitwise_left_shift_); })
-      .def("__rshift__", [](nb::handle a, nb::handle b) { return binop(a, b, bitwise_right_shift); })
-      .def("__rrshift__", [](nb::handle a, nb::handle b) { return rbinop(a, b, bitwise_right_shift); })
-      .def("__irshift__", [](nb::handle a, nb::handle b) { return ibinop(a, b, bitwise_right_shift_); })
-      .def("__eq__", [](nb::handle a, nb::handle b) { return binop(a, b, eq); })
-      .def("__ne__", [](nb::handle a, nb::handle b) { return binop(a, b, ne); })
-      .def("__lt__", [](nb::handle a, nb::handle b) { return binop(a, b, lt); })
-      .def("__le__", [](nb::handle a, nb::handle b) { return binop(a, b, le); })
-      .def("__gt__", [](nb::handle a, nb::handle b) { return binop(a, b, gt); })
-      .def("__ge__", [](nb::handle a, nb::handle b) { return binop(a, b, ge); })
+      .def("__and__", [](nb::handle a, nb::handle b) { return binop("__and__", a, b, bitwise_and); })
+      .def("__rand__", [](nb::handle a, nb::handle b) { return rbinop("__rand__", a, b, bitwise_and); })
+      .def("__iand__", [](nb::handle a, nb::handle b) { return ibinop("__iand__", a, b, bitwise_and_); })
+      .def("__or__", [](nb::handle a, nb::handle b) { return binop("__or__", a, b, bitwise_or); })
+      .def("__ror__", [](nb::handle a, nb::handle b) { return rbinop("__ror__", a, b, bitwise_or); })
+      .def("__ior__", [](nb::handle a, nb::handle b) { return ibinop("__ior__", a, b, bitwise_or_); })
+      .def("__xor__", [](nb::handle a, nb::handle b) { return binop("__xor__", a, b, bitwise_xor); })
+      .def("__rxor__", [](nb::handle a, nb::handle b) { return rbinop("__rxor__", a, b, bitwise_xor); })
+      .def("__ixor__", [](nb::handle a, nb::handle b) { return ibinop("__ixor__", a, b, bitwise_xor_); })
+      .def("__lshift__", [](nb::handle a, nb::handle b) { return binop("__lshift__", a, b, bitwise_left_shift); })
+      .def("__rlshift__", [](nb::handle a, nb::handle b) { return rbinop("__rlshift__", a, b, bitwise_left_shift); })
+      .def("__ilshift__", [](nb::handle a, nb::handle b) { return ibinop("__ilshift__", a, b, bitwise_left_shift_); })
+      .def("__rshift__", [](nb::handle a, nb::handle b) { return binop("__rshift__", a, b, bitwise_right_shift); })
+      .def("__rrshift__", [](nb::handle a, nb::handle b) { return rbinop("__rrshift__", a, b, bitwise_right_shift); })
+      .def("__irshift__", [](nb::handle a, nb::handle b) { return ibinop("__irshift__", a, b, bitwise_right_shift_); })
+      .def("__eq__", [](nb::handle a, nb::handle b) { return binop("__eq__", a, b, eq); })
+      .def("__ne__", [](nb::handle a, nb::handle b) { return binop("__ne__", a, b, ne); })
+      .def("__lt__", [](nb::handle a, nb::handle b) { return binop("__lt__", a, b, lt); })
+      .def("__le__", [](nb::handle a, nb::handle b) { return binop("__le__", a, b, le); })
+      .def("__gt__", [](nb::handle a, nb::handle b) { return binop("__gt__", a, b, gt); })
+      .def("__ge__", [](nb::handle a, nb::handle b) { return binop("__ge__", a, b, ge); })
       .def("__neg__", [](const Tensor& t) { return neg(t); })
       .def("__pos__", [](const Tensor& t) { return t; })
       .def("__abs__", [](const Tensor& t) { return abs(t); })

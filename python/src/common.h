@@ -49,9 +49,14 @@ nb::tuple shape_tuple(const Shape& s);
 // a size argument (int or kiln.SymInt) as the raw SymInt bits an integer-list attribute carries.
 nb::object symint_object(SymInt s);
 int64_t size_arg(nb::handle h);
-nb::tuple sym_shape_tuple(const Tensor& t);
+nb::tuple sym_shape_tuple(const Tensor& t);  // a kiln.Size once set_size_type ran
+void set_size_type(nb::handle t);
 std::string python_where();  // "file.py:line" of the Python code running now
 void bind_symint(nb::module_& m);
+
+// Tensor subclasses and __kiln_function__ / __torch_function__ (bind_protocol.cpp): *handled is set
+// when an argument overrides the op, and then the result is the handler's (null with an error set).
+PyObject* function_overrides(PyObject* func, PyObject* const* argv, size_t nargs, PyObject* kwnames, bool* handled);
 
 // From nested Python sequences / numbers / numpy arrays.
 Tensor tensor_from_data(nb::handle data, std::optional<Dtype> dtype);
@@ -64,6 +69,7 @@ void setitem(const Tensor& self, nb::handle index, nb::handle value);
 void bind_dtype(nb::module_& m);
 void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_ops(nb::module_& m, nb::class_<Tensor>& cls);
+void bind_protocol(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_interop(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_sort(nb::module_& m, nb::class_<Tensor>& cls);   // bind_sort.cpp
 void bind_shape(nb::module_& m, nb::class_<Tensor>& cls);  // bind_shape.cpp

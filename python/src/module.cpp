@@ -94,6 +94,7 @@ NB_MODULE(_C, m) {
   bind_schema(m, cls);
   expose_registered(m, cls);  // before the hand-written bindings: a name bound twice fails at import
   bind_ops(m, cls);
+  bind_protocol(m, cls);
   bind_interop(m, cls);
   bind_sort(m, cls);
   bind_shape(m, cls);

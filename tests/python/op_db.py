@@ -1972,9 +1972,10 @@ del _op
 from op_db_linalg import LINALG_OPS  # noqa: E402 (its entries use the builders above)
 from op_db_lowp import LOWP_OPS  # noqa: E402
 from op_db_flex import FLEX_OPS  # noqa: E402
+from op_db_fft import FFT_OPS  # noqa: E402
 
 op_db = (UNARY_OPS + BINARY_OPS + REDUCTION_OPS + SCAN_OPS + SHAPE_OPS + INDEX_OPS + SORT_OPS + MATMUL_OPS + NN_OPS
-         + CREATION_OPS + OPTIM_OPS + LINALG_OPS + LOWP_OPS + FLEX_OPS)
+         + CREATION_OPS + OPTIM_OPS + LINALG_OPS + LOWP_OPS + FLEX_OPS + FFT_OPS)
 
 
 # ---- known kiln bugs and gaps ----------------------------------------------------------------------------------

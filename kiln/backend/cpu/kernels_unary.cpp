@@ -190,8 +190,11 @@ inline auto apply(M x, const KParams& p) {
     M lo, hi;
     if constexpr (std::is_integral_v<M>) lo = static_cast<M>(p.i[0]), hi = static_cast<M>(p.i[1]);
     else lo = static_cast<M>(p.d[0]), hi = static_cast<M>(p.d[1]);
-    if constexpr (std::is_floating_point_v<M>)
+    if constexpr (std::is_floating_point_v<M>) {  // NaN propagates from x and from either bound (torch)
       if (std::isnan(x)) return x;
+      if (OP != U::ClampMax && std::isnan(lo)) return lo;
+      if (OP != U::ClampMin && std::isnan(hi)) return hi;
+    }
     if constexpr (OP == U::ClampMin) return x < lo ? lo : x;
     else if constexpr (OP == U::ClampMax) return x > hi ? hi : x;
     else return (x < lo ? lo : x) > hi ? hi : (x < lo ? lo : x);

@@ -1,11 +1,15 @@
 """nn.Parameter: a Tensor that a Module registers as a parameter."""
 from .. import _C
 from .._C import Tensor
+from .._tensor_protocol import _disabled_function_impl
 
 
 class Parameter(Tensor):
     """A leaf tensor that requires grad by default; assigning it to a Module attribute registers it.
-    It shares storage with `data` (as torch's Parameter does)."""
+    It shares storage with `data` (as torch's Parameter does). Ops on it return plain tensors (it opts
+    out of the subclass protocol, as torch's does)."""
+
+    __kiln_function__ = __torch_function__ = _disabled_function_impl
 
     def __init__(self, data=None, requires_grad=True):
         if data is None:
@@ -30,6 +34,8 @@ class Parameter(Tensor):
 
 class Buffer(Tensor):
     """Marks a tensor to be registered as a buffer when assigned to a Module attribute."""
+
+    __kiln_function__ = __torch_function__ = _disabled_function_impl
 
     def __init__(self, data, persistent=True):
         super().__init__(data)

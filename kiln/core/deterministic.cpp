@@ -1,0 +1,17 @@
+#include "kiln/core/deterministic.h"
+
+#include <atomic>
+
+namespace kiln {
+namespace {
+std::atomic<bool> g_on{false}, g_warn_only{false};
+}
+
+void use_deterministic_algorithms(bool on, bool warn_only) {
+  g_on.store(on, std::memory_order_relaxed);
+  g_warn_only.store(warn_only, std::memory_order_relaxed);  // torch keeps it apart from `on`
+}
+bool are_deterministic_algorithms_enabled() { return g_on.load(std::memory_order_relaxed); }
+bool is_deterministic_algorithms_warn_only_enabled() { return g_warn_only.load(std::memory_order_relaxed); }
+
+}  // namespace kiln

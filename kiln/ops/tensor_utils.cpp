@@ -1,0 +1,388 @@
+// torch's small numeric utilities as composites (tensor_utils.h): the C++ functions, then their
+// schemas, which bind them to Python as torch's functions and methods.
+#include "kiln/ops/tensor_utils.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kiln/ops/composite.h"
+#include "kiln/ops/linalg.h"
+#include "kiln/ops/ops.h"
+#include "kiln/ops/shape.h"
+
+namespace kiln {
+
+Tensor block_diag(const TensorList& tensors) {
+  const char* op = "block_diag";
+  if (tensors.empty()) return empty({1, 0});
+  int64_t rows = 0, cols = 0;
+  TensorList mats;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    KILN_CHECK(t.dim() <= 2, Runtime, op, "torch.block_diag: Input tensors must have 2 or fewer dimensions. Input ",
+               i, " has ", t.dim(), " dimensions");
+    Tensor m = t.dim() == 2 ? t : reshape(t, {1, -1});
+    rows += m.size(0), cols += m.size(1);
+    mats.push_back(m);
+  }
+  const Dtype dt = result_type(tensors);
+  // each block padded with zero columns to its place, then the rows stacked: differentiable as is
+  TensorList padded;
+  int64_t left = 0;
+  for (const Tensor& m : mats) {
+    const int64_t c = m.size(1);
+    Tensor mm = m.dtype() == dt ? m : to_dtype(m, dt);
+    padded.push_back(pad(mm, {left, cols - left - c}));
+    left += c;
+  }
+  (void)rows;
+  return cat(padded, 0);
+}
+
+Tensor cartesian_prod(const TensorList& tensors) {
+  const char* op = "cartesian_prod";
+  KILN_CHECK(!tensors.empty(), Runtime, op, "cartesian_prod expects at least one tensor");
+  for (const Tensor& t : tensors)
+    KILN_CHECK(t.dim() == 1, Runtime, op, "Expect a 1D vector, but got shape ", t.sizes());
+  if (tensors.size() == 1) return tensors[0];
+  TensorList grids = meshgrid(tensors, "ij");
+  for (Tensor& g : grids) g = flatten(g);
+  return stack(grids, 1);
+}
+
+namespace {
+Tensor tri_indices(const char* op, int64_t row, int64_t col, int64_t offset, TensorOptions o, bool lower) {
+  KILN_CHECK(row >= 0, Runtime, op, "row must be non-negative, got", row);
+  KILN_CHECK(col >= 0, Runtime, op, "col must be non-negative, got", col);
+  const Dtype dt = o.dtype_ == Dtype::Undefined ? kInt64 : o.dtype_;
+  KILN_CHECK(dt == kInt64 || dt == kInt32, NotImplemented, op, "\"", op, "\" not implemented for '",
+             dtype_name(dt), "'");
+  std::vector<int64_t> rs, cs;
+  for (int64_t r = 0; r < row; ++r) {
+    // lower: c <= r + offset; upper: c >= r + offset
+    const int64_t lo = lower ? 0 : std::max<int64_t>(0, r + offset);
+    const int64_t hi = lower ? std::min<int64_t>(col, r + offset + 1) : col;
+    for (int64_t c = lo; c < hi; ++c) rs.push_back(r), cs.push_back(c);
+  }
+  const int64_t n = static_cast<int64_t>(rs.size());
+  Tensor out = empty({2, n}, TensorOptions(kInt64));
+  int64_t* p = out.data_ptr<int64_t>();
+  std::copy(rs.begin(), rs.end(), p);
+  std::copy(cs.begin(), cs.end(), p + n);
+  out = dt == kInt64 ? out : to_dtype(out, dt);
+  return o.device_.type == out.device().type ? out : to_device(out, o.device_);
+}
+}  // namespace
+
+Tensor tril_indices(int64_t row, int64_t col, int64_t offset, TensorOptions o) {
+  return tri_indices("tril_indices", row, col, offset, o, true);
+}
+Tensor triu_indices(int64_t row, int64_t col, int64_t offset, TensorOptions o) {
+  return tri_indices("triu_indices", row, col, offset, o, false);
+}
+
+Tensor cdist(const Tensor& x1, const Tensor& x2, double p, const std::string& compute_mode) {
+  const char* op = "cdist";
+  int mode = 0;
+  if (compute_mode == "use_mm_for_euclid_dist") mode = 1;
+  else if (compute_mode == "donot_use_mm_for_euclid_dist") mode = 2;
+  else KILN_CHECK(compute_mode == "use_mm_for_euclid_dist_if_necessary", Value, op, compute_mode,
+                  " is not a valid value for compute_mode");
+  KILN_CHECK(x1.dim() >= 2, Runtime, op, "cdist only supports at least 2D tensors, X1 got: ", x1.dim(), "D");
+  KILN_CHECK(x2.dim() >= 2, Runtime, op, "cdist only supports at least 2D tensors, X2 got: ", x2.dim(), "D");
+  KILN_CHECK(is_floating(x1.dtype()) && x1.dtype() != kFloat16 && x1.dtype() != kBFloat16, Runtime, op,
+             "cdist only supports floating-point dtypes, X1 got: ", dtype_name(x1.dtype()));
+  KILN_CHECK(is_floating(x2.dtype()) && x2.dtype() != kFloat16 && x2.dtype() != kBFloat16, Runtime, op,
+             "cdist only supports floating-point dtypes, X2 got: ", dtype_name(x2.dtype()));
+  KILN_CHECK(x1.dtype() == x2.dtype(), Runtime, op, "cdist: X1 and X2 must have the same dtype, got ",
+             dtype_name(x1.dtype()), " and ", dtype_name(x2.dtype()));
+  KILN_CHECK(x1.size(-1) == x2.size(-1), Runtime, op, "X1 and X2 must have the same number of columns. X1: ",
+             x1.size(-1), " X2: ", x2.size(-1));
+  KILN_CHECK(p >= 0, Runtime, op, "cdist only supports non-negative p values");
+  const int64_t r1 = x1.size(-2), r2 = x2.size(-2);
+  const Shape b1(x1.sizes().begin(), x1.sizes().end() - 2), b2(x2.sizes().begin(), x2.sizes().end() - 2);
+  Shape batch = broadcast_shapes(b1, b2);
+  Shape s1 = batch, s2 = batch;
+  s1.insert(s1.end(), {r1, x1.size(-1)});
+  s2.insert(s2.end(), {r2, x2.size(-1)});
+  Tensor a = expand(x1, s1), b = expand(x2, s2);
+  if (p == 2 && (mode == 1 || (mode == 0 && (r1 > 25 || r2 > 25)))) {
+    // torch's _euclidean_dist: |a|^2 - 2 a.b + |b|^2 as one matrix product, clamped at zero
+    Tensor an = sum(mul(a, a), Shape{-1}, true), bn = sum(mul(b, b), Shape{-1}, true);
+    Tensor a_ = cat({mul(a, Scalar(-2)), an, ones_like(an)}, -1);
+    Tensor b_ = cat({b, ones_like(bn), bn}, -1);
+    return sqrt(clamp_min(matmul(a_, transpose(b_, -1, -2)), Scalar(0)));
+  }
+  // (B..., P, 1, M) - (B..., 1, R, M), reduced over M
+  Tensor d = sub(unsqueeze(a, -2), unsqueeze(b, -3));
+  return vector_norm(d, p, Shape{-1});
+}
+
+Tensor cov(const Tensor& x, int64_t correction, const Tensor& fweights, const Tensor& aweights) {
+  const char* op = "cov";
+  KILN_CHECK(x.dim() <= 2, Runtime, op, "cov(): expected input to have two or fewer dimensions but got an input with ",
+             x.dim(), " dimensions");
+  Tensor in = x.dim() < 2 ? reshape(x, {1, -1}) : x;
+  const int64_t n_obs = in.size(1);
+  auto check_weights = [&](const Tensor& w, const char* name, bool integral) {
+    KILN_CHECK(w.dim() <= 1, Runtime, op, "cov(): expected ", name, " to have one or fewer dimensions but got ",
+               name, " with ", w.dim(), " dimensions");
+    if (integral)
+      KILN_CHECK(is_integral(w.dtype(), false), Runtime, op, "cov(): expected fweights to have integral dtype but got "
+                 "fweights with ", dtype_name(w.dtype()), " dtype");
+    else
+      KILN_CHECK(is_floating(w.dtype()), Runtime, op, "cov(): expected aweights to have floating point dtype but got "
+                 "aweights with ", dtype_name(w.dtype()), " dtype");
+    KILN_CHECK(w.numel() == n_obs, Runtime, op, "cov(): expected ", name, " to have the same numel as there are "
+               "observations in the input but got ", w.numel(), " != ", n_obs);
+    KILN_CHECK(n_obs == 0 || min(w).item<double>() >= 0, Runtime, op, "cov(): ", name, " cannot be negative");
+  };
+  Tensor w;
+  if (fweights.defined()) {
+    check_weights(fweights, "fweights", true);
+    w = fweights;
+  }
+  if (aweights.defined()) {
+    check_weights(aweights, "aweights", false);
+    w = w.defined() ? mul(w, aweights) : aweights;
+  }
+  Tensor w_sum = w.defined() ? sum(w) : scalar_tensor(Scalar(n_obs), kInt64);
+  Tensor avg = div(w.defined() ? sum(mul(in, w), Shape{1}) : sum(in, Shape{1}), w_sum);
+  Tensor norm_factor;
+  if (w.defined() && correction != 0 && aweights.defined())
+    norm_factor = sub(w_sum, mul(div(sum(mul(w, aweights)), w_sum), Scalar(correction)));
+  else
+    norm_factor = sub(w_sum, Scalar(correction));
+  if (norm_factor.item<double>() <= 0) norm_factor = zeros_like(norm_factor);  // torch warns; inf / nan follow
+  Tensor centred = sub(in, unsqueeze(avg, 1));
+  Tensor c = mm(centred, conj(transpose(w.defined() ? mul(centred, w) : centred, 0, 1)));
+  return squeeze(div(c, norm_factor));
+}
+
+Tensor corrcoef(const Tensor& x) {
+  KILN_CHECK(x.dim() <= 2, Runtime, "corrcoef", "corrcoef(): expected input to have two or fewer dimensions but got "
+             "an input with ", x.dim(), " dimensions");
+  Tensor c = cov(x);
+  if (c.dim() == 0) return div(c, c);
+  Tensor d = diagonal(c);
+  Tensor sd = sqrt(is_complex(d.dtype()) ? real(d) : d);
+  c = div(c, reshape(sd, {-1, 1}));
+  c = div(c, reshape(sd, {1, -1}));
+  if (is_complex(c.dtype()))
+    return complex(clamp(real(c), Scalar(-1), Scalar(1)), clamp(imag(c), Scalar(-1), Scalar(1)));
+  return clamp(c, Scalar(-1), Scalar(1));
+}
+
+Tensor diff(const Tensor& x, int64_t n, int64_t dim, const Tensor& prepend, const Tensor& append) {
+  const char* op = "diff";
+  KILN_CHECK(x.dim() >= 1, Runtime, op, "diff expects input to be at least one-dimensional");
+  KILN_CHECK(n >= 0, Runtime, op, "order must be non-negative but got ", n);
+  for (const Tensor* t : {&prepend, &append})
+    KILN_CHECK(!t->defined() || t->dim() == x.dim(), Runtime, op,
+               "diff expects prepend or append to be the same dimension as input");
+  dim = wrap_dim(dim, x.dim(), op);
+  Tensor r = x;
+  if (prepend.defined() || append.defined()) {
+    TensorList parts;
+    if (prepend.defined()) parts.push_back(prepend);
+    parts.push_back(x);
+    if (append.defined()) parts.push_back(append);
+    r = cat(parts, dim);
+  }
+  if (n == 0) return clone(r);
+  int64_t len = r.size(dim) - 1;
+  n = std::min(n, r.size(dim));
+  const bool boolean = r.dtype() == kBool;
+  for (int64_t i = 0; i < n; ++i, --len) {
+    Tensor hi = narrow(r, dim, 1, std::max<int64_t>(len, 0)), lo = narrow(r, dim, 0, std::max<int64_t>(len, 0));
+    r = boolean ? logical_xor(hi, lo) : sub(hi, lo);
+  }
+  return r;
+}
+
+namespace {
+// the sizes of y without dim: what an integral over no samples returns (zeros, as numpy)
+// (in y's dtype, as torch's)
+Tensor zeros_except(const Tensor& y, int64_t dim) {
+  Shape s = y.sizes();
+  s.erase(s.begin() + dim);
+  return zeros(s, TensorOptions(y.dtype()).device(y.device()));
+}
+
+// dx viewed to broadcast against y along dim (torch's rule for 1-d and lower-rank sample points)
+Dtype float_of(Dtype d) { return is_floating(d) || is_complex(d) ? d : default_dtype(); }
+
+Tensor spacing(const char* op, const Tensor& y, const Tensor& x, int64_t dim) {
+  KILN_CHECK(y.dtype() != kBool && x.dtype() != kBool, Runtime, op, op, ": received a bool input for `x` or `y`, "
+             "but bool is not supported");
+  Tensor xv = x;
+  if (x.dim() == 1) {
+    KILN_CHECK(x.size(0) == y.size(dim), Runtime, op, op, ": There must be one `x` value for each sample point");
+    Shape s(static_cast<size_t>(y.dim()), 1);
+    s[dim] = x.size(0);
+    xv = reshape(x, s);
+  } else if (x.dim() < y.dim()) {
+    Shape s(static_cast<size_t>(y.dim() - x.dim()), 1);
+    s.insert(s.end(), x.sizes().begin(), x.sizes().end());
+    xv = reshape(x, s);
+  }
+  return sub(slice(xv, dim, 1, std::nullopt), slice(xv, dim, 0, -1));
+}
+double real_dx(const char* op, const Scalar& dx) {
+  KILN_CHECK(!dx.is_complex() && !dx.is_bool(), Runtime, op, op, ": Currently, we only support dx as a real number.");
+  return dx.to<double>();
+}
+Tensor pair_sum(const Tensor& y, int64_t dim) {
+  return add(slice(y, dim, 0, -1), slice(y, dim, 1, std::nullopt));
+}
+}  // namespace
+
+Tensor trapezoid(const Tensor& y, const Tensor& x, int64_t dim) {
+  const char* op = "trapezoid";
+  dim = wrap_dim(dim, y.dim(), op);
+  if (y.size(dim) == 0) return zeros_except(y, dim);
+  Tensor dx = spacing(op, y, x, dim);
+  return true_divide(sum(mul(dx, pair_sum(y, dim)), Shape{dim}), Scalar(2.0));
+}
+
+Tensor trapezoid(const Tensor& y, const Scalar& dx, int64_t dim) {
+  const char* op = "trapezoid";
+  dim = wrap_dim(dim, y.dim(), op);
+  if (y.size(dim) == 0) return zeros_except(y, dim);
+  KILN_CHECK(y.dtype() != kBool, Runtime, op, "trapezoid: received a bool input for `y`, but bool is not supported");
+  const double h = real_dx(op, dx);
+  Tensor ends = mul(add(select(y, dim, 0), select(y, dim, -1)), Scalar(0.5));
+  return mul(sub(sum(y, Shape{dim}), ends), Scalar(h));
+}
+
+Tensor cumulative_trapezoid(const Tensor& y, const Tensor& x, int64_t dim) {
+  const char* op = "cumulative_trapezoid";
+  dim = wrap_dim(dim, y.dim(), op);
+  if (y.size(dim) == 0) return zeros(y.sizes(), TensorOptions(float_of(y.dtype())).device(y.device()));  // integers: the default float
+  Tensor dx = spacing(op, y, x, dim);
+  return true_divide(cumsum(mul(dx, pair_sum(y, dim)), dim), Scalar(2.0));
+}
+
+Tensor cumulative_trapezoid(const Tensor& y, const Scalar& dx, int64_t dim) {
+  const char* op = "cumulative_trapezoid";
+  dim = wrap_dim(dim, y.dim(), op);
+  KILN_CHECK(y.dtype() != kBool, Runtime, op, "cumulative_trapezoid: received a bool input for `y`, but bool is not "
+             "supported");
+  if (y.size(dim) == 0) return zeros(y.sizes(), TensorOptions(float_of(y.dtype())).device(y.device()));  // integers: the default float
+  return cumsum(mul(pair_sum(y, dim), Scalar(real_dx(op, dx) / 2.0)), dim);
+}
+
+Tensor clamp_min(const Tensor& x, const Scalar& lo) { return clamp(x, lo, std::nullopt); }
+Tensor clamp_max(const Tensor& x, const Scalar& hi) { return clamp(x, std::nullopt, hi); }
+Tensor clamp_min(const Tensor& x, const Tensor& lo) { return clamp(x, lo, Tensor()); }
+Tensor clamp_max(const Tensor& x, const Tensor& hi) { return clamp(x, Tensor(), hi); }
+
+// ---- schemas ---------------------------------------------------------------------------------------------
+namespace {
+TensorOptions factory_options(const Tensor& self, const Attrs& a, size_t i) {
+  TensorOptions o = like_options_attr(self, a, i);
+  return o;
+}
+#define KILN_NEW_KW "*, ScalarType? dtype=None, Device? device=None, bool requires_grad=False"
+Composite c_new_zeros{"new_zeros(Tensor self, SymInt[] size, " KILN_NEW_KW ") -> Tensor",
+                      [](const TensorList& in, const Attrs& a) -> TensorList {
+                        return factory_result(zeros(attr<Shape>(a, 0), factory_options(in[0], a, 1)), a, 3);
+                      },
+                      kMethodVariant};
+Composite c_new_ones{"new_ones(Tensor self, SymInt[] size, " KILN_NEW_KW ") -> Tensor",
+                     [](const TensorList& in, const Attrs& a) -> TensorList {
+                       return factory_result(ones(attr<Shape>(a, 0), factory_options(in[0], a, 1)), a, 3);
+                     },
+                     kMethodVariant};
+Composite c_new_empty{"new_empty(Tensor self, SymInt[] size, " KILN_NEW_KW ") -> Tensor",
+                      [](const TensorList& in, const Attrs& a) -> TensorList {
+                        return factory_result(empty(attr<Shape>(a, 0), factory_options(in[0], a, 1)), a, 3);
+                      },
+                      kMethodVariant};
+Composite c_new_full{"new_full(Tensor self, SymInt[] size, Scalar fill_value, " KILN_NEW_KW ") -> Tensor",
+                     [](const TensorList& in, const Attrs& a) -> TensorList {
+                       return factory_result(full(attr<Shape>(a, 0), attr<Scalar>(a, 1), factory_options(in[0], a, 2)),
+                                             a, 4);
+                     },
+                     kMethodVariant};
+#undef KILN_NEW_KW
+
+Composite c_block_diag{"block_diag(Tensor[] tensors) -> Tensor",
+                       [](const TensorList& in, const Attrs&) -> TensorList { return {block_diag(in)}; },
+                       kFunctionVariant};
+Composite c_cartesian_prod{"cartesian_prod(Tensor[] tensors) -> Tensor",
+                           [](const TensorList& in, const Attrs&) -> TensorList {
+                             return {cartesian_prod(in)};
+                           },
+                           kFunctionVariant};
+Composite c_tril_indices{"tril_indices(int row, int col, int offset=0, *, ScalarType? dtype=None, Device? device=None, "
+                         "bool requires_grad=False) -> Tensor",
+                         [](const TensorList&, const Attrs& a) -> TensorList {
+                           return factory_result(tril_indices(attr<int64_t>(a, 0), attr<int64_t>(a, 1),
+                                                              attr<int64_t>(a, 2), options_attr(a, 3)), a, 5);
+                         },
+                         kFunctionVariant};
+Composite c_triu_indices{"triu_indices(int row, int col, int offset=0, *, ScalarType? dtype=None, Device? device=None, "
+                         "bool requires_grad=False) -> Tensor",
+                         [](const TensorList&, const Attrs& a) -> TensorList {
+                           return factory_result(triu_indices(attr<int64_t>(a, 0), attr<int64_t>(a, 1),
+                                                              attr<int64_t>(a, 2), options_attr(a, 3)), a, 5);
+                         },
+                         kFunctionVariant};
+Composite c_cdist{"cdist(Tensor x1, Tensor x2, float p=2., str compute_mode=\"use_mm_for_euclid_dist_if_necessary\") "
+                  "-> Tensor",
+                  [](const TensorList& in, const Attrs& a) -> TensorList {
+                    return {cdist(in[0], in[1], attr<double>(a, 0), attr<std::string>(a, 1))};
+                  },
+                  kFunctionVariant};
+Composite c_cov{"cov(Tensor self, *, int correction=1, Tensor? fweights=None, Tensor? aweights=None) -> Tensor",
+                [](const TensorList& in, const Attrs& a) -> TensorList {
+                  return {cov(in[0], attr<int64_t>(a, 0), in[1], in[2])};
+                },
+                kFunctionAndMethod};
+Composite c_corrcoef{"corrcoef(Tensor self) -> Tensor",
+                     [](const TensorList& in, const Attrs&) -> TensorList { return {corrcoef(in[0])}; },
+                     kFunctionAndMethod};
+Composite c_diff{"diff(Tensor self, int n=1, int dim=-1, Tensor? prepend=None, Tensor? append=None) -> Tensor",
+                 [](const TensorList& in, const Attrs& a) -> TensorList {
+                   return {diff(in[0], attr<int64_t>(a, 0), attr<int64_t>(a, 1), in[1], in[2])};
+                 },
+                 kFunctionAndMethod};
+TensorList trapezoid_x(const TensorList& in, const Attrs& a) { return {trapezoid(in[0], in[1], attr<int64_t>(a, 0))}; }
+TensorList trapezoid_dx(const TensorList& in, const Attrs& a) {
+  return {trapezoid(in[0], attr<Scalar>(a, 0), attr<int64_t>(a, 1))};
+}
+TensorList cumtrapz_x(const TensorList& in, const Attrs& a) {
+  return {cumulative_trapezoid(in[0], in[1], attr<int64_t>(a, 0))};
+}
+TensorList cumtrapz_dx(const TensorList& in, const Attrs& a) {
+  return {cumulative_trapezoid(in[0], attr<Scalar>(a, 0), attr<int64_t>(a, 1))};
+}
+Composite c_trapezoid_x{"trapezoid.x(Tensor y, Tensor x, *, int dim=-1) -> Tensor", trapezoid_x, kFunctionVariant};
+Composite c_trapezoid_dx{"trapezoid.dx(Tensor y, *, Scalar dx=1, int dim=-1) -> Tensor", trapezoid_dx, kFunctionVariant};
+Composite c_trapz_x{"trapz.x(Tensor y, Tensor x, *, int dim=-1) -> Tensor", trapezoid_x, kFunctionVariant};
+Composite c_trapz_dx{"trapz.dx(Tensor y, *, float dx=1, int dim=-1) -> Tensor",
+                     [](const TensorList& in, const Attrs& a) -> TensorList {
+                       return {trapezoid(in[0], Scalar(attr<double>(a, 0)), attr<int64_t>(a, 1))};
+                     },
+                     kFunctionVariant};
+Composite c_cumtrapz_x{"cumulative_trapezoid.x(Tensor y, Tensor x, *, int dim=-1) -> Tensor", cumtrapz_x,
+                       kFunctionVariant};
+Composite c_cumtrapz_dx{"cumulative_trapezoid.dx(Tensor y, *, Scalar dx=1, int dim=-1) -> Tensor", cumtrapz_dx,
+                        kFunctionVariant};
+
+TensorList clamp_min_s(const TensorList& in, const Attrs& a) { return {clamp_min(in[0], attr<Scalar>(a, 0))}; }
+TensorList clamp_max_s(const TensorList& in, const Attrs& a) { return {clamp_max(in[0], attr<Scalar>(a, 0))}; }
+Composite c_clamp_min_t{"clamp_min.Tensor(Tensor self, Tensor min) -> Tensor",
+                        [](const TensorList& in, const Attrs&) -> TensorList { return {clamp_min(in[0], in[1])}; },
+                        kAllVariants};
+// in place: the promoted result written back under torch's can_cast rule (an int tensor refuses 2.5)
+Composite c_clamp_min{"clamp_min(Tensor self, Scalar min) -> Tensor", clamp_min_s, kAllVariants};
+Composite c_clamp_max_t{"clamp_max.Tensor(Tensor self, Tensor max) -> Tensor",
+                        [](const TensorList& in, const Attrs&) -> TensorList { return {clamp_max(in[0], in[1])}; },
+                        kAllVariants};
+Composite c_clamp_max{"clamp_max(Tensor self, Scalar max) -> Tensor", clamp_max_s, kAllVariants};
+}  // namespace
+
+}  // namespace kiln

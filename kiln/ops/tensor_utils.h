@@ -1,0 +1,51 @@
+// torch's small numeric utilities, as composites of table ops (so autograd, the modes and export see
+// their parts): block_diag, cartesian_prod, tril/triu_indices, cdist, cov, corrcoef, diff, trapezoid,
+// cumulative_trapezoid, clamp_min/clamp_max and the Tensor.new_* factories. Names, arguments, dtype
+// rules and errors are torch 2.13's.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "kiln/core/tensor.h"
+#include "kiln/dispatch/op.h"
+
+namespace kiln {
+
+// Block-diagonal matrix of 0-, 1- and 2-d tensors (a 0-d tensor is 1x1, a 1-d one a row); the dtype
+// is the inputs' promoted type. No inputs give a (1, 0) tensor, as torch's.
+Tensor block_diag(const TensorList& tensors);
+// Cartesian product of 1-d tensors: (prod of sizes, number of tensors); one tensor is returned as is.
+Tensor cartesian_prod(const TensorList& tensors);
+// The (2, N) coordinates of the lower / upper triangle of a row x col matrix, row-major; dtype int64
+// unless given (an integral dtype).
+Tensor tril_indices(int64_t row, int64_t col, int64_t offset = 0, TensorOptions options = kInt64);
+Tensor triu_indices(int64_t row, int64_t col, int64_t offset = 0, TensorOptions options = kInt64);
+
+// p-norm distances between the rows of x1 (B..., P, M) and x2 (B..., R, M): (B..., P, R), batch dims
+// broadcast. compute_mode is torch's string: "use_mm_for_euclid_dist_if_necessary" (p = 2 through
+// matrix products when P or R > 25), "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist".
+Tensor cdist(const Tensor& x1, const Tensor& x2, double p = 2,
+             const std::string& compute_mode = "use_mm_for_euclid_dist_if_necessary");
+// Covariance of the rows (variables) over the columns (observations) of a 1-d or 2-d tensor, with
+// optional integral frequency weights and floating observation weights.
+Tensor cov(const Tensor& x, int64_t correction = 1, const Tensor& fweights = {}, const Tensor& aweights = {});
+// Pearson correlation coefficients (cov normalised, clipped to [-1, 1]).
+Tensor corrcoef(const Tensor& x);
+// n-th forward difference along dim, after concatenating prepend / append (undefined: none); bool
+// tensors use logical_xor.
+Tensor diff(const Tensor& x, int64_t n = 1, int64_t dim = -1, const Tensor& prepend = {}, const Tensor& append = {});
+// The trapezoid rule along dim, over sample points x (1-d, or broadcastable to y) or a constant
+// spacing dx; the cumulative form keeps the running integral (size - 1 along dim).
+Tensor trapezoid(const Tensor& y, const Tensor& x, int64_t dim = -1);
+Tensor trapezoid(const Tensor& y, const Scalar& dx = 1, int64_t dim = -1);
+Tensor cumulative_trapezoid(const Tensor& y, const Tensor& x, int64_t dim = -1);
+Tensor cumulative_trapezoid(const Tensor& y, const Scalar& dx = 1, int64_t dim = -1);
+
+// clamp with one bound (the result dtype promotes with the bound as clamp's does).
+Tensor clamp_min(const Tensor& x, const Scalar& min);
+Tensor clamp_min(const Tensor& x, const Tensor& min);
+Tensor clamp_max(const Tensor& x, const Scalar& max);
+Tensor clamp_max(const Tensor& x, const Tensor& max);
+
+}  // namespace kiln
