@@ -105,6 +105,8 @@ def build_cases(quick):
     cases += flex_cases(Case, quick)
     from export_cases import export_cases
     cases += export_cases(Case, quick)
+    from fft_cases import fft_cases
+    cases += fft_cases(Case, quick)
     return cases
 
 

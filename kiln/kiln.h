@@ -28,5 +28,6 @@
 #include "kiln/ops/shape.h"
 #include "kiln/ops/fft.h"
 #include "kiln/ops/sort.h"
+#include "kiln/ops/special.h"
 #include "kiln/ops/tensor_utils.h"
 #include "kiln/runtime/runtime.h"

@@ -1,6 +1,7 @@
 // Grad mode, the per-tensor autograd state, saved tensors, the node kinds, and the autograd layer
 // that dispatch() calls for every op whose inputs require grad.
 #include "kiln/autograd/autograd.h"
+#include "kiln/autograd/non_differentiable.h"
 #include "kiln/core/format.h"
 
 #include <atomic>
@@ -552,7 +553,7 @@ TensorList autograd_layer(const OpDef& op, const TensorList& inputs, const Attrs
   }
   bool differentiable_out = false;
   for (const Tensor& r : result) differentiable_out |= r.defined() && is_differentiable(r.dtype());
-  if (!differentiable_out) return result;
+  if (!differentiable_out || (op.tags & kNonDifferentiable)) return result;
 
   std::shared_ptr<Node> node;
   if (!any) {

@@ -339,9 +339,12 @@ TensorList copysign_grad(G c, GL go) {
 }
 DerivativeByName d_copysign{"copysign", copysign_grad, 0b01, 1};
 
+// torch's: d/dx = xlogy(grad, y), 0 where x == 0 and y <= 0 (the x log y = 0 convention's corner)
 TensorList xlogy_grad(G c, GL go) {
   const Tensor &g = go[0], &a = c.in[0], &b = c.in[1];
-  return {mul(g, xlogy(ne(a, Scalar(0)), b)), mul(g, div(a, b))};
+  Tensor gx = xlogy(g, b);
+  gx = where(logical_and(eq(a, Scalar(0)), le(b, Scalar(0))), zeros_like(gx), gx);
+  return {gx, mul(g, div(a, b))};
 }
 DerivativeByName d_xlogy{"xlogy", xlogy_grad, 0b11, 0};
 

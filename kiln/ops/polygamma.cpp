@@ -14,7 +14,7 @@ SpecList polygamma_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
              "polygamma(n, x) does not support negative n (the op table entry "
              "takes n >= 1; n = 0 is digamma).");
   Dtype d = x.dtype();
-  KILN_CHECK(!is_complex(d), Runtime, op.name, "\"polygamma\" not implemented for '", dtype_name(d),
+  KILN_CHECK(!is_complex(d), NotImplemented, op.name, "\"polygamma\" not implemented for '", dtype_name(d),
              "'");
   if (!is_floating(d)) d = default_dtype();
   return {{x.sizes(), d}};

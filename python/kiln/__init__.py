@@ -5,8 +5,8 @@ from . import _C
 from ._C import *  # noqa: F401,F403
 from ._C import Tensor, dtype, _weight_norm  # noqa: F401
 
-# torch.linalg's and torch.fft's functions live in kiln.linalg / kiln.fft only, as torch's do
-for _n in [_n for _n in dir(_C) if _n.startswith(("linalg_", "fft_"))]:
+# torch.linalg's, torch.fft's and torch.special's functions live in their namespaces only, as torch's do
+for _n in [_n for _n in dir(_C) if _n.startswith(("linalg_", "fft_", "special_"))]:
     del globals()[_n]
 
 from . import _tensor_protocol  # noqa: E402
@@ -20,6 +20,7 @@ from .autograd import (no_grad, enable_grad, set_grad_enabled, inference_mode,  
 from . import nn  # noqa: E402,F401
 from . import linalg  # noqa: E402,F401
 from . import fft  # noqa: E402,F401
+from . import special  # noqa: E402,F401
 from . import io  # noqa: E402,F401
 from . import utils  # noqa: E402,F401
 from . import ops  # noqa: E402,F401
@@ -166,6 +167,15 @@ def block_diag(*tensors):
 
 def cartesian_prod(*tensors):
     return _C.cartesian_prod(list(tensors))
+
+
+# torch's top-level in-place forms of i0 and sinc
+def i0_(input):
+    return input.i0_()
+
+
+def sinc_(input):
+    return input.sinc_()
 
 
 _tensor_protocol.wrap_methods()  # last: every Tensor method is in place

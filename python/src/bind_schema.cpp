@@ -325,11 +325,17 @@ void parse(const OpFn& f, PyObject* const* argv, size_t nargs, PyObject* kwnames
   Attrs& attrs = p.attrs;
   p.out = out;
   p.self = params.empty() ? nullptr : vals[0];
+  bool a_tensor = false;      // some tensor argument is a tensor object
+  int first_number = -1;      // the first tensor argument given as a Python number
   for (size_t i = 0; i < params.size(); ++i) {
     const ArgInfo& ai = params[i];
     const SchemaArg& a = *ai.a;
     PyObject* v = vals[i];
     if (a.is_tensor()) {
+      if (v && !a.is_tensor_list()) {
+        if (is_tensor_obj(v)) a_tensor = true;
+        else if (first_number < 0 && is_numeric(v)) first_number = static_cast<int>(i);
+      }
       if (v) add_tensors(f, ai, where[i], v, in);
       else if (a.default_ || a.optional) { if (!a.is_tensor_list()) in.emplace_back(); }
       else
@@ -348,6 +354,12 @@ void parse(const OpFn& f, PyObject* const* argv, size_t nargs, PyObject* kwnames
                             "' (pos " + std::to_string(i + 1) + ")").c_str());
     }
   }
+  // torch's number overloads need one tensor: add(2, 3) matches no signature (kiln.ops.<name>, unnamed,
+  // which takes numbers everywhere, is exempt)
+  if (first_number >= 0 && !a_tensor && !f.name->empty())
+    throw nb::type_error((*f.name + "(): argument '" + nb::borrow<nb::str>(params[first_number].name).c_str() +
+                          "' (position " + std::to_string(first_number + 1) + ") must be Tensor, not " +
+                          Py_TYPE(vals[first_number])->tp_name).c_str());
 }
 
 PyObject* run(const OpFn& f, Parsed& p) {

@@ -1973,9 +1973,10 @@ from op_db_linalg import LINALG_OPS  # noqa: E402 (its entries use the builders 
 from op_db_lowp import LOWP_OPS  # noqa: E402
 from op_db_flex import FLEX_OPS  # noqa: E402
 from op_db_fft import FFT_OPS  # noqa: E402
+from op_db_special import SPECIAL_OPS  # noqa: E402
 
 op_db = (UNARY_OPS + BINARY_OPS + REDUCTION_OPS + SCAN_OPS + SHAPE_OPS + INDEX_OPS + SORT_OPS + MATMUL_OPS + NN_OPS
-         + CREATION_OPS + OPTIM_OPS + LINALG_OPS + LOWP_OPS + FLEX_OPS + FFT_OPS)
+         + CREATION_OPS + OPTIM_OPS + LINALG_OPS + LOWP_OPS + FLEX_OPS + FFT_OPS + SPECIAL_OPS)
 
 
 # ---- known kiln bugs and gaps ----------------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 #include "kiln/backend/cpu/blas.h"
 #include "kiln/backend/cpu/compute.h"
 #include "kiln/backend/cpu/parallel.h"
+#include "kiln/core/deterministic.h"
 #include "kiln/ops/conv_detail.h"
 
 namespace kiln {
@@ -212,14 +213,18 @@ void conv_transpose_forward(const T* x, const T* w, const T* b, T* y, const Geom
 }
 
 // dw (O, Cg, kD, kH, kW) = sum over n of gy (N, O, oD, oH, oW) x windows of x (N, C, D, H, W)
+constexpr int64_t kDeterministicSlices = 4;
 template <class T>
 void conv_weight_backward(const T* gy, const T* x, T* dw, const Geom& g) {
   int64_t Og = g.Og(), K = g.K(), P = g.P(), wsize = g.O * K;
   bool direct = g.direct();
   int nt = get_num_threads();
-  bool par = nt > 1 && g.N >= nt && !cpu::in_parallel_region();
+  // deterministic mode: the batch is split into a fixed number of slices (not one per thread), each
+  // summed into its own accumulator and the accumulators added in order, on any number of threads
+  const bool det = are_deterministic_algorithms_enabled() && g.N > 1;
+  bool par = det || (nt > 1 && g.N >= nt && !cpu::in_parallel_region());
   int64_t col_size = direct ? 0 : K * P;
-  int64_t slots = par ? nt : 1;
+  int64_t slots = det ? std::min<int64_t>(g.N, kDeterministicSlices) : par ? nt : 1;
   // per thread: a column buffer and (in parallel) a private accumulator
   Tensor buf =
       make_tensor({std::max<int64_t>(1, slots * (col_size + (par ? wsize : 0)))}, dtype_of<T>());
@@ -239,10 +244,18 @@ void conv_weight_backward(const T* gy, const T* x, T* dw, const Geom& g) {
   }
   T* accs = base + slots * col_size;
   std::fill(accs, accs + slots * wsize, T(0));
-  cpu::parallel_for(g.N, 1, [&](int64_t s, int64_t e) {
-    int t = omp_get_thread_num();
-    for (int64_t n = s; n < e; ++n) one(n, base + t * col_size, accs + t * wsize);
-  });
+  if (det) {
+    const int64_t per = (g.N + slots - 1) / slots;
+    cpu::parallel_for(slots, 1, [&](int64_t s, int64_t e) {
+      for (int64_t t = s; t < e; ++t)
+        for (int64_t n = t * per; n < std::min(g.N, (t + 1) * per); ++n) one(n, base + t * col_size, accs + t * wsize);
+    });
+  } else {
+    cpu::parallel_for(g.N, 1, [&](int64_t s, int64_t e) {
+      int t = omp_get_thread_num();
+      for (int64_t n = s; n < e; ++n) one(n, base + t * col_size, accs + t * wsize);
+    });
+  }
   cpu::parallel_for(wsize, cpu::kGrainSize, [&](int64_t s, int64_t e) {
     for (int64_t i = s; i < e; ++i) {
       T v = accs[i];

@@ -3,8 +3,10 @@
 #include <omp.h>
 #include <pthread.h>
 
+#include <algorithm>
 #include <thread>
 
+#include "kiln/core/deterministic.h"
 #include "kiln/core/error.h"
 
 extern "C" void openblas_set_num_threads(int);
@@ -42,20 +44,25 @@ void set_num_threads(int n) {
              "outside kiln's kernels, or start workers with the 'spawn' or 'forkserver' method");
   g_threads = n;
   omp_set_num_threads(n);
-  openblas_set_num_threads(n);
+  cpu::apply_blas_threads();
 }
 
 int get_num_threads() {
   if (g_threads == 0) {
     int n = omp_get_max_threads();
     g_threads = n > 0 ? n : 1;
-    openblas_set_num_threads(g_threads);
+    cpu::apply_blas_threads();
   }
   return g_threads;
 }
 
 namespace cpu {
 bool in_parallel_region() { return omp_in_parallel(); }
+// OpenBLAS splits a product differently on different thread counts (its bits change): in
+// deterministic mode it runs on one thread; kiln's own loops keep their thread-independent splits.
+void apply_blas_threads() {
+  openblas_set_num_threads(are_deterministic_algorithms_enabled() ? 1 : std::max(g_threads, 1));
+}
 }  // namespace cpu
 
 }  // namespace kiln

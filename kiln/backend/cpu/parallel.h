@@ -11,6 +11,8 @@ namespace kiln::cpu {
 inline constexpr int64_t kGrainSize = 32768;
 
 bool in_parallel_region();
+// Tells OpenBLAS its thread count: kiln's, or one in deterministic mode (use_deterministic_algorithms).
+void apply_blas_threads();
 
 // Calls f(begin, end) over [0, n) split into contiguous chunks, one per thread; serial when n is
 // below grain or already inside a parallel region. f must not throw.

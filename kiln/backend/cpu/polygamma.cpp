@@ -83,6 +83,9 @@ double hurwitz_zeta_int(int64_t s, double q) {
 
 double polygamma_scalar(int64_t n, double x) {
   if (n == 1) return trigamma_scalar(x);
+  // torch's infinities: +inf gives NaN, -inf the sign of (-1)^(n+1) n! zeta(n + 1, -inf) = inf
+  if (std::isinf(x)) return x > 0 ? std::numeric_limits<double>::quiet_NaN()
+                                  : (n % 2 ? 1.0 : -1.0) * std::numeric_limits<double>::infinity();
   double z = hurwitz_zeta_int(n + 1, x);
   double f = std::exp(std::lgamma(static_cast<double>(n) + 1.0));  // n!
   return (n % 2 ? 1.0 : -1.0) * f * z;

@@ -9,6 +9,7 @@
 
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/core/convert.h"
+#include "kiln/core/deterministic.h"
 #include "kiln/core/visit.h"
 #include "kiln/ops/reduce_detail.h"
 
@@ -16,6 +17,8 @@ namespace kiln {
 namespace {
 
 using namespace reduce_detail;
+// deterministic mode: a long row is reduced in pieces of this length whatever the thread count
+constexpr int64_t kDeterministicPiece = int64_t(1) << 16;
 
 using cpu::contiguous_of;
 // the view of x with its dims in the order perm
@@ -86,10 +89,12 @@ void cpu::reduce_into(ReduceOp r, const Tensor& y, const Tensor& x, const std::v
   xp = contiguous_of(xp);
   const char* xpnt = static_cast<const char*>(xp.data_ptr());
   size_t isz = x.itemsize(), osz = y.itemsize();
-  if (O == 1 && R >= 2 * cpu::kGrainSize && nt > 1 && !is_reduced_float(x.dtype()) && r != ReduceOp::Mean &&
-      r != ReduceOp::All && r != ReduceOp::Any) {
-    // one long row: split it, reduce the partials
-    int64_t chunks = std::min<int64_t>(nt, R / cpu::kGrainSize);
+  const bool det = are_deterministic_algorithms_enabled();
+  if (O == 1 && R >= 2 * cpu::kGrainSize && (nt > 1 || det) && !is_reduced_float(x.dtype()) &&
+      r != ReduceOp::Mean && r != ReduceOp::All && r != ReduceOp::Any) {
+    // one long row: split it, reduce the partials. Deterministic mode splits it the same way on any
+    // number of threads (fixed-length pieces), so the rounding does not depend on the thread count.
+    int64_t chunks = det ? (R + kDeterministicPiece - 1) / kDeterministicPiece : std::min<int64_t>(nt, R / cpu::kGrainSize);
     int64_t len = (R + chunks - 1) / chunks;
     Tensor partial = make_tensor({chunks}, y.dtype());
     char* pp = static_cast<char*>(partial.data_ptr());
