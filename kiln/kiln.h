@@ -17,6 +17,7 @@
 #include "kiln/core/scalar.h"
 #include "kiln/core/tensor.h"
 #include "kiln/dispatch/op.h"
+#include "kiln/dispatch/profiler.h"
 #include "kiln/dispatch/schema.h"
 #include "kiln/export/program.h"
 #include "kiln/io/safetensors.h"

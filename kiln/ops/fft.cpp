@@ -250,22 +250,25 @@ Tensor rfft(const Tensor& x, std::optional<int64_t> n, int64_t dim, const Norm& 
   return r2c(t, {dim}, norm_mode(norm, true), true);
 }
 
-Tensor irfft(const Tensor& x, std::optional<int64_t> n, int64_t dim, const Norm& norm) {
-  Tensor t = promote("irfft", x, true);
-  dim = fft_dim(dim, t.dim(), "irfft");
+namespace {
+// irfft and hfft: a complex half spectrum (n / 2 + 1 values, n defaulting to 2 (m - 1)) to n real
+// values; hfft is the forward transform of the conjugate
+Tensor c2r_1d(const char* op, const Tensor& x, std::optional<int64_t> n, int64_t dim, const Norm& norm, bool hermitian) {
+  Tensor t = promote(op, x, true);
+  dim = fft_dim(dim, t.dim(), op);
   const int64_t out = n ? *n : 2 * (t.size(dim) - 1);
   check_points(out);
   t = resize_dim(t, dim, out / 2 + 1);
-  return c2r(t, {dim}, norm_mode(norm, false), out);
+  return c2r(hermitian ? conj(t) : t, {dim}, norm_mode(norm, hermitian), out);
+}
+}  // namespace
+
+Tensor irfft(const Tensor& x, std::optional<int64_t> n, int64_t dim, const Norm& norm) {
+  return c2r_1d("irfft", x, n, dim, norm, false);
 }
 
 Tensor hfft(const Tensor& x, std::optional<int64_t> n, int64_t dim, const Norm& norm) {
-  Tensor t = promote("hfft", x, true);
-  dim = fft_dim(dim, t.dim(), "hfft");
-  const int64_t out = n ? *n : 2 * (t.size(dim) - 1);
-  check_points(out);
-  t = resize_dim(t, dim, out / 2 + 1);
-  return c2r(conj(t), {dim}, norm_mode(norm, true), out);
+  return c2r_1d("hfft", x, n, dim, norm, true);
 }
 
 Tensor ihfft(const Tensor& x, std::optional<int64_t> n, int64_t dim, const Norm& norm) {

@@ -146,23 +146,17 @@ def _new_tensor(self, data, dtype=None, device=None, requires_grad=False):
 
 
 # ---- storages ---------------------------------------------------------------------------------------
-class UntypedStorage:
-    """The bytes under a tensor and its views (torch.UntypedStorage): nbytes, data_ptr, byte values."""
+class _Storage:
+    """What both storage views share: the tensor whose storage it is (which keeps the memory alive)."""
 
     def __init__(self, tensor):
-        self._t = tensor  # keeps the memory alive
+        self._t = tensor
 
     def nbytes(self):
         return self._t._storage_nbytes()
 
-    size = nbytes
-    __len__ = nbytes
-
     def data_ptr(self):
         return self._t._storage_data_ptr()
-
-    def element_size(self):
-        return 1
 
     @property
     def device(self):
@@ -175,64 +169,55 @@ class UntypedStorage:
         self._t.share_memory_()
         return self
 
-    def _bytes(self):
-        n = self._t._storage_nbytes() // self._t.element_size()
-        return self._t.detach().as_strided((n,), (1,), 0).view(_C.uint8)
+    def _elements(self):  # the whole storage as a 1-d tensor of the tensor's dtype
+        return self._t.detach().as_strided((self._t._storage_nbytes() // self._t.element_size(),), (1,), 0)
+
+    def _values(self):
+        return self._elements()
 
     def tolist(self):
-        return self._bytes().tolist()
+        return self._values().tolist()
 
     def __getitem__(self, i):
-        return self._bytes()[i].item() if isinstance(i, int) else self._bytes()[i].tolist()
+        r = self._values()[i]
+        return r.item() if isinstance(i, int) else r.tolist()
+
+
+class UntypedStorage(_Storage):
+    """The bytes under a tensor and its views (torch.UntypedStorage): nbytes, data_ptr, byte values."""
+
+    def size(self):
+        return self.nbytes()
+
+    __len__ = size
+
+    def element_size(self):
+        return 1
+
+    def _values(self):
+        return self._elements().view(_C.uint8)
 
     def __repr__(self):
         return f" {self.tolist()}\n[kiln.storage.UntypedStorage(device={self.device}) of size {self.nbytes()}]"
 
 
-class TypedStorage:
+class TypedStorage(_Storage):
     """The elements under a tensor and its views (torch.TypedStorage, what Tensor.storage() returns)."""
 
     def __init__(self, tensor):
-        self._t = tensor
+        super().__init__(tensor)
         self.dtype = tensor.dtype
 
     def untyped(self):
         return UntypedStorage(self._t)
 
     def size(self):
-        return self._t._storage_nbytes() // self._t.element_size()
+        return self.nbytes() // self._t.element_size()
 
     __len__ = size
 
-    def nbytes(self):
-        return self._t._storage_nbytes()
-
     def element_size(self):
         return self._t.element_size()
-
-    def data_ptr(self):
-        return self._t._storage_data_ptr()
-
-    @property
-    def device(self):
-        return self._t.device
-
-    def is_shared(self):
-        return self._t.is_shared()
-
-    def share_memory_(self):
-        self._t.share_memory_()
-        return self
-
-    def _elements(self):
-        return self._t.detach().as_strided((self.size(),), (1,), 0)
-
-    def tolist(self):
-        return self._elements().tolist()
-
-    def __getitem__(self, i):
-        r = self._elements()[i]
-        return r.item() if isinstance(i, int) else r.tolist()
 
     def __repr__(self):
         return f" {self.tolist()}\n[kiln.storage.TypedStorage(dtype={self.dtype}, device={self.device}) of size {self.size()}]"

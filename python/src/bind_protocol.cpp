@@ -8,6 +8,7 @@
 #include "python/src/common.h"
 
 #include "kiln/backend/cpu/isa.h"
+#include "kiln/dispatch/profiler.h"
 
 namespace kiln::py {
 namespace {
@@ -208,6 +209,22 @@ void bind_protocol(nb::module_& m, nb::class_<Tensor>& cls) {
     nb::inst_mark_ready(o);
     return o;
   }, "cls"_a);
+
+  // ---- the profiler (kiln/dispatch/profiler.h; python/kiln/profiler is the Python side)
+  m.def("_profiler_start", [](bool shapes) { profiler::start(shapes); }, "record_shapes"_a = false);
+  m.def("_profiler_stop", [] {
+    nb::list out;
+    for (const profiler::Event& e : profiler::stop()) {
+      nb::list shapes;
+      for (const Shape& s : e.shapes) shapes.append(shape_tuple(s));
+      out.append(nb::make_tuple(e.name, e.start_ns, e.end_ns, e.depth, e.is_range, shapes));
+    }
+    return out;
+  });
+  m.def("_profiler_enabled", &profiler::enabled);
+  m.def("_profiler_range_push", &profiler::range_push);
+  m.def("_profiler_range_pop", &profiler::range_pop);
+  m.def("_profiler_now_ns", &profiler::now_ns);
 
   // ---- determinism and backends
   m.def("use_deterministic_algorithms", &use_deterministic_algorithms, "mode"_a, nb::kw_only(), "warn_only"_a = false);

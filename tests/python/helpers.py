@@ -201,3 +201,20 @@ def load_quickstart():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def to_kiln_tree(x):
+    """kiln copies of every torch tensor (same values, strides, offset; requires_grad kept) and dtype in a
+    nested argument (lists, tuples, dicts)."""
+    if isinstance(x, torch.Tensor):
+        k = to_kiln(x.detach())
+        return k.requires_grad_() if x.requires_grad else k
+    if isinstance(x, torch.dtype):
+        return kdt(dname(x))
+    if isinstance(x, list):
+        return [to_kiln_tree(v) for v in x]
+    if isinstance(x, tuple):
+        return tuple(to_kiln_tree(v) for v in x)
+    if isinstance(x, dict):
+        return {k: to_kiln_tree(v) for k, v in x.items()}
+    return x

@@ -33,7 +33,7 @@ import pytest
 import torch
 
 import kiln
-from helpers import dname, kdt, tdt, to_kiln, to_torch
+from helpers import dname, tdt, to_kiln_tree, to_torch
 
 NAN, INF = float("nan"), float("inf")
 SPECIAL = [NAN, INF, -INF, 0.0, -0.0]
@@ -89,16 +89,7 @@ def tol(name, dtype):
     return LOOSE.get(name, {}).get(dtype, BASE_TOL.get(dtype, F64))
 
 
-def kin(a):
-    """torch tensors (also inside lists / tuples) -> kiln copies with the same strides; dtypes -> kiln."""
-    if isinstance(a, torch.Tensor):
-        k = to_kiln(a.detach())
-        return k.requires_grad_() if a.requires_grad else k
-    if isinstance(a, torch.dtype):
-        return kdt(dname(a))
-    if isinstance(a, (list, tuple)):
-        return type(a)(kin(x) for x in a)
-    return a
+kin = to_kiln_tree  # torch tensors (in lists, tuples, dicts) -> kiln copies; dtypes -> kiln
 
 
 def close(k, t, rtol, atol, msg=""):

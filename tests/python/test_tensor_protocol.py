@@ -24,7 +24,7 @@ import pytest
 import torch
 
 import kiln
-from helpers import dname, kdt, make, tdt, to_kiln, to_torch
+from helpers import dname, kdt, make, tdt, to_kiln, to_kiln_tree, to_torch
 
 F32 = dict(rtol=1e-5, atol=1e-6)
 F64 = dict(rtol=1e-9, atol=1e-10)
@@ -40,18 +40,7 @@ def lib_t(lib, t):
     return t if lib is torch else to_kiln(t)
 
 
-def conv(a):
-    """torch tensors (also inside lists / tuples / dicts) -> kiln copies; torch dtypes -> kiln dtypes."""
-    if isinstance(a, torch.Tensor):
-        k = to_kiln(a.detach())
-        return k.requires_grad_() if a.requires_grad else k
-    if isinstance(a, torch.dtype):
-        return kdt(dname(a))
-    if isinstance(a, dict):
-        return {k: conv(v) for k, v in a.items()}
-    if isinstance(a, (list, tuple)):
-        return type(a)(conv(x) for x in a)
-    return a
+conv = to_kiln_tree  # torch tensors (in lists, tuples, dicts) -> kiln copies; dtypes -> kiln
 
 
 def same(k, t, rtol=None, atol=None):

@@ -74,3 +74,5 @@ def _register_post_accumulate_grad_hook(self, hook):
 Tensor.backward = _tensor_backward
 Tensor.register_hook = _register_hook
 Tensor.register_post_accumulate_grad_hook = _register_post_accumulate_grad_hook
+
+from . import functional  # noqa: E402,F401  (last: it uses grad)
