@@ -181,17 +181,21 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
         raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode". Hint: If your '
                              'function has more outputs than inputs, "forward-mode" tends to be more performant. '
                              'Otherwise, prefer to use "reverse-mode".')
-    if strategy == "forward-mode":
-        if create_graph:
-            raise NotImplementedError('torch.autograd.functional.jacobian: `create_graph=True` and '
-                                      '`strategy="forward-mode"` are not supported together (yet). Please either '
-                                      'set `create_graph=False` or `strategy="reverse-mode"`.')
-        if not vectorize:
-            raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-reverse Hessian is only "
-                                      "implemented for `vectorize=True`.")
-    if vectorize and strict:
+    # torch's order of refusals: create_graph with forward-mode, then strict with either option, then
+    # forward-mode without vectorize
+    if strategy == "forward-mode" and create_graph:
+        raise NotImplementedError('torch.autograd.functional.jacobian: `create_graph=True` and '
+                                  '`strategy="forward-mode"` are not supported together (yet). Please either '
+                                  'set `create_graph=False` or `strategy="reverse-mode"`.')
+    if strict and strategy == "forward-mode":
+        raise RuntimeError('torch.autograd.functional.jacobian: `strict=True` and `strategy="forward-mode"` are not '
+                           'supported together (yet). Please either set `strict=False` or `strategy="reverse-mode"`.')
+    if strict and vectorize:
         raise RuntimeError("torch.autograd.functional.jacobian: `strict=True` and `vectorized=True` are not "
                            "supported together. Please either set `strict=False` or `vectorize=False`.")
+    if strategy == "forward-mode" and not vectorize:
+        raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-reverse Hessian is only "
+                                  "implemented for `vectorize=True`.")
     with enable_grad():
         in_tuple, inputs = _tupled(inputs, "inputs", "jacobian")
         inputs = _leaves(inputs, create_graph, True)
