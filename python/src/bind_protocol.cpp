@@ -5,7 +5,7 @@
 #include <Python.h>
 #include <structmember.h>
 
-#include "python/src/common.h"
+#include "common.h"
 
 #include "kiln/backend/cpu/isa.h"
 #include "kiln/dispatch/profiler.h"
