@@ -21,6 +21,7 @@ from . import nn  # noqa: E402,F401
 from . import linalg  # noqa: E402,F401
 from . import fft  # noqa: E402,F401
 from . import special  # noqa: E402,F401
+from . import func  # noqa: E402,F401
 from . import io  # noqa: E402,F401
 from . import utils  # noqa: E402,F401
 from . import ops  # noqa: E402,F401
