@@ -1061,3 +1061,19 @@ def test_deterministic_algorithms_round_trip():
         seen[lib] = states
     assert seen[kiln] == seen[torch]
     assert seen[torch][:5] == [(False, False), (True, False), (True, True), (False, True), (False, False)]
+
+
+def test_shared_memory_is_seen_across_fork():
+    """share_memory_(): a forked child's writes reach the parent, as torch's shared storage does (and an
+    unshared tensor's do not)."""
+    import os
+    for lib in (torch, kiln):
+        shared, private = lib.zeros(4).share_memory_(), lib.zeros(4)
+        pid = os.fork()
+        if pid == 0:  # the child: write, leave without running the parent's cleanup
+            shared[1] = 5.0
+            private[1] = 5.0
+            os._exit(0)
+        os.waitpid(pid, 0)
+        assert shared.is_shared() and shared[1].item() == 5.0, lib.__name__
+        assert private[1].item() == 0.0, lib.__name__
