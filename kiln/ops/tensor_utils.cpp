@@ -10,6 +10,7 @@
 #include "kiln/ops/linalg.h"
 #include "kiln/ops/ops.h"
 #include "kiln/ops/shape.h"
+#include "kiln/ops/sort.h"
 
 namespace kiln {
 
@@ -273,6 +274,59 @@ Tensor cumulative_trapezoid(const Tensor& y, const Scalar& dx, int64_t dim) {
   return cumsum(mul(pair_sum(y, dim), Scalar(real_dx(op, dx) / 2.0)), dim);
 }
 
+Tensor heaviside(const Tensor& input, const Tensor& values) {
+  const char* op = "heaviside";
+  KILN_CHECK(!is_complex(input.dtype()) && !is_complex(values.dtype()), Runtime, op,
+             "heaviside is not yet implemented for complex tensors.");
+  KILN_CHECK(input.dtype() == values.dtype(), Runtime, op,
+             "heaviside is not yet implemented for tensors with different dtypes.");
+  Tensor step = to_dtype(gt(input, Scalar(0)), input.dtype());
+  return where(eq(input, Scalar(0)), values, step);
+}
+
+Tensor isin(const Tensor& elements, const Tensor& test_elements, bool assume_unique, bool invert) {
+  (void)assume_unique;  // a hint for torch's algorithm choice; the answer is the same
+  const Dtype d = promote_types(elements.dtype(), test_elements.dtype());
+  Tensor e = to_dtype(elements, d), t = to_dtype(flatten(test_elements), d);
+  Tensor found;
+  if (t.numel() == 0) {
+    found = zeros(e.sizes(), TensorOptions(kBool).device(e.device()));
+  } else {
+    Tensor sorted = std::get<0>(sort(t));
+    Tensor idx = clamp(searchsorted(sorted, contiguous(e)), Scalar(0), Scalar(t.numel() - 1));
+    found = eq(reshape(index_select(sorted, 0, flatten(idx)), e.sizes()), e);
+  }
+  return invert ? logical_not(found) : found;
+}
+
+Tensor vander(const Tensor& x, std::optional<int64_t> N, bool increasing) {
+  const char* op = "vander";
+  KILN_CHECK(x.dim() == 1, Runtime, op, "x must be a one-dimensional tensor.");
+  const int64_t n = N ? *N : x.size(0);
+  KILN_CHECK(n >= 0, Runtime, op, "N must be non-negative.");
+  Tensor xx = x.dtype() == kBool ? to_dtype(x, kInt64) : x;
+  // x^0, x^1, ... as a running product (torch's cumprod: the same rounding for floats)
+  Tensor cols = ones({x.size(0), n}, TensorOptions(xx.dtype()).device(x.device()));
+  if (n > 1) {
+    Tensor rep = expand(unsqueeze(xx, 1), {x.size(0), n - 1});
+    cols = cat({narrow(cols, 1, 0, 1), cumprod(rep, 1)}, 1);
+  }
+  return increasing ? cols : flip(cols, {1});
+}
+
+Tensor diagflat(const Tensor& x, int64_t offset) { return diag(flatten(x), offset); }
+
+Tensor atleast_1d(const Tensor& x) { return x.dim() == 0 ? reshape(x, {1}) : x; }
+Tensor atleast_2d(const Tensor& x) {
+  if (x.dim() == 0) return reshape(x, {1, 1});
+  return x.dim() == 1 ? unsqueeze(x, 0) : x;
+}
+Tensor atleast_3d(const Tensor& x) {
+  if (x.dim() == 0) return reshape(x, {1, 1, 1});
+  if (x.dim() == 1) return unsqueeze(unsqueeze(x, 0), 2);
+  return x.dim() == 2 ? unsqueeze(x, 2) : x;
+}
+
 Tensor clamp_min(const Tensor& x, const Scalar& lo) { return clamp(x, lo, std::nullopt); }
 Tensor clamp_max(const Tensor& x, const Scalar& hi) { return clamp(x, std::nullopt, hi); }
 Tensor clamp_min(const Tensor& x, const Tensor& lo) { return clamp(x, lo, Tensor()); }
@@ -371,6 +425,44 @@ Composite c_cumtrapz_x{"cumulative_trapezoid.x(Tensor y, Tensor x, *, int dim=-1
                        kFunctionVariant};
 Composite c_cumtrapz_dx{"cumulative_trapezoid.dx(Tensor y, *, Scalar dx=1, int dim=-1) -> Tensor", cumtrapz_dx,
                         kFunctionVariant};
+
+Composite c_heaviside{"heaviside(Tensor self, Tensor values) -> Tensor",
+                      [](const TensorList& in, const Attrs&) -> TensorList { return {heaviside(in[0], in[1])}; },
+                      kAllVariants};
+TensorList isin_tt(const TensorList& in, const Attrs& a) {
+  return {isin(in[0], in[1], attr<bool>(a, 0), attr<bool>(a, 1))};
+}
+TensorList isin_ts(const TensorList& in, const Attrs& a) {
+  return {isin(in[0], scalar_tensor(attr<Scalar>(a, 0)), attr<bool>(a, 1), attr<bool>(a, 2))};
+}
+TensorList isin_st(const TensorList& in, const Attrs& a) {
+  return {isin(scalar_tensor(attr<Scalar>(a, 0)), in[0], attr<bool>(a, 1), attr<bool>(a, 2))};
+}
+Composite c_isin_tt{"isin.Tensor_Tensor(Tensor elements, Tensor test_elements, *, bool assume_unique=False, "
+                    "bool invert=False) -> Tensor", isin_tt, kFunctionVariant};
+Composite c_isin_ts{"isin.Tensor_Scalar(Tensor elements, Scalar test_element, *, bool assume_unique=False, "
+                    "bool invert=False) -> Tensor", isin_ts, kFunctionVariant};
+Composite c_isin_st{"isin.Scalar_Tensor(Scalar element, Tensor test_elements, *, bool assume_unique=False, "
+                    "bool invert=False) -> Tensor", isin_st, kFunctionVariant};
+Composite c_vander{"vander(Tensor x, int? N=None, bool increasing=False) -> Tensor",
+                   [](const TensorList& in, const Attrs& a) -> TensorList {
+                     return {vander(in[0], opt_attr<int64_t>(a, 0), attr<bool>(a, 1))};
+                   },
+                   kFunctionVariant};
+Composite c_diagflat{"diagflat(Tensor self, int offset=0) -> Tensor",
+                     [](const TensorList& in, const Attrs& a) -> TensorList {
+                       return {diagflat(in[0], attr<int64_t>(a, 0))};
+                     },
+                     kFunctionAndMethod};
+Composite c_atleast_1d{"atleast_1d(Tensor self) -> Tensor",
+                       [](const TensorList& in, const Attrs&) -> TensorList { return {atleast_1d(in[0])}; },
+                       kFunctionVariant};
+Composite c_atleast_2d{"atleast_2d(Tensor self) -> Tensor",
+                       [](const TensorList& in, const Attrs&) -> TensorList { return {atleast_2d(in[0])}; },
+                       kFunctionVariant};
+Composite c_atleast_3d{"atleast_3d(Tensor self) -> Tensor",
+                       [](const TensorList& in, const Attrs&) -> TensorList { return {atleast_3d(in[0])}; },
+                       kFunctionVariant};
 
 TensorList clamp_min_s(const TensorList& in, const Attrs& a) { return {clamp_min(in[0], attr<Scalar>(a, 0))}; }
 TensorList clamp_max_s(const TensorList& in, const Attrs& a) { return {clamp_max(in[0], attr<Scalar>(a, 0))}; }

@@ -42,6 +42,19 @@ Tensor trapezoid(const Tensor& y, const Scalar& dx = 1, int64_t dim = -1);
 Tensor cumulative_trapezoid(const Tensor& y, const Tensor& x, int64_t dim = -1);
 Tensor cumulative_trapezoid(const Tensor& y, const Scalar& dx = 1, int64_t dim = -1);
 
+// torch.heaviside: 0 below zero, 1 above, `values` at zero (input and values of one dtype).
+Tensor heaviside(const Tensor& input, const Tensor& values);
+// torch.isin: whether each element occurs in test_elements (sorted and searched, not all pairs).
+Tensor isin(const Tensor& elements, const Tensor& test_elements, bool assume_unique = false, bool invert = false);
+// torch.vander: columns x^(N-1), ..., x^0 (increasing: x^0 first); N defaults to len(x).
+Tensor vander(const Tensor& x, std::optional<int64_t> N = std::nullopt, bool increasing = false);
+// torch.diagflat: the flattened input on the offset diagonal of a square matrix.
+Tensor diagflat(const Tensor& x, int64_t offset = 0);
+// torch.atleast_1d / 2d / 3d: views with leading (and for 3-d, trailing) unit dims added.
+Tensor atleast_1d(const Tensor& x);
+Tensor atleast_2d(const Tensor& x);
+Tensor atleast_3d(const Tensor& x);
+
 // clamp with one bound (the result dtype promotes with the bound as clamp's does).
 Tensor clamp_min(const Tensor& x, const Scalar& min);
 Tensor clamp_min(const Tensor& x, const Tensor& min);

@@ -170,6 +170,21 @@ def cartesian_prod(*tensors):
     return _C.cartesian_prod(list(tensors))
 
 
+def _atleast(op):
+    def fn(*tensors):
+        """torch's atleast_Nd: one tensor gives one tensor; several (or a list / tuple of them) a tuple."""
+        if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+            tensors = tuple(tensors[0])
+        elif len(tensors) == 1:
+            return op(tensors[0])
+        return tuple(op(t) for t in tensors)
+    fn.__name__ = fn.__qualname__ = op.__name__
+    return fn
+
+
+atleast_1d, atleast_2d, atleast_3d = _atleast(_C.atleast_1d), _atleast(_C.atleast_2d), _atleast(_C.atleast_3d)
+
+
 # torch's top-level in-place forms of i0 and sinc
 def i0_(input):
     return input.i0_()

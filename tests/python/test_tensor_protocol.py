@@ -1077,3 +1077,53 @@ def test_shared_memory_is_seen_across_fork():
         os.waitpid(pid, 0)
         assert shared.is_shared() and shared[1].item() == 5.0, lib.__name__
         assert private[1].item() == 0.0, lib.__name__
+
+
+# ---------------------------------------------------------------------------------------------------
+# heaviside, isin, vander, diagflat, atleast_1d/2d/3d
+# ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dt", ["float32", "float64", "int64"])
+def test_heaviside_values_and_errors(dt):
+    x = torch.tensor([-2, 0, 3, 0, -1]).to(tdt(dt))
+    v = torch.tensor([7, 8, 9, 10, 11]).to(tdt(dt))
+    both(lambda m, a, b: m.heaviside(a, b), x, v)
+    both(lambda m, a, b: a.heaviside(b), x.reshape(5, 1), v[:1])           # method, broadcast values
+    both(lambda m, a, b: m.heaviside(a, b), x[::2], v[::2])                 # strided
+    both_raise(RuntimeError, lambda m, a, b: m.heaviside(a, b), x, v.to(torch.float16))  # dtypes differ
+
+
+@pytest.mark.parametrize("dt", ["int64", "float32", "float64"])
+def test_isin(dt):
+    e = make((4, 5), dt, -5, 5, seed=1)
+    t = make((7,), dt, -5, 5, seed=2)
+    both(lambda m, a, b: m.isin(a, b), e, t)
+    both(lambda m, a, b: m.isin(a, b, invert=True), e, t)
+    both(lambda m, a, b: m.isin(a, b, assume_unique=True), e[0].unique(), t.unique())
+    both(lambda m, a, b: m.isin(a, b), e.t(), t.reshape(7, 1))             # any shapes
+    both(lambda m, a, b: m.isin(a, b), e, t[:0])                            # nothing to find
+    both(lambda m, a: m.isin(a, 2), e)                                      # a scalar test element
+    both(lambda m, b: m.isin(2, b), t)                                      # a scalar element
+    both(lambda m, a, b: m.isin(a, b), e, t.to(torch.float64))              # promotion
+
+
+@pytest.mark.parametrize("dt", ["int64", "float32", "float64"])
+def test_vander(dt):
+    x = make((4,), dt, -3, 3, seed=3)
+    for kw in ({}, dict(N=2), dict(N=6), dict(N=0), dict(increasing=True), dict(N=3, increasing=True)):
+        both(lambda m, a, kw=kw: m.vander(a, **kw), x, **F32)
+    both(lambda m, a: m.vander(a), x[::2], **F32)
+    both_raise(RuntimeError, lambda m, a: m.vander(a), x.reshape(2, 2))
+    both_raise(RuntimeError, lambda m, a: m.vander(a, N=-1), x)
+
+
+def test_diagflat_and_atleast():
+    x = make((2, 3), "float32", seed=4)
+    for off in (0, 1, -2):
+        both(lambda m, a, off=off: m.diagflat(a, off), x)
+        both(lambda m, a, off=off: a.diagflat(off), x[0])
+    for t in (torch.tensor(1.5), torch.ones(3), torch.ones(2, 3), torch.ones(2, 3, 4), torch.ones(0)):
+        for name in ("atleast_1d", "atleast_2d", "atleast_3d"):
+            both(lambda m, a, name=name: getattr(m, name)(a), t)
+    for name in ("atleast_1d", "atleast_2d", "atleast_3d"):
+        both(lambda m, a, b, name=name: getattr(m, name)(a, b), torch.tensor(2.0), torch.ones(3))
+        both(lambda m, a, b, name=name: getattr(m, name)([a, b]), torch.tensor(2.0), torch.ones(2, 2))
