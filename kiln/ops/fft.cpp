@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kiln/core/visit.h"
 #include "kiln/ops/composite.h"
 #include "kiln/ops/ops.h"
 #include "kiln/ops/shape.h"
@@ -144,7 +145,7 @@ Tensor promote(const char* op, const Tensor& x, bool require_complex) {
 
 void check_real(const char* op, const Tensor& x) {
   KILN_CHECK(!is_complex(x.dtype()), Runtime, op, op, " expects a real input tensor, but got ",
-             x.dtype() == kComplex64 ? "ComplexFloat" : "ComplexDouble");
+             shape_detail::torch_type_name(x.dtype()));
 }
 
 void check_points(int64_t n) {
@@ -342,7 +343,7 @@ Tensor ihfft2(const Tensor& x, const OptShape& s, const Shape& dim, const Norm& 
 namespace {
 Dtype freq_dtype(const char* op, TensorOptions o) {
   const Dtype d = o.dtype_or_default();
-  KILN_CHECK(!is_complex(d), NotImplemented, op, "\"", op, "\" not implemented for '", dtype_name(d), "'");
+  if (is_complex(d)) raise_dtype_unsupported(op, d);
   KILN_CHECK(is_floating(d), Runtime, op, op, " requires a floating point dtype, got ", dtype_name(d));
   return d;
 }

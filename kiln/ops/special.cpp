@@ -4,9 +4,9 @@
 #include "kiln/ops/special.h"
 
 #include "kiln/autograd/non_differentiable.h"
+#include "kiln/core/visit.h"
 
 #include <cmath>
-#include <cstdlib>
 
 #include "kiln/ops/composite.h"
 #include "kiln/ops/ops.h"
@@ -14,13 +14,6 @@
 
 namespace kiln {
 namespace {
-
-[[noreturn]] void not_for(const char* op, Dtype d) {
-  const char* name = d == kComplex64 ? "ComplexFloat" : d == kComplex128 ? "ComplexDouble" : d == kFloat16 ? "Half"
-                     : d == kBFloat16 ? "BFloat16" : d == kInt64 ? "Long" : dtype_name(d).data();
-  KILN_CHECK(false, NotImplemented, op, "\"", op, "_cpu\" not implemented for '", name, "'");
-  std::abort();
-}
 
 // torch's CPU kernels of these have no float16 / bfloat16 form
 bool half_ok(SpecialOp c) {
@@ -32,10 +25,10 @@ bool half_ok(SpecialOp c) {
 // the result dtype: the (promoted) input's when floating, the default float for integers and bool
 Dtype result_dtype(const OpDef& op, Dtype d) {
   const SpecialOp c = static_cast<SpecialOp>(op.code);
-  if (is_complex(d) && c != SpecialOp::Sinc) not_for(op.name, d);
-  if (is_float8(d) || ((d == kFloat16 || d == kBFloat16) && !half_ok(c))) not_for(op.name, d);
+  if (is_complex(d) && c != SpecialOp::Sinc) raise_dtype_unsupported(op.name, d);
+  if (is_float8(d) || ((d == kFloat16 || d == kBFloat16) && !half_ok(c))) raise_dtype_unsupported(op.name, d);
   // igamma / igammac take floating inputs only (torch: not implemented for integers)
-  if ((c == SpecialOp::Igamma || c == SpecialOp::Igammac) && !is_floating(d)) not_for(op.name, d);
+  if ((c == SpecialOp::Igamma || c == SpecialOp::Igammac) && !is_floating(d)) raise_dtype_unsupported(op.name, d);
   return is_floating(d) || is_complex(d) ? d : default_dtype();
 }
 
@@ -44,7 +37,7 @@ SpecList unary_meta(const OpDef& op, const SpecList& in, const Attrs&) {
 }
 SpecList binary_meta(const OpDef& op, const SpecList& in, const Attrs&) {
   const Dtype d = result_type(in[0], in[1]);
-  if (is_complex(in[0].dtype()) || is_complex(in[1].dtype())) not_for(op.name, d);
+  if (is_complex(in[0].dtype()) || is_complex(in[1].dtype())) raise_dtype_unsupported(op.name, d);
   return {{broadcast_shapes(in[0].sizes(), in[1].sizes(), op.name), result_dtype(op, d)}};
 }
 
@@ -198,7 +191,7 @@ KILN_SPECIAL_BINARY(KILN_SPECIAL_BINARY_GRAD)
 Tensor mvlgamma_impl(const Tensor& x, int64_t p) {
   const char* op = "mvlgamma";
   KILN_CHECK(p >= 1, Runtime, op, "p has to be greater than or equal to 1");
-  if (is_complex(x.dtype())) not_for(op, x.dtype());
+  if (is_complex(x.dtype())) raise_dtype_unsupported(op, x.dtype());
   // (torch 2.13 no longer checks x > (p - 1) / 2: at and below it the lgamma terms give inf / values)
   Tensor xf = is_floating(x.dtype()) ? x : to_dtype(x, default_dtype());
   Tensor offs = arange(Scalar(-0.5 * p + 0.5), Scalar(0.5), Scalar(0.5), TensorOptions(xf.dtype()).device(xf.device()));

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kiln/core/visit.h"
 #include "kiln/ops/composite.h"
 #include "kiln/ops/linalg.h"
 #include "kiln/ops/ops.h"
@@ -17,14 +18,14 @@ namespace kiln {
 Tensor block_diag(const TensorList& tensors) {
   const char* op = "block_diag";
   if (tensors.empty()) return empty({1, 0});
-  int64_t rows = 0, cols = 0;
+  int64_t cols = 0;
   TensorList mats;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
     KILN_CHECK(t.dim() <= 2, Runtime, op, "torch.block_diag: Input tensors must have 2 or fewer dimensions. Input ",
                i, " has ", t.dim(), " dimensions");
     Tensor m = t.dim() == 2 ? t : reshape(t, {1, -1});
-    rows += m.size(0), cols += m.size(1);
+    cols += m.size(1);
     mats.push_back(m);
   }
   const Dtype dt = result_type(tensors);
@@ -37,7 +38,6 @@ Tensor block_diag(const TensorList& tensors) {
     padded.push_back(pad(mm, {left, cols - left - c}));
     left += c;
   }
-  (void)rows;
   return cat(padded, 0);
 }
 
@@ -57,8 +57,7 @@ Tensor tri_indices(const char* op, int64_t row, int64_t col, int64_t offset, Ten
   KILN_CHECK(row >= 0, Runtime, op, "row must be non-negative, got", row);
   KILN_CHECK(col >= 0, Runtime, op, "col must be non-negative, got", col);
   const Dtype dt = o.dtype_ == Dtype::Undefined ? kInt64 : o.dtype_;
-  KILN_CHECK(dt == kInt64 || dt == kInt32, NotImplemented, op, "\"", op, "\" not implemented for '",
-             dtype_name(dt), "'");
+  if (dt != kInt64 && dt != kInt32) raise_dtype_unsupported(op, dt);
   std::vector<int64_t> rs, cs;
   for (int64_t r = 0; r < row; ++r) {
     // lower: c <= r + offset; upper: c >= r + offset
@@ -334,29 +333,25 @@ Tensor clamp_max(const Tensor& x, const Tensor& hi) { return clamp(x, Tensor(), 
 
 // ---- schemas ---------------------------------------------------------------------------------------------
 namespace {
-TensorOptions factory_options(const Tensor& self, const Attrs& a, size_t i) {
-  TensorOptions o = like_options_attr(self, a, i);
-  return o;
-}
 #define KILN_NEW_KW "*, ScalarType? dtype=None, Device? device=None, bool requires_grad=False"
 Composite c_new_zeros{"new_zeros(Tensor self, SymInt[] size, " KILN_NEW_KW ") -> Tensor",
                       [](const TensorList& in, const Attrs& a) -> TensorList {
-                        return factory_result(zeros(attr<Shape>(a, 0), factory_options(in[0], a, 1)), a, 3);
+                        return factory_result(zeros(attr<Shape>(a, 0), like_options_attr(in[0], a, 1)), a, 3);
                       },
                       kMethodVariant};
 Composite c_new_ones{"new_ones(Tensor self, SymInt[] size, " KILN_NEW_KW ") -> Tensor",
                      [](const TensorList& in, const Attrs& a) -> TensorList {
-                       return factory_result(ones(attr<Shape>(a, 0), factory_options(in[0], a, 1)), a, 3);
+                       return factory_result(ones(attr<Shape>(a, 0), like_options_attr(in[0], a, 1)), a, 3);
                      },
                      kMethodVariant};
 Composite c_new_empty{"new_empty(Tensor self, SymInt[] size, " KILN_NEW_KW ") -> Tensor",
                       [](const TensorList& in, const Attrs& a) -> TensorList {
-                        return factory_result(empty(attr<Shape>(a, 0), factory_options(in[0], a, 1)), a, 3);
+                        return factory_result(empty(attr<Shape>(a, 0), like_options_attr(in[0], a, 1)), a, 3);
                       },
                       kMethodVariant};
 Composite c_new_full{"new_full(Tensor self, SymInt[] size, Scalar fill_value, " KILN_NEW_KW ") -> Tensor",
                      [](const TensorList& in, const Attrs& a) -> TensorList {
-                       return factory_result(full(attr<Shape>(a, 0), attr<Scalar>(a, 1), factory_options(in[0], a, 2)),
+                       return factory_result(full(attr<Shape>(a, 0), attr<Scalar>(a, 1), like_options_attr(in[0], a, 2)),
                                              a, 4);
                      },
                      kMethodVariant};

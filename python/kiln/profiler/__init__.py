@@ -135,7 +135,7 @@ class EventList(list):
         if top_level_events_only:
             rows = [r for r in rows if getattr(r, "depth", 0) == 0]
         if sort_by is not None:
-            key = sort_by.replace("cpu_time_total", "cpu_time_total")
+            key = sort_by
             if key not in ("cpu_time_total", "self_cpu_time_total", "cpu_time", "count"):
                 raise AttributeError(f"sort_by: unknown key '{sort_by}'")
             rows.sort(key=lambda r: getattr(r, key), reverse=True)
