@@ -107,6 +107,8 @@ def build_cases(quick):
     cases += export_cases(Case, quick)
     from fft_cases import fft_cases
     cases += fft_cases(Case, quick)
+    from distributions_cases import distributions_cases
+    cases += distributions_cases(Case, quick)
     return cases
 
 

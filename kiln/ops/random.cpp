@@ -135,11 +135,28 @@ Tensor multinomial(const Tensor& probs, int64_t n, bool replacement, Generator* 
   const double* pp = static_cast<const double*>(P.data_ptr());
   const double* up = static_cast<const double*>(u.data_ptr());
   int64_t* op = static_cast<int64_t*>(out.data_ptr());
+  std::vector<double> cum(static_cast<size_t>(cats));
   for (int64_t r = 0; r < rows; ++r) {
     std::vector<double> w(pp + r * cats, pp + (r + 1) * cats);
     for (double x : w)
       KILN_CHECK(std::isfinite(x) && x >= 0, Runtime, "multinomial", "probability tensor contains either "
                  "`inf`, `nan` or element < 0");
+    if (replacement) {  // one cumulative sum, then a binary search a draw
+      double total = 0;
+      int64_t last = 0;  // the last category of positive weight
+      for (int64_t c = 0; c < cats; ++c) {
+        total += w[c];
+        cum[c] = total;
+        if (w[c] > 0) last = c;
+      }
+      KILN_CHECK(total > 0, Runtime, "multinomial", "invalid multinomial distribution (sum of probabilities <= 0)");
+      for (int64_t s = 0; s < n; ++s) {
+        const double target = up[r * n + s] * total;
+        const int64_t pick = std::upper_bound(cum.begin(), cum.end(), target) - cum.begin();
+        op[r * n + s] = pick < cats ? pick : last;  // (cum[pick] > target: its weight is positive)
+      }
+      continue;
+    }
     for (int64_t s = 0; s < n; ++s) {
       double total = 0;
       for (double x : w) total += x;
@@ -152,7 +169,7 @@ Tensor multinomial(const Tensor& probs, int64_t n, bool replacement, Generator* 
       }
       while (w[pick] <= 0 && pick > 0) --pick;
       op[r * n + s] = pick;
-      if (!replacement) w[pick] = 0;
+      w[pick] = 0;
     }
   }
   return probs.dim() == 1 ? reshape(out, {n}) : out;

@@ -22,6 +22,7 @@ from . import linalg  # noqa: E402,F401
 from . import fft  # noqa: E402,F401
 from . import special  # noqa: E402,F401
 from . import func  # noqa: E402,F401
+from . import distributions  # noqa: E402,F401
 from . import io  # noqa: E402,F401
 from . import utils  # noqa: E402,F401
 from . import ops  # noqa: E402,F401
@@ -42,6 +43,8 @@ __version__ = "0.1.0"
 
 _scaled_mm = _C._scaled_mm  # torch._scaled_mm (float8 products with scales); also kiln.nn.functional.scaled_mm
 _grouped_mm = _C._grouped_mm  # torch._grouped_mm (mixture-of-experts products); also kiln.nn.functional.grouped_mm
+# the samplers kiln.distributions stands on (kiln/ops/random_dist.h), torch's private names
+_standard_gamma, _standard_gamma_grad, _sample_dirichlet = _C._standard_gamma, _C._standard_gamma_grad, _C._sample_dirichlet
 
 # torch aliases
 absolute = _C.abs

@@ -103,6 +103,7 @@ NB_MODULE(_C, m) {
   bind_amp(m);
   bind_nn(m);
   bind_optim(m);
+  bind_distributions(m);
   bind_attention(m);
   bind_conv(m);
   bind_capture(m);

@@ -1974,9 +1974,11 @@ from op_db_lowp import LOWP_OPS  # noqa: E402
 from op_db_flex import FLEX_OPS  # noqa: E402
 from op_db_fft import FFT_OPS  # noqa: E402
 from op_db_special import SPECIAL_OPS  # noqa: E402
+from op_db_distributions import DISTRIBUTION_OPS  # noqa: E402
 
 op_db = (UNARY_OPS + BINARY_OPS + REDUCTION_OPS + SCAN_OPS + SHAPE_OPS + INDEX_OPS + SORT_OPS + MATMUL_OPS + NN_OPS
-         + CREATION_OPS + OPTIM_OPS + LINALG_OPS + LOWP_OPS + FLEX_OPS + FFT_OPS + SPECIAL_OPS)
+         + CREATION_OPS + OPTIM_OPS + LINALG_OPS + LOWP_OPS + FLEX_OPS + FFT_OPS + SPECIAL_OPS
+         + DISTRIBUTION_OPS)
 
 
 # ---- known kiln bugs and gaps ----------------------------------------------------------------------------------
