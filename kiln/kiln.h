@@ -20,6 +20,7 @@
 #include "kiln/dispatch/profiler.h"
 #include "kiln/dispatch/schema.h"
 #include "kiln/distributions/distributions.h"
+#include "kiln/func/vmap.h"
 #include "kiln/export/program.h"
 #include "kiln/io/safetensors.h"
 #include "kiln/nn/nn.h"

@@ -86,8 +86,9 @@ LogNormal::LogNormal(const Tensor& loc, const Tensor& scale, std::optional<bool>
   init(base_.batch_shape(), {}, v);  // (the base has raised already for an invalid parameter)
 }
 Params LogNormal::arg_constraints() const { return base_.arg_constraints(); }
+std::vector<std::string> LogNormal::repr_params() const { return {}; }  // torch's: loc, scale are properties
 Tensor LogNormal::attribute(const std::string& n) const { return base_.attribute(n); }
-Tensor LogNormal::mean() const { return exp(add(base_.loc(), div(pow(base_.scale(), Scalar(2)), scalar_tensor(2.0)))); }
+Tensor LogNormal::mean() const { return exp(add(base_.loc(), true_divide(pow(base_.scale(), Scalar(2)), Scalar(2.0)))); }
 Tensor LogNormal::mode() const { return exp(sub(base_.loc(), pow(base_.scale(), Scalar(2)))); }
 Tensor LogNormal::variance() const {
   Tensor s2 = pow(base_.scale(), Scalar(2));
@@ -125,10 +126,10 @@ Params Uniform::arg_constraints() const {
   return {{"low", constraints::less_than(high_)}, {"high", constraints::greater_than(low_)}};
 }
 Tensor Uniform::attribute(const std::string& n) const { return n == "low" ? low_ : n == "high" ? high_ : Tensor(); }
-Tensor Uniform::mean() const { return div(add(high_, low_), scalar_tensor(2.0)); }
+Tensor Uniform::mean() const { return true_divide(add(high_, low_), Scalar(2.0)); }
 Tensor Uniform::mode() const { return mul(high_, Scalar(std::nan(""))); }
-Tensor Uniform::stddev() const { return div(sub(high_, low_), scalar_tensor(std::sqrt(12.0))); }
-Tensor Uniform::variance() const { return div(pow(sub(high_, low_), Scalar(2)), scalar_tensor(12.0)); }
+Tensor Uniform::stddev() const { return true_divide(sub(high_, low_), Scalar(std::sqrt(12.0))); }
+Tensor Uniform::variance() const { return true_divide(pow(sub(high_, low_), Scalar(2)), Scalar(12.0)); }
 Tensor Uniform::entropy() const { return log(sub(high_, low_)); }
 Tensor Uniform::rsample(const Shape& s) const {
   Tensor r = rand(extended_shape(s), opts(low_));
@@ -537,6 +538,7 @@ Tensor MultivariateNormal::precision_matrix() const {
 Tensor MultivariateNormal::attribute(const std::string& n) const {
   if (n == "loc") return loc_;
   if (n == "scale_tril") return given_ == n ? given_m_.scale_tril : scale_tril();
+  if (n == "_unbroadcasted_scale_tril") return L_;
   if (n == "covariance_matrix") return covariance_matrix();
   if (n == "precision_matrix") return precision_matrix();
   return Tensor();

@@ -170,6 +170,7 @@ class LogNormal : public Distribution {
   LogNormal(const Tensor& loc, const Tensor& scale, std::optional<bool> validate_args = std::nullopt);
   static constexpr const char* kName = "LogNormal";
   std::string name() const override { return kName; }
+  std::vector<std::string> repr_params() const override;
   bool has_rsample() const override { return true; }
   Constraint support() const override { return constraints::positive(); }
   std::vector<std::pair<std::string, Constraint>> arg_constraints() const override;

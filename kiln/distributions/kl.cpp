@@ -18,7 +18,7 @@ const double kEulerGamma = 0.57721566490153286060;
 Tensor inf_where(const Tensor& mask, const Tensor& v) {
   return where(mask, full_like(v, Scalar(kInf)), v);
 }
-Tensor x_log_x(const Tensor& t) { return mul(t, log(t)); }
+Tensor x_log_x(const Tensor& t) { return xlogy(t, t); }  // 0 at 0, as torch's
 Tensor infinite_like(const Tensor& t) { return full_like(t, Scalar(kInf)); }
 
 Tensor normal_normal(const Normal& p, const Normal& q) {
@@ -172,7 +172,7 @@ Tensor uniform_beta(const Uniform& p, const Beta& q) {
   return inf_where(logical_or(gt(p.high(), Scalar(1)), lt(p.low(), Scalar(0))), r);
 }
 Tensor uniform_exponential(const Uniform& p, const Exponential& q) {
-  Tensor r = sub(div(mul(q.rate(), add(p.high(), p.low())), scalar_tensor(2.0)), log(mul(sub(p.high(), p.low()), q.rate())));
+  Tensor r = sub(true_divide(mul(q.rate(), add(p.high(), p.low())), Scalar(2.0)), log(mul(sub(p.high(), p.low()), q.rate())));
   return inf_where(lt(p.low(), Scalar(0)), r);
 }
 Tensor uniform_gamma(const Uniform& p, const Gamma& q) {
@@ -180,14 +180,14 @@ Tensor uniform_gamma(const Uniform& p, const Gamma& q) {
   Tensor t1 = log(common);
   Tensor t2 = sub(lgamma(q.concentration()), mul(q.concentration(), log(q.rate())));
   Tensor t3 = div(mul(rsub(q.concentration(), Scalar(1)), sub(sub(x_log_x(p.high()), x_log_x(p.low())), common)), common);
-  Tensor t4 = div(mul(q.rate(), add(p.high(), p.low())), scalar_tensor(2.0));
+  Tensor t4 = true_divide(mul(q.rate(), add(p.high(), p.low())), Scalar(2.0));
   return inf_where(lt(p.low(), Scalar(0)), add(add(add(neg(t1), t2), t3), t4));
 }
 Tensor uniform_normal(const Uniform& p, const Normal& q) {
   Tensor common = sub(p.high(), p.low());
   Tensor t1 = log(div(mul(q.scale(), Scalar(std::sqrt(2 * M_PI))), common));
-  Tensor t2 = div(pow(common, Scalar(2)), scalar_tensor(12.0));
-  Tensor t3 = pow(div(sub(add(p.high(), p.low()), mul(q.loc(), Scalar(2))), scalar_tensor(2.0)), Scalar(2));
+  Tensor t2 = true_divide(pow(common, Scalar(2)), Scalar(12.0));
+  Tensor t3 = pow(true_divide(sub(add(p.high(), p.low()), mul(q.loc(), Scalar(2))), Scalar(2.0)), Scalar(2));
   return add(t1, div(mul(add(t2, t3), Scalar(0.5)), pow(q.scale(), Scalar(2))));
 }
 

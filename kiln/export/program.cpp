@@ -100,9 +100,26 @@ struct ExportTracer::State : DispatchMode {
     return id;
   }
 
-  int lookup(const Tensor& t, const OpDef& op) {
+  // The value t stands for, or -1. A meta tensor made outside the ops as an alias of a traced one
+  // (detach(), requires_grad_() on a detached copy: what kiln.func.grad does) is that value.
+  int find(const Tensor& t) {
     auto it = value_of.find(t.impl());
     if (it != value_of.end()) return it->second;
+    if (!t.is_meta()) return -1;
+    for (size_t v = 0; v < meta_of.size(); ++v) {
+      const Tensor& m = meta_of[v];
+      if (m.storage() == t.storage() && m.dtype() == t.dtype() && m.sym_sizes() == t.sym_sizes() &&
+          m.sym_strides() == t.sym_strides() && m.storage_offset() == t.storage_offset()) {
+        value_of[t.impl()] = static_cast<int>(v);
+        keep.push_back(t);
+        return static_cast<int>(v);
+      }
+    }
+    return -1;
+  }
+
+  int lookup(const Tensor& t, const OpDef& op) {
+    if (int id = find(t); id >= 0) return id;
     KILN_CHECK(!t.is_meta(), Runtime, kOp, op.name,
                " got a meta tensor that is neither an input of the exported call nor made inside it");
     KILN_CHECK(t.device().type == DeviceType::CPU, NotImplemented, kOp, op.name, " got a tensor on ",
@@ -333,10 +350,10 @@ std::shared_ptr<ExportedProgram> ExportTracer::finish(const TensorList& outputs)
         p.outputs.push_back(-1);
         continue;
       }
-      auto it = s.value_of.find(t.impl());
-      KILN_CHECK(it != s.value_of.end() || !t.is_meta(), Runtime, kOp,
+      const int found = s.find(t);
+      KILN_CHECK(found >= 0 || !t.is_meta(), Runtime, kOp,
                  "an output is a meta tensor the traced call did not make");
-      p.outputs.push_back(it != s.value_of.end() ? it->second : s.add_captured(t, Kind::Constant,
+      p.outputs.push_back(found >= 0 ? found : s.add_captured(t, Kind::Constant,
                                                                               "lifted_tensor_" + std::to_string(s.n_constants++)));
     }
   }

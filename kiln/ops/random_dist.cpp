@@ -3,6 +3,8 @@
 // torch's public schemas.
 #include "kiln/ops/random_dist.h"
 
+#include <string_view>
+
 #include "kiln/autograd/non_differentiable.h"
 #include "kiln/core/generator.h"
 #include "kiln/ops/composite.h"
@@ -11,9 +13,11 @@
 namespace kiln {
 namespace {
 
-// float32 / float64 only (torch's gamma_cpu, poisson_cpu and normal kernels)
+// float32 / float64 (torch's gamma_cpu); poisson and normal also take float16 / bfloat16, as torch's
+bool half_ok(std::string_view op) { return op == "poisson" || op == "normal" || op == "_poisson_draw" || op == "_normal_draw"; }
 Dtype sampler_dtype(const char* op, Dtype d) {
-  if (d != kFloat32 && d != kFloat64) raise_dtype_unsupported(op, d);
+  const bool half = (d == kFloat16 || d == kBFloat16) && half_ok(op);
+  if (d != kFloat32 && d != kFloat64 && !half) raise_dtype_unsupported(op, d);
   return d;
 }
 SpecList draw_meta(const OpDef& op, const SpecList& in, const Attrs&) {
@@ -30,9 +34,8 @@ OpDef op_poisson_draw{"_poisson_draw", kRandom, draw_meta, {}};
 OpRegistrar reg_poisson_draw{op_poisson_draw, "_poisson_draw(Tensor self, int key, int first) -> Tensor"};
 OpDef op_normal_draw{"_normal_draw", kRandom, pair_meta, {}};
 OpRegistrar reg_normal_draw{op_normal_draw, "_normal_draw(Tensor mean, Tensor std, int key, int first) -> Tensor"};
-OpDef op_gamma_grad{"_standard_gamma_grad", kNonDifferentiable, pair_meta, {}};
-OpRegistrar reg_gamma_grad{op_gamma_grad, "_standard_gamma_grad(Tensor self, Tensor output) -> Tensor"};
-OpVariants v_gamma_grad{op_gamma_grad, kFunctionVariant};
+OpDef op_gamma_grad{"_gamma_grad", kNonDifferentiable, pair_meta, {}};  // the front end broadcasts
+OpRegistrar reg_gamma_grad{op_gamma_grad, "_gamma_grad(Tensor self, Tensor output) -> Tensor"};
 
 // x = F^-1(u; alpha) with u held fixed: dx/dalpha (torch's StandardGammaBackward)
 TensorList gamma_backward(const GradCtx& ctx, const TensorList& g) {
@@ -42,7 +45,7 @@ DerivativeRegistrar d_gamma{op_gamma_draw, gamma_backward, 1, 1};
 // torch's PoissonBackward and NormalBackward: zero gradients
 TensorList zero_backward(const GradCtx& ctx, const TensorList& g) {
   TensorList r;
-  for (size_t i = 0; i < ctx.in.size(); ++i) r.push_back(ctx.needs[i] ? zeros_like(g[0]) : Tensor());
+  for (size_t i = 0; i < ctx.needs.size(); ++i) r.push_back(ctx.needs[i] ? zeros_like(g[0]) : Tensor());
   return r;
 }
 DerivativeRegistrar d_poisson{op_poisson_draw, zero_backward, 0, 0};
@@ -63,15 +66,15 @@ Tensor standard_gamma(const Tensor& alpha, Generator* g) {
 
 Tensor standard_gamma_grad(const Tensor& alpha, const Tensor& x) {
   const char* op = "_standard_gamma_grad";
-  Dtype d = sampler_dtype(op, result_type(alpha, x));
+  KILN_CHECK(alpha.dtype() == x.dtype(), Runtime, op, "expected scalar type ", dtype_name(alpha.dtype()),
+             " but found ", dtype_name(x.dtype()));
+  Dtype d = sampler_dtype(op, alpha.dtype());
   Shape s = broadcast_shapes(alpha.sizes(), x.sizes(), op);
   return dispatch1(op_gamma_grad, {contiguous(to_dtype(expand(alpha, s), d)), contiguous(to_dtype(expand(x, s), d))});
 }
 
 Tensor sample_dirichlet(const Tensor& alpha, Generator* g) {
-  KILN_CHECK(alpha.dim() >= 1, Runtime, "_sample_dirichlet", "_sample_dirichlet expects a tensor with at least "
-             "one dimension (the categories), got a 0-dim tensor");
-  Tensor gam = standard_gamma(alpha, g);
+  Tensor gam = standard_gamma(alpha, g);  // (a 0-dim alpha: one category, the draw 1, as torch's)
   Tensor x = div(gam, sum(gam, Shape{-1}, true));
   // torch's floor and ceiling: every component strictly inside (0, 1)
   const double tiny = alpha.dtype() == kFloat64 ? 2.2250738585072014e-308 : 1.1754943508222875e-38;
@@ -90,7 +93,8 @@ Tensor poisson(const Tensor& rate, Generator* g) {
 
 Tensor normal(const Tensor& mean, const Tensor& std, Generator* g) {
   const char* op = "normal";
-  Dtype d = result_type(mean, std);
+  // torch's dtype: the mean's (a Python-number mean: the std's)
+  Dtype d = mean.is_wrapped_number() ? std.dtype() : mean.dtype();
   if (!is_floating(d)) raise_dtype_unsupported("normal_kernel_cpu", d);
   sampler_dtype(op, d);
   Shape s = broadcast_shapes(mean.sizes(), std.sizes(), op);
@@ -103,7 +107,7 @@ Tensor normal(const Tensor& mean, const Tensor& std, Generator* g) {
 // ---- torch's public schemas
 namespace {
 Tensor number(const Attrs& a, size_t i, const Tensor& like) {
-  return scalar_tensor(Scalar(attr<double>(a, i)), like.dtype(), false);
+  return scalar_tensor(Scalar(attr<double>(a, i)), like.dtype(), true);
 }
 Composite c_standard_gamma{"_standard_gamma(Tensor self, Generator? generator=None) -> Tensor",
                            [](const TensorList& in, const Attrs& a) -> TensorList {
@@ -115,6 +119,9 @@ Composite c_sample_dirichlet{"_sample_dirichlet(Tensor self, Generator? generato
                                return {sample_dirichlet(in[0], generator_attr(a, 0))};
                              },
                              kFunctionVariant};
+Composite c_gamma_grad{"_standard_gamma_grad(Tensor self, Tensor output) -> Tensor",
+                       [](const TensorList& in, const Attrs&) -> TensorList { return {standard_gamma_grad(in[0], in[1])}; },
+                       kFunctionVariant};
 Composite c_poisson{"poisson(Tensor self, Generator? generator=None) -> Tensor",
                     [](const TensorList& in, const Attrs& a) -> TensorList { return {poisson(in[0], generator_attr(a, 0))}; },
                     kFunctionVariant};

@@ -77,6 +77,7 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls);  // bind_autograd.c
 void bind_amp(nb::module_& m);                                 // bind_amp.cpp (autocast, GradScaler ops)
 void bind_io(nb::module_& m);                                  // bind_io.cpp (safetensors)
 void bind_nn(nb::module_& m);                                  // bind_nn.cpp (layers' functional ops)
+void bind_func(nb::module_& m);                              // bind_func.cpp (vmap)
 void bind_distributions(nb::module_& m);                      // bind_distributions.cpp
 void bind_optim(nb::module_& m);                               // bind_optim.cpp
 void bind_attention(nb::module_& m);                           // bind_attention.cpp (SDPA)

@@ -104,6 +104,7 @@ NB_MODULE(_C, m) {
   bind_nn(m);
   bind_optim(m);
   bind_distributions(m);
+  bind_func(m);
   bind_attention(m);
   bind_conv(m);
   bind_capture(m);

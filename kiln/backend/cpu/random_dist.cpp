@@ -227,7 +227,7 @@ void gamma_grad_kernel(const OpDef& op, const TensorList& in, const Attrs&, Tens
 KernelRegistrar k_gamma{"_gamma_draw", DeviceType::CPU, gamma_kernel};
 KernelRegistrar k_poisson{"_poisson_draw", DeviceType::CPU, poisson_kernel};
 KernelRegistrar k_normal{"_normal_draw", DeviceType::CPU, normal_kernel};
-KernelRegistrar k_gamma_grad{"_standard_gamma_grad", DeviceType::CPU, gamma_grad_kernel};
+KernelRegistrar k_gamma_grad{"_gamma_grad", DeviceType::CPU, gamma_grad_kernel};
 
 }  // namespace
 }  // namespace kiln::cpu

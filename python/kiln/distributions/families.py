@@ -301,4 +301,4 @@ class MultivariateNormal(_Native):
 
     @property
     def _unbroadcasted_scale_tril(self):
-        return self._c.attribute("scale_tril")
+        return self._c.attribute("_unbroadcasted_scale_tril")

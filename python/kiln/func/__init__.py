@@ -1,9 +1,9 @@
-"""kiln.func: torch.func's function transforms that reverse-mode autograd gives — grad,
-grad_and_value, vjp, jvp, jacrev, jacfwd, hessian — and functional_call, over the C++ engine
-(kiln.autograd.grad with create_graph where the inputs carry a graph, so the transforms nest:
-grad(grad(f)), hessian = jacobian of the gradient). vmap (batching rules from the op table) is not
-here yet; jacfwd computes the same Jacobian as jacrev. Arguments, argnums / has_aux handling and the
-returned structures are torch's."""
+"""kiln.func: torch.func's function transforms — grad, grad_and_value, vjp, jvp, jacrev, jacfwd,
+hessian over the C++ engine (kiln.autograd.grad with create_graph where the inputs carry a graph, so
+the transforms nest: grad(grad(f)), hessian = jacobian of the gradient), vmap over kiln::func::vmap
+(batching rules from the op table; vmap(grad(f)) gives per-example gradients) — and
+functional_call. jacfwd computes the same Jacobian as jacrev. Arguments, argnums / has_aux handling
+and the returned structures are torch's."""
 import contextlib
 
 from .. import _C
@@ -11,7 +11,7 @@ from .._C import Tensor
 from ..autograd import grad as _autograd_grad
 from ..autograd.grad_mode import enable_grad
 
-__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "functional_call"]
+__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "functional_call", "vmap"]
 
 
 def _argnums(argnums, nargs, fn):
@@ -275,3 +275,6 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
         args = (args,)
     with _swapped(module, tensors, strict):
         return module(*args, **(kwargs or {}))
+
+
+from ._vmap import vmap  # noqa: E402

@@ -1,0 +1,555 @@
+// vmap: trace one example, replay the ops over the batch through batching rules (vmap.h).
+#include "kiln/func/vmap.h"
+
+#include <algorithm>
+#include <string_view>
+#include <unordered_map>
+
+#include "kiln/core/generator.h"
+#include "kiln/dispatch/schema.h"
+#include "kiln/ops/ops.h"
+
+namespace kiln::func {
+namespace {
+
+const char* kOp = "vmap";
+
+struct Node {
+  const OpDef* op;
+  std::vector<int> in;  // value ids; -1 for an undefined (absent) input
+  Attrs attrs;
+  std::vector<int> out;  // value ids; -1 for an undefined output
+  bool inplace = false;
+  bool out_given = false;  // an out= call (random_fill_'s form too): `out` are the values written into
+};
+
+// ---- the trace: every table op of one example run, with its values' identities
+struct Trace {
+  std::vector<Tensor> example;  // per value: the tensor of the example run (keeps its address alive)
+  std::unordered_map<const TensorImpl*, int> id_of;
+  std::vector<std::pair<int, Tensor>> constants;  // values made outside the traced ops
+  std::vector<Node> nodes;
+  std::vector<Tensor> keep;  // aliases found by find(): their addresses stay theirs while the trace lives
+
+  int add(const Tensor& t) {
+    example.push_back(t);
+    const int id = static_cast<int>(example.size() - 1);
+    id_of[t.impl()] = id;
+    return id;
+  }
+  // the value t stands for: itself, or an alias of a traced tensor made outside the ops (detach(),
+  // what kiln.func.grad does to its inputs); -1 when neither
+  int find(const Tensor& t) {
+    auto it = id_of.find(t.impl());
+    if (it != id_of.end()) return it->second;
+    for (size_t v = 0; v < example.size(); ++v) {
+      const Tensor& e = example[v];
+      if (e.storage() == t.storage() && e.dtype() == t.dtype() && e.sizes() == t.sizes() &&
+          e.strides() == t.strides() && e.storage_offset() == t.storage_offset()) {
+        id_of[t.impl()] = static_cast<int>(v);
+        keep.push_back(t);
+        return static_cast<int>(v);
+      }
+    }
+    return -1;
+  }
+  int value_of(const Tensor& t) {
+    if (!t.defined()) return -1;
+    if (int id = find(t); id >= 0) return id;
+    const int id = add(t);
+    constants.emplace_back(id, t);
+    return id;
+  }
+};
+
+class RecordMode : public DispatchMode {
+ public:
+  RecordMode(Trace& t, Randomness r) : trace_(t), randomness_(r) {}
+
+  TensorList handle(const OpDef& op, const TensorList& inputs, const Attrs& attrs, TensorList* out,
+                    bool inplace) override {
+    KILN_CHECK(!(op.tags & kRandom) || randomness_ != Randomness::Error, Runtime, kOp,
+               "vmap: called random operation while in randomness error mode. Please either use the 'same' or "
+               "'different' randomness flags on vmap or perform the randomness operation out of vmap");
+    Node n;
+    n.op = &op;
+    n.attrs = attrs;
+    n.inplace = inplace;
+    for (const Tensor& t : inputs) n.in.push_back(trace_.value_of(t));
+    if (out) {  // the values written into are the out tensors' (ops that write them have no other results)
+      n.out_given = true;
+      for (const Tensor& t : *out) n.out.push_back(trace_.value_of(t));
+      TensorList r = dispatch(op, inputs, attrs, out, inplace);
+      trace_.nodes.push_back(std::move(n));
+      return r;
+    }
+    TensorList r = dispatch(op, inputs, attrs, out, inplace);
+    for (size_t i = 0; i < r.size(); ++i) {
+      const Tensor& t = r[i];
+      if (!t.defined()) n.out.push_back(-1);
+      else if (inplace && i == 0 && !inputs.empty() && t.impl() == inputs[0].impl()) n.out.push_back(n.in[0]);
+      else n.out.push_back(trace_.add(t));
+    }
+    trace_.nodes.push_back(std::move(n));
+    return r;
+  }
+
+ private:
+  Trace& trace_;
+  Randomness randomness_;
+};
+
+// ---- the replay: values as physical tensors, batched ones with the batch at dim 0
+struct BVal {
+  Tensor t;
+  bool batched = false;
+  int64_t rank() const { return t.dim() - (batched ? 1 : 0); }  // the logical rank
+};
+
+thread_local VmapStats t_stats;
+
+Tensor materialize(const BVal& v, int64_t B) {  // the value with a batch dim (expanded, no copy)
+  if (v.batched || !v.t.defined()) return v.t;
+  Shape s{B};
+  s.insert(s.end(), v.t.sizes().begin(), v.t.sizes().end());
+  return expand(unsqueeze(v.t, 0), s);
+}
+Tensor pad_rank(const Tensor& phys, int64_t have, int64_t want) {  // (B, *l) -> (B, 1.., *l)
+  Tensor t = phys;
+  for (int64_t i = have; i < want; ++i) t = unsqueeze(t, 1);
+  return t;
+}
+int64_t norm_dim(int64_t d, int64_t rank, const char* op) {
+  const int64_t r = std::max<int64_t>(rank, 1);
+  KILN_CHECK(d >= -r && d < r, Index, op, "Dimension out of range (expected to be in range of [", -r, ", ", r - 1,
+             "], but got ", d, ")");
+  return d < 0 ? d + r : d;
+}
+
+// the attribute index of each named non-tensor argument of the op's schema
+int attr_index(const OpDef& op, std::string_view name) {
+  const Schema* s = op_schema(op);
+  if (!s) return -1;
+  int a = 0;
+  for (const SchemaArg& arg : s->args) {
+    if (arg.is_tensor()) continue;
+    if (arg.name == name) return a;
+    ++a;
+  }
+  return -1;
+}
+
+// ops whose dim arguments shift past the batch dim (all tensor inputs batched alike); the offset is
+// 1 where the dim counts in the result's rank (unsqueeze, diag_embed)
+struct DimSpec {
+  std::vector<std::pair<const char*, int>> dims;
+  bool only_first_batched = false;  // the other tensor inputs must not be batched (index_select's index)
+};
+const std::unordered_map<std::string_view, DimSpec>& dim_ops() {
+  static const std::unordered_map<std::string_view, DimSpec> t = [] {
+    std::unordered_map<std::string_view, DimSpec> m;
+    for (const char* n : {"unsqueeze"}) m[n] = {{{"dim", 1}}};
+    for (const char* n : {"select", "slice", "cumsum", "cumprod", "logcumsumexp", "softmax", "log_softmax", "sort",
+                          "topk", "kthvalue", "median_dim", "nanmedian_dim", "mode", "max_dim", "min_dim", "cat",
+                          "gather", "take_along_dim", "scatter_add", "scatter", "scatter.value", "cummax", "cummin"})
+      m[n] = {{{"dim", 0}}};
+    m["squeeze"] = {{{"dim", 0}}};
+    m["flip"] = {{{"dims", 0}}};
+    m["roll"] = {{{"dims", 0}}};
+    m["diagonal"] = {{{"dim1", 0}, {"dim2", 0}}};
+    m["diag_embed"] = {{{"dim1", 1}, {"dim2", 1}}};
+    m["unfold"] = {{{"dimension", 0}}};
+    m["index_select"] = {{{"dim", 0}}, true};
+    return m;
+  }();
+  return t;
+}
+// reductions over an int[] dim (None or [] = every dim)
+bool is_dim_reduction(std::string_view n) {
+  return n == "sum" || n == "mean" || n == "amax" || n == "amin" || n == "prod" || n == "all" || n == "any" ||
+         n == "norm_l1" || n == "norm_l2sq" || n == "nansum";
+}
+// ops that treat leading dims as batch dims already: the physical call is the batched one. `first`:
+// only the first input may be batched (the others are weights).
+bool leading_batch_op(std::string_view n, bool* first_only) {
+  *first_only = n == "native_layer_norm";
+  static const char* all[] = {"tril", "triu", "constant_pad_nd", "linalg_cholesky_ex", "linalg_inv_ex", "linalg_det",
+                              "_linalg_slogdet", "_linalg_eigh", "_linalg_svd", "linalg_qr", "linalg_solve_ex",
+                              "linalg_solve_triangular", "linalg_lu_factor_ex", "linalg_matrix_exp", "cholesky_solve",
+                              "cholesky_inverse", "native_layer_norm"};
+  for (const char* a : all)
+    if (n == a) return true;
+  return false;
+}
+
+class Replay {
+ public:
+  Replay(int64_t B, Randomness r) : B_(B), randomness_(r) {}
+
+  // outs: an out= node's targets (as values now)
+  TensorList run(const Node& n, const std::vector<BVal>& in, const std::vector<BVal>& outs,
+                 std::vector<bool>& out_batched) {
+    const OpDef& op = *n.op;
+    bool any = false;
+    for (const BVal& v : in) any |= v.batched;
+    bool any_out = false;
+    for (const BVal& v : outs) any_out |= v.batched;
+    const bool fresh_draws = (op.tags & kRandom) && randomness_ == Randomness::Different;
+    if (!any && !any_out && !fresh_draws) {  // nothing batched: the op as traced
+      out_batched.assign(16, false);
+      if (!n.out_given) return dispatch(op, plain(in), n.attrs, nullptr, n.inplace);
+      TensorList o = plain(outs);
+      dispatch(op, plain(in), n.attrs, &o, n.inplace);
+      return o;
+    }
+    // out= with something batched: the functional result stands for the targets (a batched value
+    // cannot be written into a tensor shared by the batch)
+    out_batched.assign(16, true);
+    if (fresh_draws) return loop(n, in, /*redraw=*/true);
+    if (n.out_given) {  // the functional result, written into the targets
+      Node f = n;
+      f.inplace = f.out_given = false;
+      TensorList r = run(f, in, {}, out_batched);
+      for (size_t j = 0; j < outs.size() && j < r.size(); ++j) {
+        if (!outs[j].t.defined() || !r[j].defined()) continue;
+        const bool rb = out_batched[j];
+        KILN_CHECK(outs[j].batched || !rb, Runtime, kOp, "vmap: ", op.name, " writes a result that depends on the "
+                   "mapped inputs into a tensor that does not (out= or in place); use the out-of-place form instead");
+        copy_(outs[j].t, rb ? pad_rank(r[j], r[j].dim() - 1, outs[j].rank()) : r[j]);
+        r[j] = outs[j].t;
+        out_batched[j] = outs[j].batched;
+      }
+      return r;
+    }
+    const std::string_view name = op.name;
+    if (n.inplace && !in.empty() && !in[0].batched)
+      KILN_FAIL(Runtime, kOp, "vmap: ", name, "_(self, *extra_args) is not possible because there exists a Tensor "
+                "`other` in extra_args that has more elements than `self`. This happened due to `other` being vmapped "
+                "over but `self` not being vmapped over in a vmap. Please try to use out-of-place operators instead "
+                "of ", name, "_.");
+    ++t_stats.rules;
+    if (op.tags & kPointwise) return pointwise(n, in);
+    if (name == "view") return view(n, in);
+    if (name == "expand") return expand_rule(n, in);
+    if (name == "permute") return permute_rule(n, in);
+    if (name == "repeat") return repeat_rule(n, in);
+    if (name == "bmm") return bmm_rule(in);
+    if (auto it = dim_ops().find(name); it != dim_ops().end()) {
+      if (TensorList r; dim_rule(n, in, it->second, r)) return r;
+    } else if (is_dim_reduction(name)) {
+      if (TensorList r; reduction(n, in, r)) return r;
+    } else if (bool first_only; leading_batch_op(name, &first_only)) {
+      bool ok = true;
+      for (size_t i = 1; i < in.size() && first_only; ++i) ok &= !in[i].batched;
+      if (ok) {
+        TensorList phys;
+        for (const BVal& v : in) phys.push_back(first_only ? v.t : materialize(v, B_));
+        return dispatch(op, phys, n.attrs, nullptr, n.inplace);
+      }
+    } else if (name == "embedding" && !in[0].batched) {  // batched indices: any shape of index works
+      return dispatch(op, {in[0].t, in[1].t}, n.attrs, nullptr, n.inplace);
+    }
+    --t_stats.rules;
+    return loop(n, in, false);
+  }
+
+ private:
+  static TensorList plain(const std::vector<BVal>& in) {
+    TensorList r;
+    for (const BVal& v : in) r.push_back(v.t);
+    return r;
+  }
+
+  // the per-example fallback: one call per example, results stacked
+  TensorList loop(const Node& n, const std::vector<BVal>& in, bool redraw) {
+    ++t_stats.loops;
+    if (std::find(t_stats.looped_ops.begin(), t_stats.looped_ops.end(), n.op->name) == t_stats.looped_ops.end())
+      t_stats.looped_ops.push_back(n.op->name);
+    std::vector<TensorList> per;
+    Attrs attrs = n.attrs;
+    const int key_at = redraw ? attr_index(*n.op, "key") : -1, first_at = redraw ? attr_index(*n.op, "first") : -1;
+    const bool fill_fresh = redraw && (n.inplace || n.out_given) && !in.empty() && !in[0].batched;
+    TensorList targets;
+    for (int64_t b = 0; b < B_; ++b) {
+      TensorList args;
+      for (const BVal& v : in) args.push_back(v.batched ? select(v.t, 0, b) : v.t);
+      if (fill_fresh) {  // an in-place draw into a tensor shared by the batch: one tensor per example
+        args[0] = empty_like(in[0].t);
+        targets.push_back(args[0]);
+      }
+      if (key_at >= 0 && first_at >= 0) {  // fresh counters for each example's draws
+        auto [key, start] = default_generator().reserve(static_cast<uint64_t>(std::max<int64_t>(args[0].numel(), 1)));
+        attrs[key_at] = static_cast<int64_t>(key);
+        attrs[first_at] = static_cast<int64_t>(start);
+      }
+      if (fill_fresh && n.out_given) {
+        TensorList o{args[0]};
+        dispatch(*n.op, args, attrs, &o, false);
+        per.push_back(o);
+      } else {
+        per.push_back(dispatch(*n.op, args, attrs, nullptr, n.inplace && !n.out_given));
+      }
+    }
+    TensorList r;
+    const size_t nout = per.empty() ? 0 : per[0].size();
+    for (size_t j = 0; j < nout; ++j) {
+      if (!per[0][j].defined()) {
+        r.push_back(Tensor());
+        continue;
+      }
+      TensorList parts;
+      for (const TensorList& p : per) parts.push_back(p[j]);
+      const int64_t s0 = parts[0].numel();
+      for (const Tensor& p : parts)
+        KILN_CHECK(p.sizes() == parts[0].sizes(), Runtime, kOp, "vmap: ", n.op->name, " returns a result whose shape ",
+                   "depends on the data (", s0, " and ", p.numel(), " elements across the batch); such ops cannot be "
+                   "vmapped");
+      if (n.inplace && !n.out_given && j == 0 && in[0].batched) r.push_back(in[0].t);  // the slices wrote into it
+      else r.push_back(stack(parts, 0));
+    }
+    return r;
+  }
+
+  TensorList pointwise(const Node& n, const std::vector<BVal>& in) {
+    int64_t R = 0;
+    for (const BVal& v : in)
+      if (v.t.defined()) R = std::max(R, v.rank());
+    TensorList phys;
+    for (const BVal& v : in) phys.push_back(v.batched ? pad_rank(v.t, v.rank(), R) : v.t);
+    TensorList r = dispatch(*n.op, phys, n.attrs, nullptr, n.inplace);
+    if (n.inplace) r[0] = in[0].t;
+    return r;
+  }
+
+  TensorList view(const Node& n, const std::vector<BVal>& in) {
+    Attrs a = n.attrs;
+    Shape s = std::get<Shape>(a[0]);
+    s.insert(s.begin(), B_);
+    a[0] = s;
+    Tensor x = materialize(in[0], B_);
+    try {
+      return dispatch(*n.op, {x}, a);
+    } catch (const Error&) {  // a batch dim that does not fold into the view's strides: copy once
+      return dispatch(*n.op, {contiguous(x)}, a);
+    }
+  }
+
+  TensorList expand_rule(const Node& n, const std::vector<BVal>& in) {
+    Attrs a = n.attrs;
+    Shape s = std::get<Shape>(a[0]);
+    Tensor x = pad_rank(in[0].t, in[0].rank(), static_cast<int64_t>(s.size()));
+    s.insert(s.begin(), B_);
+    a[0] = s;
+    return dispatch(*n.op, {x}, a);
+  }
+
+  TensorList permute_rule(const Node& n, const std::vector<BVal>& in) {
+    Attrs a = n.attrs;
+    const Shape& dims = std::get<Shape>(a[0]);
+    Shape p{0};
+    for (int64_t d : dims) p.push_back(norm_dim(d, in[0].rank(), "permute") + 1);
+    a[0] = p;
+    return dispatch(*n.op, {in[0].t}, a);
+  }
+
+  TensorList repeat_rule(const Node& n, const std::vector<BVal>& in) {
+    Attrs a = n.attrs;
+    Shape reps = std::get<Shape>(a[0]);
+    Tensor x = pad_rank(in[0].t, in[0].rank(), static_cast<int64_t>(reps.size()));
+    reps.insert(reps.begin(), 1);
+    a[0] = reps;
+    return dispatch(*n.op, {x}, a);
+  }
+
+  // bmm over (b, n, k) x (b, k, m) per example: the batch folds into bmm's batch or into the rows /
+  // columns of the unbatched side's partner
+  TensorList bmm_rule(const std::vector<BVal>& in) {
+    const BVal &a = in[0], &c = in[1];
+    const int64_t b = a.batched ? a.t.size(1) : a.t.size(0);
+    if (a.batched && c.batched) {
+      Tensor x = reshape(a.t, {B_ * b, a.t.size(2), a.t.size(3)});
+      Tensor y = reshape(c.t, {B_ * b, c.t.size(2), c.t.size(3)});
+      Tensor r = bmm(x, y);
+      return {reshape(r, {B_, b, r.size(1), r.size(2)})};
+    }
+    if (a.batched) {  // (B, b, n, k) -> (b, B n, k) @ (b, k, m)
+      const int64_t n = a.t.size(2), k = a.t.size(3);
+      Tensor x = reshape(permute(a.t, {1, 0, 2, 3}), {b, B_ * n, k});
+      Tensor r = bmm(x, c.t);  // (b, B n, m)
+      const int64_t m = r.size(2);
+      return {permute(reshape(r, {b, B_, n, m}), {1, 0, 2, 3})};
+    }
+    // (b, n, k) @ (B, b, k, m) -> (b, n, k) @ (b, k, B m)
+    const int64_t k = c.t.size(2), m = c.t.size(3), n = a.t.size(1);
+    Tensor y = reshape(permute(c.t, {1, 2, 0, 3}), {b, k, B_ * m});
+    Tensor r = bmm(a.t, y);  // (b, n, B m)
+    return {permute(reshape(r, {b, n, B_, m}), {2, 0, 1, 3})};
+  }
+
+  bool dim_rule(const Node& n, const std::vector<BVal>& in, const DimSpec& spec, TensorList& out) {
+    const OpDef& op = *n.op;
+    for (size_t i = 1; i < in.size() && spec.only_first_batched; ++i)
+      if (in[i].batched) return false;
+    // the logical rank the dims refer to: the first tensor input's
+    const int64_t r = in[0].rank();
+    Attrs a = n.attrs;
+    if (std::string_view(op.name) == "squeeze") {  // all_dims: every logical dim of size 1, named
+      const int ai = attr_index(op, "all_dims");
+      if (ai >= 0 && std::holds_alternative<bool>(a[ai]) && std::get<bool>(a[ai])) {
+        Shape dims;
+        for (int64_t d = 0; d < r; ++d)
+          if (in[0].t.size(d + (in[0].batched ? 1 : 0)) == 1) dims.push_back(d);
+        a[ai] = false;
+        a[attr_index(op, "dim")] = dims;
+      }
+    }
+    for (const auto& [arg, offset] : spec.dims) {
+      const int ai = attr_index(op, arg);
+      if (ai < 0) return false;
+      Attr& v = a[ai];
+      if (auto* d = std::get_if<int64_t>(&v)) {
+        *d = norm_dim(*d, r + offset, op.name) + 1;
+      } else if (auto* ds = std::get_if<Shape>(&v)) {
+        if (ds->empty()) return false;  // roll's flattening form, squeeze of nothing: the loop
+        for (int64_t& d : *ds) d = norm_dim(d, r + offset, op.name) + 1;
+      } else {
+        return false;  // dim=None
+      }
+    }
+    TensorList phys;
+    for (size_t i = 0; i < in.size(); ++i)
+      phys.push_back(spec.only_first_batched && i > 0 ? in[i].t : materialize(in[i], B_));
+    out = dispatch(op, phys, a, nullptr, n.inplace);
+    if (n.inplace) out[0] = in[0].t;
+    return true;
+  }
+
+  bool reduction(const Node& n, const std::vector<BVal>& in, TensorList& out) {
+    const OpDef& op = *n.op;
+    const int ai = attr_index(op, "dim");
+    if (ai < 0 || in.size() != 1) return false;
+    const int64_t r = in[0].rank();
+    Attrs a = n.attrs;
+    Shape dims;
+    if (auto* ds = std::get_if<Shape>(&a[ai]); ds && !ds->empty()) {
+      for (int64_t d : *ds) dims.push_back(norm_dim(d, r, op.name) + 1);
+    } else {  // None / []: every logical dim
+      if (r == 0) return false;
+      for (int64_t d = 1; d <= r; ++d) dims.push_back(d);
+    }
+    a[ai] = dims;
+    out = dispatch(op, {in[0].t}, a);
+    return true;
+  }
+
+  int64_t B_;
+  Randomness randomness_;
+};
+
+}  // namespace
+
+const VmapStats& last_vmap_stats() { return t_stats; }
+
+BatchedResult vmap_batched(const BatchedFn& f, const TensorList& inputs,
+                           const std::vector<std::optional<int64_t>>& in_dims, Randomness randomness) {
+  KILN_CHECK(in_dims.size() == inputs.size(), Value, kOp, "vmap(", "f, in_dims=...)(<inputs>): in_dims has ",
+             in_dims.size(), " entries for ", inputs.size(), " inputs");
+  // the batch size, and the batched inputs with the batch at dim 0
+  int64_t B = -1;
+  std::vector<BVal> batched_in(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& x = inputs[i];
+    if (!in_dims[i] || !x.defined()) {
+      batched_in[i] = {x, false};
+      continue;
+    }
+    const int64_t d = *in_dims[i];
+    KILN_CHECK(x.dim() > 0 && d >= -x.dim() && d < x.dim(), Value, kOp, "vmap(f, in_dims=", d,
+               ", ...)(<inputs>): Got in_dim=", d, " for an input but the input is of type Tensor with ", x.dim(),
+               " dims. We cannot vmap over dim ", d, " for the input");
+    const int64_t dd = d < 0 ? d + x.dim() : d;
+    if (B < 0) B = x.size(dd);
+    KILN_CHECK(x.size(dd) == B, Value, kOp, "vmap: Expected all tensors to have the same size in the mapped "
+               "dimension, got sizes ", B, " and ", x.size(dd), " for the mapped dimension");
+    batched_in[i] = {movedim(x, {dd}, {0}), true};
+  }
+  KILN_CHECK(B >= 0, Value, kOp, "vmap(f)(<inputs>): at least one input must be a Tensor mapped over (in_dims not all "
+             "None)");
+  KILN_CHECK(B > 0, Value, kOp, "vmap: cannot vmap over a batch of size 0 (there is no example to trace)");
+
+  // 1. the trace: f on the first example
+  Trace trace;
+  TensorList ex;
+  for (const BVal& v : batched_in) {
+    Tensor e = v.batched ? clone(select(v.t, 0, 0)) : v.t;
+    ex.push_back(e);
+    if (e.defined()) trace.add(e);
+    else trace.example.push_back(e);
+  }
+  TensorList result;
+  {
+    ModeGuard guard(std::make_shared<RecordMode>(trace, randomness));
+    result = f(ex);
+  }
+  std::vector<int> out_ids;
+  for (const Tensor& t : result) out_ids.push_back(t.defined() ? trace.value_of(t) : -1);
+
+  // 2. the replay over the batch
+  t_stats = VmapStats{};
+  std::vector<BVal> vals(trace.example.size());
+  for (size_t i = 0; i < batched_in.size(); ++i) vals[i] = batched_in[i];
+  for (const auto& [id, t] : trace.constants) vals[id] = {t, false};
+  Replay replay(B, randomness);
+  std::vector<bool> ob;
+  for (const Node& n : trace.nodes) {
+    std::vector<BVal> in, outs;
+    for (int id : n.in) in.push_back(id >= 0 ? vals[id] : BVal{});
+    if (n.out_given)
+      for (int id : n.out) outs.push_back(id >= 0 ? vals[id] : BVal{});
+    TensorList r = replay.run(n, in, outs, ob);
+    for (size_t j = 0; j < n.out.size() && j < r.size(); ++j)
+      if (n.out[j] >= 0) vals[n.out[j]] = {r[j], r[j].defined() && ob[j]};
+  }
+
+  BatchedResult res;
+  res.batch_size = B;
+  for (int id : out_ids) {
+    if (id < 0) {
+      res.outputs.push_back(Tensor());
+      res.batched.push_back(false);
+      continue;
+    }
+    res.outputs.push_back(vals[id].t);
+    res.batched.push_back(vals[id].batched);
+  }
+  return res;
+}
+
+TensorList vmap(const BatchedFn& f, const TensorList& inputs, const std::vector<std::optional<int64_t>>& in_dims,
+                const std::vector<std::optional<int64_t>>& out_dims, Randomness randomness) {
+  BatchedResult b = vmap_batched(f, inputs, in_dims, randomness);
+  TensorList outs;
+  for (size_t j = 0; j < b.outputs.size(); ++j) {
+    const std::optional<int64_t> od = out_dims.empty() ? std::optional<int64_t>(0)
+                                                       : out_dims[std::min(j, out_dims.size() - 1)];
+    outs.push_back(place_batch_dim(b.outputs[j], b.batched[j], b.batch_size, od));
+  }
+  return outs;
+}
+
+Tensor place_batch_dim(const Tensor& t, bool batched, int64_t batch_size, std::optional<int64_t> out_dim) {
+  if (!t.defined()) return t;
+  if (!out_dim) {
+    KILN_CHECK(!batched, Value, kOp, "vmap: out_dims=None for an output that depends on the mapped inputs (it ",
+               "has a batch dim); return it with an out_dim, or make it not depend on them");
+    return t;
+  }
+  Tensor phys = materialize(BVal{t, batched}, batch_size);
+  const int64_t r = phys.dim();
+  const int64_t d = *out_dim;
+  KILN_CHECK(d >= -r && d < r, Value, kOp, "vmap: out_dim=", d, " is out of range for an output of ", r - 1,
+             " dims (expected in [", -r, ", ", r - 1, "])");
+  return movedim(phys, {0}, {d < 0 ? d + r : d});
+}
+
+}  // namespace kiln::func
