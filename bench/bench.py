@@ -109,6 +109,8 @@ def build_cases(quick):
     cases += fft_cases(Case, quick)
     from distributions_cases import distributions_cases
     cases += distributions_cases(Case, quick)
+    from func_cases import func_cases
+    cases += func_cases(Case, quick)
     return cases
 
 

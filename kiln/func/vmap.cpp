@@ -30,9 +30,11 @@ struct Trace {
   std::vector<std::pair<int, Tensor>> constants;  // values made outside the traced ops
   std::vector<Node> nodes;
   std::vector<Tensor> keep;  // aliases found by find(): their addresses stay theirs while the trace lives
+  std::vector<bool> mapped;  // per value: depends on a mapped input
 
-  int add(const Tensor& t) {
+  int add(const Tensor& t, bool depends = false) {
     example.push_back(t);
+    mapped.push_back(depends);
     const int id = static_cast<int>(example.size() - 1);
     id_of[t.impl()] = id;
     return id;
@@ -56,11 +58,13 @@ struct Trace {
   int value_of(const Tensor& t) {
     if (!t.defined()) return -1;
     if (int id = find(t); id >= 0) return id;
-    const int id = add(t);
+    const int id = add(t, false);
     constants.emplace_back(id, t);
     return id;
   }
 };
+
+thread_local std::vector<Trace*> t_traces;  // the vmap traces running on this thread, innermost last
 
 class RecordMode : public DispatchMode {
  public:
@@ -75,10 +79,17 @@ class RecordMode : public DispatchMode {
     n.op = &op;
     n.attrs = attrs;
     n.inplace = inplace;
-    for (const Tensor& t : inputs) n.in.push_back(trace_.value_of(t));
+    bool depends = false;
+    for (const Tensor& t : inputs) {
+      n.in.push_back(trace_.value_of(t));
+      depends |= n.in.back() >= 0 && trace_.mapped[n.in.back()];
+    }
     if (out) {  // the values written into are the out tensors' (ops that write them have no other results)
       n.out_given = true;
-      for (const Tensor& t : *out) n.out.push_back(trace_.value_of(t));
+      for (const Tensor& t : *out) {
+        n.out.push_back(trace_.value_of(t));
+        if (n.out.back() >= 0 && depends) trace_.mapped[n.out.back()] = true;
+      }
       TensorList r = dispatch(op, inputs, attrs, out, inplace);
       trace_.nodes.push_back(std::move(n));
       return r;
@@ -87,8 +98,12 @@ class RecordMode : public DispatchMode {
     for (size_t i = 0; i < r.size(); ++i) {
       const Tensor& t = r[i];
       if (!t.defined()) n.out.push_back(-1);
-      else if (inplace && i == 0 && !inputs.empty() && t.impl() == inputs[0].impl()) n.out.push_back(n.in[0]);
-      else n.out.push_back(trace_.add(t));
+      else if (inplace && i == 0 && !inputs.empty() && t.impl() == inputs[0].impl()) {
+        n.out.push_back(n.in[0]);
+        if (depends) trace_.mapped[n.in[0]] = true;
+      } else {
+        n.out.push_back(trace_.add(t, depends));
+      }
     }
     trace_.nodes.push_back(std::move(n));
     return r;
@@ -450,6 +465,20 @@ class Replay {
 
 const VmapStats& last_vmap_stats() { return t_stats; }
 
+void check_data_read(const Tensor& t, const char* what) {
+  if (t_traces.empty() || !t.defined()) return;
+  for (Trace* tr : t_traces) {
+    const int id = tr->find(t);
+    if (id < 0 || !tr->mapped[id]) continue;
+    if (std::string_view(what) == "item")
+      KILN_FAIL(Runtime, kOp, "vmap: It looks like you're calling .item() on a Tensor. We don't support vmap over "
+                "calling .item() on a Tensor, please try to rewrite what you're doing with other operations.");
+    KILN_FAIL(Runtime, kOp, "vmap: It looks like you're attempting to use a Tensor in some data-dependent control "
+              "flow (", what, "). We don't support that: the function runs once, on the first example, and its ",
+              "branches would hold for the whole batch; write it with tensor operations (kiln.where, ...).");
+  }
+}
+
 BatchedResult vmap_batched(const BatchedFn& f, const TensorList& inputs,
                            const std::vector<std::optional<int64_t>>& in_dims, Randomness randomness) {
   KILN_CHECK(in_dims.size() == inputs.size(), Value, kOp, "vmap(", "f, in_dims=...)(<inputs>): in_dims has ",
@@ -483,11 +512,19 @@ BatchedResult vmap_batched(const BatchedFn& f, const TensorList& inputs,
   for (const BVal& v : batched_in) {
     Tensor e = v.batched ? clone(select(v.t, 0, 0)) : v.t;
     ex.push_back(e);
-    if (e.defined()) trace.add(e);
-    else trace.example.push_back(e);
+    if (e.defined()) {
+      trace.add(e, v.batched);
+    } else {
+      trace.example.push_back(e);
+      trace.mapped.push_back(false);
+    }
   }
   TensorList result;
   {
+    t_traces.push_back(&trace);
+    struct Pop {
+      ~Pop() { t_traces.pop_back(); }
+    } pop;
     ModeGuard guard(std::make_shared<RecordMode>(trace, randomness));
     result = f(ex);
   }

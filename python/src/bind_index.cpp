@@ -78,6 +78,7 @@ Parsed parse(const Tensor& self, nb::handle index) {
                                    is_integral(nb::cast<Tensor&>(h).dtype(), false) &&
                                    !nb::cast<Tensor&>(h).is_meta())) {
       // a data-less (traced) 0-dim index stays a tensor: advanced indexing, as torch's under a trace
+      if (!PyLong_Check(o)) func::check_data_read(nb::cast<Tensor&>(h), "a tensor used as an index");
       int64_t i = PyLong_Check(o) ? index_int(o) : nb::cast<Tensor&>(h).item<int64_t>();
       KILN_CHECK(dim < v.dim(), Index, "getitem", "too many indices for tensor of dimension ", self.dim());
       v = select(v, dim, i);

@@ -176,6 +176,7 @@ void bind_interop(nb::module_& m, nb::class_<Tensor>& cls) {
   });
   cls.def("numpy", [](nb::handle self) -> nb::object {
     const Tensor& t = nb::cast<const Tensor&>(self);
+    func::check_data_read(t, "numpy()");
     KILN_CHECK(!t.is_meta(), Type, "numpy", "can't convert meta device type tensor to numpy. Use Tensor.cpu() "
                "to copy the tensor to host memory first.");
     nb::object np = nb::module_::import_("numpy");

@@ -71,11 +71,13 @@ Tensor pow2(const Tensor& a, const Tensor& b) { return pow(a, b); }
 Tensor mm2(const Tensor& a, const Tensor& b) { return matmul(a, b); }
 // int() / float() of a tensor: one element only (torch's ValueError)
 const Tensor& one_element(const Tensor& t) {
+  func::check_data_read(t, "int() / float()");
   KILN_CHECK(t.numel() == 1, Value, "item", "only one element tensors can be converted to Python scalars");
   return t;
 }
 
 bool truthy(const Tensor& t) {
+  func::check_data_read(t, "bool()");
   KILN_CHECK(t.numel() == 1, Runtime, "bool", "Boolean value of Tensor with more than one value is ambiguous");
   return t.item<bool>();
 }
@@ -153,6 +155,7 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
       .def("data_ptr", [](const Tensor& t) { return t.is_meta() ? uintptr_t(0) : reinterpret_cast<uintptr_t>(t.data_ptr()); })
       .def("untyped_storage_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.storage()->data()); })
       .def("item", [](const Tensor& t) -> nb::object {
+        func::check_data_read(t, "item");
         Scalar s = t.item();
         switch (s.tag()) {
           case Scalar::Tag::Bool: return nb::bool_(s.to<bool>());
@@ -165,7 +168,10 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
           }
         }
       })
-      .def("tolist", [](const Tensor& t) { return to_list(t); })
+      .def("tolist", [](const Tensor& t) {
+        func::check_data_read(t, "tolist()");
+        return to_list(t);
+      })
       .def("__repr__", [](const Tensor& t) { return repr(t); })
       .def("__str__", [](const Tensor& t) { return repr(t); })
       .def("__len__", [](const Tensor& t) {
@@ -176,6 +182,7 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
       .def("__float__", [](const Tensor& t) { return one_element(t).item().to_double(); })
       .def("__int__", [](const Tensor& t) { return one_element(t).item().to<int64_t>(); })
       .def("__index__", [](const Tensor& t) {
+        func::check_data_read(t, "an index");
         KILN_CHECK(is_integral(t.dtype(), true) && t.numel() == 1, Type, "index", "only integer tensors of a "
                    "single element can be converted to an index");
         return t.item().to<int64_t>();
