@@ -21,6 +21,8 @@ struct Node {
   std::vector<int> out;  // value ids; -1 for an undefined output
   bool inplace = false;
   bool out_given = false;  // an out= call (random_fill_'s form too): `out` are the values written into
+  Tensor before;  // a write of mapped values into an unmapped target: the target's value before it
+  bool self_write = false;  // an op that writes into its first input and returns it (copy_)
 };
 
 // ---- the trace: every table op of one example run, with its values' identities
@@ -31,10 +33,12 @@ struct Trace {
   std::vector<Node> nodes;
   std::vector<Tensor> keep;  // aliases found by find(): their addresses stay theirs while the trace lives
   std::vector<bool> mapped;  // per value: depends on a mapped input
+  std::vector<bool> view;    // per value: made by a view op (writing into it writes into its base)
 
-  int add(const Tensor& t, bool depends = false) {
+  int add(const Tensor& t, bool depends = false, bool is_view = false) {
     example.push_back(t);
     mapped.push_back(depends);
+    view.push_back(is_view);
     const int id = static_cast<int>(example.size() - 1);
     id_of[t.impl()] = id;
     return id;
@@ -64,6 +68,15 @@ struct Trace {
   }
 };
 
+int attr_index(const OpDef& op, std::string_view name);  // (below)
+
+// whether a call of a random op draws: attention with dropout_p = 0 does not
+bool draws(const OpDef& op, const Attrs& attrs) {
+  if (!(op.tags & kRandom)) return false;
+  const int p = attr_index(op, "dropout_p");
+  return !(p >= 0 && std::holds_alternative<double>(attrs[p]) && std::get<double>(attrs[p]) == 0.0);
+}
+
 thread_local std::vector<Trace*> t_traces;  // the vmap traces running on this thread, innermost last
 
 class RecordMode : public DispatchMode {
@@ -72,7 +85,7 @@ class RecordMode : public DispatchMode {
 
   TensorList handle(const OpDef& op, const TensorList& inputs, const Attrs& attrs, TensorList* out,
                     bool inplace) override {
-    KILN_CHECK(!(op.tags & kRandom) || randomness_ != Randomness::Error, Runtime, kOp,
+    KILN_CHECK(!draws(op, attrs) || randomness_ != Randomness::Error, Runtime, kOp,
                "vmap: called random operation while in randomness error mode. Please either use the 'same' or "
                "'different' randomness flags on vmap or perform the randomness operation out of vmap");
     Node n;
@@ -83,6 +96,14 @@ class RecordMode : public DispatchMode {
     for (const Tensor& t : inputs) {
       n.in.push_back(trace_.value_of(t));
       depends |= n.in.back() >= 0 && trace_.mapped[n.in.back()];
+    }
+    const bool writes_first = op.name == std::string_view("copy_");  // (its kernel writes into self)
+    const Tensor* target = out && !out->empty()                         ? &(*out)[0]
+                           : (inplace || writes_first) && !inputs.empty() ? &inputs[0]
+                                                                           : nullptr;
+    if (depends && target && target->defined()) {
+      const int tid = trace_.value_of(*target);
+      if (!trace_.mapped[tid]) n.before = clone(*target);  // it becomes batched in the replay, from this value
     }
     if (out) {  // the values written into are the out tensors' (ops that write them have no other results)
       n.out_given = true;
@@ -95,14 +116,15 @@ class RecordMode : public DispatchMode {
       return r;
     }
     TensorList r = dispatch(op, inputs, attrs, out, inplace);
+    n.self_write = writes_first;
     for (size_t i = 0; i < r.size(); ++i) {
       const Tensor& t = r[i];
       if (!t.defined()) n.out.push_back(-1);
-      else if (inplace && i == 0 && !inputs.empty() && t.impl() == inputs[0].impl()) {
+      else if ((inplace || writes_first) && i == 0 && !inputs.empty() && t.impl() == inputs[0].impl()) {
         n.out.push_back(n.in[0]);
         if (depends) trace_.mapped[n.in[0]] = true;
       } else {
-        n.out.push_back(trace_.add(t, depends));
+        n.out.push_back(trace_.add(t, depends, (op.tags & kView) != 0));
       }
     }
     trace_.nodes.push_back(std::move(n));
@@ -197,6 +219,11 @@ bool leading_batch_op(std::string_view n, bool* first_only) {
   return false;
 }
 
+std::string inplace_name(std::string_view n) {
+  std::string s(n);
+  return !s.empty() && s.back() == '_' ? s : s + "_";
+}
+
 class Replay {
  public:
   Replay(int64_t B, Randomness r) : B_(B), randomness_(r) {}
@@ -209,7 +236,7 @@ class Replay {
     for (const BVal& v : in) any |= v.batched;
     bool any_out = false;
     for (const BVal& v : outs) any_out |= v.batched;
-    const bool fresh_draws = (op.tags & kRandom) && randomness_ == Randomness::Different;
+    const bool fresh_draws = draws(op, n.attrs) && randomness_ == Randomness::Different;
     if (!any && !any_out && !fresh_draws) {  // nothing batched: the op as traced
       out_batched.assign(16, false);
       if (!n.out_given) return dispatch(op, plain(in), n.attrs, nullptr, n.inplace);
@@ -237,12 +264,16 @@ class Replay {
       return r;
     }
     const std::string_view name = op.name;
-    if (n.inplace && !in.empty() && !in[0].batched)
-      KILN_FAIL(Runtime, kOp, "vmap: ", name, "_(self, *extra_args) is not possible because there exists a Tensor "
-                "`other` in extra_args that has more elements than `self`. This happened due to `other` being vmapped "
-                "over but `self` not being vmapped over in a vmap. Please try to use out-of-place operators instead "
-                "of ", name, "_.");
+    if ((n.inplace || n.self_write) && !in.empty() && !in[0].batched)
+      KILN_FAIL(Runtime, kOp, "vmap: ", inplace_name(name), "(self, *extra_args) is not possible because there "
+                "exists a Tensor `other` in extra_args that has more elements than `self`. This happened due to "
+                "`other` being vmapped over but `self` not being vmapped over in a vmap. Please try to use "
+                "out-of-place operators instead of ", inplace_name(name), ".");
     ++t_stats.rules;
+    if (n.self_write) {  // copy_(self, src): src broadcast into the batched self
+      dispatch(op, {in[0].t, pad_rank(in[1].t, in[1].rank(), in[0].rank())});
+      return {in[0].t};
+    }
     if (op.tags & kPointwise) return pointwise(n, in);
     if (name == "view") return view(n, in);
     if (name == "expand") return expand_rule(n, in);
@@ -517,6 +548,7 @@ BatchedResult vmap_batched(const BatchedFn& f, const TensorList& inputs,
     } else {
       trace.example.push_back(e);
       trace.mapped.push_back(false);
+      trace.view.push_back(false);
     }
   }
   TensorList result;
@@ -531,14 +563,36 @@ BatchedResult vmap_batched(const BatchedFn& f, const TensorList& inputs,
   std::vector<int> out_ids;
   for (const Tensor& t : result) out_ids.push_back(t.defined() ? trace.value_of(t) : -1);
 
-  // 2. the replay over the batch
+  // 2. the replay over the batch. A value that does not depend on the batch is the traced one (its
+  // op is not run again: a front end may have filled it outside the ops, as tril_indices does).
   t_stats = VmapStats{};
   std::vector<BVal> vals(trace.example.size());
-  for (size_t i = 0; i < batched_in.size(); ++i) vals[i] = batched_in[i];
-  for (const auto& [id, t] : trace.constants) vals[id] = {t, false};
+  std::vector<bool> external(trace.example.size(), false);  // user inputs and captured tensors
+  for (size_t i = 0; i < batched_in.size(); ++i) {
+    vals[i] = batched_in[i];
+    external[i] = true;
+  }
+  for (const auto& [id, t] : trace.constants) {
+    vals[id] = {t, false};
+    external[id] = true;
+  }
+  for (size_t v = 0; v < vals.size(); ++v)
+    if (!vals[v].t.defined() && !external[v]) vals[v] = {trace.example[v], false};
   Replay replay(B, randomness);
   std::vector<bool> ob;
   for (const Node& n : trace.nodes) {
+    bool any = false;
+    for (int id : n.in) any |= id >= 0 && vals[id].batched;
+    for (int id : n.out) any |= n.out_given && id >= 0 && vals[id].batched;
+    const bool draw = draws(*n.op, n.attrs) && randomness == Randomness::Different;
+    if (!any && !draw) continue;  // the traced values stand
+    // a write of batched values into a tensor the function made (one_hot's zeros, then scatter_):
+    // that tensor becomes batched (a tensor from outside cannot: the rule raises, as torch)
+    const int target = n.out_given                                  ? (n.out.empty() ? -1 : n.out[0])
+                       : (n.inplace || n.self_write) && !n.in.empty() ? n.in[0]
+                                                                      : -1;
+    if (target >= 0 && any && !vals[target].batched && !external[target] && !trace.view[target])
+      vals[target] = {clone(materialize(BVal{n.before.defined() ? n.before : vals[target].t, false}, B)), true};
     std::vector<BVal> in, outs;
     for (int id : n.in) in.push_back(id >= 0 ? vals[id] : BVal{});
     if (n.out_given)
@@ -584,7 +638,7 @@ Tensor place_batch_dim(const Tensor& t, bool batched, int64_t batch_size, std::o
   Tensor phys = materialize(BVal{t, batched}, batch_size);
   const int64_t r = phys.dim();
   const int64_t d = *out_dim;
-  KILN_CHECK(d >= -r && d < r, Value, kOp, "vmap: out_dim=", d, " is out of range for an output of ", r - 1,
+  KILN_CHECK(d >= -r && d < r, Index, kOp, "vmap: out_dim=", d, " is out of range for an output of ", r - 1,
              " dims (expected in [", -r, ", ", r - 1, "])");
   return movedim(phys, {0}, {d < 0 ? d + r : d});
 }

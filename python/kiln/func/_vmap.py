@@ -31,17 +31,36 @@ def _flatten(obj):
     return [obj], lambda leaves: leaves[0]
 
 
+def _same_structure(spec, value):
+    """Whether spec (ints / None at the leaves) has value's containers: same types, lengths and keys."""
+    if spec is None or isinstance(spec, int):
+        return True
+    if isinstance(spec, (tuple, list)):
+        return (isinstance(value, (tuple, list)) and isinstance(value, tuple) == isinstance(spec, tuple)
+                and len(spec) == len(value) and all(_same_structure(s, v) for s, v in zip(spec, value)))
+    if isinstance(spec, dict):
+        return isinstance(value, dict) and set(spec) == set(value) and all(_same_structure(spec[k], value[k])
+                                                                           for k in spec)
+    return False
+
+
 def _dims_for(spec, value, what):
     """One in/out dim per leaf of value, from spec (an int or None for all of them, or a structure
-    matching value's)."""
+    matching value's, containers and keys alike: torch's rule)."""
     leaves, _ = _flatten(value)
     if spec is None or isinstance(spec, int):
         return [spec] * len(leaves)
-    spec_leaves, _ = _flatten(spec)
-    if len(spec_leaves) != len(leaves) or not all(s is None or isinstance(s, int) for s in spec_leaves):
+    if not _same_structure(spec, value):
         raise ValueError(f"vmap(f, {what}={spec}, ...): {what} is not compatible with the structure of the "
                          f"{'inputs' if what == 'in_dims' else 'outputs'}")
-    return spec_leaves
+    out = []
+    if isinstance(spec, dict):
+        for k in value:
+            out += _dims_for(spec[k], value[k], what)
+    else:
+        for s, v in zip(spec, value):
+            out += _dims_for(s, v, what)
+    return out
 
 
 def _check_dims_arg(dims, what):
@@ -81,7 +100,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
                                  f"input is of type {type(leaf)}. We cannot vmap over non-Tensor arguments, please "
                                  "use None as the respective in_dim")
             if isinstance(leaf, Tensor):
-                if d is not None and not -leaf.dim() <= d < max(leaf.dim(), 1):
+                if d is not None and not -leaf.dim() <= d < leaf.dim():
                     raise ValueError(f"vmap(f, in_dims={in_dims}, ...)(<inputs>): Got in_dim={d} for some input, but "
                                      f"that input is a Tensor of dimensionality {leaf.dim()} so expected in_dim to "
                                      f"satisfy -{leaf.dim()} <= in_dim < {leaf.dim()}.")
