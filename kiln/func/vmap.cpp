@@ -34,11 +34,13 @@ struct Trace {
   std::vector<Tensor> keep;  // aliases found by find(): their addresses stay theirs while the trace lives
   std::vector<bool> mapped;  // per value: depends on a mapped input
   std::vector<bool> view;    // per value: made by a view op (writing into it writes into its base)
+  std::vector<bool> outside;  // per value: a tensor from outside the function, or a view of one
 
-  int add(const Tensor& t, bool depends = false, bool is_view = false) {
+  int add(const Tensor& t, bool depends = false, bool is_view = false, bool from_outside = false) {
     example.push_back(t);
     mapped.push_back(depends);
     view.push_back(is_view);
+    outside.push_back(from_outside);
     const int id = static_cast<int>(example.size() - 1);
     id_of[t.impl()] = id;
     return id;
@@ -62,7 +64,7 @@ struct Trace {
   int value_of(const Tensor& t) {
     if (!t.defined()) return -1;
     if (int id = find(t); id >= 0) return id;
-    const int id = add(t, false);
+    const int id = add(t, false, false, true);
     constants.emplace_back(id, t);
     return id;
   }
@@ -103,6 +105,10 @@ class RecordMode : public DispatchMode {
                                                                            : nullptr;
     if (depends && target && target->defined()) {
       const int tid = trace_.value_of(*target);
+      // a write of per-example values into a tensor from outside: torch's error, before anything is written
+      KILN_CHECK(trace_.mapped[tid] || !trace_.outside[tid], Runtime, kOp, "vmap: ", op.name, " writes values that ",
+                 "depend on the mapped inputs into a tensor from outside the function (in place or out=); this is ",
+                 "not possible in vmap. Please use out-of-place operators instead.");
       if (!trace_.mapped[tid]) n.before = clone(*target);  // it becomes batched in the replay, from this value
     }
     if (out) {  // the values written into are the out tensors' (ops that write them have no other results)
@@ -124,7 +130,8 @@ class RecordMode : public DispatchMode {
         n.out.push_back(n.in[0]);
         if (depends) trace_.mapped[n.in[0]] = true;
       } else {
-        n.out.push_back(trace_.add(t, depends, (op.tags & kView) != 0));
+        const bool is_view = (op.tags & kView) != 0;
+        n.out.push_back(trace_.add(t, depends, is_view, is_view && n.in[0] >= 0 && trace_.outside[n.in[0]]));
       }
     }
     trace_.nodes.push_back(std::move(n));
@@ -316,9 +323,13 @@ class Replay {
     const int key_at = redraw ? attr_index(*n.op, "key") : -1, first_at = redraw ? attr_index(*n.op, "first") : -1;
     const bool fill_fresh = redraw && (n.inplace || n.out_given) && !in.empty() && !in[0].batched;
     TensorList targets;
-    for (int64_t b = 0; b < B_; ++b) {
+    const int64_t runs = std::max<int64_t>(B_, 1);  // an empty batch: one run on zeros, for the shapes
+    for (int64_t b = 0; b < runs; ++b) {
       TensorList args;
-      for (const BVal& v : in) args.push_back(v.batched ? select(v.t, 0, b) : v.t);
+      for (const BVal& v : in)
+        args.push_back(!v.batched ? v.t
+                       : B_ > 0   ? select(v.t, 0, b)
+                                  : zeros(Shape(v.t.sizes().begin() + 1, v.t.sizes().end()), TensorOptions(v.t.dtype())));
       if (fill_fresh) {  // an in-place draw into a tensor shared by the batch: one tensor per example
         args[0] = empty_like(in[0].t);
         targets.push_back(args[0]);
@@ -351,6 +362,7 @@ class Replay {
                    "depends on the data (", s0, " and ", p.numel(), " elements across the batch); such ops cannot be "
                    "vmapped");
       if (n.inplace && !n.out_given && j == 0 && in[0].batched) r.push_back(in[0].t);  // the slices wrote into it
+      else if (B_ == 0) r.push_back(narrow(stack(parts, 0), 0, 0, 0));
       else r.push_back(stack(parts, 0));
     }
     return r;
@@ -496,6 +508,15 @@ class Replay {
 
 const VmapStats& last_vmap_stats() { return t_stats; }
 
+bool is_mapped(const Tensor& t) {
+  if (t_traces.empty() || !t.defined()) return false;
+  for (Trace* tr : t_traces) {
+    const int id = tr->find(t);
+    if (id >= 0 && tr->mapped[id]) return true;
+  }
+  return false;
+}
+
 void check_data_read(const Tensor& t, const char* what) {
   if (t_traces.empty() || !t.defined()) return;
   for (Trace* tr : t_traces) {
@@ -535,20 +556,21 @@ BatchedResult vmap_batched(const BatchedFn& f, const TensorList& inputs,
   }
   KILN_CHECK(B >= 0, Value, kOp, "vmap(f)(<inputs>): at least one input must be a Tensor mapped over (in_dims not all "
              "None)");
-  KILN_CHECK(B > 0, Value, kOp, "vmap: cannot vmap over a batch of size 0 (there is no example to trace)");
 
   // 1. the trace: f on the first example
   Trace trace;
   TensorList ex;
   for (const BVal& v : batched_in) {
-    Tensor e = v.batched ? clone(select(v.t, 0, 0)) : v.t;
+    // (an empty batch: a zero example of the right shape, for the shapes alone)
+    Tensor e = !v.batched ? v.t : B > 0 ? clone(select(v.t, 0, 0)) : zeros(Shape(v.t.sizes().begin() + 1, v.t.sizes().end()), TensorOptions(v.t.dtype()));
     ex.push_back(e);
     if (e.defined()) {
-      trace.add(e, v.batched);
+      trace.add(e, v.batched, false, !v.batched);
     } else {
       trace.example.push_back(e);
       trace.mapped.push_back(false);
       trace.view.push_back(false);
+      trace.outside.push_back(false);
     }
   }
   TensorList result;

@@ -48,6 +48,8 @@ Tensor place_batch_dim(const Tensor& t, bool batched, int64_t batch_size, std::o
 // mapped input: its data differs per example, so reading it (item(), bool(), an index) would fix the
 // first example's value for the whole batch. The binding calls it wherever Python reads tensor data.
 void check_data_read(const Tensor& t, const char* what);
+// Whether a vmap trace runs on this thread and t depends on a mapped input.
+bool is_mapped(const Tensor& t);
 
 // How many ops the last vmap on this thread ran through a batching rule and through the
 // per-example loop (for tests and the docs' coverage note).

@@ -4,6 +4,7 @@
 
 #include "kiln/core/convert.h"
 #include "kiln/core/generator.h"
+#include "kiln/func/vmap.h"
 #include "kiln/ops/composite.h"
 #include "kiln/ops/ops.h"
 
@@ -124,6 +125,7 @@ Tensor multinomial(const Tensor& probs, int64_t n, bool replacement, Generator* 
   KILN_CHECK(is_floating(probs.dtype()), Runtime, "multinomial", "multinomial only supports floating-point "
              "dtypes for input, got: ", dtype_name(probs.dtype()));
   Tensor P = contiguous(to_dtype(probs.dim() == 1 ? unsqueeze(probs, 0) : probs, kFloat64));
+  func::check_data_read(P, "multinomial's probabilities");  // (computed outside the ops: vmap cannot batch it)
   int64_t rows = P.sizes()[0], cats = P.sizes()[1];
   KILN_CHECK(n > 0, Runtime, "multinomial", "cannot sample n_sample <= 0 samples");
   KILN_CHECK(replacement || n <= cats, Runtime, "multinomial", "cannot sample n_sample > prob_dist.size(-1) "

@@ -323,15 +323,7 @@ Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int6
   int64_t n = x.sizes()[d];
   if (ib.numel() > 0) {
     KILN_CHECK(n != 0, Runtime, op, "ZeroDivisionError");
-    Tensor ic = contiguous(ib);
-    Tensor w = make_tensor(ic.sizes(), kInt64);
-    const int64_t* src = i64p(ic);
-    int64_t* dst = static_cast<int64_t*>(w.data_ptr());
-    for (int64_t i = 0; i < ic.numel(); ++i) {
-      int64_t r = src[i] % n;
-      dst[i] = r < 0 ? r + n : r;
-    }
-    ib = w;
+    ib = remainder(ib, Scalar(n));  // (an op: traced and batched like the rest)
   }
   return dispatch1(op_tad_gather, {xb, ib}, {d});
 }

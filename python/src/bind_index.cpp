@@ -15,7 +15,7 @@ struct Parsed {
 bool is_adv(nb::handle h) {
   if (nb::isinstance<Tensor>(h)) {
     const Tensor& t = nb::cast<Tensor&>(h);
-    return t.dim() > 0 || t.dtype() == kBool || t.is_meta();
+    return t.dim() > 0 || t.dtype() == kBool || t.is_meta() || func::is_mapped(t);
   }
   return PyList_Check(h.ptr()) || (nb::hasattr(h, "__array_interface__") && !is_number(h));
 }
@@ -76,9 +76,9 @@ Parsed parse(const Tensor& self, nb::handle index) {
       ++dim;
     } else if (PyLong_Check(o) || (nb::isinstance<Tensor>(h) && nb::cast<Tensor&>(h).dim() == 0 &&
                                    is_integral(nb::cast<Tensor&>(h).dtype(), false) &&
-                                   !nb::cast<Tensor&>(h).is_meta())) {
-      // a data-less (traced) 0-dim index stays a tensor: advanced indexing, as torch's under a trace
-      if (!PyLong_Check(o)) func::check_data_read(nb::cast<Tensor&>(h), "a tensor used as an index");
+                                   !nb::cast<Tensor&>(h).is_meta() && !func::is_mapped(nb::cast<Tensor&>(h)))) {
+      // a data-less (traced) 0-dim index stays a tensor: advanced indexing, as torch's under a trace;
+      // so does one whose value differs per example under vmap
       int64_t i = PyLong_Check(o) ? index_int(o) : nb::cast<Tensor&>(h).item<int64_t>();
       KILN_CHECK(dim < v.dim(), Index, "getitem", "too many indices for tensor of dimension ", self.dim());
       v = select(v, dim, i);
