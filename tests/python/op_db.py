@@ -2048,7 +2048,6 @@ KNOWN_XFAILS = [  # (test, entry id, reason, dtypes (empty: all), samples (empty
     ("forward", "nn.functional.hardtanh", HARDTANH_UINT8, ("uint8",), ("kwargs{'min_val': -0.5, 'max_val': 1.0}",)),
     ("forward", "logcumsumexp", LOGCUMSUMEXP_COMPLEX, ("complex64", "complex128"), ()),
     ("out", "logcumsumexp", LOGCUMSUMEXP_COMPLEX, ("complex64", "complex128"), ()),
-    ("meta", "take_along_dim", META_READS_DATA, (), ("dim1", "bcast-dim0", "transposed")),
     ("meta", "nn.functional.ctc_loss", META_READS_DATA, (), ()),
     ("forward", "nansum", NANSUM_COMPLEX_DTYPE, ("complex64", "complex128"), ("dtype=float64",)),
     ("forward", "nextafter", NEXTAFTER_HALF,
