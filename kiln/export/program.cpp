@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "kiln/autograd/autograd.h"
+#include "kiln/core/alias.h"
 #include "kiln/dispatch/schema.h"
 #include "kiln/nn/module.h"
 
@@ -107,9 +108,7 @@ struct ExportTracer::State : DispatchMode {
     if (it != value_of.end()) return it->second;
     if (!t.is_meta()) return -1;
     for (size_t v = 0; v < meta_of.size(); ++v) {
-      const Tensor& m = meta_of[v];
-      if (m.storage() == t.storage() && m.dtype() == t.dtype() && m.sym_sizes() == t.sym_sizes() &&
-          m.sym_strides() == t.sym_strides() && m.storage_offset() == t.storage_offset()) {
+      if (same_view(meta_of[v], t)) {
         value_of[t.impl()] = static_cast<int>(v);
         keep.push_back(t);
         return static_cast<int>(v);

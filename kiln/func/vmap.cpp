@@ -5,6 +5,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "kiln/core/alias.h"
 #include "kiln/core/generator.h"
 #include "kiln/dispatch/schema.h"
 #include "kiln/ops/ops.h"
@@ -51,9 +52,7 @@ struct Trace {
     auto it = id_of.find(t.impl());
     if (it != id_of.end()) return it->second;
     for (size_t v = 0; v < example.size(); ++v) {
-      const Tensor& e = example[v];
-      if (e.storage() == t.storage() && e.dtype() == t.dtype() && e.sizes() == t.sizes() &&
-          e.strides() == t.strides() && e.storage_offset() == t.storage_offset()) {
+      if (example[v].defined() && same_view(example[v], t)) {
         id_of[t.impl()] = static_cast<int>(v);
         keep.push_back(t);
         return static_cast<int>(v);
