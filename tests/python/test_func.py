@@ -100,3 +100,33 @@ def test_functional_call():
         _same(gk[name], gt[name])
     with pytest.raises(RuntimeError):
         kf.functional_call(km, {"0.weight": params_k["0.weight"]}, (to_kiln(x),), strict=True)
+
+
+def test_pytree_outputs_and_primals():
+    # dict / list outputs of jacrev and vjp, dict primals of vjp: the structures come back as torch's
+    x = torch.randn(3, dtype=torch.float64)
+    kx = to_kiln(x)
+    jt = tf.jacrev(lambda v: {"a": v.sin(), "b": [v * 2, v.sum()]})(x)
+    jk = kf.jacrev(lambda v: {"a": v.sin(), "b": [v * 2, v.sum()]})(kx)
+    assert isinstance(jk, dict) and isinstance(jk["b"], list)
+    _same(jk["a"], jt["a"])
+    _same(jk["b"][0], jt["b"][0])
+    _same(jk["b"][1], jt["b"][1])
+    ot, ft = tf.vjp(lambda v: [v.sin(), v * 2], x)
+    ok, fk = kf.vjp(lambda v: [v.sin(), v * 2], kx)
+    assert isinstance(ok, list) and len(ok) == 2
+    _same(ok[0], ot[0])
+    ct = [torch.ones(3, dtype=torch.float64), torch.full((3,), 2.0, dtype=torch.float64)]
+    _same(fk([to_kiln(c) for c in ct])[0], ft(ct)[0])
+    dt = {"a": x, "b": x * 3}
+    _, ft = tf.vjp(lambda d: d["a"] * d["b"], dt)
+    _, fk = kf.vjp(lambda d: d["a"] * d["b"], {"a": kx, "b": kx * 3})
+    gt, gk = ft(torch.ones(3, dtype=torch.float64))[0], fk(kiln.ones(3, dtype=kiln.float64))[0]
+    assert set(gk) == set(gt)
+    for key in gt:
+        _same(gk[key], gt[key])
+    # a cotangent structure unlike the output's is torch's RuntimeError
+    with pytest.raises(RuntimeError):
+        ft((torch.ones(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)))
+    with pytest.raises(RuntimeError):
+        fk((kiln.ones(3, dtype=kiln.float64), kiln.ones(3, dtype=kiln.float64)))

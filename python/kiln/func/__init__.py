@@ -131,26 +131,56 @@ def grad(func, argnums=0, has_aux=False):
     return wrapper
 
 
+def _tree(obj):
+    """Leaves and rebuild of a pytree of tensors (tensor, tuple, list, dict) for outputs / cotangents;
+    anything else is a leaf too (the callers check)."""
+    from ._vmap import _flatten
+    return _flatten(obj)
+
+
+def _same_tree(a, b):
+    if isinstance(a, (tuple, list)) or isinstance(b, (tuple, list)):
+        return (type(a) is type(b) and len(a) == len(b)) and all(_same_tree(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) or isinstance(b, dict):
+        return isinstance(a, dict) and isinstance(b, dict) and set(a) == set(b) and all(_same_tree(a[k], b[k])
+                                                                                       for k in a)
+    return True
+
+
 def vjp(func, *primals, has_aux=False):
-    """(func(*primals), vjp_fn[, aux]): vjp_fn(cotangents) gives the gradients for every primal."""
-    keep = _keep_graph(primals)
+    """(func(*primals), vjp_fn[, aux]): vjp_fn(cotangents) gives the gradients for every primal. Primals,
+    outputs and cotangents may be pytrees (tuples, lists, dicts) of tensors."""
+    keep = _keep_graph([t for p in primals for t in _tree(p)[0]])
     with enable_grad():
-        leaves = tuple(_leaf(p) for p in primals)
-        out, aux = _split_aux(func(*leaves), has_aux, "vjp")
-    outs = out if isinstance(out, tuple) else (out,)
+        trees = [_tree(p) for p in primals]
+        leaf_lists = [[_leaf(t) for t in flat] for flat, _ in trees]
+        args = [rb(ls) for (_, rb), ls in zip(trees, leaf_lists)]
+        out, aux = _split_aux(func(*args), has_aux, "vjp")
+    outs, _ = _tree(out)
+    for o in outs:
+        if not isinstance(o, Tensor):
+            raise RuntimeError(f"vjp(f, *primals): Expected f(*primals) to return only tensors, got unsupported type "
+                               f"{type(o)}")
+    leaves = [t for ls in leaf_lists for t in ls]
 
     def vjp_fn(cotangents):
-        cots = cotangents if isinstance(cotangents, tuple) else (cotangents,)
-        if len(cots) != len(outs):
-            raise RuntimeError(f"Expected pytree structure of cotangents to be the same as pytree structure of outputs "
+        cots, _ = _tree(cotangents)
+        if len(cots) != len(outs) or not (_same_tree(cotangents, out) or (not isinstance(out, (tuple, list, dict))
+                                                                         and len(cots) == 1)):
+            raise RuntimeError("Expected pytree structure of cotangents to be the same as pytree structure of outputs "
                                f"to the function: {len(outs)} outputs, {len(cots)} cotangents")
         for c, o in zip(cots, outs):
             if tuple(c.shape) != tuple(o.shape):
                 raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of {tuple(c.shape)} and output[0] "
                                    f"has a shape of {tuple(o.shape)}.")
         with enable_grad():
-            return _plain(_grads(list(outs), list(leaves), list(cots), keep or any(c.requires_grad for c in cots)), keep)
-    res = (_plain(out, keep), vjp_fn)
+            flat = _plain(_grads(list(outs), leaves, list(cots), keep or any(c.requires_grad for c in cots)), keep)
+        res, k = [], 0
+        for (_, rb), ls in zip(trees, leaf_lists):
+            res.append(rb(list(flat[k:k + len(ls)])))
+            k += len(ls)
+        return tuple(res)
+    res = (_plain(out, keep) if isinstance(out, Tensor) else _tree(out)[1]([_plain(o, keep) for o in outs]), vjp_fn)
     return res + (aux,) if has_aux else res
 
 
@@ -184,7 +214,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
             for i in nums:
                 args[i] = _leaf(args[i])
             out, aux = _split_aux(func(*args, **kwargs), has_aux, "jacrev")
-            outs = out if isinstance(out, tuple) else (out,)
+            outs, rebuild_out = _tree(out)  # a pytree of outputs: a Jacobian per leaf, in its place
             ins = [args[i] for i in nums]
             per_out = []
             for o in outs:
@@ -194,7 +224,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
                     (_C.stack([r[k] for r in rows], 0) if rows else _C.zeros((0,) + tuple(x.shape), dtype=x.dtype)
                      ).reshape(tuple(o.shape) + tuple(x.shape)) for k, x in enumerate(ins))
                 per_out.append(per_in[0] if single else per_in)
-        jac = _plain(tuple(per_out) if isinstance(out, tuple) else per_out[0], keep)
+        jac = _plain(per_out[0] if isinstance(out, Tensor) else rebuild_out(per_out), keep)
         return (jac, _plain(aux, keep)) if has_aux else jac
     return wrapper
 
