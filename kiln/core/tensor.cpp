@@ -1,5 +1,7 @@
 #include "kiln/core/tensor.h"
 
+#include "kiln/core/read_hook.h"
+
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -321,7 +323,12 @@ void Tensor::check_has_data() const {
              ", dtype ", dtype_name(dtype()), "); this step needs the values");
 }
 
+namespace detail {
+thread_local void (*item_read_hook)(const Tensor& t) = nullptr;
+}  // namespace detail
+
 Scalar Tensor::item() const {
+  if (detail::item_read_hook) [[unlikely]] detail::item_read_hook(*this);
   KILN_CHECK(!is_meta() || numel() != 1, Runtime, "item", "Tensor.item() cannot be called on meta tensors");
   KILN_CHECK(numel() == 1, Runtime, "item",
              "a Tensor with ", numel(), " elements cannot be converted to Scalar");

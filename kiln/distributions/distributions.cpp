@@ -374,7 +374,7 @@ Tensor Gamma::rsample(const Shape& s) const {
 }
 Tensor Gamma::log_prob(const Tensor& value) const {
   checked(value);
-  Tensor v = to_dtype(value, result_type(rate_, value));
+  Tensor v = to_dtype(value, rate_.dtype());  // (torch casts the value to the rate's dtype)
   return sub(sub(add(xlogy(concentration_, rate_), xlogy(sub(concentration_, Scalar(1)), v)), mul(rate_, v)),
              lgamma(concentration_));
 }

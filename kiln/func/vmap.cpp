@@ -7,6 +7,7 @@
 
 #include "kiln/core/alias.h"
 #include "kiln/core/generator.h"
+#include "kiln/core/read_hook.h"
 #include "kiln/dispatch/schema.h"
 #include "kiln/ops/ops.h"
 
@@ -22,7 +23,7 @@ struct Node {
   std::vector<int> out;  // value ids; -1 for an undefined output
   bool inplace = false;
   bool out_given = false;  // an out= call (random_fill_'s form too): `out` are the values written into
-  Tensor before;  // a write of mapped values into an unmapped target: the target's value before it
+  std::vector<int> out_targets;  // an out= call's targets, as the values they held before the call
   bool self_write = false;  // an op that writes into its first input and returns it (copy_)
 };
 
@@ -60,6 +61,12 @@ struct Trace {
     }
     return -1;
   }
+  // the value id's tensor becomes a copy of its state now (a write to the live tensor follows)
+  void snapshot(int id, const Tensor& copy) {
+    example[id] = copy;
+    for (auto& c : constants)
+      if (c.first == id) c.second = copy;
+  }
   int value_of(const Tensor& t) {
     if (!t.defined()) return -1;
     if (int id = find(t); id >= 0) return id;
@@ -93,41 +100,52 @@ class RecordMode : public DispatchMode {
     n.op = &op;
     n.attrs = attrs;
     n.inplace = inplace;
-    bool depends = false;
+    bool mapped_in = false;
     for (const Tensor& t : inputs) {
       n.in.push_back(trace_.value_of(t));
-      depends |= n.in.back() >= 0 && trace_.mapped[n.in.back()];
+      mapped_in |= n.in.back() >= 0 && trace_.mapped[n.in.back()];
     }
+    // (under "different", a draw differs per example: its values depend on the batch too)
+    const bool depends = mapped_in || (randomness_ == Randomness::Different && draws(op, attrs));
     const bool writes_first = op.name == std::string_view("copy_");  // (its kernel writes into self)
-    const Tensor* target = out && !out->empty()                         ? &(*out)[0]
-                           : (inplace || writes_first) && !inputs.empty() ? &inputs[0]
-                                                                           : nullptr;
-    if (depends && target && target->defined()) {
-      const int tid = trace_.value_of(*target);
-      // a write of per-example values into a tensor from outside: torch's error, before anything is written
-      KILN_CHECK(trace_.mapped[tid] || !trace_.outside[tid], Runtime, kOp, "vmap: ", op.name, " writes values that ",
-                 "depend on the mapped inputs into a tensor from outside the function (in place or out=); this is ",
-                 "not possible in vmap. Please use out-of-place operators instead.");
-      if (!trace_.mapped[tid]) n.before = clone(*target);  // it becomes batched in the replay, from this value
+    // A write makes a new version of its target: the value id readers so far used keeps the state
+    // before the write (a copy taken now), the tensor maps to a new id from here on.
+    std::vector<const Tensor*> targets;
+    if (out) {
+      for (const Tensor& t : *out) targets.push_back(&t);
+    } else if ((inplace || writes_first) && !inputs.empty()) {
+      targets.push_back(&inputs[0]);
     }
+    std::vector<int> before;
+    for (const Tensor* t : targets) {
+      const int tid = t->defined() ? trace_.value_of(*t) : -1;
+      before.push_back(tid);
+      if (tid < 0) continue;
+      // a write of per-example values into a tensor from outside: torch's error, before anything is written
+      KILN_CHECK(!mapped_in || trace_.mapped[tid] || !trace_.outside[tid], Runtime, kOp, "vmap: ", op.name,
+                 " writes values that depend on the mapped inputs into a tensor from outside the function (in place ",
+                 "or out=); this is not possible in vmap. Please use out-of-place operators instead.");
+      trace_.snapshot(tid, clone(*t));
+    }
+    TensorList r = dispatch(op, inputs, attrs, out, inplace);
+    auto new_version = [&](size_t k) {
+      const int tid = before[k];
+      return trace_.add(*targets[k], depends || trace_.mapped[tid], trace_.view[tid], trace_.outside[tid]);
+    };
     if (out) {  // the values written into are the out tensors' (ops that write them have no other results)
       n.out_given = true;
-      for (const Tensor& t : *out) {
-        n.out.push_back(trace_.value_of(t));
-        if (n.out.back() >= 0 && depends) trace_.mapped[n.out.back()] = true;
-      }
-      TensorList r = dispatch(op, inputs, attrs, out, inplace);
+      n.out_targets = before;
+      for (size_t k = 0; k < targets.size(); ++k) n.out.push_back(before[k] >= 0 ? new_version(k) : -1);
       trace_.nodes.push_back(std::move(n));
       return r;
     }
-    TensorList r = dispatch(op, inputs, attrs, out, inplace);
     n.self_write = writes_first;
     for (size_t i = 0; i < r.size(); ++i) {
       const Tensor& t = r[i];
-      if (!t.defined()) n.out.push_back(-1);
-      else if ((inplace || writes_first) && i == 0 && !inputs.empty() && t.impl() == inputs[0].impl()) {
-        n.out.push_back(n.in[0]);
-        if (depends) trace_.mapped[n.in[0]] = true;
+      if (!t.defined()) {
+        n.out.push_back(-1);
+      } else if (!targets.empty() && i == 0 && t.impl() == inputs[0].impl()) {
+        n.out.push_back(before[0] >= 0 ? new_version(0) : -1);
       } else {
         const bool is_view = (op.tags & kView) != 0;
         n.out.push_back(trace_.add(t, depends, is_view, is_view && n.in[0] >= 0 && trace_.outside[n.in[0]]));
@@ -215,11 +233,13 @@ bool is_dim_reduction(std::string_view n) {
 // ops that treat leading dims as batch dims already: the physical call is the batched one. `first`:
 // only the first input may be batched (the others are weights).
 bool leading_batch_op(std::string_view n, bool* first_only) {
-  *first_only = n == "native_layer_norm";
+  *first_only = true;  // every op below takes one data tensor (layer norm: and unbatched weights)
+  // (one tensor input, or weights that are not batched: the leading dims of the batched one are free;
+  // the two-operand solvers align their operands' batch dims in ways a leading B would break: the loop)
   static const char* all[] = {"tril", "triu", "constant_pad_nd", "linalg_cholesky_ex", "linalg_inv_ex", "linalg_det",
-                              "_linalg_slogdet", "_linalg_eigh", "_linalg_svd", "linalg_qr", "linalg_solve_ex",
-                              "linalg_solve_triangular", "linalg_lu_factor_ex", "linalg_matrix_exp", "cholesky_solve",
-                              "cholesky_inverse", "native_layer_norm"};
+                              "_linalg_slogdet", "_linalg_eigh", "_linalg_svd", "linalg_qr", "linalg_lu_factor_ex",
+                              "linalg_matrix_exp", "cholesky_inverse", "native_layer_norm", "view_as_real",
+                              "view_as_complex", "view_dtype"};
   for (const char* a : all)
     if (n == a) return true;
   return false;
@@ -277,7 +297,7 @@ class Replay {
                 "out-of-place operators instead of ", inplace_name(name), ".");
     ++t_stats.rules;
     if (n.self_write) {  // copy_(self, src): src broadcast into the batched self
-      dispatch(op, {in[0].t, pad_rank(in[1].t, in[1].rank(), in[0].rank())});
+      dispatch(op, {in[0].t, in[1].batched ? pad_rank(in[1].t, in[1].rank(), in[0].rank()) : in[1].t});
       return {in[0].t};
     }
     if (op.tags & kPointwise) return pointwise(n, in);
@@ -373,6 +393,15 @@ class Replay {
       if (v.t.defined()) R = std::max(R, v.rank());
     TensorList phys;
     for (const BVal& v : in) phys.push_back(v.batched ? pad_rank(v.t, v.rank(), R) : v.t);
+    // binary_cross_entropy is pointwise but wants equal shapes: its operands at the broadcast shape
+    // (views; not in general: a 0-dim operand expanded would change type promotion)
+    if (!n.inplace && std::string_view(n.op->name) == "binary_cross_entropy") {
+      Shape s;
+      for (const Tensor& t : phys)
+        if (t.defined()) s = broadcast_shapes(s, t.sizes(), n.op->name);
+      for (Tensor& t : phys)
+        if (t.defined() && t.sizes() != s) t = expand(t, s);
+    }
     TensorList r = dispatch(*n.op, phys, n.attrs, nullptr, n.inplace);
     if (n.inplace) r[0] = in[0].t;
     return r;
@@ -447,8 +476,9 @@ class Replay {
     const OpDef& op = *n.op;
     for (size_t i = 1; i < in.size() && spec.only_first_batched; ++i)
       if (in[i].batched) return false;
-    // the logical rank the dims refer to: the first tensor input's
+    // the logical rank the dims refer to: the first tensor input's (0-dim examples: the loop)
     const int64_t r = in[0].rank();
+    if (r == 0) return false;
     Attrs a = n.attrs;
     if (std::string_view(op.name) == "squeeze") {  // all_dims: every logical dim of size 1, named
       const int ai = attr_index(op, "all_dims");
@@ -486,6 +516,7 @@ class Replay {
     const int ai = attr_index(op, "dim");
     if (ai < 0 || in.size() != 1) return false;
     const int64_t r = in[0].rank();
+    if (r == 0) return false;
     Attrs a = n.attrs;
     Shape dims;
     if (auto* ds = std::get_if<Shape>(&a[ai]); ds && !ds->empty()) {
@@ -575,9 +606,17 @@ BatchedResult vmap_batched(const BatchedFn& f, const TensorList& inputs,
   TensorList result;
   {
     t_traces.push_back(&trace);
+    // C++ reading a value into a number (Tensor::item(): a front end's branch, a Scalar argument) is
+    // checked like Python's reads
+    auto prev_hook = detail::item_read_hook;
+    detail::item_read_hook = [](const Tensor& t) { check_data_read(t, "item"); };
     struct Pop {
-      ~Pop() { t_traces.pop_back(); }
-    } pop;
+      void (*prev)(const Tensor&);
+      ~Pop() {
+        t_traces.pop_back();
+        detail::item_read_hook = prev;
+      }
+    } pop{prev_hook};
     ModeGuard guard(std::make_shared<RecordMode>(trace, randomness));
     result = f(ex);
   }
@@ -604,20 +643,19 @@ BatchedResult vmap_batched(const BatchedFn& f, const TensorList& inputs,
   for (const Node& n : trace.nodes) {
     bool any = false;
     for (int id : n.in) any |= id >= 0 && vals[id].batched;
-    for (int id : n.out) any |= n.out_given && id >= 0 && vals[id].batched;
+    for (int id : n.out_targets) any |= id >= 0 && vals[id].batched;
     const bool draw = draws(*n.op, n.attrs) && randomness == Randomness::Different;
     if (!any && !draw) continue;  // the traced values stand
     // a write of batched values into a tensor the function made (one_hot's zeros, then scatter_):
     // that tensor becomes batched (a tensor from outside cannot: the rule raises, as torch)
-    const int target = n.out_given                                  ? (n.out.empty() ? -1 : n.out[0])
+    const int target = n.out_given                                  ? (n.out_targets.empty() ? -1 : n.out_targets[0])
                        : (n.inplace || n.self_write) && !n.in.empty() ? n.in[0]
                                                                       : -1;
     if (target >= 0 && any && !vals[target].batched && !external[target] && !trace.view[target])
-      vals[target] = {clone(materialize(BVal{n.before.defined() ? n.before : vals[target].t, false}, B)), true};
+      vals[target] = {clone(materialize(vals[target], B)), true};  // (its value before the write: a copy)
     std::vector<BVal> in, outs;
     for (int id : n.in) in.push_back(id >= 0 ? vals[id] : BVal{});
-    if (n.out_given)
-      for (int id : n.out) outs.push_back(id >= 0 ? vals[id] : BVal{});
+    for (int id : n.out_targets) outs.push_back(id >= 0 ? vals[id] : BVal{});
     TensorList r = replay.run(n, in, outs, ob);
     for (size_t j = 0; j < n.out.size() && j < r.size(); ++j)
       if (n.out[j] >= 0) vals[n.out[j]] = {r[j], r[j].defined() && ob[j]};

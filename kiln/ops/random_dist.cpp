@@ -74,12 +74,15 @@ Tensor standard_gamma_grad(const Tensor& alpha, const Tensor& x) {
 }
 
 Tensor sample_dirichlet(const Tensor& alpha, Generator* g) {
-  Tensor gam = standard_gamma(alpha, g);  // (a 0-dim alpha: one category, the draw 1, as torch's)
+  // drawn and normalised in double (torch's _s_dirichlet_cpu): float32 gamma draws of a tiny alpha
+  // underflow to the floor together, which would make the sample exactly uniform
+  sampler_dtype("_sample_dirichlet", alpha.dtype());
+  Tensor gam = standard_gamma(to_dtype(alpha, kFloat64), g);  // (a 0-dim alpha: one category, the draw 1)
   Tensor x = div(gam, sum(gam, Shape{-1}, true));
   // torch's floor and ceiling: every component strictly inside (0, 1)
   const double tiny = alpha.dtype() == kFloat64 ? 2.2250738585072014e-308 : 1.1754943508222875e-38;
   const double eps = alpha.dtype() == kFloat64 ? 2.220446049250313e-16 : 1.1920928955078125e-07;
-  return clamp(x, Scalar(tiny), Scalar(1.0 - eps));
+  return to_dtype(clamp(x, Scalar(tiny), Scalar(1.0 - eps)), alpha.dtype());
 }
 
 Tensor poisson(const Tensor& rate, Generator* g) {

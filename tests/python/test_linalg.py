@@ -277,3 +277,13 @@ def test_phase_dependent_loss_raises_as_torch(fn):
     ka = to_kiln(a).requires_grad_()
     with pytest.raises(RuntimeError, match="e\\^\\{i phi\\}"):
         run(kiln, ka).backward()
+
+
+def test_solve_vector_rhs_that_is_a_view():
+    # a vector right-hand side that is a view at a storage offset (b[1]) is read from its own elements
+    # (the kernel once re-viewed it from the start of the storage)
+    torch.manual_seed(3)
+    a = torch.randn(2, 3, 3, dtype=torch.float64) + 3 * torch.eye(3, dtype=torch.float64)
+    b = torch.randn(2, 3, dtype=torch.float64)
+    ka, kb = to_kiln(a), to_kiln(b)
+    torch.testing.assert_close(to_torch(kiln.linalg.solve(ka[1], kb[1])), torch.linalg.solve(a[1], b[1]))

@@ -189,7 +189,7 @@ void solve_ex_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorL
   if (X.dim() < A.dim()) {  // a vector right-hand side: the same memory as an (n, 1) or (1, n) matrix
     Shape s = Bm.sizes();
     s.insert(s.end() - (left ? 0 : 1), 1);
-    Bm = make_view(Bm, s, contiguous_strides(s), 0);
+    Bm = make_view(Bm, s, contiguous_strides(s), Bm.storage_offset());  // (a view keeps its offset)
   }
   const int64_t n = A.size(-1), r = left ? n : Bm.size(-2), c = left ? Bm.size(-1) : n, k = left ? c : r;
   check_lapack_size(op, n, std::max(n, k));

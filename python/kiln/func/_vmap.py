@@ -140,7 +140,13 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         if chunk_size is None or chunk_size >= B:
             flat_out, _ = run(0, B)
         else:
-            pieces = [run(lo, min(lo + chunk_size, B)) for lo in range(0, B, chunk_size)]
+            # randomness="same": every chunk draws the numbers the first one did (torch restores the state)
+            state = _C.get_rng_state() if randomness == "same" else None
+            pieces = []
+            for lo in range(0, B, chunk_size):
+                if state is not None:
+                    _C.set_rng_state(state)
+                pieces.append(run(lo, min(lo + chunk_size, B)))
             od = pieces[0][1]
             flat_out = []
             for j in range(len(pieces[0][0])):
