@@ -120,6 +120,60 @@ TensorList inv_ex_grad(G c, GL go) {
 }
 DerivativeByName d_inv_ex{"linalg_inv_ex", inv_ex_grad, 0, 0b1};
 
+// householder_product(A, tau) = the first n columns of Q = H_1 ... H_k, H_i = I - tau_i v_i v_i^H, v_i
+// the i-th column of A below the diagonal with 1 on it. With G the gradient padded to m x m columns,
+// the gradient with respect to H_i is W_i = P_i^H G S_i^H (P_i = H_1 ... H_{i-1}, S_i = H_{i+1} ... H_k),
+// and through dH_i = -dtau v v^H - tau (dv v^H + v dv^H):
+//   g_tau_i = -v^H W_i v,   g_v_i = -(conj(tau_i) W_i v + tau_i W_i^H v),
+// of which A takes the entries below the diagonal. The suffix part is carried from i = k down
+// (X_{i-1} = X_i H_i^H), the prefix applied as reflectors (O(k^2 m^2) per matrix), all in kiln ops.
+TensorList householder_product_grad(G c, GL go) {
+  const Tensor &A = c.in[0], &tau = c.in[1];
+  const int64_t m = A.size(-2), n = A.size(-1), k = tau.size(-1);
+  const TensorOptions o = TensorOptions(A.dtype()).device(A.device());
+  Tensor V = add(narrow(tril(A, -1), -1, 0, k), eye(m, k, o));  // (..., m, k): v_i = V[..., :, i]
+  Tensor G = go[0];
+  if (n < m) {  // zero columns n..m
+    Shape pad_shape(G.sizes().begin(), G.sizes().end());
+    pad_shape.back() = m - n;
+    G = cat({G, zeros(pad_shape, o)}, -1);
+  }
+  auto v_of = [&](int64_t i) { return narrow(V, -1, i, 1); };          // (..., m, 1)
+  auto t_of = [&](int64_t i) { return unsqueeze(narrow(tau, -1, i, 1), -1); };  // (..., 1, 1)
+  // H^H Y = Y - conj(tau) v (v^H Y);  X H^H = X - conj(tau) (X v) v^H
+  auto left_HH = [&](int64_t i, const Tensor& Y) {
+    Tensor v = v_of(i);
+    return sub(Y, mul(cj(t_of(i)), matmul(v, matmul(mH(v), Y))));
+  };
+  auto right_HH = [&](int64_t i, const Tensor& X) {
+    Tensor v = v_of(i);
+    return sub(X, mul(cj(t_of(i)), matmul(matmul(X, v), mH(v))));
+  };
+  std::vector<Tensor> g_tau(k), g_v(k);
+  Tensor X = G;  // X_i = G S_i^H
+  for (int64_t i = k - 1; i >= 0; --i) {
+    Tensor W = X;  // P_i^H X_i = H_{i-1}^H ... H_1^H X_i
+    for (int64_t j = 0; j < i; ++j) W = left_HH(j, W);
+    Tensor v = v_of(i), t = t_of(i);
+    g_tau[i] = squeeze(neg(matmul(mH(v), matmul(W, v))), Shape{-2, -1});
+    g_v[i] = neg(add(mul(cj(t), matmul(W, v)), mul(t, matmul(mH(W), v))));
+    X = right_HH(i, X);
+  }
+  Tensor gtau = c.needs[1] ? stack(TensorList(g_tau.begin(), g_tau.end()), -1) : Tensor();
+  Tensor gA;
+  if (c.needs[0]) {
+    Tensor gV = tril(cat(TensorList(g_v.begin(), g_v.end()), -1), -1);  // (..., m, k), below the diagonal
+    if (k < n) {
+      Shape pad_shape(gV.sizes().begin(), gV.sizes().end());
+      pad_shape.back() = n - k;
+      gV = cat({gV, zeros(pad_shape, o)}, -1);
+    }
+    gA = gV;
+  }
+  return {gA, gtau};
+}
+DerivativeByName d_householder{"linalg_householder_product", householder_product_grad, 0b11, 0};
+
 Tensor inv_of(const Tensor& A) { return std::get<0>(linalg::inv_ex(A)); }
 Tensor as_matrix_coef(const Tensor& g) { return unsqueeze(unsqueeze(g, -1), -1); }
 

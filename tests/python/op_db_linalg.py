@@ -373,7 +373,10 @@ def _tensorsolve_samples(dtype, grad):
 
 def _householder_samples(dtype, grad):
     a, tau = torch.geqrf(R(5, 3, dtype=dtype, grad=False, seed=1))
-    return [S(a, tau, desc="tall"), S(a[..., :2], tau[:2], desc="fewer")]
+    b, taub = torch.geqrf(R(2, 4, 4, dtype=dtype, grad=False, seed=4))
+    out = [S(a, tau, desc="tall"), S(a[..., :2], tau[:2], desc="fewer"), S(b, taub, desc="batched-square"),
+           S(a, tau[:2], desc="fewer-reflectors")]
+    return out
 
 
 def _ormqr_samples(dtype, grad):
@@ -389,8 +392,9 @@ LINALG_OPS += [
                             S(R(3, 5, dtype=dt, grad=g, seed=2), False, desc="complete-wide")], ("linalg_qr",)),
     _e("geqrf", lambda dt, g: [S(R(5, 3, dtype=dt, grad=False, seed=1), desc="tall"),
                                S(R(2, 3, 4, dtype=dt, grad=False, seed=2), desc="wide-batched")], ("geqrf",), grad=False),
-    _e("linalg.householder_product", _householder_samples, ("linalg_householder_product",), grad=False, method=False),
-    _e("orgqr", _householder_samples, ("linalg_householder_product",), grad=False),
+    _e("linalg.householder_product", _householder_samples, ("linalg_householder_product",), method=False,
+       gradcheck=True),
+    _e("orgqr", _householder_samples, ("linalg_householder_product",)),
     _e("ormqr", _ormqr_samples, ("ormqr",), grad=False),
     _e("linalg.eigh", _eigh_samples, ("_linalg_eigh",), kiln_fn=_eigh_fn(kiln), torch_fn=_eigh_fn(torch), method=False),
     _e("linalg.eigvalsh", _eigh_samples, ("_linalg_eigh",), method=False),

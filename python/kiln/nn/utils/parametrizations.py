@@ -118,19 +118,6 @@ class _OrthMaps(enum.Enum):
     householder = enum.auto()
 
 
-def _householder_product(A, tau):
-    """linalg.householder_product written with differentiable ops: the first k columns of
-    H_0 H_1 ... H_{k-1}, H_i = I - tau_i v_i v_i^H, v_i = e_i + the part of column i below the diagonal."""
-    kiln = _kiln()
-    n, k = A.size(-2), tau.size(-1)
-    eye = kiln.eye(n, dtype=A.dtype)
-    Q = eye[:, :A.size(-1)].expand(*A.shape[:-2], n, A.size(-1))
-    for i in reversed(range(k)):
-        v = (A[..., :, i] * (kiln.arange(n) > i)).unsqueeze(-1) + eye[:, i:i + 1]
-        Q = Q - tau[..., i, None, None] * (v @ (v.mH @ Q))
-    return Q
-
-
 _EPS = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23, "float64": 2.0 ** -52,
         "complex64": 2.0 ** -23, "complex128": 2.0 ** -52}
 
@@ -182,7 +169,7 @@ class _Orthogonal(Module):
         else:
             A = X.tril(diagonal=-1)
             tau = 2.0 / (1.0 + (A * A).sum(dim=-2))
-            Q = _householder_product(A, tau)
+            Q = kiln.linalg.householder_product(A, tau)
             Q = Q * X.diagonal(dim1=-2, dim2=-1).int().unsqueeze(-2)
         if self.__dict__["_buffers"].get("base") is not None or "base" in self._buffers:
             Q = self.base @ Q
