@@ -177,10 +177,32 @@ DerivativeByName d_householder{"linalg_householder_product", householder_product
 Tensor inv_of(const Tensor& A) { return std::get<0>(linalg::inv_ex(A)); }
 Tensor as_matrix_coef(const Tensor& g) { return unsqueeze(unsqueeze(g, -1), -1); }
 
-// det: d det = det tr(A^-1 dA), so gA = g conj(det) A^-H.
+// det: d det = tr(adj(A) dA), so gA = g adj(A)^H: g conj(det) A^-H where A is invertible. Where it is
+// singular (det 0, or the inverse not finite) the adjugate comes from the SVD A = U S V^H:
+// adj(A)^H = conj(det U det V^H) U diag(prod_{j != i} S_j) V^H (torch's singular formula), which is
+// the limit of the invertible one (rank n - 1: nonzero; lower rank: zero).
+Tensor products_of_others(const Tensor& S) {  // p_i = prod_{j != i} S_j, with zeros allowed
+  const int64_t n = S.size(-1);
+  Shape one_shape(S.sizes().begin(), S.sizes().end());
+  one_shape.back() = 1;
+  Tensor ones1 = ones(one_shape, TensorOptions(S.dtype()).device(S.device()));
+  Tensor left = cat({ones1, narrow(cumprod(S, -1), -1, 0, n - 1)}, -1);
+  Tensor rs = flip(S, {-1});
+  Tensor right = flip(cat({ones1, narrow(cumprod(rs, -1), -1, 0, n - 1)}, -1), {-1});
+  return mul(left, right);
+}
 TensorList det_grad(G c, GL go) {
   const Tensor &A = c.in[0], &d = c.out[0];
-  return {mul(as_matrix_coef(mul(go[0], cj(d))), mH(inv_of(A)))};
+  Tensor g = as_matrix_coef(mul(go[0], cj(d)));
+  Tensor gA = mul(g, mH(inv_of(A)));
+  Tensor bad = logical_or(eq(d, Scalar(0)), logical_not(all(isfinite(gA), Shape{-2, -1})));
+  if (A.size(-1) == 0 || !any(bad).item<bool>()) return {gA};
+  auto [U, S, Vh] = linalg::svd(A, false);
+  Tensor alpha = cj(mul(linalg::det(U), linalg::det(Vh)));
+  Tensor p = to_dtype(products_of_others(S), A.dtype());
+  Tensor sing = matmul(mul(U, unsqueeze(p, -2)), Vh);
+  sing = mul(as_matrix_coef(mul(go[0], alpha)), sing);
+  return {where(unsqueeze(unsqueeze(bad, -1), -1), sing, gA)};
 }
 DerivativeByName d_det{"linalg_det", det_grad, 0b1, 0b1};
 

@@ -287,3 +287,32 @@ def test_solve_vector_rhs_that_is_a_view():
     b = torch.randn(2, 3, dtype=torch.float64)
     ka, kb = to_kiln(a), to_kiln(b)
     torch.testing.assert_close(to_torch(kiln.linalg.solve(ka[1], kb[1])), torch.linalg.solve(a[1], b[1]))
+
+
+def _cofactors(t):
+    """The matrix of cofactors (d det / dA) from minors: the reference for singular matrices."""
+    n = t.shape[-1]
+    C = torch.zeros_like(t)
+    for i in range(n):
+        for j in range(n):
+            rows = [r for r in range(n) if r != i]
+            cols = [c for c in range(n) if c != j]
+            M = t[..., rows, :][..., :, cols]
+            C[..., i, j] = (-1) ** (i + j) * (torch.linalg.det(M) if n > 1 else 1.0)
+    return C
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
+def test_det_gradient_of_singular_matrices_is_the_cofactor_matrix(dtype):
+    # d det / dA is the cofactor matrix everywhere; for an exactly singular A kiln takes it from the SVD
+    # (torch 2.13 returns zeros for a rank n-1 matrix here, which is not the derivative)
+    mats = torch.tensor([[[1.0, 2.0, 0.0], [2.0, 4.0, 0.0], [0.0, 0.0, 3.0]],    # rank 2
+                         [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 10.0]],   # invertible
+                         [[1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]],    # rank 1: zero cofactors
+                         [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]], dtype=dtype)
+    if dtype.is_complex:
+        mats = mats * (1 + 0.5j)
+    k = to_kiln(mats).requires_grad_()
+    kiln.linalg.det(k).real.sum().backward() if dtype.is_complex else kiln.linalg.det(k).sum().backward()
+    expect = _cofactors(mats).conj()
+    torch.testing.assert_close(to_torch(k.grad), expect, rtol=1e-9, atol=1e-9)
