@@ -306,6 +306,7 @@ class Replay {
     if (name == "permute") return permute_rule(n, in);
     if (name == "repeat") return repeat_rule(n, in);
     if (name == "bmm") return bmm_rule(in);
+    if (TensorList r; conv_family(n, in, r)) return r;
     if (auto it = dim_ops().find(name); it != dim_ops().end()) {
       if (TensorList r; dim_rule(n, in, it->second, r)) return r;
     } else if (is_dim_reduction(name)) {
@@ -470,6 +471,74 @@ class Replay {
     Tensor y = reshape(permute(c.t, {1, 2, 0, 3}), {b, k, B_ * m});
     Tensor r = bmm(a.t, y);  // (b, n, B m)
     return {permute(reshape(r, {b, n, B_, m}), {2, 0, 1, 3})};
+  }
+
+  // Convolutions and pools over a batched input with shared weights: the batch folds into N (an
+  // example without N is itself a batch of B). A per-example weight gradient
+  // (convolution_backward_weight of batched grad_output and input) is one call with the batch
+  // folded into the channels and B times the groups: the standard per-sample-gradient trick.
+  bool conv_family(const Node& n, const std::vector<BVal>& in, TensorList& out) {
+    const std::string_view name = n.op->name;
+    const bool conv = name == "convolution", pool = name == "max_pool" || name == "avg_pool";
+    if (conv || pool) {
+      for (size_t i = 1; i < in.size(); ++i)
+        if (in[i].batched) return false;  // per-example weights: the loop
+      const int64_t spatial = conv ? in[1].t.dim() - 2
+                                   : static_cast<int64_t>(std::get<Shape>(n.attrs[attr_index(*n.op, "kernel_size")]).size());
+      const Tensor& x = in[0].t;
+      const bool has_n = in[0].rank() == spatial + 2;
+      if (!has_n && in[0].rank() != spatial + 1) return false;
+      TensorList phys;
+      for (const BVal& v : in) phys.push_back(v.t);
+      if (!has_n) {  // (B, C, *spatial): B is the batch
+        out = dispatch(*n.op, phys, n.attrs);
+        return true;
+      }
+      const int64_t N = x.size(1);
+      Shape merged(x.sizes().begin() + 1, x.sizes().end());
+      merged[0] = B_ * N;
+      phys[0] = reshape(x, merged);
+      out = dispatch(*n.op, phys, n.attrs);
+      for (Tensor& o : out) {
+        if (!o.defined()) continue;
+        Shape s{B_, N};
+        s.insert(s.end(), o.sizes().begin() + 1, o.sizes().end());
+        o = reshape(o, s);
+      }
+      return true;
+    }
+    if (name != "convolution_backward_weight" || in.size() != 2) return false;
+    // grad_output (B, N, Co, *osp), input (B, N, Ci, *sp) -> (N, B Co, *osp), (N, B Ci, *sp); groups B g
+    Tensor go = materialize(in[0], B_), x = materialize(in[1], B_);
+    const int64_t rank = in[1].rank();
+    const int ws_at = attr_index(*n.op, "weight_size"), g_at = attr_index(*n.op, "groups");
+    if (ws_at < 0 || g_at < 0) return false;
+    Shape ws = std::get<Shape>(n.attrs[ws_at]);
+    const int64_t spatial = static_cast<int64_t>(ws.size()) - 2;
+    if (rank == spatial + 1) {  // no N: one sample each
+      go = unsqueeze(go, 1);
+      x = unsqueeze(x, 1);
+    } else if (rank != spatial + 2) {
+      return false;
+    }
+    auto fold = [&](const Tensor& t) {  // (B, N, C, *sp) -> (N, B C, *sp)
+      Shape p{1, 0};
+      for (int64_t d = 2; d < t.dim(); ++d) p.push_back(d);
+      Tensor u = permute(t, p);
+      Shape s{t.size(1), B_ * t.size(2)};
+      s.insert(s.end(), t.sizes().begin() + 3, t.sizes().end());
+      return reshape(u, s);
+    };
+    Attrs a = n.attrs;
+    Shape ws2 = ws;
+    ws2[0] = B_ * ws[0];
+    a[ws_at] = ws2;
+    a[g_at] = std::get<int64_t>(n.attrs[g_at]) * B_;
+    Tensor gw = dispatch1(*n.op, {fold(go), fold(x)}, a);  // (B Co, Ci / g, *k)
+    Shape s{B_};
+    s.insert(s.end(), ws.begin(), ws.end());
+    out = {reshape(gw, s)};
+    return true;
   }
 
   bool dim_rule(const Node& n, const std::vector<BVal>& in, const DimSpec& spec, TensorList& out) {

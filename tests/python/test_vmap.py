@@ -1096,3 +1096,38 @@ def test_review_regressions():
     # chunks under randomness="same" draw the same numbers
     r = kf.vmap(lambda v: v + kiln.rand(3), randomness="same", chunk_size=2)(kiln.zeros(4, 3))
     assert bool((r == r[0]).all())
+
+
+def test_conv_pool_rules_and_per_sample_cnn_gradients():
+    # convolutions and pools over batched inputs with shared weights fold the batch into N, and the
+    # per-example weight gradient folds it into the channels (groups B g): no per-example loop
+    torch.manual_seed(0)
+    w, b = torch.randn(4, 3, 3, 3, dtype=torch.float64), torch.randn(4, dtype=torch.float64)
+    kw, kb = to_kiln(w), to_kiln(b)
+    for x in (torch.randn(5, 2, 3, 8, 8, dtype=torch.float64), torch.randn(5, 3, 8, 8, dtype=torch.float64)):
+        _same(kf.vmap(lambda a: F(kiln).conv2d(a, kw, kb, padding=1))(to_kiln(x)),
+              tf.vmap(lambda a: F(torch).conv2d(a, w, b, padding=1))(x))
+        assert kiln._C._vmap_stats()[1] == 0
+        _same(kf.vmap(lambda a: F(kiln).max_pool2d(a, 2))(to_kiln(x)), tf.vmap(lambda a: F(torch).max_pool2d(a, 2))(x))
+        _same(kf.vmap(lambda a: F(kiln).avg_pool2d(a, 2))(to_kiln(x)), tf.vmap(lambda a: F(torch).avg_pool2d(a, 2))(x))
+
+    def loss(lib):
+        def f(p, xi, yi):
+            h = F(lib).relu(F(lib).conv2d(xi.unsqueeze(0), p["w"], p["b"], padding=1, stride=2, groups=1))
+            return (h.mean() - yi) ** 2
+        return f
+    x = torch.randn(6, 3, 9, 9, dtype=torch.float64)
+    y = torch.randn(6, dtype=torch.float64)
+    tg = tf.vmap(tf.grad(loss(torch)), in_dims=(None, 0, 0))({"w": w, "b": b}, x, y)
+    kg = kf.vmap(kf.grad(loss(kiln)), in_dims=(None, 0, 0))({"w": kw, "b": kb}, to_kiln(x), to_kiln(y))
+    for name in tg:
+        _same(kg[name], tg[name])
+    assert kiln._C._vmap_stats()[1] == 0, kiln._C._vmap_stats()
+    # grouped convolution weights: the per-example gradient keeps the groups
+    wg = torch.randn(4, 1, 3, 3, dtype=torch.float64)
+
+    def gloss(lib):
+        return lambda p, xi: F(lib).conv2d(xi.unsqueeze(0), p, groups=2).square().sum()
+    x2 = torch.randn(3, 2, 6, 6, dtype=torch.float64)
+    _same(kf.vmap(kf.grad(gloss(kiln)), in_dims=(None, 0))(to_kiln(wg), to_kiln(x2)),
+          tf.vmap(tf.grad(gloss(torch)), in_dims=(None, 0))(wg, x2))
