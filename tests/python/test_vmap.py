@@ -1050,9 +1050,10 @@ def test_rule_path_mlp_forward_and_per_sample_grad():
 
 
 def test_stats_report_loop_fallback():
-    """an op without a rule goes through the loop and is named (conv2d here), with the right values."""
-    x, w = rnd(B, 1, 2, 5, 5), rnd(3, 2, 3, 3)
-    _both(lambda lib: lambda x, w: F(lib).conv2d(x, w), x, w, in_dims=(0, None))
+    """an op without a rule goes through the loop and is named (conv2d with per-example weights here),
+    with the right values."""
+    x, w = rnd(B, 1, 2, 5, 5), rnd(B, 3, 2, 3, 3)
+    _both(lambda lib: lambda x, w: F(lib).conv2d(x, w), x, w, in_dims=(0, 0))
     rules, loops, looped = _stats()
     assert loops >= 1 and looped, (rules, loops, looped)
 
