@@ -39,5 +39,19 @@ def func_cases(Case, quick):
         tf = torch.func.vmap(lambda a, b: torch.softmax(a @ b.T, -1))
         return (lambda: kf(kq, kk)), (lambda: tf(tq, tk))
 
+    wc = (rng.standard_normal((8, 3, 3, 3)) * 0.2).astype(np.float32)
+    xc = rng.standard_normal((32, 3, 16, 16)).astype(np.float32)
+
+    def per_sample_cnn_grads():
+        kw, tw = kiln.from_numpy(wc.copy()), torch.from_numpy(wc.copy())
+        kx, tx = kiln.from_numpy(xc.copy()), torch.from_numpy(xc.copy())
+
+        def loss(lib, F):
+            return lambda w, xi: F.relu(F.conv2d(xi.unsqueeze(0), w, padding=1)).mean()
+        kf = kiln.func.vmap(kiln.func.grad(loss(kiln, kiln.nn.functional)), in_dims=(None, 0))
+        tf = torch.func.vmap(torch.func.grad(loss(torch, torch.nn.functional)), in_dims=(None, 0))
+        return (lambda: kf(kw, kx)), (lambda: tf(tw, tx))
+
     return [Case(f"vmap(grad) MLP {din}-{dh}-{dout} B={B}", per_sample_grads),
+            Case("vmap(grad) conv 3-8 3x3 16x16 B=32", per_sample_cnn_grads),
             Case("vmap softmax(q k^T) 64x16x32", scores)]
