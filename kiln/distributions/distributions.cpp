@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kiln/autograd/autograd.h"
+#include "kiln/core/finfo.h"
 #include "kiln/nn/loss.h"
 #include "kiln/ops/linalg.h"
 #include "kiln/ops/ops.h"
@@ -16,9 +17,6 @@ namespace kiln::distributions {
 namespace {
 using Params = std::vector<std::pair<std::string, Constraint>>;
 
-double finfo_eps(Dtype d) { return d == kFloat64 ? 2.220446049250313e-16 : d == kFloat16 ? 0.0009765625 : d == kBFloat16 ? 0.0078125 : 1.1920928955078125e-07; }
-double finfo_tiny(Dtype d) { return d == kFloat64 ? 2.2250738585072014e-308 : d == kFloat16 ? 6.103515625e-05 : 1.1754943508222875e-38; }
-double finfo_min(Dtype d) { return d == kFloat64 ? -1.7976931348623157e308 : d == kFloat16 ? -65504.0 : d == kBFloat16 ? -3.3895313892515355e38 : -3.4028234663852886e38; }
 
 Shape shape_of(const Tensor& t) { return Shape(t.sizes().begin(), t.sizes().end()); }
 Shape drop_last(const Tensor& t, size_t n) { return Shape(t.sizes().begin(), t.sizes().end() - n); }
@@ -41,7 +39,6 @@ void one_of(const ProbsOrLogits& p) {
   KILN_CHECK(p.probs.defined() != p.logits.defined(), Value, "distributions",
              "Either `probs` or `logits` must be specified, but not both.");
 }
-Tensor expand_to(const Tensor& t, const Shape& s) { return kiln::expand(t, s); }
 }  // namespace
 
 // ---- Normal
@@ -57,7 +54,7 @@ Tensor Normal::entropy() const { return add(log(scale_), Scalar(0.5 + 0.5 * std:
 Tensor Normal::sample(const Shape& s) const {
   NoGradGuard ng;
   Shape e = extended_shape(s);
-  return normal(expand_to(loc_, e), expand_to(scale_, e));
+  return normal(kiln::expand(loc_, e), kiln::expand(scale_, e));
 }
 Tensor Normal::rsample(const Shape& s) const {
   Tensor eps = randn(extended_shape(s), opts(loc_));
@@ -78,7 +75,7 @@ Tensor Normal::icdf(const Tensor& value) const {
 }
 DistributionPtr Normal::expand(const Shape& b) const {
   Shape s = expanded_batch(b);
-  return std::make_shared<Normal>(expand_to(loc_, s), expand_to(scale_, s), false);
+  return std::make_shared<Normal>(kiln::expand(loc_, s), kiln::expand(scale_, s), false);
 }
 
 // ---- LogNormal
@@ -113,7 +110,7 @@ Tensor LogNormal::cdf(const Tensor& value) const {
 Tensor LogNormal::icdf(const Tensor& value) const { return exp(base_.icdf(value)); }
 DistributionPtr LogNormal::expand(const Shape& b) const {
   Shape s = expanded_batch(b);
-  return std::make_shared<LogNormal>(expand_to(base_.loc(), s), expand_to(base_.scale(), s), false);
+  return std::make_shared<LogNormal>(kiln::expand(base_.loc(), s), kiln::expand(base_.scale(), s), false);
 }
 
 // ---- Uniform
@@ -148,7 +145,7 @@ Tensor Uniform::cdf(const Tensor& value) const {
 Tensor Uniform::icdf(const Tensor& value) const { return add(mul(value, sub(high_, low_)), low_); }
 DistributionPtr Uniform::expand(const Shape& b) const {
   Shape s = expanded_batch(b);
-  return std::make_shared<Uniform>(expand_to(low_, s), expand_to(high_, s), false);
+  return std::make_shared<Uniform>(kiln::expand(low_, s), kiln::expand(high_, s), false);
 }
 
 // ---- Bernoulli
@@ -177,7 +174,7 @@ Tensor Bernoulli::variance() const { return mul(probs_, rsub(probs_, Scalar(1)))
 Tensor Bernoulli::entropy() const { return nn::functional::binary_cross_entropy_with_logits(logits_, probs_, {}, "none"); }
 Tensor Bernoulli::sample(const Shape& s) const {
   NoGradGuard ng;
-  return bernoulli(expand_to(probs_, extended_shape(s)));
+  return bernoulli(kiln::expand(probs_, extended_shape(s)));
 }
 Tensor Bernoulli::log_prob(const Tensor& value) const {
   checked(value);
@@ -194,7 +191,7 @@ Tensor Bernoulli::enumerate_support(bool expand_it) const {
 DistributionPtr Bernoulli::expand(const Shape& b) const {
   Shape s = expanded_batch(b);
   ProbsOrLogits p;
-  (from_logits_ ? p.logits : p.probs) = expand_to(from_logits_ ? logits_ : probs_, s);
+  (from_logits_ ? p.logits : p.probs) = kiln::expand(from_logits_ ? logits_ : probs_, s);
   return std::make_shared<Bernoulli>(p, false);
 }
 
@@ -254,7 +251,7 @@ Tensor Categorical::enumerate_support(bool expand_it) const {
 DistributionPtr Categorical::expand(const Shape& b) const {
   Shape s = concat(expanded_batch(b), {num_events_});
   ProbsOrLogits p;
-  (from_logits_ ? p.logits : p.probs) = expand_to(from_logits_ ? logits_ : probs_, s);
+  (from_logits_ ? p.logits : p.probs) = kiln::expand(from_logits_ ? logits_ : probs_, s);
   return std::make_shared<Categorical>(p, false);
 }
 
@@ -315,7 +312,7 @@ Tensor Multinomial::entropy() const {
 DistributionPtr Multinomial::expand(const Shape& b) const {
   Shape s = concat(expanded_batch(b), {cat_.num_events()});
   ProbsOrLogits p;
-  p.probs = expand_to(cat_.probs(), s);
+  p.probs = kiln::expand(cat_.probs(), s);
   return std::make_shared<Multinomial>(total_count_, p, false);
 }
 
@@ -343,7 +340,7 @@ Tensor Exponential::cdf(const Tensor& value) const {
 }
 Tensor Exponential::icdf(const Tensor& value) const { return div(neg(log1p(neg(value))), rate_); }
 DistributionPtr Exponential::expand(const Shape& b) const {
-  return std::make_shared<Exponential>(expand_to(rate_, expanded_batch(b)), false);
+  return std::make_shared<Exponential>(kiln::expand(rate_, expanded_batch(b)), false);
 }
 
 // ---- Gamma
@@ -367,7 +364,7 @@ Tensor Gamma::entropy() const {
 }
 Tensor Gamma::rsample(const Shape& s) const {
   Shape e = extended_shape(s);
-  Tensor value = div(standard_gamma(expand_to(concentration_, e)), expand_to(rate_, e));
+  Tensor value = div(standard_gamma(kiln::expand(concentration_, e)), kiln::expand(rate_, e));
   // torch clamps the draw's value (not its gradient) to the dtype's tiny
   Tensor d = value.detach();
   return add(value, sub(clamp(d, Scalar(finfo_tiny(d.dtype())), std::nullopt), d));
@@ -384,7 +381,7 @@ Tensor Gamma::cdf(const Tensor& value) const {
 }
 DistributionPtr Gamma::expand(const Shape& b) const {
   Shape s = expanded_batch(b);
-  return std::make_shared<Gamma>(expand_to(concentration_, s), expand_to(rate_, s), false);
+  return std::make_shared<Gamma>(kiln::expand(concentration_, s), kiln::expand(rate_, s), false);
 }
 
 // ---- Dirichlet
@@ -415,14 +412,14 @@ Tensor Dirichlet::entropy() const {
   return sub(sub(sub(sum(lgamma(concentration_), Shape{-1}), lgamma(a0)), mul(rsub(a0, Scalar(k)), digamma(a0))),
              sum(mul(sub(concentration_, Scalar(1)), digamma(concentration_)), Shape{-1}));
 }
-Tensor Dirichlet::rsample(const Shape& s) const { return sample_dirichlet(expand_to(concentration_, extended_shape(s))); }
+Tensor Dirichlet::rsample(const Shape& s) const { return sample_dirichlet(kiln::expand(concentration_, extended_shape(s))); }
 Tensor Dirichlet::log_prob(const Tensor& value) const {
   checked(value);
   return sub(add(sum(xlogy(sub(concentration_, Scalar(1)), value), Shape{-1}), lgamma(sum(concentration_, Shape{-1}))),
              sum(lgamma(concentration_), Shape{-1}));
 }
 DistributionPtr Dirichlet::expand(const Shape& b) const {
-  return std::make_shared<Dirichlet>(expand_to(concentration_, concat(expanded_batch(b), event_shape())), false);
+  return std::make_shared<Dirichlet>(kiln::expand(concentration_, concat(expanded_batch(b), event_shape())), false);
 }
 
 // ---- Beta
@@ -457,7 +454,7 @@ Tensor Beta::log_prob(const Tensor& value) const {
 }
 DistributionPtr Beta::expand(const Shape& b) const {
   Shape s = expanded_batch(b);
-  return std::make_shared<Beta>(expand_to(concentration1(), s), expand_to(concentration0(), s), false);
+  return std::make_shared<Beta>(kiln::expand(concentration1(), s), kiln::expand(concentration0(), s), false);
 }
 
 // ---- Poisson
@@ -467,7 +464,7 @@ Tensor Poisson::attribute(const std::string& n) const { return n == "rate" ? rat
 Tensor Poisson::mode() const { return floor(rate_); }
 Tensor Poisson::sample(const Shape& s) const {
   NoGradGuard ng;
-  return poisson(expand_to(rate_, extended_shape(s)));
+  return poisson(kiln::expand(rate_, extended_shape(s)));
 }
 Tensor Poisson::log_prob(const Tensor& value) const {
   checked(value);
@@ -475,7 +472,7 @@ Tensor Poisson::log_prob(const Tensor& value) const {
   return sub(sub(xlogy(b[1], b[0]), b[0]), lgamma(add(b[1], Scalar(1))));
 }
 DistributionPtr Poisson::expand(const Shape& b) const {
-  return std::make_shared<Poisson>(expand_to(rate_, expanded_batch(b)), false);
+  return std::make_shared<Poisson>(kiln::expand(rate_, expanded_batch(b)), false);
 }
 
 // ---- MultivariateNormal

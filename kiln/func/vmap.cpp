@@ -180,12 +180,6 @@ Tensor pad_rank(const Tensor& phys, int64_t have, int64_t want) {  // (B, *l) ->
   for (int64_t i = have; i < want; ++i) t = unsqueeze(t, 1);
   return t;
 }
-int64_t norm_dim(int64_t d, int64_t rank, const char* op) {
-  const int64_t r = std::max<int64_t>(rank, 1);
-  KILN_CHECK(d >= -r && d < r, Index, op, "Dimension out of range (expected to be in range of [", -r, ", ", r - 1,
-             "], but got ", d, ")");
-  return d < 0 ? d + r : d;
-}
 
 // the attribute index of each named non-tensor argument of the op's schema
 int attr_index(const OpDef& op, std::string_view name) {
@@ -434,7 +428,7 @@ class Replay {
     Attrs a = n.attrs;
     const Shape& dims = std::get<Shape>(a[0]);
     Shape p{0};
-    for (int64_t d : dims) p.push_back(norm_dim(d, in[0].rank(), "permute") + 1);
+    for (int64_t d : dims) p.push_back(wrap_dim(d, in[0].rank(), "permute") + 1);
     a[0] = p;
     return dispatch(*n.op, {in[0].t}, a);
   }
@@ -564,10 +558,10 @@ class Replay {
       if (ai < 0) return false;
       Attr& v = a[ai];
       if (auto* d = std::get_if<int64_t>(&v)) {
-        *d = norm_dim(*d, r + offset, op.name) + 1;
+        *d = wrap_dim(*d, r + offset, op.name) + 1;
       } else if (auto* ds = std::get_if<Shape>(&v)) {
         if (ds->empty()) return false;  // roll's flattening form, squeeze of nothing: the loop
-        for (int64_t& d : *ds) d = norm_dim(d, r + offset, op.name) + 1;
+        for (int64_t& d : *ds) d = wrap_dim(d, r + offset, op.name) + 1;
       } else {
         return false;  // dim=None
       }
@@ -589,7 +583,7 @@ class Replay {
     Attrs a = n.attrs;
     Shape dims;
     if (auto* ds = std::get_if<Shape>(&a[ai]); ds && !ds->empty()) {
-      for (int64_t d : *ds) dims.push_back(norm_dim(d, r, op.name) + 1);
+      for (int64_t d : *ds) dims.push_back(wrap_dim(d, r, op.name) + 1);
     } else {  // None / []: every logical dim
       if (r == 0) return false;
       for (int64_t d = 1; d <= r; ++d) dims.push_back(d);
@@ -617,17 +611,13 @@ bool is_mapped(const Tensor& t) {
 }
 
 void check_data_read(const Tensor& t, const char* what) {
-  if (t_traces.empty() || !t.defined()) return;
-  for (Trace* tr : t_traces) {
-    const int id = tr->find(t);
-    if (id < 0 || !tr->mapped[id]) continue;
-    if (std::string_view(what) == "item")
-      KILN_FAIL(Runtime, kOp, "vmap: It looks like you're calling .item() on a Tensor. We don't support vmap over "
-                "calling .item() on a Tensor, please try to rewrite what you're doing with other operations.");
-    KILN_FAIL(Runtime, kOp, "vmap: It looks like you're attempting to use a Tensor in some data-dependent control "
-              "flow (", what, "). We don't support that: the function runs once, on the first example, and its ",
-              "branches would hold for the whole batch; write it with tensor operations (kiln.where, ...).");
-  }
+  if (!is_mapped(t)) return;
+  if (std::string_view(what) == "item")
+    KILN_FAIL(Runtime, kOp, "vmap: It looks like you're calling .item() on a Tensor. We don't support vmap over "
+              "calling .item() on a Tensor, please try to rewrite what you're doing with other operations.");
+  KILN_FAIL(Runtime, kOp, "vmap: It looks like you're attempting to use a Tensor in some data-dependent control "
+            "flow (", what, "). We don't support that: the function runs once, on the first example, and its ",
+            "branches would hold for the whole batch; write it with tensor operations (kiln.where, ...).");
 }
 
 BatchedResult vmap_batched(const BatchedFn& f, const TensorList& inputs,

@@ -2,6 +2,7 @@
 // kiln/backend/cpu/norm.cpp), rms_norm, and the small functional layers (linear, bilinear, dropout).
 #include "kiln/amp/autocast.h"
 #include "kiln/autograd/autograd.h"
+#include "kiln/core/finfo.h"
 #include "kiln/core/format.h"
 #include "kiln/ops/composite.h"
 #include "kiln/nn/functional.h"
@@ -107,7 +108,7 @@ Tensor rms_norm(const Tensor& x, const Shape& ns, const Tensor& weight, std::opt
   for (int64_t i = x.dim() - k; i < x.dim(); ++i) dims.push_back(i);
   Dtype d = x.dtype();
   Tensor xf = d == kFloat16 || d == kBFloat16 ? to_dtype(x, kFloat32) : x;
-  double e = eps.value_or(xf.dtype() == kFloat64 ? 2.220446049250313e-16 : 1.1920928955078125e-07);
+  double e = eps.value_or(finfo_eps(xf.dtype() == kFloat64 ? kFloat64 : kFloat32));
   Tensor y = mul(xf, rsqrt(add(mean(mul(xf, xf), dims, true), Scalar(e))));
   y = to_dtype(y, d);
   return weight.defined() ? mul(y, weight) : y;

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "kiln/autograd/non_differentiable.h"
+#include "kiln/core/finfo.h"
 #include "kiln/core/generator.h"
 #include "kiln/ops/composite.h"
 #include "kiln/ops/ops.h"
@@ -80,9 +81,8 @@ Tensor sample_dirichlet(const Tensor& alpha, Generator* g) {
   Tensor gam = standard_gamma(to_dtype(alpha, kFloat64), g);  // (a 0-dim alpha: one category, the draw 1)
   Tensor x = div(gam, sum(gam, Shape{-1}, true));
   // torch's floor and ceiling: every component strictly inside (0, 1)
-  const double tiny = alpha.dtype() == kFloat64 ? 2.2250738585072014e-308 : 1.1754943508222875e-38;
-  const double eps = alpha.dtype() == kFloat64 ? 2.220446049250313e-16 : 1.1920928955078125e-07;
-  return to_dtype(clamp(x, Scalar(tiny), Scalar(1.0 - eps)), alpha.dtype());
+  const Dtype d = alpha.dtype();
+  return to_dtype(clamp(x, Scalar(finfo_tiny(d)), Scalar(1.0 - finfo_eps(d))), d);
 }
 
 Tensor poisson(const Tensor& rate, Generator* g) {

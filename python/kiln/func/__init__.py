@@ -10,6 +10,8 @@ from .. import _C
 from .._C import Tensor
 from ..autograd import grad as _autograd_grad
 from ..autograd.grad_mode import enable_grad
+from ._vmap import _flatten as _tree  # leaves (any type) and rebuild of a tuple / list / dict structure
+from ._vmap import vmap
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "functional_call", "vmap"]
 
@@ -36,25 +38,12 @@ def _leaf(t):
 
 def _flatten(obj):
     """The tensors of a pytree (tensor, or tuple / list / dict of them) and a function rebuilding it."""
-    if isinstance(obj, Tensor):
-        return [obj], lambda ts: ts[0]
-    if isinstance(obj, (tuple, list)):
-        parts = [_flatten(o) for o in obj]
-        sizes = [len(p[0]) for p in parts]
-
-        def rebuild(ts, parts=parts, sizes=sizes, kind=type(obj)):
-            out, i = [], 0
-            for (_, rb), n in zip(parts, sizes):
-                out.append(rb(ts[i:i + n]))
-                i += n
-            return kind(out)
-        return [t for p in parts for t in p[0]], rebuild
-    if isinstance(obj, dict):
-        keys = list(obj)
-        flat, rb = _flatten([obj[k] for k in keys])
-        return flat, lambda ts: dict(zip(keys, rb(ts)))
-    raise RuntimeError(f"Expected tensors (or tuples, lists, dicts of them) as the differentiated arguments, got "
-                       f"{type(obj)}")
+    leaves, rebuild = _tree(obj)
+    for t in leaves:
+        if not isinstance(t, Tensor):
+            raise RuntimeError(f"Expected tensors (or tuples, lists, dicts of them) as the differentiated arguments, "
+                               f"got {type(t)}")
+    return leaves, rebuild
 
 
 def _split_aux(out, has_aux, fn):
@@ -129,13 +118,6 @@ def grad(func, argnums=0, has_aux=False):
         g, value = gv(*args, **kwargs)
         return (g, value[1]) if has_aux else g
     return wrapper
-
-
-def _tree(obj):
-    """Leaves and rebuild of a pytree of tensors (tensor, tuple, list, dict) for outputs / cotangents;
-    anything else is a leaf too (the callers check)."""
-    from ._vmap import _flatten
-    return _flatten(obj)
 
 
 def _same_tree(a, b):
@@ -306,5 +288,3 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
     with _swapped(module, tensors, strict):
         return module(*args, **(kwargs or {}))
 
-
-from ._vmap import vmap  # noqa: E402
