@@ -7,7 +7,7 @@ SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PKGS := build-essential cmake ninja-build ccache pkg-config libopenblas-dev libopenblas-openmp-dev liblapacke-dev \
             libsleef-dev libgtest-dev zlib1g-dev nlohmann-json3-dev libfftw3-dev \
             openmpi-bin libopenmpi-dev
-PIP_PKGS := torch==2.13.0 numpy pytest pytest-xdist hypothesis nanobind scikit-build-core safetensors onnx onnxruntime
+PIP_PKGS := torch==2.13.0 numpy pytest pytest-xdist hypothesis nanobind scikit-build-core safetensors onnx onnxruntime mpmath
 
 export PYTHONPATH := $(CURDIR)/python:$(PYTHONPATH)
 
@@ -19,7 +19,7 @@ all: build
 deps:
 	@dpkg -s $(APT_PKGS) >/dev/null 2>&1 || \
 	  ($(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(APT_PKGS))
-	@$(PY) -c "import torch, numpy, pytest, xdist, hypothesis, nanobind, safetensors, onnx, onnxruntime; assert torch.__version__.startswith('2.13.0')" 2>/dev/null || \
+	@$(PY) -c "import torch, numpy, pytest, xdist, hypothesis, nanobind, safetensors, onnx, onnxruntime, mpmath; assert torch.__version__.startswith('2.13.0')" 2>/dev/null || \
 	  $(PY) -m pip install -q $(PIP_PKGS)
 
 build: deps
