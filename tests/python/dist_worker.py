@@ -412,6 +412,15 @@ def case_timeout():
     except RuntimeError as e:
         assert "was aborted" in str(e)
     print(f"TIMEOUT-RAISED rank {R}", flush=True)
+    # The first rank to leave exits without MPI_Finalize (its communicator is aborted) and mpirun then
+    # tears the job down, so a rank that raised but was slower to be scheduled (4 ranks on 2 cores) would
+    # be killed before printing. The waiting ranks meet in a directory instead of an (aborted) collective.
+    meet = os.environ.get("KILN_TEST_DIST_MEET")
+    if meet:
+        open(os.path.join(meet, f"raised.{R}"), "w").close()
+        t1 = time.time()
+        while time.time() - t1 < 30 and len([f for f in os.listdir(meet) if f.startswith("raised.")]) < N - 1:
+            time.sleep(0.05)
 
 
 def case_die():

@@ -65,10 +65,11 @@ def test_ranks(np):
 
 @needs_mpi
 @pytest.mark.parametrize("np", [2, 4])
-def test_timeout_names_the_missing_rank(np):
+def test_timeout_names_the_missing_rank(np, tmp_path):
     """The last rank skips an all_reduce: every other rank raises RuntimeError within the 4 s timeout
     (plus the query of the others), naming it; the job then ends instead of hanging."""
-    rc, out, took = worker(np, "timeout", env={"KILN_TEST_DIST_TIMEOUT": "4"}, timeout=120)
+    rc, out, took = worker(np, "timeout", env={"KILN_TEST_DIST_TIMEOUT": "4", "KILN_TEST_DIST_MEET": str(tmp_path)},
+                           timeout=120)
     for r in range(np - 1):
         assert f"TIMEOUT-RAISED rank {r}" in out, out[-4000:]
         assert f"PASS timeout rank {r}" in out, out[-4000:]
