@@ -62,28 +62,44 @@ std::vector<OpDef*>& registry() {
   static std::vector<OpDef*> r;
   return r;
 }
-thread_local std::vector<std::shared_ptr<DispatchMode>> tls_modes;
 AutogradLayerFn g_autograd_layer = nullptr;
 bool (*g_needs_grad)(const TensorList&) = nullptr;
-thread_local bool tls_inference = false;
-thread_local bool tls_autocast = false;  // kiln/amp keeps it
 AutocastLayerFn g_autocast_layer = nullptr;
 KernelRegionHooks g_region_hooks;
-thread_local const OpDef* tls_kernel = nullptr;  // the kernel this thread runs, if any
-thread_local CaptureLayer* tls_capture = nullptr;
+// What every call reads of its thread, in one trivially constructed block: a function finds it with one
+// TLS address computation. (libkiln is dlopen'ed from Python, where its thread-locals live in dynamic TLS
+// and each distinct one costs a TLS-descriptor call: five of them in dispatch() were ~3 % of a Python add.)
+struct DispatchTls {
+  const OpDef* kernel = nullptr;   // the kernel this thread runs, if any
+  CaptureLayer* capture = nullptr;
+  size_t n_modes = 0;              // tls_modes.size(), read without the vector
+  bool inference = false;
+  bool autocast = false;           // kiln/amp keeps it
+};
+thread_local DispatchTls tls;
+// tls's address, computed once per call: the empty asm hides where it came from, so the compiler keeps it
+// in a register across calls instead of recomputing it (a TLS-descriptor call each time) after every call.
+inline DispatchTls& this_thread_tls() {
+  DispatchTls* p = &tls;
+  asm("" : "+r"(p));
+  return *p;
+}
+thread_local std::vector<std::shared_ptr<DispatchMode>> tls_modes;  // read only when tls.n_modes > 0
 
 // Runs a kernel: marks the thread as inside it (nested dispatch goes straight to kernels), then shows
 // it to the capture layer.
 void run_kernel(KernelFn kernel, const OpDef& op, const TensorList& inputs, const Attrs& attrs,
                 TensorList& outputs) {
-  const OpDef* outer = tls_kernel;
-  tls_kernel = &op;
+  DispatchTls& t = this_thread_tls();
+  const OpDef* outer = t.kernel;
+  t.kernel = &op;
   struct Restore {
+    DispatchTls& t;
     const OpDef* o;
-    ~Restore() { tls_kernel = o; }
-  } restore{outer};
+    ~Restore() { t.kernel = o; }
+  } restore{t, outer};
   kernel(op, inputs, attrs, outputs);
-  if (tls_capture && !outer) [[unlikely]] tls_capture->on_kernel(op, kernel, inputs, attrs, outputs);
+  if (t.capture && !outer) [[unlikely]] t.capture->on_kernel(op, kernel, inputs, attrs, outputs);
 }
 
 // Elements a kernel touches, from its inputs and output specs (counted until the threshold).
@@ -103,9 +119,9 @@ bool long_kernel(const OpDef& op, const TensorList& inputs, const SpecList* spec
 }  // namespace
 
 void set_kernel_region_hooks(KernelRegionHooks hooks) { g_region_hooks = hooks; }
-void set_capture_layer(CaptureLayer* layer) { tls_capture = layer; }
-CaptureLayer* capture_layer() { return tls_capture; }
-bool in_kernel() { return tls_kernel != nullptr; }
+void set_capture_layer(CaptureLayer* layer) { tls.capture = layer; }
+CaptureLayer* capture_layer() { return tls.capture; }
+bool in_kernel() { return tls.kernel != nullptr; }
 const KernelRegionHooks& kernel_region_hooks() { return g_region_hooks; }
 
 struct PendingDerivative {
@@ -258,17 +274,21 @@ const OpDef* find_op(std::string_view name) {
   return nullptr;
 }
 
-void push_mode(std::shared_ptr<DispatchMode> mode) { tls_modes.push_back(std::move(mode)); }
+void push_mode(std::shared_ptr<DispatchMode> mode) {
+  tls_modes.push_back(std::move(mode));
+  tls.n_modes = tls_modes.size();
+}
 std::shared_ptr<DispatchMode> pop_mode() {
   KILN_CHECK(!tls_modes.empty(), Runtime, "pop_mode", "no mode to pop");
   auto m = std::move(tls_modes.back());
   tls_modes.pop_back();
+  tls.n_modes = tls_modes.size();
   return m;
 }
 size_t mode_stack_size() { return tls_modes.size(); }
-bool& inference_mode_tls() { return tls_inference; }
+bool& inference_mode_tls() { return tls.inference; }
 void set_autocast_layer(AutocastLayerFn fn) { g_autocast_layer = fn; }
-bool& autocast_on_tls() { return tls_autocast; }
+bool& autocast_on_tls() { return tls.autocast; }
 
 void set_autograd_layer(AutogradLayerFn fn, bool (*needs_grad)(const TensorList&)) {
   g_autograd_layer = fn;
@@ -439,7 +459,7 @@ TensorList dispatch_kernel(const OpDef& op, const TensorList& inputs, const Attr
                            TensorList* out, bool inplace) {
   const Device dev = call_device(op, inputs, attrs, out);
   static MetaCheck& checking = meta_check();
-  if (checking.on.load(std::memory_order_relaxed) && dev.type == DeviceType::CPU && !tls_kernel) [[unlikely]] {
+  if (checking.on.load(std::memory_order_relaxed) && dev.type == DeviceType::CPU && !tls.kernel) [[unlikely]] {
     // the meta run sees the inputs as they were (an in-place kernel may resize nothing, but out= may)
     TensorList before;
     for (const Tensor& t : inputs) before.push_back(meta_twin(t));
@@ -526,11 +546,12 @@ static TensorList dispatch_kernel_on(const OpDef& op, const TensorList& inputs, 
 TensorList dispatch(const OpDef& op, const TensorList& inputs, const Attrs& attrs, TensorList* out, bool inplace) {
   static SchemaCheck& checking = schema_check();
   if (checking.on.load(std::memory_order_relaxed)) [[unlikely]] check_call(checking, op, inputs, attrs);
-  if (tls_kernel) [[unlikely]]  // a kernel's own step: beneath every layer (op.h)
+  DispatchTls& t = this_thread_tls();
+  if (t.kernel) [[unlikely]]  // a kernel's own step: beneath every layer (op.h)
     return dispatch_kernel(op, inputs, attrs, out, inplace);
-  if (tls_autocast) [[unlikely]]
+  if (t.autocast) [[unlikely]]
     return g_autocast_layer(op, inputs, attrs, out, inplace);
-  if (!tls_modes.empty()) [[unlikely]] {
+  if (t.n_modes) [[unlikely]] {
     auto mode = pop_mode();
     struct Repush {
       std::shared_ptr<DispatchMode>& m;
@@ -541,7 +562,7 @@ TensorList dispatch(const OpDef& op, const TensorList& inputs, const Attrs& attr
   if (g_autograd_layer && (g_needs_grad(inputs) || (out && g_needs_grad(*out)))) [[unlikely]]
     return g_autograd_layer(op, inputs, attrs, out, inplace);
   TensorList r = dispatch_kernel(op, inputs, attrs, out, inplace);
-  if (tls_inference && !out) [[unlikely]]
+  if (t.inference && !out) [[unlikely]]
     for (Tensor& t : r)
       if (t.defined()) t.impl()->inference = true;
   return r;
