@@ -461,6 +461,10 @@ TensorList CustomNode::unpack_saved() {
 // ---- the autograd layer -------------------------------------------------------------------------
 namespace {
 
+// Out of line so that needs_grad computes the thread-local's address only when a tensor requires grad
+// (the compiler would otherwise compute it on entry, a TLS-descriptor call on every op from Python).
+[[gnu::noinline]] bool grad_enabled_here() { return t_grad_enabled; }
+
 // dispatch() calls the layer when this is true: an input that requires grad (grad mode on), or an
 // inference tensor outside inference mode (which may not be updated in place).
 bool needs_grad(const TensorList& ts) {
@@ -468,7 +472,7 @@ bool needs_grad(const TensorList& ts) {
     if (t.defined()) {
       const TensorImpl* impl = t.impl();
       const AutogradMeta* m = impl->autograd.get();
-      if (m && m->requires_grad && t_grad_enabled) return true;
+      if (m && m->requires_grad && grad_enabled_here()) return true;
       if (impl->inference && !inference_mode_tls()) [[unlikely]]
         return true;
     }

@@ -5,11 +5,6 @@
 
 namespace kiln {
 
-size_t itemsize(Dtype d) {
-  static constexpr size_t sizes[] = {1, 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8, 8, 16, 1, 1, 0};
-  return sizes[static_cast<int>(d)];
-}
-
 std::string_view dtype_name(Dtype d) {
   static constexpr std::string_view names[] = {
       "bool",    "uint8",    "int8",    "int16",     "uint16",     "int32",

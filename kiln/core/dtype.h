@@ -69,7 +69,8 @@ KILN_DTO(complex64, Complex64) KILN_DTO(complex128, Complex128)
 KILN_DTO(Float8_e4m3fn, Float8_e4m3fn) KILN_DTO(Float8_e5m2, Float8_e5m2)
 #undef KILN_DTO
 
-size_t itemsize(Dtype d);
+inline constexpr size_t kItemSizes[] = {1, 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8, 8, 16, 1, 1, 0};  // by Dtype
+inline constexpr size_t itemsize(Dtype d) { return kItemSizes[static_cast<int>(d)]; }
 std::string_view dtype_name(Dtype d);  // "float32", as torch prints it after "torch."
 std::ostream& operator<<(std::ostream& os, Dtype d);
 

@@ -41,7 +41,7 @@ bool has_handler(PyTypeObject* tp) {
   return false;
 }
 
-bool plain(PyObject* o) {
+inline bool plain(PyObject* o) {
   PyTypeObject* tp = Py_TYPE(o);
   return tp == g_tensor_cls || o == Py_None || tp == &PyLong_Type || tp == &PyFloat_Type || tp == &PyBool_Type ||
          tp == &PyUnicode_Type || tp == &PyComplex_Type;
@@ -70,11 +70,12 @@ void collect(PyObject* o, std::vector<PyObject*>& found, int depth = 0) {
 // disabled on this thread); else the handler's result (a new reference; nullptr with an error set).
 PyObject* function_overrides(PyObject* func, PyObject* const* argv, size_t nargs, PyObject* kwnames, bool* handled) {
   *handled = false;
-  if (t_function_disabled || !g_handler) return nullptr;
+  if (!g_handler) return nullptr;
   const size_t nkw = kwnames ? static_cast<size_t>(PyTuple_GET_SIZE(kwnames)) : 0;
   bool all_plain = true;
   for (size_t i = 0; i < nargs + nkw && all_plain; ++i) all_plain = plain(argv[i]);
-  if (all_plain) return nullptr;
+  // the thread-local only now: the module is dlopen'ed, so reading it is a TLS-descriptor call
+  if (all_plain || t_function_disabled) return nullptr;
   std::vector<PyObject*> found;
   for (size_t i = 0; i < nargs + nkw; ++i) collect(argv[i], found);
   if (found.empty()) return nullptr;

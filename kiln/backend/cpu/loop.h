@@ -92,10 +92,19 @@ inline void run_elementwise(std::initializer_list<const Tensor*> ops, const Shap
   char* data[kMaxOperands];
   int64_t st[kMaxOperands];
   int k = 0;
+  // (kernels see concrete tensors only, so the impl's sizes are read directly)
+  auto same_sizes = [&](const Shape& s) {
+    if (&s == &shape) return true;
+    if (s.size() != shape.size()) return false;
+    for (size_t i = 0; i < s.size(); ++i)
+      if (s[i] != shape[i]) return false;
+    return true;
+  };
   for (const Tensor* t : ops) {
     if (k == kMaxOperands) break;
-    if (k > 0 && t->numel() == 1) st[k] = 0;
-    else if (t->is_contiguous() && t->sizes() == shape) st[k] = static_cast<int64_t>(t->itemsize());
+    const TensorImpl& ti = *t->impl();
+    if (k > 0 && ti.numel == 1) st[k] = 0;
+    else if (ti.contiguous && same_sizes(ti.sizes)) st[k] = static_cast<int64_t>(itemsize(ti.dtype));
     else break;
     data[k++] = static_cast<char*>(t->data_ptr());
   }
@@ -103,7 +112,7 @@ inline void run_elementwise(std::initializer_list<const Tensor*> ops, const Shap
     run(make_loop(ops, shape), fn, params, grain);
     return;
   }
-  parallel_for(ops.begin()[0]->numel(), grain, [&](int64_t b, int64_t e) {
+  parallel_for(ops.begin()[0]->impl()->numel, grain, [&](int64_t b, int64_t e) {
     char* d[kMaxOperands];
     for (int j = 0; j < n; ++j) d[j] = data[j] + b * st[j];
     fn(d, st, e - b, params);

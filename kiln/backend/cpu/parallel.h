@@ -27,8 +27,12 @@ namespace kiln::cpu {
 template <class F>
 void parallel_for(int64_t n, int64_t grain, F&& f) {
   if (n <= 0) return;
+  if (n <= grain) {  // one chunk: no need to ask OpenMP anything (the common case of small tensors)
+    f(int64_t(0), n);
+    return;
+  }
   int nt = get_num_threads();
-  if (nt <= 1 || n <= grain || omp_in_parallel()) {
+  if (nt <= 1 || omp_in_parallel()) {
     f(int64_t(0), n);
     return;
   }
