@@ -144,6 +144,27 @@ void TensorImpl::refresh() {
 namespace {
 Tensor make_contiguous(std::shared_ptr<TensorImpl> impl, Dtype dtype, Device device) {
   const Shape& sizes = impl->sizes;
+  {  // one pass for strides, the byte count and the checks; the checked path below raises
+    const size_t nd = sizes.size();
+    impl->strides.resize(nd);
+    uint64_t stride = 1, count = 1, bytes = itemsize(dtype);
+    bool bad = false;
+    for (size_t i = nd; i-- > 0;) {
+      const int64_t s = sizes[i];
+      impl->strides[i] = static_cast<int64_t>(stride);
+      stride *= s > 1 ? static_cast<uint64_t>(s) : 1;  // <= the element count, checked below
+      count *= static_cast<uint64_t>(s);  // <= bytes, checked below
+      bad |= s < 0;
+      bad |= __builtin_mul_overflow(bytes, static_cast<uint64_t>(s), &bytes);
+    }
+    if (!bad && bytes <= static_cast<uint64_t>(INT64_MAX)) [[likely]] {
+      impl->dtype = dtype;
+      impl->numel = static_cast<int64_t>(count);
+      impl->contiguous = true;
+      impl->storage = std::make_shared<Storage>(static_cast<size_t>(bytes), device);
+      return Tensor(std::move(impl));
+    }
+  }
   for (int64_t s : sizes)
     KILN_CHECK(s >= 0, Runtime, "empty", "trying to create tensor with negative dimension ", s, ": ",
                sizes);
