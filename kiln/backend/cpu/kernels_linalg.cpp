@@ -27,7 +27,7 @@ struct Block {
   // room: at least 8 values readable (writable) from each block's start, so blocks of fewer than 8
   // values (a right-hand side) still go through the transposes: the surplus lanes are ignored on
   // loading, and on storing are overwritten by the next block's values (stores run in order).
-  static void load(const T* src, int64_t stride, int count, V* dst, bool room = false) {
+  [[gnu::always_inline]] static void load(const T* src, int64_t stride, int count, V* dst, bool room = false) {
     int e0 = 0;
     if constexpr (requires(V* r) { V::transpose8(r); }) {
       if (count < 8 && room) {
@@ -50,7 +50,7 @@ struct Block {
       for (int e = e0; e < count; ++e) tmp[e * L + l] = src[l * stride + e];
     for (int e = e0; e < count; ++e) dst[e] = V::load(tmp + e * L);
   }
-  static void store(const V* src, int count, T* dst, int64_t stride, bool room = false) {
+  [[gnu::always_inline]] static void store(const V* src, int count, T* dst, int64_t stride, bool room = false) {
     int e0 = 0;
     if constexpr (requires(V* r) { V::transpose8(r); }) {
       if (count < 8 && room && stride == count) {
@@ -145,7 +145,7 @@ struct Minors4 {
 // selects, a handful of products per lane. Accurate like the LU's product for the well-scaled
 // matrices graphics and geometry batch; a determinant only (inverses and solves keep the LU).
 template <class V, int N>
-V det_closed(const V* a) {
+[[gnu::always_inline]] inline V det_closed(const V* a) {
   auto m = [&](int i, int j) { return a[i * N + j]; };
   if constexpr (N == 1) {
     return m(0, 0);
@@ -164,7 +164,7 @@ V det_closed(const V* a) {
 // The inverse of N <= 4 matrices in closed form: the adjugate over the determinant (the same 2 x 2
 // minors for N = 4). out[i * N + j]; the caller handles det == 0.
 template <class V, int N>
-void inv_closed(const V* a, V det, V* out) {
+[[gnu::always_inline]] inline void inv_closed(const V* a, V det, V* out) {
   auto m = [&](int i, int j) { return a[i * N + j]; };
   const V r = V::set1(1) / det;
   if constexpr (N == 1) {

@@ -48,7 +48,7 @@ struct VecF8 {
   }
   static VecF8 min(VecF8 a, VecF8 b) { return {_mm256_min_ps(a.v, b.v)}; }
   // r[i] lane j := r[j] lane i (an 8 x 8 transpose in registers: row i becomes column i).
-  static void transpose8(VecF8* r) {
+  [[gnu::always_inline]] static void transpose8(VecF8* r) {
     __m256 t[8], u[8];
     for (int i = 0; i < 8; i += 2) {
       t[i] = _mm256_unpacklo_ps(r[i].v, r[i + 1].v);
