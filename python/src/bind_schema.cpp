@@ -346,7 +346,21 @@ void parse(const OpFn& f, PyObject* const* argv, size_t nargs, PyObject* kwnames
     } else if (!v && out && a.kind == ArgKind::ScalarType && dtype_from_out(*f.schema) && is_tensor_obj(out)) {
       attrs.push_back(tensor_of(out).dtype());  // torch's sum(..., out=o) computes in o's dtype
     } else if (v) {
-      attrs.push_back(convert(f, ai, where[i], v));
+      try {
+        attrs.push_back(convert(f, ai, where[i], v));
+      } catch (const std::bad_cast&) {  // nanobind's conversion refused a value (an int beyond int64)
+        if (PyLong_Check(v) && (a.kind == ArgKind::Int || a.kind == ArgKind::IntList))  // a lone int: torch's
+          throw nb::value_error((*f.name + "(): Overflow when unpacking long long").c_str());  // ValueError
+        std::string msg = *f.name + "(): argument '" + nb::borrow<nb::str>(ai.name).c_str() + "'";
+        if (where[i] >= 0) msg += " (position " + std::to_string(where[i] + 1) + ")";
+        msg += std::string(" must be ") + (a.kind == ArgKind::IntList ? "tuple of ints" : a.kind == ArgKind::Int ? "int"
+                                           : a.kind == ArgKind::Scalar ? "Number" : a.type.c_str());
+        if (a.kind == ArgKind::Int || a.kind == ArgKind::IntList || a.kind == ArgKind::Scalar)
+          msg += ", but a value does not fit in 64 bits (Overflow when unpacking long long)";
+        else
+          msg += std::string(", but got ") + Py_TYPE(v)->tp_name + " it cannot convert";
+        throw nb::type_error(msg.c_str());
+      }
     } else if (a.default_) {
       attrs.push_back(ai.def);
     } else {

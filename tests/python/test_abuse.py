@@ -40,6 +40,11 @@ CALLS = [  # (id, statements ending in the abusive call, written against `lib`)
     ("matmul-number", "lib.ones(3) @ 5"),
     ("rmatmul-number", "5 @ lib.ones(3)"),
     ("cat-empty", "lib.cat([])"),
+    ("empty-2^63-size", "lib.empty(2**63)"),
+    ("zeros-size-element-2^64", "lib.zeros((2, 2**64))"),
+    ("sum-dim-2^70", "lib.ones(3).sum(dim=2**70)"),
+    ("sum-dims-element-2^70", "lib.ones(3).sum(dim=(0, 2**70))"),
+    ("transpose-dim-2^64", "lib.ones(2, 2).transpose(0, 2**64)"),
 ]
 
 
