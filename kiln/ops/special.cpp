@@ -69,10 +69,11 @@ KILN_SPECIAL_BINARY(KILN_SPECIAL_BINARY_DEF)
 // public forms: the special_* functions; i0, sinc, igamma, igammac also as methods and in place (torch's)
 constexpr uint32_t kNumbers = 0b11;  // either argument of a binary one may be a Python number
 #define KILN_SPECIAL_UNARY_VARIANTS(name, code) \
-  OpVariants v_##name{op_##name, inplaceable(#name) ? kAllVariants : kFunctionVariant};
+  OpVariants v_##name{op_##name, static_cast<uint8_t>(inplaceable(#name) ? kAllVariants : kFunctionVariant)};
 // (igamma / igammac take no Python number: torch's TypeError)
 #define KILN_SPECIAL_BINARY_VARIANTS(name, code) \
-  OpVariants v_##name{op_##name, inplaceable(#name) ? kAllVariants : kFunctionVariant, inplaceable(#name) ? 0u : kNumbers};
+  OpVariants v_##name{op_##name, static_cast<uint8_t>(inplaceable(#name) ? kAllVariants : kFunctionVariant), \
+                      inplaceable(#name) ? 0u : kNumbers};
 KILN_SPECIAL_UNARY(KILN_SPECIAL_UNARY_VARIANTS)
 KILN_SPECIAL_BINARY(KILN_SPECIAL_BINARY_VARIANTS)
 #undef KILN_SPECIAL_UNARY_VARIANTS
