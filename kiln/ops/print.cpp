@@ -80,8 +80,15 @@ struct Printer {
       else return 0.0;
     });
   }
+  // An integer element exactly (through a double, int64 values beyond 2^53 printed rounded).
+  std::string int_at(const char* p) const {
+    return visit_all(t.dtype(), "repr", [&]<class T>() -> std::string {
+      if constexpr (std::is_integral_v<T>) return std::to_string(*reinterpret_cast<const T*>(p));
+      else return fr.fmt_real(real_at(p));
+    });
+  }
   std::string elem(const char* p) const {
-    std::string s = fr.fmt_real(real_at(p));
+    std::string s = !fr.floating && !fr.is_bool ? int_at(p) : fr.fmt_real(real_at(p));
     std::string r = std::string(fr.width - s.size(), ' ') + s;
     if (!cx) return r;
     std::string is = fi.fmt_real(imag_at(p));  // torch: imaginary part unpadded, sign kept

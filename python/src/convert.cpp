@@ -50,15 +50,16 @@ Scalar as_scalar(nb::handle h) {
   if (PyLong_Check(o)) {
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    // beyond uint64 either way: Python's OverflowError with its words, as torch's argument parser
     if (overflow > 0) {
-      unsigned long long u = PyLong_AsUnsignedLongLong(o);
-      if (PyErr_Occurred()) {
-        PyErr_Clear();
-        throw nb::value_error("value cannot be converted to type int64 without overflow");
-      }
+      unsigned long long u = PyLong_AsUnsignedLongLong(o);  // sets OverflowError("int too big to convert")
+      if (PyErr_Occurred()) throw nb::python_error();
       return Scalar(static_cast<uint64_t>(u));
     }
-    if (overflow < 0) throw nb::value_error("value cannot be converted to type int64 without overflow");
+    if (overflow < 0) {
+      PyErr_SetString(PyExc_OverflowError, "can't convert negative int to unsigned");
+      throw nb::python_error();
+    }
     return Scalar(static_cast<int64_t>(v));
   }
   if (PyFloat_Check(o)) return Scalar(PyFloat_AS_DOUBLE(o));
@@ -174,6 +175,13 @@ struct Collect {
       else if (PyLong_Check(o)) has_int = true;
       else if (PyFloat_Check(o)) has_float = true;
       else has_complex = true;
+      if (PyLong_Check(o) && !PyBool_Check(o)) {  // tensor() holds ints as int64: beyond it, torch's ValueError
+        int overflow = 0;
+        const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (overflow) throw nb::value_error("Overflow when unpacking long long");
+        vals.push_back(Scalar(static_cast<int64_t>(v)));
+        return;
+      }
       vals.push_back(as_scalar(h));
       return;
     }

@@ -45,6 +45,12 @@ CALLS = [  # (id, statements ending in the abusive call, written against `lib`)
     ("sum-dim-2^70", "lib.ones(3).sum(dim=2**70)"),
     ("sum-dims-element-2^70", "lib.ones(3).sum(dim=(0, 2**70))"),
     ("transpose-dim-2^64", "lib.ones(2, 2).transpose(0, 2**64)"),
+    ("full-fill-2^80", "lib.full((2,), 2**80)"),
+    ("add-scalar-2^70", "lib.ones(2) + 2**70"),
+    ("add-scalar-minus-2^70", "lib.ones(2) + (-2**70)"),
+    ("fill-2^70", "lib.ones(2).fill_(2**70)"),
+    ("tensor-2^64-1", "lib.tensor(2**64 - 1)"),
+    ("tensor-list-2^70", "lib.tensor([1, 2**70])"),
 ]
 
 

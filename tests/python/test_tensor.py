@@ -261,6 +261,16 @@ def test_repr_matches_torch(dtype):
         assert got == want, f"\nkiln : {got}\ntorch: {want}"
 
 
+@pytest.mark.parametrize("dtype", ["int64", "uint64", "int32", "uint32"])
+def test_repr_of_large_integers_is_exact(dtype):
+    """Integers beyond 2^53 print exactly (they went through a double: 2^63 - 1 printed as ...808)."""
+    info = np.iinfo(dtype)
+    vals = [int(info.max), int(info.min), 2**53 + 1 if info.max > 2**53 else 3, 5]
+    x = torch.tensor(vals, dtype=getattr(torch, dtype))
+    assert repr(to_kiln(x)) == repr(x).replace("torch.", "kiln.")
+    assert repr(to_kiln(x.view(2, 2))) == repr(x.view(2, 2)).replace("torch.", "kiln.")
+
+
 def test_repr_summarised():
     x = torch.arange(2000.0).view(40, 50)
     assert repr(to_kiln(x)) == repr(x)
