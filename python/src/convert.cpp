@@ -2,6 +2,7 @@
 #include <Python.h>
 
 #include <complex>
+#include <cstring>
 
 #include "common.h"
 
@@ -121,8 +122,19 @@ struct Collect {
   static constexpr size_t kMaxDims = 128;  // torch's limit on nesting
   std::vector<Scalar> vals;
   Shape shape;
-  bool has_float = false, has_complex = false, has_int = false, has_bool = false;
-  std::optional<Dtype> tensor_dtype;
+  // torch's inference: the promotion of every element's type (a bool Bool, an int Long, a float the
+  // default dtype, a complex the default complex dtype; a tensor or a numpy scalar its own dtype)
+  std::optional<Dtype> inferred;
+  int typed = 0;  // > 0 while walking a tensor's values: the tensor's dtype stands for them
+  bool numpy_bool = false;  // an np.bool_ element: torch cannot read one into an integer tensor
+  void see(Dtype d) {
+    if (typed == 0) inferred = inferred ? promote_types(*inferred, d) : d;
+  }
+  // a numpy scalar (np.float16(1), np.int32(3), np.float64 too, though it is a Python float)
+  static bool is_numpy_scalar(nb::handle h) {
+    return std::strncmp(Py_TYPE(h.ptr())->tp_name, "numpy.", 6) == 0 && !PySequence_Check(h.ptr()) &&
+           nb::hasattr(h, "dtype");
+  }
 
   // torch's shape inference: the lengths along the first elements (a string opens no dimension)
   static bool opens_dim(nb::handle h) {
@@ -153,7 +165,7 @@ struct Collect {
   // where no element is read (an empty dimension)
   static std::string type_name(nb::handle h) { return nb::cast<std::string>(nb::str(h.type().attr("__name__"))); }
   static void scan_types(nb::handle h, size_t depth) {
-    if (is_number(h) || nb::isinstance<Tensor>(h)) return;
+    if (is_number(h) || nb::isinstance<Tensor>(h) || is_numpy_scalar(h)) return;
     if (PyUnicode_Check(h.ptr()) || PyBytes_Check(h.ptr()) || PyByteArray_Check(h.ptr()))
       throw nb::type_error(("new(): invalid data type '" + type_name(h) + "'").c_str());
     if (!PySequence_Check(h.ptr())) KILN_FAIL(Runtime, "tensor", "Could not infer dtype of ", type_name(h));
@@ -168,13 +180,23 @@ struct Collect {
   }
 
   void walk(nb::handle h, size_t depth) {
+    if (is_numpy_scalar(h)) {
+      if (depth != shape.size()) throw nb::type_error("not a sequence");
+      const Dtype nd = as_dtype(h.attr("dtype"));
+      see(nd);
+      if (nd == kBool) numpy_bool = true;
+      ++typed;
+      walk(h.attr("item")(), depth);  // its value as a Python number
+      --typed;
+      return;
+    }
     if (is_number(h)) {
       if (depth != shape.size()) throw nb::type_error("not a sequence");
       PyObject* o = h.ptr();
-      if (PyBool_Check(o)) has_bool = true;
-      else if (PyLong_Check(o)) has_int = true;
-      else if (PyFloat_Check(o)) has_float = true;
-      else has_complex = true;
+      if (PyBool_Check(o)) see(kBool);
+      else if (PyLong_Check(o)) see(kInt64);
+      else if (PyFloat_Check(o)) see(default_dtype());
+      else see(default_complex_dtype());
       if (PyLong_Check(o) && !PyBool_Check(o)) {  // tensor() holds ints as int64: beyond it, torch's ValueError
         int overflow = 0;
         const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
@@ -187,18 +209,14 @@ struct Collect {
     }
     if (nb::isinstance<Tensor>(h)) {
       Tensor t = nb::cast<Tensor>(h);
+      see(t.dtype());
       if (t.dim() == 0) {
-        Dtype d = t.dtype();
-        if (is_complex(d)) has_complex = true;
-        else if (is_floating(d)) has_float = true;
-        else if (d == kBool) has_bool = true;
-        else has_int = true;
-        tensor_dtype = d;
         vals.push_back(t.item());
         return;
       }
-      nb::object lst = to_list(t);
-      walk(lst, depth);
+      ++typed;
+      walk(to_list(t), depth);
+      --typed;
       return;
     }
     // (a string on the first-element path was refused by infer(); anywhere else it is an element of
@@ -227,7 +245,7 @@ Tensor tensor_from_data(nb::handle data, std::optional<Dtype> dtype) {
     Tensor t = nb::cast<Tensor>(data);
     return to_dtype(t, dtype.value_or(t.dtype()), true);
   }
-  if (nb::hasattr(data, "__array_interface__") && !is_number(data)) {
+  if (nb::hasattr(data, "__array_interface__") && !is_number(data) && !Collect::is_numpy_scalar(data)) {
     nb::object mod = nb::module_::import_("kiln");
     Tensor t = nb::cast<Tensor>(mod.attr("from_numpy")(nb::module_::import_("numpy").attr("ascontiguousarray")(data)));
     return to_dtype(t, dtype.value_or(t.dtype()), true);
@@ -239,14 +257,9 @@ Tensor tensor_from_data(nb::handle data, std::optional<Dtype> dtype) {
   const bool empty = shape_numel(c.shape) == 0 && !c.shape.empty();
   if (!dtype || empty) Collect::scan_types(data, 0);
   if (!empty) c.walk(data, 0);
-  Dtype d;
-  if (dtype) d = *dtype;
-  else if (c.has_complex) d = default_complex_dtype();
-  else if (c.has_float) d = default_dtype();
-  else if (c.has_int) d = kInt64;
-  else if (c.has_bool) d = kBool;
-  else d = default_dtype();  // empty list
-  if (!dtype && c.tensor_dtype && c.vals.size() == 1 && c.shape.empty()) d = *c.tensor_dtype;
+  const Dtype d = dtype ? *dtype : c.inferred.value_or(default_dtype());  // an empty list: the default
+  if (c.numpy_bool && is_integral(d, false))  // torch reads an integer through __index__, which np.bool_ lacks
+    throw nb::type_error("'numpy.bool' object cannot be interpreted as an integer");
   Tensor t = make_tensor(c.shape, d);
   visit_all(d, "tensor", [&]<class T>() {
     T* p = static_cast<T*>(t.data_ptr());

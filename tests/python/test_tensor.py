@@ -261,6 +261,30 @@ def test_repr_matches_torch(dtype):
         assert got == want, f"\nkiln : {got}\ntorch: {want}"
 
 
+INFER_CASES = [  # written against `m` (torch or kiln) and numpy
+    "[m.tensor(1., dtype=m.float16), 2]", "[m.tensor(1, dtype=m.int32), 2]", "[m.tensor(1, dtype=m.int32), 2.5]",
+    "[m.tensor(1., dtype=m.float64), 2]", "[m.tensor(True), 2]", "[m.tensor(1, dtype=m.uint8), m.tensor(2, dtype=m.int8)]",
+    "[np.float16(1), 2]", "[np.int32(3)]", "[np.int64(3), 2**62]", "[np.float32(1.5), 2.0]", "np.float32(1.5)",
+    "[np.float64(1.5), 2]", "[[np.int8(1)], [2]]", "[1, 2.5, 1j]", "[True, False]", "[]", "[[], []]",
+    "[np.bool_(True), 2]", "[np.bool_(True), True]", "np.float64(2.5)", "np.int16(7)", "[m.tensor(1, dtype=m.int32)]",
+    "[np.complex64(1+2j), 1.0]", "[np.uint8(200), np.int8(-1)]", "[[1, 2], [np.float32(3), 4]]",
+]
+
+
+@pytest.mark.parametrize("case", INFER_CASES)
+def test_tensor_infers_dtype_like_torch(case):
+    """tensor() promotes over every element's type, as torch: a 0-dim tensor or a numpy scalar brings its
+    own dtype (np.float64 too, though it is a Python float), a Python number its category's."""
+    res = []
+    for m in (torch, kiln):
+        try:
+            r = m.tensor(eval(case))
+            res.append((str(r.dtype).split(".")[-1], tuple(r.shape), r.tolist()))
+        except Exception as e:  # noqa: BLE001 - the class is compared
+            res.append(type(e))
+    assert res[1] == res[0] if not isinstance(res[0], type) else issubclass(res[1], res[0]), res
+
+
 @pytest.mark.parametrize("dtype", ["int64", "uint64", "int32", "uint32"])
 def test_repr_of_large_integers_is_exact(dtype):
     """Integers beyond 2^53 print exactly (they went through a double: 2^63 - 1 printed as ...808)."""
