@@ -125,7 +125,7 @@ struct Collect {
   // torch's inference: the promotion of every element's type (a bool Bool, an int Long, a float the
   // default dtype, a complex the default complex dtype; a tensor or a numpy scalar its own dtype)
   std::optional<Dtype> inferred;
-  int typed = 0;  // > 0 while walking a tensor's values: the tensor's dtype stands for them
+  int typed = 0;  // > 0 while walking a numpy scalar's value: its dtype stands for it
   bool numpy_bool = false;  // an np.bool_ element: torch cannot read one into an integer tensor
   void see(Dtype d) {
     if (typed == 0) inferred = inferred ? promote_types(*inferred, d) : d;
@@ -138,7 +138,7 @@ struct Collect {
 
   // torch's shape inference: the lengths along the first elements (a string opens no dimension)
   static bool opens_dim(nb::handle h) {
-    if (nb::isinstance<Tensor>(h)) return nb::cast<Tensor&>(h).dim() > 0;
+    if (nb::isinstance<Tensor>(h)) return false;  // a tensor inside data is one element, as torch's
     return !is_number(h) && PySequence_Check(h.ptr()) && !PyUnicode_Check(h.ptr()) && !PyBytes_Check(h.ptr()) &&
            !PyByteArray_Check(h.ptr());
   }
@@ -157,8 +157,6 @@ struct Collect {
       if (!shape.empty()) throw nb::value_error("too many dimensions 'str'");
       throw nb::type_error("new(): invalid data type 'str'");
     }
-    if (nb::isinstance<Tensor>(cur))  // a tensor element: its own dims continue the shape
-      for (int64_t s : nb::cast<Tensor&>(cur).sizes()) shape.push_back(s);
   }
 
   // torch infers the dtype from every element, whatever the shape: strings and objects raise even
@@ -208,15 +206,17 @@ struct Collect {
       return;
     }
     if (nb::isinstance<Tensor>(h)) {
+      // one element, whatever its dims (torch reads it as a number: through __index__ for an integer
+      // tensor, __float__ otherwise, hence its two errors)
       Tensor t = nb::cast<Tensor>(h);
-      see(t.dtype());
-      if (t.dim() == 0) {
-        vals.push_back(t.item());
-        return;
+      if (depth != shape.size()) throw nb::type_error("not a sequence");
+      if (t.numel() != 1) {
+        if (is_integral(t.dtype(), true))
+          throw nb::type_error("only integer tensors of a single element can be converted to an index");
+        throw nb::value_error("only one element tensors can be converted to Python scalars");
       }
-      ++typed;
-      walk(to_list(t), depth);
-      --typed;
+      see(t.dtype());
+      vals.push_back(t.reshape({}).item());
       return;
     }
     // (a string on the first-element path was refused by infer(); anywhere else it is an element of

@@ -268,6 +268,10 @@ INFER_CASES = [  # written against `m` (torch or kiln) and numpy
     "[np.float64(1.5), 2]", "[[np.int8(1)], [2]]", "[1, 2.5, 1j]", "[True, False]", "[]", "[[], []]",
     "[np.bool_(True), 2]", "[np.bool_(True), True]", "np.float64(2.5)", "np.int16(7)", "[m.tensor(1, dtype=m.int32)]",
     "[np.complex64(1+2j), 1.0]", "[np.uint8(200), np.int8(-1)]", "[[1, 2], [np.float32(3), 4]]",
+    # a tensor inside data is one element whatever its dims; more than one element raises
+    "[m.tensor([1]), m.tensor([2])]", "[m.tensor([[1]]), m.tensor([[2.5]])]", "[[m.tensor(1), 2], [3, 4]]",
+    "[m.tensor([1, 2]), m.tensor([3, 4])]", "[m.tensor([1., 2.]), [3, 4]]", "[m.ones(0), m.ones(0)]",
+    "[[1, 2], m.tensor(3)]",
 ]
 
 
