@@ -143,37 +143,29 @@ void TensorImpl::refresh() {
 
 namespace {
 Tensor make_contiguous(std::shared_ptr<TensorImpl> impl, Dtype dtype, Device device) {
+  // one pass for the strides, the element and byte counts and the checks
   const Shape& sizes = impl->sizes;
-  {  // one pass for strides, the byte count and the checks; the checked path below raises
-    const size_t nd = sizes.size();
-    impl->strides.resize(nd);
-    uint64_t stride = 1, count = 1, bytes = itemsize(dtype);
-    bool bad = false;
-    for (size_t i = nd; i-- > 0;) {
-      const int64_t s = sizes[i];
-      impl->strides[i] = static_cast<int64_t>(stride);
-      stride *= s > 1 ? static_cast<uint64_t>(s) : 1;  // <= the element count, checked below
-      count *= static_cast<uint64_t>(s);  // <= bytes, checked below
-      bad |= s < 0;
-      bad |= __builtin_mul_overflow(bytes, static_cast<uint64_t>(s), &bytes);
-    }
-    if (!bad && bytes <= static_cast<uint64_t>(INT64_MAX)) [[likely]] {
-      impl->dtype = dtype;
-      impl->numel = static_cast<int64_t>(count);
-      impl->contiguous = true;
-      impl->storage = std::make_shared<Storage>(static_cast<size_t>(bytes), device);
-      return Tensor(std::move(impl));
-    }
+  impl->strides.resize(sizes.size());
+  uint64_t stride = 1, count = 1, bytes = itemsize(dtype);
+  bool bad = false;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    const int64_t s = sizes[i];
+    impl->strides[i] = static_cast<int64_t>(stride);
+    stride *= s > 1 ? static_cast<uint64_t>(s) : 1;  // <= the element count
+    count *= static_cast<uint64_t>(s);                // <= the byte count
+    bad |= s < 0;
+    bad |= __builtin_mul_overflow(bytes, static_cast<uint64_t>(s), &bytes);
   }
-  for (int64_t s : sizes)
-    KILN_CHECK(s >= 0, Runtime, "empty", "trying to create tensor with negative dimension ", s, ": ",
-               sizes);
-  impl->strides = contiguous_strides(sizes);
+  if (bad || bytes > static_cast<uint64_t>(INT64_MAX)) [[unlikely]] {  // raises, in torch's words
+    for (int64_t s : sizes)
+      KILN_CHECK(s >= 0, Runtime, "empty", "trying to create tensor with negative dimension ", s, ": ",
+                 sizes);
+    storage_bytes_for(sizes, itemsize(dtype));
+  }
   impl->dtype = dtype;
-  const size_t nbytes = storage_bytes_for(sizes, itemsize(dtype));  // checked: numel cannot overflow
-  impl->numel = static_cast<int64_t>(nbytes / itemsize(dtype));
+  impl->numel = static_cast<int64_t>(count);
   impl->contiguous = true;
-  impl->storage = std::make_shared<Storage>(nbytes, device);
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(bytes), device);
   return Tensor(std::move(impl));
 }
 }  // namespace

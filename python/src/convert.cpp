@@ -125,11 +125,8 @@ struct Collect {
   // torch's inference: the promotion of every element's type (a bool Bool, an int Long, a float the
   // default dtype, a complex the default complex dtype; a tensor or a numpy scalar its own dtype)
   std::optional<Dtype> inferred;
-  int typed = 0;  // > 0 while walking a numpy scalar's value: its dtype stands for it
   bool numpy_bool = false;  // an np.bool_ element: torch cannot read one into an integer tensor
-  void see(Dtype d) {
-    if (typed == 0) inferred = inferred ? promote_types(*inferred, d) : d;
-  }
+  void see(Dtype d) { inferred = inferred ? promote_types(*inferred, d) : d; }
   // a numpy scalar (np.float16(1), np.int32(3), np.float64 too, though it is a Python float)
   static bool is_numpy_scalar(nb::handle h) {
     return std::strncmp(Py_TYPE(h.ptr())->tp_name, "numpy.", 6) == 0 && !PySequence_Check(h.ptr()) &&
@@ -183,9 +180,7 @@ struct Collect {
       const Dtype nd = as_dtype(h.attr("dtype"));
       see(nd);
       if (nd == kBool) numpy_bool = true;
-      ++typed;
-      walk(h.attr("item")(), depth);  // its value as a Python number
-      --typed;
+      vals.push_back(as_scalar(h.attr("item")()));  // its value as a Python number
       return;
     }
     if (is_number(h)) {
