@@ -119,3 +119,45 @@ def test_product_beyond_blas_int32_reads_expanded_operands_in_place():
     # torch's run, whose summation order may follow its kernels on other CPUs
     assert a.dot(a).item() == 16777216.0
     assert kiln.memory_stats()["allocated_bytes.all.peak"] - before < 1 << 20
+
+
+def test_reduction_over_expanded_input_reads_it_in_place():
+    """expand(2^31 + 8, 2).sum(0) tried to allocate 17 GB (the expanded input was copied first); an
+    expanded dim is now read once: reduced, it scales the sum (or is ignored by amax/amin/all/any/mean);
+    kept, its one result is broadcast. 2^31 + 8 in float32 rounds to 2^31, torch's answer."""
+    a = kiln.ones(1).expand(2**31 + 8, 2)
+    kiln.reset_peak_memory_stats()
+    before = kiln.memory_stats()["allocated_bytes.all.current"]
+    assert a.sum(0).tolist() == torch.ones(1).expand(2**31 + 8, 2).sum(0).tolist() == [2.0**31] * 2
+    assert a.mean(0).tolist() == [1.0, 1.0] and a.amax(0).tolist() == [1.0, 1.0]
+    assert a.sum(0, dtype=kiln.float64).tolist() == [2.0**31 + 8] * 2
+    assert kiln.memory_stats()["allocated_bytes.all.peak"] - before < 1 << 20
+
+
+REDUCTIONS = [
+    ("sum", lambda t, d: t.sum(d)), ("sum-keepdim", lambda t, d: t.sum(d, keepdim=True)),
+    ("mean", lambda t, d: t.mean(d)), ("amax", lambda t, d: t.amax(d)), ("amin", lambda t, d: t.amin(d)),
+    ("nansum", lambda t, d: t.nansum(d)), ("norm1", lambda t, d: t.norm(1, d)), ("norm2", lambda t, d: t.norm(2, d)),
+    ("all", lambda t, d: (t > 0).all(d)), ("any", lambda t, d: (t > 0).any(d)),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64", "float16", "complex64"])
+@pytest.mark.parametrize("dims", [(0,), (1,), (2,), (0, 2), (1, 2), (0, 1, 2)])
+@pytest.mark.parametrize("name,f", REDUCTIONS, ids=[r[0] for r in REDUCTIONS])
+def test_reductions_over_expanded_inputs_match_torch(dtype, dims, name, f):
+    base = np.array([[[1.5, -2.0, np.nan, 3.0]], [[0.5, 4.0, -1.0, 2.0]]])  # (2, 1, 4), expanded to (2, 5, 4)
+    if dtype.startswith("int"):
+        base = np.nan_to_num(base * 2).astype(dtype)
+    tt = torch.tensor(base).to(getattr(torch, dtype)).expand(2, 5, 4).transpose(0, 2)  # (4, 5, 2), strides with a 0
+    kt = kiln.tensor(base).to(getattr(kiln, dtype)).expand(2, 5, 4).transpose(0, 2)
+    try:
+        want = f(tt, dims)
+    except Exception as e:  # noqa: BLE001 - torch refuses (mean of integers, complex ordering): so must kiln
+        with pytest.raises(type(e)):
+            f(kt, dims)
+        return
+    got = f(kt, dims)
+    assert got.dtype.__repr__().split(".")[-1] == str(want.dtype).split(".")[-1]
+    np.testing.assert_allclose(np.asarray(got.tolist(), dtype=complex), np.asarray(want.tolist(), dtype=complex),
+                               rtol=2e-3 if dtype == "float16" else 1e-6, equal_nan=True)

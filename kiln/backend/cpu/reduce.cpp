@@ -36,6 +36,64 @@ Tensor moved_last(const Tensor& x, int64_t d) {
   return permuted(x, perm);
 }
 
+// Expanded dims (stride 0, size > 1) of x: read once, never materialised (issue 14: a sum over
+// ones(1).expand(2**31 + 8, 2) used to copy 17 GB). A reduced one holds the same values `size` times:
+// the idempotent reductions (amax, amin, all, any) and mean (its count drops with it) ignore it, the
+// sums are scaled by it afterwards; a kept one gives the same result all along it, computed once and
+// broadcast into y. Returns false (nothing done) where that does not apply: prod, count, no such dim.
+bool reduce_expanded(ReduceOp r, const Tensor& y, const Tensor& x, const std::vector<bool>& m, const char* op) {
+  const bool sum_like = r == ReduceOp::Sum || r == ReduceOp::NanSum || r == ReduceOp::SumAbs || r == ReduceOp::SumSq;
+  if (!sum_like && r != ReduceOp::Max && r != ReduceOp::Min && r != ReduceOp::All && r != ReduceOp::Any &&
+      r != ReduceOp::Mean)
+    return false;
+  bool any = false;
+  for (int64_t i = 0; i < x.dim(); ++i) any = any || (x.sizes()[i] > 1 && x.strides()[i] == 0);
+  if (!any) return false;
+  Shape xs, xst, kept, small_kept, small_strides;
+  std::vector<bool> m2;
+  int64_t times = 1;  // how often each value of a reduced row is repeated
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    const bool expanded = x.sizes()[i] > 1 && x.strides()[i] == 0;
+    if (m[i] && expanded) {
+      times *= x.sizes()[i];
+      continue;
+    }
+    xs.push_back(expanded ? 1 : x.sizes()[i]);
+    xst.push_back(x.strides()[i]);
+    m2.push_back(m[i]);
+    if (!m[i]) kept.push_back(x.sizes()[i]), small_kept.push_back(xs.back());
+  }
+  Tensor xsmall = make_view(x, xs, xst, x.storage_offset());
+  Tensor yflat = make_view(y, kept, contiguous_strides(kept), y.storage_offset());
+  if (small_kept == kept) {
+    cpu::reduce_into(r, yflat, xsmall, m2, op);
+  } else {
+    Tensor ysmall = make_tensor(small_kept, y.dtype());
+    cpu::reduce_into(r, ysmall, xsmall, m2, op);
+    Shape bst = contiguous_strides(small_kept);
+    for (size_t i = 0; i < kept.size(); ++i)
+      if (small_kept[i] != kept[i]) bst[i] = 0;
+    cpu::cast_copy(yflat, make_view(ysmall, kept, bst, 0));
+  }
+  if (sum_like && times > 1) {
+    visit_all(y.dtype(), op, [&]<class T>() {
+      T* p = static_cast<T*>(y.data_ptr());
+      for (int64_t i = 0; i < y.numel(); ++i) {
+        if constexpr (std::is_same_v<T, bool>) {
+        } else if constexpr (std::is_integral_v<T>) {  // wraps as the repeated addition does
+          using U = std::make_unsigned_t<T>;
+          p[i] = static_cast<T>(static_cast<U>(static_cast<U>(p[i]) * static_cast<U>(times)));
+        } else if constexpr (is_complex_v<T>) {
+          p[i] = p[i] * static_cast<typename T::value_type>(times);
+        } else {
+          p[i] = convert<T>(convert<double>(p[i]) * static_cast<double>(times));
+        }
+      }
+    });
+  }
+  return true;
+}
+
 }  // namespace
 
 void cpu::reduce_into(ReduceOp r, const Tensor& y, const Tensor& x, const std::vector<bool>& m, const char* op) {
@@ -43,6 +101,7 @@ void cpu::reduce_into(ReduceOp r, const Tensor& y, const Tensor& x, const std::v
   auto inner = cpu::cpu_kernels().reduce_inner[ri][di];
   auto outer = cpu::cpu_kernels().reduce_outer[ri][di];
   if (!inner) raise_dtype_unsupported(op, x.dtype());
+  if (y.numel() > 0 && x.numel() > 0 && reduce_expanded(r, y, x, m, op)) return;
   int64_t n = x.dim();
   // kept dims first, then reduced dims
   Shape perm, kept_sizes;
@@ -117,12 +176,26 @@ void cpu::reduce_into(ReduceOp r, const Tensor& y, const Tensor& x, const std::v
 
 namespace {
 
+// x converted to d, its expanded dims (stride 0) kept expanded: only the distinct values are converted.
+Tensor converted_keeping_expanded(const Tensor& x, Dtype d) {
+  Shape small = x.sizes();
+  bool any = false;
+  for (int64_t i = 0; i < x.dim(); ++i)
+    if (x.sizes()[i] > 1 && x.strides()[i] == 0) small[i] = 1, any = true;
+  if (!any) return cpu::converted(x, d);
+  Tensor c = cpu::converted(make_view(x, small, x.strides(), x.storage_offset()), d);
+  Shape st = contiguous_strides(small);
+  for (int64_t i = 0; i < x.dim(); ++i)
+    if (small[i] != x.sizes()[i]) st[i] = 0;
+  return make_view(c, x.sizes(), st, 0);
+}
+
 void reduce_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {
   ReduceOp r = static_cast<ReduceOp>(op.code);
   Tensor x = in[0];
   if (a.size() > 2) {  // sum, nansum, mean: computed in their output dtype (dtype= or the default)
     const Dtype cd = out[0].dtype();
-    if (x.dtype() != cd) x = cpu::converted(x, cd);
+    if (x.dtype() != cd) x = converted_keeping_expanded(x, cd);
     if (r == ReduceOp::NanSum && is_integral(cd, true)) r = ReduceOp::Sum;  // no NaN in integers
   }
   cpu::reduce_into(r, out[0], x, mask_from_attrs(op, in[0], a), op.name);
