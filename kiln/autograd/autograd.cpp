@@ -189,9 +189,21 @@ const Tensor& detach_(const Tensor& t) {
   return t;
 }
 
-int register_hook(const Tensor& t, TensorHook hook) {
+int register_hook(const Tensor& t, TensorHook hook, const std::string& name) {
   KILN_CHECK(requires_grad(t), Runtime, "register_hook",
              "cannot register a hook on a tensor that doesn't require gradient");
+  // torch's check of a replacement gradient: the same dtype, device and size as the one the hook saw
+  hook = [fn = std::move(hook), name](const Tensor& g) {
+    Tensor r = fn(g);
+    if (!r.defined()) return r;
+    KILN_CHECK(r.dtype() == g.dtype(), Runtime, "register_hook", "hook '", name, "' has changed the type of value "
+               "(was kiln.", legacy_type(g.dtype()), " got kiln.", legacy_type(r.dtype()), ")");
+    KILN_CHECK(r.device() == g.device(), Runtime, "register_hook", "hook '", name, "' has changed the type of value "
+               "(was a ", device_str(g.device()), " tensor got a ", device_str(r.device()), " tensor)");
+    KILN_CHECK(r.sym_sizes() == g.sym_sizes(), Runtime, "register_hook", "hook '", name,
+               "' has changed the size of value (was ", shape_list(g.sizes()), " got ", shape_list(r.sizes()), ")");
+    return r;
+  };
   int id = ++g_hook_id;
   fresh_meta(t);
   AutogradMeta& m = ensure_meta(t);

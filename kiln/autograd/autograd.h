@@ -181,7 +181,9 @@ Tensor variable_data(const Tensor& t);
 // A differentiable view of a tensor that requires grad (tracked by autograd), and its root base.
 bool is_view(const Tensor& t);
 Tensor view_base(const Tensor& t);
-int register_hook(const Tensor& t, TensorHook hook);  // returns an id for remove_hook
+// Returns an id for remove_hook. A gradient the hook returns must keep the dtype, device and size of the one
+// it was given (RuntimeError naming the hook `name` otherwise, as torch's).
+int register_hook(const Tensor& t, TensorHook hook, const std::string& name = "hook");
 void remove_hook(const Tensor& t, int id);
 // Leaves only (a non-leaf raises RuntimeError, as torch's); returns an id for remove_hook.
 int register_post_accumulate_grad_hook(const Tensor& t, PostAccumulateGradHook hook);

@@ -57,11 +57,13 @@ void Storage::share_memory() {
 }
 
 Shape contiguous_strides(const Shape& sizes) {
+  // wrapping arithmetic: sizes whose strides overflow are refused by the caller's checks (numel,
+  // storage size), which run on the sizes themselves
   Shape st(sizes.size());
-  int64_t s = 1;
+  uint64_t s = 1;
   for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
-    st[i] = s;
-    s *= sizes[i] > 1 ? sizes[i] : 1;
+    st[i] = static_cast<int64_t>(s);
+    s *= sizes[i] > 1 ? static_cast<uint64_t>(sizes[i]) : 1;
   }
   return st;
 }
@@ -73,9 +75,9 @@ int64_t shape_numel(const Shape& sizes) {
   bool overflow = false;
   for (int64_t s : sizes) {
     if (s < 0) [[unlikely]] {
-      int64_t r = 1;
-      for (int64_t v : sizes) r *= v;
-      return r;
+      uint64_t r = 1;  // (wrapping)
+      for (int64_t v : sizes) r *= static_cast<uint64_t>(v);
+      return static_cast<int64_t>(r);
     }
     overflow |= __builtin_mul_overflow(n, static_cast<uint64_t>(s), &n);
   }
@@ -92,9 +94,12 @@ std::string sizes_text(const Shape& s) {
 }  // namespace
 
 size_t storage_bytes_for(const Shape& sizes, size_t itemsize) {
-  uint64_t n = itemsize;
+  // torch's order: the sizes first to last (an overflow before a later zero still counts), then the
+  // item size
+  uint64_t n = 1;
   bool overflow = false;
   for (int64_t s : sizes) overflow |= __builtin_mul_overflow(n, static_cast<uint64_t>(s), &n);
+  overflow |= __builtin_mul_overflow(n, static_cast<uint64_t>(itemsize), &n);
   // torch refuses sizes whose byte count does not fit an int64
   KILN_CHECK(!overflow && n <= static_cast<uint64_t>(INT64_MAX), Runtime, "empty",
              "Storage size calculation overflowed with sizes=", sizes_text(sizes));
@@ -129,7 +134,8 @@ size_t storage_bytes_for(const Shape& sizes, const Shape& strides, int64_t offse
 void TensorImpl::refresh() {
   numel = shape_numel(sizes);
   contiguous = true;
-  int64_t expected = 1;
+  if (numel == 0) return;
+  int64_t expected = 1;  // <= numel: no overflow
   for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
     if (sizes[i] == 1) continue;
     if (strides[i] != expected) {
@@ -138,7 +144,6 @@ void TensorImpl::refresh() {
     }
     expected *= sizes[i];
   }
-  if (numel == 0) contiguous = true;
 }
 
 namespace {
@@ -153,14 +158,20 @@ Tensor make_contiguous(std::shared_ptr<TensorImpl> impl, Dtype dtype, Device dev
     impl->strides[i] = static_cast<int64_t>(stride);
     stride *= s > 1 ? static_cast<uint64_t>(s) : 1;  // <= the element count
     count *= static_cast<uint64_t>(s);                // <= the byte count
-    bad |= s < 0;
+    bad |= s <= 0;  // a negative size raises; a zero one takes the checked path below
     bad |= __builtin_mul_overflow(bytes, static_cast<uint64_t>(s), &bytes);
   }
   if (bad || bytes > static_cast<uint64_t>(INT64_MAX)) [[unlikely]] {  // raises, in torch's words
     for (int64_t s : sizes)
       KILN_CHECK(s >= 0, Runtime, "empty", "trying to create tensor with negative dimension ", s, ": ",
                  sizes);
+    // with a zero size the byte count is 0, but torch still refuses sizes whose product overflows
+    // before the zero, and strides that overflow
     storage_bytes_for(sizes, itemsize(dtype));
+    int64_t st = 1;
+    for (size_t i = sizes.size(); i-- > 1;)
+      KILN_CHECK(!__builtin_mul_overflow(st, std::max<int64_t>(sizes[i], 1), &st), Runtime, "empty",
+                 "Stride calculation overflowed");
   }
   impl->dtype = dtype;
   impl->numel = static_cast<int64_t>(count);

@@ -173,7 +173,9 @@ class Tensor {
   void* data_ptr() const {
     void* d = impl_->storage->data();
     if (d == nullptr) [[unlikely]] check_has_data();
-    return static_cast<char*>(d) + impl_->offset * itemsize();
+    // in integers: an empty view's offset may lie anywhere (torch allows it), its address is never read
+    return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(d) +
+                                   static_cast<uint64_t>(impl_->offset) * itemsize());
   }
   template <class T>
   T* data_ptr() const;  // checks the dtype

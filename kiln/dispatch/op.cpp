@@ -474,10 +474,24 @@ TensorList dispatch_kernel(const OpDef& op, const TensorList& inputs, const Attr
 }
 
 void check_no_internal_overlap(const char* op, const Tensor& t) {
+  if (t.numel() == 0) return;  // (numpy gives an empty array zero strides: nothing is written)
   for (int64_t d = 0; d < t.dim(); ++d)
     KILN_CHECK(!(t.sizes()[d] > 1 && t.strides()[d] == 0), Runtime, op,
                "unsupported operation: more than one element of the written-to tensor refers to a single "
                "memory location. Please clone() the tensor before performing the operation.");
+}
+
+// torch's assert_no_partial_overlap between a written-to tensor and an input: the same memory is
+// allowed (x.add_(x), add(x, 1, out=x)), memory that only partly coincides is refused; layouts that
+// are not contiguous are not judged (torch's "too hard").
+static void check_no_partial_overlap(const char* op, const Tensor& o, const Tensor& t) {
+  if (!t.defined() || t.impl()->storage.get() != o.impl()->storage.get()) return;
+  if (t.numel() == 0 || o.numel() == 0 || !t.is_contiguous() || !o.is_contiguous()) return;
+  const int64_t ob = o.storage_offset() * static_cast<int64_t>(o.itemsize()), oe = ob + o.numel() * static_cast<int64_t>(o.itemsize());
+  const int64_t tb = t.storage_offset() * static_cast<int64_t>(t.itemsize()), te = tb + t.numel() * static_cast<int64_t>(t.itemsize());
+  KILN_CHECK((ob == tb && oe == te) || oe <= tb || te <= ob, Runtime, op,
+             "unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
+             "single memory location. Please clone() the tensor before performing the operation.");
 }
 
 static TensorList dispatch_kernel_on(const OpDef& op, const TensorList& inputs, const Attrs& attrs,
@@ -498,6 +512,8 @@ static TensorList dispatch_kernel_on(const OpDef& op, const TensorList& inputs, 
     for (const Tensor& o : *out) {
       if (o.defined() && o.device().type != dev.type) [[unlikely]] device_mismatch(op, dev.type, o.device().type);
       if (o.defined() && (op.tags & (kPointwise | kRandom))) check_no_internal_overlap(op.name, o);
+      if (o.defined())
+        for (const Tensor& t : inputs) check_no_partial_overlap(op.name, o, t);
     }
   TensorList result;
   if (!op.meta || (op.tags & (kView | kDynamicShape))) {  // view / dynamic-shape ops make their own outputs

@@ -149,6 +149,13 @@ std::tuple<Tensor, Tensor> multi_head_attention_forward(
                    "use_separate_proj_weight is True but k_proj_weight is None");
     KILN_NN_ASSERT(v_proj_weight.defined(), op,
                    "use_separate_proj_weight is True but v_proj_weight is None");
+    // torch's _in_projection: each weight maps its input's features to embed_dim
+    for (auto [w, x, name] : {std::tuple{&q_proj_weight, &q, "query"}, std::tuple{&k_proj_weight, &k, "key"},
+                              std::tuple{&v_proj_weight, &v, "value"}}) {
+      const SymShape want{E, x->sym_size(-1)};
+      KILN_NN_ASSERT(has_sizes(*w, want), op, "expecting ", name, " weights shape of ", sym_str(want), ", but got ",
+                     size_str(w->sym_sizes()));
+    }
     q = linear(q, q_proj_weight, bias_part(0));
     k = linear(k, k_proj_weight, bias_part(1));
     v = linear(v, v_proj_weight, bias_part(2));

@@ -58,7 +58,7 @@ inline TensorOptions opts(Dtype d) {
 // torch's _single / _pair: one value repeated to n, or n values kept (other lengths raise).
 inline Shape expand_arg(const Shape& v, size_t n, const char* op, const char* arg) {
   if (v.size() == n) return v;
-  KILN_CHECK(v.size() == 1, Value, op, arg, " must be an int or a tuple of ", n, " ints, got ",
+  KILN_CHECK(v.size() == 1, Runtime, op, arg, " must be an int or a tuple of ", n, " ints, got ",
              v.size(), " values");
   return Shape(n, v[0]);
 }

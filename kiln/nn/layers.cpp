@@ -94,7 +94,8 @@ Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad, std::
     : Module("Embedding"), num_embeddings(num), embedding_dim(dim), max_norm(max_norm), norm_type(norm_type),
       scale_grad_by_freq(scale_grad_by_freq), sparse(sparse) {
   if (pad) {
-    KILN_CHECK(*pad < num && *pad >= -num, Value, "Embedding", "Padding_idx must be within num_embeddings");
+    KILN_CHECK(*pad < num && *pad >= -num, Assertion, "Embedding", "Padding_idx must be within num_embeddings, got "
+               "padding_idx=", *pad, " for num_embeddings=", num);
     padding_idx = *pad < 0 ? *pad + num : *pad;
   }
   register_parameter("weight", empty({num, dim}, opts(dtype)));

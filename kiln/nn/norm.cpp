@@ -102,8 +102,19 @@ Tensor layer_norm(const Tensor& x, const Shape& ns, const Tensor& weight, const 
 }
 
 Tensor rms_norm(const Tensor& x, const Shape& ns, const Tensor& weight, std::optional<double> eps) {
+  const char* op = "rms_norm";
   int64_t k = static_cast<int64_t>(ns.size());
-  KILN_CHECK(k <= x.dim(), Runtime, "rms_norm", "normalized_shape has more dims than the input");
+  auto shape_s = shape_list;
+  KILN_CHECK(k >= 1, Runtime, op, "Expected normalized_shape to be at least 1-dimensional, i.e., containing at "
+             "least one element, but got normalized_shape = ", shape_s(ns));
+  KILN_CHECK(k <= x.dim(), Value, op, "Input tensor must have at least ", k, " dimensions, but got ", x.dim());
+  bool ok = true;  // torch's check, as layer_norm's
+  for (int64_t i = 0; ok && i < k; ++i) ok = bool(x.sym_size(x.dim() - k + i) == ns[i]);
+  KILN_CHECK(ok, Runtime, op, "Given normalized_shape=", shape_s(ns), ", expected input with shape [*, ",
+             shape_s(ns).substr(1), ", but got input of size", shape_s(x.sizes()));
+  KILN_CHECK(!weight.defined() || weight.sizes() == ns, Runtime, op, "Expected weight to be of same shape as "
+             "normalized_shape, but got weight of shape ", shape_s(weight.sizes()), " and normalized_shape = ",
+             shape_s(ns));
   Shape dims;
   for (int64_t i = x.dim() - k; i < x.dim(); ++i) dims.push_back(i);
   Dtype d = x.dtype();

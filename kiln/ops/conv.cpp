@@ -54,6 +54,9 @@ SymShape conv_output_shape(const TensorSpec& x, const TensorSpec& w, const Tenso
              ") and weight type (", dtype_name(w.dtype()), ") should be the same");
   KILN_CHECK(!b || b->dtype() == x.dtype(), Runtime, op, "Input type (", dtype_name(x.dtype()),
              ") and bias type (", dtype_name(b->dtype()), ") should be the same");
+  bool kernel_ok = true;
+  for (int64_t i = 0; i < nsp; ++i) kernel_ok = kernel_ok && bool(ws[i + 2] > 0);
+  KILN_CHECK(kernel_ok, Runtime, op, "kernel size should be greater than zero, but got weight of size ", ws);
   SymShape out{x.sizes()[0], 0};
   if (!c.transposed) {
     KILN_CHECK(x.sizes()[1] == ws[1] * c.groups, Runtime, op, "Given groups=", c.groups,

@@ -6,12 +6,16 @@
 #include "kiln/ops/composite.h"
 #include "kiln/core/convert.h"
 #include "kiln/ops/ops.h"
+#include "kiln/ops/shape.h"
+#include "kiln/core/visit.h"
 
 namespace kiln {
 namespace {
 
 // full(size, value, dtype)
-SpecList full_meta(const OpDef&, const SpecList&, const Attrs& a) {
+SpecList full_meta(const OpDef& op, const SpecList&, const Attrs& a) {
+  // torch's checked conversion: 300 into int8, 1e300 into float32, 1+2j into a real type raise
+  shape_detail::check_scalar_fits(std::get<Scalar>(a[1]), std::get<Dtype>(a[2]), op.name);
   return {{std::get<Shape>(a[0]), std::get<Dtype>(a[2])}};
 }
 OpDef op_full{"full", kCreation, full_meta, {}};  // kernels: kiln/backend/cpu/creation.cpp
@@ -27,6 +31,7 @@ OpRegistrar reg_empty{op_empty, "empty(int[] size, ScalarType dtype, *, Device? 
 SpecList arange_meta(const OpDef&, const SpecList&, const Attrs& a) {
   const Scalar &start = std::get<Scalar>(a[0]), &end = std::get<Scalar>(a[1]), &step = std::get<Scalar>(a[2]);
   Dtype d = std::get<Dtype>(a[3]);
+  if (d == kBool || is_complex(d) || is_float8(d)) raise_dtype_unsupported("arange", d);
   if (start.is_integral() && end.is_integral() && step.is_integral()) {
     const SymInt a0 = SymInt::from_raw(start.to_int()), b0 = SymInt::from_raw(end.to_int());
     if (a0.is_symbolic() || b0.is_symbolic()) [[unlikely]] {  // a traced bound: the size is symbolic
@@ -44,11 +49,13 @@ SpecList arange_meta(const OpDef&, const SpecList&, const Attrs& a) {
              "upper bound and larger bound inconsistent with step sign");
   double n;
   if (is_integral(d, true) && start.is_integral() && end.is_integral() && step.is_integral()) {
-    int64_t a0 = start.to_int(), b0 = end.to_int(), c0 = step.to_int();
+    const __int128 a0 = start.to_int(), b0 = end.to_int(), c0 = step.to_int();  // (no overflow)
     n = static_cast<double>((b0 - a0 + c0 - (c0 > 0 ? 1 : -1)) / c0);
   } else {
     n = std::ceil((e - s) / st);
   }
+  KILN_CHECK(n >= 0 && n < 0x1p63, Runtime, "arange", "invalid size, possible overflow? (", start, " to ", end,
+             " in steps of ", step, ")");
   return {{{static_cast<int64_t>(n)}, d}};
 }
 OpDef op_arange{"arange", kCreation, arange_meta, {}};

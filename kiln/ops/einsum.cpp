@@ -122,8 +122,10 @@ Tensor einsum(const std::string& eq_in, const TensorList& ops) {
     if (c == std::string::npos) break;
     s = c + 1;
   }
-  KILN_CHECK(terms.size() == ops.size(), Value, "einsum", "einsum(): ", terms.size(),
-             " operands were specified in the equation but ", ops.size(), " were provided");
+  KILN_CHECK(terms.size() <= ops.size(), Runtime, "einsum", "einsum(): fewer operands were provided than specified "
+             "in the equation (", terms.size(), " specified, ", ops.size(), " provided)");
+  KILN_CHECK(terms.size() == ops.size(), Runtime, "einsum", "einsum(): more operands were provided than specified "
+             "in the equation (", terms.size(), " specified, ", ops.size(), " provided)");
   int64_t ell = 0;
   for (size_t i = 0; i < terms.size(); ++i)
     if (terms[i].find("...") != std::string::npos)

@@ -213,7 +213,7 @@ static const OpDef& div_op(const std::string& mode) {
   if (mode.empty()) return op_true_divide;
   if (mode == "trunc") return op_div_trunc;
   if (mode == "floor") return op_floor_divide;
-  KILN_FAIL(Value, "div", "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
+  KILN_FAIL(Runtime, "div", "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
             mode, "'");
 }
 Tensor div(const Tensor& a, const Tensor& b, const std::string& mode) {
@@ -298,7 +298,10 @@ Tensor elu(const Tensor& x, double alpha, double scale, double input_scale) {
 Tensor selu(const Tensor& x) {
   return elu(x, 1.6732632423543772848170429916717, 1.0507009873554804934193349852946, 1.0);
 }
-Tensor celu(const Tensor& x, double alpha) { return elu(x, alpha, 1.0, 1.0 / alpha); }
+Tensor celu(const Tensor& x, double alpha) {
+  KILN_CHECK(alpha != 0, Runtime, "celu", "ZeroDivisionError: alpha cannot be 0 for CELU, got alpha=", alpha);
+  return elu(x, alpha, 1.0, 1.0 / alpha);
+}
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   if (approximate == "none") return un(op_gelu, x);
   KILN_CHECK(approximate == "tanh", Runtime, "gelu", "approximate argument must be either none or tanh, got ",

@@ -35,7 +35,7 @@ SymShape solve_shape(const char* op, const TensorSpec& A, const TensorSpec& B, b
 // ---- LU -------------------------------------------------------------------------------------------------
 SpecList lu_factor_ex_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   const TensorSpec& A = in[0];
-  check_input(A, "linalg.lu_factor", /*square=*/false);
+  check_input(A, "linalg.lu_factor", /*square=*/false, "A", "lu_cpu");
   KILN_CHECK(attr<bool>(a, 0), Runtime, "linalg.lu_factor", "LU without pivoting is not implemented on the CPU");
   SymShape b = batch_of(A);
   SymInt k = sym_min(A.size(-2), A.size(-1));
@@ -63,7 +63,7 @@ void check_pivots(const char* op, const TensorSpec& LU, const TensorSpec& piv) {
 SpecList lu_solve_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   const char* op = "linalg.lu_solve";
   const TensorSpec &LU = in[0], &piv = in[1], &B = in[2];
-  check_input(LU, op, true, "LU");
+  check_input(LU, op, true, "LU", "linalg.lu_solve_cpu");
   check_pivots(op, LU, piv);
   check_same_dtype(op, LU, B);
   return {{solve_shape(op, LU, B, attr<bool>(a, 0)), LU.dtype(), LU.device()}};
@@ -108,7 +108,7 @@ bool vector_case(const TensorSpec& A, const TensorSpec& B) {
 SpecList solve_ex_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   const char* op = "linalg.solve";
   const TensorSpec &A = in[0], &B = in[1];
-  check_input(A, op);
+  check_input(A, op, true, "A", "lu_cpu");
   check_same_dtype(op, A, B);
   const bool left = attr<bool>(a, 0);
   if (vector_case(A, B)) {
@@ -140,7 +140,7 @@ OpRegistrar reg_inv_ex{op_inv_ex,
 // kiln derivative needs (decision 25).
 SpecList det_meta(const OpDef&, const SpecList& in, const Attrs&) {
   const TensorSpec& A = in[0];
-  check_input(A, "linalg.det");
+  check_input(A, "linalg.det", true, "A", "lu_cpu");
   return {{batch_of(A), A.dtype(), A.device()}};
 }
 OpDef op_det{"linalg_det", 0, det_meta, {}};
@@ -162,7 +162,7 @@ OpRegistrar reg_slogdet{op_slogdet,
 // ---- Cholesky, triangular solve --------------------------------------------------------------------------
 SpecList cholesky_ex_meta(const OpDef&, const SpecList& in, const Attrs&) {
   const TensorSpec& A = in[0];
-  check_input(A, "linalg.cholesky");
+  check_input(A, "linalg.cholesky", true, "A", "cholesky_cpu");
   return {{A.sizes(), A.dtype(), A.device()}, {batch_of(A), kInt32, A.device()}};
 }
 OpDef op_cholesky_ex{"linalg_cholesky_ex", 0, cholesky_ex_meta, {}};
@@ -174,7 +174,7 @@ OpRegistrar reg_cholesky_ex{op_cholesky_ex,
 SpecList solve_triangular_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   const char* op = "linalg.solve_triangular";
   const TensorSpec &A = in[0], &B = in[1];
-  check_input(A, op);
+  check_input(A, op, true, "A", "triangular_solve_cpu");
   check_same_dtype(op, A, B);
   return {{solve_shape(op, A, B, attr<bool>(a, 1)), A.dtype(), A.device()}};
 }
@@ -190,7 +190,7 @@ SpecList cholesky_solve_meta(const OpDef&, const SpecList& in, const Attrs&) {
   const TensorSpec &B = in[0], &L = in[1];
   KILN_CHECK(B.dim() >= 2, Runtime, op, "b should have at least 2 dimensions, but has ", B.dim(), " dimensions instead");
   KILN_CHECK(L.dim() >= 2, Runtime, op, "u should have at least 2 dimensions, but has ", L.dim(), " dimensions instead");
-  check_input(L, op, true, "input2");
+  check_input(L, op, true, "input2", "cholesky_solve_cpu");
   check_same_dtype(op, L, B);
   return {{solve_shape(op, L, B, true), L.dtype(), L.device()}};
 }
@@ -200,7 +200,7 @@ OpRegistrar reg_cholesky_solve{op_cholesky_solve, "cholesky_solve(Tensor self, T
 
 SpecList cholesky_inverse_meta(const OpDef&, const SpecList& in, const Attrs&) {
   const TensorSpec& L = in[0];
-  check_input(L, "cholesky_inverse", true, "input");
+  check_input(L, "cholesky_inverse", true, "input", "cholesky_inverse_out_cpu");
   return {{L.sizes(), L.dtype(), L.device()}};
 }
 OpDef op_cholesky_inverse{"cholesky_inverse", 0, cholesky_inverse_meta, {}};

@@ -22,7 +22,7 @@ void check_qr_mode(const std::string& mode) {
 
 SpecList qr_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   const TensorSpec& A = in[0];
-  check_input(A, "linalg.qr", false);
+  check_input(A, "linalg.qr", false, "A", "geqrf_cpu");
   const std::string& mode = attr<std::string>(a, 0);
   check_qr_mode(mode);
   SymShape b = batch_of(A);
@@ -36,7 +36,7 @@ OpRegistrar reg_qr{op_qr, "linalg_qr(Tensor A, str mode='reduced') -> (Tensor Q,
 
 SpecList geqrf_meta(const OpDef&, const SpecList& in, const Attrs&) {
   const TensorSpec& A = in[0];
-  check_input(A, "geqrf", false, "input");
+  check_input(A, "geqrf", false, "input", "geqrf_cpu");
   SymShape b = batch_of(A);
   return {{A.sizes(), A.dtype(), A.device()}, {with_tail(b, {sym_min(A.size(-2), A.size(-1))}), A.dtype(), A.device()}};
 }
@@ -56,7 +56,7 @@ void check_tau(const char* op, const TensorSpec& A, const TensorSpec& tau) {
 SpecList householder_meta(const OpDef&, const SpecList& in, const Attrs&) {
   const char* op = "householder_product";
   const TensorSpec &A = in[0], &tau = in[1];
-  check_input(A, op, false, "input");
+  check_input(A, op, false, "input", "orgqr_cpu");
   check_tau(op, A, tau);
   KILN_CHECK(A.size(-2) >= A.size(-1), Runtime, op, "input.shape[-2] must be greater than or equal to "
              "input.shape[-1]");
@@ -71,7 +71,7 @@ OpRegistrar reg_householder{op_householder, "linalg_householder_product(Tensor i
 SpecList ormqr_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   const char* op = "ormqr";
   const TensorSpec &A = in[0], &tau = in[1], &C = in[2];
-  check_input(A, op, false, "input");
+  check_input(A, op, false, "input", "ormqr_cpu");
   check_tau(op, A, tau);
   KILN_CHECK(C.dim() == A.dim(), Runtime, op, "input.dim() must equal other.dim(), got ", A.dim(), " and ", C.dim());
   KILN_CHECK(C.dtype() == A.dtype(), Runtime, op, "other dtype ", dtype_name(C.dtype()),
@@ -93,7 +93,7 @@ OpRegistrar reg_ormqr{op_ormqr,
 // ---- eigen-decompositions --------------------------------------------------------------------------------------
 SpecList eigh_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   const TensorSpec& A = in[0];
-  check_input(A, "linalg.eigh");
+  check_input(A, "linalg.eigh", true, "A", "linalg_eigh_cpu");
   const std::string& uplo = attr<std::string>(a, 0);
   KILN_CHECK(uplo == "L" || uplo == "U" || uplo == "l" || uplo == "u", Runtime, "linalg.eigh",
              "Expected UPLO argument to be 'L' or 'U', but got ", uplo);
@@ -108,7 +108,7 @@ OpRegistrar reg_eigh{op_eigh, "_linalg_eigh(Tensor A, str UPLO=\"L\", bool compu
 
 SpecList eig_meta(const OpDef&, const SpecList& in, const Attrs&) {
   const TensorSpec& A = in[0];
-  check_input(A, "linalg.eig");
+  check_input(A, "linalg.eig", true, "A", "linalg_eig_out_cpu");
   const Dtype c = to_complex(A.dtype());
   return {{with_tail(batch_of(A), {A.size(-1)}), c, A.device()}, {A.sizes(), c, A.device()}};
 }
@@ -123,7 +123,7 @@ void check_driver(const Attrs& a, size_t i, const char* op) {
 
 SpecList svd_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   const TensorSpec& A = in[0];
-  check_input(A, "linalg.svd", false);
+  check_input(A, "linalg.svd", false, "A", "linalg_svd_cpu");
   check_driver(a, 2, "linalg.svd");
   const bool full = attr<bool>(a, 0), uv = attr<bool>(a, 1);
   SymShape b = batch_of(A);
@@ -142,15 +142,9 @@ OpRegistrar reg_svd{op_svd, "_linalg_svd(Tensor A, bool full_matrices=False, boo
 SpecList lstsq_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   const char* name = "linalg.lstsq";
   const TensorSpec &A = in[0], &B = in[1];
-  check_input(A, name, false, "input");
-  KILN_CHECK(B.dim() >= 2, Runtime, name, "other must have at least 2 dimensions.");
-  KILN_CHECK(A.dtype() == B.dtype(), Runtime, name, "Expected input and other to have the same dtype, but got "
-             "input's dtype ", dtype_name(A.dtype()), " and other's dtype ", dtype_name(B.dtype()));
   const std::string driver = opt_attr<std::string>(a, 1).value_or("gelsy");
-  KILN_CHECK(driver == "gels" || driver == "gelsy" || driver == "gelsd" || driver == "gelss", Runtime, name,
-             "parameter `driver` should be one of (gels, gelsy, gelsd, gelss)");
+  check_lstsq(A, B, driver);
   SymInt m = A.size(-2), n = A.size(-1), k = B.size(-1);
-  KILN_CHECK(B.size(-2) == m, Runtime, name, "input.size(-2) should match other.size(-2)");
   SymShape b = broadcast_shapes(batch_of(A), batch_of(B), name);
   const bool has_rank = driver != "gels", has_sv = driver == "gelsd" || driver == "gelss";
   return {{with_tail(b, {n, k}), A.dtype(), A.device()},

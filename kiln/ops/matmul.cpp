@@ -183,6 +183,15 @@ Tensor tensordot(const Tensor& a, const Tensor& b, const Shape& dims_a, const Sh
   return reshape(mm(A, B), out);
 }
 
+Tensor tensordot(const Tensor& a, const Tensor& b, int64_t dims) {
+  KILN_CHECK(dims >= 0, Runtime, "tensordot", "tensordot expects dims >= 0, but got dims=", dims);
+  KILN_CHECK(dims <= a.dim() && dims <= b.dim(), Runtime, "tensordot",
+             "tensordot expects dims < ndim_a or ndim_b, but got dims=", dims);
+  Shape da, db;
+  for (int64_t i = 0; i < dims; ++i) da.push_back(a.dim() - dims + i), db.push_back(i);
+  return tensordot(a, b, da, db);
+}
+
 Tensor kron(const Tensor& a, const Tensor& b) {
   int64_t n = std::max(a.dim(), b.dim());
   Tensor A = a, B = b;

@@ -244,6 +244,8 @@ Tensor addmv(const Tensor& c, const Tensor& a, const Tensor& v, const Scalar& be
              const Scalar& alpha = 1);
 Tensor inner(const Tensor& a, const Tensor& b);
 Tensor tensordot(const Tensor& a, const Tensor& b, const Shape& dims_a, const Shape& dims_b);
+// torch's tensordot(a, b, dims=n): the last n dims of a against the first n of b (0 <= n <= both ndims)
+Tensor tensordot(const Tensor& a, const Tensor& b, int64_t dims);
 Tensor einsum(const std::string& equation, const TensorList& operands);
 Tensor kron(const Tensor& a, const Tensor& b);
 
@@ -275,6 +277,10 @@ const Tensor& log_normal_(const Tensor& t, double mean = 1, double std = 2, Gene
 const Tensor& geometric_(const Tensor& t, double p, Generator* g = nullptr);
 const Tensor& cauchy_(const Tensor& t, double median = 0, double sigma = 1, Generator* g = nullptr);
 Tensor bernoulli(const Tensor& p, Generator* g = nullptr);
+// self's shape and dtype, each element 1 with probability p (p: a number, or a tensor broadcast to self)
+Tensor bernoulli(const Tensor& self, double p, Generator* g = nullptr);
+const Tensor& bernoulli_(const Tensor& self, double p = 0.5, Generator* g = nullptr);
+const Tensor& bernoulli_(const Tensor& self, const Tensor& p, Generator* g = nullptr);
 Tensor multinomial(const Tensor& probs, int64_t n, bool replacement = false, Generator* g = nullptr);
 
 // ---- printing ------------------------------------------------------------------------------------

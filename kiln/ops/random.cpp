@@ -45,9 +45,25 @@ void random_fill(const Tensor& t, int dist, double p0, double p1, Generator* gen
 
 Tensor float_tensor(const Shape& size, TensorOptions o, const char* op) {
   Dtype d = o.dtype_or_default();
-  KILN_CHECK(is_floating(d) && !is_float8(d), Runtime, op, op, " expects a floating point dtype, got ",
+  KILN_CHECK(is_floating(d) && !is_float8(d), NotImplemented, op, op, " expects a floating point dtype, got ",
              dtype_name(d));
   return make_tensor(size, d, o.device_);
+}
+
+// The fills of a continuous distribution refuse integral and bool tensors, as torch's: NotImplementedError
+// (its uniform_, normal_ and log_normal_ kernels lack those dtypes) or RuntimeError (cauchy_, exponential_).
+void check_continuous(const Tensor& t, const char* op, bool not_implemented) {
+  if (!is_integral(t.dtype(), true)) return;
+  if (not_implemented)
+    KILN_FAIL(NotImplemented, op, op, " expects a floating point tensor, got ", dtype_name(t.dtype()));
+  KILN_FAIL(Runtime, op, op, " draws from a continuous probability distribution: dtype must be a floating point "
+            "but you specified ", dtype_name(t.dtype()));
+}
+
+// bernoulli_'s tensor (torch's bernoulli_scalar / bernoulli_tensor kernels): bool, integral or floating
+void check_bernoulli_self(const Tensor& t, const char* op) {
+  const Dtype d = t.dtype();
+  if (is_complex(d) || is_float8(d)) raise_dtype_unsupported(op, d);
 }
 
 }  // namespace
@@ -86,20 +102,26 @@ Tensor randperm(int64_t n, TensorOptions o, Generator* g) {
 }
 
 const Tensor& uniform_(const Tensor& t, double from, double to, Generator* g) {
+  check_continuous(t, "uniform_", true);
+  KILN_CHECK(from <= to, Runtime, "uniform_", "uniform_ expects to return a [from, to) range, but found from=", from,
+             " > to=", to);
   random_fill(t, kUniform, from, to, g);
   return t;
 }
 const Tensor& normal_(const Tensor& t, double mean, double std, Generator* g) {
+  check_continuous(t, "normal_", true);
   KILN_CHECK(std >= 0, Runtime, "normal_", "normal expects std >= 0.0, but found std ", std);
   random_fill(t, kNormal, mean, std, g);
   return t;
 }
 const Tensor& exponential_(const Tensor& t, double lambd, Generator* g) {
+  check_continuous(t, "exponential_", false);
   KILN_CHECK(lambd > 0, Runtime, "exponential_", "exponential_ expects lambda > 0.0, but found lambda=", lambd);
   random_fill(t, kExponential, lambd, 0, g);
   return t;
 }
 const Tensor& log_normal_(const Tensor& t, double mean, double std, Generator* g) {
+  check_continuous(t, "log_normal_", true);
   KILN_CHECK(std > 0, Runtime, "log_normal_", "log_normal_ expects std > 0.0, but found std=", std);
   random_fill(t, kLogNormal, mean, std, g);
   return t;
@@ -110,15 +132,32 @@ const Tensor& geometric_(const Tensor& t, double p, Generator* g) {
   return t;
 }
 const Tensor& cauchy_(const Tensor& t, double median, double sigma, Generator* g) {
+  check_continuous(t, "cauchy_", false);
+  KILN_CHECK(sigma > 0, Runtime, "cauchy_", "cauchy_ expects sigma > 0.0, but found sigma=", sigma);
   random_fill(t, kCauchy, median, sigma, g);
   return t;
 }
 Tensor bernoulli(const Tensor& p, Generator* g) {
   KILN_CHECK(is_floating(p.dtype()), Runtime, "bernoulli", "bernoulli expects a floating point tensor of "
              "probabilities, got ", dtype_name(p.dtype()));
+  if (!p.is_meta() && p.numel() > 0)
+    KILN_CHECK(all(ge(p, Scalar(0))).item<bool>() && all(le(p, Scalar(1))).item<bool>(), Runtime, "bernoulli",
+               "Expected p_in >= 0 && p_in <= 1 to be true, but got false (every probability must be in [0, 1])");
   Tensor u = make_tensor(p.sizes(), kFloat64, p.device());
   random_fill(u, kUniform, 0.0, 1.0, g);
   return to_dtype(lt(u, to_dtype(p, kFloat64)), p.dtype());
+}
+Tensor bernoulli(const Tensor& self, double p, Generator* g) {
+  KILN_CHECK(p >= 0 && p <= 1, Runtime, "bernoulli_", "bernoulli_ expects p to be in [0, 1], but got p=", p);
+  check_bernoulli_self(self, "bernoulli_");
+  Tensor u = make_tensor(self.sizes(), kFloat64, self.device());
+  random_fill(u, kUniform, 0.0, 1.0, g);
+  return to_dtype(lt(u, Scalar(p)), self.dtype());
+}
+const Tensor& bernoulli_(const Tensor& self, double p, Generator* g) { return copy_(self, bernoulli(self, p, g)); }
+const Tensor& bernoulli_(const Tensor& self, const Tensor& p, Generator* g) {
+  check_bernoulli_self(self, "bernoulli_");
+  return copy_(self, bernoulli(expand(p, self.sizes()), g));
 }
 Tensor multinomial(const Tensor& probs, int64_t n, bool replacement, Generator* g) {
   KILN_CHECK(probs.dim() == 1 || probs.dim() == 2, Runtime, "multinomial", "prob_dist must be 1 or 2 dim");
@@ -257,6 +296,30 @@ Composite c_bernoulli{"bernoulli(Tensor self, *, Generator? generator=None) -> T
                         return {bernoulli(in[0], generator_attr(a, 0))};
                       },
                       kFunctionAndMethod};
+// bernoulli(self, p) and Tensor.bernoulli_(p=0.5) / bernoulli_(Tensor p): self's shape and dtype, each
+// element 1 with probability p (p broadcast to self's shape)
+Composite c_bernoulli_p{"bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor",
+                        [](const TensorList& in, const Attrs& a) -> TensorList {
+                          return {bernoulli(in[0], attr<double>(a, 0), generator_attr(a, 1))};
+                        },
+                        kFunctionAndMethod};
+Composite c_bernoulli_float{"bernoulli.float(Tensor self, float p=0.5, *, Generator? generator=None) -> Tensor",
+                            [](const TensorList& in, const Attrs& a) -> TensorList {
+                              return {bernoulli(in[0], attr<double>(a, 0), generator_attr(a, 1))};
+                            },
+                            kInplaceVariant, 0,
+                            [](const TensorList& in, const Attrs& a) -> TensorList {
+                              return {bernoulli_(in[0], attr<double>(a, 0), generator_attr(a, 1))};
+                            }};
+Composite c_bernoulli_tensor{"bernoulli.Tensor(Tensor self, Tensor p, *, Generator? generator=None) -> Tensor",
+                             [](const TensorList& in, const Attrs& a) -> TensorList {
+                               return {to_dtype(bernoulli(expand(in[1], in[0].sizes()), generator_attr(a, 0)),
+                                                in[0].dtype())};
+                             },
+                             kInplaceVariant, 0,
+                             [](const TensorList& in, const Attrs& a) -> TensorList {
+                               return {bernoulli_(in[0], in[1], generator_attr(a, 0))};
+                             }};
 Composite c_multinomial{"multinomial(Tensor self, int num_samples, bool replacement=False, *, Generator? generator=None) -> Tensor",
                         [](const TensorList& in, const Attrs& a) -> TensorList {
                           return {multinomial(in[0], attr<int64_t>(a, 0), attr<bool>(a, 1), generator_attr(a, 2))};

@@ -248,7 +248,7 @@ std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   KILN_CHECK(x.dtype() != kBool, Runtime, "argmax", "argmax(): does not support bool input");
   if (!dim) {
-    KILN_CHECK(x.numel() > 0, Runtime, "argmax", "argmax(): Expected reduction dim to be specified for "
+    KILN_CHECK(x.numel() > 0, Index, "argmax", "argmax(): Expected reduction dim to be specified for "
                "input.numel() == 0.");
     Tensor i = std::get<1>(max(reshape(x, {-1}), 0, false));
     return keepdim ? reshape(i, Shape(x.dim(), 1)) : i;
@@ -258,7 +258,7 @@ Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   KILN_CHECK(x.dtype() != kBool, Runtime, "argmin", "argmin(): does not support bool input");
   if (!dim) {
-    KILN_CHECK(x.numel() > 0, Runtime, "argmin", "argmin(): Expected reduction dim to be specified for "
+    KILN_CHECK(x.numel() > 0, Index, "argmin", "argmin(): Expected reduction dim to be specified for "
                "input.numel() == 0.");
     Tensor i = std::get<1>(min(reshape(x, {-1}), 0, false));
     return keepdim ? reshape(i, Shape(x.dim(), 1)) : i;

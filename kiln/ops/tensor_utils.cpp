@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "kiln/core/visit.h"
 #include "kiln/ops/composite.h"
@@ -53,23 +54,48 @@ Tensor cartesian_prod(const TensorList& tensors) {
 }
 
 namespace {
+using i128 = __int128;
+
+// sum over r < row of clamp(r + k, 0, col): the (r, c) with 0 <= c < col and c < r + k. Rows before r0 hold
+// none, rows from r1 on hold col, those between r + k each (an arithmetic series). Exact in 128 bits: the
+// count is below row * col < 2^126, twice the series below 2^127.
+i128 tri_count(int64_t row, int64_t col, i128 k) {
+  const i128 r0 = std::min<i128>(row, std::max<i128>(0, 1 - k));
+  const i128 r1 = std::min<i128>(row, std::max<i128>(r0, col - k));
+  const i128 series = r1 > r0 ? (r0 + k + r1 - 1 + k) * (r1 - r0) / 2 : 0;
+  return series + (row - r1) * i128(col);
+}
+
+std::string i128_str(i128 v) {  // v >= 0
+  std::string s;
+  do s.insert(s.begin(), char('0' + int(v % 10))), v /= 10;
+  while (v > 0);
+  return s;
+}
+
 Tensor tri_indices(const char* op, int64_t row, int64_t col, int64_t offset, TensorOptions o, bool lower) {
   KILN_CHECK(row >= 0, Runtime, op, "row must be non-negative, got", row);
   KILN_CHECK(col >= 0, Runtime, op, "col must be non-negative, got", col);
   const Dtype dt = o.dtype_ == Dtype::Undefined ? kInt64 : o.dtype_;
   if (dt != kInt64 && dt != kInt32) raise_dtype_unsupported(op, dt);
-  std::vector<int64_t> rs, cs;
-  for (int64_t r = 0; r < row; ++r) {
-    // lower: c <= r + offset; upper: c >= r + offset
-    const int64_t lo = lower ? 0 : std::max<int64_t>(0, r + offset);
-    const int64_t hi = lower ? std::min<int64_t>(col, r + offset + 1) : col;
-    for (int64_t c = lo; c < hi; ++c) rs.push_back(r), cs.push_back(c);
-  }
-  const int64_t n = static_cast<int64_t>(rs.size());
+  // lower: row r holds c < r + offset + 1; upper: c >= r + offset, the rest of the row
+  const i128 count = lower ? tri_count(row, col, i128(offset) + 1) : i128(row) * col - tri_count(row, col, offset);
+  // the count first, so a result no storage can hold raises here, before any allocation (torch's words)
+  KILN_CHECK(count <= std::numeric_limits<int64_t>::max() / (2 * int64_t(sizeof(int64_t))), Runtime, op,
+             "Storage size calculation overflowed with sizes=[2, ", i128_str(count), "] (row=", row, ", col=", col,
+             ", offset=", offset, ")");
+  const int64_t n = static_cast<int64_t>(count);
   Tensor out = empty({2, n}, TensorOptions(kInt64));
-  int64_t* p = out.data_ptr<int64_t>();
-  std::copy(rs.begin(), rs.end(), p);
-  std::copy(cs.begin(), cs.end(), p + n);
+  int64_t* rs = out.data_ptr<int64_t>();
+  int64_t* cs = rs + n;
+  // only the rows that hold an index are visited (at most n of them)
+  const int64_t first = lower ? int64_t(std::min<i128>(row, std::max<i128>(0, -i128(offset)))) : 0;
+  const int64_t last = lower ? row : int64_t(std::clamp<i128>(i128(col) - offset, 0, row));
+  for (int64_t r = first, i = 0; r < last; ++r) {
+    const int64_t lo = lower ? 0 : int64_t(std::max<i128>(0, i128(r) + offset));
+    const int64_t hi = lower ? int64_t(std::min<i128>(col, i128(r) + offset + 1)) : col;
+    for (int64_t c = lo; c < hi; ++c, ++i) rs[i] = r, cs[i] = c;
+  }
   out = dt == kInt64 ? out : to_dtype(out, dt);
   return o.device_.type == out.device().type ? out : to_device(out, o.device_);
 }

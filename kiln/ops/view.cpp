@@ -44,6 +44,24 @@ SymInt min_of(SymInt a, SymInt b) { return sym_min(a, b); }
 int64_t max_of(int64_t a, int64_t b) { return std::max(a, b); }
 SymInt max_of(SymInt a, SymInt b) { return sym_max(a, b); }
 
+// Offset and stride arithmetic of the views: an empty tensor's strides are unchecked (torch allows any),
+// so for concrete sizes it wraps, as torch's does, instead of overflowing (nothing of an empty view is
+// read; a non-empty one stays inside its storage, where no product overflows).
+template <class I>
+I wmul(I a, I b) {
+  if constexpr (std::is_same_v<I, int64_t>)
+    return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+  else
+    return a * b;
+}
+template <class I>
+I wadd(I a, I b) {
+  if constexpr (std::is_same_v<I, int64_t>)
+    return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+  else
+    return a + b;
+}
+
 template <class I>
 Sz<I> infer_size(const Sz<I>& shape, I numel, const char* op) {
   Sz<I> out = shape;
@@ -55,7 +73,10 @@ Sz<I> infer_size(const Sz<I>& shape, I numel, const char* op) {
       infer = static_cast<int64_t>(i);
     } else {
       KILN_CHECK(shape[i] >= 0, Runtime, op, "invalid shape dimension ", shape[i]);
-      known = known * shape[i];
+      if constexpr (std::is_same_v<I, int64_t>)  // wraps, as torch's: the view's numel check refuses overflow
+        known = static_cast<int64_t>(static_cast<uint64_t>(known) * static_cast<uint64_t>(shape[i]));
+      else
+        known = known * shape[i];
     }
   }
   if (infer >= 0) {
@@ -178,9 +199,9 @@ void view_dtype_k(const OpDef&, const TensorList& in, const Attrs& a, TensorList
     off /= r;
   } else {
     int64_t r = static_cast<int64_t>(from / to);
-    sizes.back() *= r;
-    for (size_t i = 0; i + 1 < strides.size(); ++i) strides[i] *= r;
-    off *= r;
+    sizes.back() = wmul(sizes.back(), r);
+    for (size_t i = 0; i + 1 < strides.size(); ++i) strides[i] = wmul(strides[i], r);
+    off = wmul(off, r);
   }
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = x.storage();
@@ -255,6 +276,8 @@ Geo<I> expand_geo(const Sz<I>& xs, const Sz<I>& xst, I off, const Attrs& a) {
     if (o >= 0) {
       I have = xs[o];
       if (want == -1) want = have;
+      KILN_CHECK(want >= 0, Runtime, "expand", "The expanded size of the tensor (", want, ") at dimension ", i,
+                 " is negative.  Target sizes: ", shape, ".  Tensor sizes: ", xs);
       const bool same = bool(have == want);
       KILN_CHECK(same || have == 1, Runtime, "expand", "The expanded size of the tensor (", want,
                  ") must match the existing size (", have, ") at non-singleton dimension ", i,
@@ -280,9 +303,9 @@ Geo<I> slice_geo(const Sz<I>& xs, const Sz<I>& xst, I off, const Attrs& a) {
   I start = size_attr<I>(a, 1), end = size_attr<I>(a, 2);
   Sz<I> sizes = xs, strides = xst;
   I len = max_of(end - start + (step - 1), I(0)) / step;
-  if (start != 0 && len > 0) off = off + start * strides[d];  // (no question asked of a start of 0)
+  if (start != 0 && len > 0) off = wadd(off, wmul(start, strides[d]));  // (no question asked of a start of 0)
   sizes[d] = len;
-  strides[d] = strides[d] * step;
+  strides[d] = wmul(strides[d], I(step));
   return {std::move(sizes), std::move(strides), off};
 }
 VIEW_GEO_OP(slice, slice_geo, "slice.Tensor(Tensor(a) self, int dim, int start, int end, int step) -> Tensor(a)")
@@ -292,7 +315,7 @@ Geo<I> select_geo(const Sz<I>& xs, const Sz<I>& xst, I off, const Attrs& a) {
   int64_t d = int_attr(a, 0);
   I i = size_attr<I>(a, 1);
   Sz<I> sizes = xs, strides = xst;
-  off = off + i * strides[d];
+  off = wadd(off, wmul(i, strides[d]));
   sizes.erase(sizes.begin() + d);
   strides.erase(strides.begin() + d);
   return {std::move(sizes), std::move(strides), off};
@@ -303,7 +326,7 @@ template <class I>
 Geo<I> unsqueeze_geo(const Sz<I>& xs, const Sz<I>& xst, I off, const Attrs& a) {
   int64_t d = wrap_dim(int_attr(a, 0), static_cast<int64_t>(xs.size()) + 1, "unsqueeze");
   Sz<I> sizes = xs, strides = xst;
-  I st = d < static_cast<int64_t>(xs.size()) ? sizes[d] * strides[d] : I(1);
+  I st = d < static_cast<int64_t>(xs.size()) ? wmul(sizes[d], strides[d]) : I(1);
   sizes.insert(sizes.begin() + d, I(1));
   strides.insert(strides.begin() + d, st);
   return {std::move(sizes), std::move(strides), off};
@@ -333,10 +356,10 @@ Geo<I> diagonal_geo(const Sz<I>& xs, const Sz<I>& xst, I off, const Attrs& a) {
   I n;
   if (offset >= 0) {
     n = max_of(min_of(s1, s2 - offset), I(0));
-    if (n > 0) off = off + offset * xst[d2];
+    if (n > 0) off = wadd(off, wmul(I(offset), xst[d2]));
   } else {
     n = max_of(min_of(s1 + offset, s2), I(0));
-    if (n > 0) off = off - offset * xst[d1];
+    if (n > 0) off = wadd(off, wmul(I(-offset), xst[d1]));
   }
   Sz<I> sizes, strides;
   for (int64_t i = 0; i < static_cast<int64_t>(xs.size()); ++i) {
@@ -345,7 +368,7 @@ Geo<I> diagonal_geo(const Sz<I>& xs, const Sz<I>& xst, I off, const Attrs& a) {
     strides.push_back(xst[i]);
   }
   sizes.push_back(n);
-  strides.push_back(xst[d1] + xst[d2]);
+  strides.push_back(wadd(xst[d1], xst[d2]));
   return {std::move(sizes), std::move(strides), off};
 }
 VIEW_GEO_OP(diagonal, diagonal_geo, "diagonal(Tensor(a) self, int offset, int dim1, int dim2) -> Tensor(a)")
@@ -360,7 +383,7 @@ Geo<I> unfold_geo(const Sz<I>& xs, const Sz<I>& xst, I off, const Attrs& a) {
   } else {
     I st = strides[d];
     sizes[d] = (sizes[d] - size) / step + 1;
-    strides[d] = st * step;
+    strides[d] = wmul(st, I(step));
     sizes.push_back(I(size));
     strides.push_back(st);
   }
@@ -373,14 +396,14 @@ void view_as_real_k(const OpDef&, const TensorList& in, const Attrs&, TensorList
   KILN_CHECK(x.is_complex(), Runtime, "view_as_real", "view_as_real is only supported for complex "
              "tensors, got ", dtype_name(x.dtype()));
   Shape sizes = x.sizes(), strides = x.strides();
-  for (auto& s : strides) s *= 2;
+  for (auto& s : strides) s = wmul(s, int64_t(2));
   sizes.push_back(2);
   strides.push_back(1);
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = x.storage();
   impl->sizes = sizes;
   impl->strides = strides;
-  impl->offset = x.storage_offset() * 2;
+  impl->offset = wmul(x.storage_offset(), int64_t(2));
   impl->dtype = to_real(x.dtype());
   impl->refresh();
   out = {Tensor(impl)};
@@ -576,10 +599,10 @@ Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes) {
 }
 
 Tensor diagonal(const Tensor& x, int64_t offset, int64_t d1, int64_t d2) {
+  d1 = wrap_dim(d1, x.dim(), "diagonal");  // torch's IndexError first (a 1-d tensor's dim 1)
+  d2 = wrap_dim(d2, x.dim(), "diagonal");
   KILN_CHECK(x.dim() >= 2, Runtime, "diagonal", "diagonal dimensions requested (", d1, ", ", d2,
              ") but the tensor has only ", x.dim(), " dimensions");
-  d1 = wrap_dim(d1, x.dim(), "diagonal");
-  d2 = wrap_dim(d2, x.dim(), "diagonal");
   KILN_CHECK(d1 != d2, Runtime, "diagonal", "diagonal dimensions cannot be identical ", d1, ", ", d2);
   return run_view(op_diagonal, x, {offset, d1, d2});
 }

@@ -7,7 +7,7 @@ aligned), `archive/byteorder` and `archive/version`. So torch.load reads what ki
 torch's default weights_only=True), and kiln.load reads torch.save's files.
 
 kiln.load defaults to weights_only=True, as torch 2.6+: the unpickler accepts only tensors, storages,
-parameters, OrderedDict, and Python's containers and scalars; any other global (os.system, a class)
+parameters, OrderedDict, Counter, and Python's containers and scalars; any other global (os.system, a class)
 raises pickle.UnpicklingError before anything runs. weights_only=False unpickles anything Python can
 (only for files you trust).
 """
@@ -17,6 +17,7 @@ import os
 import pickle
 import struct
 import zipfile
+import zlib
 
 from . import _C
 from ._C import Tensor
@@ -168,6 +169,10 @@ def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_seriali
     p = _Pickler(buf, storages, None)
     p.dump(obj)
     own = isinstance(f, (str, bytes, os.PathLike))
+    if own:
+        parent = os.path.dirname(os.path.abspath(os.fsdecode(f)))
+        if not os.path.isdir(parent):  # torch's writer checks it before writing anything
+            raise RuntimeError(f"Parent directory {parent} does not exist.")
     fp = open(f, "wb") if own else f
     try:
         with zipfile.ZipFile(fp, "w", zipfile.ZIP_STORED) as zf:
@@ -227,6 +232,8 @@ class _Unpickler(pickle.Unpickler):
             return tuple
         if (module, name) == ("collections", "OrderedDict"):
             return collections.OrderedDict
+        if (module, name) == ("collections", "Counter"):  # on torch's weights_only list too
+            return collections.Counter
         if (module, name) in _SAFE_BUILTINS:
             return getattr(__import__("builtins"), name)
         if self._weights_only:
@@ -248,6 +255,38 @@ class _Unpickler(pickle.Unpickler):
         return (self._cache[key], str(pid[1]))
 
 
+_ZIP_MAGIC = b"PK\x03\x04"  # a zip's first local header: what torch.load takes for its zip format
+_LEGACY_MAGIC = 0x1950a86a20f9469cfc6c  # the first pickle of a pre-1.6 (legacy format) torch.save file
+
+
+class CorruptCheckpointError(OSError, RuntimeError):
+    """A zip checkpoint that cannot be read (cut short, or a record's header or data damaged). torch raises
+    RuntimeError (PytorchStreamReader ...) for these, or OSError where its reader seeks before the start of
+    a short file cut at the tail; this class is both."""
+
+
+def _no_records(key):
+    raise pickle.UnpicklingError(f"kiln.load: storage record {key} outside a zip checkpoint")
+
+
+def _not_zip(fp, weights_only):
+    """torch.load's path for a file that is not a zip: it reads the legacy format, whose first pickle is a
+    magic number. kiln does not read that format, but raises what torch raises for a file that is neither:
+    EOFError for an empty file, pickle.UnpicklingError for bytes that are no pickle (or refer to a global
+    weights_only refuses), RuntimeError else."""
+    try:
+        magic = _Unpickler(fp, _no_records, weights_only).load()
+    except EOFError:
+        raise EOFError("kiln.load: the file is empty (or ends before its first record)") from None
+    except Exception as e:
+        raise pickle.UnpicklingError("kiln.load: not a torch zip checkpoint, nor a pickle it reads: "
+                                     f"{type(e).__name__}: {e}") from None
+    if magic == _LEGACY_MAGIC:
+        raise RuntimeError("kiln.load: not a torch zip checkpoint: files in torch's legacy format (torch.save "
+                           "before 1.6, or _use_new_zipfile_serialization=False) are not read")
+    raise RuntimeError("Invalid magic number; corrupt file? (kiln.load: not a torch zip checkpoint)")
+
+
 def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=None, **pickle_load_args):
     """torch.load: reads a file torch.save or kiln.save wrote (a path or a binary file object)."""
     if map_location not in (None, "cpu") and str(map_location) != "cpu":
@@ -255,18 +294,29 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
     own = isinstance(f, (str, bytes, os.PathLike))
     fp = open(f, "rb") if own else f
     try:
+        start = fp.tell()
+        is_zip = fp.read(4) == _ZIP_MAGIC
+        fp.seek(start)
+        if not is_zip:
+            _not_zip(fp, weights_only)
         try:
             zf = zipfile.ZipFile(fp)
         except zipfile.BadZipFile as e:
-            raise RuntimeError("kiln.load: not a torch zip checkpoint (files from torch.save before 1.6 and "
-                               f"other formats are not read): {e}") from None
+            raise CorruptCheckpointError(f"kiln.load: the zip checkpoint is cut short or damaged: {e}") from None
         with zf:
             names = zf.namelist()
             pkl = [n for n in names if n.endswith("/data.pkl") and n.count("/") == 1]
             if len(pkl) != 1:
                 raise RuntimeError("kiln.load: the archive has no (or several) <name>/data.pkl records")
             prefix = pkl[0][:-len("data.pkl")]
-            byteorder = zf.read(prefix + "byteorder") if prefix + "byteorder" in names else b"little"
+
+            def member(name):
+                try:
+                    return zf.read(name)
+                except (zipfile.BadZipFile, zlib.error, EOFError) as e:
+                    raise CorruptCheckpointError(f"kiln.load: failed reading record {name}: {e}") from None
+
+            byteorder = member(prefix + "byteorder") if prefix + "byteorder" in names else b"little"
             if byteorder != b"little":
                 raise RuntimeError(f"kiln.load: byte order {byteorder!r} is not supported")
 
@@ -274,10 +324,11 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
                 name = f"{prefix}data/{key}"
                 if name not in names:
                     raise RuntimeError(f"kiln.load: storage record {name} is missing")
-                return zf.read(name)
+                return member(name)
 
+            data = member(pkl[0])
             try:
-                return _Unpickler(io.BytesIO(zf.read(pkl[0])), read, weights_only).load()
+                return _Unpickler(io.BytesIO(data), read, weights_only).load()
             except (pickle.UnpicklingError, RuntimeError):
                 raise
             except Exception as e:  # a malformed pickle: never a crash, one error class

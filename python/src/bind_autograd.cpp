@@ -47,8 +47,17 @@ TensorHook py_hook(nb::object fn) {
   return [ref](const Tensor& g) -> Tensor {
     nb::gil_scoped_acquire gil;
     nb::object r = ref->obj(g);
-    return r.is_none() ? Tensor() : nb::cast<Tensor>(r);
+    if (r.is_none()) return Tensor();
+    KILN_CHECK(nb::isinstance<Tensor>(r), Type, "register_hook", "expected Tensor, but hook returned '",
+               nb::cast<std::string>(r.type().attr("__name__")), "'");
+    return nb::cast<Tensor>(r);
   };
+}
+
+// torch's name for a hook in its errors: its __name__, else "<unknown>"
+std::string hook_name(nb::handle fn) {
+  nb::object n = nb::getattr(fn, "__name__", nb::none());
+  return nb::isinstance<nb::str>(n) ? nb::cast<std::string>(n) : std::string("<unknown>");
 }
 
 }  // namespace
@@ -111,7 +120,7 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls) {
       .def("detach_", [](const Tensor& t) { return detach_(t); })
       .def("retain_grad", [](const Tensor& t) { retain_grad(t); })
       .def("_register_hook",
-           [](const Tensor& t, nb::object fn) { return register_hook(t, py_hook(fn)); })
+           [](const Tensor& t, nb::object fn) { return register_hook(t, py_hook(fn), hook_name(fn)); })
       .def("_register_post_accumulate_grad_hook",
            [](const Tensor& t, nb::object fn) {
              auto ref = std::make_shared<PyRef>(PyRef{std::move(fn)});

@@ -98,6 +98,8 @@ Parsed parse(const Tensor& self, nb::handle index) {
       dim += t.dtype() == kBool ? t.dim() : 1;
     } else if (PyIndex_Check(o)) {
       v = select(v, dim, index_int(nb::int_(h).ptr()));
+    } else if (PyUnicode_Check(o) || PyBytes_Check(o)) {  // torch reads it as data for an index tensor
+      throw nb::type_error(("new(): invalid data type '" + std::string(nb::type_name(h.type()).c_str()) + "'").c_str());
     } else {
       throw nb::index_error(("only integers, slices (`:`), ellipsis (`...`), None and long or byte "
                             "Variables are valid indices (got " + std::string(nb::str(h.type()).c_str()) + ")").c_str());

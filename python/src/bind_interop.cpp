@@ -97,10 +97,72 @@ Tensor wrap_dl(DLManagedTensor* m) {
   return t;
 }
 
+// The numpy dtype's kiln counterpart, as torch's numpy_dtype_to_aten: nullopt for the types torch refuses
+// (object, str, datetime, void, longdouble, clongdouble).
+std::optional<Dtype> numpy_dtype(char kind, int64_t bytes) {
+  struct Entry { char kind; int64_t bytes; Dtype d; };
+  static constexpr Entry table[] = {
+      {'b', 1, kBool},    {'i', 1, kInt8},    {'i', 2, kInt16},   {'i', 4, kInt32},       {'i', 8, kInt64},
+      {'u', 1, kUInt8},   {'u', 2, kUInt16},  {'u', 4, kUInt32},  {'u', 8, kUInt64},      {'f', 2, kFloat16},
+      {'f', 4, kFloat32}, {'f', 8, kFloat64}, {'c', 8, kComplex64}, {'c', 16, kComplex128}};
+  for (const Entry& e : table)
+    if (e.kind == kind && e.bytes == bytes) return e.d;
+  return std::nullopt;
+}
+
 }  // namespace
+
+// A tensor over a numpy array's memory (torch's tensor_from_numpy): the checks in torch's order, with its
+// exception classes and messages.
+Tensor tensor_from_numpy(nb::handle arr, bool warn_if_not_writeable) {
+  nb::object np = nb::module_::import_("numpy");
+  KILN_CHECK(nb::isinstance(arr, np.attr("ndarray")), Type, "from_numpy", "expected np.ndarray (got ",
+             nb::str(arr.type()).c_str(), ")");
+  if (warn_if_not_writeable && !nb::cast<bool>(arr.attr("flags").attr("writeable")) &&
+      PyErr_WarnEx(PyExc_UserWarning, "The given NumPy array is not writable, and PyTorch does not support "
+                   "non-writable tensors. This means writing to this tensor will result in undefined behavior. "
+                   "You may want to copy the array to protect its data or make it writable before converting it "
+                   "to a tensor.", 1) != 0)
+    throw nb::python_error();
+  nb::object dt = arr.attr("dtype");
+  const std::string kind = nb::cast<std::string>(dt.attr("kind"));
+  const int64_t bytes = nb::cast<int64_t>(dt.attr("itemsize"));
+  const std::optional<Dtype> d = numpy_dtype(kind.empty() ? '?' : kind[0], bytes);
+  KILN_CHECK(d.has_value(), Type, "from_numpy", "can't convert np.ndarray of type numpy.",
+             nb::cast<std::string>(dt.attr("type").attr("__name__")), ". The only supported types are: float64, "
+             "float32, float16, complex64, complex128, int64, int32, int16, int8, uint64, uint32, uint16, uint8, "
+             "and bool.");
+  Shape sizes, strides;
+  for (nb::handle s : nb::borrow<nb::tuple>(arr.attr("shape"))) sizes.push_back(nb::cast<int64_t>(s));
+  for (nb::handle s : nb::borrow<nb::tuple>(arr.attr("strides"))) {
+    int64_t st = nb::cast<int64_t>(s);
+    KILN_CHECK(st % bytes == 0, Value, "from_numpy", "given numpy array strides not a multiple of the element "
+               "byte size. Copy the numpy array to reallocate the memory.");
+    strides.push_back(st / bytes);
+  }
+  for (int64_t s : strides)
+    KILN_CHECK(s >= 0, Value, "from_numpy", "At least one stride in the given numpy array is negative, and "
+               "tensors with negative strides are not currently supported. (You can probably work around "
+               "this by making a copy of your array  with array.copy().)");
+  KILN_CHECK(nb::cast<bool>(dt.attr("isnative")), Value, "from_numpy", "given numpy array has byte order "
+             "different from the native byte order. Conversion between byte orders is currently not supported.");
+  nb::dict ai = nb::borrow<nb::dict>(arr.attr("__array_interface__"));
+  uintptr_t ptr = nb::cast<uintptr_t>(nb::borrow<nb::tuple>(ai["data"])[0]);
+  int64_t span = 1;  // the elements the array reaches (none when it is empty)
+  for (size_t i = 0; i < sizes.size(); ++i) span = sizes[i] == 0 || span == 0 ? 0 : span + (sizes[i] - 1) * strides[i];
+  Py_INCREF(arr.ptr());
+  Tensor t = from_blob(reinterpret_cast<void*>(ptr), sizes, strides, *d, release_pyobject, arr.ptr(),
+                       static_cast<size_t>(std::max<int64_t>(span, 0)) * itemsize(*d));
+  t.storage()->set_resizable(false);  // numpy's memory
+  return t;
+}
 
 void bind_interop(nb::module_& m, nb::class_<Tensor>& cls) {
   cls.def("__dlpack__", [](const Tensor& t, nb::kwargs) {
+    if (t.requires_grad()) {  // torch's class: the buffer protocol's error
+      PyErr_SetString(PyExc_BufferError, "Can't export tensors that require gradient, use tensor.detach()");
+      throw nb::python_error();
+    }
     KILN_CHECK(t.is_cpu(), Runtime, "__dlpack__", "Cannot export a tensor on device '", device_str(t.device()),
                "' through DLPack (no data)");
     t.storage()->set_resizable(false);
@@ -119,64 +181,20 @@ void bind_interop(nb::module_& m, nb::class_<Tensor>& cls) {
   cls.def("__dlpack_device__", [](const Tensor&) { return nb::make_tuple(1, 0); });
   m.def("from_dlpack", [](nb::handle obj) -> Tensor {
     nb::object cap = nb::hasattr(obj, "__dlpack__") ? obj.attr("__dlpack__")() : nb::borrow(obj);
-    KILN_CHECK(PyCapsule_IsValid(cap.ptr(), "dltensor"), Type, "from_dlpack",
-               "expected a DLPack capsule named 'dltensor'");
+    KILN_CHECK(PyCapsule_IsValid(cap.ptr(), "dltensor"), Runtime, "from_dlpack",
+               "from_dlpack received an invalid capsule (got ", nb::type_name(cap.type()).c_str(), "). Note that "
+               "DLTensor capsules can be consumed only once, so you might have already constructed a tensor from "
+               "it once.");
     auto* mt = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap.ptr(), "dltensor"));
     PyCapsule_SetName(cap.ptr(), "used_dltensor");
     return wrap_dl(mt);
   });
-  m.def("from_numpy", [](nb::handle arr) -> Tensor {
-    nb::object np = nb::module_::import_("numpy");
-    KILN_CHECK(nb::isinstance(arr, np.attr("ndarray")), Type, "from_numpy", "expected np.ndarray (got ",
-               nb::str(arr.type()).c_str(), ")");
-    nb::dict ai = nb::borrow<nb::dict>(arr.attr("__array_interface__"));
-    std::string ts = nb::cast<std::string>(ai["typestr"]);
-    char kind = ts[1];
-    int bytes = std::stoi(ts.substr(2));
-    KILN_CHECK(ts[0] != '>', Type, "from_numpy", "big-endian arrays are not supported");
-    Dtype d;
-    switch (kind) {
-      case 'b': d = kBool; break;
-      case 'i': d = bytes == 1 ? kInt8 : bytes == 2 ? kInt16 : bytes == 4 ? kInt32 : kInt64; break;
-      case 'u': d = bytes == 1 ? kUInt8 : bytes == 2 ? kUInt16 : bytes == 4 ? kUInt32 : kUInt64; break;
-      case 'f':
-        KILN_CHECK(bytes != 16, Type, "from_numpy", "can't convert np.ndarray of type numpy.float128");
-        d = bytes == 2 ? kFloat16 : bytes == 4 ? kFloat32 : kFloat64;
-        break;
-      case 'c': d = bytes == 8 ? kComplex64 : kComplex128; break;
-      default: KILN_FAIL(Type, "from_numpy", "can't convert np.ndarray of type ", ts, ". The only supported types "
-                         "are: float64, float32, float16, complex64, complex128, int64, int32, int16, int8, uint64, "
-                         "uint32, uint16, uint8, and bool.");
-    }
-    nb::tuple shape = nb::borrow<nb::tuple>(ai["shape"]);
-    Shape sizes, strides;
-    for (nb::handle s : shape) sizes.push_back(nb::cast<int64_t>(s));
-    if (ai.contains("strides") && !ai["strides"].is_none()) {
-      for (nb::handle s : nb::borrow<nb::tuple>(ai["strides"])) {
-        int64_t st = nb::cast<int64_t>(s);
-        KILN_CHECK(st % bytes == 0, Value, "from_numpy", "given numpy array strides not a multiple of the element "
-                   "byte size. Copy the numpy array to reallocate the memory.");
-        strides.push_back(st / bytes);
-      }
-    } else {
-      strides = contiguous_strides(sizes);
-    }
-    for (int64_t s : strides)
-      KILN_CHECK(s >= 0, Value, "from_numpy", "At least one stride in the given numpy array is negative, and "
-                 "tensors with negative strides are not currently supported. (You can probably work around "
-                 "this by making a copy of your array  with array.copy().)");
-    uintptr_t ptr = nb::cast<uintptr_t>(nb::borrow<nb::tuple>(ai["data"])[0]);
-    Py_INCREF(arr.ptr());
-    int64_t span = 1;
-    for (size_t i = 0; i < sizes.size(); ++i) span += (sizes[i] - 1) * strides[i];
-    Tensor t = from_blob(reinterpret_cast<void*>(ptr), sizes, strides, d, release_pyobject, arr.ptr(),
-                     static_cast<size_t>(std::max<int64_t>(span, 0)) * itemsize(d));
-    t.storage()->set_resizable(false);  // numpy's memory
-    return t;
-  });
+  m.def("from_numpy", [](nb::handle arr) { return tensor_from_numpy(arr, /*warn_if_not_writeable=*/true); });
   cls.def("numpy", [](nb::handle self) -> nb::object {
     const Tensor& t = nb::cast<const Tensor&>(self);
     func::check_data_read(t, "numpy()");
+    KILN_CHECK(!t.requires_grad(), Runtime, "numpy", "Can't call numpy() on Tensor that requires grad. Use "
+               "tensor.detach().numpy() instead.");
     KILN_CHECK(!t.is_meta(), Type, "numpy", "can't convert meta device type tensor to numpy. Use Tensor.cpu() "
                "to copy the tensor to host memory first.");
     nb::object np = nb::module_::import_("numpy");

@@ -125,6 +125,10 @@ void bind_lr_scheduler(nb::module_& om) {
       .def(
           "__init__",
           [](StepLR* self, Optimizer& opt, int64_t step_size, double gamma, int64_t last_epoch) {
+            if (step_size == 0) {  // torch's class: its step() computes last_epoch % step_size
+              PyErr_SetString(PyExc_ZeroDivisionError, "[StepLR] integer modulo by zero: step_size must not be 0");
+              throw nb::python_error();
+            }
             check_resume(opt, last_epoch);
             new (self) StepLR(opt, step_size, gamma, last_epoch);
           },

@@ -27,13 +27,28 @@ Tensor rng_state(const Generator& g) {
   std::memcpy(t.data_ptr(), v, 16);
   return t;
 }
-void set_rng_state(Generator& g, const Tensor& st) {
-  if (st.dtype() != kUInt8 || st.dim() != 1 || st.numel() != 16)
-    throw nb::value_error("set_rng_state: expected a 16-byte uint8 tensor from get_rng_state()");
+void set_rng_state(Generator& g, const Tensor& st, const char* op) {
+  KILN_CHECK(st.dtype() == kUInt8 && st.is_cpu(), Type, op, "RNG state must be a uint8 CPU tensor (from "
+             "get_rng_state()), got ", dtype_name(st.dtype()), " on ", device_str(st.device()));
+  KILN_CHECK(st.numel() == 16, Runtime, op, "Expected an RNG state of 16 bytes (the seed and offset "
+             "get_rng_state() returns) but found the input RNG state size to be ", st.numel());
   uint64_t v[2];
   std::memcpy(v, st.contiguous().data_ptr(), 16);
   g.manual_seed(v[0]);
   g.set_offset(v[1]);
+}
+// A seed as torch's Generator.manual_seed takes it: an int in [-2**63, 2**64), a negative one taken modulo 2**64.
+uint64_t seed_arg(nb::handle h) {
+  KILN_CHECK(PyLong_Check(h.ptr()) && !PyBool_Check(h.ptr()), Runtime, "manual_seed",
+             "manual_seed expected a long, but got ", nb::type_name(h.type()).c_str());
+  const unsigned long long u = PyLong_AsUnsignedLongLong(h.ptr());
+  if (!PyErr_Occurred()) return u;
+  PyErr_Clear();  // negative, or at least 2**64
+  int overflow = 0;
+  const long long s = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
+  KILN_CHECK(!overflow, Value, "manual_seed", "Overflow when unpacking long long: a seed must be in "
+             "[-2**63, 2**64), got ", nb::repr(h).c_str());
+  return static_cast<uint64_t>(s);
 }
 uint64_t reseed(Generator& g) {
   uint64_t s = std::random_device{}() | (uint64_t(std::random_device{}()) << 32);
@@ -152,12 +167,7 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
 
   // ---- matmul -------------------------------------------------------------------------------------
   m.def("tensordot", [](const Tensor& a, const Tensor& b, nb::handle dims) {
-    if (PyLong_Check(dims.ptr())) {
-      int64_t n = nb::cast<int64_t>(dims);
-      Shape da, db;
-      for (int64_t i = 0; i < n; ++i) da.push_back(a.dim() - n + i), db.push_back(i);
-      return tensordot(a, b, da, db);
-    }
+    if (PyLong_Check(dims.ptr())) return tensordot(a, b, nb::cast<int64_t>(dims));
     nb::sequence s = nb::borrow<nb::sequence>(dims);
     return tensordot(a, b, as_shape(s[0]), as_shape(s[1]));
   }, "a"_a, "b"_a, "dims"_a = 2);
@@ -185,13 +195,20 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   // ---- random -------------------------------------------------------------------------------------
   // kiln.Generator: an independent Philox stream (torch.Generator's API); generator=None uses the default.
   nb::class_<Generator>(m, "Generator")
-      .def(nb::init<>())
-      .def("manual_seed", [](Generator& g, uint64_t s) -> Generator& { g.manual_seed(s); return g; },
-           nb::rv_policy::reference)
+      .def("__init__", [](Generator* self, nb::handle device) {
+        const Device d = as_device(device);  // torch's errors for a bad device string
+        KILN_CHECK(d.is_cpu(), Runtime, "Generator", "kiln has generators on the CPU only, got device='",
+                   device_str(d), "'");
+        new (self) Generator();
+      }, "device"_a = "cpu")
+      .def("manual_seed", [](Generator& g, nb::handle s) -> Generator& {
+        g.manual_seed(seed_arg(s));
+        return g;
+      }, "seed"_a, nb::rv_policy::reference)
       .def("initial_seed", &Generator::initial_seed)
       .def("get_state", &rng_state)
       .def("set_state", [](Generator& g, const Tensor& st) -> Generator& {
-        set_rng_state(g, st);
+        set_rng_state(g, st, "set_state");
         return g;
       }, nb::rv_policy::reference)
       .def("seed", &reseed)
@@ -199,7 +216,13 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   // torch.get_rng_state / set_rng_state / default_generator / initial_seed / seed
   m.attr("default_generator") = nb::cast(&default_generator(), nb::rv_policy::reference);
   m.def("get_rng_state", []() { return rng_state(default_generator()); });
-  m.def("set_rng_state", [](const Tensor& st) { set_rng_state(default_generator(), st); }, "new_state"_a);
+  m.def("set_rng_state", [](const Tensor& st) { set_rng_state(default_generator(), st, "set_rng_state"); },
+        "new_state"_a);
+  // torch.manual_seed: int(seed) first (a str of digits or a float is taken), then the generator's rules
+  m.def("manual_seed", [](nb::handle seed) {
+    default_generator().manual_seed(seed_arg(nb::int_(seed)));
+    return nb::cast(&default_generator(), nb::rv_policy::reference);
+  }, "seed"_a);
   m.def("initial_seed", []() { return default_generator().initial_seed(); });
   m.def("seed", []() { return reseed(default_generator()); });
   // rand, randn, randint, randperm, normal, rand_like, randn_like, the in-place fills (uniform_, ...),

@@ -240,6 +240,26 @@ nb::dict group_dict(const GroupRef& g) {
 
 nb::object state_tensor(const Tensor& t) { return t.defined() ? nb::cast(t) : nb::none(); }
 
+// One state entry from Python: a tensor, None, a list of them (LBFGS's history) or a number (older
+// checkpoints keep "step" as a float).
+void set_state_entry(ParamState& st, const std::string& key, nb::handle t) {
+  if (t.is_none()) {
+    st.set(key, Tensor());
+  } else if (PyList_Check(t.ptr()) || PyTuple_Check(t.ptr())) {
+    TensorList l;
+    for (nb::handle e : t) {
+      if (e.is_none()) l.emplace_back();
+      else if (nb::isinstance<Tensor>(e)) l.push_back(nb::cast<Tensor>(e));
+      else l.push_back(full({}, nb::cast<double>(nb::float_(e)), kFloat64));
+    }
+    st.set_list(key, std::move(l));
+  } else if (nb::isinstance<Tensor>(t)) {
+    st.set(key, nb::cast<Tensor>(t));
+  } else {
+    st.set(key, full({}, nb::cast<double>(nb::float_(t)), kFloat32));
+  }
+}
+
 nb::dict state_py(const ParamState& st) {
   nb::dict d;
   for (const auto& [k, t] : st.items()) d[k.c_str()] = state_tensor(t);
@@ -249,6 +269,32 @@ nb::dict state_py(const ParamState& st) {
     d[k.c_str()] = items;
   }
   return d;
+}
+
+// ---- one parameter's state, live: `opt.state[p][key] = t` writes the C++ state (as torch's dicts do)
+struct StateRef {
+  nb::object owner;  // the Python optimizer
+  Tensor param;
+  ParamState& state() const { return nb::cast<Optimizer&>(owner).state(param); }
+};
+
+nb::list state_keys(const StateRef& r) {
+  nb::list keys;
+  const ParamState& st = r.state();
+  for (const auto& [k, t] : st.items()) keys.append(nb::str(k.c_str()));
+  for (const auto& [k, l] : st.lists()) keys.append(nb::str(k.c_str()));
+  return keys;
+}
+
+nb::object state_get(const StateRef& r, const std::string& key) {
+  const ParamState& st = r.state();
+  if (const Tensor* t = st.find(key)) return state_tensor(*t);
+  if (const TensorList* l = st.find_list(key)) {
+    nb::list items;
+    for (const Tensor& t : *l) items.append(state_tensor(t));
+    return items;
+  }
+  throw nb::key_error(key.c_str());
 }
 
 nb::dict state_dict_py(const Optimizer& opt) {
@@ -277,24 +323,7 @@ void load_state_dict_py(Optimizer& opt, nb::handle sd_obj) {
   if (sd_py.contains("state")) {
     for (auto [k, v] : nb::borrow<nb::dict>(sd_py["state"])) {
       ParamState st;
-      for (auto [name, t] : nb::borrow<nb::dict>(v)) {
-        std::string key = nb::cast<std::string>(name);
-        if (t.is_none()) {
-          st.set(key, Tensor());
-        } else if (PyList_Check(t.ptr()) || PyTuple_Check(t.ptr())) {  // LBFGS's history lists
-          TensorList l;
-          for (nb::handle e : t) {
-            if (e.is_none()) l.emplace_back();
-            else if (nb::isinstance<Tensor>(e)) l.push_back(nb::cast<Tensor>(e));
-            else l.push_back(full({}, nb::cast<double>(nb::float_(e)), kFloat64));
-          }
-          st.set_list(key, std::move(l));
-        } else if (nb::isinstance<Tensor>(t)) {
-          st.set(key, nb::cast<Tensor>(t));
-        } else {  // a number (older checkpoints keep "step" as a float)
-          st.set(key, full({}, nb::cast<double>(nb::float_(t)), kFloat32));
-        }
-      }
+      for (auto [name, t] : nb::borrow<nb::dict>(v)) set_state_entry(st, nb::cast<std::string>(name), t);
       sd.state[nb::cast<int64_t>(nb::int_(k))] = std::move(st);
     }
   }
@@ -383,6 +412,47 @@ void bind_optim(nb::module_& m) {
       .def("__eq__", [](const GroupRef& g, nb::handle o) { return group_dict(g).equal(o); })
       .def("__repr__", [](const GroupRef& g) { return nb::repr(group_dict(g)); });
 
+  nb::class_<StateRef>(om, "ParamState")
+      .def("__getitem__", &state_get)
+      .def("__setitem__", [](const StateRef& r, const std::string& key, nb::handle v) {
+        set_state_entry(r.state(), key, v);
+      })
+      .def("__delitem__",
+           [](const StateRef& r, const std::string& key) {
+             ParamState& st = r.state();
+             if (!st.contains(key)) throw nb::key_error(key.c_str());
+             ParamState kept;
+             for (const auto& [k, t] : st.items())
+               if (k != key) kept.set(k, t);
+             for (const auto& [k, l] : st.lists())
+               if (k != key) kept.set_list(k, l);
+             st = std::move(kept);
+           })
+      .def("__contains__", [](const StateRef& r, const std::string& key) { return r.state().contains(key); })
+      .def("__len__", [](const StateRef& r) { return r.state().size(); })
+      .def("__iter__", [](const StateRef& r) { return nb::iter(state_keys(r)); })
+      .def("keys", &state_keys)
+      .def("values",
+           [](const StateRef& r) {
+             nb::list l;
+             for (nb::handle k : state_keys(r)) l.append(state_get(r, nb::cast<std::string>(k)));
+             return l;
+           })
+      .def("items",
+           [](const StateRef& r) {
+             nb::list l;
+             for (nb::handle k : state_keys(r)) l.append(nb::make_tuple(k, state_get(r, nb::cast<std::string>(k))));
+             return l;
+           })
+      .def(
+          "get",
+          [](const StateRef& r, const std::string& key, nb::handle dflt) -> nb::object {
+            return r.state().contains(key) ? state_get(r, key) : nb::borrow(dflt);
+          },
+          "key"_a, "default"_a = nb::none())
+      .def("copy", [](const StateRef& r) { return state_py(r.state()); })
+      .def("__repr__", [](const StateRef& r) { return nb::repr(state_py(r.state())); });
+
   nb::class_<Optimizer>(om, "Optimizer", nb::dynamic_attr())
       .def(
           "step",
@@ -422,7 +492,7 @@ void bind_optim(nb::module_& m) {
                        const TensorList& ps = opt.param_groups()[i].params;
                        for (size_t j = 0; j < ps.size(); ++j) {
                          const ParamState* st = opt.find_state(ps[j]);
-                         if (st && !st->empty()) dd[py[j]] = state_py(*st);
+                         if (st && !st->empty()) dd[py[j]] = nb::cast(StateRef{nb::borrow(self), ps[j]});
                        }
                      }
                      return dd;

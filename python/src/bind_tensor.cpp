@@ -140,6 +140,7 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
       .def("storage_offset", [](const Tensor& t) { return t.storage_offset(); })
       .def("resize_", [](Tensor& t, nb::args size) -> Tensor& {
         // out= semantics: a fresh contiguous block of the new shape, same dtype (data not kept)
+        KILN_CHECK(!t.requires_grad(), Runtime, "resize_", "cannot resize variables that require grad");
         Shape s = shape_from_args(size);
         if (s != t.sizes()) {
           KILN_CHECK(t.storage()->resizable() || storage_bytes_for(s, t.itemsize()) <= t.storage()->nbytes(), Runtime, "resize_",

@@ -60,6 +60,8 @@ PyObject* function_overrides(PyObject* func, PyObject* const* argv, size_t nargs
 
 // From nested Python sequences / numbers / numpy arrays.
 Tensor tensor_from_data(nb::handle data, std::optional<Dtype> dtype);
+// A tensor over a numpy array's memory (bind_interop.cpp; kiln.from_numpy warns for a read-only array).
+Tensor tensor_from_numpy(nb::handle arr, bool warn_if_not_writeable);
 nb::object to_list(const Tensor& t);
 
 // Indexing (bind_index.cpp)

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common.h"
+#include "kiln/ops/shape.h"
 
 namespace kiln::py {
 
@@ -16,23 +17,27 @@ nb::object dtype_object(Dtype d) { return g_dtypes[static_cast<int>(d)]; }
 
 Dtype as_dtype(nb::handle h) {
   if (nb::isinstance<PyDtype>(h)) return nb::cast<PyDtype&>(h).d;
-  // accept torch dtypes and numpy dtypes by name
-  nb::str s = nb::str(h);
-  std::string name = s.c_str();
-  for (const char* pre : {"torch.", "kiln."})
-    if (name.rfind(pre, 0) == 0) name = name.substr(std::string(pre).size());
-  for (int i = 0; i < kNumDtypes; ++i)
-    if (name == dtype_name(static_cast<Dtype>(i))) return static_cast<Dtype>(i);
-  static const std::pair<const char*, Dtype> alias[] = {
-      {"float", kFloat32}, {"double", kFloat64}, {"half", kFloat16}, {"int", kInt32},
-      {"long", kInt64}, {"short", kInt16}, {"cfloat", kComplex64}, {"cdouble", kComplex128}};
-  for (auto& [n, d] : alias)
-    if (name == n) return d;
+  // a torch.dtype too (by its name), and Python's scalar types as torch takes them; not a string or a
+  // numpy dtype (torch's TypeError)
+  const std::string tname = nb::type_name(h.type()).c_str();
+  const std::string mod = nb::hasattr(h.type(), "__module__") ? nb::str(h.type().attr("__module__")).c_str() : "";
+  const bool numpy = mod.rfind("numpy", 0) == 0 && nb::hasattr(h, "kind");  // a numpy dtype (kiln's own use)
+  if ((mod == "torch" && tname.find("dtype") != std::string::npos) || numpy) {
+    std::string name = nb::str(h).c_str();
+    if (!numpy) name = name.substr(6);  // "torch."
+    for (int i = 0; i < kNumDtypes; ++i)
+      if (name == dtype_name(static_cast<Dtype>(i))) return static_cast<Dtype>(i);
+    static const std::pair<const char*, Dtype> alias[] = {
+        {"float", kFloat32}, {"double", kFloat64}, {"half", kFloat16}, {"int", kInt32},
+        {"long", kInt64}, {"short", kInt16}, {"cfloat", kComplex64}, {"cdouble", kComplex128}};
+    for (auto& [n, d] : alias)
+      if (name == n) return d;
+  }
   if (h.is(reinterpret_cast<PyObject*>(&PyFloat_Type))) return kFloat64;
   if (h.is(reinterpret_cast<PyObject*>(&PyLong_Type))) return kInt64;
   if (h.is(reinterpret_cast<PyObject*>(&PyBool_Type))) return kBool;
   if (h.is(reinterpret_cast<PyObject*>(&PyComplex_Type))) return kComplex128;
-  throw nb::type_error(("expected a dtype, got " + std::string(nb::str(h).c_str())).c_str());
+  throw nb::type_error(("argument 'dtype' must be kiln.dtype, not " + tname).c_str());
 }
 
 std::optional<Dtype> as_opt_dtype(nb::handle h) {
@@ -241,8 +246,7 @@ Tensor tensor_from_data(nb::handle data, std::optional<Dtype> dtype) {
     return to_dtype(t, dtype.value_or(t.dtype()), true);
   }
   if (nb::hasattr(data, "__array_interface__") && !is_number(data) && !Collect::is_numpy_scalar(data)) {
-    nb::object mod = nb::module_::import_("kiln");
-    Tensor t = nb::cast<Tensor>(mod.attr("from_numpy")(nb::module_::import_("numpy").attr("ascontiguousarray")(data)));
+    Tensor t = tensor_from_numpy(nb::module_::import_("numpy").attr("ascontiguousarray")(data), false);
     return to_dtype(t, dtype.value_or(t.dtype()), true);
   }
   Collect c;
@@ -255,6 +259,13 @@ Tensor tensor_from_data(nb::handle data, std::optional<Dtype> dtype) {
   const Dtype d = dtype ? *dtype : c.inferred.value_or(default_dtype());  // an empty list: the default
   if (c.numpy_bool && is_integral(d, false))  // torch reads an integer through __index__, which np.bool_ lacks
     throw nb::type_error("'numpy.bool' object cannot be interpreted as an integer");
+  // torch's checked conversions: a complex number into a real type is a TypeError; an integer target
+  // refuses values beyond its range (RuntimeError; -1 into uint8 wraps, as c10's check allows)
+  if (!is_complex(d))
+    for (const Scalar& v : c.vals)
+      if (v.is_complex()) throw nb::type_error("must be real number, not complex");
+  if (is_integral(d, false))
+    for (const Scalar& v : c.vals) shape_detail::check_scalar_fits(v, d, "tensor");
   Tensor t = make_tensor(c.shape, d);
   visit_all(d, "tensor", [&]<class T>() {
     T* p = static_cast<T*>(t.data_ptr());

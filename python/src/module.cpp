@@ -122,9 +122,17 @@ NB_MODULE(_C, m) {
       false;
 #endif
 
-  m.def("set_num_threads", &kiln::set_num_threads);
+  // torch's argument checks: an int (RuntimeError otherwise) that fits a C int (ValueError otherwise)
+  m.def("set_num_threads", [](nb::handle n) {
+    KILN_CHECK(PyIndex_Check(n.ptr()) && !PyBool_Check(n.ptr()), Runtime, "set_num_threads",
+               "set_num_threads expects an int, but got ", nb::type_name(n.type()).c_str());
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(nb::int_(n).ptr(), &overflow);
+    KILN_CHECK(!overflow && v >= INT_MIN && v <= INT_MAX, Value, "set_num_threads",
+               "Overflow when unpacking long: ", nb::repr(n).c_str(), " does not fit a C int");
+    kiln::set_num_threads(static_cast<int>(v));
+  }, "num"_a);
   m.def("get_num_threads", &kiln::get_num_threads);
-  m.def("manual_seed", [](uint64_t s) { kiln::manual_seed(s); });
   m.def("memory_stats", []() {
     MemoryStats s = kiln::memory_stats();
     nb::dict d;

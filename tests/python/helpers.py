@@ -55,7 +55,7 @@ def to_kiln(t):
 
 def to_torch(k):
     name = dname(k.dtype)
-    k = k.contiguous()
+    k = k.detach().contiguous()
     if name in _BITS:
         arr = k.view(kdt(_BITS[name])).numpy().copy()
         return torch.from_numpy(arr).view(tdt(name))

@@ -44,7 +44,7 @@ def _normal(*shape, seed=0):
 
 def _bits(t):
     """A kiln tensor's values as a numpy array of the same width (bfloat16/float8 as integers)."""
-    t = t.contiguous()
+    t = t.detach().contiguous()
     name = str(t.dtype).split(".")[-1]
     view = {"bfloat16": kiln.int16, "float16": kiln.int16, "float8_e4m3fn": kiln.uint8, "float8_e5m2": kiln.uint8}
     if name in view:

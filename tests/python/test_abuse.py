@@ -51,6 +51,11 @@ CALLS = [  # (id, statements ending in the abusive call, written against `lib`)
     ("fill-2^70", "lib.ones(2).fill_(2**70)"),
     ("tensor-2^64-1", "lib.tensor(2**64 - 1)"),
     ("tensor-list-2^70", "lib.tensor([1, 2**70])"),
+    # found by fuzz/fuzz_tensor.cpp: a zero size hid the overflow of the sizes before it, or of the strides
+    ("empty-overflow-before-zero", "lib.empty(2**62, 2**62, 0)"),
+    ("empty-2^62x4x0", "lib.empty(2**62, 4, 0)"),
+    ("empty-stride-overflow", "lib.empty(0, 2**62, 2**62)"),
+    ("zeros-overflow-before-zero", "lib.zeros(2**62, 2**62, 0, dtype=lib.float64)"),
 ]
 
 
@@ -94,6 +99,13 @@ def test_storage_shared_with_numpy_is_not_replaced():
         kiln.from_numpy(a).resize_(100)
     shrunk = kiln.from_numpy(a).resize_(2)  # fits the borrowed memory: allowed, as torch
     assert shrunk.shape == (2,)
+
+
+def test_zero_size_after_a_large_one_is_allowed_as_in_torch():
+    # 2^61 * 4 fits in uint64 before the zero: torch makes the (empty) tensor, and so does kiln
+    for lib in (torch, kiln):
+        assert tuple(lib.empty(2**61, 4, 0).shape) == (2**61, 4, 0)
+        assert tuple(lib.empty(2**61, 4, 0).stride()) == (4, 1, 1)
 
 
 def test_out_of_memory_is_a_runtime_and_a_memory_error():

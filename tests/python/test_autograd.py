@@ -452,6 +452,30 @@ def test_hooks_on_leaves_and_nonleaves():
     both(not_requiring, R(3), exc="doesn't require gradient")
 
 
+def test_hook_result_must_match_the_gradient():
+    """A gradient a hook returns keeps the size and dtype of the one it got (torch's RuntimeError naming the
+    hook), and is a tensor or None (TypeError); an expanded tensor of the right size is fine."""
+    def run(hook, on_leaf=True):
+        def f(m, x):
+            x.requires_grad_()
+            y = x * 2
+            (x if on_leaf else y).register_hook(hook(m))
+            (y * 1).sum().backward()
+            return x.grad
+        return f
+
+    def named_hook(m):
+        def my_hook(g):
+            return m.ones(2, 2, dtype=g.dtype)
+        return my_hook
+
+    both(run(lambda m: lambda g: m.ones(4, dtype=g.dtype)), R(3), exc="hook '<lambda>' has changed the size of value")
+    both(run(named_hook, on_leaf=False), R(3), exc="hook 'my_hook' has changed the size of value")
+    both(run(lambda m: lambda g: g.float()), R(3), exc="hook '<lambda>' has changed the type of value")
+    both(run(lambda m: lambda g: 3), R(3), exc="hook returned 'int'")
+    both(run(lambda m: lambda g: m.full((1,), 5.0, dtype=g.dtype).expand(3), on_leaf=False), R(3))
+
+
 # ---- grad modes ---------------------------------------------------------------------------------
 def test_grad_mode_context_managers():
     def f(m, x):

@@ -70,6 +70,21 @@ def test_cholesky_of_indefinite_raises(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("pos", [(0, 0), (1, 1), (2, 2), (1, 0), (2, 1)])
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_of_nan_raises(dtype, pos, upper):
+    """A NaN pivot is not positive-definite (MKL's and reference LAPACK's potrf; OpenBLAS's takes it)."""
+    a = well(3, dtype)
+    a = a @ a.mH
+    a[pos] = a[pos[::-1]] = float("nan")
+    _, info_t = torch.linalg.cholesky_ex(a, upper=upper)
+    _, info_k = kiln.linalg.cholesky_ex(to_kiln(a), upper=upper)
+    assert to_torch(info_k).tolist() == info_t.tolist() > 0
+    with pytest.raises(kiln.linalg.LinAlgError, match=f"leading minor of order {info_t.item()} "):
+        kiln.linalg.cholesky(to_kiln(a), upper=upper)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_ex_forms_return_torch_info_codes(dtype):
     a = singular(dtype)
     ka = to_kiln(a)
@@ -130,6 +145,52 @@ def test_unsupported_dtype_raises_as_torch(fn, dtype):
         getattr(torch.linalg, fn)(a)
     with pytest.raises(RuntimeError, match=fn if fn != "lu_factor" else "lu_factor"):
         getattr(kiln.linalg, fn)(to_kiln(a))
+
+
+LOWP_CALLS = {  # torch raises NotImplementedError ("lu_cpu" not implemented for 'Half') or RuntimeError for these
+    "det": lambda m, a: m.linalg.det(a), "solve": lambda m, a: m.linalg.solve(a, a),
+    "solve_ex": lambda m, a: m.linalg.solve_ex(a, a[..., 0]), "lu_factor": lambda m, a: m.linalg.lu_factor(a),
+    "lu": lambda m, a: m.linalg.lu(a), "cholesky": lambda m, a: m.linalg.cholesky(a),
+    "cholesky_ex": lambda m, a: m.linalg.cholesky_ex(a), "qr": lambda m, a: m.linalg.qr(a),
+    "geqrf": lambda m, a: m.geqrf(a), "eigh": lambda m, a: m.linalg.eigh(a),
+    "eigvalsh": lambda m, a: m.linalg.eigvalsh(a), "eig": lambda m, a: m.linalg.eig(a),
+    "svd": lambda m, a: m.linalg.svd(a), "svdvals": lambda m, a: m.linalg.svdvals(a),
+    "solve_triangular": lambda m, a: m.linalg.solve_triangular(a, a, upper=True),
+    "householder_product": lambda m, a: m.linalg.householder_product(a, a[..., 0]),
+    "cholesky_solve": lambda m, a: m.cholesky_solve(a, a), "cholesky_inverse": lambda m, a: m.cholesky_inverse(a),
+    "inv": lambda m, a: m.linalg.inv(a), "slogdet": lambda m, a: m.linalg.slogdet(a),
+    "lstsq": lambda m, a: m.linalg.lstsq(a, a), "pinv": lambda m, a: m.linalg.pinv(a),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("fn", list(LOWP_CALLS))
+def test_half_precision_raises_torch_class(fn, dtype):
+    a = torch.eye(3).to(getattr(torch, dtype))
+    with pytest.raises(RuntimeError) as et:
+        LOWP_CALLS[fn](torch, a)
+    with pytest.raises(RuntimeError) as ek:
+        LOWP_CALLS[fn](kiln, to_kiln(a))
+    assert type(ek.value).__name__ == type(et.value).__name__, (et.value, ek.value)
+    if type(et.value) is NotImplementedError:  # the same kernel and dtype named
+        assert str(et.value) in str(ek.value), (et.value, ek.value)
+
+
+@pytest.mark.parametrize("case", ["rows", "driver", "dtype", "vector-rows"])
+def test_lstsq_argument_errors(case):
+    """Checked before LAPACK runs: lstsq is a dynamic-shape op, whose meta checks run only in a trace."""
+    call = {"rows": lambda m: m.linalg.lstsq(m.ones(3, 2), m.ones(4, 1)),
+            "driver": lambda m: m.linalg.lstsq(m.ones(3, 2), m.ones(3, 1), driver="gelsx"),
+            "dtype": lambda m: m.linalg.lstsq(m.ones(3, 2), m.ones(3, 1, dtype=m.float64)),
+            "vector-rows": lambda m: m.linalg.lstsq(m.ones(2, 3, 2), m.ones(2, 4))}[case]
+    with pytest.raises(RuntimeError) as et:
+        call(torch)
+    with pytest.raises(RuntimeError) as ek:
+        call(kiln)
+    assert type(ek.value) is type(et.value) is RuntimeError, (et.value, ek.value)
+    for drv in ("gels", "gelsy", "gelsd", "gelss"):  # each driver named in torch's list runs
+        close(kiln.linalg.lstsq(kiln.eye(3, 2), kiln.ones(3, 1), driver=drv).solution,
+              torch.linalg.lstsq(torch.eye(3, 2), torch.ones(3, 1), driver=drv).solution, "float32")
 
 
 def test_shape_errors():

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import kiln
-from helpers import check, make
+from helpers import check, make, to_kiln
 
 SHAPES = [((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)), ((2, 3), (3, 4)), ((5, 2, 3), (3, 4)),
           ((2, 3), (5, 3, 4)), ((5, 2, 3), (5, 3, 4)), ((5, 1, 2, 3), (4, 3, 2)), ((3,), (5, 3, 4)),
@@ -60,6 +60,28 @@ def test_family():
           rtol=1e-5)
     check(lambda m, x, y: m.kron(x, y), make((2, 3), "float32"), make((3, 2), "float32"), rtol=1e-5)
     check(lambda m, x, y: m.kron(x, y), make((2,), "int64"), make((3, 2), "int64"))
+
+
+def both_raise_runtime(fn, targs, match):
+    """fn(torch, *targs) and fn(kiln, *kiln copies) both raise RuntimeError itself, saying `match`."""
+    for m, args in ((torch, targs), (kiln, [to_kiln(a) for a in targs])):
+        with pytest.raises(RuntimeError, match=match) as e:
+            fn(m, *args)
+        assert type(e.value) is RuntimeError, f"{m.__name__} raised {type(e.value).__name__}({e.value})"
+
+
+def test_tensordot_int_dims():
+    a, b, c = make((2, 3), "float32"), make((3, 5), "float32", seed=1), make((2, 3), "float32", seed=2)
+    check(lambda m, x, y: m.tensordot(x, y, dims=0), a, b, rtol=1e-5)  # the outer product
+    check(lambda m, x, y: m.tensordot(x, y, dims=2), a, c, rtol=1e-5)  # every dim contracted
+    for dims in (-1, 3, 2**40):  # kiln built a 2**40-long dim list before
+        both_raise_runtime(lambda m, x, y: m.tensordot(x, y, dims=dims), (a, b), "tensordot expects dims")
+
+
+def test_einsum_operand_count():
+    v = make((2,), "float32")
+    both_raise_runtime(lambda m, x: m.einsum("i,i->", x), (v,), r"einsum\(\): fewer operands were provided")
+    both_raise_runtime(lambda m, x: m.einsum("i->", x, x), (v,), r"einsum\(\): more operands were provided")
 
 
 @pytest.mark.parametrize("eq,shapes", [

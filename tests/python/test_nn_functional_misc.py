@@ -180,3 +180,49 @@ def test_pad_sequence(batch_first, side):
                     lambda: pad([m.ones(2)], padding_side="mid")]:
             with pytest.raises(RuntimeError):
                 bad()
+
+
+def test_threshold_inplace_and_argument_checks_like_torch():
+    """F.threshold(inplace=True) writes its input (gradient zero where the value was written), and the
+    checks torch's functional front ends make: hardtanh's bounds, celu's alpha, group_norm's num_groups,
+    rms_norm's normalized_shape."""
+    a = RNG.standard_normal(7).astype(np.float32)
+    res = []
+    for lib in (torch, kiln):
+        leaf = lib.tensor(a.tolist(), requires_grad=True)
+        x = leaf * 2
+        y = lib.nn.functional.threshold(x, 0.5, -1.0, inplace=True)
+        assert y is x
+        x.sum().backward()
+        res.append((x.tolist(), leaf.grad.tolist()))
+        with pytest.raises(RuntimeError, match="leaf Variable"):
+            lib.nn.functional.threshold(lib.ones(3, requires_grad=True), 0.5, 0.0, inplace=True)
+        F_ = lib.nn.functional
+        with pytest.raises(ValueError, match="min_val cannot be greater than max_val"):
+            F_.hardtanh(lib.ones(3), 2.0, 1.0)
+        assert F_.hardtanh(lib.full((2,), 3.0), 1.0, 1.0).tolist() == [1.0, 1.0]
+        with pytest.raises(RuntimeError, match="alpha cannot be 0"):
+            F_.celu(lib.ones(3), alpha=0.0)
+        with pytest.raises(ZeroDivisionError):
+            F_.group_norm(lib.ones(2, 4, 3), 0)
+        for shape, ns in (((2, 3), (4,)), ((2, 3), (3, 2)), ((2, 3), ())):
+            with pytest.raises(RuntimeError):
+                F_.rms_norm(lib.ones(*shape), ns)
+        with pytest.raises(ValueError, match="at least 3 dimensions"):
+            F_.rms_norm(lib.ones(2, 3), (1, 2, 3))
+        with pytest.raises(RuntimeError, match="weight"):
+            F_.rms_norm(lib.ones(2, 3), (3,), weight=lib.ones(4))
+        assert F_.rms_norm(lib.ones(2, 3), (2, 3)).shape == (2, 3)
+    np.testing.assert_allclose(res[1][0], res[0][0], rtol=1e-6)
+    assert res[1][1] == res[0][1]
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "uint8", "bool", "complex64"])
+def test_layer_norm_of_unsupported_dtype_raises_as_torch(dtype):
+    """torch's NotImplementedError ("LayerNormKernelImpl" not implemented for 'Long'), naming the dtype."""
+    x = torch.ones(2, 3, dtype=getattr(torch, dtype))
+    with pytest.raises(NotImplementedError) as et:
+        torch.nn.functional.layer_norm(x, (3,))
+    with pytest.raises(NotImplementedError) as ek:
+        kiln.nn.functional.layer_norm(to_kiln(x), (3,))
+    assert str(et.value) in str(ek.value), (et.value, ek.value)

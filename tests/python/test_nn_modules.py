@@ -49,7 +49,7 @@ def test_linear(bias, shape):
 
 def test_linear_default_init_bounds_and_repr():
     m = nn.Linear(100, 7)
-    w = m.weight.numpy()
+    w = m.weight.detach().numpy()
     assert np.abs(w).max() <= 0.1 + 1e-6 and np.abs(w).max() > 0.08
     assert repr(m) == repr(torch.nn.Linear(100, 7))
     assert repr(nn.Linear(3, 2, bias=False)) == repr(torch.nn.Linear(3, 2, bias=False))
@@ -416,3 +416,34 @@ def test_full_backward_hook_wrong_count_raises():
         lin.register_full_backward_hook(lambda mod, gi, go: (gi[0], gi[0]))
         with pytest.raises(RuntimeError, match="invalid number"):
             lin(m.ones(1, 2, requires_grad=True)).sum().backward()
+
+
+@pytest.mark.parametrize("lib", [torch, kiln], ids=["torch", "kiln"])
+def test_layer_argument_errors_like_torch(lib):
+    """torch raises some of these only in forward; kiln may raise them when the layer is built (same class)."""
+    x = lib.ones(1, 1, 5, 5)
+    with pytest.raises(RuntimeError):
+        lib.nn.Conv2d(1, 1, (3, 3, 3))(x)
+    with pytest.raises(RuntimeError):
+        lib.nn.Conv2d(1, 1, 3, stride=(1, 1, 1))(x)
+    with pytest.raises(RuntimeError):
+        lib.nn.MaxPool2d((3, 3, 3))(x)
+    with pytest.raises(RuntimeError, match="kernel size should be greater than zero"):
+        lib.nn.Conv2d(1, 1, 0)(x)
+    for w in (lib.ones(1, 1, 0, 3), lib.ones(1, 1, 3, 0)):
+        with pytest.raises(RuntimeError, match="kernel size should be greater than zero"):
+            lib.nn.functional.conv2d(x, w)
+    with pytest.raises(RuntimeError, match="kernel size should be greater than zero"):
+        lib.nn.functional.conv_transpose2d(x, lib.ones(1, 1, 0, 0))
+    with pytest.raises(AssertionError, match="Padding_idx must be within num_embeddings"):
+        lib.nn.Embedding(3, 2, padding_idx=5)
+    with pytest.raises(AssertionError, match="Padding_idx must be within num_embeddings"):
+        lib.nn.Embedding(3, 2, padding_idx=-4)
+    with pytest.raises(AssertionError, match="2-dimensional"):
+        lib.nn.Embedding.from_pretrained(lib.ones(3))
+    m = lib.nn.MultiheadAttention(4, 2, kdim=3, vdim=4)
+    with pytest.raises(AssertionError, match=r"expecting key weights shape of \(4, 5\)"):
+        m(lib.ones(2, 1, 4), lib.ones(3, 1, 5), lib.ones(3, 1, 4))
+    with pytest.raises(AssertionError, match=r"expecting value weights shape of \(4, 6\)"):
+        m(lib.ones(2, 1, 4), lib.ones(3, 1, 3), lib.ones(3, 1, 6))
+    assert m(lib.ones(2, 1, 4), lib.ones(3, 1, 3), lib.ones(3, 1, 4))[0].shape == (2, 1, 4)

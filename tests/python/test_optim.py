@@ -676,3 +676,48 @@ def test_lbfgs_errors_match_torch():
         p.grad = m.ones(2)
         with pytest.raises(RuntimeError, match="strong_wolfe"):
             opt.step(lambda: (p * p).sum())
+
+
+@pytest.mark.parametrize("lib", [torch, kiln], ids=["torch", "kiln"])
+def test_state_is_live_and_checked_like_torch(lib):
+    """opt.state[p] writes through (torch's state is a plain dict the step reads), and a state tensor of
+    the wrong shape is refused before the parameter is written."""
+    p = lib.nn.Parameter(lib.ones(3))
+    p.grad = lib.full((3,), 0.5)
+    opt = lib.optim.SGD([p], lr=0.1, momentum=0.9)
+    opt.step()
+    assert set(opt.state[p]) == {"momentum_buffer"} and "momentum_buffer" in opt.state[p]
+    opt.state[p]["momentum_buffer"] = lib.zeros(3)
+    assert opt.state[p]["momentum_buffer"].tolist() == [0.0, 0.0, 0.0]
+    opt.step()  # buf = 0.9 * 0 + g
+    assert opt.state[p]["momentum_buffer"].tolist() == [0.5, 0.5, 0.5]
+    opt.state[p]["momentum_buffer"] = lib.zeros(4)
+    before = p.detach().clone()
+    with pytest.raises(RuntimeError):
+        opt.step()
+    assert lib.equal(p.detach(), before)
+    q = lib.nn.Parameter(lib.ones(3))
+    q.grad = lib.full((3,), 0.5)
+    adam = lib.optim.Adam([q])
+    adam.step()
+    adam.state[q]["exp_avg"] = lib.zeros(5)
+    before = q.detach().clone()
+    with pytest.raises(RuntimeError):
+        adam.step()
+    assert lib.equal(q.detach(), before)
+    st = adam.state[q]
+    assert isinstance(st, collections.abc.MutableMapping)
+    del st["exp_avg"]
+    assert "exp_avg" not in adam.state[q] and len(adam.state[q]) == 2
+
+
+@pytest.mark.parametrize("lib", [torch, kiln], ids=["torch", "kiln"])
+def test_step_lr_step_size_zero_like_torch(lib):
+    """torch divides by step_size at the first step(); kiln refuses it when built, with the same class."""
+    p = lib.nn.Parameter(lib.ones(3))
+    p.grad = lib.ones(3)
+    opt = lib.optim.SGD([p], lr=0.1)
+    with pytest.raises(ZeroDivisionError):
+        s = lib.optim.lr_scheduler.StepLR(opt, 0)
+        opt.step()
+        s.step()

@@ -115,3 +115,101 @@ def test_bernoulli_multinomial():
             kiln.multinomial(kiln.tensor(bad), 1)
     with pytest.raises(RuntimeError):
         kiln.multinomial(kiln.tensor([1.0, 1.0]), 3)
+
+
+@pytest.mark.parametrize("lib", [torch, kiln], ids=["torch", "kiln"])
+def test_bernoulli_inplace_and_p_like_torch(lib):
+    lib.manual_seed(5)
+    x = lib.zeros(100000)
+    assert x.bernoulli_() is x and abs(x.mean().item() - 0.5) < 0.01  # p=0.5 by default
+    assert abs(x.bernoulli_(0.2).mean().item() - 0.2) < 0.01
+    assert abs(lib.bernoulli(x, 0.7).mean().item() - 0.7) < 0.01 and abs(x.bernoulli(0.7).mean().item() - 0.7) < 0.01
+    i = lib.zeros(1000, dtype=lib.int64).bernoulli_(1.0)  # any real dtype, kept
+    assert i.dtype == lib.int64 and i.sum().item() == 1000
+    assert lib.zeros(4, 2).bernoulli_(lib.tensor([0.0, 1.0])).tolist() == [[0.0, 1.0]] * 4  # p broadcast
+    assert lib.zeros(3).bernoulli_(lib.tensor(1.0)).tolist() == [1.0, 1.0, 1.0]
+    g = lib.Generator().manual_seed(9)
+    a = lib.zeros(50).bernoulli_(0.5, generator=g)
+    g.manual_seed(9)
+    assert lib.equal(a, lib.zeros(50).bernoulli_(0.5, generator=g))
+    for bad in (-0.5, 1.5, float("nan")):
+        with pytest.raises(RuntimeError, match=r"bernoulli_ expects p to be in \[0, 1\]"):
+            lib.zeros(3).bernoulli_(bad)
+    for bad in (2.0, -1.0, float("nan")):
+        with pytest.raises(RuntimeError):
+            lib.zeros(3).bernoulli_(lib.full((3,), bad))
+        with pytest.raises(RuntimeError):
+            lib.bernoulli(lib.full((3,), bad))
+    with pytest.raises(RuntimeError):  # p does not broadcast to self's shape
+        lib.zeros(3).bernoulli_(lib.full((2, 3), 0.5))
+    with pytest.raises(RuntimeError, match="leaf Variable"):
+        lib.zeros(3, requires_grad=True).bernoulli_()
+    with pytest.raises(NotImplementedError):
+        lib.zeros(3, dtype=lib.complex64).bernoulli_()
+    with pytest.raises(TypeError):
+        lib.zeros(3).bernoulli_("a")
+
+
+@pytest.mark.parametrize("lib", [torch, kiln], ids=["torch", "kiln"])
+def test_fill_argument_and_dtype_checks_like_torch(lib):
+    x = lib.zeros(3)
+    with pytest.raises(RuntimeError, match="from=2 > to=1"):
+        x.uniform_(2, 1)
+    assert x.uniform_(1, 1).tolist() == [1.0, 1.0, 1.0]
+    for sigma in (-1.0, 0.0, float("nan")):
+        with pytest.raises(RuntimeError, match="cauchy_ expects sigma > 0.0"):
+            x.cauchy_(0.0, sigma)
+    assert x.tolist() == [1.0, 1.0, 1.0]  # none of the refused calls wrote x
+    for dt in (lib.int64, lib.bool):
+        for fill in ("uniform_", "normal_", "log_normal_"):
+            with pytest.raises(NotImplementedError):
+                getattr(lib.zeros(3, dtype=dt), fill)()
+        for fill in ("cauchy_", "exponential_"):
+            with pytest.raises(RuntimeError):
+                getattr(lib.zeros(3, dtype=dt), fill)()
+        for fn in ("rand", "randn"):
+            with pytest.raises(NotImplementedError):
+                getattr(lib, fn)(3, dtype=dt)
+
+
+@pytest.mark.parametrize("lib", [torch, kiln], ids=["torch", "kiln"])
+def test_generator_device_seeds_and_states_like_torch(lib):
+    assert str(lib.Generator(device="cpu").device) == "cpu" and str(lib.Generator("cpu").device) == "cpu"
+    for bad in ("bogus", "meta"):
+        with pytest.raises(RuntimeError):
+            lib.Generator(device=bad)
+    g = lib.Generator()
+    assert g.manual_seed(2**64 - 1) is g and g.initial_seed() == 2**64 - 1
+    assert g.manual_seed(-1).initial_seed() == 2**64 - 1  # a negative seed is taken modulo 2**64
+    assert g.manual_seed(-2**63).initial_seed() == 2**63
+    for bad in (2**64, -2**63 - 1):
+        with pytest.raises(ValueError):
+            g.manual_seed(bad)
+        with pytest.raises(ValueError):
+            lib.manual_seed(bad)
+    for bad in ("3", True, 1.5):
+        with pytest.raises(RuntimeError, match="expected a long"):
+            g.manual_seed(bad)
+    try:  # torch.manual_seed converts with int() first
+        assert lib.manual_seed("12").initial_seed() == 12 and lib.manual_seed(1.7).initial_seed() == 1
+        with pytest.raises(ValueError):
+            lib.manual_seed("abc")
+    finally:
+        lib.manual_seed(0)
+    with pytest.raises(TypeError, match="RNG state must be"):
+        g.set_state(lib.zeros(16))
+    with pytest.raises(RuntimeError, match="RNG state size to be 3"):
+        g.set_state(lib.zeros(3, dtype=lib.uint8))
+    with pytest.raises(RuntimeError, match="RNG state size to be 3"):
+        lib.set_rng_state(lib.zeros(3, dtype=lib.uint8))
+    g.set_state(g.get_state())
+
+
+@pytest.mark.parametrize("lib", [torch, kiln], ids=["torch", "kiln"])
+def test_set_num_threads_argument_errors_like_torch(lib):
+    old = lib.get_num_threads()
+    for bad, cls in ((0, RuntimeError), (-1, RuntimeError), (1.5, RuntimeError), ("2", RuntimeError),
+                     (True, RuntimeError), (2**40, ValueError), (-2**40, ValueError)):
+        with pytest.raises(cls):
+            lib.set_num_threads(bad)
+    assert lib.get_num_threads() == old

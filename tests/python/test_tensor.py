@@ -340,6 +340,37 @@ def test_dlpack_both_ways_without_copy():
     assert n.ctypes.data == k2.data_ptr()
 
 
+@pytest.mark.parametrize("lib", [torch, kiln], ids=["torch", "kiln"])
+def test_numpy_and_dlpack_refusals_like_torch(lib):
+    import warnings
+    for dt in (object, np.clongdouble, np.longdouble, "U2", "M8[s]", "V4"):
+        with pytest.raises(TypeError, match="can't convert np.ndarray of type numpy"):
+            lib.from_numpy(np.zeros(2, dtype=dt))
+    with pytest.raises(TypeError, match="numpy.object_"):
+        lib.as_tensor(np.array([object()]))
+    with pytest.raises(ValueError, match="byte order"):
+        lib.from_numpy(np.zeros(3, dtype=">f4"))
+    ro = np.zeros(3, dtype=np.float32)
+    ro.flags.writeable = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UserWarning, match="not writable"):
+            lib.from_numpy(ro)
+        lib.tensor(ro)  # a copy: no warning
+    with pytest.raises(RuntimeError, match=r"Use tensor.detach\(\).numpy\(\)"):
+        lib.ones(3, requires_grad=True).numpy()
+    with pytest.raises(RuntimeError, match=r"Use tensor.detach\(\).numpy\(\)"):
+        np.asarray(lib.ones(3, requires_grad=True))
+    assert lib.ones(3, requires_grad=True).detach().numpy().tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(BufferError, match="require gradient"):
+        lib.ones(3, requires_grad=True).__dlpack__()
+    cap = np.arange(3.0).__dlpack__()
+    lib.from_dlpack(cap)
+    for bad in (5, "abc", object(), cap):  # not a capsule, or one consumed already
+        with pytest.raises(RuntimeError, match="invalid capsule"):
+            lib.from_dlpack(bad)
+
+
 def test_item_tolist():
     for dt in ("int64", "float32", "bool", "complex64", "uint8", "bfloat16"):
         x = make((2, 3), dt)

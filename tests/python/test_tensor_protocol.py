@@ -629,6 +629,23 @@ def test_tril_triu_indices_dtype_and_errors(fn):
     both_raise(TypeError, lambda m: getattr(m, fn)(3))
 
 
+@pytest.mark.parametrize("fn,args,raises", [
+    # more pairs than a storage can hold: torch's RuntimeError at once (kiln counts before it allocates)
+    ("tril_indices", (2**31, 2**31), True), ("triu_indices", (2**31, 2**31), True),
+    ("tril_indices", (2**62, 1), True), ("triu_indices", (1, 2**62), True),
+    ("triu_indices", (2**31, 2**31, -2**62), True),
+    # huge rows, columns or offsets that leave few pairs: the same small result (no walk over empty rows)
+    ("triu_indices", (2**62, 2), False), ("tril_indices", (1, 2**62), False), ("triu_indices", (2**62, 1), False),
+    ("tril_indices", (2**31, 2**31, -2**62), False), ("tril_indices", (3, 3, 2**62), False),
+    ("triu_indices", (3, 3, -2**62), False), ("tril_indices", (2**63 - 1, 3, -2**63 + 5), False),
+])
+def test_tril_triu_indices_huge(fn, args, raises):
+    if raises:
+        both_raise(RuntimeError, lambda m: getattr(m, fn)(*args))
+    else:
+        both(lambda m: getattr(m, fn)(*args))
+
+
 P_VALUES = [0.0, 1.0, 2.0, 3.0, math.inf, 0.5]
 
 

@@ -1,6 +1,7 @@
 // CPU kernels of the gathering ops: index_select, gather, nonzero, masked_select, flip, tril / triu,
 // and advanced indexing (index, index_put_) (their op-table entries, schemas, metas and front ends
 // are in kiln/ops/index.cpp), registered by op name.
+#include <sstream>
 #include <cstring>
 
 #include "kiln/backend/cpu/kernels.h"
@@ -100,6 +101,7 @@ void masked_select_kernel(const OpDef&, const TensorList& in, const Attrs&, Tens
 
 void flip_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
   const Tensor& x = in[0];
+  if (x.numel() == 0) return;  // (an empty tensor's strides are unchecked: no offset arithmetic on them)
   Shape st = x.strides();
   int64_t off = x.storage_offset();
   for (int64_t d0 : std::get<Shape>(a[0])) {  // distinct: flip's meta checked them
@@ -166,7 +168,19 @@ AdvPlan plan_advanced(const Tensor& x, const TensorList& indices, const char* op
   for (int64_t i = 0; i < x.dim(); ++i)
     if (!is_adv[i]) perm.push_back(i), p.rest_sizes.push_back(x.sizes()[i]), p.rest_strides.push_back(x.strides()[i]);
   p.xp = x;
-  for (auto& [dim, t] : adv) p.bshape = broadcast_shapes(p.bshape, t.sizes(), op);
+  for (auto& [dim, t] : adv) {
+    try {
+      p.bshape = broadcast_shapes(p.bshape, t.sizes(), op);
+    } catch (const Error&) {  // torch's IndexError, naming every index tensor's shape
+      std::ostringstream shapes;
+      for (size_t i = 0; i < adv.size(); ++i) {
+        shapes << (i ? ", " : "");
+        detail::stream_one(shapes, adv[i].second.sizes());
+      }
+      KILN_FAIL(Index, op, "shape mismatch: indexing tensors could not be broadcast together with shapes ",
+                shapes.str());
+    }
+  }
   Tensor off = zeros(p.bshape, kInt64);
   for (auto& [dim, t] : adv) {
     int64_t n = x.sizes()[dim];

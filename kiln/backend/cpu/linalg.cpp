@@ -412,6 +412,10 @@ void cholesky_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorL
         if (n == 0) continue;
         to_cm(ap + b * n * n, n, n, w.data());
         ip[b] = lp::potrf<T>(upper ? 'U' : 'L', int(n), w.data(), int(n));
+        // OpenBLAS's potrf takes a NaN pivot (only `ajj <= 0` fails); reference LAPACK and MKL (torch) stop
+        // at it. The factor's first NaN diagonal entry is the first NaN pivot.
+        for (int64_t j = 0; ip[b] == 0 && j < n; ++j)
+          if (std::isnan(std::real(w[j * n + j]))) ip[b] = int(j + 1);
         for (int64_t j = 0; j < n; ++j)  // the other triangle is zero (w is column-major: (i, j) at j*n+i)
           for (int64_t i = 0; i < n; ++i)
             if (upper ? i > j : i < j) w[j * n + i] = T(0);

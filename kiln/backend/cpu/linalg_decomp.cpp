@@ -12,6 +12,7 @@
 #include "kiln/backend/cpu/linalg_util.h"
 #include "kiln/backend/cpu/parallel.h"
 #include "kiln/dispatch/op.h"
+#include "kiln/ops/linalg_detail.h"
 #include "kiln/ops/ops.h"
 
 namespace kiln {
@@ -534,8 +535,9 @@ KernelRegistrar k_matrix_exp{"linalg_matrix_exp", DeviceType::CPU, matrix_exp_ke
 // ---- least squares ---------------------------------------------------------------------------------------------
 void lstsq_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
   const char* op = "linalg.lstsq";
-  Tensor A = contiguous_of(in[0]), Bm = contiguous_of(in[1]);
   const std::string driver = std::holds_alternative<std::string>(a[1]) ? std::get<std::string>(a[1]) : "gelsy";
+  linalg_detail::check_lstsq(TensorSpec::of(in[0]), TensorSpec::of(in[1]), driver);  // the meta runs only in a trace
+  Tensor A = contiguous_of(in[0]), Bm = contiguous_of(in[1]);
   const int64_t m = A.size(-2), n = A.size(-1), k = Bm.size(-1), mn = std::min(m, n), ldb = std::max<int64_t>(
       std::max(m, n), 1);
   const Shape batch = broadcast_shapes(batch_shape(A, 2), batch_shape(Bm, 2), op);

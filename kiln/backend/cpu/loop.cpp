@@ -21,7 +21,8 @@ Loop make_loop(const Tensor* const* ops, int n, const Shape& shape) {
     L.data[k] = static_cast<char*>(t.data_ptr());
     for (int d = 0; d < nd; ++d) {
       int tdim = d - (nd - td);
-      st[d][k] = (tdim < 0 || t.sizes()[tdim] == 1) ? 0 : t.strides()[tdim] * isz;
+      // (an empty tensor's strides are unchecked and may overflow in bytes: nothing is read anyway)
+      st[d][k] = (L.numel == 0 || tdim < 0 || t.sizes()[tdim] == 1) ? 0 : t.strides()[tdim] * isz;
     }
   }
   // order dims innermost first by the output's (then inputs') strides, stable

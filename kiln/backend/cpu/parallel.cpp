@@ -37,7 +37,7 @@ struct ForkGuard {
 }  // namespace
 
 void set_num_threads(int n) {
-  KILN_CHECK(n > 0, Value, "set_num_threads", "number of threads must be positive, got ", n);
+  KILN_CHECK(n > 0, Runtime, "set_num_threads", "set_num_threads expects a positive integer, got ", n);
   KILN_CHECK(n == 1 || !g_forked_single, Runtime, "set_num_threads",
              "this process was forked from inside a parallel region of kiln's OpenMP thread pool, "
              "which cannot be restarted after that (GNU OpenMP); kiln runs on one thread here. Fork "

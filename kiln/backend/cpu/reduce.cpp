@@ -103,21 +103,21 @@ void cpu::reduce_into(ReduceOp r, const Tensor& y, const Tensor& x, const std::v
   if (!inner) raise_dtype_unsupported(op, x.dtype());
   if (y.numel() > 0 && x.numel() > 0 && reduce_expanded(r, y, x, m, op)) return;
   int64_t n = x.dim();
-  // kept dims first, then reduced dims
-  Shape perm, kept_sizes;
-  int64_t R = 1, O = 1;
-  for (int64_t i = 0; i < n; ++i)
-    if (!m[i]) perm.push_back(i), O *= x.sizes()[i];
-  for (int64_t i = 0; i < n; ++i)
-    if (m[i]) perm.push_back(i), R *= x.sizes()[i];
   char* yp = static_cast<char*>(y.data_ptr());
   if (y.numel() == 0) return;
-  if (R == 0 || x.numel() == 0) {  // empty reduction: identity
+  if (x.numel() == 0) {  // empty reduction: identity
     Scalar id = (r == ReduceOp::Prod || r == ReduceOp::All) ? Scalar(1)
                 : r == ReduceOp::Mean ? Scalar(std::numeric_limits<double>::quiet_NaN()) : Scalar(0);
     cpu::fill(y, id);
     return;
   }
+  // kept dims first, then reduced dims (products of x's sizes: no overflow, x is not empty)
+  Shape perm;
+  int64_t R = 1, O = 1;
+  for (int64_t i = 0; i < n; ++i)
+    if (!m[i]) perm.push_back(i), O *= x.sizes()[i];
+  for (int64_t i = 0; i < n; ++i)
+    if (m[i]) perm.push_back(i), R *= x.sizes()[i];
   Tensor xp = permuted(x, perm);
   int nt = get_num_threads();
   if (!xp.is_contiguous() && x.is_contiguous()) {

@@ -20,11 +20,9 @@ silu = _C.silu
 mish = _C.mish
 softplus = _C.softplus
 softsign = _C.softsign
-hardtanh = _C.hardtanh
 hardsigmoid = _C.hardsigmoid
 hardswish = _C.hardswish
 logsigmoid = _C.logsigmoid
-threshold = _C.threshold
 sigmoid = _C.sigmoid
 tanh = _C.tanh
 normalize = _C.normalize
@@ -34,6 +32,20 @@ pixel_shuffle = _C.pixel_shuffle
 pixel_unshuffle = _C.pixel_unshuffle
 prelu = _C.prelu
 local_response_norm = _C.local_response_norm
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0):
+    if min_val > max_val:  # torch.nn.functional.hardtanh's check
+        raise ValueError(f"min_val cannot be greater than max_val, got min_val={min_val} and max_val={max_val}")
+    return _C.hardtanh(input, min_val, max_val)
+
+
+def threshold(input, threshold, value, inplace=False):
+    """torch.nn.functional.threshold: value where input <= threshold; inplace=True writes input (torch's
+    threshold_, with its gradient: zero where the value was written)."""
+    if inplace:
+        return input.masked_fill_(input <= threshold, value)
+    return _C.threshold(input, threshold, value)
 
 
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
@@ -309,7 +321,15 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
 # ---- normalisation / bags / attention (kiln/nn/norm_layers.cpp, attention.cpp) ----------------------
 batch_norm = _C.batch_norm
-group_norm = _C.group_norm
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    if num_groups == 0 and input.dim() >= 2:  # torch's class: its Python front end divides by num_groups
+        raise ZeroDivisionError(f"[group_norm] integer division or modulo by zero: num_groups=0 for input of shape "
+                                f"{tuple(input.shape)}")
+    return _C.group_norm(input, num_groups, weight, bias, eps)
+
+
 embedding_bag = _C.embedding_bag
 multi_head_attention_forward = _C.multi_head_attention_forward
 

@@ -326,7 +326,7 @@ def _to_numpy(t):
     key = str(t.dtype).split(".")[-1]
     if key == "bfloat16":
         raise UnsupportedOperatorError("kiln.onnx: bfloat16 weights: convert the model to float32 first")
-    return np.array(t.contiguous().numpy(), copy=True)
+    return np.array(t.detach().contiguous().numpy(), copy=True)
 
 
 # ---- handlers: (converter, input names, attrs, output value names, original input names) ----------------

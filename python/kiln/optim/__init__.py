@@ -17,8 +17,10 @@ NAdam = _optim.NAdam
 RAdam = _optim.RAdam
 LBFGS = _optim.LBFGS
 ParamGroup = _optim.ParamGroup  # a live view of one C++ param group, used like torch's group dict
+ParamState = _optim.ParamState  # a live view of one parameter's state: opt.state[p]["exp_avg"] = t writes it
 
 _abc.MutableMapping.register(ParamGroup)
+_abc.MutableMapping.register(ParamState)
 
 from . import lr_scheduler  # noqa: E402,F401
 
