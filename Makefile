@@ -69,7 +69,8 @@ test-asan-python: asan-build
 	  find $(ASAN)/pkg/kiln \( -name '_C*.so' -o -name 'libkiln*' -o -name __pycache__ \) -prune -exec rm -rf {} + && \
 	  ln -s $(abspath $(ASAN))/py/* $(ASAN)/pkg/kiln/
 	LD_PRELOAD=$$($(CLANG) -print-file-name=libclang_rt.asan-x86_64.so) PYTHONPATH=$(abspath $(ASAN))/pkg \
-	  ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:handle_segv=0:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:abort_on_error=1 \
 	  OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest -q -p no:cacheprovider -n $(JOBS) $(addprefix tests/python/,$(ASAN_PY_TESTS))
 
 test-python: build

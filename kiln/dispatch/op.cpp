@@ -110,9 +110,10 @@ bool long_kernel(const OpDef& op, const TensorList& inputs, const SpecList* spec
     if (t.defined() && (n += t.numel()) >= kKernelRegionElems) return true;
   if (specs)
     for (const TensorSpec& s : *specs) {
-      int64_t m = 1;
-      for (SymInt d : s.sizes()) m *= d.is_symbolic() ? 1 : d.raw();
-      if ((n += m) >= kKernelRegionElems) return true;
+      double m = 1;  // (an empty output's other sizes may be huge: counted in double, no overflow)
+      for (SymInt d : s.sizes()) m *= d.is_symbolic() ? 1.0 : static_cast<double>(d.raw());
+      if (static_cast<double>(n) + m >= static_cast<double>(kKernelRegionElems)) return true;
+      n += static_cast<int64_t>(m);
     }
   return false;
 }

@@ -306,7 +306,9 @@ Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t
   KILN_CHECK(repeats >= 0, Runtime, op, "Repeats must be non-negative");
   KILN_CHECK(d + 1 <= input.dim(), Index, op, "Dimension out of range (expected to be in range of [", -input.dim() - 1,
              ", ", input.dim(), "], but got ", d + 1, ")");
-  int64_t expected = input.sizes()[d] * repeats;
+  int64_t expected;
+  KILN_CHECK(!__builtin_mul_overflow(input.sizes()[d], repeats, &expected), Runtime, op,
+             "value cannot be converted to type int64_t without overflow (", input.sizes()[d], " x ", repeats, ")");
   if (output_size)
     KILN_CHECK(*output_size == expected, Runtime, op, "repeat_interleave: Invalid output_size, expected ", expected,
                " but got ", *output_size);

@@ -242,6 +242,8 @@ Tensor interpolate(const Tensor& x, const std::optional<Shape>& size,
     bool recompute = recompute_scale_factor.value_or(false);
     for (int64_t i = 0; i < dim; ++i) {
       double v = static_cast<double>(in_sp[i]) * (*scale_factor)[i];
+      KILN_CHECK(std::isfinite(v) && std::fabs(v) < 0x1p63, Runtime, op, "value cannot be converted to type int64_t "
+                 "without overflow (input size ", in_sp[i], " times scale_factor ", (*scale_factor)[i], ")");
       // torch: floor in Python when recomputing, else the kernel's truncating cast
       out.push_back(recompute ? static_cast<int64_t>(std::floor(v)) : static_cast<int64_t>(v));
       if (!recompute) scales[i] = (*scale_factor)[i];

@@ -291,9 +291,14 @@ nb::object elem_object(const char* p, Dtype d) {
 }
 nb::object list_rec(const Tensor& t, const char* p, int64_t d) {
   if (d == t.dim()) return elem_object(p, t.dtype());
-  int64_t n = t.sizes()[d], st = t.strides()[d] * static_cast<int64_t>(t.itemsize());
+  const int64_t n = t.sizes()[d];
   PyObject* l = PyList_New(n);
   if (!l) throw nb::python_error();  // a list too long for memory: MemoryError, not a crash
+  if (t.numel() == 0) {  // (an empty tensor's strides are unchecked: no address arithmetic on them)
+    for (int64_t i = 0; i < n; ++i) PyList_SET_ITEM(l, i, list_rec(t, p, d + 1).release().ptr());
+    return nb::steal(l);
+  }
+  const int64_t st = t.strides()[d] * static_cast<int64_t>(t.itemsize());
   for (int64_t i = 0; i < n; ++i) PyList_SET_ITEM(l, i, list_rec(t, p + i * st, d + 1).release().ptr());
   return nb::steal(l);
 }

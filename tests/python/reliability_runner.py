@@ -42,6 +42,10 @@ import sys
 import tempfile
 import time
 
+# Under the sanitizer run (`make test-asan-python`: the ASan runtime preloaded) memory is not capped or
+# measured: ASan's shadow and quarantine make a child's address space and resident size its own.
+SANITIZED = "libclang_rt.asan" in os.environ.get("LD_PRELOAD", "")
+
 EXTRA_ADDRESS_SPACE = 3 << 29  # bytes (1.5 GiB) a child may map beyond what the zygote has mapped
 
 
@@ -132,8 +136,9 @@ def _fork_one(req, timeout, proto_fd_in, proto_fd_out):
             os.close(proto_fd_in)
             os.close(proto_fd_out)
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            limit = _mapped_bytes() + EXTRA_ADDRESS_SPACE
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+            if not SANITIZED:  # (ASan maps its shadow and allocator regions as it goes)
+                limit = _mapped_bytes() + EXTRA_ADDRESS_SPACE
+                resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
             _child(req, w)
         except BaseException:  # noqa: BLE001
             code = 3

@@ -40,7 +40,7 @@ parameter (PG: with a gradient).
 """
 import pytest
 
-from reliability_runner import Zygote, required_class, short
+from reliability_runner import SANITIZED, Zygote, required_class, short
 
 HANG_SECONDS = 30.0
 MAX_GROWN_MIB = 512  # the most a call's child may grow its resident memory beyond the zygote's
@@ -1393,7 +1393,7 @@ def test_abuse_like_torch(zygote, case):
     want = _run(zygote, "torch", case)
     assert want["status"] == "raised", f"torch: {short(want)}: not an abuse case"
     assert not want["mutated"], f"torch changes {want['mutated']} before raising: drop the check"
-    assert want["grown_mib"] < MAX_GROWN_MIB, f"torch touches {want['grown_mib']} MiB: too big a case"
+    assert SANITIZED or want["grown_mib"] < MAX_GROWN_MIB, f"torch touches {want['grown_mib']} MiB: too big a case"
     cls = required_class(want["exc"])
     got = _run(zygote, "kiln", case)
     assert got["status"] not in ("signal", "hang", "exit", "runner-error", "setup-error"), \
@@ -1401,7 +1401,7 @@ def test_abuse_like_torch(zygote, case):
     assert got["status"] == "raised", f"kiln accepted the call (changed {got['mutated']}); torch raises {short(want)}"
     assert cls in got["exc"], f"kiln raised {short(got)}; torch raises {short(want)}"
     assert not got["mutated"], f"kiln raised {short(got)} but changed {got['mutated']} first"
-    assert got["grown_mib"] < MAX_GROWN_MIB, \
+    assert SANITIZED or got["grown_mib"] < MAX_GROWN_MIB, \
         f"kiln touched {got['grown_mib']} MiB before raising {short(got)}; torch raises {short(want)}"
 
 
@@ -1446,6 +1446,7 @@ def test_zygote_reports_mutation_and_the_exception_mro(zygote):
     assert res["status"] == "setup-error" and res["exc"][0] == "builtins.KeyError", res
 
 
+@pytest.mark.skipif(SANITIZED, reason="memory is not capped or measured under ASan")
 def test_zygote_reports_memory_growth_and_caps_it(zygote):
     res = zygote.run("kiln", "b = b'x' * (300 << 20)")
     assert res["status"] == "returned" and 250 < res["grown_mib"] < 400, res

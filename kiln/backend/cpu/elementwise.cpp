@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "kiln/backend/cpu/kernels.h"
+#include "kiln/core/convert.h"
 #include "kiln/core/visit.h"
 #include "kiln/ops/elementwise_detail.h"
 #include "kiln/ops/ops.h"
@@ -22,12 +23,16 @@ using cpu::KParams;
 using cpu::cast_copy;
 using cpu::converted;
 
+// A bound as an integer: a float one truncated as x86 does (NaN and out of range: INT64_MIN; the
+// integer kernels never see those, torch's clamp of an integer tensor by a float bound is a float op).
+int64_t int_bound(const Scalar& s) { return s.is_floating() ? detail::f2i64(s.to_double()) : s.to_int(); }
+
 KParams unary_params(UnaryOp code, const Attrs& a) {
   KParams p;
   for (size_t i = 0; i < a.size() && i < 4; ++i) {
     if (auto* s = std::get_if<Scalar>(&a[i])) {
       p.d[i] = s->to_double();
-      p.i[i] = s->is_floating() ? static_cast<int64_t>(std::floor(s->to_double())) : s->to_int();
+      p.i[i] = s->is_floating() ? detail::f2i64(std::floor(s->to_double())) : s->to_int();  // (NaN, 1e30: no UB)
     } else if (auto* d = std::get_if<double>(&a[i])) {
       p.d[i] = *d;
     } else if (auto* n = std::get_if<int64_t>(&a[i])) {
@@ -38,12 +43,12 @@ KParams unary_params(UnaryOp code, const Attrs& a) {
   if (code == UnaryOp::Logit) p.i[0] = !a.empty() && !std::holds_alternative<std::monostate>(a[0]);
   if (code == UnaryOp::ClampMin || code == UnaryOp::Clamp) {
     // integer clamp with a float bound: bounds are cast like torch (ceil for min, floor for max)
-    if (auto* s = std::get_if<Scalar>(&a[0])) p.i[0] = s->to_int();
+    if (auto* s = std::get_if<Scalar>(&a[0])) p.i[0] = int_bound(*s);
   }
   if (code == UnaryOp::Clamp && a.size() > 1)
-    if (auto* s = std::get_if<Scalar>(&a[1])) p.i[1] = s->to_int();
+    if (auto* s = std::get_if<Scalar>(&a[1])) p.i[1] = int_bound(*s);
   if (code == UnaryOp::ClampMax && !a.empty())  // clamp_max(self, max): the kernel reads the upper bound
-    if (auto* s = std::get_if<Scalar>(&a[0])) p.d[1] = s->to_double(), p.i[1] = s->to_int();
+    if (auto* s = std::get_if<Scalar>(&a[0])) p.d[1] = s->to_double(), p.i[1] = int_bound(*s);
   return p;
 }
 
