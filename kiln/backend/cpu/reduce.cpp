@@ -36,6 +36,16 @@ Tensor moved_last(const Tensor& x, int64_t d) {
   return permuted(x, perm);
 }
 
+// A dim of x that repeats one value (stride 0, size > 1: expand's).
+bool expanded_dim(const Tensor& x, int64_t i) { return x.sizes()[i] > 1 && x.strides()[i] == 0; }
+// `small` (contiguous, its expanded dims of size 1) seen with `sizes`: those dims broadcast again.
+Tensor broadcast_back(const Tensor& small, const Shape& sizes) {
+  Shape st = contiguous_strides(small.sizes());
+  for (size_t i = 0; i < sizes.size(); ++i)
+    if (small.sizes()[i] != sizes[i]) st[i] = 0;
+  return make_view(small, sizes, st, small.storage_offset());
+}
+
 // Expanded dims (stride 0, size > 1) of x: read once, never materialised (issue 14: a sum over
 // ones(1).expand(2**31 + 8, 2) used to copy 17 GB). A reduced one holds the same values `size` times:
 // the idempotent reductions (amax, amin, all, any) and mean (its count drops with it) ignore it, the
@@ -47,13 +57,13 @@ bool reduce_expanded(ReduceOp r, const Tensor& y, const Tensor& x, const std::ve
       r != ReduceOp::Mean)
     return false;
   bool any = false;
-  for (int64_t i = 0; i < x.dim(); ++i) any = any || (x.sizes()[i] > 1 && x.strides()[i] == 0);
+  for (int64_t i = 0; i < x.dim(); ++i) any = any || expanded_dim(x, i);
   if (!any) return false;
-  Shape xs, xst, kept, small_kept, small_strides;
+  Shape xs, xst, kept, small_kept;
   std::vector<bool> m2;
   int64_t times = 1;  // how often each value of a reduced row is repeated
   for (int64_t i = 0; i < x.dim(); ++i) {
-    const bool expanded = x.sizes()[i] > 1 && x.strides()[i] == 0;
+    const bool expanded = expanded_dim(x, i);
     if (m[i] && expanded) {
       times *= x.sizes()[i];
       continue;
@@ -70,10 +80,7 @@ bool reduce_expanded(ReduceOp r, const Tensor& y, const Tensor& x, const std::ve
   } else {
     Tensor ysmall = make_tensor(small_kept, y.dtype());
     cpu::reduce_into(r, ysmall, xsmall, m2, op);
-    Shape bst = contiguous_strides(small_kept);
-    for (size_t i = 0; i < kept.size(); ++i)
-      if (small_kept[i] != kept[i]) bst[i] = 0;
-    cpu::cast_copy(yflat, make_view(ysmall, kept, bst, 0));
+    cpu::cast_copy(yflat, broadcast_back(ysmall, kept));
   }
   if (sum_like && times > 1) {
     visit_all(y.dtype(), op, [&]<class T>() {
@@ -181,13 +188,9 @@ Tensor converted_keeping_expanded(const Tensor& x, Dtype d) {
   Shape small = x.sizes();
   bool any = false;
   for (int64_t i = 0; i < x.dim(); ++i)
-    if (x.sizes()[i] > 1 && x.strides()[i] == 0) small[i] = 1, any = true;
+    if (expanded_dim(x, i)) small[i] = 1, any = true;
   if (!any) return cpu::converted(x, d);
-  Tensor c = cpu::converted(make_view(x, small, x.strides(), x.storage_offset()), d);
-  Shape st = contiguous_strides(small);
-  for (int64_t i = 0; i < x.dim(); ++i)
-    if (small[i] != x.sizes()[i]) st[i] = 0;
-  return make_view(c, x.sizes(), st, 0);
+  return broadcast_back(cpu::converted(make_view(x, small, x.strides(), x.storage_offset()), d), x.sizes());
 }
 
 void reduce_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {
