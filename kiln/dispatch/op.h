@@ -32,7 +32,7 @@ struct TensorSpec {
   Device device_ = kCPU;
   bool wrapped_ = false;  // a Python number (promotion category)
 
-  TensorSpec() = default;
+  TensorSpec() noexcept {}  // user-provided: a value-initialised spec is not zeroed first (see TensorImpl)
   TensorSpec(std::initializer_list<SymInt> s, Dtype d, Device dev = kCPU) : sizes_(s), dtype_(d), device_(dev) {}
   TensorSpec(SymShape s, Dtype d, Device dev = kCPU) : sizes_(std::move(s)), dtype_(d), device_(dev) {}
   TensorSpec(const Shape& s, Dtype d, Device dev = kCPU) : dtype_(d), device_(dev) { sizes_.assign_bits(s.data(), s.size()); }
@@ -75,6 +75,9 @@ enum OpTag : uint32_t {
   kCreation = 1 << 6,      // no tensor inputs
   kInplaceable = 1 << 7,   // has a torch in-place variant `name_`
   kCrossDevice = 1 << 8,   // copies: the input may be on another device than the output
+  kOutExactDtype = 1 << 9, // out= tensors must have exactly meta's dtypes (torch's mm, argmax, sort, ...),
+                           // where other ops cast into any dtype the result can be cast to
+  kDtypeFromOut = 1 << 10, // out= without dtype= computes in out's dtype (torch's sum, prod, cumsum, ...)
 };
 
 // The public forms torch gives an op (native_functions.yaml's `variants:`): a function
