@@ -118,13 +118,14 @@ TensorList CopySlices::apply(TensorList&& grad_outputs) {
   } else {
     // create_graph: the same write, out of place (index_put on the flat base) so that it is
     // recorded even when `result` itself does not require grad
-    int64_t n = shape_numel(bs.concrete_sizes("backward"));
-    Tensor pos = replay_view(
-        reshape(arange(Scalar(0), Scalar(n), Scalar(1), TensorOptions(kInt64).device(bs.device())), bs.concrete_sizes("backward")), *chain);
-    Tensor vals = gs.defined() ? expand(gs, pos.sizes()) : zeros(pos.sizes(), TensorOptions(bs.dtype()).device(bs.device()));
-    result =
-        reshape(index_put(reshape(result, {-1}), {reshape(pos, {-1})}, reshape(vals, {-1}), false),
-                bs.concrete_sizes("backward"));
+    // (sizes stay symbolic in a trace)
+    const SymInt n = bs.numel();
+    Tensor pos = replay_view(reshape_symint(arange_symint(n, TensorOptions(kInt64).device(bs.device())), bs.sizes()), *chain);
+    const SymShape ps = pos.sym_sizes();
+    const SymInt pn = pos.sym_numel();
+    Tensor vals = gs.defined() ? expand_symint(gs, ps) : zeros_symint(ps, TensorOptions(bs.dtype()).device(bs.device()));
+    Tensor flat = index_put(reshape_symint(result, {n}), {reshape_symint(pos, {pn})}, reshape_symint(vals, {pn}), false);
+    result = reshape_symint(flat, bs.sizes());
   }
   TensorList out(next_edges.size());
   for (size_t i = 0; i < r.size(); ++i)

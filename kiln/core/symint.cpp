@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <iterator>
 #include <ostream>
 #include <sstream>
 #include <unordered_map>
@@ -123,6 +124,51 @@ struct ShapeEnv::Impl {
     return id;
   }
 
+  // The term-by-term (interval) range of a sum of terms.
+  std::pair<int64_t, int64_t> interval(const std::vector<Term>& ts) const {
+    std::pair<int64_t, int64_t> r{0, 0};
+    for (const Term& t : ts) {
+      std::pair<int64_t, int64_t> tr{t.coeff, t.coeff};
+      for (int32_t a : t.atoms) tr = range_mul(tr, {nodes[a].lo, nodes[a].hi});
+      r = {sat_add(r.first, tr.first), sat_add(r.second, tr.second)};
+    }
+    return r;
+  }
+  // Interval arithmetic loses the correlation between terms: 2*b*s - 2*b - 2*s + 2 with b >= 2,
+  // s >= 4 is at least 6, but its interval is unbounded. A polynomial that does not decrease in any
+  // of its atoms over their ranges (each partial derivative's interval is >= 0; each atom bounded
+  // below) is smallest at the atoms' lower bounds; one that does not increase is largest there.
+  // That value and which of the two holds (+1 / -1; 0: neither).
+  std::pair<int64_t, int> at_lows_if_monotone(const std::vector<Term>& ts) const {
+    std::vector<int32_t> atoms;
+    for (const Term& t : ts) atoms.insert(atoms.end(), t.atoms.begin(), t.atoms.end());
+    std::sort(atoms.begin(), atoms.end());
+    atoms.erase(std::unique(atoms.begin(), atoms.end()), atoms.end());
+    bool up = true, down = true;
+    for (int32_t a : atoms) {
+      if (nodes[a].lo < 0) return {0, 0};  // (-kInf included)
+      std::vector<Term> d;  // the partial derivative in a
+      for (const Term& t : ts) {
+        const auto k = std::count(t.atoms.begin(), t.atoms.end(), a);
+        if (k == 0) continue;
+        Term u{sat_mul(t.coeff, k), t.atoms};
+        u.atoms.erase(std::find(u.atoms.begin(), u.atoms.end(), a));
+        d.push_back(std::move(u));
+      }
+      const auto rd = interval(d);
+      up = up && rd.first >= 0;
+      down = down && rd.second <= 0;
+      if (!up && !down) return {0, 0};
+    }
+    int64_t v = 0;
+    for (const Term& t : ts) {
+      int64_t p = t.coeff;
+      for (int32_t a : t.atoms) p = sat_mul(p, nodes[a].lo);
+      v = sat_add(v, p);
+    }
+    return {v, up ? 1 : -1};
+  }
+
   // The polynomial of canonical terms: a concrete SymInt for a constant, a node otherwise.
   SymInt poly(std::vector<Term> ts) {
     std::sort(ts.begin(), ts.end(), [](const Term& x, const Term& y) {
@@ -157,6 +203,33 @@ struct ShapeEnv::Impl {
       key += ";";
       r = {sat_add(r.first, tr.first), sat_add(r.second, tr.second)};
       if (hinted) h = checked_add(h, th);
+    }
+    if (out.size() > 1) {  // a factor common to every term: its range times the rest's is often tighter
+      std::vector<int32_t> common = out[0].atoms;  // (atoms are sorted within a term)
+      for (size_t i = 1; i < out.size() && !common.empty(); ++i) {
+        std::vector<int32_t> both;
+        std::set_intersection(common.begin(), common.end(), out[i].atoms.begin(), out[i].atoms.end(),
+                              std::back_inserter(both));
+        common = std::move(both);
+      }
+      if (!common.empty()) {  // e.g. 2*b*s - 2*b = b * (2*s - 2): with b >= 2, s >= 4, at least 12
+        std::pair<int64_t, int64_t> rest{0, 0}, fac{1, 1};
+        for (const Term& t : out) {
+          std::vector<int32_t> left;
+          std::set_difference(t.atoms.begin(), t.atoms.end(), common.begin(), common.end(), std::back_inserter(left));
+          std::pair<int64_t, int64_t> tr{t.coeff, t.coeff};
+          for (int32_t a : left) tr = range_mul(tr, {nodes[a].lo, nodes[a].hi});
+          rest = {sat_add(rest.first, tr.first), sat_add(rest.second, tr.second)};
+        }
+        for (int32_t a : common) fac = range_mul(fac, {nodes[a].lo, nodes[a].hi});
+        const auto f = range_mul(fac, rest);
+        r = {std::max(r.first, f.first), std::min(r.second, f.second)};
+      }
+    }
+    if (out.size() > 1 && (r.first == -kInf || r.second == kInf)) {
+      const auto [v, dir] = at_lows_if_monotone(out);
+      if (dir > 0) r.first = std::max(r.first, v);
+      if (dir < 0) r.second = std::min(r.second, v);
     }
     if (r.first == r.second) return SymInt(r.first);  // every value in range is one number
     n.terms = std::move(out);

@@ -136,12 +136,16 @@ Tensor full(const Shape& size, const Scalar& v, TensorOptions o) {
 }
 Tensor zeros(const Shape& size, TensorOptions o) { return dispatch1(op_full, {}, {size, Scalar(0), dtype_or(o), o.device_}); }
 Tensor ones(const Shape& size, TensorOptions o) { return dispatch1(op_full, {}, {size, Scalar(1), dtype_or(o), o.device_}); }
-// *_like: the input's sizes, dtype (unless given) and device.
-Tensor empty_like(const Tensor& t, std::optional<Dtype> d) { return empty(t.sizes(), like(t, d.value_or(t.dtype()))); }
-Tensor zeros_like(const Tensor& t, std::optional<Dtype> d) { return zeros(t.sizes(), like(t, d.value_or(t.dtype()))); }
-Tensor ones_like(const Tensor& t, std::optional<Dtype> d) { return ones(t.sizes(), like(t, d.value_or(t.dtype()))); }
+// *_like: the input's sizes (symbolic ones stay symbolic: a trace records no guard), dtype (unless
+// given) and device.
+namespace {
+Shape like_sizes(const Tensor& t) { return t.has_symbolic_sizes() ? raw_shape(t.sym_sizes()) : t.sizes(); }
+}  // namespace
+Tensor empty_like(const Tensor& t, std::optional<Dtype> d) { return empty(like_sizes(t), like(t, d.value_or(t.dtype()))); }
+Tensor zeros_like(const Tensor& t, std::optional<Dtype> d) { return zeros(like_sizes(t), like(t, d.value_or(t.dtype()))); }
+Tensor ones_like(const Tensor& t, std::optional<Dtype> d) { return ones(like_sizes(t), like(t, d.value_or(t.dtype()))); }
 Tensor full_like(const Tensor& t, const Scalar& v, std::optional<Dtype> d) {
-  return full(t.sizes(), v, like(t, d.value_or(t.dtype())));
+  return full(like_sizes(t), v, like(t, d.value_or(t.dtype())));
 }
 // Through dispatch (as an in-place `full`), so autograd sees it: a leaf that requires grad raises,
 // and a filled tensor's history is cut.

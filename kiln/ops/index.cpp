@@ -192,7 +192,7 @@ const Tensor& index_put_checked_(const Tensor& x, const TensorList& indices, con
   KILN_CHECK(static_cast<int64_t>(indices.size()) <= x.dim(), Index, op, "too many indices for tensor of dimension ",
              x.dim(), " (got ", indices.size(), ")");
   // torch fills through masked_fill_ for a single mask index and a one-element value
-  if (!accumulate && values.numel() == 1) {
+  if (!accumulate && bool(values.sym_numel() == 1)) {  // (a trace: decided by the sizes' ranges where it can be)
     Tensor mask;
     bool ok = true;
     int64_t num_ind = 0;
@@ -210,7 +210,7 @@ const Tensor& index_put_checked_(const Tensor& x, const TensorList& indices, con
         int64_t src = num_ind + j;
         KILN_CHECK(src < x.dim(), Index, op, "Dimension out of range (expected to be in range of [", -x.dim(), ", ",
                    x.dim() - 1, "], but got ", src, ")");
-        KILN_CHECK(t.sizes()[j] == x.sizes()[src], Index, op, "The shape of the mask ", t.sizes(), " at index ", j,
+        KILN_CHECK(bool(t.sym_size(j) == x.sym_size(src)), Index, op, "The shape of the mask ", t.sizes(), " at index ", j,
                    " does not match the shape of the indexed tensor ", x.sizes(), " at index ", src);
       }
       num_ind += t.dim();
@@ -240,7 +240,8 @@ const Tensor& index_put_checked_(const Tensor& x, const TensorList& indices, con
   int64_t d = 0;
   for (const Tensor& t : indices) {
     if (t.defined() && t.dtype() != kBool && t.dtype() != kUInt8)
-      KILN_CHECK(!(x.sizes()[d] == 0 && t.numel() > 0), Index, op, "index is out of bounds for dimension with size 0");
+      KILN_CHECK(!(bool(x.sym_size(d) == 0) && bool(t.sym_numel() > 0)), Index, op,
+                 "index is out of bounds for dimension with size 0");
     d += t.defined() && (t.dtype() == kBool || t.dtype() == kUInt8) ? t.dim() : 1;
     if (d >= x.dim()) break;
   }

@@ -145,18 +145,22 @@ TensorList index_fill_grad(G c, GL go) {
 DerivativeByName d_index_fill{"index_fill", index_fill_grad, 0b10, 0};
 
 // ---- masked_scatter -----------------------------------------------------------------------------
-// inputs {x, mask, source}: source's leading elements fill the masked positions in order.
+// inputs {x, mask, source}: source's leading elements fill the masked positions in order, so the
+// gradient of the k-th masked position (k from 1: the running count of the mask there) goes to source
+// element k - 1. Every gradient adds into slot k of a buffer one longer than the source, the unmasked
+// ones into slot 0, which is cut off. No size depends on the mask's data: a trace stays symbolic.
 TensorList masked_scatter_grad(G c, GL go) {
   const Tensor& g = go[0];
   const Tensor& mask = c.in[1];
   TensorList r(3);
   if (c.needs[0]) r[0] = where(mask, zero_of(g), g);
   if (c.needs[2]) {
-    const Shape& ss = in_shape(c, 2);
-    Tensor sel = masked_select(g, mask);
-    int64_t rest = shape_numel(ss) - sel.numel();
-    if (rest > 0) sel = pad(sel, {0, rest}, "constant", 0.0);
-    r[2] = reshape(sel, ss);
+    const SymShape& ss = c.in_specs[2].sizes();
+    const SymInt ns = sym_numel(ss), n = g.sym_numel();
+    Tensor m = reshape_symint(expand_symint(mask, g.sym_sizes()), {n});
+    Tensor slot = mul(cumsum(m, 0, kInt64), m);
+    Tensor acc = index_add(zeros_symint({ns + 1}, like(g)), 0, slot, reshape_symint(g, {n}));
+    r[2] = reshape_symint(narrow_symint(acc, 0, 1, ns), ss);
   }
   return r;
 }
@@ -165,9 +169,9 @@ DerivativeByName d_masked_scatter{"masked_scatter", masked_scatter_grad, 0b010, 
 // ---- take / put / take_along_dim ----------------------------------------------------------------
 TensorList take_grad(G c, GL go) {
   const Tensor& g = go[0];
-  const Shape& s = in_shape(c);
-  Tensor flat = zeros({shape_numel(s)}, like(g));
-  return {reshape(put(flat, c.in[1], g, true), s), Tensor()};
+  const SymShape& s = c.in_specs[0].sizes();  // symbolic in a trace
+  Tensor flat = zeros_symint({sym_numel(s)}, like(g));
+  return {reshape_symint(put(flat, c.in[1], g, true), s), Tensor()};
 }
 DerivativeByName d_take{"take", take_grad, 0b10, 0};
 

@@ -172,10 +172,11 @@ SymShape nonconst_pad_shape(const TensorSpec& x, const Shape& pad, const std::st
     // torch fills the pads by copying slices of the output into itself; where a source and a destination
     // slice are dense and partially overlap, copy_ refuses
     for (int64_t i = 0; i < k; ++i) {
-      int64_t d = nd - 1 - i, pl = pad[2 * i], pr = pad[2 * i + 1], o = s[d].guard_int(std::string(op));
-      int64_t outer = 1;
-      for (int64_t j = 0; j < d; ++j) outer *= s[j].guard_int(std::string(op));
-      if (outer != 1) continue;
+      const int64_t d = nd - 1 - i, pl = pad[2 * i], pr = pad[2 * i + 1];
+      SymInt outer = 1;
+      for (int64_t j = 0; j < d; ++j) outer = outer * s[j];
+      if (bool(outer != 1)) continue;  // (in a trace, decided by the sizes' ranges where it can be)
+      const int64_t o = s[d].is_symbolic() ? s[d].guard_int(std::string(op)) : s[d].raw();
       auto partial = [](int64_t a, int64_t b, int64_t len) { return a != b && a < b + len && b < a + len; };
       bool bad = (pl > 0 && partial(o - pl - std::max<int64_t>(pr, 0), 0, pl)) ||
                  (pr > 0 && partial(std::max<int64_t>(pl, 0), o - pr, pr));

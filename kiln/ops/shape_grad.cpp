@@ -7,7 +7,7 @@
 namespace kiln {
 
 // view_grad.cpp: g placed on the (offset, d1, d2) diagonal of zeros shaped like the input.
-Tensor diagonal_backward(const Tensor& g, const Shape& in_shape, int64_t offset, int64_t d1,
+Tensor diagonal_backward(const Tensor& g, const SymShape& in_shape, int64_t offset, int64_t d1,
                          int64_t d2);
 
 namespace {
@@ -15,7 +15,6 @@ namespace {
 using G = const GradCtx&;
 using GL = const TensorList&;
 
-Shape in_shape(G c) { return c.in_specs[0].concrete_sizes("backward"); }
 // The same bit for bit (symbolic in a trace, no guard), for sizes passed on and never computed with.
 Shape in_raw(G c) { return c.in_specs[0].raw_sizes(); }
 
@@ -42,7 +41,7 @@ TensorList diag_grad(G c, GL go) {
   const Tensor& g = go[0];
   const int64_t k = attr<int64_t>(c.attrs, 0);
   if (c.in_specs[0].dim() == 1) return {diagonal(g, k, 0, 1)};
-  return {diagonal_backward(g, in_shape(c), k, 0, 1)};
+  return {diagonal_backward(g, c.in_specs[0].sizes(), k, 0, 1)};
 }
 DerivativeByName d_diag{"diag", diag_grad, 0, 0};
 
@@ -57,15 +56,17 @@ DerivativeByName d_diag_embed{"diag_embed", diag_embed_grad, 0, 0};
 
 // reflect / replicate / circular pads: each output element copies one input element. Padding the
 // input's flat positions with the same mode tells which, and the gradient is added back there.
+// Sizes stay symbolic in a trace.
 TensorList pad_grad(G c, GL go) {
   const Tensor& g = go[0];
-  const Shape& s = in_shape(c);
-  const int64_t n = shape_numel(s);
-  Tensor flat = zeros({n}, like(g));
-  if (g.numel() == 0) return {reshape(flat, s)};
-  Tensor iota = reshape(arange(Scalar(n), like(g, kInt64)), s);
+  const SymShape& s = c.in_specs[0].sizes();
+  const SymInt n = sym_numel(s);
+  Tensor flat = zeros_symint({n}, like(g));
+  if (bool(g.sym_numel() == 0)) return {reshape_symint(flat, s)};
+  Tensor iota = reshape_symint(arange_symint(n, like(g, kInt64)), s);
   Tensor where_from = pad(iota, attr<Shape>(c.attrs, 0), attr<std::string>(c.attrs, 1));
-  return {reshape(index_add(flat, 0, reshape(where_from, {-1}), reshape(g, {-1})), s)};
+  Tensor added = index_add(flat, 0, reshape_symint(where_from, {g.sym_numel()}), reshape_symint(g, {g.sym_numel()}));
+  return {reshape_symint(added, s)};
 }
 DerivativeByName d_pad{"pad", pad_grad, 0, 0};
 

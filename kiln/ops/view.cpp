@@ -93,6 +93,14 @@ Sz<I> infer_size(const Sz<I>& shape, I numel, const char* op) {
 template <class I>
 std::optional<Sz<I>> view_strides(Sz<I> old_sizes, Sz<I> old_strides, const Sz<I>& shape) {
   if (old_sizes.empty()) old_sizes = {1}, old_strides = {1};
+  if constexpr (std::is_same_v<I, SymInt>) {
+    // contiguous (the same interned expressions as its contiguous strides): any shape of the same
+    // size is a contiguous view, decided without comparing sizes (which could record guards)
+    const Sz<I> cs = strides_for(old_sizes);
+    bool contiguous = true;
+    for (size_t d = 0; d < cs.size(); ++d) contiguous = contiguous && cs[d].raw() == old_strides[d].raw();
+    if (contiguous) return strides_for(shape);
+  }
   Sz<I> st(shape.size());
   if (numel_of(old_sizes) == 0) return strides_for(shape);
   int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
@@ -503,6 +511,17 @@ Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::op
   KILN_CHECK(x.dim() > 0, Index, "slice", "slice() cannot be applied to a 0-dim tensor.");
   KILN_CHECK(step > 0, Value, "slice", "step must be greater than zero");
   int64_t d = wrap_dim(dim, x.dim(), "slice");
+  if (x.has_symbolic_sizes()) [[unlikely]] {  // the dimension may stay symbolic (x[:, 0] records no guard)
+    const SymInt n = x.sym_size(d);
+    SymInt s = start ? SymInt::from_raw(*start) : SymInt(0), e = end ? SymInt::from_raw(*end) : n;
+    if (bool(s < 0)) s = s + n;
+    if (bool(e < 0)) e = e + n;
+    if (bool(s < 0)) s = 0;
+    if (bool(s > n)) s = n;
+    if (bool(e < s)) e = s;
+    if (bool(e > n)) e = n;
+    return run_view(op_slice, x, {d, s.raw(), e.raw(), step});
+  }
   int64_t n = x.sizes()[d];
   int64_t s = start.value_or(0), e = end.value_or(n);
   if (s < 0) s += n;
@@ -609,8 +628,8 @@ Tensor diagonal(const Tensor& x, int64_t offset, int64_t d1, int64_t d2) {
 
 Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step) {
   int64_t d = wrap_dim(dim, x.dim(), "unfold");
-  int64_t n = x.dim() == 0 ? 1 : x.sizes()[d];
-  KILN_CHECK(size <= n, Runtime, "unfold", "maximum size for tensor at dimension ", d, " is ", n,
+  const SymInt n = x.dim() == 0 ? SymInt(1) : x.sym_size(d);  // (a trace: a guard only when undecided)
+  KILN_CHECK(bool(n >= size), Runtime, "unfold", "maximum size for tensor at dimension ", d, " is ", n,
              " but size is ", size);
   KILN_CHECK(size >= 0, Runtime, "unfold", "size is ", size, " but must be >= 0");
   KILN_CHECK(step > 0, Runtime, "unfold", "step is ", step, " but must be > 0");

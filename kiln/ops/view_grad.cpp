@@ -13,7 +13,6 @@ namespace {
 using G = const GradCtx&;
 using GL = const TensorList&;
 
-Shape in_shape(G c, size_t i = 0) { return c.in_specs[i].concrete_sizes("backward"); }
 // The same bit for bit (symbolic in a trace, no guard), for a shape passed on and never computed with.
 Shape in_raw(G c, size_t i = 0) { return c.in_specs[i].raw_sizes(); }
 // One size computed with: a symbolic one is specialised (a guard); the other dims stay symbolic.
@@ -21,11 +20,10 @@ int64_t in_size(G c, int64_t d, size_t i = 0) {
   const SymInt s = c.in_specs[i].sizes()[d];
   return s.is_symbolic() ? s.guard_int(std::string("backward")) : s.raw();
 }
+// A size as a number: a symbolic one is specialised (a guard).
+int64_t int_of(SymInt s) { return s.is_symbolic() ? s.guard_int(std::string("backward")) : s.raw(); }
 // An int attribute that may carry a symbolic size (narrow's start/length in a trace), as a number.
-int64_t int_of(const Attr& a) {
-  const SymInt s = SymInt::from_raw(std::get<int64_t>(a));
-  return s.is_symbolic() ? s.guard_int(std::string("backward")) : s.raw();
-}
+int64_t int_of(const Attr& a) { return int_of(SymInt::from_raw(std::get<int64_t>(a))); }
 
 // The gradient of a contiguous range [s, e) of dim d: zeros around g, as a (differentiable) pad.
 Tensor pad_dim(const Tensor& g, int64_t d, int64_t before, int64_t after) {
@@ -39,14 +37,18 @@ Tensor pad_dim(const Tensor& g, int64_t d, int64_t before, int64_t after) {
 
 // The gradient of diagonal(x, offset, d1, d2) (also used by diag): g placed on that diagonal of
 // zeros shaped like x, built with diag_embed and a (cropping) pad so that it stays differentiable.
-Tensor diagonal_backward(const Tensor& g, const Shape& in_shape, int64_t offset, int64_t d1,
+// In a trace the pads are differences of symbolic sizes, which simplify to numbers (the diagonal's
+// length is the smaller size less the offset), so no guard is recorded.
+Tensor diagonal_backward(const Tensor& g, const SymShape& in_shape, int64_t offset, int64_t d1,
                          int64_t d2) {
-  const int64_t n = g.dim() ? g.sizes().back() : 0;
-  if (n == 0 || shape_numel(in_shape) == 0) return zeros(in_shape, like(g));
-  const int64_t m = n + std::abs(offset);
+  const SymInt n = g.dim() ? g.sym_size(-1) : SymInt(0);
+  if (bool(n == 0) || bool(sym_numel(in_shape) == 0)) return zeros_symint(in_shape, like(g));
+  const SymInt m = n + std::abs(offset);
+  const int64_t nd = static_cast<int64_t>(in_shape.size());
+  d1 = wrap_dim(d1, nd, "diagonal"), d2 = wrap_dim(d2, nd, "diagonal");
   Tensor e = diag_embed(g, offset, d1, d2);
-  e = pad_dim(e, d1, 0, in_shape[d1] - m);
-  return pad_dim(e, d2, 0, in_shape[d2] - m);
+  e = pad_dim(e, d1, 0, int_of(in_shape[d1] - m));
+  return pad_dim(e, d2, 0, int_of(in_shape[d2] - m));
 }
 
 namespace {
@@ -147,7 +149,7 @@ DerivativeByName d_as_strided{"as_strided", as_strided_grad, 1, 0};
 
 TensorList diagonal_grad(G c, GL go) {
   const Attrs& a = c.attrs;
-  return {diagonal_backward(go[0], in_shape(c), attr<int64_t>(a, 0), attr<int64_t>(a, 1),
+  return {diagonal_backward(go[0], c.in_specs[0].sizes(), attr<int64_t>(a, 0), attr<int64_t>(a, 1),
                             attr<int64_t>(a, 2))};
 }
 DerivativeByName d_diagonal{"diagonal", diagonal_grad, 0, 0};
@@ -156,15 +158,20 @@ DerivativeByName d_diagonal{"diagonal", diagonal_grad, 0, 0};
 // added back at those positions.
 TensorList unfold_grad(G c, GL go) {
   const Tensor& g = go[0];
-  const Shape& s = in_shape(c);
+  const SymShape& s = c.in_specs[0].sizes();
   if (s.empty()) return {reshape(sum(g), {})};
   const Attrs& a = c.attrs;
-  int64_t d = attr<int64_t>(a, 0), size = attr<int64_t>(a, 1), step = attr<int64_t>(a, 2);
-  int64_t windows = g.sizes()[d];
-  Tensor start = unsqueeze(arange(Scalar(int64_t(0)), Scalar(windows * step), Scalar(step), like(g, kInt64)), 1);
-  Tensor idx = reshape(add(start, unsqueeze(arange(Scalar(size), like(g, kInt64)), 0)), {-1});
-  Tensor gm = flatten(movedim(g, {-1}, {d + 1}), d, d + 1);
-  return {index_add(zeros(s, like(g)), d, idx, gm)};
+  int64_t d = wrap_dim(attr<int64_t>(a, 0), static_cast<int64_t>(s.size()), "unfold");
+  int64_t size = attr<int64_t>(a, 1), step = attr<int64_t>(a, 2);
+  const SymInt windows = g.sym_size(d);  // symbolic in a trace
+  Tensor start = unsqueeze(mul(arange_symint(windows, like(g, kInt64)), Scalar(step)), 1);
+  Tensor idx = add(start, unsqueeze(arange(Scalar(size), like(g, kInt64)), 0));
+  idx = reshape_symint(idx, {idx.sym_numel()});
+  Tensor gm = movedim(g, {-1}, {d + 1});
+  SymShape ms = gm.sym_sizes();
+  ms[d] = ms[d] * ms[d + 1];
+  ms.erase(ms.begin() + d + 1);
+  return {index_add(zeros_symint(s, like(g)), d, idx, reshape_symint(gm, ms))};
 }
 DerivativeByName d_unfold{"unfold", unfold_grad, 0, 0};
 

@@ -158,7 +158,25 @@ _BACKWARD_CASES = {
     "avg_pool2d": lambda B, T: F.avg_pool2d(_leaf(B, 3, T, 8), 2),
     "conv2d": lambda B, T: F.conv2d(_leaf(B, 3, 10, 10), _leaf(5, 3, 3, 3), _leaf(5), stride=2, padding=1),
     "conv_transpose1d": lambda B, T: F.conv_transpose1d(_leaf(B, 3, 10), _leaf(3, 5, 3), stride=2),
+    "diagonal": lambda B, T: _leaf(B, T, T).diagonal(0, 1, 2),
+    "diagonal_offset": lambda B, T: _leaf(B, T, T + 2).diagonal(1, 1, 2),
+    "diag": lambda B, T: kiln.diag(_leaf(T, T)),
+    "diag_1d": lambda B, T: kiln.diag(_leaf(T), 1),
+    "unfold": lambda B, T: _leaf(B, T).unfold(1, 2, 1),
+    "pad_reflect": lambda B, T: F.pad(_leaf(B, 3, T), (1, 1), mode="reflect"),
+    "pad_replicate": lambda B, T: F.pad(_leaf(B, 3, T), (1, 2), mode="replicate"),
+    "pad_circular": lambda B, T: F.pad(_leaf(B, 3, T), (1, 2), mode="circular"),
+    "masked_scatter": lambda B, T: _leaf(B, T).masked_scatter(kiln.zeros(B, T, dtype=kiln.bool, device="meta"),
+                                                              _leaf(B, T)),
+    "take": lambda B, T: kiln.take(_leaf(B, T), kiln.zeros(3, dtype=kiln.int64, device="meta")),
+    "slice_setitem": lambda B, T: _setitem(_leaf(B, T), _leaf(B)),
 }
+
+
+def _setitem(x, v):
+    y = x * 2
+    y[:, 0] = v * 3  # an in-place write into a view: the base's history becomes a CopySlices
+    return y
 
 
 @pytest.mark.parametrize("name", sorted(_BACKWARD_CASES))
@@ -172,6 +190,30 @@ def test_derivatives_keep_sizes_symbolic(name):
         for x in _leaves:  # each gradient has its input's symbolic shape
             assert x.grad is not None and str(tuple(x.grad.shape)) == str(tuple(x.shape))
         _leaves.clear()
+
+
+def test_in_place_write_into_a_view_under_create_graph_stays_symbolic():
+    # the double-backward form of CopySlices (an index_put on the flat base) is built in SymInts
+    with kiln.ShapeEnv() as env:
+        B, T = env.create_symbol("batch", 4), env.create_symbol("seq", 6, 4)
+        x, v = meta(B, T).requires_grad_(True), meta(B).requires_grad_(True)
+        y = _setitem(x, v)
+        (gx, gv) = kiln.autograd.grad(y.sum(), [x, v], create_graph=True)
+        assert env.guards == [], env.guards
+        assert str(tuple(gx.shape)) == str(tuple(x.shape)) and str(tuple(gv.shape)) == str(tuple(v.shape))
+
+
+def test_ranges_decide_comparisons_of_correlated_terms():
+    # 2*b*s - 2*b against 2*s - 2 (a reshape of a (b, s - 1, 2) tensor): term-by-term intervals are
+    # unbounded; the common factor and monotonicity in each symbol decide it without a guard
+    with kiln.ShapeEnv() as env:
+        b, s = env.create_symbol("b", 4), env.create_symbol("s", 6, 4)
+        n = 2 * b * s - 2 * b
+        assert n != 0 and n > 1 and 2 * s - 2 < n
+        assert (b - 1) * (s - 1) >= 3 and not (b * s - b - s + 1 < 3)
+        assert env.guards == []
+        assert repr(b * s - 3 * b == 5) == "SymBool(undecided)"  # b = 5, s = 4 gives 5: it stays a question
+        assert repr(b - s == 0) == "SymBool(undecided)"
 
 
 def test_a_plain_int_pins_the_dimension_and_says_where():
