@@ -48,9 +48,22 @@ SpecList arange_meta(const OpDef&, const SpecList&, const Attrs& a) {
   KILN_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), Runtime, "arange",
              "upper bound and larger bound inconsistent with step sign");
   double n;
-  if (is_integral(d, true) && start.is_integral() && end.is_integral() && step.is_integral()) {
+  if (is_integral(d, true)) {
+    // torch's integer arange computes the values from start and step truncated to int64; for int64
+    // it counts them in the truncated bounds too (arange(1, 2.5, 0.5, dtype=int64) has a zero step),
+    // for the other integer dtypes in the given ones (the same call in int32 is [1, 1, 1])
+    KILN_CHECK(std::abs(s) < 0x1p63 && std::abs(e) < 0x1p63 && std::abs(st) < 0x1p63, Runtime, "arange",
+               "value cannot be converted to type int64_t without overflow");
     const __int128 a0 = start.to_int(), b0 = end.to_int(), c0 = step.to_int();  // (no overflow)
-    n = static_cast<double>((b0 - a0 + c0 - (c0 > 0 ? 1 : -1)) / c0);
+    if (d == kInt64) {
+      KILN_CHECK(c0 != 0, Value, "arange", "step must be nonzero");
+      KILN_CHECK((c0 > 0 && b0 >= a0) || (c0 < 0 && b0 <= a0), Runtime, "arange",
+                 "upper bound and larger bound inconsistent with step sign");
+    }
+    if (c0 != 0 && (d == kInt64 || (start.is_integral() && end.is_integral() && step.is_integral())))
+      n = static_cast<double>((b0 - a0 + c0 - (c0 > 0 ? 1 : -1)) / c0);
+    else
+      n = std::ceil((e - s) / st);
   } else {
     n = std::ceil((e - s) / st);
   }

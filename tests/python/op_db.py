@@ -1795,7 +1795,10 @@ def _empty_samples(dtype, grad):
 def _arange_samples(dtype, grad):
     d = tdt(dtype)
     if dtype in INTS:
-        return [S(10, dtype=d, desc="end"), S(2, 11, 3, dtype=d, desc="step"), S(0, dtype=d, desc="empty")]
+        return [S(10, dtype=d, desc="end"), S(2, 11, 3, dtype=d, desc="step"), S(0, dtype=d, desc="empty"),
+                # float bounds truncate to int64 first; the size counts in them for int64 only
+                S(1, 4, 1.5, dtype=d, desc="float-step"), S(-1.5, 3, 1, dtype=d, desc="float-start"),
+                S(1, 3.7, 1, dtype=d, desc="float-end"), S(1, 2.5, 0.5, dtype=d, desc="step-truncates-to-zero")]
     return [S(5, dtype=d, desc="end"), S(-1, 1, 0.25, dtype=d, desc="float-step"), S(3, -2, -0.5, dtype=d,
                                                                                      desc="negative-step"),
             S(0, 10, -1, dtype=d, desc="error-step")]

@@ -36,19 +36,17 @@ void full_kernel(const OpDef&, const TensorList&, const Attrs& a, TensorList& ou
 }
 void empty_kernel(const OpDef&, const TensorList&, const Attrs&, TensorList&) {}
 
-// attrs {start, end, step, dtype, device}: values start + i * step, in int64 for integers
+// attrs {start, end, step, dtype, device}: values start + i * step, in int64 for integer dtypes
 void arange_kernel(const OpDef&, const TensorList&, const Attrs& a, TensorList& out) {
   const Scalar &start = std::get<Scalar>(a[0]), &step = std::get<Scalar>(a[2]);
   Tensor& y = out[0];
   int64_t n = y.numel();
   visit_real(y.dtype(), "arange", [&]<class T>() {
     T* p = static_cast<T*>(y.data_ptr());
-    if constexpr (std::is_integral_v<T>) {
-      if (start.is_integral() && step.is_integral()) {
-        int64_t s = start.to_int(), st = step.to_int();
-        for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(s + i * st);
-        return;
-      }
+    if constexpr (std::is_integral_v<T>) {  // start and step truncated to int64 (torch's), wrapping
+      const uint64_t s = static_cast<uint64_t>(start.to_int()), st = static_cast<uint64_t>(step.to_int());
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(static_cast<int64_t>(s + static_cast<uint64_t>(i) * st));
+      return;
     }
     double s = start.to_double(), st = step.to_double();
     for (int64_t i = 0; i < n; ++i) p[i] = convert<T>(s + static_cast<double>(i) * st);
