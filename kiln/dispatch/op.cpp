@@ -323,6 +323,9 @@ static void check_out(const OpDef& op, const TensorSpec& spec, Tensor& o, bool i
     Tensor fresh = make_tensor(spec.sizes(), o.dtype(), o.device());
     *o.impl() = *fresh.impl();
   }
+  if (op.tags & kOutExactDtype)
+    KILN_CHECK(o.dtype() == spec.dtype(), Runtime, op.name, "Expected out tensor to have dtype ",
+               dtype_name(spec.dtype()), ", but got ", dtype_name(o.dtype()), " instead");
   KILN_CHECK(can_cast(spec.dtype(), o.dtype()), Runtime, op.name, "result type ",
              dtype_name(spec.dtype()), " can't be cast to the desired output type ", dtype_name(o.dtype()));
 }

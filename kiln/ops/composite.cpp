@@ -92,6 +92,9 @@ TensorList call_composite(const Composite& c, const TensorList& in, const Attrs&
   for (size_t i = 0; i < r.size(); ++i) {
     const Tensor& o = (*out)[i];
     KILN_CHECK(o.defined(), Runtime, name, "out tensor is undefined");
+    if (c.tags & kOutExactDtype)
+      KILN_CHECK(o.dtype() == r[i].dtype(), Runtime, name, "Expected out tensor to have dtype ",
+                 dtype_name(r[i].dtype()), ", but got ", dtype_name(o.dtype()), " instead");
     check_cast(name, r[i], o);
     if (!same_shape(o, r[i])) {
       // torch resizes the out tensor (with a warning when it was not empty)

@@ -31,6 +31,7 @@ struct Composite {
   // The in-place form where the op has one of its own (writes into inputs[0], returns it); else
   // the in-place variant writes fn's result into self.
   CompositeFn inplace = nullptr;
+  uint32_t tags = 0;  // the OpTag bits that apply to a composite (kOutExactDtype, kDtypeFromOut); see CompositeTags
   mutable std::atomic<const Schema*> parsed{nullptr};
 
   // Registers itself (a static object, alive for the program's lifetime).
@@ -38,6 +39,11 @@ struct Composite {
             CompositeFn inplace = nullptr);
   Composite(const Composite&) = delete;
   Composite& operator=(const Composite&) = delete;
+};
+
+// Declares tags beside a composite's registration: CompositeTags t_prod{c_prod, kDtypeFromOut};
+struct CompositeTags {
+  CompositeTags(Composite& c, uint32_t tags) { c.tags |= tags; }
 };
 
 const std::vector<const Composite*>& registered_composites();

@@ -336,6 +336,10 @@ Composite c_eye{"eye(int n, int? m=None, " KILN_FACTORY_KW ") -> Tensor",
                 },
                 kFunctionVariant};
 #undef KILN_FACTORY_KW
+// out= without dtype=: the factory makes out's dtype (torch's zeros(3, out=o) is o's dtype)
+CompositeTags t_zeros{c_zeros, kDtypeFromOut}, t_ones{c_ones, kDtypeFromOut}, t_empty{c_empty, kDtypeFromOut},
+    t_full{c_full, kDtypeFromOut}, t_arange{c_arange, kDtypeFromOut}, t_arange_start{c_arange_start, kDtypeFromOut},
+    t_linspace{c_linspace, kDtypeFromOut}, t_logspace{c_logspace, kDtypeFromOut}, t_eye{c_eye, kDtypeFromOut};
 
 // fill_, zero_, copy_ (in place only), clone, contiguous, and the dtype casts
 Composite c_fill{"fill.Scalar(Tensor self, Scalar value) -> Tensor",

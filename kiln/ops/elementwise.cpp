@@ -3,6 +3,7 @@
 // in kiln/backend/cpu/elementwise.cpp.
 #include <cmath>
 #include <cstring>
+#include <string_view>
 
 #include "kiln/ops/composite.h"
 #include "kiln/ops/elementwise_detail.h"
@@ -72,10 +73,25 @@ SpecList binary_meta(const OpDef& op, const SpecList& in, const Attrs& attrs) {
   return r;
 }
 
+// The ops whose out= torch takes only in the result's dtype (its structured unary ops that keep the
+// input's dtype, and polar/complex), where the others cast into any dtype the result can be cast to.
+// abs is not one: torch writes a complex input's abs into a complex or real out= alike.
+constexpr bool out_exact_dtype(std::string_view n) {
+  constexpr std::string_view exact[] = {
+      "neg", "sign", "sgn", "floor", "ceil", "trunc", "frac", "bitwise_not", "conj_physical", "isposinf",
+      "isneginf", "signbit", "silu", "mish", "hardsigmoid", "hardswish", "logsigmoid", "round",
+      "round_decimals", "clamp", "clamp_min", "clamp_max", "nan_to_num", "leaky_relu", "elu", "gelu",
+      "gelu_tanh", "softplus", "hardtanh", "polar", "complex"};
+  for (std::string_view e : exact)
+    if (e == n) return true;
+  return false;
+}
+constexpr uint32_t out_tags(std::string_view n) { return out_exact_dtype(n) ? kOutExactDtype : 0u; }
+
 // The entries: one per list line (unary_list.h). Kernels are registered for the same names by the
 // CPU backend (backend/cpu/elementwise.cpp).
 #define KILN_DEF_UNARY_S(name, code, rule, schema)                                                \
-  OpDef op_##name{#name, kPointwise | kInplaceable, unary_meta, {},                               \
+  OpDef op_##name{#name, kPointwise | kInplaceable | out_tags(#name), unary_meta, {},             \
                   pack(static_cast<int>(UnaryOp::code), Rule::rule)};                            \
   OpRegistrar reg_##name{op_##name, schema};
 #define KILN_DEF_UNARY(name, code, rule) KILN_DEF_UNARY_S(name, code, rule, #name "(Tensor self) -> Tensor")
@@ -86,7 +102,7 @@ KILN_PUNARY_OPS(KILN_DEF_UNARY_S)
 #undef KILN_DEF_UNARY_S
 
 #define KILN_DEF_BINARY_S(name, code, rule, schema)                                               \
-  OpDef op_##name{#name, kPointwise | kInplaceable, binary_meta, {},                              \
+  OpDef op_##name{#name, kPointwise | kInplaceable | out_tags(#name), binary_meta, {},            \
                   pack(static_cast<int>(BinaryOp::code), Rule::rule)};                           \
   OpRegistrar reg_##name{op_##name, schema};
 #define KILN_DEF_BINARY(name, code, rule, numbers) \
@@ -136,7 +152,7 @@ SpecList where_meta(const OpDef& op, const SpecList& in, const Attrs&) {
   return {{s, result_type(in[1], in[2])}};
 }
 
-OpDef op_where{"where", kPointwise, where_meta, {}};
+OpDef op_where{"where", kPointwise | kOutExactDtype, where_meta, {}};
 OpRegistrar reg_where{op_where, "where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"};
 
 // ---- copy_ ----------------------------------------------------------------------------------------
@@ -422,6 +438,10 @@ Composite c_nan_to_num{"nan_to_num(Tensor self, float? nan=None, float? posinf=N
                        [](const TensorList& in, const Attrs& a) -> TensorList {
                          return {nan_to_num_(in[0], opt_attr<double>(a, 0), opt_attr<double>(a, 1), opt_attr<double>(a, 2))};
                        }};
+// torch refuses an out= of another dtype than the result's for the Scalar-bound clamp and nan_to_num
+// (clamp with Tensor bounds casts into it)
+CompositeTags t_clamp{c_clamp, kOutExactDtype}, t_clip{c_clip, kOutExactDtype};
+CompositeTags t_nan_to_num{c_nan_to_num, kOutExactDtype};
 // The activations torch also has as kiln.<name> functions (torch.nn.functional's Python layer adds inplace=).
 Composite c_leaky_relu{"leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor",
                        [](const TensorList& in, const Attrs& a) -> TensorList { return {leaky_relu(in[0], dbl(a, 0))}; },
@@ -456,6 +476,8 @@ Composite c_threshold{"threshold(Tensor self, Scalar threshold, Scalar value) ->
                         return {threshold(in[0], dbl(a, 0), dbl(a, 1))};
                       },
                       kFunctionVariant};
+CompositeTags t_leaky_relu{c_leaky_relu, kOutExactDtype}, t_elu{c_elu, kOutExactDtype}, t_gelu{c_gelu, kOutExactDtype};
+CompositeTags t_softplus{c_softplus, kOutExactDtype}, t_hardtanh{c_hardtanh, kOutExactDtype};
 // lerp: the Tensor weight first (a 0-dim tensor would also pass as a Scalar)
 Composite c_lerp_t{"lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor",
                    [](const TensorList& in, const Attrs&) -> TensorList { return {lerp(in[0], in[1], in[2])}; },
@@ -495,6 +517,7 @@ Composite c_equal{"equal(Tensor self, Tensor other) -> bool",
 Composite c_where{"where.self(Tensor condition, Tensor self, Tensor other) -> Tensor",
                   [](const TensorList& in, const Attrs&) -> TensorList { return {where(in[0], in[1], in[2])}; },
                   kFunctionVariant, 0b110};
+CompositeTags t_where{c_where, kOutExactDtype};
 Composite c_where_cond{"where(Tensor condition) -> Tensor[]",
                        [](const TensorList& in, const Attrs&) -> TensorList {
                          // a 0-dim condition counts as one element of a 1-d one (torch's nonzero(as_tuple))

@@ -25,7 +25,7 @@ SpecList index_select_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   return {{s, x.dtype()}};
 }
 
-OpDef op_index_select{"index_select", 0, index_select_meta, {}};
+OpDef op_index_select{"index_select", kOutExactDtype, index_select_meta, {}};
 OpRegistrar reg_index_select{op_index_select, "index_select(Tensor self, int dim, Tensor index) -> Tensor", kFunctionAndMethod};
 
 // ---- gather(x, dim, index) ------------------------------------------------------------------------
@@ -41,7 +41,7 @@ SpecList gather_meta(const OpDef&, const SpecList& in, const Attrs& a) {
                " expected index ", idx.sizes(), " to be smaller than self ", x.sizes(), " apart from dimension ", d);
   return {{idx.sizes(), x.dtype()}};
 }
-OpDef op_gather{"gather", 0, gather_meta, {}};
+OpDef op_gather{"gather", kOutExactDtype, gather_meta, {}};
 OpRegistrar reg_gather{op_gather, "gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor", kFunctionAndMethod};
 
 // ---- nonzero ----------------------------------------------------------------------------------------
@@ -50,7 +50,7 @@ SpecList nonzero_meta(const OpDef& op, const SpecList& in, const Attrs&) {
   const auto n = in[0].numel().maybe_int();
   return {{{unbacked_size(op.name, 0, n ? *n : ShapeEnv::kInf), in[0].dim()}, kInt64}};
 }
-OpDef op_nonzero{"nonzero", kDynamicShape, nonzero_meta, {}};
+OpDef op_nonzero{"nonzero", kDynamicShape | kOutExactDtype, nonzero_meta, {}};
 OpRegistrar reg_nonzero{op_nonzero, "nonzero(Tensor self) -> Tensor"};
 
 // ---- masked_select ----------------------------------------------------------------------------------
@@ -59,7 +59,7 @@ SpecList masked_select_meta(const OpDef& op, const SpecList& in, const Attrs&) {
   const SymInt n = sym_numel(broadcast_shapes(in[0].sizes(), in[1].sizes(), op.name));
   return {{{unbacked_size(op.name, 0, n.maybe_int().value_or(ShapeEnv::kInf))}, in[0].dtype()}};
 }
-OpDef op_masked_select{"masked_select", kDynamicShape, masked_select_meta, {}};
+OpDef op_masked_select{"masked_select", kDynamicShape | kOutExactDtype, masked_select_meta, {}};
 OpRegistrar reg_masked_select{op_masked_select, "masked_select(Tensor self, Tensor mask) -> Tensor", kFunctionAndMethod};
 
 // ---- flip -------------------------------------------------------------------------------------------
@@ -83,9 +83,9 @@ SpecList tri_meta(const OpDef& op, const SpecList& in, const Attrs&) {
   KILN_CHECK(in[0].dim() >= 2, Runtime, op.name, op.name, ": input tensor must have at least 2 dimensions");
   return {{in[0].sizes(), in[0].dtype()}};
 }
-OpDef op_tril{"tril", 0, tri_meta, {}, 0};
+OpDef op_tril{"tril", kOutExactDtype, tri_meta, {}, 0};
 OpRegistrar reg_tril{op_tril, "tril(Tensor self, int diagonal=0) -> Tensor", kAllVariants};
-OpDef op_triu{"triu", 0, tri_meta, {}, 1};
+OpDef op_triu{"triu", kOutExactDtype, tri_meta, {}, 1};
 OpRegistrar reg_triu{op_triu, "triu(Tensor self, int diagonal=0) -> Tensor", kAllVariants};
 
 }  // namespace

@@ -41,7 +41,7 @@ SpecList lu_factor_ex_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   SymInt k = sym_min(A.size(-2), A.size(-1));
   return {{A.sizes(), A.dtype(), A.device()}, {with_tail(b, {k}), kInt32, A.device()}, {b, kInt32, A.device()}};
 }
-OpDef op_lu_factor_ex{"linalg_lu_factor_ex", 0, lu_factor_ex_meta, {}};
+OpDef op_lu_factor_ex{"linalg_lu_factor_ex", kOutExactDtype, lu_factor_ex_meta, {}};
 OpRegistrar reg_lu_factor_ex{op_lu_factor_ex,
                              "linalg_lu_factor_ex(Tensor A, *, bool pivot=True, bool check_errors=False) -> "
                              "(Tensor LU, Tensor pivots, Tensor info)",
@@ -68,7 +68,7 @@ SpecList lu_solve_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   check_same_dtype(op, LU, B);
   return {{solve_shape(op, LU, B, attr<bool>(a, 0)), LU.dtype(), LU.device()}};
 }
-OpDef op_lu_solve{"linalg_lu_solve", 0, lu_solve_meta, {}};
+OpDef op_lu_solve{"linalg_lu_solve", kOutExactDtype, lu_solve_meta, {}};
 OpRegistrar reg_lu_solve{op_lu_solve,
                          "linalg_lu_solve(Tensor LU, Tensor pivots, Tensor B, *, bool left=True, bool adjoint=False) "
                          "-> Tensor",
@@ -87,7 +87,7 @@ SpecList lu_unpack_meta(const OpDef&, const SpecList& in, const Attrs& a) {
           {data ? with_tail(b, {m, k}) : empty, LU.dtype(), LU.device()},
           {data ? with_tail(b, {k, n}) : empty, LU.dtype(), LU.device()}};
 }
-OpDef op_lu_unpack{"lu_unpack", 0, lu_unpack_meta, {}};
+OpDef op_lu_unpack{"lu_unpack", kOutExactDtype, lu_unpack_meta, {}};
 OpRegistrar reg_lu_unpack{op_lu_unpack,
                           "lu_unpack(Tensor LU_data, Tensor LU_pivots, bool unpack_data=True, bool unpack_pivots=True) "
                           "-> (Tensor P, Tensor L, Tensor U)",
@@ -120,7 +120,7 @@ SpecList solve_ex_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   }
   return {{solve_shape(op, A, B, left), A.dtype(), A.device()}, {batch_of(A), kInt32, A.device()}};
 }
-OpDef op_solve_ex{"linalg_solve_ex", 0, solve_ex_meta, {}};
+OpDef op_solve_ex{"linalg_solve_ex", kOutExactDtype, solve_ex_meta, {}};
 OpRegistrar reg_solve_ex{op_solve_ex,
                          "linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False) -> "
                          "(Tensor result, Tensor info)",
@@ -131,7 +131,7 @@ SpecList inv_ex_meta(const OpDef&, const SpecList& in, const Attrs&) {
   check_input(A, "linalg.inv");
   return {{A.sizes(), A.dtype(), A.device()}, {batch_of(A), kInt32, A.device()}};
 }
-OpDef op_inv_ex{"linalg_inv_ex", 0, inv_ex_meta, {}};
+OpDef op_inv_ex{"linalg_inv_ex", kOutExactDtype, inv_ex_meta, {}};
 OpRegistrar reg_inv_ex{op_inv_ex,
                        "linalg_inv_ex(Tensor A, *, bool check_errors=False) -> (Tensor inverse, Tensor info)",
                        kFunctionVariant};
@@ -143,7 +143,7 @@ SpecList det_meta(const OpDef&, const SpecList& in, const Attrs&) {
   check_input(A, "linalg.det", true, "A", "lu_cpu");
   return {{batch_of(A), A.dtype(), A.device()}};
 }
-OpDef op_det{"linalg_det", 0, det_meta, {}};
+OpDef op_det{"linalg_det", kOutExactDtype, det_meta, {}};
 OpRegistrar reg_det{op_det, "linalg_det(Tensor A) -> Tensor", kFunctionVariant};
 
 SpecList slogdet_meta(const OpDef&, const SpecList& in, const Attrs&) {
@@ -155,7 +155,7 @@ SpecList slogdet_meta(const OpDef&, const SpecList& in, const Attrs&) {
           {A.sizes(), A.dtype(), A.device()},
           {with_tail(b, {A.size(-1)}), kInt32, A.device()}};
 }
-OpDef op_slogdet{"_linalg_slogdet", 0, slogdet_meta, {}};
+OpDef op_slogdet{"_linalg_slogdet", kOutExactDtype, slogdet_meta, {}};
 OpRegistrar reg_slogdet{op_slogdet,
                         "_linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet, Tensor LU, Tensor pivots)"};
 
@@ -165,7 +165,7 @@ SpecList cholesky_ex_meta(const OpDef&, const SpecList& in, const Attrs&) {
   check_input(A, "linalg.cholesky", true, "A", "cholesky_cpu");
   return {{A.sizes(), A.dtype(), A.device()}, {batch_of(A), kInt32, A.device()}};
 }
-OpDef op_cholesky_ex{"linalg_cholesky_ex", 0, cholesky_ex_meta, {}};
+OpDef op_cholesky_ex{"linalg_cholesky_ex", kOutExactDtype, cholesky_ex_meta, {}};
 OpRegistrar reg_cholesky_ex{op_cholesky_ex,
                             "linalg_cholesky_ex(Tensor self, *, bool upper=False, bool check_errors=False) -> "
                             "(Tensor L, Tensor info)",
@@ -178,7 +178,7 @@ SpecList solve_triangular_meta(const OpDef&, const SpecList& in, const Attrs& a)
   check_same_dtype(op, A, B);
   return {{solve_shape(op, A, B, attr<bool>(a, 1)), A.dtype(), A.device()}};
 }
-OpDef op_solve_triangular{"linalg_solve_triangular", 0, solve_triangular_meta, {}};
+OpDef op_solve_triangular{"linalg_solve_triangular", kOutExactDtype, solve_triangular_meta, {}};
 OpRegistrar reg_solve_triangular{op_solve_triangular,
                                  "linalg_solve_triangular(Tensor self, Tensor B, *, bool upper, bool left=True, "
                                  "bool unitriangular=False) -> Tensor",
@@ -333,6 +333,12 @@ TensorList c_triangular_solve_fn(const TensorList& in, const Attrs& a) {
 Composite c_triangular_solve{"triangular_solve(Tensor self, Tensor A, bool upper=True, bool transpose=False, "
                              "bool unitriangular=False) -> (Tensor solution, Tensor cloned_coefficient)",
                              c_triangular_solve_fn, kFunctionAndMethod};
+// torch refuses an out= of another dtype than the result's for these (not for the legacy cholesky, det, logdet)
+CompositeTags t_lu_factor{c_lu_factor, kOutExactDtype}, t_lu{c_lu, kOutExactDtype}, t_solve{c_solve, kOutExactDtype};
+CompositeTags t_inv{c_inv, kOutExactDtype}, t_inverse{c_inverse, kOutExactDtype};
+CompositeTags t_linalg_slogdet{c_linalg_slogdet, kOutExactDtype}, t_slogdet{c_slogdet, kOutExactDtype};
+CompositeTags t_linalg_cholesky{c_linalg_cholesky, kOutExactDtype};
+CompositeTags t_triangular_solve{c_triangular_solve, kOutExactDtype};
 }  // namespace
 
 }  // namespace kiln

@@ -31,7 +31,7 @@ SpecList qr_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   TensorSpec Q{mode == "r" ? SymShape{0} : with_tail(b, {m, complete ? m : k}), A.dtype(), A.device()};
   return {Q, {with_tail(b, {complete ? m : k, n}), A.dtype(), A.device()}};
 }
-OpDef op_qr{"linalg_qr", 0, qr_meta, {}};
+OpDef op_qr{"linalg_qr", kOutExactDtype, qr_meta, {}};
 OpRegistrar reg_qr{op_qr, "linalg_qr(Tensor A, str mode='reduced') -> (Tensor Q, Tensor R)", kFunctionVariant};
 
 SpecList geqrf_meta(const OpDef&, const SpecList& in, const Attrs&) {
@@ -85,7 +85,7 @@ SpecList ormqr_meta(const OpDef&, const SpecList& in, const Attrs& a) {
              "input.shape[:-2]");
   return {{C.sizes(), C.dtype(), C.device()}};
 }
-OpDef op_ormqr{"ormqr", 0, ormqr_meta, {}};
+OpDef op_ormqr{"ormqr", kOutExactDtype, ormqr_meta, {}};
 OpRegistrar reg_ormqr{op_ormqr,
                       "ormqr(Tensor self, Tensor input2, Tensor input3, bool left=True, bool transpose=False) -> Tensor",
                       kFunctionAndMethod};
@@ -102,7 +102,7 @@ SpecList eigh_meta(const OpDef&, const SpecList& in, const Attrs& a) {
   return {{with_tail(b, {A.size(-1)}), to_real(A.dtype()), A.device()},
           {v ? A.sizes() : SymShape{0}, A.dtype(), A.device()}};
 }
-OpDef op_eigh{"_linalg_eigh", 0, eigh_meta, {}};
+OpDef op_eigh{"_linalg_eigh", kOutExactDtype, eigh_meta, {}};
 OpRegistrar reg_eigh{op_eigh, "_linalg_eigh(Tensor A, str UPLO=\"L\", bool compute_v=True) -> (Tensor eigenvalues, "
                               "Tensor eigenvectors)"};
 
@@ -132,7 +132,7 @@ SpecList svd_meta(const OpDef&, const SpecList& in, const Attrs& a) {
           {with_tail(b, {k}), to_real(A.dtype()), A.device()},
           {uv ? with_tail(b, {full ? n : k, n}) : SymShape{0}, A.dtype(), A.device()}};
 }
-OpDef op_svd{"_linalg_svd", 0, svd_meta, {}};
+OpDef op_svd{"_linalg_svd", kOutExactDtype, svd_meta, {}};
 OpRegistrar reg_svd{op_svd, "_linalg_svd(Tensor A, bool full_matrices=False, bool compute_uv=True, *, str? driver=None) "
                             "-> (Tensor U, Tensor S, Tensor Vh)"};
 
@@ -304,6 +304,9 @@ TensorList c_lstsq_fn(const TensorList& in, const Attrs& a) {
 Composite c_lstsq{"linalg_lstsq(Tensor self, Tensor b, float? rcond=None, *, str? driver=None) -> (Tensor solution, "
                   "Tensor residuals, Tensor rank, Tensor singular_values)",
                   c_lstsq_fn, kFunctionVariant};
+// torch refuses an out= of another dtype than the result's for these (not for eigvals, lstsq, orgqr)
+CompositeTags t_qr{c_qr, kOutExactDtype}, t_eigh{c_eigh, kOutExactDtype}, t_eigvalsh{c_eigvalsh, kOutExactDtype};
+CompositeTags t_linalg_svd{c_linalg_svd, kOutExactDtype}, t_svdvals{c_svdvals, kOutExactDtype}, t_svd{c_svd, kOutExactDtype};
 }  // namespace
 
 }  // namespace kiln

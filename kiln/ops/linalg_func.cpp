@@ -394,6 +394,14 @@ TensorList c_tensorsolve_fn(const TensorList& in, const Attrs& a) {
 }
 Composite c_tensorsolve{"linalg_tensorsolve(Tensor self, Tensor other, int[]? dims=None) -> Tensor", c_tensorsolve_fn,
                         kFunctionVariant};
+// torch refuses an out= of another dtype than the result's for these (pinv, cond, matrix_rank,
+// tensorinv and tensorsolve cast into it)
+CompositeTags t_vector_norm{c_vector_norm, kOutExactDtype}, t_matrix_norm{c_matrix_norm, kOutExactDtype};
+CompositeTags t_matrix_norm_str{c_matrix_norm_str, kOutExactDtype};
+CompositeTags t_norm{c_norm, kOutExactDtype}, t_norm_str{c_norm_str, kOutExactDtype};
+CompositeTags t_linalg_matrix_power{c_linalg_matrix_power, kOutExactDtype}, t_matrix_power{c_matrix_power, kOutExactDtype};
+CompositeTags t_linalg_cross{c_linalg_cross, kOutExactDtype}, t_cross{c_cross, kOutExactDtype};
+CompositeTags t_vecdot{c_vecdot, kOutExactDtype}, t_multi_dot{c_multi_dot, kOutExactDtype};
 }  // namespace
 
 }  // namespace kiln

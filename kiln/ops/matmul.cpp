@@ -26,7 +26,7 @@ SpecList bmm_meta(const OpDef&, const SpecList& in, const Attrs&) {
   return {{{a.sizes()[0], a.sizes()[1], b.sizes()[2]}, a.dtype()}};
 }
 
-OpDef op_bmm{"bmm", 0, bmm_meta, {}};  // kernel: backend/cpu/matmul.cpp
+OpDef op_bmm{"bmm", kOutExactDtype, bmm_meta, {}};  // kernel: backend/cpu/matmul.cpp
 OpRegistrar reg_bmm{op_bmm, "bmm(Tensor self, Tensor mat2) -> Tensor", kFunctionAndMethod};
 
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
@@ -251,6 +251,11 @@ Composite c_baddbmm{"baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scala
                     addmul<baddbmm>, kAllVariants};
 Composite c_addbmm{"addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
                    addmul<addbmm>, kAllVariants};
+// torch refuses an out= of another dtype than the result's for these (outer, ger, kron cast into it)
+CompositeTags t_matmul{c_matmul, kOutExactDtype}, t_mm{c_mm, kOutExactDtype}, t_mv{c_mv, kOutExactDtype};
+CompositeTags t_dot{c_dot, kOutExactDtype}, t_vdot{c_vdot, kOutExactDtype}, t_inner{c_inner, kOutExactDtype};
+CompositeTags t_addmm{c_addmm, kOutExactDtype}, t_addmv{c_addmv, kOutExactDtype};
+CompositeTags t_baddbmm{c_baddbmm, kOutExactDtype}, t_addbmm{c_addbmm, kOutExactDtype};
 }  // namespace
 
 }  // namespace kiln

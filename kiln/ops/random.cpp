@@ -259,6 +259,10 @@ Composite c_normal_ff{"normal.float_float(float mean, float std, SymInt[] size, 
                    },
                    kFunctionVariant};
 #undef KILN_RANDOM_KW
+// out= without dtype=: drawn in out's dtype, as torch's
+CompositeTags t_rand{c_rand, kDtypeFromOut}, t_randn{c_randn, kDtypeFromOut}, t_randint{c_randint, kDtypeFromOut},
+    t_randint_low{c_randint_low, kDtypeFromOut}, t_randperm{c_randperm, kDtypeFromOut},
+    t_normal_ff{c_normal_ff, kDtypeFromOut};
 Composite c_rand_like{"rand_like(Tensor self, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False) -> Tensor",
                       [](const TensorList& in, const Attrs& a) -> TensorList {
                         return factory_result(rand(in[0].sizes(), like_options_attr(in[0], a, 0)), a, 2);

@@ -78,14 +78,18 @@ SpecList reduce_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
 
 // torch's schemas: amax/amin exactly, all/any as all.dims/any.dims, sum/nansum/mean with dtype=;
 // prod and the norms keep the dim-list form (torch's prod takes one int dim) and are not bound.
+// amax/amin refuse an out= of another dtype than the input's, as torch's
 #define REDUCE_OP(name, code)                                                                  \
-  OpDef op_##name{#name, kReduction, reduce_meta, {}, static_cast<int>(ReduceOp::code)}; \
+  OpDef op_##name{#name,                                                                       \
+                  kReduction | (ReduceOp::code == ReduceOp::Max || ReduceOp::code == ReduceOp::Min \
+                                    ? kOutExactDtype : 0u),                                    \
+                  reduce_meta, {}, static_cast<int>(ReduceOp::code)};                           \
   OpRegistrar reg_##name{op_##name, #name "(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"};
 #define REDUCE_OP_OPT(name, code)                                                              \
   OpDef op_##name{#name, kReduction, reduce_meta, {}, static_cast<int>(ReduceOp::code)}; \
   OpRegistrar reg_##name{op_##name, #name ".dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor"};
-#define REDUCE_OP_DTYPE(name, code, schema_name)                                               \
-  OpDef op_##name{#name, kReduction, reduce_meta, {}, static_cast<int>(ReduceOp::code)};      \
+#define REDUCE_OP_DTYPE(name, code, schema_name, tags)                                         \
+  OpDef op_##name{#name, kReduction | (tags), reduce_meta, {}, static_cast<int>(ReduceOp::code)}; \
   OpRegistrar reg_##name{op_##name,                                                         \
                          schema_name "(Tensor self, int[1]? dim=None, bool keepdim=False, *, "       \
                          "ScalarType? dtype=None) -> Tensor", kFunctionAndMethod};
@@ -135,9 +139,9 @@ SpecList argred_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   return {{s, x.dtype()}, {s, kInt64}};
 }
 
-OpDef op_max_dim{"max_dim", kReduction, argred_meta, {}, 0};
+OpDef op_max_dim{"max_dim", kReduction | kOutExactDtype, argred_meta, {}, 0};
 OpRegistrar reg_max_dim{op_max_dim, "max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"};
-OpDef op_min_dim{"min_dim", kReduction, argred_meta, {}, 1};
+OpDef op_min_dim{"min_dim", kReduction | kOutExactDtype, argred_meta, {}, 1};
 OpRegistrar reg_min_dim{op_min_dim, "min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"};
 OpVariants v_max_dim{op_max_dim, kFunctionAndMethod}, v_min_dim{op_min_dim, kFunctionAndMethod};
 
@@ -151,9 +155,9 @@ SpecList softmax_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   return {{x.sizes(), d}};
 }
 
-OpDef op_softmax{"softmax", 0, softmax_meta, {}, 0};
+OpDef op_softmax{"softmax", kOutExactDtype, softmax_meta, {}, 0};
 OpRegistrar reg_softmax{op_softmax, "softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor", kFunctionAndMethod};
-OpDef op_log_softmax{"log_softmax", 0, softmax_meta, {}, 1};
+OpDef op_log_softmax{"log_softmax", kOutExactDtype, softmax_meta, {}, 1};
 OpRegistrar reg_log_softmax{op_log_softmax, "log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor",
                              kFunctionAndMethod};
 
@@ -169,15 +173,15 @@ SpecList scan_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   return {{x.sizes(), x.dtype()}};
 }
 
-OpDef op_cumsum{"cumsum", 0, scan_meta, {}, 0};
+OpDef op_cumsum{"cumsum", kDtypeFromOut, scan_meta, {}, 0};
 OpRegistrar reg_cumsum{op_cumsum, "cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", kFunctionAndMethod};
-OpDef op_cumprod{"cumprod", 0, scan_meta, {}, 1};
+OpDef op_cumprod{"cumprod", kDtypeFromOut, scan_meta, {}, 1};
 OpRegistrar reg_cumprod{op_cumprod, "cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", kFunctionAndMethod};
-OpDef op_logcumsumexp{"logcumsumexp", 0, scan_meta, {}, 2};
+OpDef op_logcumsumexp{"logcumsumexp", kOutExactDtype, scan_meta, {}, 2};
 OpRegistrar reg_logcumsumexp{op_logcumsumexp, "logcumsumexp(Tensor self, int dim) -> Tensor"};
-OpDef op_cummax{"cummax", 0, scan_meta, {}, 3};
+OpDef op_cummax{"cummax", kOutExactDtype, scan_meta, {}, 3};
 OpRegistrar reg_cummax{op_cummax, "cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)", kFunctionAndMethod};
-OpDef op_cummin{"cummin", 0, scan_meta, {}, 4};
+OpDef op_cummin{"cummin", kOutExactDtype, scan_meta, {}, 4};
 OpRegistrar reg_cummin{op_cummin, "cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)", kFunctionAndMethod};
 
 Tensor reduce(const OpDef& op, const Tensor& x, const OptDims& dims, bool keepdim) {
@@ -413,6 +417,7 @@ Composite c_prod_dim{"prod.dim_int(Tensor self, int dim, bool keepdim=False, *, 
                        return {prod(in[0], attr<int64_t>(a, 0), attr<bool>(a, 1), opt_attr<Dtype>(a, 2))};
                      },
                      kFunctionAndMethod};
+CompositeTags t_prod{c_prod, kDtypeFromOut}, t_prod_dim{c_prod_dim, kDtypeFromOut};
 // max and min: the whole tensor, along a dim (values and indices), or elementwise against another
 Composite c_max{"max(Tensor self) -> Tensor", [](const TensorList& in, const Attrs&) -> TensorList { return {max(in[0])}; },
                 kFunctionAndMethod};
@@ -440,6 +445,9 @@ Composite c_aminmax{"aminmax(Tensor self, *, int? dim=None, bool keepdim=False) 
                       return {lo, hi};
                     },
                     kFunctionAndMethod};
+// torch refuses an out= of another dtype than the result's (int64 for argmax/argmin)
+CompositeTags t_argmax{c_argmax, kOutExactDtype}, t_argmin{c_argmin, kOutExactDtype};
+CompositeTags t_aminmax{c_aminmax, kOutExactDtype};
 
 // var, std, var_mean, std_mean: torch's three overloads each (dims with `unbiased`, dims with
 // `correction=`, the whole tensor with `unbiased`), one function underneath taking the correction.
@@ -521,6 +529,7 @@ Composite c_logcumsumexp{"logcumsumexp(Tensor self, int dim) -> Tensor",
                            return {logcumsumexp(in[0], attr<int64_t>(a, 0))};
                          },
                          kFunctionAndMethod};
+CompositeTags t_logcumsumexp{c_logcumsumexp, kOutExactDtype};
 }  // namespace
 
 }  // namespace kiln

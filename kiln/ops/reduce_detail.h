@@ -13,8 +13,9 @@ enum class ReduceOp : int { Sum, Prod, Max, Min, All, Any, SumAbs, SumSq, NanSum
 #define KILN_REDUCE_OPS(X) \
   X(prod, Prod) X(amax, Max) X(amin, Min) X(norm_l1, SumAbs) X(norm_l2sq, SumSq)
 // the three with torch's `dtype=` (the input is converted to it, or to the default accumulation
-// dtype, inside the op): X(name, code, torch's schema name)
-#define KILN_REDUCE_DTYPE_OPS(X) X(sum, Sum, "sum.dim_IntList") X(nansum, NanSum, "nansum") X(mean, Mean, "mean.dim")
+// dtype, inside the op): X(name, code, torch's schema name, extra tags)
+#define KILN_REDUCE_DTYPE_OPS(X) \
+  X(sum, Sum, "sum.dim_IntList", kDtypeFromOut) X(nansum, NanSum, "nansum", kDtypeFromOut) X(mean, Mean, "mean.dim", 0)
 // the two whose dim is optional (all.dims, any.dims)
 #define KILN_REDUCE_OPT_OPS(X) X(all, All) X(any, Any)
 }  // namespace kiln

@@ -62,13 +62,13 @@ SpecList scatter_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   return {{x.sizes(), x.dtype()}};
 }
 
-OpDef op_scatter{"scatter", kInplaceable, scatter_meta, {}, kScSrc};
+OpDef op_scatter{"scatter", kInplaceable | kOutExactDtype, scatter_meta, {}, kScSrc};
 OpRegistrar reg_scatter{op_scatter, "scatter.src(Tensor self, Tensor index, Tensor src, int dim, str reduce) -> Tensor"};
-OpDef op_scatter_value{"scatter.value", kInplaceable, scatter_meta, {}, kScValue};
+OpDef op_scatter_value{"scatter.value", kInplaceable | kOutExactDtype, scatter_meta, {}, kScValue};
 OpRegistrar reg_scatter_value{op_scatter_value, "scatter.value(Tensor self, Tensor index, int dim, Scalar value, str reduce) -> Tensor"};
-OpDef op_scatter_add{"scatter_add", kInplaceable, scatter_meta, {}, kScAdd};
+OpDef op_scatter_add{"scatter_add", kInplaceable | kOutExactDtype, scatter_meta, {}, kScAdd};
 OpRegistrar reg_scatter_add{op_scatter_add, "scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor", kFunctionAndMethod};
-OpDef op_scatter_reduce{"scatter_reduce", kInplaceable, scatter_meta, {}, kScReduce};
+OpDef op_scatter_reduce{"scatter_reduce", kInplaceable | kOutExactDtype, scatter_meta, {}, kScReduce};
 OpRegistrar reg_scatter_reduce{op_scatter_reduce,
                                 "scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, "
                                 "bool include_self=True) -> Tensor",
@@ -101,7 +101,7 @@ SpecList index_add_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   return {{x.sizes(), x.dtype()}};
 }
 
-OpDef op_index_add{"index_add", kInplaceable, index_add_meta, {}};
+OpDef op_index_add{"index_add", kInplaceable | kOutExactDtype, index_add_meta, {}};
 OpRegistrar reg_index_add{op_index_add, "index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor", kFunctionAndMethod};
 
 SpecList index_copy_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
@@ -128,7 +128,7 @@ SpecList index_copy_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   return {{x.sizes(), x.dtype()}};
 }
 
-OpDef op_index_copy{"index_copy", kInplaceable, index_copy_meta, {}};
+OpDef op_index_copy{"index_copy", kInplaceable | kOutExactDtype, index_copy_meta, {}};
 OpRegistrar reg_index_copy{op_index_copy, "index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor", kFunctionAndMethod};
 
 SpecList index_fill_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
@@ -162,7 +162,7 @@ SpecList take_meta(const OpDef& op, const SpecList& in, const Attrs&) {
   KILN_CHECK(!(x.numel() == 0 && idx.numel() != 0), Index, op.name, "take(): tried to take from an empty tensor");
   return {{idx.sizes(), x.dtype()}};
 }
-OpDef op_take{"take", 0, take_meta, {}};
+OpDef op_take{"take", kOutExactDtype, take_meta, {}};
 OpRegistrar reg_take{op_take, "take(Tensor self, Tensor index) -> Tensor", kFunctionAndMethod};
 
 SpecList put_meta(const OpDef& op, const SpecList& in, const Attrs&) {
@@ -184,7 +184,7 @@ OpRegistrar reg_put{op_put, "put(Tensor self, Tensor index, Tensor source, bool 
 SpecList tad_gather_meta(const OpDef&, const SpecList& in, const Attrs&) {
   return {{in[1].sizes(), in[0].dtype()}};
 }
-OpDef op_tad_gather{"take_along_dim", 0, tad_gather_meta, {}};
+OpDef op_tad_gather{"take_along_dim", kOutExactDtype, tad_gather_meta, {}};
 OpRegistrar reg_tad_gather{op_tad_gather, "take_along_dim(Tensor self, Tensor indices, int dim) -> Tensor"};
 
 std::string reduce_str(const std::optional<std::string>& r) { return r ? *r : std::string(); }

@@ -42,7 +42,7 @@ SpecList searchsorted_meta(const OpDef& op, const SpecList& in, const Attrs& a) 
 }
 
 // torch's bounds: `!(mid >= val)` / `!(mid > val)`, so a NaN value lands past every element.
-OpDef op_searchsorted{"searchsorted", 0, searchsorted_meta, {}};
+OpDef op_searchsorted{"searchsorted", kOutExactDtype, searchsorted_meta, {}};
 OpRegistrar reg_searchsorted{op_searchsorted, "searchsorted(Tensor sorted_sequence, Tensor self, Tensor? sorter, bool out_int32, bool right, bool has_sorter) -> Tensor"};
 
 // ---- histc(x, bins, min, max). attrs {bins, min, max} -------------------------------------------
@@ -55,7 +55,7 @@ SpecList histc_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
 }
 
 // Bin of an element inside [l, r], computed in T as torch does (each reduced-float op rounds).
-OpDef op_histc{"histc", 0, histc_meta, {}};
+OpDef op_histc{"histc", kOutExactDtype, histc_meta, {}};
 OpRegistrar reg_histc{op_histc, "histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor", kFunctionAndMethod};
 
 // ---- bincount(x[, weights]). attrs {minlength, has_weights} -----------------------------------------

@@ -90,7 +90,7 @@ SpecList diag_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   SymInt len = k >= 0 ? sym_min(R, C - k) : sym_min(R + k, C);
   return {{{sym_max(len, 0)}, x.dtype()}};
 }
-OpDef op_diag{"diag", 0, diag_meta, {}};
+OpDef op_diag{"diag", kOutExactDtype, diag_meta, {}};
 OpRegistrar reg_diag{op_diag, "diag(Tensor self, int diagonal=0) -> Tensor", kFunctionAndMethod};
 
 // attrs {offset, dim1, dim2}
@@ -546,6 +546,9 @@ Composite c_take_along_dim{"take_along_dim(Tensor self, Tensor indices, int? dim
                              return {take_along_dim(in[0], in[1], opt_attr<int64_t>(a, 0))};
                            },
                            kFunctionAndMethod};
+// torch refuses an out= of another dtype than self's for scatter and take_along_dim
+CompositeTags t_scatter_src{c_scatter_src, kOutExactDtype}, t_scatter_value{c_scatter_value, kOutExactDtype};
+CompositeTags t_take_along_dim{c_take_along_dim, kOutExactDtype};
 Composite c_rot90{"rot90(Tensor self, int k=1, int[] dims=[0,1]) -> Tensor",
                   [](const TensorList& in, const Attrs& a) -> TensorList {
                     return {rot90(in[0], i64(a, 0), attr<Shape>(a, 1))};

@@ -39,7 +39,7 @@ SpecList sort_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   return {{x.sizes(), x.dtype()}, {x.sizes(), kInt64}};
 }
 
-OpDef op_sort{"sort", 0, sort_meta, {}};
+OpDef op_sort{"sort", kOutExactDtype, sort_meta, {}};
 OpRegistrar reg_sort{op_sort, "sort.stable(Tensor self, int dim=-1, bool descending=False, *, bool? stable=False) -> (Tensor values, Tensor indices)", kFunctionAndMethod};
 
 // ---- topk(x, k, dim, largest, sorted): torch's partial_sort / nth_element selection ---------------
@@ -57,7 +57,7 @@ SpecList topk_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   return {{s, dt}, {s, kInt64}};
 }
 
-OpDef op_topk{"topk", 0, topk_meta, {}};
+OpDef op_topk{"topk", kOutExactDtype, topk_meta, {}};
 OpRegistrar reg_topk{op_topk, "topk(Tensor self, int k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)", kFunctionAndMethod};
 
 // ---- kthvalue(x, k, dim, keepdim): torch's quickselect (Sedgewick), NaN largest ------------------
@@ -74,7 +74,7 @@ SpecList kthvalue_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   return {{s, x.dtype()}, {s, kInt64}};
 }
 
-OpDef op_kthvalue{"kthvalue", kReduction, kthvalue_meta, {}};
+OpDef op_kthvalue{"kthvalue", kReduction | kOutExactDtype, kthvalue_meta, {}};
 OpRegistrar reg_kthvalue{op_kthvalue, "kthvalue(Tensor self, int k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)", kFunctionAndMethod};
 
 // ---- median / nanmedian along a dim (code 0 median, 1 nanmedian) ----------------------------------
@@ -87,9 +87,9 @@ SpecList median_dim_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   return {{s, x.dtype()}, {s, kInt64}};
 }
 
-OpDef op_median_dim{"median_dim", kReduction, median_dim_meta, {}, 0};
+OpDef op_median_dim{"median_dim", kReduction | kOutExactDtype, median_dim_meta, {}, 0};
 OpRegistrar reg_median_dim{op_median_dim, "median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)", kFunctionAndMethod};
-OpDef op_nanmedian_dim{"nanmedian_dim", kReduction, median_dim_meta, {}, 1};
+OpDef op_nanmedian_dim{"nanmedian_dim", kReduction | kOutExactDtype, median_dim_meta, {}, 1};
 OpRegistrar reg_nanmedian_dim{op_nanmedian_dim, "nanmedian.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)", kFunctionAndMethod};
 
 // ---- global median / nanmedian ---------------------------------------------------------------------
@@ -113,7 +113,7 @@ SpecList mode_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   return {{s, x.dtype()}, {s, kInt64}};
 }
 
-OpDef op_mode{"mode", kReduction, mode_meta, {}};
+OpDef op_mode{"mode", kReduction | kOutExactDtype, mode_meta, {}};
 OpRegistrar reg_mode{op_mode, "mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)", kFunctionAndMethod};
 
 // ---- quantile / nanquantile (code 0 / 1). inputs {x, q}; attrs {has_dim, dim, keepdim, interp} ----
@@ -218,6 +218,8 @@ Composite c_argsort{"argsort(Tensor self, int dim=-1, bool descending=False, *, 
                     kFunctionAndMethod};
 Composite c_msort{"msort(Tensor self) -> Tensor",
                   [](const TensorList& in, const Attrs&) -> TensorList { return {msort(in[0])}; }, kFunctionAndMethod};
+// torch refuses an out= of another dtype than the result's for these (and the ones below)
+CompositeTags t_argsort{c_argsort, kOutExactDtype}, t_msort{c_msort, kOutExactDtype};
 // quantile, nanquantile: q as a tensor first, then as a float
 #define KILN_QUANTILE(name)                                                                                      \
   Composite c_##name##_t{#name "(Tensor self, Tensor q, int? dim=None, bool keepdim=False, *, "                      \
@@ -237,6 +239,8 @@ Composite c_msort{"msort(Tensor self) -> Tensor",
 KILN_QUANTILE(quantile)
 KILN_QUANTILE(nanquantile)
 #undef KILN_QUANTILE
+CompositeTags t_quantile_t{c_quantile_t, kOutExactDtype}, t_quantile_s{c_quantile_s, kOutExactDtype};
+CompositeTags t_nanquantile_t{c_nanquantile_t, kOutExactDtype}, t_nanquantile_s{c_nanquantile_s, kOutExactDtype};
 // searchsorted(sorted_sequence, input) and bucketize(input, boundaries): input a tensor or a number
 Composite c_searchsorted_t{
     "searchsorted.Tensor(Tensor sorted_sequence, Tensor input, *, bool out_int32=False, bool right=False, "
@@ -263,6 +267,9 @@ Composite c_bucketize_s{"bucketize.Scalar(Scalar self, Tensor boundaries, *, boo
                           return {bucketize(attr<Scalar>(a, 0), in[0], attr<bool>(a, 1), attr<bool>(a, 2))};
                         },
                         kFunctionVariant};
+// out= must be int64, or int32 with out_int32=True (the result's dtype), as torch's
+CompositeTags t_searchsorted_t{c_searchsorted_t, kOutExactDtype}, t_searchsorted_s{c_searchsorted_s, kOutExactDtype};
+CompositeTags t_bucketize_t{c_bucketize_t, kOutExactDtype}, t_bucketize_s{c_bucketize_s, kOutExactDtype};
 Composite c_bincount{"bincount(Tensor self, Tensor? weights=None, int minlength=0) -> Tensor",
                      [](const TensorList& in, const Attrs& a) -> TensorList {
                        return {bincount(in[0], in[1], attr<int64_t>(a, 0))};

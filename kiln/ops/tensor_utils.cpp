@@ -496,6 +496,8 @@ Composite c_clamp_max_t{"clamp_max.Tensor(Tensor self, Tensor max) -> Tensor",
                         [](const TensorList& in, const Attrs&) -> TensorList { return {clamp_max(in[0], in[1])}; },
                         kAllVariants};
 Composite c_clamp_max{"clamp_max(Tensor self, Scalar max) -> Tensor", clamp_max_s, kAllVariants};
+// torch refuses an out= of another dtype than the result's with a Scalar bound (a Tensor bound casts)
+CompositeTags t_clamp_min{c_clamp_min, kOutExactDtype}, t_clamp_max{c_clamp_max, kOutExactDtype};
 }  // namespace
 
 }  // namespace kiln

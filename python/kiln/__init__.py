@@ -76,9 +76,11 @@ def numel(t):
 
 
 # out= for the functions whose C++ binding does not take it: the result is computed, checked with
-# torch's rule (the result dtype must be castable to out's), out is resized when its shape differs,
-# and the values are copied in. The ops bound from their schemas (kiln._C._Op) take out= natively.
-_OUT_FUNCS = ["nonzero"]
+# torch's rule (the result dtype must be castable to out's; for those of _OUT_EXACT_DTYPE, torch's
+# nonzero, norm and tensordot, it must be out's), out is resized when its shape differs, and the
+# values are copied in. The ops bound from their schemas (kiln._C._Op) take out= natively.
+_OUT_FUNCS = ["nonzero", "norm", "tensordot"]
+_OUT_EXACT_DTYPE = {"nonzero", "norm", "tensordot"}
 
 
 def _write_out(name, result, out):
@@ -89,6 +91,8 @@ def _write_out(name, result, out):
         return type(result)(*written) if hasattr(result, "_fields") else tuple(written)
     if not isinstance(out, Tensor):
         raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(out).__name__}")
+    if name in _OUT_EXACT_DTYPE and result.dtype != out.dtype:
+        raise RuntimeError(f"[{name}] Expected out tensor to have dtype {result.dtype}, but got {out.dtype} instead")
     if not _C.can_cast(result.dtype, out.dtype):
         raise RuntimeError(f"[{name}] result type {result.dtype} can't be cast to the desired output type "
                            f"{out.dtype}")

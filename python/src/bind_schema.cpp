@@ -260,13 +260,6 @@ struct Parsed {
 
 constexpr size_t kMaxArgs = 24;
 
-// The ops whose out= call without dtype= computes in out's dtype, as torch's do.
-// (A property of the op: it belongs in its OpDef's tags, with the next change to op.h.)
-bool dtype_from_out(const Schema& s) {
-  for (const char* n : {"sum", "nansum", "cumsum", "cumprod", "prod"})
-    if (s.name == n) return true;
-  return false;
-}
 
 // Matches and converts the arguments; a TypeError (nb::type_error) when they do not fit the schema.
 void parse(const OpFn& f, PyObject* const* argv, size_t nargs, PyObject* kwnames, Parsed& p) {
@@ -343,7 +336,7 @@ void parse(const OpFn& f, PyObject* const* argv, size_t nargs, PyObject* kwnames
                               "' (pos " + std::to_string(i + 1) + ")").c_str());
     } else if (v == Py_None && !a.optional && a.default_ && a.kind == ArgKind::IntList) {
       attrs.push_back(ai.def);  // torch's parser takes None for an int list with a default (roll's dims)
-    } else if (!v && out && a.kind == ArgKind::ScalarType && dtype_from_out(*f.schema) && is_tensor_obj(out)) {
+    } else if (!v && out && a.kind == ArgKind::ScalarType && ((f.op ? f.op->tags : f.comp->tags) & kDtypeFromOut) && is_tensor_obj(out)) {
       attrs.push_back(tensor_of(out).dtype());  // torch's sum(..., out=o) computes in o's dtype
     } else if (v) {
       try {

@@ -1358,10 +1358,7 @@ with zipfile.ZipFile(src) as zin, zipfile.ZipFile(path, 'w') as zout:
 KNOWN = {  # case id -> what kiln does today vs torch 2.13; each is marked xfail(strict=True)
     # --- crash (kiln dies of a signal): none today
     # --- hang (kiln outlives HANG_SECONDS): none today
-    # --- accepted (kiln returns where torch raises), some writing to their inputs or outputs
-    "out-matmul-double": "kiln writes a float32 product into a float64 out=; torch RuntimeError (out dtype)",
-    "out-argmax-float": "kiln writes argmax into a float32 out=; torch RuntimeError (expected int64 out)",
-    "out-sort-float-indices": "kiln writes sort indices into a float32 out=; torch RuntimeError (expected int64)",
+    # --- accepted (kiln returns where torch raises), some writing to their inputs or outputs: none today
     # --- wrong class (kiln raises, but not torch's class or a subclass of it)
     "set_-non-tensor": "kiln has no Tensor.set_ (AttributeError); torch TypeError",
     "out-cat-int-from-float": "kiln RuntimeError; torch TypeError (can't be cast to the out dtype)",

@@ -418,7 +418,7 @@ void scan_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorLi
 #define K_REDUCE(name, code) KernelRegistrar k_##name{#name, DeviceType::CPU, reduce_kernel};
 KILN_REDUCE_OPS(K_REDUCE)
 KILN_REDUCE_OPT_OPS(K_REDUCE)
-#define K_REDUCE_DTYPE(name, code, schema_name) K_REDUCE(name, code)
+#define K_REDUCE_DTYPE(name, code, schema_name, tags) K_REDUCE(name, code)
 KILN_REDUCE_DTYPE_OPS(K_REDUCE_DTYPE)
 #undef K_REDUCE_DTYPE
 #undef K_REDUCE
