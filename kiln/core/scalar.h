@@ -67,8 +67,8 @@ class Scalar {
       switch (tag_) {
         case Tag::Bool: case Tag::Int: return static_cast<T>(i_);
         case Tag::UInt: return static_cast<T>(u_);
-        case Tag::Double: return static_cast<T>(static_cast<int64_t>(d_));
-        default: return static_cast<T>(static_cast<int64_t>(c_.real()));
+        case Tag::Double: return static_cast<T>(double_to_int64(d_));
+        default: return static_cast<T>(double_to_int64(c_.real()));
       }
     } else {
       return static_cast<T>(to_double());
@@ -83,6 +83,11 @@ class Scalar {
     }
   }
   int64_t to_int() const { return to<int64_t>(); }
+  // A C++ cast where it is defined; NaN and values outside int64's range give INT64_MIN, what x86's
+  // conversion instruction gives (the cast itself is undefined behaviour there).
+  static int64_t double_to_int64(double d) {
+    return d >= -9223372036854775808.0 && d < 9223372036854775808.0 ? static_cast<int64_t>(d) : INT64_MIN;
+  }
   std::complex<double> to_complex() const { return to<std::complex<double>>(); }
   Scalar operator-() const;
 
