@@ -260,15 +260,11 @@ void gemv_dot_block(const uint32_t* xw, const T* const* rows, const Slicing& sl,
 // tot must have room for n rounded up to 64.
 template <class T>
 void gemv_dot(const uint32_t* xw, const T* m, int64_t js, int64_t n, const Slicing& sl, float* tot) {
-  for (int64_t j = 0; j < n; j += 64) {
-    const T* rows[64];
-    for (int i = 0; i < 64; ++i) rows[i] = m + std::min<int64_t>(j + i, n - 1) * js;  // past n: repeats
-    switch (std::min<int64_t>(4, ceil_div(n - j, 16))) {
-      case 4: gemv_dot_block<4>(xw, rows, sl, tot + j); break;
-      case 3: gemv_dot_block<3>(xw, rows, sl, tot + j); break;
-      case 2: gemv_dot_block<2>(xw, rows, sl, tot + j); break;
-      default: gemv_dot_block<1>(xw, rows, sl, tot + j); break;
-    }
+  for (int64_t j = 0; j < n; j += 32) {
+    const T* rows[32];
+    for (int i = 0; i < 32; ++i) rows[i] = m + std::min<int64_t>(j + i, n - 1) * js;  // past n: repeats
+    if (n - j > 16) gemv_dot_block<2>(xw, rows, sl, tot + j);
+    else gemv_dot_block<1>(xw, rows, sl, tot + j);
   }
 }
 
