@@ -82,18 +82,10 @@ CASES = [
     C("matrix_power", lambda m, d, o: m.matrix_power(d.x, 2, out=o)),
     C("ger", lambda m, d, o: m.ger(d.v, d.v, out=o)),
     # --- reductions
-    C("amax", lambda m, d, o: m.amax(d.x, 0, out=o)),
-    C("amin", lambda m, d, o: m.amin(d.x, 0, out=o)),
-    C("sum", lambda m, d, o: m.sum(d.x, 0, out=o)),
-    C("mean", lambda m, d, o: m.mean(d.x, 0, out=o)),
-    C("prod", lambda m, d, o: m.prod(d.x, 0, out=o)),
-    C("nansum", lambda m, d, o: m.nansum(d.x, 0, out=o)),
-    C("cumsum", lambda m, d, o: m.cumsum(d.x, 0, out=o)),
-    C("cumprod", lambda m, d, o: m.cumprod(d.x, 0, out=o)),
-    C("logcumsumexp", lambda m, d, o: m.logcumsumexp(d.x, 0, out=o)),
-    C("logsumexp", lambda m, d, o: m.logsumexp(d.x, 0, out=o)),
-    C("std", lambda m, d, o: m.std(d.x, 0, out=o)),
-    C("var", lambda m, d, o: m.var(d.x, 0, out=o)),
+    # (self, dim 0)
+    *[C(n, lambda m, d, o, n=n: getattr(m, n)(d.x, 0, out=o))
+      for n in ("amax", "amin", "sum", "mean", "prod", "nansum", "cumsum", "cumprod", "logcumsumexp", "logsumexp",
+                "std", "var")],
     C("norm", lambda m, d, o: m.norm(d.x, dim=0, out=o)),
     C("linalg.vector_norm", lambda m, d, o: m.linalg.vector_norm(d.x, out=o)),
     C("linalg.matrix_norm", lambda m, d, o: m.linalg.matrix_norm(d.x, out=o)),
