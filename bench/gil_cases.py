@@ -87,11 +87,18 @@ def gil_rows():
     buf = bytes(64 << 20)
     control = _rate_during(lambda: hashlib.sha256(buf).digest())
     frees.append(_free_rate())
+    # and for the streaming rows: numpy's own multiply (one thread, the lock released) of the same size
+    v = np.random.default_rng(0).standard_normal(1 << 24, dtype=np.float32)
+    o = np.empty_like(v)
+    np_mul = _rate_during(lambda: np.multiply(v, v, out=o))
+    frees.append(_free_rate())
     free = statistics.median(frees)
     rows = [f"| GIL: second thread during {name} | 1 | {k / free * 100:.0f} % | {t / free * 100:.0f} % |"
             for name, k, t in rates]
     return rows + [f"| GIL control: second thread during hashlib.sha256 of 64 MB (no kiln, no torch; "
-                   f"CPython releases the lock) | 1 | {control / free * 100:.0f} % | - |"]
+                   f"CPython releases the lock) | 1 | {control / free * 100:.0f} % | - |",
+                   f"| GIL control: second thread during numpy.multiply f32 16M (one thread, lock released) "
+                   f"| 1 | {np_mul / free * 100:.0f} % | - |"]
 
 
 HEADER = ["| case | threads | kiln: counter thread's rate (of its free rate) | torch |", "| --- | --- | ---: | ---: |"]
