@@ -236,16 +236,29 @@ void argred_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tensor
     });
   });
 }
-// The float32 exp and sum kernels of the selected ISA, used row by row by softmax.
+// The float32 kernels of the selected ISA that softmax runs row by row: exp, the row sum and max, and
+// x - s / x * s with a scalar s.
 struct SoftmaxKernels {
   cpu::InnerLoop exp;
-  cpu::ReduceInnerFn sum;
+  cpu::ReduceInnerFn sum, max;
+  cpu::InnerLoop sub, mul;
 };
 const SoftmaxKernels& kernels_for_softmax() {
-  static const SoftmaxKernels k{
-      cpu::cpu_kernels().unary[static_cast<int>(cpu::UnaryOp::Exp)][static_cast<int>(kFloat32)],
-      cpu::cpu_kernels().reduce_inner[static_cast<int>(ReduceOp::Sum)][static_cast<int>(kFloat32)]};
+  const auto& t = cpu::cpu_kernels();
+  constexpr int f = static_cast<int>(kFloat32);
+  static const SoftmaxKernels k{t.unary[static_cast<int>(cpu::UnaryOp::Exp)][f],
+                                t.reduce_inner[static_cast<int>(ReduceOp::Sum)][f],
+                                t.reduce_inner[static_cast<int>(ReduceOp::Max)][f],
+                                t.binary[static_cast<int>(BinaryOp::Sub)][f], t.binary[static_cast<int>(BinaryOp::Mul)][f]};
   return k;
+}
+// dst[r] := a[r] op s for r < n (the ISA's binary loop with a broadcast second operand; alpha 1).
+inline void with_scalar(cpu::InnerLoop op, float* dst, const float* a, float s, int64_t n) {
+  char* d[3] = {reinterpret_cast<char*>(dst), reinterpret_cast<char*>(const_cast<float*>(a)), reinterpret_cast<char*>(&s)};
+  const int64_t st[3] = {sizeof(float), sizeof(float), 0};
+  cpu::KParams kp;
+  kp.d[0] = 1, kp.i[0] = 1;
+  op(d, st, n, &kp);
 }
 
 void softmax_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {
@@ -271,12 +284,18 @@ void softmax_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tenso
           const T* row = xp + o * R;
           T* yr = yp + o * R;
           A mx = -std::numeric_limits<A>::infinity();
-          for (int64_t r = 0; r < R; ++r) {
-            A v = static_cast<A>(row[r]);
-            mx = v > mx ? v : mx;
+          if constexpr (std::is_same_v<T, float>) {  // the ISA's max (a NaN makes the row NaN either way)
+            K.max(reinterpret_cast<char*>(&mx), reinterpret_cast<const char*>(row), 1, R);
+          } else {
+            for (int64_t r = 0; r < R; ++r) {
+              A v = static_cast<A>(row[r]);
+              mx = v > mx ? v : mx;
+            }
           }
           if (std::isinf(mx) && mx < 0) mx = 0;
-          for (int64_t r = 0; r < R; ++r) buf[r] = static_cast<A>(row[r]) - mx;
+          if constexpr (std::is_same_v<T, float>) with_scalar(K.sub, buf.data(), row, mx, R);
+          else
+            for (int64_t r = 0; r < R; ++r) buf[r] = static_cast<A>(row[r]) - mx;
           A s;
           if constexpr (std::is_same_v<A, float>) {
             float* dst = log ? ex.data() : buf.data();
@@ -295,10 +314,14 @@ void softmax_kernel(const OpDef& op, const TensorList& in, const Attrs& a, Tenso
           }
           if (log) {
             A ls = std::log(s);
-            for (int64_t r = 0; r < R; ++r) yr[r] = static_cast<T>(buf[r] - ls);
+            if constexpr (std::is_same_v<T, float>) with_scalar(K.sub, yr, buf.data(), ls, R);
+            else
+              for (int64_t r = 0; r < R; ++r) yr[r] = static_cast<T>(buf[r] - ls);
           } else {
             A inv = A(1) / s;
-            for (int64_t r = 0; r < R; ++r) yr[r] = static_cast<T>(buf[r] * inv);
+            if constexpr (std::is_same_v<T, float>) with_scalar(K.mul, yr, buf.data(), inv, R);
+            else
+              for (int64_t r = 0; r < R; ++r) yr[r] = static_cast<T>(buf[r] * inv);
           }
         }
       });
