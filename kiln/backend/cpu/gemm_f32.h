@@ -1,7 +1,7 @@
 // The float32 panels of kiln's packed GEMM (included by kernels_gemm.cpp only): every input type is
 // converted to float32 while packing, and the micro-kernel multiplies float32 with fused
-// multiply-adds (AVX2: 6 x 16 = twelve ymm accumulators, broadcast A, two B loads per k; base ISA:
-// 4 x 8 in plain C++, mul then add). Also the matrix-vector and tiny-product paths, which replay
+// multiply-adds (AVX-512: 14 x 32 = 28 zmm accumulators; AVX2: 6 x 16 = twelve ymm accumulators,
+// broadcast A, two B loads per k; base ISA: 4 x 8 in plain C++, mul then add). Also the matrix-vector and tiny-product paths, which replay
 // the micro-kernel's arithmetic exactly (see kernels_gemm.cpp).
 #pragma once
 
@@ -11,7 +11,12 @@ namespace kiln::cpu::KILN_ISA {
 namespace {
 namespace f32p {
 
-#ifdef KILN_GEMM_AVX2
+// AVX-512: 14 x 32 (28 zmm accumulators). Each element of C is the same chain of fused multiply-adds
+// in k order whatever the tile's width, so the AVX2 and AVX-512 tables give the same bits.
+#if defined(KILN_GEMM_AVX2) && defined(__AVX512F__)
+#define KILN_GEMM_F32_AVX512 1
+constexpr int MR = 14, NR = 32;
+#elif defined(KILN_GEMM_AVX2)
 constexpr int MR = 6, NR = 16;
 #else
 constexpr int MR = 4, NR = 8;
@@ -29,16 +34,22 @@ void pack_a(const T* a, int64_t rs, int64_t cs, int64_t mc, int64_t kc, int64_t 
     const T* p = a + i0 * rs;
     int64_t k = 0;
 #ifdef KILN_GEMM_AVX2
-    if (mr == MR && cs == 1) {  // row-major: 8 k at a time, transposed in registers
+    constexpr int G = (MR + 7) / 8;  // groups of 8 rows
+    if (mr == MR && cs == 1) {  // row-major: 8 k at a time, 8 rows at a time transposed in registers
       for (; k + 8 <= kc; k += 8) {
-        __m256 r[8];
-        for (int i = 0; i < MR; ++i) r[i] = load8(p + i * rs + k);
-        r[6] = r[7] = _mm256_setzero_ps();
-        transpose8(r);
-        for (int j = 0; j < 8; ++j) _mm256_storeu_ps(dst + (k + j) * MR, r[j]);  // lanes 6, 7 overwritten next
+        __m256 r[G][8];
+        for (int g = 0; g < G; ++g) {
+          for (int i = 0; i < 8; ++i) r[g][i] = g * 8 + i < MR ? load8(p + (g * 8 + i) * rs + k) : _mm256_setzero_ps();
+          transpose8(r[g]);
+        }
+        // k in order: the lanes past MR spill into the next k's row, which its own store overwrites
+        // (past the last k: the scratch slack)
+        for (int j = 0; j < 8; ++j)
+          for (int g = 0; g < G; ++g) _mm256_storeu_ps(dst + (k + j) * MR + g * 8, r[g][j]);
       }
-    } else if (mr == MR && rs == 1 && i0 + 8 <= rows_avail) {  // column-major: one 8-wide read per k
-      for (; k < kc; ++k) _mm256_storeu_ps(dst + k * MR, load8(p + k * cs));
+    } else if (mr == MR && rs == 1 && i0 + 8 * G <= rows_avail) {  // column-major: 8-wide reads per k
+      for (; k < kc; ++k)
+        for (int g = 0; g < G; ++g) _mm256_storeu_ps(dst + k * MR + g * 8, load8(p + g * 8 + k * cs));
     }
 #else
     (void)rows_avail;
@@ -61,17 +72,15 @@ void pack_b(const T* b, int64_t rs, int64_t cs, int64_t kc, int64_t nc, float* d
     int64_t k = 0;
 #ifdef KILN_GEMM_AVX2
     if (nr == NR && cs == 1) {  // row-major
-      for (; k < kc; ++k) {
-        _mm256_store_ps(dst + k * NR, load8(p + k * rs));
-        _mm256_store_ps(dst + k * NR + 8, load8(p + k * rs + 8));
-      }
+      for (; k < kc; ++k)
+        for (int h = 0; h < NR; h += 8) _mm256_storeu_ps(dst + k * NR + h, load8(p + k * rs + h));
     } else if (nr == NR && rs == 1) {  // column-major: 8 columns x 8 k, transposed in registers
       for (; k + 8 <= kc; k += 8) {
         for (int h = 0; h < NR; h += 8) {
           __m256 r[8];
           for (int j = 0; j < 8; ++j) r[j] = load8(p + (h + j) * cs + k);
           transpose8(r);
-          for (int i = 0; i < 8; ++i) _mm256_store_ps(dst + (k + i) * NR + h, r[i]);
+          for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + (k + i) * NR + h, r[i]);
         }
       }
     }
@@ -86,7 +95,47 @@ void pack_b(const T* b, int64_t rs, int64_t cs, int64_t kc, int64_t nc, float* d
 
 // ---- micro-kernels: tile[MR][NR] = sum_k A[k][0..MR) x B[k][0..NR) --------------------------------
 
-#ifdef KILN_GEMM_AVX2
+#ifdef KILN_GEMM_F32_AVX512
+// R rows (<= MR) and V * 16 columns of the tile; rows / columns past those are left unwritten.
+template <int R, int V>
+void ukernel(int64_t kc, const float* __restrict A, const float* __restrict B, float* __restrict tile) {
+  __m512 c[R][V];
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) c[i][v] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int64_t k = 0; k < kc; ++k) {
+    __m512 b[V];
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) b[v] = _mm512_loadu_ps(B + v * 16);
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      const __m512 a = _mm512_set1_ps(A[i]);
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v) c[i][v] = _mm512_fmadd_ps(a, b[v], c[i][v]);
+    }
+    A += MR;
+    B += NR;
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) _mm512_storeu_ps(tile + i * NR + v * 16, c[i][v]);
+}
+
+using UkernelFn = void (*)(int64_t, const float*, const float*, float*);
+template <int... R>
+constexpr auto make_ukernels(std::integer_sequence<int, R...>) {
+  struct Tab { UkernelFn f[MR][2]; };
+  return Tab{{{&ukernel<R + 1, 1>, &ukernel<R + 1, 2>}...}};
+}
+constexpr auto kUkernels = make_ukernels(std::make_integer_sequence<int, MR>{});
+
+inline void run_ukernel(int64_t mr, int64_t nr, int64_t kc, const float* A, const float* B, float* tile) {
+  kUkernels.f[mr - 1][nr > 16 ? 1 : 0](kc, A, B, tile);
+}
+#elif defined(KILN_GEMM_AVX2)
 // R rows (<= MR) and V * 8 columns of the tile; rows / columns past those are left unwritten.
 template <int R, int V>
 void ukernel(int64_t kc, const float* __restrict A, const float* __restrict B, float* __restrict tile) {
@@ -288,8 +337,14 @@ void run_small(const GemmArgs& g, const TA* a, const TB* b, TC* c) {
 struct F32Panels {
   using W = float;
   static constexpr int MR = f32p::MR, NR = f32p::NR, KU = 1;
+#ifdef KILN_GEMM_F32_AVX512
+  static constexpr int64_t MC = 140;   // A block (MC x KC floats) stays in L2; B micro-panel (KC x 32) in L1
+  static constexpr int64_t NC = 4064;  // widest column block (B is packed for all of K: see block_n)
+#else
   static constexpr int64_t MC = 144;   // A block (MC x KC floats, 144 KiB) stays in L2; B micro-panel 16 KiB, L1
   static constexpr int64_t NC = 4080;  // widest column block (B is packed for all of K: see block_n)
+#endif
+  static_assert(MC % MR == 0 && NC % NR == 0);
 #ifdef KILN_GEMM_AVX2
   static constexpr bool kGemv = true;
 #else
