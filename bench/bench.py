@@ -272,6 +272,7 @@ def main():
         f"kiln {kiln.__version__} vs torch {torch.__version__}, numpy {np.__version__}, "
         f"Python {platform.python_version()}, {cpu_name()}, {os.cpu_count()} CPUs, kiln kernels: "
         f"{kiln._C.cpu_isa()}{' + AVX512-BF16 GEMM' if kiln._C.cpu_bf16_dot() else ''}"
+        f"{' + AMX-BF16 tiles' if kiln._C.cpu_amx() else ''}"
         + f", load average {os.getloadavg()[0]:.2f} at start" + (", --quick" if args.quick else ""),
         "",
         "Median time per call; ratio = torch time / kiln time (> 1 means kiln is faster). "

@@ -11,5 +11,7 @@ namespace cpu {
 const char* cpu_isa();
 // Whether that table multiplies bfloat16 with the AVX512-BF16 instructions (backend/cpu/isa.h).
 bool bf16_dot();
+// Whether it multiplies them on AMX tiles (backend/cpu/isa.h).
+bool amx();
 }  // namespace cpu
 }  // namespace kiln

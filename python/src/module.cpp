@@ -150,6 +150,7 @@ NB_MODULE(_C, m) {
   m.def("cpu_isa", &kiln::cpu::cpu_isa);
   // whether the selected table multiplies bfloat16 with the AVX512-BF16 instructions (vdpbf16ps)
   m.def("cpu_bf16_dot", &kiln::cpu::bf16_dot);
+  m.def("cpu_amx", &kiln::cpu::amx);
   // op schemas (dispatch/schema.h): the text, and the parsed form as (name, overload, args, returns)
   // with args as (name, type, default or None, kwarg_only)
   m.def("_op_schema", [](const std::string& name) -> nb::object {

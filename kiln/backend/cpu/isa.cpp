@@ -1,3 +1,7 @@
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +27,9 @@ KILN_DECLARE_ISA(avx512)
 namespace avx512bf16 {
 void fill_gemm_bf16(KernelTable&);
 }
+namespace avx512amx {
+void fill_gemm_amx(KernelTable&);
+}
 #endif
 
 namespace {
@@ -39,7 +46,9 @@ namespace {
 
 const KernelTable* build_table(Isa isa) {
 #ifndef KILN_BASE_ISA_ONLY
-  if (isa == Isa::Avx512) return KILN_BUILD(avx512, if (bf16_dot_supported()) avx512bf16::fill_gemm_bf16(*t));
+  if (isa == Isa::Avx512)
+    return KILN_BUILD(avx512, if (bf16_dot_supported()) avx512bf16::fill_gemm_bf16(*t);
+                      if (amx_supported()) avx512amx::fill_gemm_amx(*t));
   if (isa == Isa::Avx2) return KILN_BUILD(avx2, );
 #endif
   (void)isa;
@@ -97,6 +106,33 @@ bool bf16_dot_supported() {
 }
 
 bool bf16_dot() { return selected_isa() == Isa::Avx512 && bf16_dot_supported(); }
+
+namespace {
+bool detect_amx() {
+#ifndef KILN_BASE_ISA_ONLY
+  if (!bf16_dot_supported()) return false;
+  if (const char* e = std::getenv("KILN_AMX"); e && std::strcmp(e, "0") == 0) return false;
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  if (!(d & (1u << 22)) || !(d & (1u << 24))) return false;  // AMX-BF16, AMX-TILE
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;  // OSXSAVE
+  unsigned lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  if ((lo & (3u << 17)) != (3u << 17)) return false;  // the OS saves XTILECFG and XTILEDATA
+  // Linux hands the tile data state to a process that asks for it (ARCH_REQ_XCOMP_PERM, XTILEDATA)
+  return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+#else
+  return false;
+#endif
+}
+}  // namespace
+
+bool amx_supported() {
+  static const bool ok = detect_amx();
+  return ok;
+}
+
+bool amx() { return selected_isa() == Isa::Avx512 && amx_supported(); }
 
 bool isa_supported(Isa isa) { return isa <= best_isa(); }
 

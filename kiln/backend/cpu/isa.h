@@ -17,5 +17,11 @@ bool isa_supported(Isa isa);
 // uses it: the avx512 table multiplies bfloat16 with it where the CPU has the instructions.
 bool bf16_dot_supported();
 bool bf16_dot();
+// Whether this CPU (and build, and kernel) has the AMX-BF16 GEMM (tdpbf16ps tiles), and whether the
+// selected table uses it: the avx512 table's bfloat16 and float8 products run on the tiles where the
+// CPU has them, the kernel grants the process the tile state, and KILN_AMX is not 0 in the
+// environment (decision 45).
+bool amx_supported();
+bool amx();
 
 }  // namespace kiln::cpu

@@ -32,6 +32,7 @@
 #include <numeric>
 #include <vector>
 
+#include "kiln/backend/cpu/gemm_amx.h"
 #include "kiln/backend/cpu/gemm_bf16.h"
 #include "kiln/backend/cpu/gemm_f32.h"
 #include "kiln/backend/cpu/parallel.h"
@@ -110,6 +111,14 @@ void fill_zero(T* c, int64_t M, int64_t N, int64_t rs, int64_t cs) {
     for (int64_t j = 0; j < N; ++j) c[i * rs + j * cs] = from_f32<T>(0.0f);
 }
 
+// How a panel kind cuts K (gemm_elem.h's slicing, unless it has its own: AMX's tiles keep their sums
+// over deeper slices).
+template <class Pn>
+inline Slicing slicing_for(int64_t K) {
+  if constexpr (requires { Pn::slices(K); }) return Pn::slices(K);
+  else return slicing(K);
+}
+
 // Scratch words for run_block on an m x n part of a product with K (one thread): packed A of one row
 // block and K slice, packed B of one column block, the float32 partial sums when K is sliced.
 struct BlockScratch {
@@ -117,7 +126,7 @@ struct BlockScratch {
 };
 template <class Pn>
 BlockScratch block_scratch(int64_t m, int64_t n, int64_t K) {
-  const Slicing sl = slicing(K);
+  const Slicing sl = slicing_for<Pn>(K);
   const int64_t rows = round_up(std::min(Pn::MC, m), Pn::MR), ncb = round_up(std::min(block_n<Pn>(K), n), Pn::NR);
   return {round_up(rows * ceil_div(sl.kcb, Pn::KU) + 16, 16), round_up(ncb * ceil_div(K, Pn::KU) + 16, 16),
           sl.nk > 1 ? round_up(rows * ncb, 16) : 0};
@@ -153,6 +162,7 @@ void compute_rows(const Pb& P, const typename Pb::A* a, typename Pb::C* c, int64
     const Slice s = P.nk == 1 ? Slice::Only : kb == 0 ? Slice::First : kb == P.nk - 1 ? Slice::Last : Slice::Middle;
     Pn::pack_a(a + ic * g.a_rs + pc * g.a_cs, g.a_rs, g.a_cs, mc, kc, g.M - ic, Ap);
     const typename Pn::W* Bk = Bp + Pb::depth(pc) * ldw;
+    if constexpr (requires { Pn::tiles_on(); }) Pn::tiles_on();  // (AMX: the tile configuration)
     for (int64_t jr = 0; jr < nc; jr += NR) {
       const int64_t nr = std::min<int64_t>(NR, nc - jr);
       for (int64_t ir = 0; ir < mc; ir += MR) {
@@ -168,6 +178,7 @@ void compute_rows(const Pb& P, const typename Pb::A* a, typename Pb::C* c, int64
         epilogue<NR>(s, tile, mr, nr, w, ldw, ct, g.c_rs, g.c_cs);
       }
     }
+    if constexpr (requires { Pn::tiles_off(); }) Pn::tiles_off();
   }
 }
 
@@ -322,7 +333,7 @@ void gemm(const GemmArgs& g) {
     return;
   }
   Problem<TA, TB, TC, Pn> P{static_cast<const TA*>(g.a), static_cast<const TB*>(g.b), cp, g, 0, 0};
-  const Slicing sl = slicing(K);
+  const Slicing sl = slicing_for<Pn>(K);
   P.nk = sl.nk, P.kcb = sl.kcb;
   const bool small = P.nk == 1 && M * N * K <= Pn::kSmallMacs;
   const GemvView gv = small ? GemvView{} : gemv_view<Pn>(g);
@@ -419,7 +430,7 @@ void gemm_grouped(const GemmArgs* items, int64_t count) {
     for (int64_t w; (w = next.fetch_add(1, std::memory_order_relaxed)) < static_cast<int64_t>(work.size());) {
       const Work& wk = work[w];
       const GemmArgs& g = items[wk.item];
-      const Slicing sl = slicing(g.K);
+      const Slicing sl = slicing_for<Pn>(g.K);
       Pb P{static_cast<const T*>(g.a), static_cast<const T*>(g.b), static_cast<T*>(g.c), g, sl.kcb, sl.nk};
       run_block(P, 0, wk.m0, wk.m1, wk.n0, wk.n1, sc.Ap, sc.Bp, sc.ws, sc.tile);
     }
@@ -437,7 +448,18 @@ void fill_float8(KernelTable& t) {
 
 }  // namespace
 
-#ifdef KILN_GEMM_BF16_ONLY
+#ifdef KILN_GEMM_AMX
+// The AMX build (kernels_gemm.cpp compiled once more with -mamx-tile -mamx-bf16): its bfloat16 and
+// float8 entries replace the AVX512-BF16 ones when the CPU has AMX-BF16 and the kernel grants the tile
+// state (isa.cpp). Matrix-vector and tiny products inside them still run vdpbf16ps (gemm_amx.h).
+void fill_gemm_amx(KernelTable& t) {
+  t.gemm_lowp[static_cast<int>(kBFloat16)] = &gemm<BFloat16, BFloat16, BFloat16, AmxPanels>;
+  t.gemm_grouped[static_cast<int>(kBFloat16)] = &gemm_grouped<BFloat16, AmxPanels>;
+  t.gemm_lowp[static_cast<int>(kFloat8_e4m3fn)] = &gemm<Float8_e4m3fn, Float8_e4m3fn, Float8_e4m3fn, AmxPanels>;
+  t.gemm_lowp[static_cast<int>(kFloat8_e5m2)] = &gemm<Float8_e5m2, Float8_e5m2, Float8_e5m2, AmxPanels>;
+  fill_float8<AmxPanels>(t);
+}
+#elif defined(KILN_GEMM_BF16_ONLY)
 // The AVX512-BF16 build (kernels_gemm.cpp compiled once more with -mavx512bf16): its table entries
 // replace the avx512 table's when the CPU has the instructions (isa.cpp). float8 converts to bfloat16
 // exactly, and no product or sum of two float8 values is subnormal in float32, so the float8 entries

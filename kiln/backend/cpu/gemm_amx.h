@@ -1,0 +1,138 @@
+// The AMX panels of kiln's packed GEMM, for CPUs with AMX-BF16 (Intel Sapphire Rapids and later;
+// included by kernels_gemm.cpp when it is compiled once more with -mamx-tile -mamx-bf16, as the
+// "avx512amx" object; isa.cpp puts its entries into the avx512 table when the CPU has the
+// instructions and the kernel grants the process the tile state).
+//
+// A micro-tile is 32 x 32 float32 in four 16 x 16 tile registers; one tdpbf16ps multiplies a 16 x 32
+// bfloat16 tile of A by a 32 x 16 tile of B (bfloat16 pairs) into one of them: 8192 products per
+// instruction. Operands are the bfloat16-pair words of gemm_bf16.h (the even k in the high half):
+// - B's micro-panel is gemm_bf16.h's own ([pair][32 words]): 16 pairs of it are two B tiles (columns
+//   0-15 and 16-31, rows 128 bytes apart);
+// - A's micro-panel is [block of 16 pairs][32 rows][16 words] (each row of a block is one tile row),
+//   the last block [32 rows][its pairs].
+// A block shorter than 16 pairs (the end of a K slice) is copied into zero-padded tiles.
+//
+// Arithmetic: float32 accumulation of exact bfloat16 products, subnormals flushed, like vdpbf16ps;
+// but the order and rounding of the additions inside one tdpbf16ps are the hardware's own (measured:
+// neither k-ordered float32 sums nor exactly rounded pair sums), so this path's bits differ in the
+// last place from the vdpbf16ps and float32 paths. The matrix-vector and tiny products, which read
+// the operands in place, keep vdpbf16ps (docs/decisions.md 45).
+#pragma once
+
+#include "kiln/backend/cpu/gemm_bf16.h"
+
+#if defined(__AVX512BF16__) && defined(__AMX_BF16__) && defined(__AMX_TILE__)
+namespace kiln::cpu::KILN_ISA {
+namespace {
+namespace amxp {
+
+constexpr int MR = 32, NR = 32;
+constexpr int64_t kBlock = 16;  // pairs per tile (32 k)
+
+// Tiles 0-3: C (rows 0-15 x cols 0-15, 0-15 x 16-31, 16-31 x 0-15, 16-31 x 16-31); 4-5: A (rows
+// 0-15, 16-31); 6-7: B (cols 0-15, 16-31). Every tile 16 rows of 64 bytes.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+  uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+};
+inline const TileConfig kConfig{};
+
+// A block (mc x kc) -> ceil(mc / 32) micro-panels laid out as above, rows past mc zero.
+template <class T>
+void pack_a(const T* a, int64_t rs, int64_t cs, int64_t mc, int64_t kc, uint32_t* dst) {
+  const int64_t kp = ceil_div(kc, 2);
+  for (int64_t i0 = 0; i0 < mc; i0 += MR, dst += MR * kp) {
+    const int64_t mr = std::min<int64_t>(MR, mc - i0);
+    const T* p = a + i0 * rs;
+    for (int64_t q0 = 0; q0 < kp; q0 += kBlock) {
+      const int64_t bq = std::min(kBlock, kp - q0);  // pairs in this block (16 but at the end)
+      uint32_t* d = dst + q0 * MR;
+      for (int64_t i = 0; i < MR; ++i) {
+        uint32_t* row = d + i * bq;
+        if (i >= mr) {
+          std::fill(row, row + bq, 0u);
+        } else if (cs == 1 && bq == kBlock && 2 * (q0 + kBlock) <= kc) {  // row-major: the words in place
+          _mm512_storeu_si512(row, bf16p::words_in_place(p + i * rs + 2 * q0));
+        } else {
+          for (int64_t q = 0; q < bq; ++q) {
+            const int64_t k = 2 * (q0 + q);
+            row[q] = bf16p::pair(p + i * rs + k * cs, cs, k + 1 < kc);
+          }
+        }
+      }
+    }
+  }
+}
+
+// GCC's tile load and store intrinsics are asm statements that do not say they touch memory: a
+// compiler barrier keeps the writes of the operands before the loads, and the reads of the tile after
+// the stores.
+inline void memory_barrier() { __asm__ volatile("" ::: "memory"); }
+
+// tile[32][32] = A's micro-panel x B's, kp pairs deep.
+inline void ukernel(int64_t kp, const uint32_t* A, const uint32_t* B, float* tile) {
+  memory_barrier();
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  const int64_t full = kp / kBlock;
+  for (int64_t b = 0; b < full; ++b, A += MR * kBlock, B += NR * kBlock) {
+    _tile_loadd(4, A, 64);
+    _tile_loadd(5, A + 16 * kBlock, 64);
+    _tile_loadd(6, B, NR * 4);
+    _tile_loadd(7, B + 16, NR * 4);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  if (const int64_t bq = kp - full * kBlock; bq > 0) {  // the last block, zero-padded to 16 pairs
+    alignas(64) uint32_t at[MR * kBlock] = {}, bt[kBlock * NR] = {};
+    for (int i = 0; i < MR; ++i) std::memcpy(at + i * kBlock, A + i * bq, bq * sizeof(uint32_t));
+    std::memcpy(bt, B, bq * NR * sizeof(uint32_t));
+    memory_barrier();
+    _tile_loadd(4, at, 64);
+    _tile_loadd(5, at + 16 * kBlock, 64);
+    _tile_loadd(6, bt, NR * 4);
+    _tile_loadd(7, bt + 16, NR * 4);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, tile, NR * 4);
+  _tile_stored(1, tile + 16, NR * 4);
+  _tile_stored(2, tile + 16 * NR, NR * 4);
+  _tile_stored(3, tile + 16 * NR + 16, NR * 4);
+  memory_barrier();
+}
+
+}  // namespace amxp
+
+// bfloat16 pairs multiplied on the AMX tiles; GEMV and tiny products as Bf16Panels (vdpbf16ps).
+struct AmxPanels : Bf16Panels {
+  static constexpr int MR = amxp::MR, NR = amxp::NR;
+  static constexpr int64_t MC = 128;   // A block (MC x KC / 2 words, 64 KiB) stays in L2
+  static constexpr int64_t NC = 4064;  // widest column block (B is packed for all of K: see block_n)
+  static_assert(MC % MR == 0 && NC % NR == 0 && NR == bf16p::NR);
+
+  template <class T>
+  static void pack_a(const T* a, int64_t rs, int64_t cs, int64_t mc, int64_t kc, int64_t, W* dst) {
+    amxp::pack_a(a, rs, cs, mc, kc, dst);
+  }
+  // (B: Bf16Panels::pack_b, whose micro-panels are [pair][32 words])
+  static void ukernel(int64_t, int64_t, int64_t kp, const W* A, const W* B, float* tile) {
+    amxp::ukernel(kp, A, B, tile);
+  }
+  // The tile configuration, loaded around the micro-kernels of one K slice (compute_rows): loading
+  // it zeroes the tiles, and another library in the process (oneDNN) may have loaded its own.
+  static void tiles_on() { _tile_loadconfig(&amxp::kConfig); }
+  static void tiles_off() { _tile_release(); }
+};
+
+}  // namespace
+}  // namespace kiln::cpu::KILN_ISA
+#endif
