@@ -78,10 +78,17 @@ def gil_rows():
     """Markdown rows: case | kiln % | torch %."""
     kiln.set_num_threads(1)
     torch.set_num_threads(1)
-    frees, rates = [_free_rate()], []
-    for (name, kfn), (_, tfn) in zip(_cases(kiln), _cases(torch)):
-        rates.append((name, _rate_during(kfn), _rate_during(tfn)))
-        frees.append(_free_rate())  # the machine's speed drifts: the free rate is sampled between cases
+    # every kiln case first, then every torch case, so that neither library's rows run in a process
+    # state the other left (interleaved, on a 2-vCPU Sapphire Rapids VM, both libraries' matmul and
+    # mul 16M rows read 34-38 %; kiln's alone in a process, 73-98 %)
+    frees = [_free_rate()]
+    per_lib = []
+    for lib in (kiln, torch):
+        cases = _cases(lib)
+        per_lib.append([(name, _rate_during(fn)) for name, fn in cases])
+        frees.append(_free_rate())  # the machine's speed drifts: the free rate is sampled between runs
+        del cases
+    rates = [(name, k, t) for (name, k), (_, t) in zip(*per_lib)]
     # the machine's ceiling: CPython's own hashing releases the lock for large buffers, so what the
     # counter gets here is what two busy threads on this machine get (shared cores, frequency)
     buf = bytes(64 << 20)
