@@ -158,6 +158,13 @@ def test_softmax_special():
     check(lambda m, t: m.softmax(t, 1), x)
     check(lambda m, t: m.log_softmax(t, 1), x)
     check(lambda m, t: m.softmax(t, 0), make((0, 3), "float32"))
+    # rows long enough for the vector kernels' bodies and tails (max, shift, exp, sum, scale)
+    for n in (17, 1000):
+        rows = [[float("nan"), 1.0, 2.0], [float("inf"), 1.0, 2.0], [float("-inf")] * 3, [-0.0, 0.0, -1.0],
+                [float("inf"), float("inf"), 1.0], [float("-inf"), 0.0, 1.0], [1e30, -1e30, 0.0]]
+        x = torch.tensor([(r * n)[:n] for r in rows])
+        check(lambda m, t: m.softmax(t, 1), x)
+        check(lambda m, t: m.log_softmax(t, 1), x)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int32", "bool", "bfloat16", "uint8"])
