@@ -71,6 +71,18 @@ void pack_a(const T* a, int64_t rs, int64_t cs, int64_t mc, int64_t kc, uint32_t
 // the stores.
 inline void memory_barrier() { __asm__ volatile("" ::: "memory"); }
 
+// C tiles += one block of 16 pairs: a's 32 rows (of 16 words) by b's 16 pairs (of 32 words).
+inline void block(const uint32_t* a, const uint32_t* b) {
+  _tile_loadd(4, a, 64);
+  _tile_loadd(5, a + 16 * kBlock, 64);
+  _tile_loadd(6, b, NR * 4);
+  _tile_loadd(7, b + 16, NR * 4);
+  _tile_dpbf16ps(0, 4, 6);
+  _tile_dpbf16ps(1, 4, 7);
+  _tile_dpbf16ps(2, 5, 6);
+  _tile_dpbf16ps(3, 5, 7);
+}
+
 // tile[32][32] = A's micro-panel x B's, kp pairs deep.
 inline void ukernel(int64_t kp, const uint32_t* A, const uint32_t* B, float* tile) {
   memory_barrier();
@@ -79,29 +91,13 @@ inline void ukernel(int64_t kp, const uint32_t* A, const uint32_t* B, float* til
   _tile_zero(2);
   _tile_zero(3);
   const int64_t full = kp / kBlock;
-  for (int64_t b = 0; b < full; ++b, A += MR * kBlock, B += NR * kBlock) {
-    _tile_loadd(4, A, 64);
-    _tile_loadd(5, A + 16 * kBlock, 64);
-    _tile_loadd(6, B, NR * 4);
-    _tile_loadd(7, B + 16, NR * 4);
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(3, 5, 7);
-  }
+  for (int64_t b = 0; b < full; ++b, A += MR * kBlock, B += NR * kBlock) block(A, B);
   if (const int64_t bq = kp - full * kBlock; bq > 0) {  // the last block, zero-padded to 16 pairs
     alignas(64) uint32_t at[MR * kBlock] = {}, bt[kBlock * NR] = {};
     for (int i = 0; i < MR; ++i) std::memcpy(at + i * kBlock, A + i * bq, bq * sizeof(uint32_t));
     std::memcpy(bt, B, bq * NR * sizeof(uint32_t));
     memory_barrier();
-    _tile_loadd(4, at, 64);
-    _tile_loadd(5, at + 16 * kBlock, 64);
-    _tile_loadd(6, bt, NR * 4);
-    _tile_loadd(7, bt + 16, NR * 4);
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(3, 5, 7);
+    block(at, bt);
   }
   _tile_stored(0, tile, NR * 4);
   _tile_stored(1, tile + 16, NR * 4);

@@ -446,31 +446,30 @@ void fill_float8(KernelTable& t) {
   t.gemm_f8[1][1] = &gemm<Float8_e5m2, Float8_e5m2, float, Pn>;
 }
 
+// The entries of the bfloat16-pair panels: bfloat16 and both float8 formats (same dtype in and out,
+// float8 pairs into float32), and the grouped bfloat16 products.
+template <class Pn>
+[[maybe_unused]] void fill_pairs(KernelTable& t) {
+  t.gemm_lowp[static_cast<int>(kBFloat16)] = &gemm<BFloat16, BFloat16, BFloat16, Pn>;
+  t.gemm_grouped[static_cast<int>(kBFloat16)] = &gemm_grouped<BFloat16, Pn>;
+  t.gemm_lowp[static_cast<int>(kFloat8_e4m3fn)] = &gemm<Float8_e4m3fn, Float8_e4m3fn, Float8_e4m3fn, Pn>;
+  t.gemm_lowp[static_cast<int>(kFloat8_e5m2)] = &gemm<Float8_e5m2, Float8_e5m2, Float8_e5m2, Pn>;
+  fill_float8<Pn>(t);
+}
+
 }  // namespace
 
 #ifdef KILN_GEMM_AMX
 // The AMX build (kernels_gemm.cpp compiled once more with -mamx-tile -mamx-bf16): its bfloat16 and
 // float8 entries replace the AVX512-BF16 ones when the CPU has AMX-BF16 and the kernel grants the tile
 // state (isa.cpp). Matrix-vector and tiny products inside them still run vdpbf16ps (gemm_amx.h).
-void fill_gemm_amx(KernelTable& t) {
-  t.gemm_lowp[static_cast<int>(kBFloat16)] = &gemm<BFloat16, BFloat16, BFloat16, AmxPanels>;
-  t.gemm_grouped[static_cast<int>(kBFloat16)] = &gemm_grouped<BFloat16, AmxPanels>;
-  t.gemm_lowp[static_cast<int>(kFloat8_e4m3fn)] = &gemm<Float8_e4m3fn, Float8_e4m3fn, Float8_e4m3fn, AmxPanels>;
-  t.gemm_lowp[static_cast<int>(kFloat8_e5m2)] = &gemm<Float8_e5m2, Float8_e5m2, Float8_e5m2, AmxPanels>;
-  fill_float8<AmxPanels>(t);
-}
+void fill_gemm_amx(KernelTable& t) { fill_pairs<AmxPanels>(t); }
 #elif defined(KILN_GEMM_BF16_ONLY)
 // The AVX512-BF16 build (kernels_gemm.cpp compiled once more with -mavx512bf16): its table entries
 // replace the avx512 table's when the CPU has the instructions (isa.cpp). float8 converts to bfloat16
 // exactly, and no product or sum of two float8 values is subnormal in float32, so the float8 entries
 // give the float32 kernel's bits too.
-void fill_gemm_bf16(KernelTable& t) {
-  t.gemm_lowp[static_cast<int>(kBFloat16)] = &gemm<BFloat16, BFloat16, BFloat16, Bf16Panels>;
-  t.gemm_grouped[static_cast<int>(kBFloat16)] = &gemm_grouped<BFloat16, Bf16Panels>;
-  t.gemm_lowp[static_cast<int>(kFloat8_e4m3fn)] = &gemm<Float8_e4m3fn, Float8_e4m3fn, Float8_e4m3fn, Bf16Panels>;
-  t.gemm_lowp[static_cast<int>(kFloat8_e5m2)] = &gemm<Float8_e5m2, Float8_e5m2, Float8_e5m2, Bf16Panels>;
-  fill_float8<Bf16Panels>(t);
-}
+void fill_gemm_bf16(KernelTable& t) { fill_pairs<Bf16Panels>(t); }
 #else
 template <class T>
 constexpr auto same = &gemm<T, T, T, F32Panels>;
