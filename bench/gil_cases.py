@@ -1,7 +1,7 @@
 """How much a second Python thread gets done while kiln (or torch) computes: the interpreter lock must be
 released around kernels and during backward. Each row: a thread counting in a loop, its rate while the
-main thread runs the op back to back, as a percentage of its rate alone (the median of samples taken
-between the cases; a shared machine's speed drifts, so readings above 100 % occur). Both libraries at
+main thread runs the op back to back, as a percentage of its rate alone (measured just before and just
+after the case; a shared machine's speed drifts, so readings above 100 % occur). Both libraries at
 1 thread, so the two Python threads do not share a core."""
 import hashlib
 import statistics
@@ -74,38 +74,41 @@ def _cases(lib):
     ]
 
 
+def _share(fn):
+    """The counter's rate during fn, as a fraction of its free rate measured just before and just after:
+    the machine's speed for Python threads drifts (on a 2-vCPU VM it tripled a few seconds into a run),
+    so each case is normalised by its own neighbourhood."""
+    before = _free_rate()
+    during = _rate_during(fn)
+    after = _free_rate()
+    return during / statistics.mean((before, after))
+
+
 def gil_rows():
     """Markdown rows: case | kiln % | torch %."""
     kiln.set_num_threads(1)
     torch.set_num_threads(1)
     # every kiln case first, then every torch case, so that neither library's rows run in a process
-    # state the other left (interleaved, on a 2-vCPU Sapphire Rapids VM, both libraries' matmul and
-    # mul 16M rows read 34-38 %; kiln's alone in a process, 73-98 %)
-    frees = [_free_rate()]
+    # state the other left
     per_lib = []
     for lib in (kiln, torch):
         cases = _cases(lib)
-        per_lib.append([(name, _rate_during(fn)) for name, fn in cases])
-        frees.append(_free_rate())  # the machine's speed drifts: the free rate is sampled between runs
+        per_lib.append([(name, _share(fn)) for name, fn in cases])
         del cases
-    rates = [(name, k, t) for (name, k), (_, t) in zip(*per_lib)]
+    rows = [f"| GIL: second thread during {name} | 1 | {k * 100:.0f} % | {t * 100:.0f} % |"
+            for (name, k), (_, t) in zip(*per_lib)]
     # the machine's ceiling: CPython's own hashing releases the lock for large buffers, so what the
     # counter gets here is what two busy threads on this machine get (shared cores, frequency)
     buf = bytes(64 << 20)
-    control = _rate_during(lambda: hashlib.sha256(buf).digest())
-    frees.append(_free_rate())
+    control = _share(lambda: hashlib.sha256(buf).digest())
     # and for the streaming rows: numpy's own multiply (one thread, the lock released) of the same size
     v = np.random.default_rng(0).standard_normal(1 << 24, dtype=np.float32)
     o = np.empty_like(v)
-    np_mul = _rate_during(lambda: np.multiply(v, v, out=o))
-    frees.append(_free_rate())
-    free = statistics.median(frees)
-    rows = [f"| GIL: second thread during {name} | 1 | {k / free * 100:.0f} % | {t / free * 100:.0f} % |"
-            for name, k, t in rates]
+    np_mul = _share(lambda: np.multiply(v, v, out=o))
     return rows + [f"| GIL control: second thread during hashlib.sha256 of 64 MB (no kiln, no torch; "
-                   f"CPython releases the lock) | 1 | {control / free * 100:.0f} % | - |",
+                   f"CPython releases the lock) | 1 | {control * 100:.0f} % | - |",
                    f"| GIL control: second thread during numpy.multiply f32 16M (one thread, lock released) "
-                   f"| 1 | {np_mul / free * 100:.0f} % | - |"]
+                   f"| 1 | {np_mul * 100:.0f} % | - |"]
 
 
 HEADER = ["| case | threads | kiln: counter thread's rate (of its free rate) | torch |", "| --- | --- | ---: | ---: |"]
