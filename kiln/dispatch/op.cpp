@@ -314,20 +314,22 @@ static bool same_sizes(const Tensor& o, const SymShape& s) {
 
 static void check_out(const OpDef& op, const TensorSpec& spec, Tensor& o, bool inplace) {
   KILN_CHECK(o.defined(), Runtime, op.name, "out tensor is undefined");
-  if (!same_sizes(o, spec.sizes())) {
+  const bool resize = !same_sizes(o, spec.sizes());
+  if (resize)
     KILN_CHECK(!inplace, Runtime, op.name, "output with shape ", o.sym_sizes(),
                " doesn't match the broadcast shape ", spec.sizes());
-    // out=: resize (torch warns for a non-empty out; we resize the same way)
-    KILN_CHECK(o.is_contiguous() || o.numel() == 0, Runtime, op.name,
-               "cannot resize a non-contiguous out tensor of shape ", o.sizes(), " to ", spec.sizes());
-    Tensor fresh = make_tensor(spec.sizes(), o.dtype(), o.device());
-    *o.impl() = *fresh.impl();
-  }
+  // the dtype before any resize: a refused out= is left as it was (torch's order)
   if (op.tags & kOutExactDtype)
     KILN_CHECK(o.dtype() == spec.dtype(), Runtime, op.name, "Expected out tensor to have dtype ",
                dtype_name(spec.dtype()), ", but got ", dtype_name(o.dtype()), " instead");
   KILN_CHECK(can_cast(spec.dtype(), o.dtype()), Runtime, op.name, "result type ",
              dtype_name(spec.dtype()), " can't be cast to the desired output type ", dtype_name(o.dtype()));
+  if (resize) {  // out=: resize (torch warns for a non-empty out; we resize the same way)
+    KILN_CHECK(o.is_contiguous() || o.numel() == 0, Runtime, op.name,
+               "cannot resize a non-contiguous out tensor of shape ", o.sizes(), " to ", spec.sizes());
+    Tensor fresh = make_tensor(spec.sizes(), o.dtype(), o.device());
+    *o.impl() = *fresh.impl();
+  }
 }
 
 namespace {

@@ -417,7 +417,7 @@ Composite c_prod_dim{"prod.dim_int(Tensor self, int dim, bool keepdim=False, *, 
                        return {prod(in[0], attr<int64_t>(a, 0), attr<bool>(a, 1), opt_attr<Dtype>(a, 2))};
                      },
                      kFunctionAndMethod};
-CompositeTags t_prod{c_prod, kDtypeFromOut}, t_prod_dim{c_prod_dim, kDtypeFromOut};
+CompositeTags t_prod{c_prod, kDtypeFromOut}, t_prod_dim{c_prod_dim, kDtypeFromOut}, t_nanmean{c_nanmean, kDtypeFromOut};
 // max and min: the whole tensor, along a dim (values and indices), or elementwise against another
 Composite c_max{"max(Tensor self) -> Tensor", [](const TensorList& in, const Attrs&) -> TensorList { return {max(in[0])}; },
                 kFunctionAndMethod};

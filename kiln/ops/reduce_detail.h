@@ -15,7 +15,7 @@ enum class ReduceOp : int { Sum, Prod, Max, Min, All, Any, SumAbs, SumSq, NanSum
 // the three with torch's `dtype=` (the input is converted to it, or to the default accumulation
 // dtype, inside the op): X(name, code, torch's schema name, extra tags)
 #define KILN_REDUCE_DTYPE_OPS(X) \
-  X(sum, Sum, "sum.dim_IntList", kDtypeFromOut) X(nansum, NanSum, "nansum", kDtypeFromOut) X(mean, Mean, "mean.dim", 0)
+  X(sum, Sum, "sum.dim_IntList", kDtypeFromOut) X(nansum, NanSum, "nansum", kDtypeFromOut) X(mean, Mean, "mean.dim", kDtypeFromOut)
 // the two whose dim is optional (all.dims, any.dims)
 #define KILN_REDUCE_OPT_OPS(X) X(all, All) X(any, Any)
 }  // namespace kiln

@@ -37,8 +37,9 @@ Tensor pad_dim(const Tensor& g, int64_t d, int64_t before, int64_t after) {
 
 // The gradient of diagonal(x, offset, d1, d2) (also used by diag): g placed on that diagonal of
 // zeros shaped like x, built with diag_embed and a (cropping) pad so that it stays differentiable.
-// In a trace the pads are differences of symbolic sizes, which simplify to numbers (the diagonal's
-// length is the smaller size less the offset), so no guard is recorded.
+// In a trace the pads are differences of symbolic sizes, which simplify to numbers where the sizes'
+// ranges decide which of the two is smaller (a square matrix, or sizes s and s + k): no guard then;
+// otherwise the pads are specialised (a guard).
 Tensor diagonal_backward(const Tensor& g, const SymShape& in_shape, int64_t offset, int64_t d1,
                          int64_t d2) {
   const SymInt n = g.dim() ? g.sym_size(-1) : SymInt(0);

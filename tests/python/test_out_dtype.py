@@ -349,3 +349,30 @@ def test_methods_take_no_out(fn):
         fn(Inputs(torch), torch.empty(0))
     with pytest.raises(TypeError):
         fn(Inputs(kiln), kiln.empty(0))
+
+
+@pytest.mark.parametrize("name", ["mean", "nanmean", "sum"])
+def test_wider_out_computes_in_its_dtype(name):
+    # torch's mean(x, dim, out=o) without dtype= computes in o's dtype (float64 here), not in x's and
+    # then casts: the same bits as torch's
+    x = (np.random.default_rng(3).standard_normal((1000, 3)) * 1000).astype(np.float32)
+    to, ko = torch.empty(0, dtype=torch.float64), kiln.empty(0, dtype=kiln.float64)
+    getattr(torch, name)(torch.from_numpy(x), 0, out=to)
+    getattr(kiln, name)(kiln.from_numpy(x), 0, out=ko)
+    assert ko.numpy().tobytes() == to.numpy().tobytes(), (ko.numpy(), to.numpy())
+
+
+@pytest.mark.parametrize("case", ["add-int64", "bmm-float64", "mm-float64", "exp-int64"])
+def test_refused_out_keeps_its_shape(case):
+    # torch's structured ops check out's dtype before resizing it: a refused out= is left as it was
+    # (its legacy ops, dot or diag among them, resize first; kiln checks first for all)
+    name, dt = case.split("-")
+    x = np.ones((2, 3, 3), np.float32)
+    for m in (torch, kiln):
+        o = m.empty(7, dtype=getattr(m, dt))
+        a = m.from_numpy(x.copy())
+        fn = {"add": lambda: m.add(a, a, out=o), "bmm": lambda: m.bmm(a, a, out=o),
+              "mm": lambda: m.mm(a[0], a[0], out=o), "exp": lambda: m.exp(a, out=o)}[name]
+        with pytest.raises(RuntimeError):
+            fn()
+        assert tuple(o.shape) == (7,), (m.__name__, tuple(o.shape))

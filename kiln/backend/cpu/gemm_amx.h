@@ -119,7 +119,8 @@ struct AmxPanels : Bf16Panels {
   static void pack_a(const T* a, int64_t rs, int64_t cs, int64_t mc, int64_t kc, int64_t, W* dst) {
     amxp::pack_a(a, rs, cs, mc, kc, dst);
   }
-  // (B: Bf16Panels::pack_b, whose micro-panels are [pair][32 words])
+  // (B: Bf16Panels::pack_b, whose micro-panels are [pair][32 words]; K: gemm_elem.h's slices of up
+  // to 256, whose two 16 KiB micro-panels fit L1 together)
   static void ukernel(int64_t, int64_t, int64_t kp, const W* A, const W* B, float* tile) {
     amxp::ukernel(kp, A, B, tile);
   }

@@ -257,7 +257,7 @@ void gemv_dot_block(const uint32_t* xw, const T* const* rows, const Slicing& sl,
   }
 }
 
-// tot must have room for n rounded up to 64.
+// tot must have room for n rounded up to 32.
 template <class T>
 void gemv_dot(const uint32_t* xw, const T* m, int64_t js, int64_t n, const Slicing& sl, float* tot) {
   for (int64_t j = 0; j < n; j += 32) {

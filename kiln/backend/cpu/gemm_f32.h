@@ -26,7 +26,7 @@ constexpr int MR = 4, NR = 8;
 
 // A block (mc x kc, element (i, k) at a[i * rs + k * cs]) -> ceil(mc / MR) micro-panels, each
 // laid out [k][MR], rows past mc zero. rows_avail: rows that exist from a (for 8-wide reads).
-// May write up to 8 floats past the last panel (scratch slack).
+// May write a few floats past the last panel (at most 2 with AVX-512's MR = 14, into the scratch slack).
 template <class T>
 void pack_a(const T* a, int64_t rs, int64_t cs, int64_t mc, int64_t kc, int64_t rows_avail, float* dst) {
   for (int64_t i0 = 0; i0 < mc; i0 += MR, dst += MR * kc) {

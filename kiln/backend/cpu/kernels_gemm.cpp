@@ -17,7 +17,10 @@
 // N == 1) and tiny-product paths, which skip packing, replay exactly that sequence too. So neither
 // the thread count, nor the split of work (batches, row blocks handed out on demand, column
 // ranges; K is never split), nor the path taken can change a bit of the result: a row of C is the
-// same whether it is computed alone or inside a larger product.
+// same whether it is computed alone or inside a larger product. (Except for bfloat16 and float8 on
+// CPUs with AMX: the tiles add in their own order, and the matrix-vector and tiny paths keep
+// vdpbf16ps, so a row alone can differ in the last bit from the same row of a larger product;
+// decision 45.)
 //
 // The panels (how operands are packed and which micro-kernel multiplies them) are a parameter of
 // the driver: F32Panels (gemm_f32.h) converts every type to float32 for a float32 FMA kernel
@@ -111,14 +114,6 @@ void fill_zero(T* c, int64_t M, int64_t N, int64_t rs, int64_t cs) {
     for (int64_t j = 0; j < N; ++j) c[i * rs + j * cs] = from_f32<T>(0.0f);
 }
 
-// How a panel kind cuts K (gemm_elem.h's slicing, unless it has its own: AMX's tiles keep their sums
-// over deeper slices).
-template <class Pn>
-inline Slicing slicing_for(int64_t K) {
-  if constexpr (requires { Pn::slices(K); }) return Pn::slices(K);
-  else return slicing(K);
-}
-
 // Scratch words for run_block on an m x n part of a product with K (one thread): packed A of one row
 // block and K slice, packed B of one column block, the float32 partial sums when K is sliced.
 struct BlockScratch {
@@ -126,7 +121,7 @@ struct BlockScratch {
 };
 template <class Pn>
 BlockScratch block_scratch(int64_t m, int64_t n, int64_t K) {
-  const Slicing sl = slicing_for<Pn>(K);
+  const Slicing sl = slicing(K);
   const int64_t rows = round_up(std::min(Pn::MC, m), Pn::MR), ncb = round_up(std::min(block_n<Pn>(K), n), Pn::NR);
   return {round_up(rows * ceil_div(sl.kcb, Pn::KU) + 16, 16), round_up(ncb * ceil_div(K, Pn::KU) + 16, 16),
           sl.nk > 1 ? round_up(rows * ncb, 16) : 0};
@@ -333,7 +328,7 @@ void gemm(const GemmArgs& g) {
     return;
   }
   Problem<TA, TB, TC, Pn> P{static_cast<const TA*>(g.a), static_cast<const TB*>(g.b), cp, g, 0, 0};
-  const Slicing sl = slicing_for<Pn>(K);
+  const Slicing sl = slicing(K);
   P.nk = sl.nk, P.kcb = sl.kcb;
   const bool small = P.nk == 1 && M * N * K <= Pn::kSmallMacs;
   const GemvView gv = small ? GemvView{} : gemv_view<Pn>(g);
@@ -430,7 +425,7 @@ void gemm_grouped(const GemmArgs* items, int64_t count) {
     for (int64_t w; (w = next.fetch_add(1, std::memory_order_relaxed)) < static_cast<int64_t>(work.size());) {
       const Work& wk = work[w];
       const GemmArgs& g = items[wk.item];
-      const Slicing sl = slicing_for<Pn>(g.K);
+      const Slicing sl = slicing(g.K);
       Pb P{static_cast<const T*>(g.a), static_cast<const T*>(g.b), static_cast<T*>(g.c), g, sl.kcb, sl.nk};
       run_block(P, 0, wk.m0, wk.m1, wk.n0, wk.n1, sc.Ap, sc.Bp, sc.ws, sc.tile);
     }
