@@ -6,6 +6,7 @@
 #pragma once
 
 #include "kiln/backend/cpu/gemm_elem.h"
+#include "kiln/backend/cpu/vec.h"
 
 namespace kiln::cpu::KILN_ISA {
 namespace {
@@ -96,47 +97,27 @@ void pack_b(const T* b, int64_t rs, int64_t cs, int64_t kc, int64_t nc, float* d
 // ---- micro-kernels: tile[MR][NR] = sum_k A[k][0..MR) x B[k][0..NR) --------------------------------
 
 #ifdef KILN_GEMM_AVX2
-// The micro-kernel's vector: 16 float lanes on the AVX-512 table, 8 on the AVX2 one.
-struct Lanes {
-#ifdef KILN_GEMM_F32_AVX512
-  using V = __m512;
-  static constexpr int N = 16;
-  static V zero() { return _mm512_setzero_ps(); }
-  static V load(const float* p) { return _mm512_loadu_ps(p); }
-  static V bcast(const float* p) { return _mm512_set1_ps(*p); }
-  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
-  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
-#else
-  using V = __m256;
-  static constexpr int N = 8;
-  static V zero() { return _mm256_setzero_ps(); }
-  static V load(const float* p) { return _mm256_loadu_ps(p); }
-  static V bcast(const float* p) { return _mm256_broadcast_ss(p); }
-  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
-  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
-#endif
-};
-static_assert(NR == 2 * Lanes::N);
+// (vec.h's float vector: 16 lanes on the AVX-512 table, 8 on the AVX2 one)
+static_assert(NR == 2 * VecF::N);
 
 // R rows (<= MR) and W vectors of columns of the tile; rows / columns past those are left unwritten.
 template <int R, int W>
 void ukernel(int64_t kc, const float* __restrict A, const float* __restrict B, float* __restrict tile) {
-  using L = Lanes;
-  typename L::V c[R][W];
+  VecF c[R][W];
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i)
 #pragma GCC unroll 2
-    for (int v = 0; v < W; ++v) c[i][v] = L::zero();
+    for (int v = 0; v < W; ++v) c[i][v] = VecF::set1(0.0f);
 #pragma GCC unroll 2
   for (int64_t k = 0; k < kc; ++k) {
-    typename L::V b[W];
+    VecF b[W];
 #pragma GCC unroll 2
-    for (int v = 0; v < W; ++v) b[v] = L::load(B + v * L::N);
+    for (int v = 0; v < W; ++v) b[v] = VecF::load(B + v * VecF::N);
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) {
-      const typename L::V a = L::bcast(A + i);
+      const VecF a = VecF::set1(A[i]);
 #pragma GCC unroll 2
-      for (int v = 0; v < W; ++v) c[i][v] = L::fma(a, b[v], c[i][v]);
+      for (int v = 0; v < W; ++v) c[i][v] = fma(a, b[v], c[i][v]);
     }
     A += MR;
     B += NR;
@@ -144,7 +125,7 @@ void ukernel(int64_t kc, const float* __restrict A, const float* __restrict B, f
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i)
 #pragma GCC unroll 2
-    for (int v = 0; v < W; ++v) L::store(tile + i * NR + v * L::N, c[i][v]);
+    for (int v = 0; v < W; ++v) c[i][v].store(tile + i * NR + v * VecF::N);
 }
 
 using UkernelFn = void (*)(int64_t, const float*, const float*, float*);
@@ -156,7 +137,7 @@ constexpr auto make_ukernels(std::integer_sequence<int, R...>) {
 constexpr auto kUkernels = make_ukernels(std::make_integer_sequence<int, MR>{});
 
 inline void run_ukernel(int64_t mr, int64_t nr, int64_t kc, const float* A, const float* B, float* tile) {
-  kUkernels.f[mr - 1][nr > Lanes::N ? 1 : 0](kc, A, B, tile);
+  kUkernels.f[mr - 1][nr > VecF::N ? 1 : 0](kc, A, B, tile);
 }
 #else
 // Plain C++ for the base ISA: the compiler vectorises the column loop (no FMA: mul then add).
