@@ -356,12 +356,31 @@ void construct(nb::pointer_and_handle<O> self, nb::handle params, const Options&
 Options adam_check(const Options& o) { return optim::adam_defaults(o, false); }
 Options adamw_check(const Options& o) { return optim::adam_defaults(o, true); }
 
+// The reading side of Python's mapping protocol over a keys and a get function: iteration, keys(),
+// values(), items() (ParamGroup and ParamState, live views of the optimizer's C++ state).
+template <class Ref, nb::list (*Keys)(const Ref&), nb::object (*Get)(const Ref&, const std::string&)>
+void mapping_views(nb::class_<Ref>& c) {
+  c.def("__iter__", [](const Ref& r) { return nb::iter(Keys(r)); })
+      .def("keys", Keys)
+      .def("values",
+           [](const Ref& r) {
+             nb::list l;
+             for (nb::handle k : Keys(r)) l.append(Get(r, nb::cast<std::string>(k)));
+             return l;
+           })
+      .def("items", [](const Ref& r) {
+        nb::list l;
+        for (nb::handle k : Keys(r)) l.append(nb::make_tuple(k, Get(r, nb::cast<std::string>(k))));
+        return l;
+      });
+}
+
 }  // namespace
 
 void bind_optim(nb::module_& m) {
   nb::module_ om = m.def_submodule("_optim", "kiln.optim: optimisers and learning-rate schedulers");
 
-  nb::class_<GroupRef>(om, "ParamGroup")
+  auto group_cls = nb::class_<GroupRef>(om, "ParamGroup")
       .def("__getitem__", &group_get)
       .def("__setitem__", &group_set)
       .def("__delitem__",
@@ -373,21 +392,6 @@ void bind_optim(nb::module_& m) {
              return key == "params" || g.group().options.contains(key);
            })
       .def("__len__", [](const GroupRef& g) { return g.group().options.size() + 1; })
-      .def("__iter__", [](const GroupRef& g) { return nb::iter(group_keys(g)); })
-      .def("keys", &group_keys)
-      .def("values",
-           [](const GroupRef& g) {
-             nb::list l;
-             for (nb::handle k : group_keys(g)) l.append(group_get(g, nb::cast<std::string>(k)));
-             return l;
-           })
-      .def("items",
-           [](const GroupRef& g) {
-             nb::list l;
-             for (nb::handle k : group_keys(g))
-               l.append(nb::make_tuple(k, group_get(g, nb::cast<std::string>(k))));
-             return l;
-           })
       .def(
           "get",
           [](const GroupRef& g, const std::string& key, nb::handle dflt) -> nb::object {
@@ -412,7 +416,9 @@ void bind_optim(nb::module_& m) {
       .def("__eq__", [](const GroupRef& g, nb::handle o) { return group_dict(g).equal(o); })
       .def("__repr__", [](const GroupRef& g) { return nb::repr(group_dict(g)); });
 
-  nb::class_<StateRef>(om, "ParamState")
+  mapping_views<GroupRef, group_keys, group_get>(group_cls);
+
+  auto state_cls = nb::class_<StateRef>(om, "ParamState")
       .def("__getitem__", &state_get)
       .def("__setitem__", [](const StateRef& r, const std::string& key, nb::handle v) {
         set_state_entry(r.state(), key, v);
@@ -430,20 +436,6 @@ void bind_optim(nb::module_& m) {
            })
       .def("__contains__", [](const StateRef& r, const std::string& key) { return r.state().contains(key); })
       .def("__len__", [](const StateRef& r) { return r.state().size(); })
-      .def("__iter__", [](const StateRef& r) { return nb::iter(state_keys(r)); })
-      .def("keys", &state_keys)
-      .def("values",
-           [](const StateRef& r) {
-             nb::list l;
-             for (nb::handle k : state_keys(r)) l.append(state_get(r, nb::cast<std::string>(k)));
-             return l;
-           })
-      .def("items",
-           [](const StateRef& r) {
-             nb::list l;
-             for (nb::handle k : state_keys(r)) l.append(nb::make_tuple(k, state_get(r, nb::cast<std::string>(k))));
-             return l;
-           })
       .def(
           "get",
           [](const StateRef& r, const std::string& key, nb::handle dflt) -> nb::object {
@@ -452,6 +444,7 @@ void bind_optim(nb::module_& m) {
           "key"_a, "default"_a = nb::none())
       .def("copy", [](const StateRef& r) { return state_py(r.state()); })
       .def("__repr__", [](const StateRef& r) { return nb::repr(state_py(r.state())); });
+  mapping_views<StateRef, state_keys, state_get>(state_cls);
 
   nb::class_<Optimizer>(om, "Optimizer", nb::dynamic_attr())
       .def(
