@@ -1,6 +1,7 @@
 // Helpers for the per-ISA kernel files: iterate over dtypes and op codes at compile time.
 #pragma once
 
+#include <type_traits>
 #include <utility>
 
 #include "kiln/backend/cpu/kernels.h"
@@ -12,6 +13,14 @@
 // Like vec.h and math.h, its contents live in the ISA's namespace (no inline code shared between tables).
 
 namespace kiln::cpu::KILN_ISA {
+
+// Integer +, - and * wrap (two's complement), as torch's results do, instead of overflowing: done in
+// Wrap<M>, at least unsigned int (a narrower type would be promoted to int, and overflow).
+template <class M>
+inline constexpr bool kWraps = std::is_integral_v<M> && !std::is_same_v<M, bool>;
+template <class M>
+using Wrap = std::conditional_t<(sizeof(M) < sizeof(unsigned)), unsigned,
+                                std::make_unsigned_t<std::conditional_t<kWraps<M>, M, int>>>;
 
 template <class F>
 void for_each_type(F&& f) {

@@ -76,13 +76,6 @@ inline T lcm_int(T a, T b) {
   return static_cast<T>(abs_int<P>(m));
 }
 
-// Integer +, - and * wrap (two's complement), as torch's results do, instead of overflowing.
-template <class M>
-inline constexpr bool kWraps = std::is_integral_v<M> && !std::is_same_v<M, bool>;
-template <class M>  // (at least unsigned int: a narrower type would be promoted to int, and overflow)
-using Wrap = std::conditional_t<(sizeof(M) < sizeof(unsigned)), unsigned,
-                                std::make_unsigned_t<std::conditional_t<kWraps<M>, M, int>>>;
-
 template <B OP, class M>
 inline auto apply(M a, M b, M alpha) {
   if constexpr (OP == B::Add) {

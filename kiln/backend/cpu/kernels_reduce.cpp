@@ -69,10 +69,9 @@ inline A map(T x) {
 
 template <R OP, class A>
 inline A combine(A a, A b) {
-  if constexpr (std::is_integral_v<A> && !std::is_same_v<A, bool> && (OP == R::Prod || OP == R::Sum || OP == R::NanSum)) {
-    // integer sums and products wrap (two's complement), as torch's do, instead of overflowing
-    using U = std::conditional_t<(sizeof(A) < sizeof(unsigned)), unsigned, std::make_unsigned_t<A>>;
-    return static_cast<A>(OP == R::Prod ? U(a) * U(b) : U(a) + U(b));
+  if constexpr (kWraps<A> && (OP == R::Prod || OP == R::Sum || OP == R::NanSum)) {
+    // integer sums and products wrap (isa_util.h), as torch's do, instead of overflowing
+    return static_cast<A>(OP == R::Prod ? Wrap<A>(a) * Wrap<A>(b) : Wrap<A>(a) + Wrap<A>(b));
   } else if constexpr (OP == R::Prod) return a * b;
   else if constexpr (OP == R::Max || OP == R::Min) {
     if constexpr (std::is_floating_point_v<A>) {
