@@ -202,3 +202,7 @@ def sinc_(input):
 
 
 _tensor_protocol.wrap_methods()  # last: every Tensor method is in place
+
+# Two OpenMP runtimes in one process (say libgomp and Intel's libiomp5, through another library)
+# run two thread pools on the same CPUs: warn once (RuntimeWarning). set_num_threads checks again.
+_C._check_openmp_runtimes()

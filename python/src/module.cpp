@@ -2,6 +2,8 @@
 #include <Python.h>
 
 #include "common.h"
+#include "kiln/core/threads.h"
+#include "kiln/core/warning.h"
 #include "kiln/dispatch/schema.h"
 
 namespace kiln::py {
@@ -133,6 +135,33 @@ NB_MODULE(_C, m) {
     kiln::set_num_threads(static_cast<int>(v));
   }, "num"_a);
   m.def("get_num_threads", &kiln::get_num_threads);
+  m.def("set_num_interop_threads", [](nb::handle n) {
+    KILN_CHECK(PyIndex_Check(n.ptr()) && !PyBool_Check(n.ptr()), Runtime, "set_num_interop_threads",
+               "set_num_interop_threads expects an int, but got ", nb::type_name(n.type()).c_str());
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(nb::int_(n).ptr(), &overflow);
+    KILN_CHECK(!overflow && v >= INT_MIN && v <= INT_MAX, Value, "set_num_interop_threads",
+               "Overflow when unpacking long: ", nb::repr(n).c_str(), " does not fit a C int");
+    kiln::set_num_interop_threads(static_cast<int>(v));
+  }, "num"_a);
+  m.def("get_num_interop_threads", &kiln::get_num_interop_threads);
+  m.def("_default_num_threads", &kiln::default_num_threads);
+  m.def("_openmp_runtimes", &kiln::openmp_runtimes);
+  m.def("_check_openmp_runtimes", &kiln::check_openmp_runtimes);
+  m.def("_cgroup_cpu_limit", &kiln::threads_detail::cgroup_cpu_limit, "root"_a);
+  m.def("_threads_for", &kiln::threads_detail::threads_for);
+  m.def("_parse_thread_env", [](const std::string& v) { return kiln::threads_detail::parse_thread_env(v.c_str()); });
+  m.def("_openmp_runtime_kind", &kiln::threads_detail::openmp_runtime_kind);
+  // C++ warnings become Python warnings (the caller may not hold the interpreter lock: a kernel
+  // region released it). With warnings turned into errors the error cannot travel back through
+  // C++, so it is reported as unraisable instead of being lost.
+  kiln::set_warning_handler([](kiln::WarningKind kind, const std::string& msg) {
+    PyGILState_STATE st = PyGILState_Ensure();
+    if (PyErr_WarnEx(kind == kiln::WarningKind::Runtime ? PyExc_RuntimeWarning : PyExc_UserWarning,
+                     msg.c_str(), 1) != 0)
+      PyErr_WriteUnraisable(nullptr);
+    PyGILState_Release(st);
+  });
   m.def("memory_stats", []() {
     MemoryStats s = kiln::memory_stats();
     nb::dict d;

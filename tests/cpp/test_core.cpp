@@ -225,3 +225,29 @@ TEST(Core, CheckedSizesAndViewBounds) {
   EXPECT_EQ(make_view(x, {0, int64_t(1) << 40}, {1, 1}, 0).numel(), 0);  // empty: nothing reached
   EXPECT_THROW(expand(ones({1}), {int64_t(1) << 62, int64_t(1) << 62}), Error);
 }
+
+namespace {
+std::vector<std::string> g_warnings;
+void record_warning(kiln::WarningKind, const std::string& m) { g_warnings.push_back(m); }
+}  // namespace
+
+TEST(Threads, DefaultsAndWarnings) {
+  using namespace kiln::threads_detail;
+  EXPECT_EQ(threads_for(8, 2.5), 2);
+  EXPECT_EQ(threads_for(8, std::nullopt), 8);
+  EXPECT_EQ(threads_for(4, 0.25), 1);
+  EXPECT_FALSE(parse_cpu_max("max 100000").has_value());
+  EXPECT_DOUBLE_EQ(*parse_cpu_max("150000 100000"), 1.5);
+  EXPECT_FALSE(parse_cfs("-1", "100000").has_value());
+  EXPECT_DOUBLE_EQ(*parse_cfs("200000", "100000"), 2.0);
+  EXPECT_EQ(parse_thread_env("6,2"), 6);
+  EXPECT_EQ(parse_thread_env("x"), 0);
+  EXPECT_GE(kiln::default_num_threads(), 1);
+  EXPECT_GE(kiln::get_num_interop_threads(), 1);
+  EXPECT_EQ(kiln::openmp_runtimes().size(), 1u);  // this binary links one libgomp
+  auto prev = kiln::set_warning_handler(&record_warning);
+  kiln::warn(kiln::WarningKind::User, "hello");
+  kiln::set_warning_handler(prev);
+  ASSERT_EQ(g_warnings.size(), 1u);
+  EXPECT_EQ(g_warnings[0], "hello");
+}

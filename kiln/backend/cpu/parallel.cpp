@@ -1,13 +1,23 @@
 #include "kiln/backend/cpu/parallel.h"
 
+#include <link.h>
 #include <omp.h>
 #include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "kiln/core/deterministic.h"
 #include "kiln/core/error.h"
+#include "kiln/core/warning.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -45,15 +55,212 @@ void set_num_threads(int n) {
   g_threads = n;
   omp_set_num_threads(n);
   cpu::apply_blas_threads();
+  check_openmp_runtimes();
 }
 
 int get_num_threads() {
   if (g_threads == 0) {
-    int n = omp_get_max_threads();
-    g_threads = n > 0 ? n : 1;
+    g_threads = default_num_threads();
     cpu::apply_blas_threads();
   }
   return g_threads;
+}
+
+namespace threads_detail {
+namespace {
+std::optional<std::string> read_text(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return std::nullopt;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+std::optional<double> min_limit(std::optional<double> a, std::optional<double> b) {
+  if (!a) return b;
+  if (!b) return a;
+  return std::min(*a, *b);
+}
+// The quota along a cgroup's directory and its ancestors up to the controller's mount point. Inside
+// a container the path named in /proc/self/cgroup may not exist under the container's mount (the
+// mount is the container's own cgroup): then the mount point itself is read.
+template <class Read>
+std::optional<double> walk(const std::string& mount, const std::string& rel, Read&& read_limit) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path dir = fs::path(mount) / fs::path(rel).relative_path();
+  if (!fs::is_directory(dir, ec)) dir = fs::path(mount);
+  std::optional<double> limit;
+  for (fs::path d = dir;; d = d.parent_path()) {
+    limit = min_limit(limit, read_limit(d.string()));
+    if (d == fs::path(mount) || d == d.parent_path() || d.string().size() <= mount.size()) break;
+  }
+  return limit;
+}
+}  // namespace
+
+std::optional<double> parse_cpu_max(const std::string& text) {
+  std::istringstream in(text);
+  std::string quota;
+  double period = 0;
+  if (!(in >> quota >> period) || quota == "max" || period <= 0) return std::nullopt;
+  char* end = nullptr;
+  const double q = std::strtod(quota.c_str(), &end);
+  if (end == quota.c_str() || q <= 0) return std::nullopt;
+  return q / period;
+}
+
+std::optional<double> parse_cfs(const std::string& quota, const std::string& period) {
+  char* e1 = nullptr;
+  char* e2 = nullptr;
+  const double q = std::strtod(quota.c_str(), &e1), p = std::strtod(period.c_str(), &e2);
+  if (e1 == quota.c_str() || e2 == period.c_str() || q <= 0 || p <= 0) return std::nullopt;  // -1: none
+  return q / p;
+}
+
+int threads_for(int affinity_cpus, std::optional<double> quota_cpus) {
+  int n = std::max(affinity_cpus, 1);
+  // Rounded down (at least 1): a thread more than the quota is throttled each period, and kiln's
+  // parallel loops wait for their slowest thread.
+  if (quota_cpus) n = std::min<int>(n, std::max(1, static_cast<int>(std::floor(*quota_cpus + 1e-9))));
+  return n;
+}
+
+std::optional<double> cgroup_cpu_limit(const std::string& root) {
+  const auto self = read_text(root + "/proc/self/cgroup");
+  if (!self) return std::nullopt;
+  std::optional<double> limit;
+  std::istringstream lines(*self);
+  std::string line;
+  while (std::getline(lines, line)) {
+    // "hierarchy-id:controllers:path"; v2's single line is "0::path"
+    const auto c1 = line.find(':'), c2 = line.find(':', c1 == std::string::npos ? c1 : c1 + 1);
+    if (c1 == std::string::npos || c2 == std::string::npos) continue;
+    const std::string id = line.substr(0, c1), controllers = line.substr(c1 + 1, c2 - c1 - 1);
+    const std::string rel = line.substr(c2 + 1);
+    if (id == "0" && controllers.empty()) {
+      limit = min_limit(limit, walk(root + "/sys/fs/cgroup", rel, [](const std::string& d) {
+        const auto t = read_text(d + "/cpu.max");
+        return t ? parse_cpu_max(*t) : std::nullopt;
+      }));
+      continue;
+    }
+    std::istringstream cs(controllers);
+    std::string ctl;
+    bool cpu = false;
+    while (std::getline(cs, ctl, ',')) cpu = cpu || ctl == "cpu";
+    if (!cpu) continue;
+    for (const char* m : {"/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpuacct,cpu", "/sys/fs/cgroup/cpu"}) {
+      std::error_code ec;
+      if (!std::filesystem::is_directory(root + m, ec)) continue;
+      limit = min_limit(limit, walk(root + m, rel, [](const std::string& d) -> std::optional<double> {
+        const auto q = read_text(d + "/cpu.cfs_quota_us"), p = read_text(d + "/cpu.cfs_period_us");
+        return q && p ? parse_cfs(*q, *p) : std::nullopt;
+      }));
+      break;
+    }
+  }
+  return limit;
+}
+
+int parse_thread_env(const char* value) {
+  if (!value) return 0;
+  char* end = nullptr;
+  const long v = std::strtol(value, &end, 10);
+  if (end == value || v <= 0 || v > 1 << 20) return 0;
+  while (*end == ' ') ++end;
+  return *end == '\0' || *end == ',' ? static_cast<int>(v) : 0;
+}
+
+std::string openmp_runtime_kind(const std::string& path) {
+  const std::string name = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+  for (const char* k : {"libgomp", "libiomp5", "libomp"}) {
+    const std::string kind = k;
+    if (name.compare(0, kind.size(), kind) == 0 && name.size() > kind.size() &&
+        (name[kind.size()] == '.' || name[kind.size()] == '-'))
+      return kind;
+  }
+  return "";
+}
+}  // namespace threads_detail
+
+int default_num_threads() {
+  for (const char* var : {"KILN_NUM_THREADS", "OMP_NUM_THREADS"}) {
+    const char* v = std::getenv(var);
+    if (!v || !*v) continue;
+    if (const int n = threads_detail::parse_thread_env(v)) return n;
+    warn(WarningKind::Runtime, std::string(var) + "='" + v +
+                                   "' is not a positive integer; kiln ignores it and uses the CPUs it may run on");
+  }
+  int affinity = 0;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) affinity = CPU_COUNT(&set);
+  if (affinity <= 0) affinity = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return threads_detail::threads_for(affinity, threads_detail::cgroup_cpu_limit(""));
+}
+
+namespace {
+std::mutex g_interop_mu;
+int g_interop = 0;  // 0: not set
+bool g_interop_set = false, g_interop_started = false;
+}  // namespace
+
+void set_num_interop_threads(int n) {
+  std::lock_guard<std::mutex> lock(g_interop_mu);
+  KILN_CHECK(n > 0, Runtime, "set_num_interop_threads", "set_num_interop_threads expects a positive integer");
+  KILN_CHECK(!g_interop_set && !g_interop_started, Runtime, "set_num_interop_threads",
+             "Error: cannot set number of interop threads after parallel work has started or "
+             "set_num_interop_threads called");
+  g_interop = n;
+  g_interop_set = true;
+}
+
+int get_num_interop_threads() {
+  std::lock_guard<std::mutex> lock(g_interop_mu);
+  if (g_interop == 0) g_interop = default_num_threads();
+  return g_interop;
+}
+
+void mark_interop_started() {
+  std::lock_guard<std::mutex> lock(g_interop_mu);
+  g_interop_started = true;
+}
+
+std::vector<std::string> openmp_runtimes() {
+  std::vector<std::string> names;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto* out = static_cast<std::vector<std::string>*>(data);
+        if (info->dlpi_name && *info->dlpi_name &&
+            !threads_detail::openmp_runtime_kind(info->dlpi_name).empty())
+          out->push_back(info->dlpi_name);
+        return 0;
+      },
+      &names);
+  // one entry per file: libiomp5.so is often a link to libomp.so.5
+  std::vector<std::string> real, out;
+  for (const auto& n : names) {
+    std::error_code ec;
+    const std::string r = std::filesystem::canonical(n, ec).string();
+    const std::string key = ec ? n : r;
+    if (std::find(real.begin(), real.end(), key) != real.end()) continue;
+    real.push_back(key);
+    out.push_back(n);
+  }
+  return out;
+}
+
+void check_openmp_runtimes() {
+  static std::atomic<bool> warned{false};
+  if (warned.load()) return;
+  const auto rts = openmp_runtimes();
+  if (rts.size() < 2 || warned.exchange(true)) return;
+  std::string list;
+  for (const auto& r : rts) list += (list.empty() ? "" : ", ") + r;
+  warn(WarningKind::Runtime,
+       std::to_string(rts.size()) + " OpenMP runtimes are loaded in this process (" + list +
+           "). Each keeps its own thread pool, so together they run more threads than there are CPUs "
+           "and kernels slow down (or, with Intel's runtime, abort). Load one runtime for every library "
+           "(e.g. LD_PRELOAD the same libgomp), or give each a share with OMP_NUM_THREADS");
 }
 
 namespace cpu {
