@@ -9,6 +9,7 @@
 #include "kiln/autograd/function.h"
 #include "kiln/core/threads.h"
 #include "kiln/core/warning.h"
+#include "kiln/core/accelerator.h"
 #include "kiln/core/allocator.h"
 #include "kiln/core/deterministic.h"
 #include "kiln/core/dtype.h"

@@ -1,5 +1,9 @@
 #include "kiln/core/allocator.h"
 
+#include <string_view>
+
+#include "kiln/core/accelerator.h"
+
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
@@ -149,6 +153,9 @@ void register_device_allocator(int device_type, DeviceAllocator a) { allocators(
 
 const DeviceAllocator& device_allocator(int device_type, const char* device_name) {
   const DeviceAllocator& a = allocators()[device_type];
+  if (a.allocate == nullptr && std::string_view(device_name) == "cuda")
+    KILN_CHECK(false, Assertion, device_name, "kiln cannot place a tensor on device 'cuda': ",
+               accelerator::diagnose().reason);
   KILN_CHECK(a.allocate != nullptr, Assertion, device_name, "kiln was built without a ", device_name,
              " backend, so no tensor can be placed on device '", device_name,
              "' (available devices: cpu, meta)");

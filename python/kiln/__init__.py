@@ -34,6 +34,8 @@ from .serialization import save, load  # noqa: E402,F401
 from . import amp  # noqa: E402,F401
 from . import testing  # noqa: E402,F401
 from . import backends  # noqa: E402,F401
+from . import accelerator  # noqa: E402,F401
+from . import cuda  # noqa: E402,F401
 from .amp import autocast  # noqa: E402,F401
 from .amp.autocast_mode import (is_autocast_enabled, set_autocast_enabled, get_autocast_dtype,  # noqa: E402,F401
                                 set_autocast_dtype)
@@ -200,6 +202,8 @@ def i0_(input):
 def sinc_(input):
     return input.sinc_()
 
+
+from . import hub  # noqa: E402,F401
 
 _tensor_protocol.wrap_methods()  # last: every Tensor method is in place
 

@@ -2,6 +2,7 @@
 #include <Python.h>
 
 #include "common.h"
+#include "kiln/core/accelerator.h"
 #include "kiln/core/threads.h"
 #include "kiln/core/warning.h"
 #include "kiln/dispatch/schema.h"
@@ -146,6 +147,26 @@ NB_MODULE(_C, m) {
   }, "num"_a);
   m.def("get_num_interop_threads", &kiln::get_num_interop_threads);
   m.def("_default_num_threads", &kiln::default_num_threads);
+  m.def("_accelerator_is_available", &kiln::accelerator::is_available);
+  m.def("_accelerator_device_count", &kiln::accelerator::device_count);
+  m.def("_accelerator_explain", &kiln::accelerator::explain);
+  m.def("_accelerator_built_cuda_version", []() { return KILN_CUDA_RUNTIME_VERSION; });
+  // The probe with a chosen runtime version and driver library: how the tests simulate a CUDA
+  // build on a machine with a stub driver.
+  m.def("_accelerator_diagnose", [](int runtime_version, const std::string& driver_library, int min_capability) {
+    kiln::accelerator::Probe p;
+    p.runtime_version = runtime_version;
+    p.driver_library = driver_library;
+    p.min_capability = min_capability;
+    const auto d = kiln::accelerator::diagnose(p);
+    nb::dict r;
+    r["available"] = d.available;
+    r["device_count"] = d.device_count;
+    r["driver_version"] = d.driver_version;
+    r["devices"] = d.devices;
+    r["reason"] = d.reason;
+    return r;
+  }, "runtime_version"_a, "driver_library"_a = "", "min_capability"_a = 70);
   m.def("_openmp_runtimes", &kiln::openmp_runtimes);
   m.def("_check_openmp_runtimes", &kiln::check_openmp_runtimes);
   m.def("_cgroup_cpu_limit", &kiln::threads_detail::cgroup_cpu_limit, "root"_a);

@@ -251,3 +251,23 @@ TEST(Threads, DefaultsAndWarnings) {
   ASSERT_EQ(g_warnings.size(), 1u);
   EXPECT_EQ(g_warnings[0], "hello");
 }
+
+TEST(Accelerator, CpuBuildExplains) {
+  EXPECT_FALSE(kiln::accelerator::is_available());
+  EXPECT_EQ(kiln::accelerator::device_count(), 0);
+  EXPECT_EQ(kiln::accelerator::explain().rfind("kiln was built without CUDA (a CPU-only build)", 0), 0u);
+  kiln::accelerator::Probe p;
+  p.runtime_version = 12040;
+  p.driver_library = "/nonexistent/libcuda.so.1";
+  const auto d = kiln::accelerator::diagnose(p);
+  EXPECT_FALSE(d.available);
+  EXPECT_EQ(d.reason.rfind("the CUDA driver is missing: /nonexistent/libcuda.so.1 could not be loaded", 0), 0u);
+  EXPECT_EQ(kiln::accelerator::cuda_version_string(12080), "12.8");
+  try {
+    kiln::zeros({2}, kiln::TensorOptions().device(kiln::Device{kiln::DeviceType::CUDA, -1}));
+    ADD_FAILURE() << "no error";
+  } catch (const kiln::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("kiln cannot place a tensor on device 'cuda': kiln was built without CUDA"),
+              std::string::npos);
+  }
+}
