@@ -264,8 +264,9 @@ def main():
     budget = args.budget if args.budget is not None else (0.05 if args.quick else 0.3)
     cases = [c for c in build_cases(args.quick) if args.filter in c.name]
     gil = not args.filter or "gil" in args.filter.lower()  # the GIL section (bench/gil_cases.py)
+    streams = not args.filter or "stream" in args.filter.lower()  # bench/stream_cases.py
     distributed = not args.filter or "dist" in args.filter  # bench/dist_cases.py under mpirun
-    if not cases and not gil and not distributed:
+    if not cases and not gil and not distributed and not streams:
         sys.exit(f"no case matches --filter {args.filter!r}")
 
     preamble = [
@@ -309,6 +310,15 @@ def main():
         for line in section:
             print(line, flush=True)
         rows = gil_cases.gil_rows()
+        for line in rows:
+            print(line, flush=True)
+        lines += section + rows
+    if streams:
+        import stream_cases  # noqa: E402
+        section = ["", "Streams: " + stream_cases.__doc__.replace("\n", " ").strip(), ""] + stream_cases.HEADER
+        for line in section:
+            print(line, flush=True)
+        rows = stream_cases.stream_rows()
         for line in rows:
             print(line, flush=True)
         lines += section + rows

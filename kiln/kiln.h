@@ -10,6 +10,7 @@
 #include "kiln/core/threads.h"
 #include "kiln/core/warning.h"
 #include "kiln/core/accelerator.h"
+#include "kiln/core/stream.h"
 #include "kiln/core/allocator.h"
 #include "kiln/core/deterministic.h"
 #include "kiln/core/dtype.h"

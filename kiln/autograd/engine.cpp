@@ -9,6 +9,7 @@
 #include "kiln/amp/autocast.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/format.h"
+#include "kiln/core/stream.h"
 #include "kiln/autograd/nodes.h"
 #include "kiln/ops/ops.h"
 
@@ -270,6 +271,7 @@ Tensor validate_grad(const Node& node, size_t i, Tensor g) {
 
 void backward(const TensorList& tensors, const TensorList& grad_tensors,
               const BackwardOptions& opts) {
+  stream_detail::wait_other_streams();  // forward work queued on other streams comes first
   KILN_CHECK(grad_tensors.empty() || grad_tensors.size() == tensors.size(), Runtime, "backward",
              "got ", grad_tensors.size(), " gradients for ", tensors.size(), " tensors");
   std::vector<Edge> roots;
@@ -311,6 +313,7 @@ void backward(const TensorList& tensors, const TensorList& grad_tensors,
 
 TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs,
                 std::optional<bool> retain_graph, bool create_graph, bool allow_unused) {
+  stream_detail::wait_other_streams();
   KILN_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), Runtime, "grad",
              "grad requires one grad_output per output: got ", grad_outputs.size(), " and ",
              outputs.size());

@@ -1,6 +1,7 @@
 #include "kiln/core/tensor.h"
 
 #include "kiln/core/read_hook.h"
+#include "kiln/core/stream.h"
 
 #include <sys/mman.h>
 
@@ -353,6 +354,7 @@ thread_local void (*item_read_hook)(const Tensor& t) = nullptr;
 
 Scalar Tensor::item() const {
   if (detail::item_read_hook) [[unlikely]] detail::item_read_hook(*this);
+  stream_detail::before_host_read();
   KILN_CHECK(!is_meta() || numel() != 1, Runtime, "item", "Tensor.item() cannot be called on meta tensors");
   KILN_CHECK(numel() == 1, Runtime, "item",
              "a Tensor with ", numel(), " elements cannot be converted to Scalar");

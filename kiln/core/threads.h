@@ -14,7 +14,7 @@ int get_num_threads();
 // mask, capped by the CPU quota of its cgroup (v1 or v2; a quota of 2.5 CPUs gives 2 threads).
 int default_num_threads();
 
-// The inter-op pool: the workers that run the queues of non-default streams (kiln/core/stream.h).
+// The inter-op count: how many non-default streams run kernels at the same time (kiln/core/stream.h).
 // As torch: settable once, and only before the pool has started (RuntimeError otherwise).
 void set_num_interop_threads(int n);
 int get_num_interop_threads();

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "kiln/core/allocator.h"
+#include "kiln/core/stream.h"
 #include "kiln/core/visit.h"
 #include "kiln/dispatch/schema.h"
 #include "kiln/ops/ops.h"
@@ -75,6 +76,7 @@ struct DispatchTls {
   size_t n_modes = 0;              // tls_modes.size(), read without the vector
   bool inference = false;
   bool autocast = false;           // kiln/amp keeps it
+  detail::StreamQueue* stream = nullptr;  // the current stream (kiln/core/stream.h); null: the default
 };
 thread_local DispatchTls tls;
 // tls's address, computed once per call: the empty asm hides where it came from, so the compiler keeps it
@@ -100,6 +102,16 @@ void run_kernel(KernelFn kernel, const OpDef& op, const TensorList& inputs, cons
   } restore{t, outer};
   kernel(op, inputs, attrs, outputs);
   if (t.capture && !outer) [[unlikely]] t.capture->on_kernel(op, kernel, inputs, attrs, outputs);
+}
+
+// A kernel issued on a non-default stream: queued with its own copies of the lists (the tensors stay
+// alive until it ran); the stream's worker runs it as run_kernel would.
+void queue_kernel(detail::StreamQueue* q, KernelFn kernel, const OpDef& op, const TensorList& inputs,
+                  const Attrs& attrs, const TensorList& outputs) {
+  stream_detail::enqueue_on(q, [kernel, &op, inputs, attrs, outs = TensorList(outputs)]() mutable {
+    stream_detail::InteropSlot slot;
+    run_kernel(kernel, op, inputs, attrs, outs);
+  });
 }
 
 // Elements a kernel touches, from its inputs and output specs (counted until the threshold).
@@ -522,7 +534,16 @@ static TensorList dispatch_kernel_on(const OpDef& op, const TensorList& inputs, 
         for (const Tensor& t : inputs) check_no_partial_overlap(op.name, o, t);
     }
   TensorList result;
+  detail::StreamQueue* stream = tls.kernel ? nullptr : tls.stream;
+  if (stream && (op.tags & kRandom)) [[unlikely]] {
+    // the generator is the process's: a random kernel runs here, in issue order, after the stream's work
+    stream_detail::drain(stream);
+    stream = nullptr;
+  }
   if (!op.meta || (op.tags & (kView | kDynamicShape))) {  // view / dynamic-shape ops make their own outputs
+    // on a stream, a view reads no data and runs here; an op whose output depends on data waits for
+    // every stream's queued work first, then runs here too
+    if (stream && !(op.tags & kView)) [[unlikely]] stream_detail::wait_all_slow();
     {
       KernelRegion region(long_kernel(op, inputs, nullptr));
       run_kernel(kernel, op, inputs, attrs, result);
@@ -543,7 +564,10 @@ static TensorList dispatch_kernel_on(const OpDef& op, const TensorList& inputs, 
   if (!out) {
     result.reserve(specs.size());
     for (const TensorSpec& s : specs) result.push_back(make_tensor(s.sizes(), s.dtype(), dev));
-    run_kernel(kernel, op, inputs, attrs, result);
+    if (stream) [[unlikely]]
+      queue_kernel(stream, kernel, op, inputs, attrs, result);
+    else
+      run_kernel(kernel, op, inputs, attrs, result);
     return result;
   }
   KILN_CHECK(out->size() == specs.size(), Runtime, op.name, "expected ", specs.size(),
@@ -555,15 +579,23 @@ static TensorList dispatch_kernel_on(const OpDef& op, const TensorList& inputs, 
     if (o.dtype() != specs[i].dtype() || !o.is_contiguous()) direct = false;
   }
   if (direct) {
-    run_kernel(kernel, op, inputs, attrs, *out);
+    if (stream) [[unlikely]]
+      queue_kernel(stream, kernel, op, inputs, attrs, *out);
+    else
+      run_kernel(kernel, op, inputs, attrs, *out);
   } else {
     for (const TensorSpec& s : specs) result.push_back(make_tensor(s.sizes(), s.dtype(), dev));
-    run_kernel(kernel, op, inputs, attrs, result);
+    if (stream) [[unlikely]]
+      queue_kernel(stream, kernel, op, inputs, attrs, result);  // the copies below queue after it
+    else
+      run_kernel(kernel, op, inputs, attrs, result);
     for (size_t i = 0; i < specs.size(); ++i) copy_((*out)[i], result[i]);
   }
   for (Tensor& o : *out) o.bump_version();
   return *out;
 }
+
+void stream_detail::set_dispatch_stream(detail::StreamQueue* q) { tls.stream = q; }
 
 TensorList dispatch(const OpDef& op, const TensorList& inputs, const Attrs& attrs, TensorList* out, bool inplace) {
   static SchemaCheck& checking = schema_check();

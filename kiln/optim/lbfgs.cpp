@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "kiln/autograd/autograd.h"
+#include "kiln/core/stream.h"
 #include "kiln/ops/ops.h"
 #include "kiln/optim/detail/options_util.h"
 #include "kiln/optim/optimizers.h"
@@ -100,6 +101,9 @@ Tensor LBFGS::step(const LossClosure& closure) {
   const char* op = "LBFGS";
   KILN_CHECK(closure != nullptr, Runtime, op, "LBFGS.step() needs a closure that re-evaluates the model and returns the loss");
   NoGradGuard no_grad;
+  const Stream issued = current_stream();  // as Optimizer::step: run here, after the stream's work
+  if (!issued.is_default()) stream_detail::drain(issued.queue().get());
+  StreamGuard here{default_stream()};
   const Options& o = groups_[0].options;
   const double lr = o.get_double("lr"), tol_grad = o.get_double("tolerance_grad");
   const double tol_change = o.get_double("tolerance_change");

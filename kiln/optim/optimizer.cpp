@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "kiln/autograd/autograd.h"
+#include "kiln/core/stream.h"
 #include "kiln/ops/ops.h"
 
 namespace kiln::optim {
@@ -87,6 +88,11 @@ Tensor Optimizer::step(const LossClosure& closure) {
     loss = closure();
   }
   NoGradGuard no_grad;
+  // The updates read and write parameter memory from this thread (the step counters, the fused
+  // loops): on a stream they run here, in order, after the stream's queued work (kiln/core/stream.h).
+  const Stream issued = current_stream();
+  if (!issued.is_default()) stream_detail::drain(issued.queue().get());
+  StreamGuard here{default_stream()};
   for (ParamGroup& g : groups_) step_group(g);
   return loss;
 }

@@ -3,6 +3,7 @@
 #include <nanobind/ndarray.h>
 
 #include "common.h"
+#include "kiln/core/stream.h"
 
 namespace kiln::py {
 namespace {
@@ -165,6 +166,7 @@ void bind_interop(nb::module_& m, nb::class_<Tensor>& cls) {
     }
     KILN_CHECK(t.is_cpu(), Runtime, "__dlpack__", "Cannot export a tensor on device '", device_str(t.device()),
                "' through DLPack (no data)");
+    stream_detail::before_host_read();
     t.storage()->set_resizable(false);
     auto* e = new Export{t, t.sizes(), t.strides(), {}};
     e->m.dl_tensor.data = t.storage()->data();
@@ -193,6 +195,7 @@ void bind_interop(nb::module_& m, nb::class_<Tensor>& cls) {
   cls.def("numpy", [](nb::handle self) -> nb::object {
     const Tensor& t = nb::cast<const Tensor&>(self);
     func::check_data_read(t, "numpy()");
+    stream_detail::before_host_read();
     KILN_CHECK(!t.requires_grad(), Runtime, "numpy", "Can't call numpy() on Tensor that requires grad. Use "
                "tensor.detach().numpy() instead.");
     KILN_CHECK(!t.is_meta(), Type, "numpy", "can't convert meta device type tensor to numpy. Use Tensor.cpu() "

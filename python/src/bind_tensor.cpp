@@ -2,6 +2,7 @@
 #include <Python.h>
 
 #include "common.h"
+#include "kiln/core/stream.h"
 
 namespace kiln::py {
 
@@ -72,12 +73,14 @@ Tensor mm2(const Tensor& a, const Tensor& b) { return matmul(a, b); }
 // int() / float() of a tensor: one element only (torch's ValueError)
 const Tensor& one_element(const Tensor& t) {
   func::check_data_read(t, "int() / float()");
+  stream_detail::before_host_read();
   KILN_CHECK(t.numel() == 1, Value, "item", "only one element tensors can be converted to Python scalars");
   return t;
 }
 
 bool truthy(const Tensor& t) {
   func::check_data_read(t, "bool()");
+  stream_detail::before_host_read();
   KILN_CHECK(t.numel() == 1, Runtime, "bool", "Boolean value of Tensor with more than one value is ambiguous");
   return t.item<bool>();
 }
@@ -153,10 +156,11 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
       .def("is_contiguous", [](const Tensor& t) { return t.is_contiguous(); })
       .def("is_floating_point", &Tensor::is_floating_point)
       .def("is_complex", &Tensor::is_complex)
-      .def("data_ptr", [](const Tensor& t) { return t.is_meta() ? uintptr_t(0) : reinterpret_cast<uintptr_t>(t.data_ptr()); })
+      .def("data_ptr", [](const Tensor& t) { stream_detail::before_host_read(); return t.is_meta() ? uintptr_t(0) : reinterpret_cast<uintptr_t>(t.data_ptr()); })
       .def("untyped_storage_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.storage()->data()); })
       .def("item", [](const Tensor& t) -> nb::object {
         func::check_data_read(t, "item");
+        stream_detail::before_host_read();
         Scalar s = t.item();
         switch (s.tag()) {
           case Scalar::Tag::Bool: return nb::bool_(s.to<bool>());
@@ -171,6 +175,7 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
       })
       .def("tolist", [](const Tensor& t) {
         func::check_data_read(t, "tolist()");
+        stream_detail::before_host_read();
         return to_list(t);
       })
       .def("__repr__", [](const Tensor& t) { return repr(t); })
@@ -184,6 +189,7 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
       .def("__int__", [](const Tensor& t) { return one_element(t).item().to<int64_t>(); })
       .def("__index__", [](const Tensor& t) {
         func::check_data_read(t, "an index");
+        stream_detail::before_host_read();
         KILN_CHECK(is_integral(t.dtype(), true) && t.numel() == 1, Type, "index", "only integer tensors of a "
                    "single element can be converted to an index");
         return t.item().to<int64_t>();

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common.h"
+#include "kiln/core/stream.h"
 #include "kiln/ops/shape.h"
 
 namespace kiln::py {
@@ -94,6 +95,7 @@ Shape as_shape(nb::handle h) {
     Tensor t = nb::cast<Tensor>(h);
     Shape s;
     Tensor c = contiguous(to_dtype(t, kInt64));
+    stream_detail::before_host_read();
     const int64_t* p = static_cast<const int64_t*>(c.data_ptr());
     s.assign(p, p + c.numel());
     return s;
@@ -306,6 +308,7 @@ nb::object list_rec(const Tensor& t, const char* p, int64_t d) {
 
 nb::object to_list(const Tensor& t) {
   KILN_CHECK(!t.is_meta(), NotImplemented, "tolist", "Cannot copy out of meta tensor; no data!");
+  stream_detail::before_host_read();
   return list_rec(t, static_cast<const char*>(t.data_ptr()), 0); }
 
 Device as_device(nb::handle h) {

@@ -62,6 +62,10 @@ void set_python_error(const std::exception_ptr& p) {
 }
 }  // namespace kiln::py
 
+namespace kiln::py {
+void bind_stream(nb::module_& m, nb::class_<Tensor>& tensor_cls);  // bind_stream.cpp
+}
+
 NB_MODULE(_C, m) {
   using namespace kiln;
   using namespace kiln::py;
@@ -111,6 +115,7 @@ NB_MODULE(_C, m) {
   bind_attention(m);
   bind_conv(m);
   bind_capture(m);
+  bind_stream(m, cls);
   bind_loss(m);
   bind_rnn(m);
   bind_layers(m);
