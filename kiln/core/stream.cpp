@@ -1,12 +1,15 @@
 #include "kiln/core/stream.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -18,8 +21,10 @@
 namespace kiln {
 namespace detail {
 
-// One stream's queue and its worker. The worker thread holds the queue too, so whichever of the two
-// lets go last frees it; a Stream's last handle stops the worker once the queue has drained.
+// One stream's queue and its worker. The worker holds the queue (its `self`), so the queue outlives
+// the last Stream handle until the worker has drained it; the handle's deleter only tells the worker
+// to stop and detaches it (joining could wait for a queue whose tasks need the Python lock, or for
+// another stream that waits on this one).
 struct StreamQueue {
   int64_t id = 0;
   int priority = 0;
@@ -28,23 +33,16 @@ struct StreamQueue {
   std::deque<std::function<void()>> tasks;
   uint64_t enqueued = 0;            // tickets handed out
   std::atomic<uint64_t> done{0};    // tickets run
-  std::exception_ptr error;         // the first kernel error since the last synchronize
+  std::exception_ptr error;         // the first kernel error since it was last raised
   bool stop = false;
-  bool worker_idle = false;  // the worker waits for work: an enqueue must wake it
-  int waiters = 0;           // callers waiting for progress: the worker must wake them
+  bool worker_idle = false;         // the worker waits for work: an enqueue must wake it
+  int waiters = 0;                  // callers waiting for progress: the worker must wake them
+  bool has_worker = false;
+  pid_t worker_pid = 0;             // the process that started it (a forked child starts its own)
   std::weak_ptr<StreamQueue> self;  // the worker's handle is made from it
-  std::thread worker;
-  pid_t worker_pid = 0;
 
-  void run(const std::shared_ptr<StreamQueue>& self);
-  void wait_for(uint64_t ticket) {
-    if (done.load(std::memory_order_acquire) >= ticket) return;
-    KernelRegion region(true);  // a host-language lock (Python's) is let go while this thread waits
-    std::unique_lock<std::mutex> lock(mu);
-    ++waiters;
-    cv.wait(lock, [&] { return done.load(std::memory_order_acquire) >= ticket; });
-    --waiters;
-  }
+  void run(std::shared_ptr<StreamQueue> keep);
+  void wait_for(uint64_t ticket);
   void rethrow_error() {
     std::exception_ptr e;
     {
@@ -53,10 +51,13 @@ struct StreamQueue {
     }
     if (e) std::rethrow_exception(e);
   }
+  uint64_t last_ticket() {
+    std::lock_guard<std::mutex> lock(mu);
+    return enqueued;
+  }
 };
 
 struct EventState {
-  int64_t id = 0;
   bool timing = false;
   bool recorded = false;
   std::shared_ptr<StreamQueue> stream;  // where it was recorded (null: the default stream)
@@ -68,6 +69,24 @@ struct EventState {
   }
 };
 
+// What an Event handle points at: the state of its last record(), replaced by the next (so a wait
+// queued earlier keeps waiting for the earlier point). Threads may record and wait at once: the
+// pointer is read and replaced under the lock, and used through a copy.
+struct EventHandle {
+  int64_t id = 0;
+  bool timing = false;
+  std::mutex mu;
+  std::shared_ptr<EventState> state = std::make_shared<EventState>();
+  std::shared_ptr<EventState> get() {
+    std::lock_guard<std::mutex> lock(mu);
+    return state;
+  }
+  void set(std::shared_ptr<EventState> s) {
+    std::lock_guard<std::mutex> lock(mu);
+    state = std::move(s);
+  }
+};
+
 }  // namespace detail
 
 namespace stream_detail {
@@ -75,17 +94,28 @@ std::atomic<int64_t> g_pending{0};
 }
 
 namespace {
+using detail::EventHandle;
 using detail::EventState;
 using detail::StreamQueue;
 
-std::mutex g_registry_mu;
-std::vector<std::weak_ptr<StreamQueue>> g_registry;  // every live stream, for synchronize_streams
+// Process-wide state, never destroyed: workers may still run while static destructors do.
+struct Globals {
+  std::mutex registry_mu;
+  std::vector<std::weak_ptr<StreamQueue>> registry;  // every live stream, for synchronize_streams
+  std::mutex slot_mu;
+  std::condition_variable slot_cv;
+  int slots_used = 0;
+};
+Globals& globals() {
+  static Globals* g = new Globals();
+  return *g;
+}
 std::atomic<int64_t> g_next_stream_id{1}, g_next_event_id{1};
 
 thread_local Stream tls_current;
-// Set on a stream's worker: what it runs reads what its queue made before (a kernel's own item() of a
-// scalar operand must not wait for the queue it is part of).
-thread_local bool tls_worker = false;
+// The queue whose worker this thread is (null elsewhere): what it runs reads what its queue made
+// before, so a kernel's own item() of a scalar operand must not wait for the queue it is part of.
+thread_local StreamQueue* tls_worker_queue = nullptr;
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -93,28 +123,73 @@ int64_t now_ns() {
 }
 
 std::vector<std::shared_ptr<StreamQueue>> live_streams() {
-  std::lock_guard<std::mutex> lock(g_registry_mu);
+  Globals& g = globals();
+  std::lock_guard<std::mutex> lock(g.registry_mu);
   std::vector<std::shared_ptr<StreamQueue>> out;
   size_t keep = 0;
-  for (auto& w : g_registry)
+  for (auto& w : g.registry)
     if (auto q = w.lock()) {
       out.push_back(q);
-      g_registry[keep++] = w;
+      g.registry[keep++] = w;
     }
-  g_registry.resize(keep);
+  g.registry.resize(keep);
   return out;
 }
 
-// The handle Stream keeps: when the last one goes, the worker is told to stop after the queue drains,
-// and joined (unless this is the worker itself letting go, through a task that held the stream).
-struct QueueOwner {
-  std::shared_ptr<StreamQueue> q;
-};
+// In a forked child no worker of the parent exists and any lock may have been copied held: every
+// queue forgets the parent's work (it does not run in the child) and its locks are made anew.
+void after_fork_in_child() {
+  Globals& g = globals();
+  new (&g.registry_mu) std::mutex();
+  new (&g.slot_mu) std::mutex();
+  new (&g.slot_cv) std::condition_variable();
+  g.slots_used = 0;
+  for (auto& w : g.registry)
+    if (auto q = w.lock()) {
+      new (&q->mu) std::mutex();
+      new (&q->cv) std::condition_variable();
+      q->tasks.clear();
+      q->done.store(q->enqueued);
+      q->worker_idle = false;
+      q->waiters = 0;
+      q->has_worker = false;
+    }
+  stream_detail::g_pending.store(0);
+}
+
+void wait_all(bool raise) {
+  if (tls_worker_queue) return;
+  auto streams = live_streams();
+  for (auto& q : streams) q->wait_for(q->last_ticket());
+  if (raise)
+    for (auto& q : streams) q->rethrow_error();
+}
+
+void register_process_hooks() {
+  static bool once = [] {
+    pthread_atfork(nullptr, nullptr, &after_fork_in_child);
+    // a C++ program's queues run out before static destruction (the Python module waits earlier,
+    // while the interpreter is alive: kiln/_stream.py)
+    std::atexit([] { wait_all(false); });
+    return true;
+  }();
+  (void)once;
+}
 }  // namespace
 
-void detail::StreamQueue::run(const std::shared_ptr<StreamQueue>& self) {
-  (void)self;  // keeps the queue alive for the worker's lifetime
-  tls_worker = true;
+void detail::StreamQueue::wait_for(uint64_t ticket) {
+  if (done.load(std::memory_order_acquire) >= ticket) return;
+  KILN_CHECK(tls_worker_queue != this, Runtime, "synchronize",
+             "a task running on a stream's worker waited for that same stream: it would never finish");
+  KernelRegion region(true);  // a host-language lock (Python's) is let go while this thread waits
+  std::unique_lock<std::mutex> lock(mu);
+  ++waiters;
+  cv.wait(lock, [&] { return done.load(std::memory_order_acquire) >= ticket; });
+  --waiters;
+}
+
+void detail::StreamQueue::run(std::shared_ptr<StreamQueue> keep) {
+  tls_worker_queue = this;
   for (;;) {
     std::function<void()> task;
     {
@@ -122,7 +197,7 @@ void detail::StreamQueue::run(const std::shared_ptr<StreamQueue>& self) {
       worker_idle = true;
       cv.wait(lock, [&] { return stop || !tasks.empty(); });
       worker_idle = false;
-      if (tasks.empty()) return;  // stopped and drained
+      if (tasks.empty()) break;  // stopped and drained
       task = std::move(tasks.front());
       tasks.pop_front();
     }
@@ -139,9 +214,11 @@ void detail::StreamQueue::run(const std::shared_ptr<StreamQueue>& self) {
       done.fetch_add(1, std::memory_order_release);
       wake = waiters > 0;
     }
-    stream_detail::g_pending.fetch_sub(1, std::memory_order_relaxed);
+    stream_detail::g_pending.fetch_sub(1, std::memory_order_release);
     if (wake) cv.notify_all();
   }
+  tls_worker_queue = nullptr;
+  keep.reset();  // may free the queue
 }
 
 namespace stream_detail {
@@ -151,23 +228,18 @@ constexpr uint64_t kMaxQueued = 1024;
 
 uint64_t enqueue_on(StreamQueue* q, std::function<void()> fn) {
   q->rethrow_error();  // an earlier kernel's error is reported at the next call, as CUDA's
-  if (!tls_worker) {
-    uint64_t queued;
-    {
-      std::lock_guard<std::mutex> lock(q->mu);
-      queued = q->enqueued;
-    }
+  if (!tls_worker_queue) {
+    const uint64_t queued = q->last_ticket();
     if (queued >= kMaxQueued) q->wait_for(queued + 1 - kMaxQueued);
   }
   uint64_t ticket;
   bool wake;
   {
     std::lock_guard<std::mutex> lock(q->mu);
-    if (q->worker_pid != getpid()) {
-      // first use, or a forked child (the parent's worker was not copied): start a worker
-      if (q->worker.joinable()) new std::thread(std::move(q->worker));  // the parent's: never joined here
+    if (!q->has_worker || q->worker_pid != getpid()) {
       mark_interop_started();
-      q->worker = std::thread([q, self = q->self.lock()] { q->run(self); });
+      std::thread([q, keep = q->self.lock()]() mutable { q->run(std::move(keep)); }).detach();
+      q->has_worker = true;
       q->worker_pid = getpid();
     }
     q->tasks.push_back(std::move(fn));
@@ -179,93 +251,56 @@ uint64_t enqueue_on(StreamQueue* q, std::function<void()> fn) {
   return ticket;
 }
 
-namespace {
-std::mutex g_slot_mu;
-std::condition_variable g_slot_cv;
-int g_slots_used = 0;
-}  // namespace
-
 InteropSlot::InteropSlot() {
   const int limit = get_num_interop_threads();
-  std::unique_lock<std::mutex> lock(g_slot_mu);
-  g_slot_cv.wait(lock, [&] { return g_slots_used < limit; });
-  ++g_slots_used;
+  Globals& g = globals();
+  std::unique_lock<std::mutex> lock(g.slot_mu);
+  g.slot_cv.wait(lock, [&] { return g.slots_used < limit; });
+  ++g.slots_used;
 }
 
 InteropSlot::~InteropSlot() {
+  Globals& g = globals();
   {
-    std::lock_guard<std::mutex> lock(g_slot_mu);
-    --g_slots_used;
+    std::lock_guard<std::mutex> lock(g.slot_mu);
+    --g.slots_used;
   }
-  g_slot_cv.notify_one();
+  g.slot_cv.notify_one();
 }
 
-void drain(StreamQueue* q) {
-  uint64_t t;
-  {
-    std::lock_guard<std::mutex> lock(q->mu);
-    t = q->enqueued;
-  }
-  q->wait_for(t);
-}
+void drain(StreamQueue* q) { q->wait_for(q->last_ticket()); }
 
-void wait_all_slow() {
-  if (tls_worker) return;
-  for (auto& q : live_streams()) {
-    uint64_t t;
-    {
-      std::lock_guard<std::mutex> lock(q->mu);
-      t = q->enqueued;
-    }
-    q->wait_for(t);
-  }
-}
+void wait_all_slow() { wait_all(true); }
 
 void wait_other_streams() {
-  if (g_pending.load(std::memory_order_relaxed) == 0) return;
+  if (tls_worker_queue || g_pending.load(std::memory_order_acquire) == 0) return;
   StreamQueue* mine = tls_current.queue().get();
-  for (auto& q : live_streams()) {
-    if (q.get() == mine) continue;
-    uint64_t t;
-    {
-      std::lock_guard<std::mutex> lock(q->mu);
-      t = q->enqueued;
-    }
-    q->wait_for(t);
-  }
+  for (auto& q : live_streams())
+    if (q.get() != mine) q->wait_for(q->last_ticket());
 }
 }  // namespace stream_detail
 
 Stream Stream::create(int priority) {
-  auto q = std::shared_ptr<StreamQueue>(new StreamQueue, [](StreamQueue* p) { delete p; });
+  register_process_hooks();
+  auto q = std::make_shared<StreamQueue>();
   q->id = g_next_stream_id.fetch_add(1);
   q->priority = priority;
   q->self = q;
   {
-    std::lock_guard<std::mutex> lock(g_registry_mu);
-    g_registry.push_back(q);
+    Globals& g = globals();
+    std::lock_guard<std::mutex> lock(g.registry_mu);
+    g.registry.push_back(q);
   }
-  // The worker's handle and the user's are the same shared_ptr; the worker is stopped by the user's
-  // last Stream going away: a second control block does that (owner), deleting nothing but the
-  // worker's life.
-  auto owner = std::shared_ptr<StreamQueue>(q.get(), [keep = q](StreamQueue* p) {
-    std::thread worker;
+  // The handles users hold share a second control block (pointing at the same queue, keeping it
+  // alive): when the last goes, the worker is told to stop once the queue has drained.
+  Stream s;
+  s.q_ = std::shared_ptr<StreamQueue>(q.get(), [keep = q](StreamQueue* p) {
     {
       std::lock_guard<std::mutex> lock(p->mu);
       p->stop = true;
-      if (p->worker_pid == getpid()) worker = std::move(p->worker);
     }
     p->cv.notify_all();
-    if (worker.joinable()) {
-      if (worker.get_id() == std::this_thread::get_id())
-        worker.detach();  // the worker itself let go of the last handle (a task held the stream)
-      else
-        worker.join();
-    }
-    (void)keep;
   });
-  Stream s;
-  s.q_ = owner;
   return s;
 }
 
@@ -274,18 +309,12 @@ int Stream::priority() const { return q_ ? q_->priority : 0; }
 
 bool Stream::query() const {
   if (!q_) return true;
-  std::lock_guard<std::mutex> lock(q_->mu);
-  return q_->done.load(std::memory_order_acquire) >= q_->enqueued;
+  return q_->done.load(std::memory_order_acquire) >= q_->last_ticket();
 }
 
 void Stream::synchronize() const {
   if (!q_) return;
-  uint64_t t;
-  {
-    std::lock_guard<std::mutex> lock(q_->mu);
-    t = q_->enqueued;
-  }
-  q_->wait_for(t);
+  q_->wait_for(q_->last_ticket());
   q_->rethrow_error();
 }
 
@@ -319,61 +348,63 @@ void set_current_stream(const Stream& s) {
   stream_detail::set_dispatch_stream(s.queue().get());
 }
 
-Event::Event(bool enable_timing) : e_(std::make_shared<EventState>()) {
+Event::Event(bool enable_timing) : e_(std::make_shared<EventHandle>()) {
   e_->id = g_next_event_id.fetch_add(1);
   e_->timing = enable_timing;
 }
 
 void Event::record(const Stream& s) {
-  // a new state: waits already queued on the old one keep waiting for the old point
   auto n = std::make_shared<EventState>();
-  n->id = e_->id;
   n->timing = e_->timing;
   n->recorded = true;
   if (s.is_default()) {
     if (n->timing) n->time_ns = now_ns();
-    e_ = n;
+    e_->set(std::move(n));
     return;
   }
-  StreamQueue* q = s.queue().get();
   n->stream = s.queue();
   std::weak_ptr<EventState> w = n;
-  n->ticket = stream_detail::enqueue_on(q, [w]() {
+  n->ticket = stream_detail::enqueue_on(s.queue().get(), [w]() {
     if (auto st = w.lock())
       if (st->timing) st->time_ns = now_ns();
   });
-  e_ = n;
+  e_->set(std::move(n));
 }
 
 void Event::wait(const Stream& s) const {
-  if (!e_->recorded) return;
+  std::shared_ptr<EventState> st = e_->get();
+  if (!st->recorded) return;
   if (s.is_default()) {
-    e_->wait();
+    st->wait();
     return;
   }
-  if (e_->stream == s.queue()) return;  // the same queue runs in order
-  std::shared_ptr<EventState> st = e_;
+  if (st->stream == s.queue()) return;  // the same queue runs in order
   stream_detail::enqueue_on(s.queue().get(), [st]() { st->wait(); });
 }
 
-bool Event::query() const { return !e_->recorded || e_->reached(); }
+bool Event::query() const {
+  std::shared_ptr<EventState> st = e_->get();
+  return !st->recorded || st->reached();
+}
+
 void Event::synchronize() const {
-  if (!e_->recorded) return;
-  e_->wait();
+  std::shared_ptr<EventState> st = e_->get();
+  if (st->recorded) st->wait();
 }
 
 double Event::elapsed_time(const Event& end) const {
+  std::shared_ptr<EventState> a = e_->get(), b = end.e_->get();
   KILN_CHECK(e_->timing && end.e_->timing, Value, "elapsed_time",
              "Both events must be created with argument 'enable_timing=True'.");
-  KILN_CHECK(e_->recorded && end.e_->recorded, Value, "elapsed_time",
+  KILN_CHECK(a->recorded && b->recorded, Value, "elapsed_time",
              "Both events must be recorded before calculating elapsed time.");
-  KILN_CHECK(e_->reached() && end.e_->reached(), Value, "elapsed_time",
+  KILN_CHECK(a->reached() && b->reached(), Value, "elapsed_time",
              "Both events must be completed before calculating elapsed time.");
-  return static_cast<double>(end.e_->time_ns.load() - e_->time_ns.load()) / 1e6;
+  return static_cast<double>(b->time_ns.load() - a->time_ns.load()) / 1e6;
 }
 
 bool Event::enable_timing() const { return e_->timing; }
-bool Event::recorded() const { return e_->recorded; }
+bool Event::recorded() const { return e_->get()->recorded; }
 int64_t Event::id() const { return e_->id; }
 
 void record_stream(const Tensor& t, const Stream& s) {
@@ -382,9 +413,6 @@ void record_stream(const Tensor& t, const Stream& s) {
   s.enqueue([keep]() {});  // the storage is let go when the work queued before this has run
 }
 
-void synchronize_streams() {
-  stream_detail::wait_all_slow();
-  for (auto& q : live_streams()) q->rethrow_error();
-}
+void synchronize_streams() { wait_all(true); }
 
 }  // namespace kiln

@@ -27,7 +27,7 @@ class Tensor;
 class Event;
 namespace detail {
 struct StreamQueue;
-struct EventState;
+struct EventHandle;
 }  // namespace detail
 
 class Stream {
@@ -90,7 +90,7 @@ class Event {
   int64_t id() const;
 
  private:
-  std::shared_ptr<detail::EventState> e_;
+  std::shared_ptr<detail::EventHandle> e_;  // copies of an Event share it, as torch's Python objects do
 };
 
 // Keeps t's memory from being reused until the work queued on s so far has run (torch's
@@ -103,8 +103,10 @@ namespace stream_detail {
 extern std::atomic<int64_t> g_pending;  // kernels queued on non-default streams, not yet run
 void wait_all_slow();
 // Called before the host reads tensor data.
+// On a stream's worker it returns at once (the worker reads what its queue made before). A kernel
+// error a worker kept is raised here, as CUDA raises asynchronous errors at the next synchronisation.
 inline void before_host_read() {
-  if (g_pending.load(std::memory_order_relaxed) > 0) [[unlikely]] wait_all_slow();
+  if (g_pending.load(std::memory_order_acquire) > 0) [[unlikely]] wait_all_slow();
 }
 // Waits for every stream but the calling thread's current one (backward's entry).
 void wait_other_streams();

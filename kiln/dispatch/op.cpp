@@ -104,13 +104,49 @@ void run_kernel(KernelFn kernel, const OpDef& op, const TensorList& inputs, cons
   if (t.capture && !outer) [[unlikely]] t.capture->on_kernel(op, kernel, inputs, attrs, outputs);
 }
 
-// A kernel issued on a non-default stream: queued with its own copies of the lists (the tensors stay
-// alive until it ran); the stream's worker runs it as run_kernel would.
+// A kernel issued on a non-default stream is queued with snapshots of its tensors: new TensorImpls
+// with the storage, sizes, strides, offset and dtype they have now (no autograd). The caller may
+// change a tensor object before the kernel runs (an out= resized by a later call, `.data =`,
+// resize_); the kernel still reads and writes the memory it was issued on, and holds it. A tensor
+// passed twice (in place: self is an input and the output) gets one snapshot.
+TensorList snapshot(const TensorList& ts, SmallVec<std::pair<const TensorImpl*, Tensor>, 8>& seen) {
+  TensorList out;
+  out.reserve(ts.size());
+  for (const Tensor& t : ts) {
+    if (!t.defined()) {
+      out.push_back(t);
+      continue;
+    }
+    const TensorImpl* src = t.impl();
+    Tensor copy;
+    for (const auto& [impl, snap] : seen)
+      if (impl == src) copy = snap;
+    if (!copy.defined()) {
+      auto impl = std::make_shared<TensorImpl>();
+      impl->storage = src->storage;
+      impl->sizes = src->sizes;
+      impl->strides = src->strides;
+      impl->offset = src->offset;
+      impl->numel = src->numel;
+      impl->dtype = src->dtype;
+      impl->contiguous = src->contiguous;
+      impl->wrapped_number = src->wrapped_number;
+      copy = Tensor(std::move(impl));
+      seen.push_back({src, copy});
+    }
+    out.push_back(copy);
+  }
+  return out;
+}
+
 void queue_kernel(detail::StreamQueue* q, KernelFn kernel, const OpDef& op, const TensorList& inputs,
                   const Attrs& attrs, const TensorList& outputs) {
-  stream_detail::enqueue_on(q, [kernel, &op, inputs, attrs, outs = TensorList(outputs)]() mutable {
+  SmallVec<std::pair<const TensorImpl*, Tensor>, 8> seen;
+  TensorList in = snapshot(inputs, seen);
+  TensorList out = snapshot(outputs, seen);
+  stream_detail::enqueue_on(q, [kernel, &op, ins = std::move(in), attrs, outs = std::move(out)]() mutable {
     stream_detail::InteropSlot slot;
-    run_kernel(kernel, op, inputs, attrs, outs);
+    run_kernel(kernel, op, ins, attrs, outs);
   });
 }
 
@@ -535,8 +571,9 @@ static TensorList dispatch_kernel_on(const OpDef& op, const TensorList& inputs, 
     }
   TensorList result;
   detail::StreamQueue* stream = tls.kernel ? nullptr : tls.stream;
-  if (stream && (op.tags & kRandom)) [[unlikely]] {
-    // the generator is the process's: a random kernel runs here, in issue order, after the stream's work
+  if (stream && ((op.tags & kRandom) || tls.capture)) [[unlikely]] {
+    // the generator is the process's: a random kernel runs here, in issue order, after the stream's
+    // work; so does every kernel while a capture layer records (it observes kernels on this thread)
     stream_detail::drain(stream);
     stream = nullptr;
   }
@@ -586,7 +623,7 @@ static TensorList dispatch_kernel_on(const OpDef& op, const TensorList& inputs, 
   } else {
     for (const TensorSpec& s : specs) result.push_back(make_tensor(s.sizes(), s.dtype(), dev));
     if (stream) [[unlikely]]
-      queue_kernel(stream, kernel, op, inputs, attrs, result);  // the copies below queue after it
+      queue_kernel(stream, kernel, op, inputs, attrs, result);  // copy_ below waits for it (no meta)
     else
       run_kernel(kernel, op, inputs, attrs, result);
     for (size_t i = 0; i < specs.size(); ++i) copy_((*out)[i], result[i]);

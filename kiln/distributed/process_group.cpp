@@ -17,6 +17,7 @@
 #include "kiln/core/error.h"
 #include "kiln/distributed/detail/mpi.h"
 #include "kiln/ops/ops.h"
+#include "kiln/core/stream.h"
 
 namespace kiln::distributed {
 
@@ -294,6 +295,7 @@ void ProcessGroup::check_open(const char* op) const {
 }
 
 WorkPtr ProcessGroup::submit(WorkPtr w, std::function<void()> run, bool collective, bool deferred) {
+  stream_detail::before_host_read();  // the group's thread reads the buffers: queued work comes first
   {
     std::lock_guard<std::mutex> l(m_);
     check_open(w->op().c_str());

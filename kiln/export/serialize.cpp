@@ -13,6 +13,7 @@
 #include "kiln/dispatch/schema.h"
 #include "kiln/export/archive.h"
 #include "kiln/export/program.h"
+#include "kiln/core/stream.h"
 
 namespace kiln {
 namespace {
@@ -142,6 +143,7 @@ void write_program(const ExportedProgram& ep, archive::Writer& w) {
   }
   j["state"] = state;
   w.add(std::string(kRoot) + "model.json", j.dump(1));
+  stream_detail::before_host_read();
   for (size_t i = 0; i < contiguous.size(); ++i)
     w.add(std::string(kRoot) + "data/" + std::to_string(i), contiguous[i].data_ptr(),
           static_cast<size_t>(contiguous[i].numel()) * contiguous[i].itemsize());

@@ -17,6 +17,8 @@
 #include <memory>
 #include <string_view>
 
+#include "kiln/core/stream.h"
+
 namespace kiln {
 
 static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian");
@@ -685,6 +687,7 @@ void save_file(const TensorMap& tensors, const std::string& path, const Metadata
       throw;
     }
     size_t nb = c.nbytes();
+    stream_detail::before_host_read();
     if (nb && std::fwrite(c.data_ptr(), 1, nb, f) != nb) fail(errno);
   }
   if (std::fflush(f) != 0) fail(errno);
@@ -703,6 +706,7 @@ std::vector<uint8_t> save(const TensorMap& tensors, const MetadataMap& metadata)
   size_t pos = p.header.size();
   for (const auto& [name, t] : p.order) {
     Tensor c = t->contiguous();
+    stream_detail::before_host_read();
     if (c.nbytes()) std::memcpy(out.data() + pos, c.data_ptr(), c.nbytes());
     pos += c.nbytes();
   }

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kiln/autograd/autograd.h"
+#include "kiln/core/stream.h"
 
 namespace kiln::nn::init {
 
@@ -103,6 +104,7 @@ const Tensor& orthogonal_(const Tensor& t, double gain, Generator* g) {
   Tensor flat = kiln::normal_(empty({rows, cols}, TensorOptions(kFloat64)), 0, 1, g);
   if (rows < cols) flat = contiguous(kiln::t(flat));
   int64_t m = flat.sizes()[0], n = flat.sizes()[1];  // m >= n; orthonormalise the n columns
+  stream_detail::before_host_read();
   std::vector<double> a(static_cast<const double*>(flat.data_ptr()), static_cast<const double*>(flat.data_ptr()) + m * n);
   for (int64_t j = 0; j < n; ++j) {
     for (int64_t k = 0; k < j; ++k) {

@@ -9,6 +9,7 @@
 #include "kiln/ops/composite.h"
 #include "kiln/ops/nn_ops.h"
 #include "kiln/ops/shape.h"
+#include "kiln/core/stream.h"
 
 namespace kiln {
 namespace {
@@ -54,6 +55,7 @@ Shape channel_shape(int64_t nd, int64_t c) {
 // Reads an integer tensor (int32 / int64) into int64 values.
 std::vector<int64_t> host_ints(const Tensor& t) {
   Tensor c = contiguous(to_dtype(t, kInt64));
+  stream_detail::before_host_read();
   const int64_t* p = c.data_ptr<int64_t>();
   return std::vector<int64_t>(p, p + c.numel());
 }

@@ -7,12 +7,14 @@
 #include "kiln/nn/utils.h"
 #include "kiln/ops/shape.h"
 #include "kiln/ops/sort.h"
+#include "kiln/core/stream.h"
 
 namespace kiln::nn::utils::rnn {
 namespace {
 
 std::vector<int64_t> to_vec(const Tensor& t) {
   Tensor c = t.to(kInt64).contiguous();
+  stream_detail::before_host_read();
   const int64_t* p = static_cast<const int64_t*>(c.data_ptr());
   return std::vector<int64_t>(p, p + c.numel());
 }

@@ -7,6 +7,7 @@
 #include "kiln/func/vmap.h"
 #include "kiln/ops/composite.h"
 #include "kiln/ops/ops.h"
+#include "kiln/core/stream.h"
 
 namespace kiln {
 
@@ -173,6 +174,7 @@ Tensor multinomial(const Tensor& probs, int64_t n, bool replacement, Generator* 
   Tensor out = make_tensor({rows, n}, kInt64);
   Tensor u = make_tensor({rows, n}, kFloat64);
   random_fill(u, kUniform, 0.0, 1.0, g);
+  stream_detail::before_host_read();
   const double* pp = static_cast<const double*>(P.data_ptr());
   const double* up = static_cast<const double*>(u.data_ptr());
   int64_t* op = static_cast<int64_t*>(out.data_ptr());

@@ -13,6 +13,7 @@
 #include "kiln/ops/composite.h"
 #include "kiln/ops/ops.h"
 #include "kiln/ops/shape.h"
+#include "kiln/core/stream.h"
 
 namespace kiln {
 
@@ -407,6 +408,7 @@ Tensor one_hot(const Tensor& x, int64_t num_classes) {
     return zeros(s, kInt64);
   }
   Tensor xc = contiguous(x);
+  stream_detail::before_host_read();
   const int64_t* p = static_cast<const int64_t*>(xc.data_ptr());
   int64_t mn = p[0], mx = p[0];
   for (int64_t i = 1; i < xc.numel(); ++i) mn = std::min(mn, p[i]), mx = std::max(mx, p[i]);

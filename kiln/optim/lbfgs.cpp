@@ -101,8 +101,8 @@ Tensor LBFGS::step(const LossClosure& closure) {
   const char* op = "LBFGS";
   KILN_CHECK(closure != nullptr, Runtime, op, "LBFGS.step() needs a closure that re-evaluates the model and returns the loss");
   NoGradGuard no_grad;
-  const Stream issued = current_stream();  // as Optimizer::step: run here, after the stream's work
-  if (!issued.is_default()) stream_detail::drain(issued.queue().get());
+  // as Optimizer::step: run here, after all queued work
+  stream_detail::before_host_read();
   StreamGuard here{default_stream()};
   const Options& o = groups_[0].options;
   const double lr = o.get_double("lr"), tol_grad = o.get_double("tolerance_grad");

@@ -89,9 +89,8 @@ Tensor Optimizer::step(const LossClosure& closure) {
   }
   NoGradGuard no_grad;
   // The updates read and write parameter memory from this thread (the step counters, the fused
-  // loops): on a stream they run here, in order, after the stream's queued work (kiln/core/stream.h).
-  const Stream issued = current_stream();
-  if (!issued.is_default()) stream_detail::drain(issued.queue().get());
+  // loops): on a stream they run here, after all queued work (the gradients may come from any stream).
+  stream_detail::before_host_read();
   StreamGuard here{default_stream()};
   for (ParamGroup& g : groups_) step_group(g);
   return loss;

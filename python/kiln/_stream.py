@@ -1,6 +1,18 @@
 """kiln.stream(s): the context manager that makes a stream current (torch.cuda.stream's form; None
 changes nothing). The streams themselves are kiln._C.Stream / Event (kiln/core/stream.h)."""
+import atexit
+
 from . import _C
+
+
+@atexit.register
+def _drain_streams_at_exit():
+    # queued kernels may hold memory lent by Python objects (numpy arrays): they run out while the
+    # interpreter is alive; an error a worker kept has no one left to raise it to
+    try:
+        _C._synchronize_streams()
+    except Exception:
+        pass
 
 
 class StreamContext:

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common.h"
+#include "kiln/core/stream.h"
 #include "kiln/io/safetensors.h"
 
 namespace kiln::py {
@@ -62,6 +63,7 @@ void bind_io(nb::module_& m) {
   });
   m.def("_storage_bytes", [](const Tensor& t) {
     KILN_CHECK(t.is_contiguous(), Value, "save", "expected a contiguous tensor");
+    stream_detail::before_host_read();
     return nb::bytes(static_cast<const char*>(t.data_ptr()), t.nbytes());
   });
   m.def("_tensor_from_storage_bytes", [](nb::bytes b, nb::handle dtype) {

@@ -5,6 +5,7 @@
 #include <variant>
 
 #include "common.h"
+#include "kiln/core/stream.h"
 #include "kiln/nn/loss.h"
 
 namespace kiln::py {
@@ -148,6 +149,7 @@ void bind_loss(nb::module_& m) {
           KILN_CHECK(is_integral(x.dtype(), false), Runtime, "ctc_loss",
                      "lengths must be integral");
           Tensor c = contiguous(to_dtype(x, kInt64));
+          stream_detail::before_host_read();
           const int64_t* p = static_cast<const int64_t*>(c.data_ptr());
           return Shape(p, p + c.numel());
         };

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "common.h"
+#include "kiln/core/stream.h"
 #include "kiln/ops/composite.h"
 
 namespace kiln::py {
@@ -33,7 +34,9 @@ void set_rng_state(Generator& g, const Tensor& st, const char* op) {
   KILN_CHECK(st.numel() == 16, Runtime, op, "Expected an RNG state of 16 bytes (the seed and offset "
              "get_rng_state() returns) but found the input RNG state size to be ", st.numel());
   uint64_t v[2];
-  std::memcpy(v, st.contiguous().data_ptr(), 16);
+  const Tensor c = st.contiguous();
+  stream_detail::before_host_read();
+  std::memcpy(v, c.data_ptr(), 16);
   g.manual_seed(v[0]);
   g.set_offset(v[1]);
 }

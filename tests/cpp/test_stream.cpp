@@ -127,3 +127,11 @@ TEST(Stream, AutogradAndDefaultStreamSemantics) {
   EXPECT_TRUE(d.query());
   synchronize_streams();
 }
+
+TEST(Stream, WorkerWaitingOnItsOwnQueueRaises) {
+  Stream s = Stream::create();
+  s.enqueue([]() {});
+  s.enqueue([s]() { s.synchronize(); });  // would never finish: raised instead, at the next sync
+  EXPECT_THROW(s.synchronize(), Error);
+  s.synchronize();
+}

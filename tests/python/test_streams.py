@@ -316,3 +316,91 @@ def test_cpu_module_like_torch():
     kiln.cpu.synchronize()
     assert s.query() and y.tolist() == [5.0, 5.0]
     assert os.environ.get("KILN_NO_SUCH") is None
+
+
+# --- what a queued kernel holds, and where its errors go ---------------------------------------------
+
+def test_queued_kernel_keeps_the_memory_it_was_issued_on():
+    s = kiln.Stream()
+    a, b = kiln.full((4,), 2.0), kiln.full((4,), 3.0)
+    y = kiln.empty(4)
+    with Gate(s):
+        with kiln.stream(s):
+            kiln.add(a, b, out=y)
+            z = y.sum()
+            kiln.mul(kiln.ones(2, 3), 7.0, out=y)  # resizes y (a new buffer) before the add has run
+            w = kiln.empty(4)
+            kiln.mul(a, 10.0, out=w)
+        old = w
+        w.data = kiln.zeros(4)  # the queued mul still writes the memory it was issued on
+    s.synchronize()
+    assert z.item() == 20.0
+    assert y.shape == (2, 3) and y.tolist() == [[7.0] * 3] * 2
+    assert w.tolist() == [0.0] * 4 and old is w
+
+
+def test_kernel_error_reaches_the_next_host_read():
+    s = kiln.Stream()
+    with kiln.stream(s):
+        y = kiln.index_select(kiln.arange(5.0), 0, kiln.tensor([9]))
+    with pytest.raises(IndexError):
+        y.tolist()
+    assert kiln.arange(3.0).tolist() == [0.0, 1.0, 2.0]  # raised once
+
+
+def test_backward_on_a_stream_then_step_on_the_default():
+    kiln.manual_seed(0)
+    lin, ref = kiln.nn.Linear(5, 3), kiln.nn.Linear(5, 3)
+    ref.load_state_dict(lin.state_dict())
+    x = kiln.randn(16, 5)
+    s = kiln.Stream()
+    for model, stream in ((ref, None), (lin, s)):
+        opt = kiln.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
+        for _ in range(3):
+            opt.zero_grad()
+            with kiln.stream(stream):
+                model(x).pow(2).sum().backward()
+            opt.step()  # on the default stream: waits for the gradients queued on s
+    for a, b in zip(lin.parameters(), ref.parameters()):
+        assert a.tolist() == b.tolist()
+
+
+def test_streams_waiting_on_each_other_can_be_dropped():
+    a, b = kiln.Stream(), kiln.Stream()
+    x = kiln.ones(3)
+    with kiln.stream(a):
+        y = x * 2
+    a.wait_stream(b)
+    e = a.record_event()
+    b.wait_event(e)
+    with kiln.stream(b):
+        z = y + 1
+    del a, b, e  # no join: the queues drain on their own
+    assert z.tolist() == [3.0] * 3
+
+
+def _forked_child(q):
+    try:
+        # the parent's queued work is not run here; the child's own work runs on a fresh worker
+        v = kiln.arange(3.0).sum().item()
+        s = kiln.Stream()
+        with kiln.stream(s):
+            y = kiln.arange(3.0) * 2
+        q.put((v, y.tolist()))
+    except BaseException as e:  # noqa: BLE001
+        q.put(repr(e))
+
+
+def test_fork_with_work_queued_does_not_hang_the_child():
+    s = kiln.Stream()
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    with Gate(s):
+        with kiln.stream(s):
+            y = kiln.ones(4) * 5
+        p = ctx.Process(target=_forked_child, args=(q,))
+        p.start()
+        got = q.get(timeout=60)
+        p.join(60)
+    assert got == (3.0, [0.0, 2.0, 4.0]) and p.exitcode == 0
+    assert y.tolist() == [5.0] * 4
