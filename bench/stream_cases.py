@@ -1,4 +1,4 @@
-"""Streams: overlap of independent work (kiln and torch at one thread per stream). Prefetch: a batch
+"""Overlap of independent work (kiln and torch at one thread per stream). Prefetch: a batch
 is prepared (12 pointwise ops over 4M float32 elements) while the model runs on the default stream
 (20 float32 matmuls of 512^2) - sequentially, then with the preparation issued on a side stream first
 and joined with wait_stream. Two chains: two independent chains of pointwise ops (40 x mul, exp, tanh
