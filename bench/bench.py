@@ -265,8 +265,9 @@ def main():
     cases = [c for c in build_cases(args.quick) if args.filter in c.name]
     gil = not args.filter or "gil" in args.filter.lower()  # the GIL section (bench/gil_cases.py)
     streams = not args.filter or "stream" in args.filter.lower()  # bench/stream_cases.py
+    graphs = not args.filter or "graph" in args.filter.lower()  # bench/graph_cases.py
     distributed = not args.filter or "dist" in args.filter  # bench/dist_cases.py under mpirun
-    if not cases and not gil and not distributed and not streams:
+    if not cases and not gil and not distributed and not streams and not graphs:
         sys.exit(f"no case matches --filter {args.filter!r}")
 
     preamble = [
@@ -319,6 +320,15 @@ def main():
         for line in section:
             print(line, flush=True)
         rows = stream_cases.stream_rows()
+        for line in rows:
+            print(line, flush=True)
+        lines += section + rows
+    if graphs:
+        import graph_cases  # noqa: E402
+        section = ["", "Graphs: " + graph_cases.__doc__.replace("\n", " ").strip(), ""] + graph_cases.HEADER
+        for line in section:
+            print(line, flush=True)
+        rows = graph_cases.graph_rows()
         for line in rows:
             print(line, flush=True)
         lines += section + rows

@@ -11,6 +11,7 @@
 #include "kiln/core/warning.h"
 #include "kiln/core/accelerator.h"
 #include "kiln/core/stream.h"
+#include "kiln/dispatch/graph.h"
 #include "kiln/core/allocator.h"
 #include "kiln/core/deterministic.h"
 #include "kiln/core/dtype.h"

@@ -11,6 +11,13 @@ namespace kiln {
 // The distributions of the random_fill_ op (its `dist` attribute; the kernels: backend/cpu).
 enum class RandomDist : int { Uniform, Normal, Bernoulli, Exponential, LogNormal, Geometric, Cauchy, Randint, Count };
 
+class Generator;
+namespace detail {
+// Set while a graph captures on this thread (kiln/dispatch/graph.cpp): told of every reservation, so a
+// replay can reserve the same counts again and draw fresh numbers.
+extern thread_local void (*reserve_hook)(Generator* g, uint64_t n, uint64_t key, uint64_t start);
+}  // namespace detail
+
 class Generator {
  public:
   explicit Generator(uint64_t seed = 67280421310721ULL) : seed_(seed) {}
@@ -24,10 +31,15 @@ class Generator {
   void set_offset(uint64_t o) { offset_ = o; }
   // Reserves n counters; returns (key, first counter).
   std::pair<uint64_t, uint64_t> reserve(uint64_t n) {
-    std::lock_guard<std::mutex> g(mu_);
-    uint64_t start = offset_;
-    offset_ += n;
-    return {seed_, start};
+    uint64_t key, start;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      start = offset_;
+      offset_ += n;
+      key = seed_;
+    }
+    if (detail::reserve_hook) [[unlikely]] detail::reserve_hook(this, n, key, start);
+    return {key, start};
   }
 
  private:

@@ -91,6 +91,7 @@ struct EventHandle {
 
 namespace stream_detail {
 std::atomic<int64_t> g_pending{0};
+std::atomic<int> g_forbidding{0};
 }
 
 namespace {
@@ -116,6 +117,7 @@ thread_local Stream tls_current;
 // The queue whose worker this thread is (null elsewhere): what it runs reads what its queue made
 // before, so a kernel's own item() of a scalar operand must not wait for the queue it is part of.
 thread_local StreamQueue* tls_worker_queue = nullptr;
+thread_local const char* tls_forbid_reads = nullptr;  // stream_detail::forbid_host_reads
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -270,7 +272,21 @@ InteropSlot::~InteropSlot() {
 
 void drain(StreamQueue* q) { q->wait_for(q->last_ticket()); }
 
-void wait_all_slow() { wait_all(true); }
+void wait_all_slow() {
+  // a kernel reading a scalar operand reads it again at every replay: only reads outside kernels are
+  // frozen into a recording
+  KILN_CHECK(!tls_forbid_reads || in_kernel(), Runtime, "graph capture",
+             "a tensor's data cannot be read on the host (item(), tolist(), numpy(), printing, a "
+             "data-dependent branch) while ", tls_forbid_reads, " captures: the value would be frozen into "
+             "the recording. Read it before or after the capture, or keep it a tensor");
+  wait_all(true);
+}
+
+void forbid_host_reads(const char* who) {
+  if (!tls_forbid_reads && who) g_forbidding.fetch_add(1);
+  if (tls_forbid_reads && !who) g_forbidding.fetch_sub(1);
+  tls_forbid_reads = who;
+}
 
 void wait_other_streams() {
   if (tls_worker_queue || g_pending.load(std::memory_order_acquire) == 0) return;

@@ -354,7 +354,8 @@ thread_local void (*item_read_hook)(const Tensor& t) = nullptr;
 
 Scalar Tensor::item() const {
   if (detail::item_read_hook) [[unlikely]] detail::item_read_hook(*this);
-  stream_detail::before_host_read();
+  // a Python number made a tensor is a constant no queued kernel writes
+  if (!impl_->wrapped_number) stream_detail::before_host_read();
   KILN_CHECK(!is_meta() || numel() != 1, Runtime, "item", "Tensor.item() cannot be called on meta tensors");
   KILN_CHECK(numel() == 1, Runtime, "item",
              "a Tensor with ", numel(), " elements cannot be converted to Scalar");

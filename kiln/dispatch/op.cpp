@@ -12,6 +12,7 @@
 
 #include "kiln/core/allocator.h"
 #include "kiln/core/stream.h"
+#include "kiln/dispatch/recorded.h"
 #include "kiln/core/visit.h"
 #include "kiln/dispatch/schema.h"
 #include "kiln/ops/ops.h"
@@ -104,46 +105,14 @@ void run_kernel(KernelFn kernel, const OpDef& op, const TensorList& inputs, cons
   if (t.capture && !outer) [[unlikely]] t.capture->on_kernel(op, kernel, inputs, attrs, outputs);
 }
 
-// A kernel issued on a non-default stream is queued with snapshots of its tensors: new TensorImpls
-// with the storage, sizes, strides, offset and dtype they have now (no autograd). The caller may
-// change a tensor object before the kernel runs (an out= resized by a later call, `.data =`,
-// resize_); the kernel still reads and writes the memory it was issued on, and holds it. A tensor
-// passed twice (in place: self is an input and the output) gets one snapshot.
-TensorList snapshot(const TensorList& ts, SmallVec<std::pair<const TensorImpl*, Tensor>, 8>& seen) {
-  TensorList out;
-  out.reserve(ts.size());
-  for (const Tensor& t : ts) {
-    if (!t.defined()) {
-      out.push_back(t);
-      continue;
-    }
-    const TensorImpl* src = t.impl();
-    Tensor copy;
-    for (const auto& [impl, snap] : seen)
-      if (impl == src) copy = snap;
-    if (!copy.defined()) {
-      auto impl = std::make_shared<TensorImpl>();
-      impl->storage = src->storage;
-      impl->sizes = src->sizes;
-      impl->strides = src->strides;
-      impl->offset = src->offset;
-      impl->numel = src->numel;
-      impl->dtype = src->dtype;
-      impl->contiguous = src->contiguous;
-      impl->wrapped_number = src->wrapped_number;
-      copy = Tensor(std::move(impl));
-      seen.push_back({src, copy});
-    }
-    out.push_back(copy);
-  }
-  return out;
-}
-
+// A kernel issued on a non-default stream is queued with snapshots of its tensors (recorded.h): the
+// caller may change a tensor object before the kernel runs (an out= resized by a later call,
+// `.data =`, resize_); the kernel still reads and writes the memory it was issued on, and holds it.
 void queue_kernel(detail::StreamQueue* q, KernelFn kernel, const OpDef& op, const TensorList& inputs,
                   const Attrs& attrs, const TensorList& outputs) {
-  SmallVec<std::pair<const TensorImpl*, Tensor>, 8> seen;
-  TensorList in = snapshot(inputs, seen);
-  TensorList out = snapshot(outputs, seen);
+  SnapshotMap seen;
+  TensorList in = snapshot_tensors(inputs, seen);
+  TensorList out = snapshot_tensors(outputs, seen);
   stream_detail::enqueue_on(q, [kernel, &op, ins = std::move(in), attrs, outs = std::move(out)]() mutable {
     stream_detail::InteropSlot slot;
     run_kernel(kernel, op, ins, attrs, outs);
@@ -633,6 +602,49 @@ static TensorList dispatch_kernel_on(const OpDef& op, const TensorList& inputs, 
 }
 
 void stream_detail::set_dispatch_stream(detail::StreamQueue* q) { tls.stream = q; }
+
+TensorList snapshot_tensors(const TensorList& ts, SnapshotMap& seen) {
+  TensorList out;
+  out.reserve(ts.size());
+  for (const Tensor& t : ts) {
+    if (!t.defined()) {
+      out.push_back(t);
+      continue;
+    }
+    const TensorImpl* src = t.impl();
+    Tensor copy;
+    for (const auto& [impl, snap] : seen)
+      if (impl == src) copy = snap;
+    if (!copy.defined()) {
+      auto impl = std::make_shared<TensorImpl>();
+      impl->storage = src->storage;
+      impl->sizes = src->sizes;
+      impl->strides = src->strides;
+      impl->offset = src->offset;
+      impl->numel = src->numel;
+      impl->dtype = src->dtype;
+      impl->contiguous = src->contiguous;
+      impl->wrapped_number = src->wrapped_number;
+      copy = Tensor(std::move(impl));
+      seen.push_back({src, copy});
+    }
+    out.push_back(copy);
+  }
+  return out;
+}
+
+void run_kept_kernel(KernelFn kernel, const OpDef& op, const TensorList& inputs, const Attrs& attrs,
+                     TensorList& outputs) {
+  DispatchTls& t = this_thread_tls();
+  const OpDef* outer = t.kernel;
+  t.kernel = &op;
+  struct Restore {
+    DispatchTls& t;
+    const OpDef* o;
+    ~Restore() { t.kernel = o; }
+  } restore{t, outer};
+  kernel(op, inputs, attrs, outputs);
+}
 
 TensorList dispatch(const OpDef& op, const TensorList& inputs, const Attrs& attrs, TensorList* out, bool inplace) {
   static SchemaCheck& checking = schema_check();

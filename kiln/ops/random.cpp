@@ -11,6 +11,8 @@
 
 namespace kiln {
 
+thread_local void (*detail::reserve_hook)(Generator*, uint64_t, uint64_t, uint64_t) = nullptr;
+
 Generator& default_generator() {
   static Generator* g = new Generator();
   return *g;

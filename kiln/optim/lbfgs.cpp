@@ -5,6 +5,7 @@
 
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/stream.h"
+#include "kiln/dispatch/graph.h"
 #include "kiln/ops/ops.h"
 #include "kiln/optim/detail/options_util.h"
 #include "kiln/optim/optimizers.h"
@@ -100,6 +101,8 @@ double cubic_interpolate(double x1, double f1, double g1, double x2, double f2, 
 Tensor LBFGS::step(const LossClosure& closure) {
   const char* op = "LBFGS";
   KILN_CHECK(closure != nullptr, Runtime, op, "LBFGS.step() needs a closure that re-evaluates the model and returns the loss");
+  KILN_CHECK(!graph_capturing(), Runtime, op, "LBFGS.step() cannot be captured in a graph: its line search "
+             "branches on the loss's value");
   NoGradGuard no_grad;
   // as Optimizer::step: run here, after all queued work
   stream_detail::before_host_read();

@@ -5,6 +5,7 @@
 
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/stream.h"
+#include "kiln/dispatch/graph.h"
 #include "kiln/ops/ops.h"
 
 namespace kiln::optim {
@@ -89,10 +90,17 @@ Tensor Optimizer::step(const LossClosure& closure) {
   }
   NoGradGuard no_grad;
   // The updates read and write parameter memory from this thread (the step counters, the fused
-  // loops): on a stream they run here, after all queued work (the gradients may come from any stream).
-  stream_detail::before_host_read();
-  StreamGuard here{default_stream()};
-  for (ParamGroup& g : groups_) step_group(g);
+  // loops): on a stream they run here, after all queued work (the gradients may come from any stream);
+  // in a graph capture they are recorded as one host step, run again at each replay.
+  std::weak_ptr<int> alive = alive_;
+  graph_host_step([this, alive]() {
+    KILN_CHECK(!alive.expired(), Runtime, "replay",
+               "the optimiser whose step() this graph captured no longer exists");
+    NoGradGuard no_grad;
+    stream_detail::before_host_read();
+    StreamGuard here{default_stream()};
+    for (ParamGroup& g : groups_) step_group(g);
+  });
   return loss;
 }
 

@@ -64,6 +64,7 @@ void set_python_error(const std::exception_ptr& p) {
 
 namespace kiln::py {
 void bind_stream(nb::module_& m, nb::class_<Tensor>& tensor_cls);  // bind_stream.cpp
+void bind_graph(nb::module_& m);                                     // bind_graph.cpp
 }
 
 NB_MODULE(_C, m) {
@@ -116,6 +117,7 @@ NB_MODULE(_C, m) {
   bind_conv(m);
   bind_capture(m);
   bind_stream(m, cls);
+  bind_graph(m);
   bind_loss(m);
   bind_rnn(m);
   bind_layers(m);

@@ -1,0 +1,206 @@
+#include "kiln/dispatch/graph.h"
+
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "kiln/core/error.h"
+#include "kiln/core/generator.h"
+#include "kiln/core/stream.h"
+#include "kiln/dispatch/recorded.h"
+#include "kiln/ops/ops.h"
+
+namespace kiln {
+namespace detail {
+
+// The generator counters reserved on the capturing thread outside kernels (a kernel that reserves
+// its own, as SDPA's dropout does, reserves again at each replay by itself).
+struct Reservation {
+  Generator* gen;
+  uint64_t n, key, start;
+};
+thread_local std::vector<Reservation> tls_reservations;
+void log_reservation(Generator* g, uint64_t n, uint64_t key, uint64_t start) {
+  if (!in_kernel()) tls_reservations.push_back({g, n, key, start});
+}
+
+struct GraphImpl final : CaptureLayer {
+  struct Random {
+    Generator* gen;
+    uint64_t n;
+    size_t key_attr;  // attrs[key_attr] is the key, attrs[key_attr + 1] the first counter
+  };
+  struct Rec {
+    const OpDef* op;
+    KernelFn kernel;
+    TensorList in;
+    Attrs attrs;
+    TensorList out;
+    bool own_outputs;  // the kernel makes its outputs (copy_): replay copies them into the recorded ones
+    std::vector<Random> random;
+    std::function<void()> host;  // set: a host step (graph_host_step) instead of a kernel
+  };
+  std::vector<Rec> recs;
+  bool capturing = false;
+  bool captured = false;
+  std::string failure;  // a rule broken during capture: capture_end raises it
+
+  void on_kernel(const OpDef& op, KernelFn kernel, const TensorList& inputs, const Attrs& attrs,
+                 const TensorList& outputs) override {
+    if (op.tags & kView) return;
+    if (op.tags & kDynamicShape) {
+      if (failure.empty())
+        failure = std::string("'") + op.name +
+                  "' makes an output whose size depends on the data, which a replay could not follow";
+      KILN_FAIL(Runtime, "graph capture", "'", op.name, "' cannot be captured: its output size depends on the ",
+                "data (a replay would keep the captured size). Run it before or after the capture");
+    }
+    SnapshotMap seen;
+    TensorList in = snapshot_tensors(inputs, seen);
+    TensorList out = snapshot_tensors(outputs, seen);
+    Rec r{&op, kernel, std::move(in), attrs, std::move(out), op.meta == nullptr, {}};
+    if (op.tags & kRandom) {
+      // the counters its front end reserved travel as an adjacent (key, first) pair of attributes
+      for (const Reservation& res : tls_reservations)
+        for (size_t i = 0; i + 1 < attrs.size(); ++i) {
+          const int64_t* k = std::get_if<int64_t>(&attrs[i]);
+          const int64_t* f = std::get_if<int64_t>(&attrs[i + 1]);
+          if (k && f && static_cast<uint64_t>(*k) == res.key && static_cast<uint64_t>(*f) == res.start) {
+            r.random.push_back({res.gen, res.n, i});
+            break;
+          }
+        }
+      tls_reservations.clear();
+    }
+    recs.push_back(std::move(r));
+  }
+
+  void replay() {
+    for (Rec& r : recs) {
+      if (r.host) {
+        r.host();
+        continue;
+      }
+      for (const Random& rnd : r.random) {  // fresh counters, as the eager op would reserve now
+        auto [key, start] = rnd.gen->reserve(rnd.n);
+        r.attrs[rnd.key_attr] = static_cast<int64_t>(key);
+        r.attrs[rnd.key_attr + 1] = static_cast<int64_t>(start);
+      }
+      if (!r.own_outputs) {
+        run_kept_kernel(r.kernel, *r.op, r.in, r.attrs, r.out);
+      } else {
+        TensorList fresh;
+        run_kept_kernel(r.kernel, *r.op, r.in, r.attrs, fresh);
+        for (size_t i = 0; i < fresh.size() && i < r.out.size(); ++i)
+          if (fresh[i].defined() && r.out[i].defined() && fresh[i].storage() != r.out[i].storage())
+            copy_(r.out[i], fresh[i]);
+      }
+      for (Tensor& o : r.out)
+        if (o.defined()) o.bump_version();
+    }
+  }
+};
+
+}  // namespace detail
+
+Graph::Graph() : impl_(std::make_unique<detail::GraphImpl>()) {}
+Graph::~Graph() {
+  if (impl_ && impl_->capturing && capture_layer() == impl_.get()) {
+    set_capture_layer(nullptr);
+    stream_detail::forbid_host_reads(nullptr);
+    kiln::detail::reserve_hook = nullptr;
+  }
+}
+Graph::Graph(Graph&&) noexcept = default;
+Graph& Graph::operator=(Graph&&) noexcept = default;
+
+void Graph::capture_begin() {
+  KILN_CHECK(!impl_->capturing, Runtime, "capture_begin", "this graph is already capturing");
+  KILN_CHECK(!impl_->captured, Runtime, "capture_begin",
+             "this graph holds a capture already: call reset() before capturing again");
+  KILN_CHECK(!capture_layer(), Runtime, "capture_begin",
+             "another capture is active on this thread (graphs do not nest)");
+  impl_->recs.clear();
+  impl_->failure.clear();
+  impl_->capturing = true;
+  set_capture_layer(impl_.get());
+  stream_detail::forbid_host_reads("a graph");
+  detail::tls_reservations.clear();
+  kiln::detail::reserve_hook = &detail::log_reservation;
+}
+
+void Graph::capture_end() {
+  KILN_CHECK(impl_->capturing, Runtime, "capture_end", "capture_end() without capture_begin()");
+  KILN_CHECK(capture_layer() == impl_.get(), Runtime, "capture_end",
+             "capture_end() must be called on the thread that called capture_begin()");
+  set_capture_layer(nullptr);
+  stream_detail::forbid_host_reads(nullptr);
+  kiln::detail::reserve_hook = nullptr;
+  impl_->capturing = false;
+  if (!impl_->failure.empty()) {
+    std::string why = impl_->failure;
+    reset();
+    KILN_FAIL(Runtime, "capture_end", "the capture failed and was discarded: ", why);
+  }
+  impl_->captured = true;
+}
+
+void Graph::replay() {
+  KILN_CHECK(!impl_->capturing, Runtime, "replay", "replay() during capture: call capture_end() first");
+  KILN_CHECK(impl_->captured, Runtime, "replay", "replay() before a capture: nothing was recorded");
+  stream_detail::before_host_read();  // work queued on streams before the replay comes first
+  impl_->replay();
+}
+
+void Graph::reset() {
+  KILN_CHECK(!impl_->capturing, Runtime, "reset", "reset() during capture: call capture_end() first");
+  impl_->recs.clear();
+  impl_->recs.shrink_to_fit();
+  impl_->failure.clear();
+  impl_->captured = false;
+}
+
+bool Graph::capturing() const { return impl_->capturing; }
+
+bool graph_capturing() { return dynamic_cast<detail::GraphImpl*>(capture_layer()) != nullptr; }
+
+void graph_host_step(const std::function<void()>& fn) {
+  auto* g = dynamic_cast<detail::GraphImpl*>(capture_layer());
+  if (!g) {
+    fn();
+    return;
+  }
+  // run it now as eager code would: no capture layer, host reads allowed, reservations not logged
+  set_capture_layer(nullptr);
+  stream_detail::forbid_host_reads(nullptr);
+  kiln::detail::reserve_hook = nullptr;
+  struct Restore {
+    detail::GraphImpl* g;
+    ~Restore() {
+      set_capture_layer(g);
+      stream_detail::forbid_host_reads("a graph");
+      kiln::detail::reserve_hook = &detail::log_reservation;
+    }
+  } restore{g};
+  fn();
+  detail::GraphImpl::Rec r{};
+  r.host = fn;
+  g->recs.push_back(std::move(r));
+}
+size_t Graph::num_kernels() const { return impl_->recs.size(); }
+
+GraphCapture::GraphCapture(Graph& g) : g_(g), uncaught_(std::uncaught_exceptions()) { g_.capture_begin(); }
+GraphCapture::~GraphCapture() noexcept(false) {
+  if (std::uncaught_exceptions() > uncaught_) {
+    // unwinding: detach and discard without raising again
+    try {
+      g_.capture_end();
+    } catch (...) {
+    }
+    g_.reset();
+    return;
+  }
+  g_.capture_end();  // may raise (a broken rule): C++ lets it propagate from this destructor
+}
+
+}  // namespace kiln

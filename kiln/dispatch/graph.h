@@ -1,0 +1,67 @@
+// Graph capture and replay on the CPU (torch.cuda.graph's API; issue 17).
+//
+// capture_begin() attaches the graph to the calling thread's capture layer (op.h): from then on every
+// op runs normally through dispatch (results during capture are correct) and the graph records each
+// top-level kernel with snapshots of the tensors it read and wrote (recorded.h) and its attributes;
+// view kernels are not recorded (a recorded view already aliases the right memory). replay() runs the
+// recorded kernels again, in order, on the same memory: no dispatch, no shape inference, no
+// allocation, no autograd bookkeeping (and, from Python, without the interpreter lock). Inputs are
+// static: copy_ new data into the tensors the capture read; outputs are static: each replay
+// overwrites the tensors the capture made. Random kernels draw from the generator at replay, so
+// each replay draws fresh numbers, bitwise equal to the eager step at the same generator state.
+//
+// Rules, raised during capture with RuntimeError: no host read of tensor data (item(), tolist(), a
+// data-dependent branch); no op whose output size depends on data (nonzero, masked_select, ...); no
+// second capture on the same thread. The graph holds every tensor its kernels touched.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+namespace kiln {
+
+namespace detail {
+struct GraphImpl;
+}
+
+class Graph {
+ public:
+  Graph();
+  ~Graph();
+  Graph(Graph&&) noexcept;
+  Graph& operator=(Graph&&) noexcept;
+
+  void capture_begin();
+  void capture_end();
+  void replay();
+  void reset();  // forgets the recording (and lets go of its tensors)
+  bool capturing() const;
+  size_t num_kernels() const;
+
+ private:
+  std::unique_ptr<detail::GraphImpl> impl_;
+};
+
+// Whether a graph captures on the calling thread.
+bool graph_capturing();
+// Host work a replay must repeat in its place among the kernels (an optimiser's fused update, which
+// reads and writes parameter memory itself): while a graph captures on this thread, runs `fn` now
+// (host reads allowed, its kernels not recorded one by one) and records it; otherwise just runs it.
+void graph_host_step(const std::function<void()>& fn);
+
+// RAII: capture_begin in the constructor, capture_end in the destructor (on an exception the
+// half-made recording is reset instead).
+class GraphCapture {
+ public:
+  explicit GraphCapture(Graph& g);
+  ~GraphCapture() noexcept(false);
+  GraphCapture(const GraphCapture&) = delete;
+  GraphCapture& operator=(const GraphCapture&) = delete;
+
+ private:
+  Graph& g_;
+  int uncaught_;
+};
+
+}  // namespace kiln

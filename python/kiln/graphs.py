@@ -1,0 +1,53 @@
+"""kiln.graph: capture a sequence of ops once, replay it without dispatch (torch.cuda.graph's API on
+the CPU; issue 17). kiln.Graph is C++ (kiln/dispatch/graph.h); this is the context manager.
+
+    g = kiln.Graph()
+    static_in = kiln.zeros(1, 256)
+    with kiln.graph(g):
+        static_out = model(static_in)
+    static_in.copy_(x); g.replay(); static_out  # the result for x
+
+No warm-up is needed (kiln's first calls allocate nothing a replay depends on). Rules (RuntimeError
+during capture): no item()/tolist()/data-dependent branch, no op whose output size depends on data.
+"""
+from . import _C
+
+Graph = _C.Graph
+
+
+class graph:
+    """Captures the ops run in the block into `kiln_graph`. `pool` and `stream` are torch's
+    arguments: kiln's graphs keep their own memory (no shared pools yet) and capture on the caller."""
+
+    def __init__(self, kiln_graph, pool=None, stream=None, capture_error_mode="global"):
+        if pool is not None:
+            raise NotImplementedError("kiln.graph(pool=...): graphs do not share memory pools yet; each "
+                                      "graph holds the tensors its kernels touched")
+        if capture_error_mode not in ("global", "thread_local", "relaxed"):
+            raise ValueError(f"capture_error_mode must be 'global', 'thread_local' or 'relaxed', got "
+                             f"{capture_error_mode!r}")
+        self.graph = kiln_graph
+        self.stream = stream
+
+    def __enter__(self):
+        self._ctx = None
+        if self.stream is not None:
+            from ._stream import stream as _stream_ctx
+            self._ctx = _stream_ctx(self.stream)
+            self._ctx.__enter__()
+        self.graph.capture_begin()
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            if exc_type is None:
+                self.graph.capture_end()
+            else:
+                try:
+                    self.graph.capture_end()
+                except RuntimeError:
+                    pass
+                self.graph.reset()
+        finally:
+            if self._ctx is not None:
+                self._ctx.__exit__(None, None, None)
+        return False
