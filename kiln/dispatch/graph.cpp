@@ -1,7 +1,10 @@
 #include "kiln/dispatch/graph.h"
 
+#include <algorithm>
 #include <exception>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "kiln/core/error.h"
@@ -41,6 +44,8 @@ struct GraphImpl final : CaptureLayer {
     std::function<void()> host;  // set: a host step (graph_host_step) instead of a kernel
   };
   std::vector<Rec> recs;
+  std::shared_ptr<Storage> arena;  // the planned intermediates' memory (plan_memory)
+  size_t arena_bytes = 0, planned = 0;
   bool capturing = false;
   bool captured = false;
   std::string failure;  // a rule broken during capture: capture_end raises it
@@ -73,6 +78,85 @@ struct GraphImpl final : CaptureLayer {
       tls_reservations.clear();
     }
     recs.push_back(std::move(r));
+  }
+
+  // The memory plan. An intermediate is a storage only the recording references (no user tensor, no
+  // autograd node, no optimiser) whose first use is a kernel writing all of it (so no value carries
+  // from one replay to the next). Each is live from its first to its last kernel; intermediates whose
+  // spans do not overlap share arena memory (largest first, each at the lowest offset free over its
+  // span), as eager's allocator reuses freed blocks. The snapshots are re-pointed at the arena and
+  // the capture's own buffers go back to the allocator.
+  void plan_memory() {
+    struct Use {
+      std::shared_ptr<Storage> s;
+      std::unordered_set<const TensorImpl*> impls;
+      size_t first = SIZE_MAX, last = 0;
+      bool full_write_first = false;
+    };
+    std::unordered_map<const Storage*, Use> uses;
+    for (size_t i = 0; i < recs.size(); ++i) {
+      const Rec& r = recs[i];
+      if (r.host) continue;
+      auto note = [&](const Tensor& t, bool write) {
+        if (!t.defined() || !t.storage() || t.storage()->nbytes() == 0) return;
+        Use& u = uses[t.storage().get()];
+        if (!u.s) u.s = t.storage();
+        u.impls.insert(t.impl());
+        if (u.first == SIZE_MAX) {
+          u.first = i;
+          bool in_place = false;
+          for (const Tensor& x : r.in)
+            if (x.defined() && x.storage() == t.storage()) in_place = true;
+          u.full_write_first = write && !in_place && t.storage_offset() == 0 && t.is_contiguous() &&
+                               static_cast<size_t>(t.numel()) * t.itemsize() >= t.storage()->nbytes();
+        }
+        u.last = i;
+      };
+      for (const Tensor& t : r.in) note(t, false);
+      for (const Tensor& t : r.out) note(t, true);
+    }
+    struct Item {
+      const Storage* key;
+      size_t bytes, first, last, offset = 0;
+    };
+    std::vector<Item> items;
+    for (auto& [key, u] : uses)
+      // held: the map's copy plus one per snapshot; anything more is someone else's
+      if (u.full_write_first && u.s->device().type == DeviceType::CPU &&
+          u.s.use_count() == static_cast<long>(u.impls.size()) + 1)
+        items.push_back({key, (u.s->nbytes() + 63) / 64 * 64, u.first, u.last});
+    // largest first; equal sizes by first use (for intervals of one size, first-fit in start order is
+    // optimal: it never needs more buffers than are live at once)
+    std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+      return a.bytes != b.bytes ? a.bytes > b.bytes : a.first < b.first;
+    });
+    std::vector<const Item*> placed;
+    size_t total = 0;
+    for (Item& it : items) {
+      std::vector<std::pair<size_t, size_t>> busy;  // [offset, end) of placed items live at the same time
+      for (const Item* p : placed)
+        if (!(p->last < it.first || it.last < p->first)) busy.push_back({p->offset, p->offset + p->bytes});
+      std::sort(busy.begin(), busy.end());
+      size_t at = 0;
+      for (const auto& [b, e] : busy) {
+        if (at + it.bytes <= b) break;
+        at = std::max(at, e);
+      }
+      it.offset = at;
+      total = std::max(total, at + it.bytes);
+      placed.push_back(&it);
+    }
+    if (items.empty()) return;
+    arena = std::make_shared<Storage>(total, Device{DeviceType::CPU, -1});
+    arena_bytes = total;
+    planned = items.size();
+    char* base = static_cast<char*>(arena->data());
+    for (const Item& it : items) {
+      Use& u = uses[it.key];
+      // borrowed memory (free_fn null, ctx non-null): the arena, which the graph holds, owns it
+      auto moved = std::make_shared<Storage>(base + it.offset, u.s->nbytes(), u.s->device(), nullptr, arena.get());
+      for (const TensorImpl* impl : u.impls) const_cast<TensorImpl*>(impl)->storage = moved;
+    }
   }
 
   void replay() {
@@ -143,6 +227,7 @@ void Graph::capture_end() {
     KILN_FAIL(Runtime, "capture_end", "the capture failed and was discarded: ", why);
   }
   impl_->captured = true;
+  impl_->plan_memory();
 }
 
 void Graph::replay() {
@@ -156,6 +241,8 @@ void Graph::reset() {
   KILN_CHECK(!impl_->capturing, Runtime, "reset", "reset() during capture: call capture_end() first");
   impl_->recs.clear();
   impl_->recs.shrink_to_fit();
+  impl_->arena.reset();
+  impl_->arena_bytes = impl_->planned = 0;
   impl_->failure.clear();
   impl_->captured = false;
 }
@@ -188,6 +275,8 @@ void graph_host_step(const std::function<void()>& fn) {
   g->recs.push_back(std::move(r));
 }
 size_t Graph::num_kernels() const { return impl_->recs.size(); }
+size_t Graph::arena_bytes() const { return impl_->arena_bytes; }
+size_t Graph::planned_buffers() const { return impl_->planned; }
 
 GraphCapture::GraphCapture(Graph& g) : g_(g), uncaught_(std::uncaught_exceptions()) { g_.capture_begin(); }
 GraphCapture::~GraphCapture() noexcept(false) {

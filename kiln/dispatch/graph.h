@@ -12,7 +12,8 @@
 //
 // Rules, raised during capture with RuntimeError: no host read of tensor data (item(), tolist(), a
 // data-dependent branch); no op whose output size depends on data (nonzero, masked_select, ...); no
-// second capture on the same thread. The graph holds every tensor its kernels touched.
+// second capture on the same thread. The graph holds the tensors its kernels touched; the
+// intermediates move into one arena planned by liveness at capture_end.
 #pragma once
 
 #include <cstddef>
@@ -38,6 +39,10 @@ class Graph {
   void reset();  // forgets the recording (and lets go of its tensors)
   bool capturing() const;
   size_t num_kernels() const;
+  // The memory plan made at capture_end: the intermediates (buffers only the recording uses, each
+  // fully written before it is read) share one arena by their live spans.
+  size_t arena_bytes() const;
+  size_t planned_buffers() const;
 
  private:
   std::unique_ptr<detail::GraphImpl> impl_;

@@ -13,6 +13,8 @@ void bind_graph(nb::module_& m) {
       .def("reset", &Graph::reset)
       .def_prop_ro("capturing", &Graph::capturing)
       .def_prop_ro("num_kernels", &Graph::num_kernels)
+      .def_prop_ro("arena_bytes", &Graph::arena_bytes)
+      .def_prop_ro("planned_buffers", &Graph::planned_buffers)
       .def("__repr__", [](const Graph& g) {
         return "kiln.Graph(" + std::to_string(g.num_kernels()) + " kernels" + (g.capturing() ? ", capturing" : "") + ")";
       });
