@@ -63,7 +63,7 @@ fuzz: asan-build
 # The extension from the sanitizer build, run over the Python tests most likely to crash (abusive
 # calls, fuzzed views and archives, checkpoints, interop) with the ASan runtime preloaded into python.
 ASAN_PY_TESTS := test_abuse.py test_reliability.py test_fuzz_views.py test_fuzz_archive.py test_safetensors.py \
-                 test_tensor_protocol.py test_serialization.py test_streams.py
+                 test_tensor_protocol.py test_serialization.py test_streams.py test_graphs.py test_compile.py
 test-asan-python: asan-build
 	@rm -rf $(ASAN)/pkg && mkdir -p $(ASAN)/pkg && cp -rs $(CURDIR)/python/kiln $(ASAN)/pkg/ && \
 	  find $(ASAN)/pkg/kiln \( -name '_C*.so' -o -name 'libkiln*' -o -name __pycache__ \) -prune -exec rm -rf {} + && \
