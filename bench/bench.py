@@ -10,6 +10,7 @@ ratio = torch time / kiln time: above 1 means kiln is faster.
 """
 import argparse
 import gc
+import importlib
 import os
 import platform
 import shutil
@@ -305,30 +306,17 @@ def main():
     if distributed and kiln.distributed.is_available() and shutil.which("mpirun"):
         section = distributed_section(args.quick)
         lines += section
-    if gil:
-        import gil_cases  # noqa: E402
-        section = ["", "Interpreter lock: " + gil_cases.__doc__.replace("\n", " ").strip(), ""] + gil_cases.HEADER
+    # the sections with tables of their own: (switch, title, module, its rows function)
+    for on, title, module, rows_fn in ((gil, "Interpreter lock", "gil_cases", "gil_rows"),
+                                        (streams, "Streams", "stream_cases", "stream_rows"),
+                                        (graphs, "Graphs", "graph_cases", "graph_rows")):
+        if not on:
+            continue
+        mod = importlib.import_module(module)
+        section = ["", f"{title}: " + mod.__doc__.replace("\n", " ").strip(), ""] + mod.HEADER
         for line in section:
             print(line, flush=True)
-        rows = gil_cases.gil_rows()
-        for line in rows:
-            print(line, flush=True)
-        lines += section + rows
-    if streams:
-        import stream_cases  # noqa: E402
-        section = ["", "Streams: " + stream_cases.__doc__.replace("\n", " ").strip(), ""] + stream_cases.HEADER
-        for line in section:
-            print(line, flush=True)
-        rows = stream_cases.stream_rows()
-        for line in rows:
-            print(line, flush=True)
-        lines += section + rows
-    if graphs:
-        import graph_cases  # noqa: E402
-        section = ["", "Graphs: " + graph_cases.__doc__.replace("\n", " ").strip(), ""] + graph_cases.HEADER
-        for line in section:
-            print(line, flush=True)
-        rows = graph_cases.graph_rows()
+        rows = getattr(mod, rows_fn)()
         for line in rows:
             print(line, flush=True)
         lines += section + rows

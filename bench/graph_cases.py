@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 import kiln
+from one_thread import one_thread
 
 HEADER = ["| case | kiln eager | kiln replay | replay speed-up | torch eager | replay vs torch |",
           "| --- | ---: | ---: | ---: | ---: | ---: |"]
@@ -87,12 +88,9 @@ def _cases():
 
 
 def graph_rows():
-    kt, tt = kiln.get_num_threads(), torch.get_num_threads()
-    kiln.set_num_threads(1)
-    torch.set_num_threads(1)
     us = lambda s: f"{s * 1e6:.1f} us"  # noqa: E731
     rows = []
-    try:
+    with one_thread():
         for name, kfn, tfn, no_grad in _cases():
             with kiln.no_grad() if no_grad else kiln.enable_grad():
                 eager = _per_call(kfn)
@@ -104,9 +102,6 @@ def graph_rows():
                 teager = _per_call(tfn)
             rows.append(f"| graph: {name} | {us(eager)} | {us(replay)} | {eager / replay:.2f}x | {us(teager)} | "
                         f"{teager / replay:.2f}x |")
-    finally:
-        kiln.set_num_threads(kt)
-        torch.set_num_threads(tt)
     return rows
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 import kiln
+from one_thread import one_thread
 
 HEADER = ["| case | kiln sequential | kiln streams | kiln speed-up | torch sequential | torch streams "
           "| torch speed-up |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
@@ -90,21 +91,15 @@ def _two_chains(lib, stream_ctx):
 
 
 def stream_rows():
-    kt, tt = kiln.get_num_threads(), torch.get_num_threads()
-    kiln.set_num_threads(1)
-    torch.set_num_threads(1)
     ms = lambda s: f"{s * 1e3:.1f} ms"  # noqa: E731
     rows = []
-    try:
+    with one_thread():
         for name, case in (("prefetch: prepare 4M on a side stream, 20 matmul 512^2 on the default", _prefetch),
                            ("two chains x 40 (mul, exp, tanh) f32 256K, one stream each", _two_chains)):
             ks, kp = case(kiln, kiln.stream)
             ts, tp = case(torch, lambda s: s)
             rows.append(f"| streams: {name} | {ms(ks)} | {ms(kp)} | {ks / kp:.2f}x | {ms(ts)} | {ms(tp)} | "
                         f"{ts / tp:.2f}x |")
-    finally:
-        kiln.set_num_threads(kt)
-        torch.set_num_threads(tt)
     return rows
 
 

@@ -89,20 +89,20 @@ inline DispatchTls& this_thread_tls() {
 }
 thread_local std::vector<std::shared_ptr<DispatchMode>> tls_modes;  // read only when tls.n_modes > 0
 
-// Runs a kernel: marks the thread as inside it (nested dispatch goes straight to kernels), then shows
-// it to the capture layer.
+// Marks the thread as inside op's kernel for a scope (nested dispatch goes straight to kernels).
+struct KernelMark {
+  DispatchTls& t;
+  const OpDef* outer;
+  explicit KernelMark(const OpDef& op) : t(this_thread_tls()), outer(t.kernel) { t.kernel = &op; }
+  ~KernelMark() { t.kernel = outer; }
+};
+
+// Runs a kernel inside its mark, then shows it to the capture layer.
 void run_kernel(KernelFn kernel, const OpDef& op, const TensorList& inputs, const Attrs& attrs,
                 TensorList& outputs) {
-  DispatchTls& t = this_thread_tls();
-  const OpDef* outer = t.kernel;
-  t.kernel = &op;
-  struct Restore {
-    DispatchTls& t;
-    const OpDef* o;
-    ~Restore() { t.kernel = o; }
-  } restore{t, outer};
+  KernelMark mark(op);
   kernel(op, inputs, attrs, outputs);
-  if (t.capture && !outer) [[unlikely]] t.capture->on_kernel(op, kernel, inputs, attrs, outputs);
+  if (mark.t.capture && !mark.outer) [[unlikely]] mark.t.capture->on_kernel(op, kernel, inputs, attrs, outputs);
 }
 
 // A kernel issued on a non-default stream is queued with snapshots of its tensors (recorded.h): the
@@ -635,14 +635,7 @@ TensorList snapshot_tensors(const TensorList& ts, SnapshotMap& seen) {
 
 void run_kept_kernel(KernelFn kernel, const OpDef& op, const TensorList& inputs, const Attrs& attrs,
                      TensorList& outputs) {
-  DispatchTls& t = this_thread_tls();
-  const OpDef* outer = t.kernel;
-  t.kernel = &op;
-  struct Restore {
-    DispatchTls& t;
-    const OpDef* o;
-    ~Restore() { t.kernel = o; }
-  } restore{t, outer};
+  KernelMark mark(op);
   kernel(op, inputs, attrs, outputs);
 }
 

@@ -133,24 +133,19 @@ NB_MODULE(_C, m) {
 #endif
 
   // torch's argument checks: an int (RuntimeError otherwise) that fits a C int (ValueError otherwise)
-  m.def("set_num_threads", [](nb::handle n) {
-    KILN_CHECK(PyIndex_Check(n.ptr()) && !PyBool_Check(n.ptr()), Runtime, "set_num_threads",
-               "set_num_threads expects an int, but got ", nb::type_name(n.type()).c_str());
+  static auto c_int_arg = [](nb::handle n, const char* op) {
+    KILN_CHECK(PyIndex_Check(n.ptr()) && !PyBool_Check(n.ptr()), Runtime, op, op, " expects an int, but got ",
+               nb::type_name(n.type()).c_str());
     int overflow = 0;
     const long long v = PyLong_AsLongLongAndOverflow(nb::int_(n).ptr(), &overflow);
-    KILN_CHECK(!overflow && v >= INT_MIN && v <= INT_MAX, Value, "set_num_threads",
-               "Overflow when unpacking long: ", nb::repr(n).c_str(), " does not fit a C int");
-    kiln::set_num_threads(static_cast<int>(v));
-  }, "num"_a);
+    KILN_CHECK(!overflow && v >= INT_MIN && v <= INT_MAX, Value, op, "Overflow when unpacking long: ",
+               nb::repr(n).c_str(), " does not fit a C int");
+    return static_cast<int>(v);
+  };
+  m.def("set_num_threads", [](nb::handle n) { kiln::set_num_threads(c_int_arg(n, "set_num_threads")); }, "num"_a);
   m.def("get_num_threads", &kiln::get_num_threads);
   m.def("set_num_interop_threads", [](nb::handle n) {
-    KILN_CHECK(PyIndex_Check(n.ptr()) && !PyBool_Check(n.ptr()), Runtime, "set_num_interop_threads",
-               "set_num_interop_threads expects an int, but got ", nb::type_name(n.type()).c_str());
-    int overflow = 0;
-    const long long v = PyLong_AsLongLongAndOverflow(nb::int_(n).ptr(), &overflow);
-    KILN_CHECK(!overflow && v >= INT_MIN && v <= INT_MAX, Value, "set_num_interop_threads",
-               "Overflow when unpacking long: ", nb::repr(n).c_str(), " does not fit a C int");
-    kiln::set_num_interop_threads(static_cast<int>(v));
+    kiln::set_num_interop_threads(c_int_arg(n, "set_num_interop_threads"));
   }, "num"_a);
   m.def("get_num_interop_threads", &kiln::get_num_interop_threads);
   m.def("_default_num_threads", &kiln::default_num_threads);
