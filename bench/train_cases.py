@@ -1,7 +1,6 @@
 """Training benchmarks for `make bench`: the quickstart model's full step, LSTM/GRU and SDPA
 forward+backward. Both libraries get the same weights and inputs."""
 import importlib.util
-import math
 import os
 
 import numpy as np

@@ -15,21 +15,14 @@ import functools
 import warnings
 
 from . import _C
+from ._tree import tensors_in
 from .graphs import graph as _graph
 
 _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 def _flatten(obj, out):
-    if isinstance(obj, _C.Tensor):
-        out.append(obj)
-    elif isinstance(obj, (list, tuple)):
-        for x in obj:
-            _flatten(x, out)
-    elif isinstance(obj, dict):
-        for x in obj.values():
-            _flatten(x, out)
-    return out
+    return tensors_in(obj, out)
 
 
 def _rebuild(obj, it):

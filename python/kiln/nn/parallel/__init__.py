@@ -2,21 +2,10 @@
 import contextlib
 
 from ... import _C
+from ..._tree import tensors_in
 from ..module import Module
 
 __all__ = ["DistributedDataParallel"]
-
-
-def _tensors(out, acc):
-    if isinstance(out, _C.Tensor):
-        acc.append(out)
-    elif isinstance(out, (list, tuple)):
-        for o in out:
-            _tensors(o, acc)
-    elif isinstance(out, dict):
-        for o in out.values():
-            _tensors(o, acc)
-    return acc
 
 
 class DistributedDataParallel(Module):
@@ -61,7 +50,7 @@ class DistributedDataParallel(Module):
                 self.reducer.broadcast_from_rank0(bufs)
         out = self.module(*inputs, **kwargs)
         if _C.is_grad_enabled() and self.reducer.require_sync():
-            self.reducer.prepare_for_backward(_tensors(out, []))
+            self.reducer.prepare_for_backward(tensors_in(out))
         return out
 
     @contextlib.contextmanager
