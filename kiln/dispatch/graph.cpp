@@ -27,6 +27,10 @@ void log_reservation(Generator* g, uint64_t n, uint64_t key, uint64_t start) {
   if (!in_kernel()) tls_reservations.push_back({g, n, key, start});
 }
 
+struct GraphPoolState {
+  std::shared_ptr<Storage> arena;  // the largest arena planned into the pool so far
+};
+
 struct GraphImpl final : CaptureLayer {
   struct Random {
     Generator* gen;
@@ -45,6 +49,7 @@ struct GraphImpl final : CaptureLayer {
   };
   std::vector<Rec> recs;
   std::shared_ptr<Storage> arena;  // the planned intermediates' memory (plan_memory)
+  GraphPool pool;
   size_t arena_bytes = 0, planned = 0;
   bool capturing = false;
   bool captured = false;
@@ -147,7 +152,11 @@ struct GraphImpl final : CaptureLayer {
       placed.push_back(&it);
     }
     if (items.empty()) return;
-    arena = std::make_shared<Storage>(total, Device{DeviceType::CPU, -1});
+    // in the pool's arena when it is large enough (the graphs of a pool replay one at a time);
+    // otherwise a larger one, which becomes the pool's
+    GraphPoolState& ps = *pool.state();
+    if (!ps.arena || ps.arena->nbytes() < total) ps.arena = std::make_shared<Storage>(total, Device{DeviceType::CPU, -1});
+    arena = ps.arena;
     arena_bytes = total;
     planned = items.size();
     char* base = static_cast<char*>(arena->data());
@@ -198,7 +207,15 @@ Graph::~Graph() {
 Graph::Graph(Graph&&) noexcept = default;
 Graph& Graph::operator=(Graph&&) noexcept = default;
 
-void Graph::capture_begin() {
+GraphPool GraphPool::create() {
+  GraphPool p;
+  p.s_ = std::make_shared<detail::GraphPoolState>();
+  return p;
+}
+
+GraphPool Graph::pool() const { return impl_->pool; }
+
+void Graph::capture_begin(const GraphPool& pool) {
   KILN_CHECK(!impl_->capturing, Runtime, "capture_begin", "this graph is already capturing");
   KILN_CHECK(!impl_->captured, Runtime, "capture_begin",
              "this graph holds a capture already: call reset() before capturing again");
@@ -206,6 +223,7 @@ void Graph::capture_begin() {
              "another capture is active on this thread (graphs do not nest)");
   impl_->recs.clear();
   impl_->failure.clear();
+  impl_->pool = pool.defined() ? pool : GraphPool::create();
   impl_->capturing = true;
   set_capture_layer(impl_.get());
   stream_detail::forbid_host_reads("a graph");

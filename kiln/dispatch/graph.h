@@ -24,7 +24,22 @@ namespace kiln {
 
 namespace detail {
 struct GraphImpl;
+struct GraphPoolState;
 }
+
+// A memory pool graphs may share (torch's graph_pool_handle()): the graphs captured into one pool
+// plan their intermediates into the same arena, so together they hold what the largest needs. Their
+// replays must not run at the same time (torch's rule for shared pools).
+class GraphPool {
+ public:
+  static GraphPool create();
+  bool defined() const { return s_ != nullptr; }
+  bool operator==(const GraphPool& o) const { return s_ == o.s_; }
+  const std::shared_ptr<detail::GraphPoolState>& state() const { return s_; }
+
+ private:
+  std::shared_ptr<detail::GraphPoolState> s_;
+};
 
 class Graph {
  public:
@@ -33,7 +48,8 @@ class Graph {
   Graph(Graph&&) noexcept;
   Graph& operator=(Graph&&) noexcept;
 
-  void capture_begin();
+  void capture_begin(const GraphPool& pool = {});
+  GraphPool pool() const;  // the pool its arena comes from (one of its own unless given)
   void capture_end();
   void replay();
   void reset();  // forgets the recording (and lets go of its tensors)

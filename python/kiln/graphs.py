@@ -13,16 +13,19 @@ during capture): no item()/tolist()/data-dependent branch, no op whose output si
 from . import _C
 
 Graph = _C.Graph
+graph_pool_handle = _C.graph_pool_handle
 
 
 class graph:
-    """Captures the ops run in the block into `kiln_graph`. `pool` and `stream` are torch's
-    arguments: kiln's graphs keep their own memory (no shared pools yet) and capture on the caller."""
+    """Captures the ops run in the block into `kiln_graph`. `pool` (from graph_pool_handle() or
+    another graph's pool()) makes graphs share their intermediates' arena: replay them one at a time.
+    `stream` makes a stream current during the capture (kernels run on the caller while capturing)."""
 
     def __init__(self, kiln_graph, pool=None, stream=None, capture_error_mode="global"):
-        if pool is not None:
-            raise NotImplementedError("kiln.graph(pool=...): graphs do not share memory pools yet; each "
-                                      "graph holds the tensors its kernels touched")
+        if pool is not None and not isinstance(pool, _C._GraphPool):
+            raise TypeError(f"graph(pool=...): expected kiln.graph_pool_handle() or Graph.pool(), got "
+                            f"{type(pool).__name__}")
+        self.pool = pool
         if capture_error_mode not in ("global", "thread_local", "relaxed"):
             raise ValueError(f"capture_error_mode must be 'global', 'thread_local' or 'relaxed', got "
                              f"{capture_error_mode!r}")
@@ -35,7 +38,7 @@ class graph:
             from ._stream import stream as _stream_ctx
             self._ctx = _stream_ctx(self.stream)
             self._ctx.__enter__()
-        self.graph.capture_begin()
+        self.graph.capture_begin(self.pool)
 
     def __exit__(self, exc_type, exc, tb):
         try:

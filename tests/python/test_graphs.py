@@ -196,7 +196,7 @@ def test_rules_raise_during_capture():
     g.reset()
     with pytest.raises(RuntimeError, match="before a capture"):
         g.replay()
-    with pytest.raises(NotImplementedError, match="pool"):
+    with pytest.raises(TypeError, match="graph_pool_handle"):
         kiln.graph(g, pool=object())
 
 
@@ -308,3 +308,29 @@ def test_arena_holds_intermediates_by_liveness_within_eager_peak():
     g.replay()
     with kiln.no_grad():
         assert kiln.equal(out, m(x))
+
+
+def test_graphs_sharing_a_pool_share_their_arena():
+    kiln.manual_seed(7)
+    m = kiln.nn.Sequential(*[layer for _ in range(4) for layer in (kiln.nn.Linear(256, 256), kiln.nn.Tanh())])
+    x1, x2 = kiln.randn(32, 256), kiln.randn(32, 256)
+    pool = kiln.graph_pool_handle()
+    g1, g2 = kiln.Graph(), kiln.Graph()
+    with kiln.no_grad():
+        with kiln.graph(g1, pool=pool):
+            y1 = m(x1)
+        before = kiln.memory_stats()["allocated_bytes.all.current"]
+        with kiln.graph(g2, pool=g1.pool()):
+            y2 = m(x2).sum()
+        grown = kiln.memory_stats()["allocated_bytes.all.current"] - before
+    assert g1.pool() == g2.pool() == pool
+    assert g2.arena_bytes > 0 and g2.arena_bytes <= g1.arena_bytes
+    assert grown < g1.arena_bytes // 2  # g2's intermediates live in the pool's arena, not in memory of their own
+    for _ in range(2):
+        x1.copy_(kiln.randn(32, 256))
+        x2.copy_(kiln.randn(32, 256))
+        g1.replay()
+        g2.replay()
+        with kiln.no_grad():
+            assert kiln.equal(y1, m(x1))
+            assert kiln.equal(y2, m(x2).sum())
