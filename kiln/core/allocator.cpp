@@ -1,17 +1,15 @@
 #include "kiln/core/allocator.h"
 
-#include <string_view>
-
-#include "kiln/core/accelerator.h"
-
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
 #include <new>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "kiln/core/accelerator.h"
 #include "kiln/core/error.h"
 
 namespace kiln {
@@ -154,8 +152,7 @@ void register_device_allocator(int device_type, DeviceAllocator a) { allocators(
 const DeviceAllocator& device_allocator(int device_type, const char* device_name) {
   const DeviceAllocator& a = allocators()[device_type];
   if (a.allocate == nullptr && std::string_view(device_name) == "cuda")
-    KILN_CHECK(false, Assertion, device_name, "kiln cannot place a tensor on device 'cuda': ",
-               accelerator::diagnose().reason);
+    KILN_FAIL(Assertion, device_name, "kiln cannot place a tensor on device 'cuda': ", accelerator::diagnose().reason);
   KILN_CHECK(a.allocate != nullptr, Assertion, device_name, "kiln was built without a ", device_name,
              " backend, so no tensor can be placed on device '", device_name,
              "' (available devices: cpu, meta)");

@@ -12,8 +12,8 @@
 
 #include "kiln/core/allocator.h"
 #include "kiln/core/stream.h"
-#include "kiln/dispatch/recorded.h"
 #include "kiln/core/visit.h"
+#include "kiln/dispatch/recorded.h"
 #include "kiln/dispatch/schema.h"
 #include "kiln/ops/ops.h"
 

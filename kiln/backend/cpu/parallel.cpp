@@ -90,9 +90,10 @@ std::optional<double> walk(const std::string& mount, const std::string& rel, Rea
   fs::path dir = fs::path(mount) / fs::path(rel).relative_path();
   if (!fs::is_directory(dir, ec)) dir = fs::path(mount);
   std::optional<double> limit;
+  // up to the mount point itself: every step is shorter, and the mount is a prefix of each
   for (fs::path d = dir;; d = d.parent_path()) {
     limit = min_limit(limit, read_limit(d.string()));
-    if (d == fs::path(mount) || d == d.parent_path() || d.string().size() <= mount.size()) break;
+    if (d.string().size() <= mount.size()) break;
   }
   return limit;
 }
