@@ -49,7 +49,10 @@ struct StreamQueue {
       std::lock_guard<std::mutex> lock(mu);
       std::swap(e, error);
     }
-    if (e) std::rethrow_exception(e);
+    if (e) {
+      stream_detail::g_errors.fetch_sub(1, std::memory_order_relaxed);
+      std::rethrow_exception(e);
+    }
   }
   uint64_t last_ticket() {
     std::lock_guard<std::mutex> lock(mu);
@@ -92,6 +95,7 @@ struct EventHandle {
 namespace stream_detail {
 std::atomic<int64_t> g_pending{0};
 std::atomic<int> g_forbidding{0};
+std::atomic<int> g_errors{0};
 }
 
 namespace {
@@ -207,7 +211,10 @@ void detail::StreamQueue::run(std::shared_ptr<StreamQueue> keep) {
       task();
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu);
-      if (!error) error = std::current_exception();
+      if (!error) {
+        error = std::current_exception();
+        stream_detail::g_errors.fetch_add(1, std::memory_order_relaxed);
+      }
     }
     task = nullptr;  // the task's tensors are let go before the ticket counts as done
     bool wake;

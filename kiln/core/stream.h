@@ -102,6 +102,7 @@ void synchronize_streams();
 namespace stream_detail {
 extern std::atomic<int64_t> g_pending;  // kernels queued on non-default streams, not yet run
 extern std::atomic<int> g_forbidding;   // threads on which host reads raise (graph capture)
+extern std::atomic<int> g_errors;       // kernel errors kept by workers, not yet raised
 void wait_all_slow();
 // While set on a thread (a graph captures there), a host read of tensor data raises RuntimeError
 // naming `who`: its value would be frozen into the recording. Null clears it.
@@ -110,7 +111,8 @@ void forbid_host_reads(const char* who);
 // On a stream's worker it returns at once (the worker reads what its queue made before). A kernel
 // error a worker kept is raised here, as CUDA raises asynchronous errors at the next synchronisation.
 inline void before_host_read() {
-  if (g_pending.load(std::memory_order_acquire) > 0 || g_forbidding.load(std::memory_order_relaxed) > 0) [[unlikely]]
+  if (g_pending.load(std::memory_order_acquire) > 0 || g_forbidding.load(std::memory_order_relaxed) > 0 ||
+      g_errors.load(std::memory_order_relaxed) > 0) [[unlikely]]
     wait_all_slow();
 }
 // Waits for every stream but the calling thread's current one (backward's entry).
