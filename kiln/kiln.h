@@ -12,6 +12,7 @@
 #include "kiln/core/accelerator.h"
 #include "kiln/core/stream.h"
 #include "kiln/dispatch/graph.h"
+#include "kiln/autograd/graphed.h"
 #include "kiln/core/allocator.h"
 #include "kiln/core/deterministic.h"
 #include "kiln/core/dtype.h"

@@ -368,6 +368,7 @@ Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner) const {
 
 // ---- nodes --------------------------------------------------------------------------------------
 Node::Node() : sequence_nr(g_sequence.fetch_add(1, std::memory_order_relaxed)) {}
+uint64_t next_sequence_nr() { return g_sequence.load(std::memory_order_relaxed); }
 
 // A chain of 100k nodes would otherwise be freed by 100k nested destructors: a node whose last
 // owner is a dying node is queued and freed by the outermost destructor's loop.

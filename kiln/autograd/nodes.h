@@ -60,6 +60,9 @@ struct CopySlices : Node {
   void release_saved() override { fn->release_saved(); }
 };
 
+// The sequence number the next node made will get (nodes made later have larger ones).
+uint64_t next_sequence_nr();
+
 // "MulBackward0" from "mul".
 std::string backward_name(const char* op);
 

@@ -38,7 +38,7 @@ from . import accelerator  # noqa: E402,F401
 from . import cuda  # noqa: E402,F401
 from . import cpu  # noqa: E402,F401
 from ._stream import stream, StreamContext  # noqa: E402,F401
-from .graphs import graph, graph_pool_handle  # noqa: E402,F401
+from .graphs import graph, graph_pool_handle, make_graphed_callables  # noqa: E402,F401
 from ._compile import compile  # noqa: E402,F401
 from .amp import autocast  # noqa: E402,F401
 from .amp.autocast_mode import (is_autocast_enabled, set_autocast_enabled, get_autocast_dtype,  # noqa: E402,F401

@@ -1,8 +1,26 @@
 // kiln.Graph (kiln/dispatch/graph.h); kiln.graph, the context manager, is Python (kiln/graphs.py).
 #include "common.h"
+#include "kiln/autograd/graphed.h"
 #include "kiln/dispatch/graph.h"
 
 namespace kiln::py {
+namespace {
+TensorList tensors_of(nb::handle seq, const char* what) {
+  TensorList r;
+  for (nb::handle x : seq) {
+    if (!nb::isinstance<Tensor>(x))
+      throw nb::type_error((std::string(what) + " must be tensors, got " +
+                            nb::cast<std::string>(nb::str(x.type().attr("__name__")))).c_str());
+    r.push_back(nb::cast<Tensor>(x));
+  }
+  return r;
+}
+nb::list py_tensors(const TensorList& ts) {
+  nb::list l;
+  for (const Tensor& t : ts) l.append(t.defined() ? nb::cast(t) : nb::none());
+  return l;
+}
+}  // namespace
 
 void bind_graph(nb::module_& m) {
   nb::class_<GraphPool>(m, "_GraphPool")
@@ -27,5 +45,45 @@ void bind_graph(nb::module_& m) {
       .def("__repr__", [](const Graph& g) {
         return "kiln.Graph(" + std::to_string(g.num_kernels()) + " kernels" + (g.capturing() ? ", capturing" : "") + ")";
       });
+
+  // kiln.make_graphed_callables (python/kiln/graphs.py flattens arguments and outputs): callables
+  // take and return flat lists of tensors. The interpreter lock is held while the callables are
+  // captured (they are Python) and released while a call replays.
+  nb::class_<GraphedCallable>(m, "_GraphedCallable")
+      .def("__call__", [](const GraphedCallable& g, nb::handle args) {
+        TensorList a = tensors_of(args, "graphed callable arguments");
+        TensorList r;
+        {
+          nb::gil_scoped_release nogil;
+          r = g(a);
+        }
+        return py_tensors(r);
+      })
+      .def_prop_ro("backward_pending", &GraphedCallable::backward_pending)
+      .def_prop_ro("parameters", [](const GraphedCallable& g) { return py_tensors(g.parameters()); })
+      .def_prop_ro("forward_graph", &GraphedCallable::forward_graph, nb::rv_policy::reference_internal)
+      .def_prop_ro("backward_graph", &GraphedCallable::backward_graph, nb::rv_policy::reference_internal);
+  m.def("_make_graphed_callables", [](nb::list fns, nb::list sample_args, int num_warmup_iters,
+                                      bool allow_unused_input, std::optional<GraphPool> pool) {
+    std::vector<GraphedFn> cs;
+    std::vector<TensorList> samples;
+    for (nb::handle f : fns) {
+      nb::object fn = nb::borrow(f);
+      cs.push_back([fn](const TensorList& args) {
+        nb::object r = fn(py_tensors(args));
+        return tensors_of(r, "graphed callable outputs");
+      });
+    }
+    for (nb::handle a : sample_args) samples.push_back(tensors_of(a, "sample_args"));
+    GraphedOptions o;
+    o.num_warmup_iters = num_warmup_iters;
+    o.allow_unused_input = allow_unused_input;
+    if (pool) o.pool = *pool;
+    std::vector<GraphedCallable> made = make_graphed_callables(cs, samples, o);
+    cs.clear();  // drop the Python callables with the lock held
+    nb::list r;
+    for (auto& g : made) r.append(nb::cast(std::move(g)));
+    return r;
+  }, "fns"_a, "sample_args"_a, "num_warmup_iters"_a, "allow_unused_input"_a, "pool"_a.none());
 }
 }  // namespace kiln::py
