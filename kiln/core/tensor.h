@@ -60,9 +60,27 @@ class Storage {
   uint32_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
   // Memory shared out (numpy, DLPack) or adopted from outside: it may not be replaced under the
-  // borrower, so resize_ refuses (torch's "not resizable" storages).
-  bool resizable() const { return resizable_.load(std::memory_order_relaxed); }
+  // borrower, so resize_ refuses (torch's "not resizable" storages; once shared out, never again, as in torch).
+  bool resizable() const {
+    return resizable_.load(std::memory_order_relaxed) && !exported_.load(std::memory_order_relaxed);
+  }
   void set_resizable(bool r) { resizable_.store(r, std::memory_order_relaxed); }
+  // A borrower of kiln's memory (a numpy array from .numpy(), a DLPack capsule) pins it from
+  // add_export() to drop_export(); each export starts a new epoch (what a cache keyed on the version
+  // also keys on: the borrower may have written without a version bump).
+  void add_export() {
+    exported_.store(true, std::memory_order_relaxed);
+    export_epoch_.fetch_add(1, std::memory_order_acq_rel);
+    exports_.fetch_add(1, std::memory_order_acq_rel);
+  }
+  uint32_t export_epoch() const { return export_epoch_.load(std::memory_order_acquire); }
+  void drop_export() { exports_.fetch_sub(1, std::memory_order_acq_rel); }
+  // Whether the bytes may change without kiln bumping the version: memory adopted from outside or
+  // shared between processes, or a borrower alive now. Caches keyed on the version (the LSTM's
+  // packed weights) trust only storages for which this is false.
+  bool may_change_outside() const {
+    return !resizable_.load(std::memory_order_relaxed) || exports_.load(std::memory_order_acquire) > 0;
+  }
   // torch's share_memory_(): the bytes move into anonymous shared memory (mmap MAP_SHARED), which a
   // fork()ed child (a DataLoader worker) and its parent both see; every view follows, as the storage
   // is theirs. Idempotent; the storage is no longer resizable.
@@ -71,6 +89,9 @@ class Storage {
 
  private:
   std::atomic<bool> resizable_{true}, shared_{false};
+  std::atomic<bool> exported_{false};
+  std::atomic<int> exports_{0};
+  std::atomic<uint32_t> export_epoch_{0};
   void* data_;
   size_t nbytes_;
   Device device_;

@@ -61,6 +61,10 @@ struct Export {
   Tensor t;
   std::vector<int64_t> shape, strides;
   DLManagedTensor m;
+  std::shared_ptr<Storage> pinned;  // exported: not resizable until this export is freed
+  ~Export() {
+    if (pinned) pinned->drop_export();
+  }
 };
 
 void export_deleter(DLManagedTensor* m) { delete static_cast<Export*>(m->manager_ctx); }
@@ -167,8 +171,8 @@ void bind_interop(nb::module_& m, nb::class_<Tensor>& cls) {
     KILN_CHECK(t.is_cpu(), Runtime, "__dlpack__", "Cannot export a tensor on device '", device_str(t.device()),
                "' through DLPack (no data)");
     stream_detail::before_host_read();
-    t.storage()->set_resizable(false);
-    auto* e = new Export{t, t.sizes(), t.strides(), {}};
+    auto* e = new Export{t, t.sizes(), t.strides(), {}, t.storage()};
+    t.storage()->add_export();
     e->m.dl_tensor.data = t.storage()->data();
     e->m.dl_tensor.byte_offset = static_cast<uint64_t>(t.storage_offset()) * t.itemsize();
     e->m.dl_tensor.device = {1, 0};
@@ -221,9 +225,15 @@ void bind_interop(nb::module_& m, nb::class_<Tensor>& cls) {
     nb::object holder = types.attr("SimpleNamespace")();
     holder.attr("__array_interface__") = ai;
     // the holder keeps the storage through a view of its own (not the tensor object, whose storage
-    // resize_ or set_ could replace), and the storage is marked shared out
-    t.storage()->set_resizable(false);
+    // resize_ or set_ could replace), and pins it as shared out while the array lives
     holder.attr("_kiln_tensor") = nb::cast(make_view(t, t.sizes(), t.strides(), t.storage_offset()));
+    auto* pin = new std::shared_ptr<Storage>(t.storage());
+    (*pin)->add_export();
+    holder.attr("_kiln_export") = nb::capsule(pin, [](void* p) noexcept {
+      auto* s = static_cast<std::shared_ptr<Storage>*>(p);
+      (*s)->drop_export();
+      delete s;
+    });
     return np.attr("asarray")(holder);
   });
   cls.def("__array__", [](nb::handle self, nb::args) { return self.attr("numpy")(); });

@@ -573,7 +573,9 @@ def test_lstm_weight_changes_reach_the_cached_panels():
     # must show in the next call, compared with torch on the same weights
     km, tm = pair("lstm", dtype=torch.float32, input_size=5, hidden_size=16)
     x = torch.randn(4, 2, 5)
-    for change in ["none", "inplace", "copy", "load_state_dict", "numpy", "replace"]:
+    kept = None
+    for change in ["none", "inplace", "copy", "load_state_dict", "numpy", "numpy kept", "numpy kept again",
+                   "numpy dropped", "replace"]:
         if change == "inplace":
             with torch.no_grad():
                 tm.weight_hh_l0.mul_(0.5)
@@ -595,6 +597,15 @@ def test_lstm_weight_changes_reach_the_cached_panels():
             with torch.no_grad():
                 tm.weight_hh_l0.copy_(w)
             km.weight_hh_l0.detach().numpy()[...] = w.numpy()  # shared memory: no version bump
+        elif change.startswith("numpy kept"):  # an array alive across calls, written between them
+            w = torch.randn(64, 16)
+            with torch.no_grad():
+                tm.weight_hh_l0.copy_(w)
+            if kept is None:
+                kept = km.weight_hh_l0.detach().numpy()
+            kept[...] = w.numpy()
+        elif change == "numpy dropped":  # the array is gone: the panels may be cached again
+            kept = None
         elif change == "replace":
             w = torch.randn(64, 16)
             with torch.no_grad():

@@ -74,11 +74,11 @@ Tensor packed_fwd_panels(const Tensor& w_hh, int64_t H) {
     return wp;
   };
   const std::shared_ptr<Storage>& st = w_hh.storage();
-  if (!st->resizable()) return pack();
+  if (st->may_change_outside()) return pack();  // its version cannot tell a change
   struct Entry {
     std::weak_ptr<Storage> storage;
     int64_t offset, H;
-    uint32_t version;
+    uint32_t version, epoch;
     Tensor panels;
   };
   static std::mutex* mu = new std::mutex;  // never destroyed: kernels may run during exit
@@ -87,7 +87,8 @@ Tensor packed_fwd_panels(const Tensor& w_hh, int64_t H) {
   const int64_t off = w_hh.storage_offset();
   for (size_t i = 0; i < cache->size(); ++i) {
     Entry& e = (*cache)[i];
-    if (e.storage.lock() == st && e.offset == off && e.H == H && e.version == st->version()) {
+    if (e.storage.lock() == st && e.offset == off && e.H == H && e.version == st->version() &&
+        e.epoch == st->export_epoch()) {
       std::rotate(cache->begin(), cache->begin() + static_cast<std::ptrdiff_t>(i), cache->begin() + static_cast<std::ptrdiff_t>(i) + 1);
       return cache->front().panels;
     }
@@ -97,7 +98,7 @@ Tensor packed_fwd_panels(const Tensor& w_hh, int64_t H) {
     const std::shared_ptr<Storage> s = e.storage.lock();
     return !s || (s == st && e.offset == off);
   });
-  cache->insert(cache->begin(), Entry{st, off, H, st->version(), wp});
+  cache->insert(cache->begin(), Entry{st, off, H, st->version(), st->export_epoch(), wp});
   int64_t bytes = 0;
   for (size_t i = 0; i < cache->size(); ++i) {
     bytes += (*cache)[i].panels.numel() * 4;
