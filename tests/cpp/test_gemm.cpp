@@ -463,7 +463,7 @@ TEST(Gemm, Float8PairsToFloat32) {
   int case_no = 0;
   for (int64_t M : {1, 3, 17, 70})
     for (int64_t N : {1, 5, 33})
-      for (int64_t K : {1, 2, 31, 64, 300}) {
+      for (int64_t K : {1, 2, 31, 64, 300, 777}) {  // (777: three K slices, a middle one)
         Layout l_a = ls[case_no % 4], l_b = ls[(case_no / 4 + case_no) % 4];
         ++case_no;
         Operand<Float8_e4m3fn> a4(1, M, K, l_a, rng), b4(1, K, N, l_b, rng);

@@ -83,13 +83,23 @@ inline void block(const uint32_t* a, const uint32_t* b) {
   _tile_dpbf16ps(3, 5, 7);
 }
 
-// tile[32][32] = A's micro-panel x B's, kp pairs deep.
-inline void ukernel(int64_t kp, const uint32_t* A, const uint32_t* B, float* tile) {
+// out[32][32] (rows `ld` floats apart) = in + A's micro-panel x B's, kp pairs deep; in null: zero.
+// The C tiles start from the partial sums of the earlier K slices and go back where they came
+// from (no separate add pass over the workspace).
+inline void ukernel(int64_t kp, const uint32_t* A, const uint32_t* B, const float* in, int64_t ld_in, float* out,
+                    int64_t ld) {
   memory_barrier();
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
+  if (in == nullptr) {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  } else {
+    _tile_loadd(0, in, ld_in * 4);
+    _tile_loadd(1, in + 16, ld_in * 4);
+    _tile_loadd(2, in + 16 * ld_in, ld_in * 4);
+    _tile_loadd(3, in + 16 * ld_in + 16, ld_in * 4);
+  }
   const int64_t full = kp / kBlock;
   for (int64_t b = 0; b < full; ++b, A += MR * kBlock, B += NR * kBlock) block(A, B);
   if (const int64_t bq = kp - full * kBlock; bq > 0) {  // the last block, zero-padded to 16 pairs
@@ -99,10 +109,10 @@ inline void ukernel(int64_t kp, const uint32_t* A, const uint32_t* B, float* til
     memory_barrier();
     block(at, bt);
   }
-  _tile_stored(0, tile, NR * 4);
-  _tile_stored(1, tile + 16, NR * 4);
-  _tile_stored(2, tile + 16 * NR, NR * 4);
-  _tile_stored(3, tile + 16 * NR + 16, NR * 4);
+  _tile_stored(0, out, ld * 4);
+  _tile_stored(1, out + 16, ld * 4);
+  _tile_stored(2, out + 16 * ld, ld * 4);
+  _tile_stored(3, out + 16 * ld + 16, ld * 4);
   memory_barrier();
 }
 
@@ -122,7 +132,19 @@ struct AmxPanels : Bf16Panels {
   // (B: Bf16Panels::pack_b, whose micro-panels are [pair][32 words]; K: gemm_elem.h's slices of up
   // to 256, whose two 16 KiB micro-panels fit L1 together)
   static void ukernel(int64_t, int64_t, int64_t kp, const W* A, const W* B, float* tile) {
-    amxp::ukernel(kp, A, B, tile);
+    amxp::ukernel(kp, A, B, nullptr, 0, tile, NR);
+  }
+  // The K slices accumulate in the tiles: a slice starts from the workspace's partial sums (none
+  // for the first) and stores back into it, or into `tile` on the last (for the rounding into C).
+  // So the AMX sum of a slice is added inside the tiles, not to the workspace afterwards (the
+  // order differs from the other tables, which this path's bits do anyway: decision 45). The
+  // driver keeps each micro-tile's partial sums contiguous (ld = NR). Slices stay 256 deep: a
+  // 512-deep slice's two 32 KiB micro-panels no longer fit L1 together (measured: the micro-kernel
+  // alone drops from ~2,500 to ~1,700 GFLOP/s).
+  static constexpr bool kAccumulatesSlices = true;
+  static void ukernel_acc(bool first, bool last, int64_t kp, const W* A, const W* B, float* ws, int64_t ldw,
+                          float* tile) {
+    amxp::ukernel(kp, A, B, first ? nullptr : ws, ldw, last ? tile : ws, last ? NR : ldw);
   }
   // The tile configuration, loaded around the micro-kernels of one K slice (compute_rows): loading
   // it zeroes the tiles, and another library in the process (oneDNN) may have loaded its own.
