@@ -168,8 +168,9 @@ void compute_rows(const Pb& P, const typename Pb::A* a, typename Pb::C* c, int64
         if constexpr (!requires { Pn::kAccumulatesSlices; })  // (AMX: the tile loads read them)
           if (s == Slice::Middle || s == Slice::Last)
             for (int64_t i = 0; i < mr; ++i) _mm_prefetch(reinterpret_cast<const char*>(w + i * ldw), _MM_HINT_T0);
-        if (s == Slice::Last || s == Slice::Only)
-          for (int64_t i = 0; i < mr; ++i) _mm_prefetch(reinterpret_cast<const char*>(ct + i * g.c_rs), _MM_HINT_T0);
+        if constexpr (!requires { Pn::kAccumulatesSlices; })
+          if (s == Slice::Last || s == Slice::Only)
+            for (int64_t i = 0; i < mr; ++i) _mm_prefetch(reinterpret_cast<const char*>(ct + i * g.c_rs), _MM_HINT_T0);
         if constexpr (requires { Pn::kAccumulatesSlices; }) {  // AMX: the tiles carry the sums
           // the partial sums of one micro-tile are contiguous (MR x NR floats, in the order of the
           // row-major tile grid): a tile load or store reads 16 lines in a row, where rows of a
