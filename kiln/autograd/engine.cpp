@@ -136,10 +136,13 @@ struct ByNewest {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
 };
 
+thread_local uint64_t tls_engine_runs = 0;  // engine_runs()
+
 // Runs the graph from `roots` (edges) seeded with `root_grads`. `captured` (when restricting)
 // receives the gradients at the capture slots.
 void execute(const std::vector<Edge>& roots, const TensorList& root_grads, bool keep_graph,
              bool create_graph, GraphTask& task, TensorList* captured) {
+  ++tls_engine_runs;
   std::vector<Node*> root_nodes;
   for (const Edge& e : roots) root_nodes.push_back(e.fn.get());
   compute_dependencies(task, root_nodes);
@@ -243,6 +246,8 @@ void execute(const std::vector<Edge>& roots, const TensorList& root_grads, bool 
 }
 
 }  // namespace
+
+uint64_t engine_runs() { return tls_engine_runs; }
 
 // Gradient checks after a node ran: sum to the input's shape, cast to its dtype (DESIGN.md §2).
 Tensor validate_grad(const Node& node, size_t i, Tensor g) {

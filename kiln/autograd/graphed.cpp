@@ -22,6 +22,7 @@ struct GraphedState {
   std::vector<void*> param_ptrs;
   TensorList outs;                // the forward graph's static outputs
   std::vector<bool> out_diff;     // requires grad (gets a gradient slot in the backward graph)
+  std::vector<bool> out_read;     // the backward graph reads it (an in-place change would be wrong)
   TensorList grad_outs;           // static incoming gradients (undefined: not differentiable)
   TensorList grad_ins;            // per args + params: static gradients (undefined: none)
   uint64_t generation = 0;        // forward replays so far
@@ -155,7 +156,7 @@ std::vector<GraphedCallable> make_graphed_callables(const std::vector<GraphedFn>
 
   // forwards in order
   for (auto& s : states) {
-    const uint64_t seq0 = next_sequence_nr();
+    const uint64_t seq0 = next_sequence_nr(), runs0 = engine_runs();
     s->fwd.capture_begin(pool);
     try {
       s->outs = detail::call(fns[s->index], s->args, s->index);
@@ -168,9 +169,12 @@ std::vector<GraphedCallable> make_graphed_callables(const std::vector<GraphedFn>
       throw;
     }
     s->fwd.capture_end();
-    if (grad_on) s->params = detail::find_leaves(s->outs, s->args, seq0, s->index);
+    // a callable that ran backward itself (a whole training step) has its gradients in the forward
+    // graph: no backward graph, its outputs are plain tensors (as kiln.graph records a step)
+    const bool own_backward = engine_runs() != runs0;
+    if (grad_on && !own_backward) s->params = detail::find_leaves(s->outs, s->args, seq0, s->index);
     for (const Tensor& p : s->params) s->param_ptrs.push_back(p.storage()->data());
-    for (const Tensor& o : s->outs) s->out_diff.push_back(grad_on && requires_grad(o));
+    for (const Tensor& o : s->outs) s->out_diff.push_back(grad_on && !own_backward && requires_grad(o));
   }
 
   // backwards in reverse order (as torch: the last forward's backward runs first in training)
@@ -204,6 +208,7 @@ std::vector<GraphedCallable> make_graphed_callables(const std::vector<GraphedFn>
     s.bwd.capture_end();
     s.has_bwd = true;
     for (size_t k = 0; k < where.size(); ++k) s.grad_ins[where[k]] = grads[k];
+    for (const Tensor& o : s.outs) s.out_read.push_back(s.bwd.reads(o));
   }
 
   std::vector<GraphedCallable> result;
@@ -220,7 +225,15 @@ GraphedCallable make_graphed_callable(const GraphedFn& fn, const TensorList& sam
   return make_graphed_callables({fn}, {sample_args}, opts)[0];
 }
 
-TensorList GraphedCallable::operator()(const TensorList& args) const {
+TensorList GraphedCallable::operator()(const TensorList& args) const { return run(args, true); }
+
+TensorList GraphedCallable::first_call(const TensorList& args) const {
+  KILN_CHECK(s_ != nullptr && s_->generation == 0, Runtime, "graphed callable",
+             "first_call() is for the call right after make_graphed_callables");
+  return run(args, false);
+}
+
+TensorList GraphedCallable::run(const TensorList& args, bool replay) const {
   KILN_CHECK(s_ != nullptr, Runtime, "graphed callable", "called before make_graphed_callables made it");
   detail::GraphedState& s = *s_;
   const char* who = "graphed callable";
@@ -243,14 +256,14 @@ TensorList GraphedCallable::operator()(const TensorList& args) const {
                s.params[k].sizes(), ") of callable ", s.index,
                " no longer has the memory the graphs captured (was it replaced, e.g. through .data = or a "
                "move to another device?): make the graphed callable again");
-  {
+  if (replay) {
     NoGradGuard no_grad;
     for (size_t i = 0; i < args.size(); ++i)
       if (!args[i].is_same(s.args[i]) &&
           !(args[i].data_ptr() == s.args[i].data_ptr() && args[i].strides() == s.args[i].strides()))
         copy_(s.args[i], args[i]);
+    s.fwd.replay();
   }
-  s.fwd.replay();
   const uint64_t gen = ++s.generation;
   TensorList outs;
   outs.reserve(s.outs.size());
@@ -264,13 +277,21 @@ TensorList GraphedCallable::operator()(const TensorList& args) const {
   rec.outputs = outs;
   for (size_t i = 0; i < outs.size(); ++i)
     if (!s.out_diff[i]) rec.non_differentiable.push_back(outs[i]);
-  rec.backward = [state = s_, gen](CustomNode&, TensorList&& grads) -> TensorList {
+  std::vector<uint32_t> versions;  // of the outputs the backward graph reads
+  for (size_t i = 0; i < s.outs.size(); ++i) versions.push_back(s.outs[i].version());
+  rec.backward = [state = s_, gen, versions = std::move(versions)](CustomNode&, TensorList&& grads) -> TensorList {
     detail::GraphedState& st = *state;
     const char* bwho = "graphed callable backward";
     KILN_CHECK(gen == st.generation, Runtime, bwho, "callable ", st.index,
                " ran its forward again before this backward: the static memory the backward reads holds ",
                "the later call's values (call backward after each forward, or make one graphed callable ",
                "per micro-batch)");
+    for (size_t i = 0; i < st.outs.size(); ++i)
+      KILN_CHECK(!st.out_read[i] || st.outs[i].version() == versions[i], Runtime, bwho,
+                 "one of the variables needed for gradient computation has been modified by an inplace "
+                 "operation: output ", i, " of graphed callable ", st.index, " (shape ", st.outs[i].sizes(),
+                 ") is at version ", st.outs[i].version(), "; expected version ", versions[i],
+                 " instead (the replayed backward reads it)");
     KILN_CHECK(!grad_mode_enabled(), Runtime, bwho, "the backward of a graphed callable is a replay and ",
                "cannot be differentiated again (create_graph=True)");
     for (size_t i = 0; i < st.grad_outs.size() && i < grads.size(); ++i) {

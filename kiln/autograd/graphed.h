@@ -21,9 +21,13 @@
 // are overwritten by the next call; in addition the backward of a call raises if the forward ran
 // again before it (its saved state was overwritten; torch returns wrong gradients silently).
 //
+// A callable that runs backward itself (a whole training step: loss.backward(), opt.step()) keeps
+// its gradients inside the forward graph: it gets no backward graph and returns plain tensors.
+//
 // Rules: the arguments keep the samples' shapes and dtypes (an error names the one that differs);
 // a parameter keeps its memory (replacing it, e.g. through `.data =`, raises at the next call);
-// the backward is not differentiable again (create_graph through it raises); the callable's rules
+// the backward is not differentiable again (create_graph through it raises); an output the backward
+// reads must not be changed in place before it (it raises, as eager autograd does); the callable's rules
 // during capture are the Graph's (no host reads, no data-dependent output sizes). Calls on one
 // graphed callable must not run concurrently.
 #pragma once
@@ -54,6 +58,10 @@ class GraphedCallable {
  public:
   GraphedCallable() = default;
   TensorList operator()(const TensorList& args) const;
+  // The call right after make: the capture already ran the forward on the sample arguments, so its
+  // outputs are returned (linked to autograd with `args`, which hold the samples' values) without
+  // a replay: the call's side effects (generator draws, running statistics) happen once.
+  TensorList first_call(const TensorList& args) const;
   bool defined() const { return s_ != nullptr; }
   // Whether the latest call's backward can still run (its node is alive and its graph not freed by
   // a backward): a forward now would overwrite what that backward reads.
@@ -67,6 +75,7 @@ class GraphedCallable {
   friend std::vector<GraphedCallable> make_graphed_callables(const std::vector<GraphedFn>&,
                                                              const std::vector<TensorList>&,
                                                              const GraphedOptions&);
+  TensorList run(const TensorList& args, bool replay) const;
   std::shared_ptr<detail::GraphedState> s_;
 };
 

@@ -62,6 +62,8 @@ struct CopySlices : Node {
 
 // The sequence number the next node made will get (nodes made later have larger ones).
 uint64_t next_sequence_nr();
+// How many times the engine ran on this thread (backward, autograd.grad), so far.
+uint64_t engine_runs();
 
 // "MulBackward0" from "mul".
 std::string backward_name(const char* op);

@@ -122,6 +122,7 @@ thread_local Stream tls_current;
 // before, so a kernel's own item() of a scalar operand must not wait for the queue it is part of.
 thread_local StreamQueue* tls_worker_queue = nullptr;
 thread_local const char* tls_forbid_reads = nullptr;  // stream_detail::forbid_host_reads
+thread_local uint64_t tls_refused_reads = 0;           // stream_detail::refused_host_reads
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -282,12 +283,17 @@ void drain(StreamQueue* q) { q->wait_for(q->last_ticket()); }
 void wait_all_slow() {
   // a kernel reading a scalar operand reads it again at every replay: only reads outside kernels are
   // frozen into a recording
-  KILN_CHECK(!tls_forbid_reads || in_kernel(), Runtime, "graph capture",
-             "a tensor's data cannot be read on the host (item(), tolist(), numpy(), printing, a "
-             "data-dependent branch) while ", tls_forbid_reads, " captures: the value would be frozen into "
-             "the recording. Read it before or after the capture, or keep it a tensor");
+  if (tls_forbid_reads && !in_kernel()) {
+    ++tls_refused_reads;  // the capture fails even if the caller catches this (graph.cpp)
+    KILN_FAIL(Runtime, "graph capture",
+              "a tensor's data cannot be read on the host (item(), tolist(), numpy(), printing, a "
+              "data-dependent branch) while ", tls_forbid_reads, " captures: the value would be frozen into "
+              "the recording. Read it before or after the capture, or keep it a tensor");
+  }
   wait_all(true);
 }
+
+uint64_t refused_host_reads() { return tls_refused_reads; }
 
 void forbid_host_reads(const char* who) {
   if (!tls_forbid_reads && who) g_forbidding.fetch_add(1);

@@ -107,6 +107,8 @@ void wait_all_slow();
 // While set on a thread (a graph captures there), a host read of tensor data raises RuntimeError
 // naming `who`: its value would be frozen into the recording. Null clears it.
 void forbid_host_reads(const char* who);
+// How many host reads were refused on this thread so far (a capture that saw one fails).
+uint64_t refused_host_reads();
 // Called before the host reads tensor data.
 // On a stream's worker it returns at once (the worker reads what its queue made before). A kernel
 // error a worker kept is raised here, as CUDA raises asynchronous errors at the next synchronisation.

@@ -53,6 +53,7 @@ struct GraphImpl final : CaptureLayer {
   size_t arena_bytes = 0, planned = 0;
   bool capturing = false;
   bool captured = false;
+  uint64_t refused_at_begin = 0;  // stream_detail::refused_host_reads() when the capture began
   std::string failure;  // a rule broken during capture: capture_end raises it
 
   void on_kernel(const OpDef& op, KernelFn kernel, const TensorList& inputs, const Attrs& attrs,
@@ -225,6 +226,7 @@ void Graph::capture_begin(const GraphPool& pool) {
   impl_->failure.clear();
   impl_->pool = pool.defined() ? pool : GraphPool::create();
   impl_->capturing = true;
+  impl_->refused_at_begin = stream_detail::refused_host_reads();
   set_capture_layer(impl_.get());
   stream_detail::forbid_host_reads("a graph");
   detail::tls_reservations.clear();
@@ -239,6 +241,9 @@ void Graph::capture_end() {
   stream_detail::forbid_host_reads(nullptr);
   kiln::detail::reserve_hook = nullptr;
   impl_->capturing = false;
+  if (impl_->failure.empty() && stream_detail::refused_host_reads() != impl_->refused_at_begin)
+    impl_->failure = "a host read of tensor data was refused during it (caught, but the recording would "
+                     "replay a value made without it)";
   if (!impl_->failure.empty()) {
     std::string why = impl_->failure;
     reset();
@@ -295,6 +300,14 @@ void graph_host_step(const std::function<void()>& fn) {
 size_t Graph::num_kernels() const { return impl_->recs.size(); }
 size_t Graph::arena_bytes() const { return impl_->arena_bytes; }
 size_t Graph::planned_buffers() const { return impl_->planned; }
+bool Graph::reads(const Tensor& t) const {
+  if (!t.defined() || !t.storage()) return false;
+  const void* d = t.storage()->data();
+  for (const auto& r : impl_->recs)
+    for (const Tensor& x : r.in)
+      if (x.defined() && x.storage() && x.storage()->data() == d) return true;
+  return false;
+}
 
 GraphCapture::GraphCapture(Graph& g) : g_(g), uncaught_(std::uncaught_exceptions()) { g_.capture_begin(); }
 GraphCapture::~GraphCapture() noexcept(false) {

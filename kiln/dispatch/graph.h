@@ -22,6 +22,8 @@
 
 namespace kiln {
 
+class Tensor;
+
 namespace detail {
 struct GraphImpl;
 struct GraphPoolState;
@@ -59,6 +61,8 @@ class Graph {
   // fully written before it is read) share one arena by their live spans.
   size_t arena_bytes() const;
   size_t planned_buffers() const;
+  // Whether a recorded kernel reads memory of t's storage.
+  bool reads(const Tensor& t) const;
 
  private:
   std::unique_ptr<detail::GraphImpl> impl_;

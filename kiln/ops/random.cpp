@@ -7,6 +7,7 @@
 #include "kiln/func/vmap.h"
 #include "kiln/ops/composite.h"
 #include "kiln/ops/ops.h"
+#include "kiln/ops/sort.h"
 #include "kiln/core/stream.h"
 
 namespace kiln {
@@ -92,16 +93,12 @@ Tensor randperm(int64_t n, TensorOptions o, Generator* g) {
   KILN_CHECK(n >= 0, Runtime, "randperm", "n must be non-negative, got", n);
   if (o.device_.type != DeviceType::CPU)  // meta (or a device without a backend, which raises there)
     return empty({n}, TensorOptions(o.dtype_ == Dtype::Undefined ? kInt64 : o.dtype_).device(o.device_));
-  // random keys, then argsort: a permutation that depends only on the seed
+  // random keys, then a stable argsort: a permutation that depends only on the seed, made of
+  // kernels (a graph capture records both, so each replay draws a fresh permutation)
   Tensor keys = make_tensor({n}, kInt64);
   random_fill(keys, kRandint, 0.0, 9.0e15, g);
-  std::vector<int64_t> idx(n);
-  for (int64_t i = 0; i < n; ++i) idx[i] = i;
-  const int64_t* k = static_cast<const int64_t*>(keys.data_ptr());
-  std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return k[a] < k[b]; });
-  Tensor out = make_tensor({n}, kInt64);
-  std::copy(idx.begin(), idx.end(), static_cast<int64_t*>(out.data_ptr()));
-  return to_dtype(out, o.dtype_ == Dtype::Undefined ? kInt64 : o.dtype_);
+  Tensor out = argsort(keys, 0, false, true);
+  return o.dtype_ == Dtype::Undefined || o.dtype_ == kInt64 ? out : to_dtype(out, o.dtype_);
 }
 
 const Tensor& uniform_(const Tensor& t, double from, double to, Generator* g) {

@@ -2,25 +2,32 @@
 
 There is no code generation (torch's Inductor): compiling means capturing the call once per distinct
 input signature and replaying it after. The signature is every tensor argument's shape, dtype, device
-and requires_grad, every other argument's value, the grad mode and, for a module, its training flag.
-A hit copies the arguments into the captured inputs, replays, and returns copies of the outputs (a
-replay overwrites them; a caller's earlier results must not change).
+and requires_grad (through lists, tuples and dicts), every other argument's value, the grad mode and,
+for a module, its training flag; a module's state is checked at every call too (which tensors its
+parameters and buffers are, their memory and requires_grad, every submodule's training flag), and a
+change captures again. The capture is the first call (its outputs are returned, its side effects
+happen once). A hit copies the arguments into the captured inputs, replays, copies back into any
+argument the call changes in place, and returns copies of the outputs (a replay overwrites them; a
+caller's earlier results must not change).
 
-A call that needs autograd through its result (grad mode on and an argument or parameter that
-requires grad) is captured as a graphed callable (kiln.make_graphed_callables): forward and backward
-are each a graph, and the result's backward replays the backward graph, so a training step's forward
-and backward both replay. Capturing runs the call once more than eager would; the default generator's
-state and a module's buffers are put back afterwards, so the numbers drawn and the running statistics
-are those of eager. A call made while the previous call's backward is still pending (two forwards
-before one backward) runs eagerly, as replaying would overwrite what that backward reads.
+In grad mode a call is captured as a graphed callable (kiln.make_graphed_callables): forward and
+backward are each a graph, and the result's backward replays the backward graph, so a training
+step's forward and backward both replay (a function that calls backward and an optimiser itself is
+captured whole, as kiln.graph would). A call made while the previous call's backward is still
+pending (two forwards before one backward) runs eagerly, as replaying would overwrite what that
+backward reads; so does a call while another thread replays the same signature.
 
 A call that cannot be captured (a host read such as item() or a data-dependent branch, an op whose
 output size depends on data, a tensor that requires grad read from outside the call with a history of
-its own) runs eagerly and says why once; with fullgraph=True it raises instead. Both modes
-("default", "reduce-overhead") capture; dynamic shapes are recaptured per shape, up to
+its own, an in-place change to an argument that requires grad, a module with hooks) runs eagerly and
+says why once; what the failed capture changed in the default generator and the module's buffers is
+put back first. With fullgraph=True it raises instead. Python state a call reads other than tensors
+(an attribute, a global number) is frozen into the capture, as the values a capture records are.
+Both modes ("default", "reduce-overhead") capture; dynamic shapes are recaptured per shape, up to
 recompile_limit signatures (then eager, with one warning).
 """
 import functools
+import threading
 import warnings
 
 from . import _C
@@ -47,7 +54,21 @@ def _rebuild(obj, it):
 
 
 class _Entry:
-    __slots__ = ("graph", "gc", "static_in", "out", "out_tensors")
+    __slots__ = ("graph", "gc", "static_in", "out", "out_tensors", "state", "written", "lock")
+
+
+def _signature(obj):
+    """The part of a call's signature an argument gives: a tensor's shape, dtype, device and
+    requires_grad (not its identity), walked through lists, tuples and dicts; any other value
+    itself (hash() raises TypeError for an unhashable one)."""
+    if isinstance(obj, _C.Tensor):
+        return ("T", tuple(obj.shape), str(obj.dtype), str(obj.device), obj.requires_grad)
+    if isinstance(obj, (list, tuple)):
+        return (type(obj), tuple(_signature(x) for x in obj))
+    if isinstance(obj, dict):
+        return (type(obj), tuple((k, _signature(v)) for k, v in obj.items()))
+    hash(obj)
+    return (type(obj), obj)
 
 
 class _Compiled:
@@ -58,8 +79,8 @@ class _Compiled:
         self._cache = {}
         self._eager_keys = set()
         self._said = set()
-        functools.update_wrapper(self, fn if not isinstance(fn, _C_Module()) else type(fn).forward,
-                                 updated=())
+        self._is_module = isinstance(fn, _C_Module())
+        functools.update_wrapper(self, fn if not self._is_module else type(fn).forward, updated=())
 
     def _say(self, why):
         if why not in self._said:
@@ -72,105 +93,144 @@ class _Compiled:
         on (a function may read parameters that require grad from its closure)."""
         from . import is_grad_enabled
         grad = is_grad_enabled()
-        parts = [grad, getattr(self._fn, "training", None)]
-        for a in list(args) + [kwargs[k] for k in sorted(kwargs)]:
-            if isinstance(a, _C.Tensor):
-                parts.append(("T", tuple(a.shape), str(a.dtype), str(a.device), a.requires_grad))
-            else:
-                hash(a)  # TypeError for an unhashable argument: the caller runs eagerly
-                parts.append((type(a), a))
-        parts.append(tuple(sorted(kwargs)))
-        return tuple(parts), grad
+        return (grad, getattr(self._fn, "training", None), _signature(args), _signature(kwargs)), grad
+
+    def _module_state(self):
+        """What a replay of a module depends on besides the arguments: which tensors its parameters
+        and buffers are (object, memory, requires_grad) and every submodule's training flag. None:
+        a module has hooks, which a replay would not run."""
+        if not self._is_module:
+            return ()
+        parts = []
+        for m in self._fn.modules():
+            d = m.__dict__
+            if d.get("_forward_hooks") or d.get("_forward_pre_hooks") or d.get("_backward_hooks") or \
+                    d.get("_backward_pre_hooks"):
+                return None
+            parts.append(m.training)
+            for t in d["_parameters"].values():
+                parts.append(None if t is None else (id(t), t.data_ptr(), t.requires_grad))
+            for t in d["_buffers"].values():
+                parts.append(None if t is None else (id(t), t.data_ptr()))
+        return tuple(parts)
+
+    def _eager(self, why, args, kwargs):
+        self._say(why)
+        return self._fn(*args, **kwargs)
 
     def __call__(self, *args, **kwargs):
+        kwargs = dict(sorted(kwargs.items()))  # one order for the key, the flattening and the call
         try:
             key, needs_grad = self._key(args, kwargs)
         except TypeError:
-            self._say("an argument is not hashable, so calls cannot be told apart")
-            return self._fn(*args, **kwargs)
+            return self._eager("an argument is not hashable, so calls cannot be told apart", args, kwargs)
         if key in self._eager_keys:
             return self._fn(*args, **kwargs)
+        state = self._module_state()
+        if state is None:
+            return self._eager("the module has hooks, which a replay would not run", args, kwargs)
         entry = self._cache.get(key)
+        if entry is not None and entry.state != state:  # a parameter, buffer or mode changed: capture again
+            del self._cache[key]
+            entry = None
         if entry is None:
             if len(self._cache) >= self._limit:
-                self._say(f"recompile_limit ({self._limit}) signatures were captured already")
-                return self._fn(*args, **kwargs)
-            return self._capture_graphed(key, args, kwargs) if needs_grad else self._capture(key, args, kwargs)
-        if entry.graph is None:  # a graphed callable (forward and backward)
-            return self._call_graphed(key, entry, args, kwargs)
-        for dst, src in zip(entry.static_in, _flatten((args, kwargs), [])):
-            dst.copy_(src)
-        entry.graph.replay()
-        return _rebuild(entry.out, iter([t.clone() for t in entry.out_tensors]))
+                return self._eager(f"recompile_limit ({self._limit}) signatures were captured already", args,
+                                   kwargs)
+            return self._capture(key, state, args, kwargs, needs_grad)
+        if not entry.lock.acquire(blocking=False):  # another thread replays it now: its memory is busy
+            return self._fn(*args, **kwargs)
+        try:
+            if entry.graph is None:
+                return self._call_graphed(key, entry, args, kwargs)
+            flat = _flatten((args, kwargs), [])
+            for dst, src in zip(entry.static_in, flat):
+                dst.copy_(src)
+            entry.graph.replay()
+            self._write_back(entry, flat)
+            return _rebuild(entry.out, iter([t.clone() for t in entry.out_tensors]))
+        finally:
+            entry.lock.release()
+
+    @staticmethod
+    def _write_back(entry, flat):
+        """Arguments the call changes in place get the replay's values, as eager changes them."""
+        if entry.written:
+            from . import no_grad
+            with no_grad():
+                for i in entry.written:
+                    flat[i].copy_(entry.static_in[i])
 
     def _call_graphed(self, key, entry, args, kwargs):
         if entry.gc.backward_pending:
-            self._say("the previous call's backward has not run yet (a replay would overwrite what it reads)")
-            return self._fn(*args, **kwargs)
-        try:
-            outs = entry.gc(_flatten((args, kwargs), []))
-        except RuntimeError as e:
-            if "no longer has the memory" not in str(e):
-                raise
-            del self._cache[key]  # a parameter was replaced: capture again
-            return self._capture_graphed(key, args, kwargs)
+            return self._eager("the previous call's backward has not run yet (a replay would overwrite what it "
+                               "reads)", args, kwargs)
+        flat = _flatten((args, kwargs), [])
+        outs = entry.gc(flat)
+        self._write_back(entry, flat)
         return _rebuild(entry.out, iter([t.clone() for t in outs]))
 
-    def _capture_graphed(self, key, args, kwargs):
-        from . import get_rng_state, no_grad, set_rng_state
+    def _saved_state(self):
+        """The default generator's state and the module's buffers: what a capture that fails part way
+        through has changed, put back before the call runs eagerly."""
+        from . import get_rng_state, no_grad
+        buffers = list(self._fn.buffers()) if self._is_module else []
+        with no_grad():
+            return get_rng_state(), buffers, [b.clone() for b in buffers]
+
+    def _restore(self, saved):
+        from . import no_grad, set_rng_state
+        rng, buffers, values = saved
+        set_rng_state(rng)
+        with no_grad():
+            for b, v in zip(buffers, values):
+                b.copy_(v)
+
+    def _capture(self, key, state, args, kwargs, with_backward):
+        """Captures this call; the capture is the call (its outputs are returned, its side effects
+        happen once). Where it fails, what it changed is put back and the call runs eagerly."""
+        from . import no_grad
         flat = _flatten((args, kwargs), [])
         with no_grad():
-            samples = [t.detach().clone().requires_grad_(t.requires_grad) for t in flat]
+            static = [t.detach().clone().requires_grad_(t.requires_grad) if with_backward else t.detach().clone()
+                      for t in flat]
+        versions = [t._version for t in static]
         structure = (args, kwargs)
-        spec = [None]
-
-        def fn(tensors):
-            a, k = _rebuild(structure, iter(tensors))
-            out = self._fn(*a, **k)
-            spec[0] = out
-            return _flatten(out, [])
-        rng = get_rng_state()
-        buffers = list(self._fn.buffers()) if isinstance(self._fn, _C_Module()) else []
-        with no_grad():
-            saved = [b.clone() for b in buffers]
+        saved = self._saved_state()
+        entry = _Entry()
+        entry.state, entry.static_in = state, static
         try:
-            gc = _C._make_graphed_callables([fn], [samples], 0, True, None)[0]
+            if with_backward:
+                spec = [None]
+
+                def fn(tensors):
+                    a, k = _rebuild(structure, iter(tensors))
+                    out = self._fn(*a, **k)
+                    spec[0] = out
+                    return _flatten(out, [])
+                entry.gc = _C._make_graphed_callables([fn], [static], 0, True, None)[0]
+                entry.graph, entry.out = None, spec[0]
+            else:
+                g = _C.Graph()
+                s_args, s_kwargs = _rebuild(structure, iter(static))
+                with _graph(g):
+                    out = self._fn(*s_args, **s_kwargs)
+                entry.graph, entry.gc, entry.out = g, None, out
+                entry.out_tensors = _flatten(out, [])
+            entry.written = [i for i, (t, v) in enumerate(zip(static, versions)) if t._version != v]
+            if with_backward and any(flat[i].requires_grad for i in entry.written):
+                raise RuntimeError("it changes an argument that requires grad in place")
         except (RuntimeError, TypeError) as e:
             if self._fullgraph:
                 raise
+            self._restore(saved)
             self._eager_keys.add(key)
-            self._say(f"the call cannot be captured ({str(e).splitlines()[0]})")
-            return self._fn(*args, **kwargs)
-        finally:  # the capture ran the call: eager's numbers and statistics come next
-            set_rng_state(rng)
-            with no_grad():
-                for b, v in zip(buffers, saved):
-                    b.copy_(v)
-        entry = _Entry()
-        entry.graph, entry.gc, entry.out = None, gc, spec[0]
+            return self._eager(f"the call cannot be captured ({str(e).splitlines()[0]})", args, kwargs)
+        entry.lock = threading.Lock()
         self._cache[key] = entry
-        return self._call_graphed(key, entry, args, kwargs)
-
-    def _capture(self, key, args, kwargs):
-        from . import no_grad
-        with no_grad():
-            static = _rebuild((args, kwargs), iter([t.detach().clone() for t in _flatten((args, kwargs), [])]))
-        s_args, s_kwargs = static
-        g = _C.Graph()
-        try:
-            with _graph(g):
-                out = self._fn(*s_args, **s_kwargs)
-        except RuntimeError as e:
-            if self._fullgraph:
-                raise
-            self._eager_keys.add(key)
-            self._say(f"the call cannot be captured ({str(e).splitlines()[0]})")
-            return self._fn(*args, **kwargs)
-        entry = _Entry()
-        entry.graph, entry.static_in, entry.out = g, _flatten(static, []), out
-        entry.out_tensors = _flatten(out, [])
-        self._cache[key] = entry
-        return _rebuild(out, iter([t.clone() for t in entry.out_tensors]))
+        outs = entry.gc._first_call(flat) if with_backward else entry.out_tensors
+        self._write_back(entry, flat)
+        return _rebuild(entry.out, iter([t.clone() for t in outs]))
 
     def __getattr__(self, name):  # a compiled module still answers as the module
         return getattr(self.__dict__["_fn"], name)

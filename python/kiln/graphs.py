@@ -128,9 +128,16 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters=3, allow_unu
         graphed = _graphed_function(gc, spec[0], c)
         if isinstance(c, Module):
             orig_fwd, training = c.forward, c.training
+            params = tuple(c.parameters())
 
-            def new_fwd(*user_args, _c=c, _g=graphed, _orig=orig_fwd, _training=training, **user_kwargs):
+            def new_fwd(*user_args, _c=c, _g=graphed, _orig=orig_fwd, _training=training, _params=params,
+                        **user_kwargs):
                 if _c.training == _training:
+                    now = tuple(_c.parameters())
+                    if len(now) != len(_params) or any(a is not b for a, b in zip(now, _params)):
+                        raise RuntimeError("graphed callable: a parameter of the module was added, removed or "
+                                           "replaced since make_graphed_callables captured it (the graphs read "
+                                           "the old one): make the graphed callable again")
                     return _g(*user_args, **user_kwargs)
                 return _orig(*user_args, **user_kwargs)
             new_fwd._graphed_callable = gc

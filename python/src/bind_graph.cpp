@@ -59,6 +59,15 @@ void bind_graph(nb::module_& m) {
         }
         return py_tensors(r);
       })
+      .def("_first_call", [](const GraphedCallable& g, nb::handle args) {
+        TensorList a = tensors_of(args, "graphed callable arguments");
+        TensorList r;
+        {
+          nb::gil_scoped_release nogil;
+          r = g.first_call(a);
+        }
+        return py_tensors(r);
+      })
       .def_prop_ro("backward_pending", &GraphedCallable::backward_pending)
       .def_prop_ro("parameters", [](const GraphedCallable& g) { return py_tensors(g.parameters()); })
       .def_prop_ro("forward_graph", &GraphedCallable::forward_graph, nb::rv_policy::reference_internal)

@@ -248,7 +248,8 @@ Tensor tensor_from_data(nb::handle data, std::optional<Dtype> dtype) {
     return to_dtype(t, dtype.value_or(t.dtype()), true);
   }
   if (nb::hasattr(data, "__array_interface__") && !is_number(data) && !Collect::is_numpy_scalar(data)) {
-    Tensor t = tensor_from_numpy(nb::module_::import_("numpy").attr("ascontiguousarray")(data), false);
+    // asarray(order="C"), not ascontiguousarray, which makes a 0-d array 1-d
+    Tensor t = tensor_from_numpy(nb::module_::import_("numpy").attr("asarray")(data, "order"_a = "C"), false);
     return to_dtype(t, dtype.value_or(t.dtype()), true);
   }
   Collect c;

@@ -58,7 +58,8 @@ TEST(Graph, RulesRaise) {
   EXPECT_THROW(sum(x).item(), Error);
   Graph other;
   EXPECT_THROW(other.capture_begin(), Error);
-  g.capture_end();
+  EXPECT_THROW(g.capture_end(), Error);  // the refused read (caught above) fails the capture
+  EXPECT_EQ(g.num_kernels(), 0u);
   EXPECT_EQ(sum(x).item().to_double(), 2.0);  // fine again after the capture
 }
 

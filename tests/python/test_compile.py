@@ -193,3 +193,170 @@ def test_random_ops_and_recompile_limit():
         kiln.compile(lambda x: x, mode="fast")
     g = lambda x: x + 1  # noqa: E731
     assert kiln.compile(g, disable=True) is g
+
+
+# ---- review findings: kiln.compile must never change results -------------------------------------
+
+def test_keyword_arguments_in_any_order():
+    f = kiln.compile(lambda x, y: x - y)
+    a, b = kiln.tensor([1.0, 2.0]), kiln.tensor([10.0, 20.0])
+    for grad in (False, True):
+        with kiln.set_grad_enabled(grad):
+            assert f(x=a, y=b).tolist() == [-9.0, -18.0]
+            assert f(y=b, x=a).tolist() == [-9.0, -18.0]
+
+
+def test_failed_capture_leaves_eager_state_bn_without_momentum():
+    # momentum=None averages with 1 / num_batches_tracked, a host read: the capture fails part way
+    for grad in (False, True):
+        kiln.manual_seed(0)
+        km = kiln.nn.Sequential(kiln.nn.Linear(3, 3), kiln.nn.BatchNorm1d(3, momentum=None), kiln.nn.Dropout(0.5))
+        tm = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.BatchNorm1d(3, momentum=None), torch.nn.Dropout(0.5))
+        tm.load_state_dict({k: torch.from_numpy(v.numpy().copy()) for k, v in km.state_dict().items()})
+        x = rand(6, 3, seed=1)
+        kiln.manual_seed(5)
+        with kiln.set_grad_enabled(grad), pytest.warns(UserWarning, match="cannot be captured"):
+            y = kiln.compile(km)(kiln.tensor(x))
+        after = kiln.rand(3)
+        ref = kiln.nn.Sequential(kiln.nn.Linear(3, 3), kiln.nn.BatchNorm1d(3, momentum=None), kiln.nn.Dropout(0.5))
+        ref.load_state_dict({k: kiln.tensor(v.numpy()) for k, v in tm.state_dict().items()})
+        kiln.manual_seed(5)
+        with kiln.set_grad_enabled(grad):
+            want = ref(kiln.tensor(x))
+        assert kiln.equal(y, want) and kiln.equal(after, kiln.rand(3))
+        assert km[1].num_batches_tracked.item() == 1
+        tm(torch.from_numpy(x))  # the statistics against torch's (dropout aside)
+        np.testing.assert_allclose(km[1].running_mean.numpy(), tm[1].running_mean.numpy(), rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(km[1].running_var.numpy(), tm[1].running_var.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_a_whole_training_step_compiled_steps_once_per_call():
+    def setup(lib):
+        torch.manual_seed(0)
+        m = torch.nn.Linear(4, 1)
+        if lib is torch:
+            return m, torch.optim.SGD(m.parameters(), lr=0.1)
+        km = kiln.nn.Linear(4, 1)
+        km.load_state_dict({k: kiln.tensor(v.detach().numpy()) for k, v in m.state_dict().items()})
+        return km, kiln.optim.SGD(km.parameters(), lr=0.1)
+
+    km, kopt = setup(kiln)
+    tm, topt = setup(torch)
+
+    @kiln.compile
+    def step(x, y):
+        kopt.zero_grad()
+        loss = ((km(x) - y) ** 2).mean()
+        loss.backward()
+        kopt.step()
+        return loss
+
+    for i in range(4):
+        x, y = rand(8, 4, seed=i), rand(8, 1, seed=10 + i)
+        loss = step(kiln.tensor(x), kiln.tensor(y))
+        topt.zero_grad()
+        tl = ((tm(torch.from_numpy(x)) - torch.from_numpy(y)) ** 2).mean()
+        tl.backward()
+        topt.step()
+        np.testing.assert_allclose(loss.item(), tl.item(), rtol=1e-5)
+        np.testing.assert_allclose(km.weight.detach().numpy(), tm.weight.detach().numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_state_outside_the_module_changes_once_and_arguments_changed_in_place():
+    kiln.manual_seed(1)
+    bn = kiln.nn.BatchNorm1d(3)
+    acc = kiln.zeros(3)
+
+    def f(x, buf):
+        acc.add_(x.sum(0))
+        buf.add_(1.0)
+        return bn(x)
+
+    cf = kiln.compile(f)
+    buf = kiln.zeros(3)
+    tbn, tacc = torch.nn.BatchNorm1d(3), torch.zeros(3)
+    for i in range(3):
+        x = rand(4, 3, seed=i)
+        for grad in (False, True):
+            with kiln.set_grad_enabled(grad):
+                y = cf(kiln.tensor(x), buf)
+            tacc.add_(torch.from_numpy(x).sum(0))
+            ty = tbn(torch.from_numpy(x))
+            np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert buf.tolist() == [6.0] * 3
+    np.testing.assert_allclose(acc.numpy(), tacc.numpy(), rtol=1e-5)
+    assert bn.num_batches_tracked.item() == 6
+    np.testing.assert_allclose(bn.running_mean.numpy(), tbn.running_mean.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_module_state_changes_are_followed():
+    kiln.manual_seed(2)
+    km = kiln.nn.Sequential(kiln.nn.Linear(4, 4), kiln.nn.Dropout(0.5), kiln.nn.Linear(4, 2))
+    cm = kiln.compile(km)
+    x = kiln.tensor(rand(3, 4))
+
+    def check(grad):
+        with kiln.set_grad_enabled(grad):
+            kiln.manual_seed(9)
+            got = cm(x)
+            kiln.manual_seed(9)
+            assert kiln.equal(got, km(x))
+    for grad in (False, True):
+        check(grad)
+        km[0].weight = kiln.nn.Parameter(kiln.tensor(rand(4, 4, seed=3)))  # attribute replaced
+        check(grad)
+        with kiln.no_grad():
+            km[2].bias.data = kiln.ones(2)  # .data replaced
+        check(grad)
+        km[1].eval()  # a submodule's mode
+        check(grad)
+        km[1].train()
+    km[2].weight.requires_grad_(False)
+    cm(x).sum().backward()
+    assert km[2].weight.grad is None and km[0].weight.grad is not None
+    km[2].weight.requires_grad_(True)  # unfrozen after the capture: it gets its gradient
+    cm(x).sum().backward()
+    assert km[2].weight.grad is not None
+    km.register_forward_hook(lambda m, i, o: None)
+    with pytest.warns(UserWarning, match="hooks"):
+        cm(x)
+
+
+def test_nested_tensor_arguments_share_one_capture_and_threads_stay_right():
+    import threading
+    f = kiln.compile(lambda pair, d: pair[0] * d["s"] + pair[1])
+    for i in range(10):
+        a, b, s = (kiln.tensor(rand(5, seed=i + k)) for k in range(3))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert kiln.equal(f((a, b), {"s": s}), a * s + b)
+    assert len(f._cache) == 1
+
+    g = kiln.compile(lambda x: (x * 2).sin() + x)
+    wrong = [0, 0]
+
+    def worker(t):
+        for i in range(200):
+            x = kiln.full((64,), float(t * 1000 + i) / 1000)
+            if not kiln.equal(g(x), (x * 2).sin() + x):
+                wrong[t] += 1
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == [0, 0]
+
+
+def test_randperm_draws_a_fresh_permutation_per_replay():
+    x = kiln.arange(8.0)
+    g = kiln.Graph()
+    with kiln.graph(g):
+        out = kiln.index_select(x, 0, kiln.randperm(8))
+    for seed in (0, 1, 2):
+        kiln.manual_seed(seed)
+        g.replay()
+        got = out.tolist()
+        kiln.manual_seed(seed)
+        assert got == kiln.index_select(x, 0, kiln.randperm(8)).tolist()
+        assert sorted(got) == list(range(8))

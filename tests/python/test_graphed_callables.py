@@ -188,3 +188,30 @@ def test_errors_name_what_is_wrong():
         m.weight.data = kiln.zeros(2, 3)
     with pytest.raises(RuntimeError, match="no longer has the memory"):
         m(kiln.ones(2, 3))
+
+
+def test_in_place_change_to_an_output_the_backward_reads_raises_like_eager():
+    m = kiln.nn.Sequential(kiln.nn.Linear(4, 3), kiln.nn.Tanh())
+    kiln.make_graphed_callables(m, (kiln.zeros(2, 4),))
+    y = m(kiln.ones(2, 4))
+    y.mul_(2)  # tanh's backward reads its output
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+    t = torch.nn.Tanh()(torch.nn.Linear(4, 3)(torch.ones(2, 4)))
+    t.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        t.sum().backward()
+    lin = kiln.nn.Linear(4, 3)  # a linear's backward does not read its output: allowed, as in eager
+    kiln.make_graphed_callables(lin, (kiln.zeros(2, 4),))
+    y = lin(kiln.ones(2, 4))
+    y.mul_(2)
+    y.sum().backward()
+    assert lin.bias.grad.tolist() == [4.0] * 3
+
+
+def test_replaced_module_parameter_raises():
+    m = kiln.nn.Linear(3, 2)
+    kiln.make_graphed_callables(m, (kiln.zeros(1, 3),))
+    m.weight = kiln.nn.Parameter(kiln.ones(2, 3))
+    with pytest.raises(RuntimeError, match="added, removed or replaced"):
+        m(kiln.zeros(1, 3))

@@ -334,3 +334,16 @@ def test_graphs_sharing_a_pool_share_their_arena():
         with kiln.no_grad():
             assert kiln.equal(y1, m(x1))
             assert kiln.equal(y2, m(x2).sum())
+
+
+def test_a_host_read_refused_and_caught_still_fails_the_capture():
+    x = kiln.ones(3)
+    g = kiln.Graph()
+    with pytest.raises(RuntimeError, match="refused during it"):
+        with kiln.graph(g):
+            try:
+                v = x.max().item()
+            except RuntimeError:
+                v = 0.0
+            y = x * v  # noqa: F841
+    assert not g.capturing and g.num_kernels == 0

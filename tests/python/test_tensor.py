@@ -397,3 +397,12 @@ def test_dtype_objects():
     assert kiln.complex64.is_complex
     assert kiln.ones(2).dtype is kiln.float32
     assert kiln.float64.itemsize == 8
+
+
+def test_tensor_of_a_zero_dim_numpy_array_is_zero_dim():
+    import numpy as np
+    import torch
+    for a in (np.array(3), np.array(2.5, dtype=np.float32), np.array(True)):
+        k, t = kiln.tensor(a), torch.tensor(a)
+        assert tuple(k.shape) == tuple(t.shape) == ()
+        assert k.item() == t.item() and str(k.dtype).split(".")[-1] == str(t.dtype).split(".")[-1]
