@@ -33,6 +33,7 @@ import warnings
 from . import _C
 from ._tree import tensors_in
 from .graphs import graph as _graph
+from .nn.module import _module_state_epoch
 
 _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
@@ -54,7 +55,7 @@ def _rebuild(obj, it):
 
 
 class _Entry:
-    __slots__ = ("graph", "gc", "static_in", "out", "out_tensors", "state", "written", "lock")
+    __slots__ = ("graph", "gc", "static_in", "out", "out_tensors", "state", "epoch", "guard", "written", "lock")
 
 
 def _signature(obj):
@@ -97,22 +98,37 @@ class _Compiled:
 
     def _module_state(self):
         """What a replay of a module depends on besides the arguments: which tensors its parameters
-        and buffers are (object, memory, requires_grad) and every submodule's training flag. None:
-        a module has hooks, which a replay would not run."""
+        and buffers are and every submodule's training flag (their memory and requires_grad: the
+        entry's guard). None: a module has hooks, which a replay would not run. Returns (state,
+        tensors)."""
         if not self._is_module:
-            return ()
-        parts = []
+            return (), []
+        parts, tensors = [], []
         for m in self._fn.modules():
             d = m.__dict__
             if d.get("_forward_hooks") or d.get("_forward_pre_hooks") or d.get("_backward_hooks") or \
                     d.get("_backward_pre_hooks"):
-                return None
+                return None, None
             parts.append(m.training)
-            for t in d["_parameters"].values():
-                parts.append(None if t is None else (id(t), t.data_ptr(), t.requires_grad))
-            for t in d["_buffers"].values():
-                parts.append(None if t is None else (id(t), t.data_ptr()))
-        return tuple(parts)
+            for t in list(d["_parameters"].values()) + list(d["_buffers"].values()):
+                parts.append(None if t is None else id(t))
+                if t is not None:
+                    tensors.append(t)
+        return tuple(parts), tensors
+
+    def _fresh(self, entry):
+        """Whether the entry still fits the module: the state is looked at again only when some
+        module's parameters, buffers, submodules, hooks or modes changed (the state epoch); the
+        tensors' memory and requires_grad every call (one C++ call)."""
+        if not self._is_module:
+            return True
+        epoch = _module_state_epoch()
+        if epoch != entry.epoch:
+            state, _ = self._module_state()
+            if state != entry.state:
+                return False
+            entry.epoch = epoch
+        return entry.guard.check()
 
     def _eager(self, why, args, kwargs):
         self._say(why)
@@ -126,18 +142,18 @@ class _Compiled:
             return self._eager("an argument is not hashable, so calls cannot be told apart", args, kwargs)
         if key in self._eager_keys:
             return self._fn(*args, **kwargs)
-        state = self._module_state()
-        if state is None:
-            return self._eager("the module has hooks, which a replay would not run", args, kwargs)
         entry = self._cache.get(key)
-        if entry is not None and entry.state != state:  # a parameter, buffer or mode changed: capture again
+        if entry is not None and not self._fresh(entry):  # a parameter, buffer or mode changed
             del self._cache[key]
             entry = None
         if entry is None:
+            state, tensors = self._module_state()
+            if state is None:
+                return self._eager("the module has hooks, which a replay would not run", args, kwargs)
             if len(self._cache) >= self._limit:
                 return self._eager(f"recompile_limit ({self._limit}) signatures were captured already", args,
                                    kwargs)
-            return self._capture(key, state, args, kwargs, needs_grad)
+            return self._capture(key, state, tensors, args, kwargs, needs_grad)
         if not entry.lock.acquire(blocking=False):  # another thread replays it now: its memory is busy
             return self._fn(*args, **kwargs)
         try:
@@ -186,7 +202,7 @@ class _Compiled:
             for b, v in zip(buffers, values):
                 b.copy_(v)
 
-    def _capture(self, key, state, args, kwargs, with_backward):
+    def _capture(self, key, state, tensors, args, kwargs, with_backward):
         """Captures this call; the capture is the call (its outputs are returned, its side effects
         happen once). Where it fails, what it changed is put back and the call runs eagerly."""
         from . import no_grad
@@ -199,6 +215,7 @@ class _Compiled:
         saved = self._saved_state()
         entry = _Entry()
         entry.state, entry.static_in = state, static
+        entry.epoch, entry.guard = _module_state_epoch(), _C._TensorGuard(tensors)
         try:
             if with_backward:
                 spec = [None]

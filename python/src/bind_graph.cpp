@@ -46,6 +46,35 @@ void bind_graph(nb::module_& m) {
         return "kiln.Graph(" + std::to_string(g.num_kernels()) + " kernels" + (g.capturing() ? ", capturing" : "") + ")";
       });
 
+  // kiln.compile's check of a module's tensors per call: each still has the memory and the
+  // requires_grad it had when the guard was made.
+  struct TensorGuard {
+    TensorList ts;
+    std::vector<const void*> data;
+    std::vector<bool> rg;
+  };
+  nb::class_<TensorGuard>(m, "_TensorGuard")
+      .def("__init__", [](TensorGuard* g, nb::handle tensors) {
+        new (g) TensorGuard();
+        g->ts = tensors_of(tensors, "_TensorGuard");
+        for (const Tensor& t : g->ts) {
+          g->data.push_back(t.storage() ? static_cast<const char*>(t.storage()->data()) +
+                                              t.storage_offset() * static_cast<int64_t>(t.itemsize())
+                                        : nullptr);
+          g->rg.push_back(t.requires_grad());
+        }
+      })
+      .def("check", [](const TensorGuard& g) {
+        for (size_t i = 0; i < g.ts.size(); ++i) {
+          const Tensor& t = g.ts[i];
+          const void* d = t.storage() ? static_cast<const char*>(t.storage()->data()) +
+                                            t.storage_offset() * static_cast<int64_t>(t.itemsize())
+                                      : nullptr;
+          if (d != g.data[i] || t.requires_grad() != g.rg[i]) return false;
+        }
+        return true;
+      });
+
   // kiln.make_graphed_callables (python/kiln/graphs.py flattens arguments and outputs): callables
   // take and return flat lists of tensors. The interpreter lock is held while the callables are
   // captured (they are Python) and released while a call replays.

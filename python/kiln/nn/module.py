@@ -26,6 +26,52 @@ class _IncompatibleKeys(_IncompatibleKeys):  # noqa: F811
     __str__ = __repr__
 
 
+_state_epoch = [0]
+
+
+def _module_state_epoch():
+    """A count that moves whenever any module's parameters, buffers, submodules, hooks or training
+    flag change (kiln.compile looks at a module's state again only when it moved)."""
+    return _state_epoch[0]
+
+
+class _TrackedDict(OrderedDict):
+    """The OrderedDict of a module's parameters, buffers, submodules or hooks: every change moves
+    the state epoch."""
+
+    def __setitem__(self, key, value):
+        _state_epoch[0] += 1
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key):
+        _state_epoch[0] += 1
+        super().__delitem__(key)
+
+    def pop(self, *args):
+        _state_epoch[0] += 1
+        return super().pop(*args)
+
+    def popitem(self, last=True):
+        _state_epoch[0] += 1
+        return super().popitem(last)
+
+    def clear(self):
+        _state_epoch[0] += 1
+        super().clear()
+
+    def update(self, *args, **kwargs):
+        _state_epoch[0] += 1
+        super().update(*args, **kwargs)
+
+    def setdefault(self, key, default=None):
+        _state_epoch[0] += 1
+        return super().setdefault(key, default)
+
+    def move_to_end(self, key, last=True):
+        _state_epoch[0] += 1
+        super().move_to_end(key, last)
+
+
 class RemovableHandle:
     _ids = itertools.count()
 
@@ -81,16 +127,16 @@ class Module:
             raise TypeError(f"{type(self).__name__}.__init__() takes no arguments")
         d = self.__dict__
         d["training"] = True
-        d["_parameters"] = OrderedDict()
-        d["_buffers"] = OrderedDict()
+        d["_parameters"] = _TrackedDict()
+        d["_buffers"] = _TrackedDict()
         d["_non_persistent_buffers_set"] = set()
-        d["_modules"] = OrderedDict()
-        d["_forward_pre_hooks"] = OrderedDict()
-        d["_forward_hooks"] = OrderedDict()
+        d["_modules"] = _TrackedDict()
+        d["_forward_pre_hooks"] = _TrackedDict()
+        d["_forward_hooks"] = _TrackedDict()
         d["_forward_hooks_with_kwargs"] = set()
         d["_forward_pre_hooks_with_kwargs"] = set()
-        d["_backward_hooks"] = OrderedDict()
-        d["_backward_pre_hooks"] = OrderedDict()
+        d["_backward_hooks"] = _TrackedDict()
+        d["_backward_pre_hooks"] = _TrackedDict()
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
@@ -174,6 +220,8 @@ class Module:
     def __setattr__(self, name, value):
         d = self.__dict__
         params = d.get("_parameters")
+        if name == "training":
+            _state_epoch[0] += 1
 
         def remove_from(*dicts):
             for dd in dicts:
@@ -486,12 +534,12 @@ class Module:
 
     def register_full_backward_pre_hook(self, hook, prepend=False):
         """hook(module, grad_output) -> new grad_output or None, before the module's gradients are computed."""
-        return self._add_hook(self.__dict__.setdefault("_backward_pre_hooks", OrderedDict()), hook, prepend)
+        return self._add_hook(self.__dict__.setdefault("_backward_pre_hooks", _TrackedDict()), hook, prepend)
 
     def register_full_backward_hook(self, hook, prepend=False):
         """hook(module, grad_input, grad_output) -> new grad_input or None, once the gradients with respect
         to the module's positional inputs are computed (None for inputs that are not tensors needing one)."""
-        return self._add_hook(self.__dict__.setdefault("_backward_hooks", OrderedDict()), hook, prepend)
+        return self._add_hook(self.__dict__.setdefault("_backward_hooks", _TrackedDict()), hook, prepend)
 
     def register_backward_hook(self, hook):
         raise RuntimeError("register_backward_hook is deprecated in torch and not in kiln; use "
