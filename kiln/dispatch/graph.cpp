@@ -48,6 +48,15 @@ struct GraphImpl final : CaptureLayer {
     std::function<void()> host;  // set: a host step (graph_host_step) instead of a kernel
   };
   std::vector<Rec> recs;
+  // The user's tensors the recording reads or writes, with the storage each had at capture: a
+  // replay raises if one was given other memory since (.data =, set_, resize_), as the recording
+  // would keep using the old memory. Tensors that died are not followed.
+  struct Origin {
+    std::weak_ptr<TensorImpl> impl;
+    const Storage* storage;
+  };
+  std::vector<Origin> origins;
+  std::unordered_set<const TensorImpl*> origin_seen;
   std::shared_ptr<Storage> arena;  // the planned intermediates' memory (plan_memory)
   GraphPool pool;
   size_t arena_bytes = 0, planned = 0;
@@ -66,6 +75,10 @@ struct GraphImpl final : CaptureLayer {
       KILN_FAIL(Runtime, "graph capture", "'", op.name, "' cannot be captured: its output size depends on the ",
                 "data (a replay would keep the captured size). Run it before or after the capture");
     }
+    for (const TensorList* ts : {&inputs, &outputs})
+      for (const Tensor& t : *ts)
+        if (t.defined() && t.storage() && origin_seen.insert(t.impl()).second)
+          origins.push_back({t.impl_ptr(), t.storage().get()});
     SnapshotMap seen;
     TensorList in = snapshot_tensors(inputs, seen);
     TensorList out = snapshot_tensors(outputs, seen);
@@ -169,7 +182,17 @@ struct GraphImpl final : CaptureLayer {
     }
   }
 
+  void check_origins() const {
+    for (const Origin& o : origins)
+      if (std::shared_ptr<TensorImpl> p = o.impl.lock(); p && p->storage.get() != o.storage)
+        KILN_FAIL(Runtime, "replay", "a tensor the graph reads or writes (shape ", p->sizes,
+                  ") was given other memory after the capture (.data =, set_(), resize_()): the recording "
+                  "still uses the old memory. Put new values into captured tensors with copy_() or another "
+                  "in-place op, or capture again");
+  }
+
   void replay() {
+    check_origins();
     for (Rec& r : recs) {
       if (r.host) {
         r.host();
@@ -223,6 +246,8 @@ void Graph::capture_begin(const GraphPool& pool) {
   KILN_CHECK(!capture_layer(), Runtime, "capture_begin",
              "another capture is active on this thread (graphs do not nest)");
   impl_->recs.clear();
+  impl_->origins.clear();
+  impl_->origin_seen.clear();
   impl_->failure.clear();
   impl_->pool = pool.defined() ? pool : GraphPool::create();
   impl_->capturing = true;
@@ -251,6 +276,8 @@ void Graph::capture_end() {
   }
   impl_->captured = true;
   impl_->plan_memory();
+  impl_->origin_seen.clear();
+  std::erase_if(impl_->origins, [](const detail::GraphImpl::Origin& o) { return o.impl.expired(); });
 }
 
 void Graph::replay() {
@@ -264,6 +291,8 @@ void Graph::reset() {
   KILN_CHECK(!impl_->capturing, Runtime, "reset", "reset() during capture: call capture_end() first");
   impl_->recs.clear();
   impl_->recs.shrink_to_fit();
+  impl_->origins.clear();
+  impl_->origin_seen.clear();
   impl_->arena.reset();
   impl_->arena_bytes = impl_->planned = 0;
   impl_->failure.clear();

@@ -208,10 +208,20 @@ def test_static_tensors_keep_their_memory():
     x.copy_(kiln.full((4,), 2.0))
     g.replay()
     assert y.tolist() == [6.0] * 4
-    y2 = y  # the user's handle stays the output
-    x.data = kiln.zeros(4)  # rebinding the input object does not redirect the graph (copy_ does)
-    g.replay()
-    assert y2.tolist() == [6.0] * 4
+    x.data = kiln.zeros(4)  # new memory for a captured tensor: the recording would read the old one
+    with pytest.raises(RuntimeError, match=r"given other memory after the capture"):
+        g.replay()
+    x.data = kiln.full((4,), 5.0)
+    with pytest.raises(RuntimeError, match=r"given other memory after the capture"):
+        g.replay()
+    g2 = kiln.Graph()
+    with kiln.graph(g2):
+        z = x + 1
+    z.resize_(100)  # an output given other memory
+    with pytest.raises(RuntimeError, match=r"shape \(100,\)"):
+        g2.replay()
+    del z  # a captured tensor that is gone is not followed
+    g2.replay()
 
 
 def _adamw_setup():
