@@ -136,13 +136,12 @@ struct ByNewest {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
 };
 
-thread_local uint64_t tls_engine_runs = 0;  // engine_runs()
+thread_local uint64_t tls_engine_runs = 0;  // engine_runs(): backward() calls
 
 // Runs the graph from `roots` (edges) seeded with `root_grads`. `captured` (when restricting)
 // receives the gradients at the capture slots.
 void execute(const std::vector<Edge>& roots, const TensorList& root_grads, bool keep_graph,
              bool create_graph, GraphTask& task, TensorList* captured) {
-  ++tls_engine_runs;
   std::vector<Node*> root_nodes;
   for (const Edge& e : roots) root_nodes.push_back(e.fn.get());
   compute_dependencies(task, root_nodes);
@@ -276,6 +275,7 @@ Tensor validate_grad(const Node& node, size_t i, Tensor g) {
 
 void backward(const TensorList& tensors, const TensorList& grad_tensors,
               const BackwardOptions& opts) {
+  ++tls_engine_runs;
   stream_detail::wait_other_streams();  // forward work queued on other streams comes first
   KILN_CHECK(grad_tensors.empty() || grad_tensors.size() == tensors.size(), Runtime, "backward",
              "got ", grad_tensors.size(), " gradients for ", tensors.size(), " tensors");

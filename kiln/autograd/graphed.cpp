@@ -102,7 +102,53 @@ TensorList call(const GraphedFn& fn, const TensorList& args, size_t index) {
   return outs;
 }
 
+
 }  // namespace
+
+// After the forward capture: the leaves the backward differentiates and which outputs get a
+// gradient. A callable that ran backward() itself (a whole training step) has its gradients in the
+// forward graph: no backward graph, its outputs are plain tensors (as kiln.graph records a step).
+// autograd.grad inside (a gradient penalty) is part of an ordinary forward.
+void finish_forward(GraphedState& s, uint64_t seq0, uint64_t runs0, bool grad_on) {
+  const bool own_backward = engine_runs() != runs0;
+  if (grad_on && !own_backward) s.params = find_leaves(s.outs, s.args, seq0, s.index);
+  for (const Tensor& p : s.params) s.param_ptrs.push_back(p.storage()->data());
+  for (const Tensor& o : s.outs) s.out_diff.push_back(grad_on && !own_backward && requires_grad(o));
+}
+
+// The backward graph: autograd::grad of the outputs that require grad (static incoming gradients)
+// with respect to the arguments and leaves that require grad.
+void capture_backward(GraphedState& s, const GraphPool& pool, bool allow_unused) {
+  TensorList surface = concat(s.args, s.params);
+  s.grad_ins.assign(surface.size(), Tensor());
+  s.grad_outs.assign(s.outs.size(), Tensor());
+  TensorList diff_outs, gos, ins;
+  std::vector<size_t> where;
+  for (size_t i = 0; i < s.outs.size(); ++i)
+    if (s.out_diff[i]) {
+      s.grad_outs[i] = zeros_like(s.outs[i]);
+      diff_outs.push_back(s.outs[i]);
+      gos.push_back(s.grad_outs[i]);
+    }
+  differentiable(surface, ins, where);
+  if (diff_outs.empty() || ins.empty()) return;
+  TensorList grads;
+  s.bwd.capture_begin(pool);
+  try {
+    grads = kiln::grad(diff_outs, ins, gos, false, false, allow_unused);
+  } catch (...) {
+    try {
+      s.bwd.capture_end();
+    } catch (...) {
+    }
+    s.bwd.reset();
+    throw;
+  }
+  s.bwd.capture_end();
+  s.has_bwd = true;
+  for (size_t k = 0; k < where.size(); ++k) s.grad_ins[where[k]] = grads[k];
+  for (const Tensor& o : s.outs) s.out_read.push_back(s.bwd.reads(o));
+}
 }  // namespace detail
 
 std::vector<GraphedCallable> make_graphed_callables(const std::vector<GraphedFn>& fns,
@@ -169,47 +215,11 @@ std::vector<GraphedCallable> make_graphed_callables(const std::vector<GraphedFn>
       throw;
     }
     s->fwd.capture_end();
-    // a callable that ran backward itself (a whole training step) has its gradients in the forward
-    // graph: no backward graph, its outputs are plain tensors (as kiln.graph records a step)
-    const bool own_backward = engine_runs() != runs0;
-    if (grad_on && !own_backward) s->params = detail::find_leaves(s->outs, s->args, seq0, s->index);
-    for (const Tensor& p : s->params) s->param_ptrs.push_back(p.storage()->data());
-    for (const Tensor& o : s->outs) s->out_diff.push_back(grad_on && !own_backward && requires_grad(o));
+    detail::finish_forward(*s, seq0, runs0, grad_on);
   }
 
   // backwards in reverse order (as torch: the last forward's backward runs first in training)
-  for (auto it = states.rbegin(); it != states.rend(); ++it) {
-    GraphedState& s = **it;
-    TensorList surface = detail::concat(s.args, s.params);
-    s.grad_ins.assign(surface.size(), Tensor());
-    s.grad_outs.assign(s.outs.size(), Tensor());
-    TensorList diff_outs, gos, ins;
-    std::vector<size_t> where;
-    for (size_t i = 0; i < s.outs.size(); ++i)
-      if (s.out_diff[i]) {
-        s.grad_outs[i] = zeros_like(s.outs[i]);
-        diff_outs.push_back(s.outs[i]);
-        gos.push_back(s.grad_outs[i]);
-      }
-    detail::differentiable(surface, ins, where);
-    if (diff_outs.empty() || ins.empty()) continue;
-    TensorList grads;
-    s.bwd.capture_begin(pool);
-    try {
-      grads = kiln::grad(diff_outs, ins, gos, false, false, opts.allow_unused_input);
-    } catch (...) {
-      try {
-        s.bwd.capture_end();
-      } catch (...) {
-      }
-      s.bwd.reset();
-      throw;
-    }
-    s.bwd.capture_end();
-    s.has_bwd = true;
-    for (size_t k = 0; k < where.size(); ++k) s.grad_ins[where[k]] = grads[k];
-    for (const Tensor& o : s.outs) s.out_read.push_back(s.bwd.reads(o));
-  }
+  for (auto it = states.rbegin(); it != states.rend(); ++it) detail::capture_backward(**it, pool, opts.allow_unused_input);
 
   std::vector<GraphedCallable> result;
   for (auto& s : states) {
@@ -218,6 +228,19 @@ std::vector<GraphedCallable> make_graphed_callables(const std::vector<GraphedFn>
     result.push_back(std::move(g));
   }
   return result;
+}
+
+GraphedCallable make_graphed_from_capture(Graph&& forward, const TensorList& args, const TensorList& outputs,
+                                         uint64_t seq0, uint64_t runs0, const GraphPool& pool, bool allow_unused_input) {
+  auto s = std::make_shared<detail::GraphedState>();
+  s->fwd = std::move(forward);
+  s->args = args;
+  s->outs = outputs;
+  detail::finish_forward(*s, seq0, runs0, grad_mode_enabled());
+  detail::capture_backward(*s, pool.defined() ? pool : s->fwd.pool(), allow_unused_input);
+  GraphedCallable g;
+  g.s_ = std::move(s);
+  return g;
 }
 
 GraphedCallable make_graphed_callable(const GraphedFn& fn, const TensorList& sample_args,

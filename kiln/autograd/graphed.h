@@ -75,6 +75,8 @@ class GraphedCallable {
   friend std::vector<GraphedCallable> make_graphed_callables(const std::vector<GraphedFn>&,
                                                              const std::vector<TensorList>&,
                                                              const GraphedOptions&);
+  friend GraphedCallable make_graphed_from_capture(Graph&&, const TensorList&, const TensorList&, uint64_t,
+                                                   uint64_t, const GraphPool&, bool);
   TensorList run(const TensorList& args, bool replay) const;
   std::shared_ptr<detail::GraphedState> s_;
 };
@@ -84,5 +86,12 @@ std::vector<GraphedCallable> make_graphed_callables(const std::vector<GraphedFn>
                                                     const GraphedOptions& opts = {});
 GraphedCallable make_graphed_callable(const GraphedFn& fn, const TensorList& sample_args,
                                       const GraphedOptions& opts = {});
+// From a forward already captured (kiln.compile): `forward` recorded a call on `args` that made
+// `outputs` (still with their autograd graph); seq0 = next_sequence_nr() and runs0 = engine_runs()
+// (kiln/autograd/nodes.h) when the capture began. Captures the backward into `pool` (the
+// forward's when undefined) and takes the forward graph over.
+GraphedCallable make_graphed_from_capture(Graph&& forward, const TensorList& args, const TensorList& outputs,
+                                         uint64_t seq0, uint64_t runs0, const GraphPool& pool = {},
+                                         bool allow_unused_input = true);
 
 }  // namespace kiln

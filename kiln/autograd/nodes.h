@@ -62,7 +62,8 @@ struct CopySlices : Node {
 
 // The sequence number the next node made will get (nodes made later have larger ones).
 uint64_t next_sequence_nr();
-// How many times the engine ran on this thread (backward, autograd.grad), so far.
+// How many times backward() ran on this thread so far (accumulating into .grad: a training step's
+// own backward; autograd.grad, which returns gradients, is not counted).
 uint64_t engine_runs();
 
 // "MulBackward0" from "mul".

@@ -123,6 +123,7 @@ thread_local Stream tls_current;
 thread_local StreamQueue* tls_worker_queue = nullptr;
 thread_local const char* tls_forbid_reads = nullptr;  // stream_detail::forbid_host_reads
 thread_local uint64_t tls_refused_reads = 0;           // stream_detail::refused_host_reads
+thread_local bool tls_lenient_reads = false;           // forbid_host_reads(who, lenient)
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -285,7 +286,8 @@ void wait_all_slow() {
   // frozen into a recording
   if (tls_forbid_reads && !in_kernel()) {
     ++tls_refused_reads;  // the capture fails even if the caller catches this (graph.cpp)
-    KILN_FAIL(Runtime, "graph capture",
+    if (!tls_lenient_reads)
+      KILN_FAIL(Runtime, "graph capture",
               "a tensor's data cannot be read on the host (item(), tolist(), numpy(), printing, a "
               "data-dependent branch) while ", tls_forbid_reads, " captures: the value would be frozen into "
               "the recording. Read it before or after the capture, or keep it a tensor");
@@ -295,10 +297,11 @@ void wait_all_slow() {
 
 uint64_t refused_host_reads() { return tls_refused_reads; }
 
-void forbid_host_reads(const char* who) {
+void forbid_host_reads(const char* who, bool lenient) {
   if (!tls_forbid_reads && who) g_forbidding.fetch_add(1);
   if (tls_forbid_reads && !who) g_forbidding.fetch_sub(1);
   tls_forbid_reads = who;
+  tls_lenient_reads = who && lenient;
 }
 
 void wait_other_streams() {

@@ -106,7 +106,8 @@ extern std::atomic<int> g_errors;       // kernel errors kept by workers, not ye
 void wait_all_slow();
 // While set on a thread (a graph captures there), a host read of tensor data raises RuntimeError
 // naming `who`: its value would be frozen into the recording. Null clears it.
-void forbid_host_reads(const char* who);
+// lenient: the read happens (and is counted, so the capture fails at its end) instead of raising.
+void forbid_host_reads(const char* who, bool lenient = false);
 // How many host reads were refused on this thread so far (a capture that saw one fails).
 uint64_t refused_host_reads();
 // Called before the host reads tensor data.

@@ -62,23 +62,26 @@ struct GraphImpl final : CaptureLayer {
   size_t arena_bytes = 0, planned = 0;
   bool capturing = false;
   bool captured = false;
+  bool lenient = false;  // a broken rule fails the capture at its end, without raising on the spot
   uint64_t refused_at_begin = 0;  // stream_detail::refused_host_reads() when the capture began
   std::string failure;  // a rule broken during capture: capture_end raises it
 
   void on_kernel(const OpDef& op, KernelFn kernel, const TensorList& inputs, const Attrs& attrs,
                  const TensorList& outputs) override {
+    // (views too: a view kernel's input is often the user's tensor, as a matmul's weight)
+    for (const TensorList* ts : {&inputs, &outputs})
+      for (const Tensor& t : *ts)
+        if (t.defined() && t.storage() && origin_seen.insert(t.impl()).second)
+          origins.push_back({t.impl_ptr(), t.storage().get()});
     if (op.tags & kView) return;
     if (op.tags & kDynamicShape) {
       if (failure.empty())
         failure = std::string("'") + op.name +
                   "' makes an output whose size depends on the data, which a replay could not follow";
+      if (lenient) return;
       KILN_FAIL(Runtime, "graph capture", "'", op.name, "' cannot be captured: its output size depends on the ",
                 "data (a replay would keep the captured size). Run it before or after the capture");
     }
-    for (const TensorList* ts : {&inputs, &outputs})
-      for (const Tensor& t : *ts)
-        if (t.defined() && t.storage() && origin_seen.insert(t.impl()).second)
-          origins.push_back({t.impl_ptr(), t.storage().get()});
     SnapshotMap seen;
     TensorList in = snapshot_tensors(inputs, seen);
     TensorList out = snapshot_tensors(outputs, seen);
@@ -239,7 +242,7 @@ GraphPool GraphPool::create() {
 
 GraphPool Graph::pool() const { return impl_->pool; }
 
-void Graph::capture_begin(const GraphPool& pool) {
+void Graph::capture_begin(const GraphPool& pool, bool lenient) {
   KILN_CHECK(!impl_->capturing, Runtime, "capture_begin", "this graph is already capturing");
   KILN_CHECK(!impl_->captured, Runtime, "capture_begin",
              "this graph holds a capture already: call reset() before capturing again");
@@ -251,9 +254,10 @@ void Graph::capture_begin(const GraphPool& pool) {
   impl_->failure.clear();
   impl_->pool = pool.defined() ? pool : GraphPool::create();
   impl_->capturing = true;
+  impl_->lenient = lenient;
   impl_->refused_at_begin = stream_detail::refused_host_reads();
   set_capture_layer(impl_.get());
-  stream_detail::forbid_host_reads("a graph");
+  stream_detail::forbid_host_reads("a graph", lenient);
   detail::tls_reservations.clear();
   kiln::detail::reserve_hook = &detail::log_reservation;
 }
@@ -267,8 +271,11 @@ void Graph::capture_end() {
   kiln::detail::reserve_hook = nullptr;
   impl_->capturing = false;
   if (impl_->failure.empty() && stream_detail::refused_host_reads() != impl_->refused_at_begin)
-    impl_->failure = "a host read of tensor data was refused during it (caught, but the recording would "
-                     "replay a value made without it)";
+    impl_->failure = impl_->lenient
+                         ? "it reads tensor data on the host (item(), tolist(), numpy(), printing, a "
+                           "data-dependent branch): a replay would repeat the value read at capture"
+                         : "a host read of tensor data was refused during it (caught, but the recording would "
+                           "replay a value made without it)";
   if (!impl_->failure.empty()) {
     std::string why = impl_->failure;
     reset();
@@ -277,7 +284,13 @@ void Graph::capture_end() {
   impl_->captured = true;
   impl_->plan_memory();
   impl_->origin_seen.clear();
-  std::erase_if(impl_->origins, [](const detail::GraphImpl::Origin& o) { return o.impl.expired(); });
+  // the memory each tensor has now is the one the recording ends with (an out= tensor resized by
+  // a later op in the capture moved during it)
+  std::erase_if(impl_->origins, [](detail::GraphImpl::Origin& o) {
+    std::shared_ptr<TensorImpl> p = o.impl.lock();
+    if (p) o.storage = p->storage.get();
+    return !p;
+  });
 }
 
 void Graph::replay() {
@@ -317,7 +330,7 @@ void graph_host_step(const std::function<void()>& fn) {
     detail::GraphImpl* g;
     ~Restore() {
       set_capture_layer(g);
-      stream_detail::forbid_host_reads("a graph");
+      stream_detail::forbid_host_reads("a graph", g->lenient);
       kiln::detail::reserve_hook = &detail::log_reservation;
     }
   } restore{g};

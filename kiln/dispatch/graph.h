@@ -50,7 +50,10 @@ class Graph {
   Graph(Graph&&) noexcept;
   Graph& operator=(Graph&&) noexcept;
 
-  void capture_begin(const GraphPool& pool = {});
+  // lenient: a broken rule (a host read, a data-dependent size) does not raise where it happens;
+  // the op runs as eagerly and capture_end raises instead (kiln.compile: a call that cannot be
+  // captured still completes, once).
+  void capture_begin(const GraphPool& pool = {}, bool lenient = false);
   GraphPool pool() const;  // the pool its arena comes from (one of its own unless given)
   void capture_end();
   void replay();

@@ -72,6 +72,17 @@ def _signature(obj):
     return (type(obj), obj)
 
 
+def _aliasing(flat):
+    """Which tensor arguments are the same memory (None when none are): part of the signature, and
+    kept in the captured copies (a call writing through one of them is seen through the other)."""
+    if len(flat) < 2:
+        return None
+    ptrs = [t.data_ptr() if t.numel() else -1 - i for i, t in enumerate(flat)]
+    if len(set(ptrs)) == len(ptrs):
+        return None
+    return tuple(ptrs.index(p) for p in ptrs)
+
+
 class _Compiled:
     def __init__(self, fn, fullgraph, recompile_limit):
         self._fn = fn
@@ -94,7 +105,8 @@ class _Compiled:
         on (a function may read parameters that require grad from its closure)."""
         from . import is_grad_enabled
         grad = is_grad_enabled()
-        return (grad, getattr(self._fn, "training", None), _signature(args), _signature(kwargs)), grad
+        return (grad, getattr(self._fn, "training", None), _signature(args), _signature(kwargs),
+                _aliasing(_flatten((args, kwargs), []))), grad
 
     def _module_state(self):
         """What a replay of a module depends on besides the arguments: which tensors its parameters
@@ -109,7 +121,7 @@ class _Compiled:
             if d.get("_forward_hooks") or d.get("_forward_pre_hooks") or d.get("_backward_hooks") or \
                     d.get("_backward_pre_hooks"):
                 return None, None
-            parts.append(m.training)
+            parts.append((id(m), m.training))  # which module sits where, and its mode
             for t in list(d["_parameters"].values()) + list(d["_buffers"].values()):
                 parts.append(None if t is None else id(t))
                 if t is not None:
@@ -162,7 +174,13 @@ class _Compiled:
             flat = _flatten((args, kwargs), [])
             for dst, src in zip(entry.static_in, flat):
                 dst.copy_(src)
-            entry.graph.replay()
+            try:
+                entry.graph.replay()
+            except RuntimeError as e:
+                if "given other memory" not in str(e):
+                    raise
+                del self._cache[key]  # a tensor the call reads (a closure's) has new memory: capture again
+                return self._capture(key, *self._module_state(), args, kwargs, needs_grad)
             self._write_back(entry, flat)
             return _rebuild(entry.out, iter([t.clone() for t in entry.out_tensors]))
         finally:
@@ -182,7 +200,18 @@ class _Compiled:
             return self._eager("the previous call's backward has not run yet (a replay would overwrite what it "
                                "reads)", args, kwargs)
         flat = _flatten((args, kwargs), [])
-        outs = entry.gc(flat)
+        try:
+            outs = entry.gc(flat)
+        except RuntimeError as e:
+            if "no longer has the memory" not in str(e):
+                raise
+            # a parameter the call reads (a function's closure: no module guard) was replaced
+            del self._cache[key]
+            entry.lock.release()
+            try:
+                return self.__call__(*args, **kwargs)
+            finally:
+                entry.lock.acquire()
         self._write_back(entry, flat)
         return _rebuild(entry.out, iter([t.clone() for t in outs]))
 
@@ -204,50 +233,79 @@ class _Compiled:
 
     def _capture(self, key, state, tensors, args, kwargs, with_backward):
         """Captures this call; the capture is the call (its outputs are returned, its side effects
-        happen once). Where it fails, what it changed is put back and the call runs eagerly."""
+        happen once). The capture is lenient: a host read or a data-dependent size does not stop
+        the call, it only makes the recording unusable, so a call that cannot be captured has
+        still run once, eagerly, and its result is returned (only where its outputs would hang off
+        the capture's copies of arguments that require grad is it run again, from the state before
+        it). In grad mode, a forward whose outputs require grad gets its backward captured too (a
+        graphed callable); a call that runs backward() itself (a whole training step) is a plain
+        graph, as kiln.graph records a step."""
         from . import no_grad
         flat = _flatten((args, kwargs), [])
+        alias = _aliasing(flat)
         with no_grad():
-            static = [t.detach().clone().requires_grad_(t.requires_grad) if with_backward else t.detach().clone()
-                      for t in flat]
+            static = []
+            for i, t in enumerate(flat):
+                if alias is not None and alias[i] != i and flat[alias[i]].shape == t.shape and \
+                        flat[alias[i]].stride() == t.stride():
+                    static.append(static[alias[i]])  # the same tensor twice: one captured copy
+                else:
+                    static.append(t.detach().clone().requires_grad_(t.requires_grad) if with_backward
+                                  else t.detach().clone())
         versions = [t._version for t in static]
-        structure = (args, kwargs)
-        saved = self._saved_state()
-        entry = _Entry()
-        entry.state, entry.static_in = state, static
-        entry.epoch, entry.guard = _module_state_epoch(), _C._TensorGuard(tensors)
+        saved = self._saved_state() if with_backward and any(t.requires_grad for t in flat) else None
+        pool = _C.graph_pool_handle()
+        g = _C.Graph()
+        seq0, runs0 = _C._next_sequence_nr(), _C._engine_runs()
+        s_args, s_kwargs = _rebuild((args, kwargs), iter(static))
+        g.capture_begin(pool, _lenient=not self._fullgraph)  # fullgraph: raise where the rule breaks
         try:
-            if with_backward:
-                spec = [None]
-
-                def fn(tensors):
-                    a, k = _rebuild(structure, iter(tensors))
-                    out = self._fn(*a, **k)
-                    spec[0] = out
-                    return _flatten(out, [])
-                entry.gc = _C._make_graphed_callables([fn], [static], 0, True, None)[0]
-                entry.graph, entry.out = None, spec[0]
-            else:
-                g = _C.Graph()
-                s_args, s_kwargs = _rebuild(structure, iter(static))
-                with _graph(g):
-                    out = self._fn(*s_args, **s_kwargs)
-                entry.graph, entry.gc, entry.out = g, None, out
-                entry.out_tensors = _flatten(out, [])
-            entry.written = [i for i, (t, v) in enumerate(zip(static, versions)) if t._version != v]
-            if with_backward and any(flat[i].requires_grad for i in entry.written):
-                raise RuntimeError("it changes an argument that requires grad in place")
-        except (RuntimeError, TypeError) as e:
+            out = self._fn(*s_args, **s_kwargs)
+        except BaseException:
+            try:
+                g.capture_end()
+            except RuntimeError:
+                pass
+            g.reset()
+            raise  # the call itself raised, as it would eagerly (or a rule broke under fullgraph=True)
+        failure = None
+        try:
+            g.capture_end()
+        except RuntimeError as e:
+            failure = str(e).splitlines()[0]
+        written = [i for i, (t, v) in enumerate(zip(static, versions)) if t._version != v]
+        if failure is None and with_backward and any(flat[i].requires_grad for i in written):
+            failure = "it changes an argument that requires grad in place"
+        out_flat = _flatten(out, [])
+        own_step = _C._engine_runs() != runs0
+        entry = _Entry()
+        entry.state, entry.static_in, entry.written, entry.out = state, static, written, out
+        entry.epoch, entry.guard = _module_state_epoch(), _C._TensorGuard(tensors)
+        if failure is None and with_backward and not own_step and any(t.requires_grad for t in out_flat):
+            try:
+                entry.gc = _C._graphed_from_capture(g, static, out_flat, seq0, runs0, pool)
+                entry.graph = None
+            except (RuntimeError, TypeError) as e:
+                failure = str(e).splitlines()[0]
+        elif failure is None:
+            entry.graph, entry.gc, entry.out_tensors = g, None, out_flat
+        if failure is not None:
             if self._fullgraph:
-                raise
-            self._restore(saved)
+                raise RuntimeError(f"kiln.compile(fullgraph=True): the call cannot be captured ({failure})")
             self._eager_keys.add(key)
-            return self._eager(f"the call cannot be captured ({str(e).splitlines()[0]})", args, kwargs)
+            self._say(f"the call cannot be captured ({failure})")
+            if saved is not None and not own_step:
+                # the outputs hang off the copies of arguments that require grad: run it again from
+                # the state before the capture
+                self._restore(saved)
+                return self._fn(*args, **kwargs)
+            self._write_back(entry, flat)
+            return out  # the call ran once, on arguments equal to the caller's
         entry.lock = threading.Lock()
         self._cache[key] = entry
-        outs = entry.gc._first_call(flat) if with_backward else entry.out_tensors
+        outs = entry.gc._first_call(flat) if entry.graph is None else out_flat
         self._write_back(entry, flat)
-        return _rebuild(entry.out, iter([t.clone() for t in outs]))
+        return _rebuild(out, iter([t.clone() for t in outs]))
 
     def __getattr__(self, name):  # a compiled module still answers as the module
         return getattr(self.__dict__["_fn"], name)

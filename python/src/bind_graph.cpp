@@ -1,6 +1,7 @@
 // kiln.Graph (kiln/dispatch/graph.h); kiln.graph, the context manager, is Python (kiln/graphs.py).
 #include "common.h"
 #include "kiln/autograd/graphed.h"
+#include "kiln/autograd/nodes.h"
 #include "kiln/dispatch/graph.h"
 
 namespace kiln::py {
@@ -31,9 +32,9 @@ void bind_graph(nb::module_& m) {
   m.def("graph_pool_handle", &GraphPool::create);
   nb::class_<Graph>(m, "Graph")
       .def(nb::init<>())
-      .def("capture_begin", [](Graph& g, std::optional<GraphPool> pool, nb::handle) {
-        g.capture_begin(pool ? *pool : GraphPool());
-      }, "pool"_a.none() = nb::none(), "capture_error_mode"_a.none() = nb::none())
+      .def("capture_begin", [](Graph& g, std::optional<GraphPool> pool, nb::handle, bool lenient) {
+        g.capture_begin(pool ? *pool : GraphPool(), lenient);
+      }, "pool"_a.none() = nb::none(), "capture_error_mode"_a.none() = nb::none(), "_lenient"_a = false)
       .def("pool", &Graph::pool)
       .def("capture_end", &Graph::capture_end)
       .def("replay", &Graph::replay, nb::call_guard<nb::gil_scoped_release>())
@@ -101,6 +102,16 @@ void bind_graph(nb::module_& m) {
       .def_prop_ro("parameters", [](const GraphedCallable& g) { return py_tensors(g.parameters()); })
       .def_prop_ro("forward_graph", &GraphedCallable::forward_graph, nb::rv_policy::reference_internal)
       .def_prop_ro("backward_graph", &GraphedCallable::backward_graph, nb::rv_policy::reference_internal);
+  // kiln.compile: the backward of a forward it captured itself (leniently, as the call).
+  m.def("_graphed_from_capture", [](Graph& g, nb::handle args, nb::handle outs, uint64_t seq0, uint64_t runs0,
+                                    std::optional<GraphPool> pool) {
+    Graph fwd = std::move(g);
+    g = Graph();  // the Python object keeps a valid, empty graph
+    return make_graphed_from_capture(std::move(fwd), tensors_of(args, "arguments"), tensors_of(outs, "outputs"),
+                                     seq0, runs0, pool ? *pool : GraphPool());
+  });
+  m.def("_next_sequence_nr", &next_sequence_nr);
+  m.def("_engine_runs", &engine_runs);
   m.def("_make_graphed_callables", [](nb::list fns, nb::list sample_args, int num_warmup_iters,
                                       bool allow_unused_input, std::optional<GraphPool> pool) {
     std::vector<GraphedFn> cs;

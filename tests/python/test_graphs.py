@@ -357,3 +357,28 @@ def test_a_host_read_refused_and_caught_still_fails_the_capture():
                 v = 0.0
             y = x * v  # noqa: F841
     assert not g.capturing and g.num_kernels == 0
+
+
+def test_new_memory_for_a_weight_read_through_a_view_raises():
+    x = kiln.ones(2, 3)
+    for f in (lambda w: x @ w.t(), lambda w: x * w[0], lambda w: kiln.nn.functional.linear(x, w)):
+        w = kiln.ones(3, 3)
+        g = kiln.Graph()
+        with kiln.no_grad(), kiln.graph(g):
+            f(w)
+        w.data = kiln.zeros(3, 3)
+        with pytest.raises(RuntimeError, match="given other memory"):
+            g.replay()
+
+
+def test_an_out_tensor_resized_within_the_capture_replays():
+    buf = kiln.empty(0)
+    a = kiln.ones(4)
+    g = kiln.Graph()
+    with kiln.graph(g):
+        kiln.add(a, 1, out=buf)
+        r = buf * 2
+        kiln.mul(a, 3, out=buf)
+    a.copy_(kiln.full((4,), 2.0))
+    g.replay()
+    assert r.tolist() == [6.0] * 4 and buf.tolist() == [6.0] * 4

@@ -138,6 +138,15 @@ class Module:
         d["_backward_hooks"] = _TrackedDict()
         d["_backward_pre_hooks"] = _TrackedDict()
 
+    def __setstate__(self, state):
+        # (a module pickled before its dicts were _TrackedDicts gets them now)
+        self.__dict__.update(state)
+        for k in ("_parameters", "_buffers", "_modules", "_forward_pre_hooks", "_forward_hooks",
+                  "_backward_hooks", "_backward_pre_hooks"):
+            v = self.__dict__.get(k)
+            if v is not None and type(v) is not _TrackedDict:
+                self.__dict__[k] = _TrackedDict(v)
+
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
