@@ -31,8 +31,7 @@ import threading
 import warnings
 
 from . import _C
-from ._tree import tensors_in
-from .graphs import graph as _graph
+from ._tree import rebuild, tensors_in
 from .nn.module import _module_state_epoch
 
 _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -40,18 +39,6 @@ _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-c
 
 def _flatten(obj, out):
     return tensors_in(obj, out)
-
-
-def _rebuild(obj, it):
-    if isinstance(obj, _C.Tensor):
-        return next(it)
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return type(obj)(*(_rebuild(x, it) for x in obj))
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_rebuild(x, it) for x in obj)
-    if isinstance(obj, dict):
-        return type(obj)((k, _rebuild(v, it)) for k, v in obj.items())
-    return obj
 
 
 class _Entry:
@@ -182,7 +169,7 @@ class _Compiled:
                 del self._cache[key]  # a tensor the call reads (a closure's) has new memory: capture again
                 return self._capture(key, *self._module_state(), args, kwargs, needs_grad)
             self._write_back(entry, flat)
-            return _rebuild(entry.out, iter([t.clone() for t in entry.out_tensors]))
+            return rebuild(entry.out, iter([t.clone() for t in entry.out_tensors]))
         finally:
             entry.lock.release()
 
@@ -213,7 +200,7 @@ class _Compiled:
             finally:
                 entry.lock.acquire()
         self._write_back(entry, flat)
-        return _rebuild(entry.out, iter([t.clone() for t in outs]))
+        return rebuild(entry.out, iter([t.clone() for t in outs]))
 
     def _saved_state(self):
         """The default generator's state and the module's buffers: what a capture that fails part way
@@ -257,7 +244,7 @@ class _Compiled:
         pool = _C.graph_pool_handle()
         g = _C.Graph()
         seq0, runs0 = _C._next_sequence_nr(), _C._engine_runs()
-        s_args, s_kwargs = _rebuild((args, kwargs), iter(static))
+        s_args, s_kwargs = rebuild((args, kwargs), iter(static))
         g.capture_begin(pool, _lenient=not self._fullgraph)  # fullgraph: raise where the rule breaks
         try:
             out = self._fn(*s_args, **s_kwargs)
@@ -305,7 +292,7 @@ class _Compiled:
         self._cache[key] = entry
         outs = entry.gc._first_call(flat) if entry.graph is None else out_flat
         self._write_back(entry, flat)
-        return _rebuild(out, iter([t.clone() for t in outs]))
+        return rebuild(out, iter([t.clone() for t in outs]))
 
     def __getattr__(self, name):  # a compiled module still answers as the module
         return getattr(self.__dict__["_fn"], name)

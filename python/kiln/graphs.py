@@ -56,20 +56,6 @@ class graph:
         return False
 
 
-def _rebuild(obj, it):
-    """`obj` with its tensors replaced, in order, by the items of `it` (lists, tuples, namedtuples,
-    dicts)."""
-    if isinstance(obj, _C.Tensor):
-        return next(it)
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return type(obj)(*(_rebuild(x, it) for x in obj))
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_rebuild(x, it) for x in obj)
-    if isinstance(obj, dict):
-        return type(obj)((k, _rebuild(v, it)) for k, v in obj.items())
-    return obj
-
-
 def make_graphed_callables(callables, sample_args, num_warmup_iters=3, allow_unused_input=False, pool=None):
     """torch.cuda.make_graphed_callables on the CPU: each callable's forward and backward are
     captured as graphs (kiln/autograd/graphed.h) and the result replays them behind one autograd
@@ -81,7 +67,7 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters=3, allow_unu
     the arguments that require grad and every parameter the forward read (found in its autograd
     graph, so a tensor a function closes over gets its gradient too)."""
     from .nn import Module
-    from ._tree import tensors_in
+    from ._tree import rebuild, tensors_in
     if _C._is_autocast_enabled("cpu") and _C.is_autocast_cache_enabled():
         raise RuntimeError("make_graphed_callables does not support the autocast caching. Please set "
                            "`cache_enabled=False`.")
@@ -117,7 +103,7 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters=3, allow_unu
         spec = [None]
 
         def fn(tensors, c=c, args=args, spec=spec):
-            out = c(*_rebuild(args, iter(tensors)))
+            out = c(*rebuild(args, iter(tensors)))
             spec[0] = out
             return tensors_in(out)
         fns.append(fn)
@@ -157,13 +143,13 @@ def _count_leaves(obj):
 
 
 def _graphed_function(gc, out_spec, c):
-    from ._tree import tensors_in
+    from ._tree import rebuild, tensors_in
 
     def graphed(*user_args, **user_kwargs):
         if user_kwargs:
             raise TypeError(f"a graphed callable takes its arguments as positional tensors, as its sample_args; "
                             f"got keyword arguments {sorted(user_kwargs)}")
-        return _rebuild(out_spec, iter(gc(tensors_in(user_args))))
+        return rebuild(out_spec, iter(gc(tensors_in(user_args))))
     graphed.__name__ = getattr(c, "__name__", type(c).__name__)
     graphed.__doc__ = getattr(c, "__doc__", None)
     graphed._graphed_callable = gc
