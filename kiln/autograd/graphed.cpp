@@ -79,13 +79,26 @@ TensorList find_leaves(const TensorList& outs, const TensorList& args, uint64_t 
   return leaves;
 }
 
-// The tensors among `surface` that require grad, with their positions.
-void differentiable(const TensorList& surface, TensorList& tensors, std::vector<size_t>& where) {
+// A gradient to take: the outputs `diff` selects, with zero incoming gradients, against the tensors
+// of `surface` that require grad; with the positions of each among the outputs and the surface.
+struct GradProblem {
+  TensorList outs, gos, ins;
+  std::vector<size_t> out_at, in_at;
+};
+GradProblem grad_problem(const TensorList& outs, const std::vector<bool>& diff, const TensorList& surface) {
+  GradProblem p;
+  for (size_t i = 0; i < outs.size(); ++i)
+    if (diff[i]) {
+      p.outs.push_back(outs[i]);
+      p.gos.push_back(zeros_like(outs[i]));
+      p.out_at.push_back(i);
+    }
   for (size_t i = 0; i < surface.size(); ++i)
     if (requires_grad(surface[i])) {
-      tensors.push_back(surface[i]);
-      where.push_back(i);
+      p.ins.push_back(surface[i]);
+      p.in_at.push_back(i);
     }
+  return p;
 }
 
 TensorList concat(const TensorList& a, const TensorList& b) {
@@ -119,34 +132,18 @@ void finish_forward(GraphedState& s, uint64_t seq0, uint64_t runs0, bool grad_on
 // The backward graph: autograd::grad of the outputs that require grad (static incoming gradients)
 // with respect to the arguments and leaves that require grad.
 void capture_backward(GraphedState& s, const GraphPool& pool, bool allow_unused) {
-  TensorList surface = concat(s.args, s.params);
-  s.grad_ins.assign(surface.size(), Tensor());
+  const GradProblem p = grad_problem(s.outs, s.out_diff, concat(s.args, s.params));
+  s.grad_ins.assign(s.args.size() + s.params.size(), Tensor());
   s.grad_outs.assign(s.outs.size(), Tensor());
-  TensorList diff_outs, gos, ins;
-  std::vector<size_t> where;
-  for (size_t i = 0; i < s.outs.size(); ++i)
-    if (s.out_diff[i]) {
-      s.grad_outs[i] = zeros_like(s.outs[i]);
-      diff_outs.push_back(s.outs[i]);
-      gos.push_back(s.grad_outs[i]);
-    }
-  differentiable(surface, ins, where);
-  if (diff_outs.empty() || ins.empty()) return;
+  for (size_t k = 0; k < p.out_at.size(); ++k) s.grad_outs[p.out_at[k]] = p.gos[k];
+  if (p.outs.empty() || p.ins.empty()) return;
   TensorList grads;
-  s.bwd.capture_begin(pool);
-  try {
-    grads = kiln::grad(diff_outs, ins, gos, false, false, allow_unused);
-  } catch (...) {
-    try {
-      s.bwd.capture_end();
-    } catch (...) {
-    }
-    s.bwd.reset();
-    throw;
+  {
+    GraphCapture capture(s.bwd, pool);
+    grads = kiln::grad(p.outs, p.ins, p.gos, false, false, allow_unused);
   }
-  s.bwd.capture_end();
   s.has_bwd = true;
-  for (size_t k = 0; k < where.size(); ++k) s.grad_ins[where[k]] = grads[k];
+  for (size_t k = 0; k < p.in_at.size(); ++k) s.grad_ins[p.in_at[k]] = grads[k];
   for (const Tensor& o : s.outs) s.out_read.push_back(s.bwd.reads(o));
 }
 }  // namespace detail
@@ -187,34 +184,20 @@ std::vector<GraphedCallable> make_graphed_callables(const std::vector<GraphedFn>
       const uint64_t seq0 = next_sequence_nr();
       TensorList outs = detail::call(fns[s->index], s->args, s->index);
       if (!grad_on) continue;
-      TensorList surface = detail::concat(s->args, detail::find_leaves(outs, s->args, seq0, s->index));
-      TensorList diff_outs, gos, ins;
-      std::vector<size_t> where;
-      for (const Tensor& o : outs)
-        if (requires_grad(o)) {
-          diff_outs.push_back(o);
-          gos.push_back(zeros_like(o));
-        }
-      detail::differentiable(surface, ins, where);
-      if (!diff_outs.empty() && !ins.empty())
-        kiln::grad(diff_outs, ins, gos, false, false, opts.allow_unused_input);
+      std::vector<bool> diff;
+      for (const Tensor& o : outs) diff.push_back(requires_grad(o));
+      const detail::GradProblem p = detail::grad_problem(
+          outs, diff, detail::concat(s->args, detail::find_leaves(outs, s->args, seq0, s->index)));
+      if (!p.outs.empty() && !p.ins.empty()) kiln::grad(p.outs, p.ins, p.gos, false, false, opts.allow_unused_input);
     }
 
   // forwards in order
   for (auto& s : states) {
     const uint64_t seq0 = next_sequence_nr(), runs0 = engine_runs();
-    s->fwd.capture_begin(pool);
-    try {
+    {
+      GraphCapture capture(s->fwd, pool);
       s->outs = detail::call(fns[s->index], s->args, s->index);
-    } catch (...) {
-      try {
-        s->fwd.capture_end();
-      } catch (...) {
-      }
-      s->fwd.reset();
-      throw;
     }
-    s->fwd.capture_end();
     detail::finish_forward(*s, seq0, runs0, grad_on);
   }
 

@@ -9,6 +9,7 @@
 
 #include "kiln/core/error.h"
 #include "kiln/core/generator.h"
+#include "kiln/core/live_span.h"
 #include "kiln/core/stream.h"
 #include "kiln/dispatch/recorded.h"
 #include "kiln/ops/ops.h"
@@ -137,37 +138,17 @@ struct GraphImpl final : CaptureLayer {
       for (const Tensor& t : r.in) note(t, false);
       for (const Tensor& t : r.out) note(t, true);
     }
-    struct Item {
-      const Storage* key;
-      size_t bytes, first, last, offset = 0;
-    };
-    std::vector<Item> items;
+    std::vector<const Storage*> keys;
+    std::vector<LiveSpan> items;
     for (auto& [key, u] : uses)
       // held: the map's copy plus one per snapshot; anything more is someone else's
       if (u.full_write_first && u.s->device().type == DeviceType::CPU &&
-          u.s.use_count() == static_cast<long>(u.impls.size()) + 1)
-        items.push_back({key, (u.s->nbytes() + 63) / 64 * 64, u.first, u.last});
-    // largest first; equal sizes by first use (for intervals of one size, first-fit in start order is
-    // optimal: it never needs more buffers than are live at once)
-    std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
-      return a.bytes != b.bytes ? a.bytes > b.bytes : a.first < b.first;
-    });
-    std::vector<const Item*> placed;
-    size_t total = 0;
-    for (Item& it : items) {
-      std::vector<std::pair<size_t, size_t>> busy;  // [offset, end) of placed items live at the same time
-      for (const Item* p : placed)
-        if (!(p->last < it.first || it.last < p->first)) busy.push_back({p->offset, p->offset + p->bytes});
-      std::sort(busy.begin(), busy.end());
-      size_t at = 0;
-      for (const auto& [b, e] : busy) {
-        if (at + it.bytes <= b) break;
-        at = std::max(at, e);
+          u.s.use_count() == static_cast<long>(u.impls.size()) + 1) {
+        items.push_back({static_cast<int64_t>((u.s->nbytes() + 63) / 64 * 64), static_cast<int64_t>(u.first),
+                         static_cast<int64_t>(u.last), keys.size()});
+        keys.push_back(key);
       }
-      it.offset = at;
-      total = std::max(total, at + it.bytes);
-      placed.push_back(&it);
-    }
+    const size_t total = static_cast<size_t>(place_live_spans(items));
     if (items.empty()) return;
     // in the pool's arena when it is large enough (the graphs of a pool replay one at a time);
     // otherwise a larger one, which becomes the pool's
@@ -177,8 +158,8 @@ struct GraphImpl final : CaptureLayer {
     arena_bytes = total;
     planned = items.size();
     char* base = static_cast<char*>(arena->data());
-    for (const Item& it : items) {
-      Use& u = uses[it.key];
+    for (const LiveSpan& it : items) {
+      Use& u = uses[keys[it.id]];
       // borrowed memory (free_fn null, ctx non-null): the arena, which the graph holds, owns it
       auto moved = std::make_shared<Storage>(base + it.offset, u.s->nbytes(), u.s->device(), nullptr, arena.get());
       for (const TensorImpl* impl : u.impls) const_cast<TensorImpl*>(impl)->storage = moved;
@@ -351,7 +332,9 @@ bool Graph::reads(const Tensor& t) const {
   return false;
 }
 
-GraphCapture::GraphCapture(Graph& g) : g_(g), uncaught_(std::uncaught_exceptions()) { g_.capture_begin(); }
+GraphCapture::GraphCapture(Graph& g, const GraphPool& pool) : g_(g), uncaught_(std::uncaught_exceptions()) {
+  g_.capture_begin(pool);
+}
 GraphCapture::~GraphCapture() noexcept(false) {
   if (std::uncaught_exceptions() > uncaught_) {
     // unwinding: detach and discard without raising again

@@ -82,7 +82,7 @@ void graph_host_step(const std::function<void()>& fn);
 // half-made recording is reset instead).
 class GraphCapture {
  public:
-  explicit GraphCapture(Graph& g);
+  explicit GraphCapture(Graph& g, const GraphPool& pool = {});
   ~GraphCapture() noexcept(false);
   GraphCapture(const GraphCapture&) = delete;
   GraphCapture& operator=(const GraphCapture&) = delete;

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "kiln/autograd/autograd.h"
+#include "kiln/core/live_span.h"
 
 namespace kiln::runtime {
 
@@ -170,13 +171,7 @@ std::shared_ptr<Plan> Program::Impl::make_plan(const std::vector<int64_t>& value
   }
   for (int v : p.outputs)
     if (v >= 0) plan->last_use[v] = INT32_MAX;
-  struct Buf {
-    int value;
-    int64_t bytes;
-    int from, to;
-    int64_t offset = -1;
-  };
-  std::vector<Buf> bufs;
+  std::vector<LiveSpan> bufs;  // id: the value whose storage it is
   for (auto& [storage, vs] : members) {
     int root = -1, end = -1;
     for (int v : vs) {
@@ -188,27 +183,12 @@ std::shared_ptr<Plan> Program::Impl::make_plan(const std::vector<int64_t>& value
     for (int v : vs) plan->last_use[v] = std::max(plan->last_use[v], end);
     const int64_t bytes = (static_cast<int64_t>(storage->nbytes()) + 63) / 64 * 64;
     if (bytes == 0) continue;
-    bufs.push_back({root, bytes, def[root], std::max(end, def[root])});
+    bufs.push_back({bytes, def[root], std::max(end, def[root]), static_cast<size_t>(root)});
   }
   // greedy by size: each buffer at the lowest offset clear of every placed buffer it overlaps in time
-  std::sort(bufs.begin(), bufs.end(), [](const Buf& a, const Buf& b) {
-    return a.bytes != b.bytes ? a.bytes > b.bytes : a.from < b.from;
-  });
-  std::vector<const Buf*> placed;
-  for (Buf& b : bufs) {
-    std::vector<std::pair<int64_t, int64_t>> busy;
-    for (const Buf* o : placed)
-      if (o->from <= b.to && b.from <= o->to) busy.emplace_back(o->offset, o->offset + o->bytes);
-    std::sort(busy.begin(), busy.end());
-    int64_t at = 0;
-    for (const auto& [lo, hi] : busy) {
-      if (at + b.bytes <= lo) break;
-      at = std::max(at, hi);
-    }
-    b.offset = at;
-    placed.push_back(&b);
-    plan->offset[b.value] = at;
-    plan->arena_bytes = std::max(plan->arena_bytes, at + b.bytes);
+  plan->arena_bytes = place_live_spans(bufs);
+  for (const LiveSpan& b : bufs) {
+    plan->offset[b.id] = b.offset;
     plan->planned_bytes += b.bytes;
     ++plan->planned_values;
   }

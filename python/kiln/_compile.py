@@ -32,7 +32,7 @@ import warnings
 
 from . import _C
 from ._tree import rebuild, tensors_in
-from .nn.module import _module_state_epoch
+from .nn._tracked import _module_state_epoch
 
 _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
@@ -87,13 +87,13 @@ class _Compiled:
             warnings.warn(f"kiln.compile: running {getattr(self._fn, '__name__', type(self._fn).__name__)} "
                           f"eagerly: {why}", UserWarning, stacklevel=3)
 
-    def _key(self, args, kwargs):
+    def _key(self, args, kwargs, flat):
         """The call's signature, and whether it is captured with its backward: whenever grad mode is
         on (a function may read parameters that require grad from its closure)."""
         from . import is_grad_enabled
         grad = is_grad_enabled()
         return (grad, getattr(self._fn, "training", None), _signature(args), _signature(kwargs),
-                _aliasing(_flatten((args, kwargs), []))), grad
+                _aliasing(flat)), grad
 
     def _module_state(self):
         """What a replay of a module depends on besides the arguments: which tensors its parameters
@@ -135,8 +135,9 @@ class _Compiled:
 
     def __call__(self, *args, **kwargs):
         kwargs = dict(sorted(kwargs.items()))  # one order for the key, the flattening and the call
+        flat = _flatten((args, kwargs), [])
         try:
-            key, needs_grad = self._key(args, kwargs)
+            key, needs_grad = self._key(args, kwargs, flat)
         except TypeError:
             return self._eager("an argument is not hashable, so calls cannot be told apart", args, kwargs)
         if key in self._eager_keys:
@@ -152,26 +153,35 @@ class _Compiled:
             if len(self._cache) >= self._limit:
                 return self._eager(f"recompile_limit ({self._limit}) signatures were captured already", args,
                                    kwargs)
-            return self._capture(key, state, tensors, args, kwargs, needs_grad)
+            return self._capture(key, state, tensors, args, kwargs, flat, needs_grad)
         if not entry.lock.acquire(blocking=False):  # another thread replays it now: its memory is busy
             return self._fn(*args, **kwargs)
         try:
-            if entry.graph is None:
-                return self._call_graphed(key, entry, args, kwargs)
-            flat = _flatten((args, kwargs), [])
-            for dst, src in zip(entry.static_in, flat):
-                dst.copy_(src)
+            if entry.graph is None and entry.gc.backward_pending:
+                return self._eager("the previous call's backward has not run yet (a replay would overwrite what "
+                                   "it reads)", args, kwargs)
             try:
-                entry.graph.replay()
+                outs = self._replay(entry, flat)
             except RuntimeError as e:
-                if "given other memory" not in str(e):
+                if "given other memory" not in str(e) and "no longer has the memory" not in str(e):
                     raise
-                del self._cache[key]  # a tensor the call reads (a closure's) has new memory: capture again
-                return self._capture(key, *self._module_state(), args, kwargs, needs_grad)
+                # a tensor the call reads (a function's closure: no module guard) has new memory
+                del self._cache[key]
+                return self._capture(key, *self._module_state(), args, kwargs, flat, needs_grad)
             self._write_back(entry, flat)
-            return rebuild(entry.out, iter([t.clone() for t in entry.out_tensors]))
+            return rebuild(entry.out, iter([t.clone() for t in outs]))
         finally:
             entry.lock.release()
+
+    @staticmethod
+    def _replay(entry, flat):
+        """The outputs of a replay on these arguments (the entry's static memory)."""
+        if entry.graph is None:  # a graphed callable: it copies the arguments in and links autograd
+            return entry.gc(flat)
+        for dst, src in zip(entry.static_in, flat):
+            dst.copy_(src)
+        entry.graph.replay()
+        return entry.out_tensors
 
     @staticmethod
     def _write_back(entry, flat):
@@ -181,26 +191,6 @@ class _Compiled:
             with no_grad():
                 for i in entry.written:
                     flat[i].copy_(entry.static_in[i])
-
-    def _call_graphed(self, key, entry, args, kwargs):
-        if entry.gc.backward_pending:
-            return self._eager("the previous call's backward has not run yet (a replay would overwrite what it "
-                               "reads)", args, kwargs)
-        flat = _flatten((args, kwargs), [])
-        try:
-            outs = entry.gc(flat)
-        except RuntimeError as e:
-            if "no longer has the memory" not in str(e):
-                raise
-            # a parameter the call reads (a function's closure: no module guard) was replaced
-            del self._cache[key]
-            entry.lock.release()
-            try:
-                return self.__call__(*args, **kwargs)
-            finally:
-                entry.lock.acquire()
-        self._write_back(entry, flat)
-        return rebuild(entry.out, iter([t.clone() for t in outs]))
 
     def _saved_state(self):
         """The default generator's state and the module's buffers: what a capture that fails part way
@@ -218,7 +208,7 @@ class _Compiled:
             for b, v in zip(buffers, values):
                 b.copy_(v)
 
-    def _capture(self, key, state, tensors, args, kwargs, with_backward):
+    def _capture(self, key, state, tensors, args, kwargs, flat, with_backward):
         """Captures this call; the capture is the call (its outputs are returned, its side effects
         happen once). The capture is lenient: a host read or a data-dependent size does not stop
         the call, it only makes the recording unusable, so a call that cannot be captured has
@@ -228,7 +218,6 @@ class _Compiled:
         graphed callable); a call that runs backward() itself (a whole training step) is a plain
         graph, as kiln.graph records a step."""
         from . import no_grad
-        flat = _flatten((args, kwargs), [])
         alias = _aliasing(flat)
         with no_grad():
             static = []

@@ -51,28 +51,23 @@ void bind_graph(nb::module_& m) {
   // requires_grad it had when the guard was made.
   struct TensorGuard {
     TensorList ts;
-    std::vector<const void*> data;
-    std::vector<bool> rg;
+    std::vector<std::pair<const void*, bool>> want;  // first element's address, requires_grad
+    static std::pair<const void*, bool> of(const Tensor& t) {
+      const void* d = t.storage() ? static_cast<const char*>(t.storage()->data()) +
+                                        t.storage_offset() * static_cast<int64_t>(t.itemsize())
+                                  : nullptr;
+      return {d, t.requires_grad()};
+    }
   };
   nb::class_<TensorGuard>(m, "_TensorGuard")
       .def("__init__", [](TensorGuard* g, nb::handle tensors) {
         new (g) TensorGuard();
         g->ts = tensors_of(tensors, "_TensorGuard");
-        for (const Tensor& t : g->ts) {
-          g->data.push_back(t.storage() ? static_cast<const char*>(t.storage()->data()) +
-                                              t.storage_offset() * static_cast<int64_t>(t.itemsize())
-                                        : nullptr);
-          g->rg.push_back(t.requires_grad());
-        }
+        for (const Tensor& t : g->ts) g->want.push_back(TensorGuard::of(t));
       })
       .def("check", [](const TensorGuard& g) {
-        for (size_t i = 0; i < g.ts.size(); ++i) {
-          const Tensor& t = g.ts[i];
-          const void* d = t.storage() ? static_cast<const char*>(t.storage()->data()) +
-                                            t.storage_offset() * static_cast<int64_t>(t.itemsize())
-                                      : nullptr;
-          if (d != g.data[i] || t.requires_grad() != g.rg[i]) return false;
-        }
+        for (size_t i = 0; i < g.ts.size(); ++i)
+          if (TensorGuard::of(g.ts[i]) != g.want[i]) return false;
         return true;
       });
 
