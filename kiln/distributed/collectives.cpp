@@ -5,8 +5,13 @@
 
 #include <algorithm>
 #include <climits>
+#include <chrono>
+#include <cmath>
 #include <complex>
+#include <cstring>
 #include <sstream>
+#include <thread>
+#include <type_traits>
 
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/error.h"
@@ -55,8 +60,11 @@ MPI_Datatype mpi_type(Dtype d) {
   }
 }
 
+MPI_Op nan_propagating(ReduceOp op);  // MAX and MIN of float32/float64, below
+
 MPI_Op mpi_op(ReduceOp op, Dtype d) {
   if (d == kBool) return (op == ReduceOp::SUM || op == ReduceOp::MAX) ? MPI_MAX : MPI_MIN;  // or / and
+  if ((d == kFloat32 || d == kFloat64) && (op == ReduceOp::MAX || op == ReduceOp::MIN)) return nan_propagating(op);
   switch (op) {
     case ReduceOp::SUM:
     case ReduceOp::AVG: return MPI_SUM;
@@ -133,17 +141,249 @@ std::string sig_str(const Sig& s) {
   if (s.kind == kBroadcast || s.kind == kGather || s.kind == kScatter || s.kind == kReduce) o << ", root " << s.extra;
   return o.str();
 }
-void check_consistent(MPI_Comm comm, const ProcessGroup& g, const Sig& mine, const char* op) {
-  if (!consistency_checks()) return;
+bool same_sig(const Sig& a, const Sig& b) {
+  return a.kind == b.kind && a.dtype == b.dtype && a.numel == b.numel && a.extra == b.extra;
+}
+
+// ---- envelopes: the check, and a small all_reduce in the same messages ----------------------------------
+// Every checked collective starts with one exchange of envelopes, and a small all_reduce is nothing
+// else: each rank's signature (and, in a small all_reduce, its data) travels in one point-to-point
+// message per round of a recursive doubling over the group's check communicator (the last ranks of a
+// group whose size is not a power of two hand theirs to a partner first and get the result back). A
+// rank that sees another signature, or hears of one, marks its envelope bad and stops combining data,
+// but finishes the rounds: every rank learns of a mismatch in the same exchange, raises, and the group
+// stays usable. Combining is commutative, so every rank ends with the same bits. The requests are
+// polled, so the group's timeout can end the wait (a blocking MPI call cannot be left); MPI's own
+// nonblocking collectives would do that too, but take twice as long as this for a few KB (Open MPI 4.1,
+// libnbc).
+using Clock = std::chrono::steady_clock;
+struct Header {
+  Sig sig;
+  int64_t bad;    // this rank saw, or heard of, another signature
+  int64_t bytes;  // of data after the header
+};
+constexpr int64_t kSmallAllReduce = int64_t(64) << 10;  // wire bytes of an all_reduce carried in its envelope
+static_assert(sizeof(Header) + kSmallAllReduce <= ProcessGroup::kEnvelopeCapacity);
+constexpr int kEnvelopeTag = 1;
+using Combine = void (*)(char* dst, const char* src, int64_t bytes);
+
+// Polls the requests to completion. Spins first (as MPI's blocking calls do), then yields the core, then
+// naps; raises when the group is aborted (the watchdog's timeout failed this operation).
+void wait_all(const ProcessGroup& g, MPI_Request* q, int n, MPI_Status* st, const char* op) {
+  Clock::time_point t0;
+  for (int i = 0;; ++i) {
+    int done = 0;
+    mpi_check(MPI_Testall(n, q, &done, st), op, "MPI_Testall");
+    if (done) return;
+    if (g.aborted()) g.check_open(op);
+    if (i < 64) continue;
+    if (i == 64) t0 = Clock::now();
+    auto waited = Clock::now() - t0;
+    if (waited < std::chrono::microseconds(200)) continue;
+    if (waited < std::chrono::milliseconds(20)) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+// One exchange. Returns whether every rank passed `sig`; when so and combine is given, `data` (bytes
+// long) holds the reduction of every rank's data.
+bool exchange_envelopes(ProcessGroup& g, const Sig& sig, char* data, int64_t bytes, Combine combine, const char* op) {
+  MPI_Comm c = static_cast<MPI_Comm>(g.check_comm());
+  constexpr int cap = static_cast<int>(ProcessGroup::kEnvelopeCapacity);
+  const int p = g.size(), me = g.rank();
+  char* mine = g.envelopes();
+  char* theirs = mine + cap;
+  Header h{sig, 0, bytes};
+  std::memcpy(mine, &h, sizeof h);
+  if (bytes) std::memcpy(mine + sizeof h, data, static_cast<size_t>(bytes));
+  const int len = static_cast<int>(sizeof h + static_cast<size_t>(bytes));
+  MPI_Request q[2];
+  MPI_Status st[2];
+  auto recv = [&](int peer) { mpi_check(MPI_Irecv(theirs, cap, MPI_BYTE, peer, kEnvelopeTag, c, &q[0]), op, "MPI_Irecv"); };
+  auto send = [&](int peer) { mpi_check(MPI_Isend(mine, len, MPI_BYTE, peer, kEnvelopeTag, c, &q[1]), op, "MPI_Isend"); };
+  auto merge = [&] {
+    int got = 0;
+    MPI_Get_count(&st[0], MPI_BYTE, &got);
+    Header t, m;
+    std::memcpy(&t, theirs, sizeof t);
+    std::memcpy(&m, mine, sizeof m);
+    if (m.bad) return;
+    if (t.bad || !same_sig(t.sig, m.sig) || t.bytes != m.bytes || got != len) {
+      m.bad = 1;
+      std::memcpy(mine, &m, sizeof m);
+    } else if (bytes) {
+      combine(mine + sizeof h, theirs + sizeof h, bytes);
+    }
+  };
+  int p2 = 1;
+  while (p2 * 2 <= p) p2 *= 2;
+  const int rem = p - p2;
+  if (me >= p2) {  // hand mine to the partner; the result comes back
+    recv(me - p2);
+    send(me - p2);
+    wait_all(g, q, 2, st, op);
+    int got = 0;
+    MPI_Get_count(&st[0], MPI_BYTE, &got);
+    std::memcpy(mine, theirs, static_cast<size_t>(got));
+  } else {
+    if (me < rem) {
+      recv(me + p2);
+      wait_all(g, q, 1, st, op);
+      merge();
+    }
+    for (int m = 1; m < p2; m <<= 1) {
+      recv(me ^ m);
+      send(me ^ m);
+      wait_all(g, q, 2, st, op);
+      merge();
+    }
+    if (me < rem) {
+      send(me + p2);
+      wait_all(g, q + 1, 1, st + 1, op);
+    }
+  }
+  std::memcpy(&h, mine, sizeof h);
+  if (h.bad) return false;
+  if (bytes) std::memcpy(data, mine + sizeof h, static_cast<size_t>(bytes));
+  return true;
+}
+
+// After an exchange that found a mismatch (every rank knows): gathers the signatures to name them.
+[[noreturn]] void mismatch(ProcessGroup& g, const Sig& mine, const char* op) {
   std::vector<Sig> all(g.size());
-  mpi_check(MPI_Allgather(&mine, 4, MPI_INT64_T, all.data(), 4, MPI_INT64_T, comm), op, "MPI_Allgather");
-  bool same = true;
-  for (const Sig& s : all) same &= s.kind == mine.kind && s.dtype == all[0].dtype && s.numel == all[0].numel && s.extra == all[0].extra;
-  if (same) return;
+  char* scratch = g.envelopes();  // MPI writes there: it outlives an abort in the middle of this
+  bool fits = sizeof(Sig) * (all.size() + 1) <= ProcessGroup::kEnvelopeCapacity * 2;
+  Sig* out = fits ? reinterpret_cast<Sig*>(scratch) + 1 : all.data();
+  if (fits) std::memcpy(scratch, &mine, sizeof mine);
+  MPI_Request q;
+  mpi_check(MPI_Iallgather(fits ? static_cast<const void*>(scratch) : &mine, 4, MPI_INT64_T, out, 4, MPI_INT64_T,
+                           static_cast<MPI_Comm>(g.check_comm()), &q),
+            op, "MPI_Iallgather");
+  wait_all(g, &q, 1, MPI_STATUS_IGNORE, op);
+  if (fits) std::memcpy(all.data(), out, sizeof(Sig) * all.size());
   std::ostringstream o;
   o << "the ranks of " << g.describe() << " called different collectives:";
   for (int r = 0; r < g.size(); ++r) o << (r ? ";" : "") << " rank " << g.global_rank(r) << ": " << sig_str(all[r]);
   KILN_FAIL(Runtime, op, o.str());
+}
+
+void check_consistent(ProcessGroup& g, const Sig& mine, const char* op) {
+  if (consistency_checks() && !exchange_envelopes(g, mine, nullptr, 0, nullptr, op)) mismatch(g, mine, op);
+}
+
+// ---- the reductions of a small all_reduce (commutative: both partners of a round get the same bits) ----
+template <class T>
+T wrap_add(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using W = std::conditional_t<sizeof(T) <= 4, uint32_t, uint64_t>;
+    return static_cast<T>(static_cast<W>(a) + static_cast<W>(b));
+  } else {
+    return a + b;
+  }
+}
+template <class T>
+T wrap_mul(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using W = std::conditional_t<sizeof(T) <= 4, uint32_t, uint64_t>;
+    return static_cast<T>(static_cast<W>(a) * static_cast<W>(b));
+  } else {
+    return a * b;
+  }
+}
+// NaN wins; of two equal zeros, max takes +0 and min -0 (either order gives the same bits).
+template <class T>
+T pick_max(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (a != a) return a;
+    if (b != b) return b;
+    if (a == b) return std::signbit(a) ? b : a;
+  }
+  return a < b ? b : a;
+}
+template <class T>
+T pick_min(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (a != a) return a;
+    if (b != b) return b;
+    if (a == b) return std::signbit(a) ? a : b;
+  }
+  return b < a ? b : a;
+}
+
+template <class T>
+inline constexpr bool is_complex_v = false;
+template <class T>
+inline constexpr bool is_complex_v<std::complex<T>> = true;
+
+template <class T, ReduceOp R>
+void combine_as(char* dst, const char* src, int64_t bytes) {
+  int64_t n = bytes / static_cast<int64_t>(sizeof(T));
+  T* a = reinterpret_cast<T*>(dst);
+  const T* b = reinterpret_cast<const T*>(src);
+  for (int64_t i = 0; i < n; ++i) {
+    if constexpr (R == ReduceOp::SUM) a[i] = wrap_add(a[i], b[i]);
+    else if constexpr (R == ReduceOp::PRODUCT) a[i] = wrap_mul(a[i], b[i]);
+    else if constexpr (R == ReduceOp::MAX) a[i] = pick_max(a[i], b[i]);
+    else a[i] = pick_min(a[i], b[i]);
+  }
+}
+template <class T>
+Combine combiner_for(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::SUM:
+    case ReduceOp::AVG: return combine_as<T, ReduceOp::SUM>;
+    case ReduceOp::PRODUCT: return combine_as<T, ReduceOp::PRODUCT>;
+    case ReduceOp::MAX:
+      if constexpr (is_complex_v<T>) break;
+      else return combine_as<T, ReduceOp::MAX>;
+    case ReduceOp::MIN:
+      if constexpr (is_complex_v<T>) break;
+      else return combine_as<T, ReduceOp::MIN>;
+  }
+  KILN_FAIL(Value, "all_reduce", "ReduceOp.", reduce_op_name(op), " is not defined for complex tensors");
+}
+// MPI's MAX and MIN of floats keep whichever side a comparison with NaN favours, which depends on the
+// algorithm's order and can differ between ranks; these take NaN (and +0 over -0 for MAX), as the
+// envelopes' reductions and torch.maximum do.
+template <ReduceOp R>
+void float_minmax(void* in, void* inout, int* len, MPI_Datatype* ty) {
+  if (*ty == MPI_FLOAT) combine_as<float, R>(static_cast<char*>(inout), static_cast<const char*>(in), int64_t(*len) * 4);
+  else combine_as<double, R>(static_cast<char*>(inout), static_cast<const char*>(in), int64_t(*len) * 8);
+}
+MPI_Op nan_propagating(ReduceOp op) {
+  static MPI_Op ops[2] = {[] {
+                            MPI_Op o;
+                            MPI_Op_create(float_minmax<ReduceOp::MAX>, 1, &o);
+                            return o;
+                          }(),
+                          [] {
+                            MPI_Op o;
+                            MPI_Op_create(float_minmax<ReduceOp::MIN>, 1, &o);
+                            return o;
+                          }()};
+  return ops[op == ReduceOp::MAX ? 0 : 1];
+}
+
+// Over the wire dtype (float16/bfloat16/float8 arrive as float32).
+Combine combiner(Dtype d, ReduceOp op) {
+  switch (d) {
+    case Dtype::Bool:  // or / and of 0 and 1
+      return (op == ReduceOp::SUM || op == ReduceOp::MAX) ? combine_as<uint8_t, ReduceOp::MAX>
+                                                           : combine_as<uint8_t, ReduceOp::MIN>;
+    case Dtype::UInt8: return combiner_for<uint8_t>(op);
+    case Dtype::Int8: return combiner_for<int8_t>(op);
+    case Dtype::Int16: return combiner_for<int16_t>(op);
+    case Dtype::UInt16: return combiner_for<uint16_t>(op);
+    case Dtype::Int32: return combiner_for<int32_t>(op);
+    case Dtype::UInt32: return combiner_for<uint32_t>(op);
+    case Dtype::Int64: return combiner_for<int64_t>(op);
+    case Dtype::UInt64: return combiner_for<uint64_t>(op);
+    case Dtype::Float32: return combiner_for<float>(op);
+    case Dtype::Float64: return combiner_for<double>(op);
+    case Dtype::Complex64: return combiner_for<std::complex<float>>(op);
+    case Dtype::Complex128: return combiner_for<std::complex<double>>(op);
+    default: KILN_FAIL(Type, "all_reduce", "unsupported dtype ", dtype_name(d));
+  }
 }
 
 }  // namespace
@@ -151,7 +391,7 @@ void check_consistent(MPI_Comm comm, const ProcessGroup& g, const Sig& mine, con
 // ---- collectives ------------------------------------------------------------------------------------------
 #define KILN_COMM static_cast<MPI_Comm>(comm_)
 
-WorkPtr ProcessGroup::all_reduce(const Tensor& t, ReduceOp op) {
+WorkPtr ProcessGroup::all_reduce(const Tensor& t, ReduceOp op, bool blocking) {
   check_reduce("all_reduce", t, op);
   Tensor buf = wire(t, true);
   auto w = std::make_shared<Work>("all_reduce", std::vector<Tensor>{t});
@@ -162,8 +402,17 @@ WorkPtr ProcessGroup::all_reduce(const Tensor& t, ReduceOp op) {
     if (op == ReduceOp::AVG) scale(buf, n);
     if (staged(buf, t)) copy_(detach(t), buf);
   };
+  int64_t bytes = buf.numel() * static_cast<int64_t>(buf.itemsize());
+  if (bytes <= kSmallAllReduce) {  // in its envelope (checked whether or not checks are on: it is free)
+    Combine f = combiner(buf.dtype(), op);
+    auto run = [this, buf, sig, bytes, f] {
+      if (!exchange_envelopes(*this, sig, static_cast<char*>(buf.data_ptr()), bytes, f, "all_reduce"))
+        mismatch(*this, sig, "all_reduce");
+    };
+    return blocking ? run_inline(w, std::move(run)) : submit(w, std::move(run), true);
+  }
   return submit(w, [this, buf, sig, op, comm] {
-    check_consistent(comm, *this, sig, "all_reduce");
+    check_consistent(*this, sig, "all_reduce");
     MPI_Datatype ty = mpi_type(buf.dtype());
     MPI_Op mop = mpi_op(op, buf.dtype());
     in_chunks(buf, [&](void* p, int c) {
@@ -181,7 +430,7 @@ WorkPtr ProcessGroup::broadcast(const Tensor& t, int root) {
   Sig sig{kBroadcast, static_cast<int64_t>(t.dtype()), t.numel(), root};
   MPI_Comm comm = KILN_COMM;
   return submit(w, [this, buf, sig, root, comm] {
-    check_consistent(comm, *this, sig, "broadcast");
+    check_consistent(*this, sig, "broadcast");
     MPI_Datatype ty = mpi_type(buf.dtype());
     in_chunks(buf, [&](void* p, int c) {
       if (c) mpi_check(MPI_Bcast(p, c, ty, root, comm), "broadcast", "MPI_Bcast");
@@ -204,7 +453,7 @@ WorkPtr ProcessGroup::reduce(const Tensor& t, int root, ReduceOp op) {
   Sig sig{kReduce, static_cast<int64_t>(t.dtype()), t.numel(), root * 8 + static_cast<int64_t>(op)};
   MPI_Comm comm = KILN_COMM;
   return submit(w, [this, buf, sig, root, op, is_root, comm] {
-    check_consistent(comm, *this, sig, "reduce");
+    check_consistent(*this, sig, "reduce");
     MPI_Datatype ty = mpi_type(buf.dtype());
     MPI_Op mop = mpi_op(op, buf.dtype());
     in_chunks(buf, [&](void* p, int c) {
@@ -254,7 +503,7 @@ WorkPtr ProcessGroup::all_gather(const std::vector<Tensor>& outputs, const Tenso
   Sig sig{kAllGather, static_cast<int64_t>(input.dtype()), input.numel(), 0};
   MPI_Comm comm = KILN_COMM;
   return submit(w, [this, in, flat, sig, comm] {
-    check_consistent(comm, *this, sig, "all_gather");
+    check_consistent(*this, sig, "all_gather");
     int c = count_of(in.numel(), "all_gather");
     mpi_check(MPI_Allgather(in.data_ptr(), c, mpi_type(in.dtype()), flat.data_ptr(), c, mpi_type(in.dtype()), comm),
               "all_gather", "MPI_Allgather");
@@ -274,7 +523,7 @@ WorkPtr ProcessGroup::all_gather_into_tensor(const Tensor& output, const Tensor&
   Sig sig{kAllGather, static_cast<int64_t>(input.dtype()), input.numel(), 0};
   MPI_Comm comm = KILN_COMM;
   return submit(w, [this, in, out, sig, comm] {
-    check_consistent(comm, *this, sig, "all_gather_into_tensor");
+    check_consistent(*this, sig, "all_gather_into_tensor");
     int c = count_of(in.numel(), "all_gather_into_tensor");
     mpi_check(MPI_Allgather(in.data_ptr(), c, mpi_type(in.dtype()), out.data_ptr(), c, mpi_type(in.dtype()), comm),
               "all_gather_into_tensor", "MPI_Allgather");
@@ -309,7 +558,7 @@ WorkPtr ProcessGroup::reduce_scatter_flat(const char* name, const Tensor& output
   Sig sig{kReduceScatter, static_cast<int64_t>(output.dtype()), output.numel(), static_cast<int64_t>(op)};
   MPI_Comm comm = KILN_COMM;
   return submit(w, [this, send, out, sig, op, comm, name] {
-    check_consistent(comm, *this, sig, name);
+    check_consistent(*this, sig, name);
     int c = count_of(out.numel(), name);
     mpi_check(MPI_Reduce_scatter_block(send.data_ptr(), out.data_ptr(), c, mpi_type(out.dtype()),
                                        mpi_op(op, out.dtype()), comm),
@@ -320,13 +569,13 @@ WorkPtr ProcessGroup::reduce_scatter_flat(const char* name, const Tensor& output
 namespace {
 // all_to_all with per-peer element counts; checks (when on) that what each rank sends matches what its
 // peer expects.
-void alltoallv(MPI_Comm comm, const ProcessGroup& g, const char* op, const Tensor& send, const std::vector<int>& sc,
+void alltoallv(MPI_Comm comm, ProcessGroup& g, const char* op, const Tensor& send, const std::vector<int>& sc,
                const Tensor& recv, const std::vector<int>& rc) {
   int n = g.size();
   std::vector<int> sd(n), rd(n);
   for (int i = 1; i < n; ++i) sd[i] = sd[i - 1] + sc[i - 1], rd[i] = rd[i - 1] + rc[i - 1];
   Sig sig{kAllToAll, static_cast<int64_t>(send.dtype()), 0, 0};
-  check_consistent(comm, g, sig, op);
+  check_consistent(g, sig, op);
   if (consistency_checks()) {
     std::vector<int> told(n);
     mpi_check(MPI_Alltoall(sc.data(), 1, MPI_INT, told.data(), 1, MPI_INT, comm), op, "MPI_Alltoall");
@@ -419,7 +668,7 @@ WorkPtr ProcessGroup::gather(const std::vector<Tensor>& outputs, const Tensor& i
   Sig sig{kGather, static_cast<int64_t>(input.dtype()), input.numel(), root};
   MPI_Comm comm = KILN_COMM;
   return submit(w, [this, in, flat, sig, root, comm] {
-    check_consistent(comm, *this, sig, "gather");
+    check_consistent(*this, sig, "gather");
     int c = count_of(in.numel(), "gather");
     MPI_Datatype ty = mpi_type(in.dtype());
     mpi_check(MPI_Gather(in.data_ptr(), c, ty, flat.defined() ? flat.data_ptr() : nullptr, c, ty, root, comm),
@@ -440,7 +689,7 @@ WorkPtr ProcessGroup::scatter(const Tensor& output, const std::vector<Tensor>& i
   Sig sig{kScatter, static_cast<int64_t>(output.dtype()), output.numel(), root};
   MPI_Comm comm = KILN_COMM;
   return submit(w, [this, send, out, sig, root, comm] {
-    check_consistent(comm, *this, sig, "scatter");
+    check_consistent(*this, sig, "scatter");
     int c = count_of(out.numel(), "scatter");
     MPI_Datatype ty = mpi_type(out.dtype());
     mpi_check(MPI_Scatter(send.defined() ? send.data_ptr() : nullptr, c, ty, out.data_ptr(), c, ty, root, comm),
@@ -452,7 +701,7 @@ WorkPtr ProcessGroup::barrier() {
   auto w = std::make_shared<Work>("barrier");
   MPI_Comm comm = KILN_COMM;
   return submit(w, [this, comm] {
-    check_consistent(comm, *this, Sig{kBarrier, 0, 0, 0}, "barrier");
+    check_consistent(*this, Sig{kBarrier, 0, 0, 0}, "barrier");
     mpi_check(MPI_Barrier(comm), "barrier", "MPI_Barrier");
   }, true);
 }

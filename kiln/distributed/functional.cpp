@@ -21,7 +21,7 @@ SpecList all_reduce_meta(const OpDef&, const SpecList& in, const Attrs& a) {
 }
 void all_reduce_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
   copy_(out[0], in[0]);
-  group_by_id(group_attr(a, 1))->all_reduce(out[0], reduce_op_from_string(attr<std::string>(a, 0)))->wait();
+  group_by_id(group_attr(a, 1))->all_reduce(out[0], reduce_op_from_string(attr<std::string>(a, 0)), /*blocking=*/true)->wait();
 }
 OpDef op_all_reduce{"_c10d_all_reduce", kNondeterministic, all_reduce_meta, {}};
 OpRegistrar reg_all_reduce{op_all_reduce, "_c10d_all_reduce(Tensor self, str reduce_op, int group) -> Tensor"};

@@ -241,7 +241,16 @@ bool Work::wait(std::optional<Millis> timeout) {
 // ---- ProcessGroup ---------------------------------------------------------------------------------------
 ProcessGroup::ProcessGroup(int id, std::vector<int> ranks, int rank, Millis timeout, void* comm)
     : id_(id), ranks_(std::move(ranks)), rank_(rank), timeout_(timeout), comm_(comm) {
+  MPI_Comm cc = MPI_COMM_NULL;
+  mpi_check(MPI_Comm_dup(static_cast<MPI_Comm>(comm), &cc), "distributed", "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(cc, MPI_ERRORS_RETURN);
+  check_comm_ = cc;
   thread_ = std::thread([this] { loop(); });
+}
+
+char* ProcessGroup::envelopes() {
+  if (!envelopes_) envelopes_ = new char[2 * kEnvelopeCapacity];  // only ever touched by the one running op
+  return envelopes_;
 }
 
 ProcessGroup::~ProcessGroup() { shutdown(); }
@@ -255,16 +264,19 @@ void ProcessGroup::shutdown() {
   cv_.notify_all();
   if (aborted_) {
     if (thread_.joinable()) thread_.detach();  // it may be blocked in MPI for good
-    return;
+    return;  // and the envelopes stay: a receive may still be posted into them
   }
   if (thread_.joinable()) thread_.join();
-  if (comm_) {
-    MPI_Comm c = static_cast<MPI_Comm>(comm_);
-    int fin = 0;
-    MPI_Finalized(&fin);
-    if (!fin) MPI_Comm_free(&c);
-    comm_ = nullptr;
-  }
+  int fin = 0;
+  MPI_Finalized(&fin);
+  for (void** p : {&comm_, &check_comm_})
+    if (*p) {
+      MPI_Comm c = static_cast<MPI_Comm>(*p);
+      if (!fin) MPI_Comm_free(&c);
+      *p = nullptr;
+    }
+  delete[] envelopes_;
+  envelopes_ = nullptr;
 }
 
 int ProcessGroup::global_rank(int r) const {
@@ -311,12 +323,12 @@ void ProcessGroup::loop() {
     bool have = false;
     {
       std::unique_lock<std::mutex> l(m_);
-      auto wake = [&] { return stop_ || !queue_.empty(); };
+      auto wake = [&] { return stop_ || (!queue_.empty() && !inline_); };
       if (inflight_.empty()) cv_.wait(l, wake);
       else cv_.wait_for(l, std::chrono::microseconds(20), wake);
       if (aborted_) return;
-      if (stop_ && queue_.empty() && inflight_.empty()) return;
-      if (!queue_.empty()) {
+      if (stop_ && queue_.empty() && inflight_.empty() && !inline_) return;
+      if (!queue_.empty() && !inline_) {
         t = std::move(queue_.front());
         queue_.pop_front();
         have = true;
@@ -346,6 +358,42 @@ void ProcessGroup::loop() {
     }
     poll_inflight();
   }
+}
+
+WorkPtr ProcessGroup::run_inline(WorkPtr w, std::function<void()> run) {
+  stream_detail::before_host_read();
+  {
+    std::lock_guard<std::mutex> l(m_);
+    check_open(w->op().c_str());
+    if (!queue_.empty() || running_) {  // busy: it goes behind the queued work, in order
+      queue_.push_back({w, std::move(run), true, false});
+      cv_.notify_one();
+      return w;
+    }
+    running_ = w;
+    running_collective_ = true;
+    inline_ = true;
+    started_ = Clock::now();
+    entered_.fetch_add(1);
+  }
+  std::exception_ptr err;
+  try {
+    run();
+    if (w->epilogue) w->epilogue();
+  } catch (...) {
+    err = std::current_exception();
+  }
+  bool queued = false;
+  {
+    std::lock_guard<std::mutex> l(m_);
+    running_.reset();
+    inline_ = false;
+    queued = !queue_.empty();
+  }
+  if (queued) cv_.notify_one();
+  w->epilogue = nullptr;
+  w->finish(err);  // nothing when the watchdog failed it first
+  return w;
 }
 
 void ProcessGroup::add_inflight(void* request, WorkPtr w, std::function<void(int, int)> done) {
@@ -396,23 +444,27 @@ void ProcessGroup::watchdog_tick(Clock::time_point now) {
   WorkPtr w;
   int64_t seq = 0;
   bool collective = false;
+  Clock::time_point since;
   {
     std::lock_guard<std::mutex> l(m_);
     if (running_ && now - started_ >= timeout_) {
       w = running_;
       seq = entered_.load();
       collective = running_collective_;
+      since = started_;
     } else {
       for (auto& f : inflight_)
         if (now - f.start >= timeout_) {
           w = f.work;
+          since = f.start;
           break;
         }
       if (!w) return;
     }
   }
   std::ostringstream o;
-  o << w->op() << " #" << seq << " on " << describe() << " did not finish within " << timeout_.count() << " ms: ";
+  o << w->op() << " #" << seq << " on " << describe() << " did not finish within " << timeout_.count()
+    << " ms (it has waited " << std::chrono::duration_cast<Millis>(now - since).count() << " ms): ";
   if (collective) o << missing_ranks(*this, seq);
   else o << "the peer did not post the matching " << (w->op() == "send" ? "recv" : "send");
   abort(o.str());

@@ -5,7 +5,9 @@
 // Ranks come from MPI (launch with `mpirun -np N`). Every process group owns one communication
 // thread that runs its operations in the order they were issued, with MPI's own (blocking, tuned)
 // collectives; an operation returns a Work at once and the caller waits on it (async_op) or the call
-// waits for it. A watchdog thread per process enforces each group's timeout: an operation that does
+// waits for it. One exception, for latency: a small all_reduce whose caller waits for it at once
+// (`blocking`) runs on the calling thread when the group is idle, as point-to-point messages it polls
+// (the hand-off to the thread and back cost more than the collective itself). A watchdog thread per process enforces each group's timeout: an operation that does
 // not finish in time fails, together with every later one of its group, with an error that names the
 // collective, the group and the ranks that never joined it (they are asked over a control
 // communicator, which the watchdog serves on every process). A group that timed out is aborted: its
@@ -84,7 +86,9 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
 
   // Collectives. Tensors are CPU tensors of any dtype (float16/bfloat16/float8 are reduced in float32
   // and rounded once); non-contiguous ones are staged through contiguous copies.
-  WorkPtr all_reduce(const Tensor& t, ReduceOp op = ReduceOp::SUM);
+  // blocking: the caller waits for the Work at once, so a small one (at most 64 KB on the wire) may run
+  // on the calling thread (the Work is complete on return; errors still come from wait()).
+  WorkPtr all_reduce(const Tensor& t, ReduceOp op = ReduceOp::SUM, bool blocking = false);
   WorkPtr broadcast(const Tensor& t, int root);
   WorkPtr reduce(const Tensor& t, int root, ReduceOp op = ReduceOp::SUM);
   WorkPtr all_gather(const std::vector<Tensor>& outputs, const Tensor& input);
@@ -110,17 +114,26 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   void shutdown();
   int64_t entered() const { return entered_.load(); }
   void* comm() const { return comm_; }
+  void* check_comm() const { return check_comm_; }  // MPI_Comm of the envelopes (collectives.cpp)
+  // Scratch for the envelopes: two buffers of `envelope_capacity` bytes. Owned by the group and kept
+  // after an abort (a receive may still be posted into it).
+  char* envelopes();
+  static constexpr size_t kEnvelopeCapacity = (size_t(64) << 10) + 64;
+  void check_open(const char* op) const;  // raises when aborted or destroyed
 
  private:
   void loop();
   WorkPtr reduce_scatter_flat(const char* name, const Tensor& output, const Tensor& send, ReduceOp op);
-  void check_open(const char* op) const;
+  // Runs a collective on the calling thread when nothing is queued or running (else submits it).
+  WorkPtr run_inline(WorkPtr w, std::function<void()> run);
 
   int id_;
   std::vector<int> ranks_;
   int rank_;
   Millis timeout_;
   void* comm_;  // MPI_Comm
+  void* check_comm_ = nullptr;  // MPI_Comm: a duplicate of comm_ for the envelopes
+  char* envelopes_ = nullptr;
 
   struct Task {
     WorkPtr work;
@@ -148,6 +161,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::deque<Task> queue_;
   WorkPtr running_;
   bool running_collective_ = false;
+  bool inline_ = false;  // the running collective runs on its caller's thread: the thread waits
   std::chrono::steady_clock::time_point started_;
   std::atomic<int64_t> entered_{0};  // collectives this process has started on the group
   std::atomic<bool> aborted_{false};
@@ -186,7 +200,8 @@ void destroy_process_group(const ProcessGroupPtr& g = nullptr);
 // place) of `bytes` bytes on a duplicate of the world communicator, from the calling thread.
 double bench_raw_allreduce(int64_t bytes, int iters);
 // Whether every collective checks that all ranks passed the same dtype and sizes (an extra tiny
-// exchange first). On by default; KILN_DISTRIBUTED_CHECKS=0 in the environment turns it off.
+// exchange first; an all_reduce of at most 64 KB is always checked, in the messages that carry it). On
+// by default; KILN_DISTRIBUTED_CHECKS=0 in the environment turns it off.
 void set_consistency_checks(bool on);
 bool consistency_checks();
 

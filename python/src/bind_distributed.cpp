@@ -43,7 +43,14 @@ void bind_distributed(nb::module_& m) {
       .def("global_rank", &PG::global_rank)
       .def_prop_ro("timeout_seconds", [](const PG& g) { return g.timeout().count() / 1000.0; })
       .def("describe", &PG::describe)
-      .def("all_reduce", [](PG& g, const Tensor& t, int op) { return g.all_reduce(t, rop(op)); })
+      // blocking: waits too (raising the Work's error), so that a synchronous call crosses once
+      .def("all_reduce",
+           [](PG& g, const Tensor& t, int op, bool blocking) {
+             auto w = g.all_reduce(t, rop(op), blocking);
+             if (blocking) w->wait();
+             return w;
+           },
+           "tensor"_a, "op"_a, "blocking"_a = false, nb::call_guard<nb::gil_scoped_release>())
       .def("broadcast", &PG::broadcast)
       .def("reduce", [](PG& g, const Tensor& t, int root, int op) { return g.reduce(t, root, rop(op)); })
       .def("all_gather", [](PG& g, const Ts& outs, const Tensor& in) { return g.all_gather(outs, in); })

@@ -165,6 +165,8 @@ def _check_init(op):
 
 
 def _group(g, op="distributed"):
+    if g is None and GroupMember.WORLD is not None:  # the hot path: set by init, cleared by destroy
+        return GroupMember.WORLD
     _check_init(op)
     if g is None:
         return GroupMember.WORLD
@@ -298,8 +300,14 @@ def barrier(group=None, async_op=False, device_ids=None):
 
 
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
-    o = ReduceOp._parse(op)
-    return _run("all_reduce", group, async_op, lambda pg: pg.all_reduce(tensor, int(o)))
+    o = op if type(op) is ReduceOp else ReduceOp._parse(op)
+    g = _group(group, "all_reduce")
+    if g is None:  # not a member
+        return None
+    if async_op:
+        return Work(g._pg.all_reduce(tensor, int(o), False))
+    g._pg.all_reduce(tensor, int(o), True)  # waits (a small one runs on this thread), raises its error
+    return None
 
 
 def all_gather(tensor_list, tensor, group=None, async_op=False):
