@@ -9,6 +9,8 @@
 #include <cmath>
 #include <complex>
 #include <cstring>
+#include <limits>
+#include <memory>
 #include <sstream>
 #include <thread>
 #include <type_traits>
@@ -250,20 +252,22 @@ bool exchange_envelopes(ProcessGroup& g, const Sig& sig, char* data, int64_t byt
 
 // After an exchange that found a mismatch (every rank knows): gathers the signatures to name them.
 [[noreturn]] void mismatch(ProcessGroup& g, const Sig& mine, const char* op) {
-  std::vector<Sig> all(g.size());
-  char* scratch = g.envelopes();  // MPI writes there: it outlives an abort in the middle of this
-  bool fits = sizeof(Sig) * (all.size() + 1) <= ProcessGroup::kEnvelopeCapacity * 2;
-  Sig* out = fits ? reinterpret_cast<Sig*>(scratch) + 1 : all.data();
-  if (fits) std::memcpy(scratch, &mine, sizeof mine);
+  // [0]: mine, [1..]: everyone's. MPI writes there: when the wait is left at an abort it is leaked.
+  auto buf = std::make_unique<Sig[]>(static_cast<size_t>(g.size()) + 1);
+  buf[0] = mine;
   MPI_Request q;
-  mpi_check(MPI_Iallgather(fits ? static_cast<const void*>(scratch) : &mine, 4, MPI_INT64_T, out, 4, MPI_INT64_T,
+  mpi_check(MPI_Iallgather(buf.get(), 4, MPI_INT64_T, buf.get() + 1, 4, MPI_INT64_T,
                            static_cast<MPI_Comm>(g.check_comm()), &q),
             op, "MPI_Iallgather");
-  wait_all(g, &q, 1, MPI_STATUS_IGNORE, op);
-  if (fits) std::memcpy(all.data(), out, sizeof(Sig) * all.size());
+  try {
+    wait_all(g, &q, 1, MPI_STATUSES_IGNORE, op);
+  } catch (...) {
+    (void)buf.release();
+    throw;
+  }
   std::ostringstream o;
   o << "the ranks of " << g.describe() << " called different collectives:";
-  for (int r = 0; r < g.size(); ++r) o << (r ? ";" : "") << " rank " << g.global_rank(r) << ": " << sig_str(all[r]);
+  for (int r = 0; r < g.size(); ++r) o << (r ? ";" : "") << " rank " << g.global_rank(r) << ": " << sig_str(buf[r + 1]);
   KILN_FAIL(Runtime, op, o.str());
 }
 
@@ -272,6 +276,11 @@ void check_consistent(ProcessGroup& g, const Sig& mine, const char* op) {
 }
 
 // ---- the reductions of a small all_reduce (commutative: both partners of a round get the same bits) ----
+template <class T>
+inline constexpr bool is_complex_v = false;
+template <class T>
+inline constexpr bool is_complex_v<std::complex<T>> = true;
+
 template <class T>
 T wrap_add(T a, T b) {
   if constexpr (std::is_integral_v<T>) {
@@ -290,12 +299,11 @@ T wrap_mul(T a, T b) {
     return a * b;
   }
 }
-// NaN wins; of two equal zeros, max takes +0 and min -0 (either order gives the same bits).
+// NaN wins; of two equal zeros, max takes +0 and min -0: either order gives the same bits.
 template <class T>
 T pick_max(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
-    if (a != a) return a;
-    if (b != b) return b;
+    if (a != a || b != b) return std::numeric_limits<T>::quiet_NaN();
     if (a == b) return std::signbit(a) ? b : a;
   }
   return a < b ? b : a;
@@ -303,17 +311,19 @@ T pick_max(T a, T b) {
 template <class T>
 T pick_min(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
-    if (a != a) return a;
-    if (b != b) return b;
+    if (a != a || b != b) return std::numeric_limits<T>::quiet_NaN();
     if (a == b) return std::signbit(a) ? a : b;
   }
   return b < a ? b : a;
 }
-
+// A sum or product of two NaNs keeps one operand's payload (x86: the first): one NaN for all, so that
+// both partners of a round hold the same bits.
 template <class T>
-inline constexpr bool is_complex_v = false;
-template <class T>
-inline constexpr bool is_complex_v<std::complex<T>> = true;
+T canonical(T r) {
+  if constexpr (std::is_floating_point_v<T>) return r != r ? std::numeric_limits<T>::quiet_NaN() : r;
+  else if constexpr (is_complex_v<T>) return T(canonical(r.real()), canonical(r.imag()));
+  else return r;
+}
 
 template <class T, ReduceOp R>
 void combine_as(char* dst, const char* src, int64_t bytes) {
@@ -321,8 +331,8 @@ void combine_as(char* dst, const char* src, int64_t bytes) {
   T* a = reinterpret_cast<T*>(dst);
   const T* b = reinterpret_cast<const T*>(src);
   for (int64_t i = 0; i < n; ++i) {
-    if constexpr (R == ReduceOp::SUM) a[i] = wrap_add(a[i], b[i]);
-    else if constexpr (R == ReduceOp::PRODUCT) a[i] = wrap_mul(a[i], b[i]);
+    if constexpr (R == ReduceOp::SUM) a[i] = canonical(wrap_add(a[i], b[i]));
+    else if constexpr (R == ReduceOp::PRODUCT) a[i] = canonical(wrap_mul(a[i], b[i]));
     else if constexpr (R == ReduceOp::MAX) a[i] = pick_max(a[i], b[i]);
     else a[i] = pick_min(a[i], b[i]);
   }
@@ -344,7 +354,7 @@ Combine combiner_for(ReduceOp op) {
 }
 // MPI's MAX and MIN of floats keep whichever side a comparison with NaN favours, which depends on the
 // algorithm's order and can differ between ranks; these take NaN (and +0 over -0 for MAX), as the
-// envelopes' reductions and torch.maximum do.
+// envelopes' reductions do.
 template <ReduceOp R>
 void float_minmax(void* in, void* inout, int* len, MPI_Datatype* ty) {
   if (*ty == MPI_FLOAT) combine_as<float, R>(static_cast<char*>(inout), static_cast<const char*>(in), int64_t(*len) * 4);

@@ -239,12 +239,8 @@ bool Work::wait(std::optional<Millis> timeout) {
 }
 
 // ---- ProcessGroup ---------------------------------------------------------------------------------------
-ProcessGroup::ProcessGroup(int id, std::vector<int> ranks, int rank, Millis timeout, void* comm)
-    : id_(id), ranks_(std::move(ranks)), rank_(rank), timeout_(timeout), comm_(comm) {
-  MPI_Comm cc = MPI_COMM_NULL;
-  mpi_check(MPI_Comm_dup(static_cast<MPI_Comm>(comm), &cc), "distributed", "MPI_Comm_dup");
-  MPI_Comm_set_errhandler(cc, MPI_ERRORS_RETURN);
-  check_comm_ = cc;
+ProcessGroup::ProcessGroup(int id, std::vector<int> ranks, int rank, Millis timeout, void* comm, void* check_comm)
+    : id_(id), ranks_(std::move(ranks)), rank_(rank), timeout_(timeout), comm_(comm), check_comm_(check_comm) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -267,6 +263,9 @@ void ProcessGroup::shutdown() {
     return;  // and the envelopes stay: a receive may still be posted into them
   }
   if (thread_.joinable()) thread_.join();
+  // The watchdog may have aborted the group while we joined (its query of the others takes a while):
+  // then a receive may still be posted into the envelopes, and MPI is unusable; keep everything.
+  if (aborted_) return;
   int fin = 0;
   MPI_Finalized(&fin);
   for (void** p : {&comm_, &check_comm_})
@@ -323,7 +322,7 @@ void ProcessGroup::loop() {
     bool have = false;
     {
       std::unique_lock<std::mutex> l(m_);
-      auto wake = [&] { return stop_ || (!queue_.empty() && !inline_); };
+      auto wake = [&] { return !inline_ && (stop_ || !queue_.empty()); };
       if (inflight_.empty()) cv_.wait(l, wake);
       else cv_.wait_for(l, std::chrono::microseconds(20), wake);
       if (aborted_) return;
@@ -388,7 +387,7 @@ WorkPtr ProcessGroup::run_inline(WorkPtr w, std::function<void()> run) {
     std::lock_guard<std::mutex> l(m_);
     running_.reset();
     inline_ = false;
-    queued = !queue_.empty();
+    queued = !queue_.empty() || stop_;  // the thread waits for the end of an inline one (only then)
   }
   if (queued) cv_.notify_one();
   w->epilogue = nullptr;
@@ -493,6 +492,16 @@ void ProcessGroup::abort(const std::string& why) {
   }
 }
 
+namespace {
+// A group's second communicator, for the envelopes (collectives.cpp).
+void* dup_for_envelopes(MPI_Comm c, const char* op) {
+  MPI_Comm cc = MPI_COMM_NULL;
+  mpi_check(MPI_Comm_dup(c, &cc), op, "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(cc, MPI_ERRORS_RETURN);
+  return cc;
+}
+}  // namespace
+
 // ---- the runtime's front door ---------------------------------------------------------------------------------
 bool is_available() { return true; }
 
@@ -552,7 +561,8 @@ void init_process_group(const InitOptions& o) {
   std::vector<int> all(r.world_size);
   for (int i = 0; i < r.world_size; ++i) all[i] = i;
   r.groups.clear();
-  r.world = std::make_shared<ProcessGroup>(0, all, r.world_rank, o.timeout, wc);
+  r.world = std::make_shared<ProcessGroup>(0, all, r.world_rank, o.timeout, wc,
+                                           dup_for_envelopes(wc, "init_process_group"));
   r.groups.push_back(r.world);
   r.stop = false;
   r.watchdog = std::thread(watchdog_main);
@@ -626,6 +636,8 @@ ProcessGroupPtr new_group(const std::vector<int>& ranks_in, std::optional<Millis
   MPI_Group_free(&ng);
   MPI_Group_free(&wg);
   mpi_check(rc, "new_group", "MPI_Comm_create");
+  // collective over the members: not under the runtime's lock, which the watchdog needs to serve queries
+  void* cc = c != MPI_COMM_NULL ? dup_for_envelopes(c, "new_group") : nullptr;
   std::lock_guard<std::mutex> l(r.m);
   int id = static_cast<int>(r.groups.size());
   ProcessGroupPtr g;
@@ -633,7 +645,7 @@ ProcessGroupPtr new_group(const std::vector<int>& ranks_in, std::optional<Millis
     MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
     int me = 0;
     MPI_Comm_rank(c, &me);
-    g = std::make_shared<ProcessGroup>(id, ranks, me, to, c);
+    g = std::make_shared<ProcessGroup>(id, ranks, me, to, c, cc);
   }
   r.groups.push_back(g);
   return g;

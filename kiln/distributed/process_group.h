@@ -87,7 +87,8 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // Collectives. Tensors are CPU tensors of any dtype (float16/bfloat16/float8 are reduced in float32
   // and rounded once); non-contiguous ones are staged through contiguous copies.
   // blocking: the caller waits for the Work at once, so a small one (at most 64 KB on the wire) may run
-  // on the calling thread (the Work is complete on return; errors still come from wait()).
+  // on the calling thread when the group is idle (else it is queued as usual); either way the caller
+  // wait()s, which raises its error.
   WorkPtr all_reduce(const Tensor& t, ReduceOp op = ReduceOp::SUM, bool blocking = false);
   WorkPtr broadcast(const Tensor& t, int root);
   WorkPtr reduce(const Tensor& t, int root, ReduceOp op = ReduceOp::SUM);
@@ -107,7 +108,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
 
   // Internal (the runtime and the watchdog).
   struct Impl;
-  ProcessGroup(int id, std::vector<int> ranks, int rank, Millis timeout, void* comm);
+  ProcessGroup(int id, std::vector<int> ranks, int rank, Millis timeout, void* comm, void* check_comm);
   WorkPtr submit(WorkPtr w, std::function<void()> run, bool collective, bool deferred = false);
   void watchdog_tick(std::chrono::steady_clock::time_point now);
   void abort(const std::string& why);

@@ -113,6 +113,19 @@ def case_collectives():
             if N > 1:
                 assert got[1].item() == 0.0 and bool(got[1].signbit()) == (op == "MIN"), f"{op} n={n}: {got[:3]}"
             assert torch.equal(got[2:], torch.full((n - 2,), 2.0 + (N - 1 if op == "MAX" else 0))), f"{op} n={n}"
+    # NaNs of different payloads (-NaN is what x86 makes of 0/0): every rank ends with the same bits
+    for op in ("SUM", "PRODUCT", "MAX", "MIN"):
+        x = torch.full((4,), 1.5)
+        x[:2] = float("nan")
+        if R % 2:
+            x[:2] = -x[:2]
+        k = to_kiln(x)
+        dist.all_reduce(k, op=getattr(dist.ReduceOp, op))
+        bits = to_kiln(to_torch(k).view(torch.int32))
+        outs = [kiln.empty(4, dtype=kiln.int32) for _ in range(N)]
+        dist.all_gather(outs, bits)
+        for r in range(N):
+            assert outs[r].tolist() == outs[0].tolist(), f"{op}: rank {r} has {outs[r].tolist()}, rank 0 {outs[0].tolist()}"
     for dt in ALL_DTYPES:
         xs = [data(r, dt) for r in range(N)]
         for op in ops_for(dt):

@@ -1,7 +1,8 @@
 """kiln.distributed: process groups and collectives on Open MPI (torch.distributed, backend "mpi").
 
 Launch with mpirun (`mpirun -np 2 python train.py`); rank and world size come from MPI. Every
-collective takes CPU tensors of any dtype, runs on its group's communication thread, and honours the
+collective takes CPU tensors of any dtype, runs on its group's communication thread (a small all_reduce
+waited for at once: on the calling thread when the group is idle), and honours the
 group's timeout: a rank that never arrives makes the others raise RuntimeError naming the collective,
 the group and the missing rank. Ranks given to the free functions (src, dst) are global ranks, as in
 torch; group_src/group_dst are ranks within the group.
