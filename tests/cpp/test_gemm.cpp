@@ -197,6 +197,43 @@ void sweep_sizes() {
 }  // namespace
 
 TEST(Gemm, SizesBFloat16) { sweep_sizes<BFloat16>(); }
+
+// bfloat16 operands into a float32 C (FlexAttention's bfloat16 tiles), every table, every layout pair,
+// against the double-precision sum: within float32 accumulation error.
+TEST(Gemm, BFloat16IntoFloat32) {
+  const Layout la[] = {Layout::RowMajor, Layout::ColMajor, Layout::PaddedRow, Layout::PaddedCol};
+  std::mt19937 rng(77);
+  for (int64_t M : {1, 33, 128})
+    for (int64_t N : {5, 64, 130})
+      for (int64_t K : {3, 64, 257})
+        for (Layout l_a : la)
+          for (Layout l_b : {Layout::RowMajor, Layout::ColMajor}) {
+            Operand<BFloat16> a(1, M, K, l_a, rng), b(1, K, N, l_b, rng);
+            for (const Isa& isa : isas()) {
+              ASSERT_NE(isa.table.gemm_bf16_f32, nullptr) << isa.name;
+              std::vector<float> c(static_cast<size_t>(M * N), 123.0f);
+              cpu::GemmArgs g;
+              g.M = M, g.N = N, g.K = K;
+              g.a = a.buf.data(), g.a_rs = a.rs, g.a_cs = a.cs;
+              g.b = b.buf.data(), g.b_rs = b.rs, g.b_cs = b.cs;
+              g.c = c.data(), g.c_rs = N, g.c_cs = 1;
+              isa.table.gemm_bf16_f32(g);
+              int bad = 0;
+              for (int64_t i = 0; i < M; ++i)
+                for (int64_t j = 0; j < N; ++j) {
+                  double ref = 0, mag = 0;
+                  for (int64_t k = 0; k < K; ++k) {
+                    double p = static_cast<double>(f32(a.at(0, i, k))) * f32(b.at(0, k, j));
+                    ref += p, mag += std::fabs(p);
+                  }
+                  if (!(std::fabs(c[i * N + j] - ref) <= K * 0x1p-23 * mag + 1e-30) && bad++ < 3)
+                    ADD_FAILURE() << isa.name << " M=" << M << " N=" << N << " K=" << K << " layouts "
+                                  << int(l_a) << "/" << int(l_b) << " at [" << i << "," << j << "]: got "
+                                  << c[i * N + j] << ", want " << ref;
+                }
+            }
+          }
+}
 TEST(Gemm, SizesFloat16) { sweep_sizes<Half>(); }
 TEST(Gemm, SizesFloat8E4M3) { sweep_sizes<Float8_e4m3fn>(); }
 TEST(Gemm, SizesFloat8E5M2) { sweep_sizes<Float8_e5m2>(); }

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "kiln/attention/flex_detail.h"
@@ -213,7 +214,12 @@ struct Call {
   int64_t fw = 1, bw = 1;  // blocks merged per tile: forward kv runs, backward query runs
   int64_t ft_rows = 1, ft_cols = 1, bt_rows = 1, bt_cols = 1;  // the largest tiles (scratch sizes)
   T scale;
-  const T *q, *k, *v;  // contiguous, compute dtype
+  const T *q = nullptr, *k = nullptr, *v = nullptr;  // contiguous, compute dtype (not on the bfloat16 path)
+  // The bfloat16 path (bfloat16 inputs on a CPU with AMX): the products run on bfloat16 operands into
+  // float32 tiles, as torch's flash attention does there; the softmax stays float32, and the tiles that
+  // feed a product (P, dS) are rounded to bfloat16 first.
+  const BFloat16 *qh = nullptr, *kh = nullptr, *vh = nullptr;
+  bool lowp() const { return qh != nullptr; }
   Lists kv, ql;
   std::shared_ptr<const Program> sp, mp;  // null: none
   TensorList sbuf, mbuf;                  // their captured tensors
@@ -224,7 +230,43 @@ struct Call {
   int64_t kvbh(int64_t b, int64_t h) const { return (Bk == 1 ? 0 : b) * Hkv + h / G; }
   const T* K(int64_t b, int64_t h, int64_t j0) const { return k + (kvbh(b, h) * S + j0) * E; }
   const T* V(int64_t b, int64_t h, int64_t j0) const { return v + (kvbh(b, h) * S + j0) * Ev; }
+  const BFloat16* Qh(int64_t b, int64_t h, int64_t i0) const { return qh + ((b * Hq + h) * L + i0) * E; }
+  const BFloat16* Kh(int64_t b, int64_t h, int64_t j0) const { return kh + (kvbh(b, h) * S + j0) * E; }
+  const BFloat16* Vh(int64_t b, int64_t h, int64_t j0) const { return vh + (kvbh(b, h) * S + j0) * Ev; }
 };
+
+// ---- the bfloat16 path's products ---------------------------------------------------------------
+
+// Whether bfloat16 inputs take the bfloat16 path: AMX tiles make its products several times faster
+// than float32's; without them (vdpbf16ps, or converting panels) the float32 products are as fast.
+bool lowp_path(Dtype d) { return d == kBFloat16 && cpu::amx() && cpu::cpu_kernels().gemm_bf16_f32; }
+
+// C (M x N float32, rows ldc apart) := A @ B, A (M x K) and B (K x N) bfloat16 by element strides.
+void mm(int64_t M, int64_t N, int64_t K, const BFloat16* a, int64_t ars, int64_t acs, const BFloat16* b, int64_t brs,
+        int64_t bcs, float* c, int64_t ldc) {
+  cpu::GemmArgs g;
+  g.M = M, g.N = N, g.K = K;
+  g.a = a, g.a_rs = ars, g.a_cs = acs;
+  g.b = b, g.b_rs = brs, g.b_cs = bcs;
+  g.c = c, g.c_rs = ldc, g.c_cs = 1;
+  cpu::cpu_kernels().gemm_bf16_f32(g);
+}
+// dst (n bfloat16) := src rounded to nearest even.
+void to_bf16(BFloat16* dst, const float* src, int64_t n) {
+  cpu::cpu_kernels().cast[static_cast<int>(kFloat32)][static_cast<int>(kBFloat16)](
+      reinterpret_cast<char*>(dst), reinterpret_cast<const char*>(src), n, sizeof(BFloat16), sizeof(float));
+}
+// dst (rows x cols, rows ldd apart) += alpha * src (rows x cols, contiguous).
+void add_scaled(float* dst, int64_t ldd, const float* src, int64_t rows, int64_t cols, float alpha) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float* d = dst + i * ldd;
+    const float* r = src + i * cols;
+    for (int64_t j = 0; j < cols; ++j) d[j] += alpha * r[j];
+  }
+}
+void scale_in_place(float* p, int64_t n, float alpha) {
+  for (int64_t i = 0; i < n; ++i) p[i] *= alpha;
+}
 
 template <class T>
 Tensor tile_tensor(T* p, int64_t bq, int64_t bk) {
@@ -298,16 +340,25 @@ void fwd_task(const Call<T>& c, int64_t b, int64_t h, int64_t qb, T* ws, T* out,
   T* alpha = l + R;
   T* tmp = alpha + R;
   uint8_t* mb = reinterpret_cast<uint8_t*>(tmp + R);
+  // the bfloat16 path: P rounded, and the product P V before it is added (after the mask bytes)
+  T* pv = tmp + R + (R * c.ft_cols + sizeof(T) - 1) / sizeof(T);
+  BFloat16* pb = reinterpret_cast<BFloat16*>(pv + R * Ev);
   std::fill(mx, mx + bq, ninf);
   std::fill(l, l + bq, T(0));
   std::fill(acc, acc + bq * Ev, T(0));
-  const T* Q = c.Q(b, h, i0);
+  const T* Q = c.lowp() ? nullptr : c.Q(b, h, i0);
   std::vector<Tensor> slots;
   each_run(c.kv, b, h, qb, c.fw, [&](int64_t col, int64_t nb, uint64_t partial) {
     const int64_t j0 = col * KB;
     if (j0 >= c.S) return;
     const int64_t bk = std::min(nb * KB, c.S - j0);
-    gemm(false, true, bq, bk, c.E, c.scale, Q, c.E, c.K(b, h, j0), c.E, T(0), s, bk);
+    if constexpr (std::is_same_v<T, float>) {
+      if (c.lowp()) {  // s = scale * Q K^T: K's rows are the columns of B
+        mm(bq, bk, c.E, c.Qh(b, h, i0), c.E, 1, c.Kh(b, h, j0), 1, c.E, s, bk);
+        scale_in_place(s, bq * bk, c.scale);
+      }
+    }
+    if (!c.lowp()) gemm(false, true, bq, bk, c.E, c.scale, Q, c.E, c.K(b, h, j0), c.E, T(0), s, bk);
     if (c.sp) apply_score_mod(c, s, static_cast<T*>(nullptr), slots, b, h, i0, bq, j0, bk);
     if (c.mp)
       for_partial(partial, nb, [&](int64_t f, int64_t n) {
@@ -315,6 +366,14 @@ void fwd_task(const Call<T>& c, int64_t b, int64_t h, int64_t qb, T* ws, T* out,
         if (jf < c.S) apply_mask_mod(c, s + f * KB, bk, mb, b, h, i0, bq, jf, std::min(n * KB, c.S - jf));
       });
     if (cpu::online_softmax_step(c.f, s, bq, bk, mx, l, alpha, tmp)) cpu::rescale_rows(acc, alpha, bq, Ev);
+    if constexpr (std::is_same_v<T, float>) {
+      if (c.lowp()) {
+        to_bf16(pb, s, bq * bk);
+        mm(bq, Ev, bk, pb, bk, 1, c.Vh(b, h, j0), Ev, 1, pv, Ev);
+        add_scaled(acc, Ev, pv, bq, Ev, 1.0f);
+        return;
+      }
+    }
     gemm(false, false, bq, Ev, bk, T(1), s, bk, c.V(b, h, j0), Ev, T(1), acc, Ev);
   });
   const int64_t row0 = (b * c.Hq + h) * c.L + i0;
@@ -351,10 +410,20 @@ Call<T> make_call(const OpDef& op, const TensorList& in, size_t q0, size_t block
   c.bt_rows = std::max<int64_t>(1, std::min(c.QB * c.bw, c.L)), c.bt_cols = std::max<int64_t>(1, std::min(c.KB, c.S));
   c.scale = static_cast<T>(attr<double>(a, flex::kScale));
   const Dtype ct = dtype_of<T>();
-  keep.push_back(operand(q, ct)), keep.push_back(operand(k, ct)), keep.push_back(operand(v, ct));
-  c.q = keep[keep.size() - 3].template data_ptr<T>();
-  c.k = keep[keep.size() - 2].template data_ptr<T>();
-  c.v = keep[keep.size() - 1].template data_ptr<T>();
+  if constexpr (std::is_same_v<T, float>) {
+    if (lowp_path(q.dtype()) && k.dtype() == kBFloat16 && v.dtype() == kBFloat16) {
+      keep.push_back(operand(q, kBFloat16)), keep.push_back(operand(k, kBFloat16)), keep.push_back(operand(v, kBFloat16));
+      c.qh = keep[keep.size() - 3].template data_ptr<BFloat16>();
+      c.kh = keep[keep.size() - 2].template data_ptr<BFloat16>();
+      c.vh = keep[keep.size() - 1].template data_ptr<BFloat16>();
+    }
+  }
+  if (!c.lowp()) {
+    keep.push_back(operand(q, ct)), keep.push_back(operand(k, ct)), keep.push_back(operand(v, ct));
+    c.q = keep[keep.size() - 3].template data_ptr<T>();
+    c.k = keep[keep.size() - 2].template data_ptr<T>();
+    c.v = keep[keep.size() - 1].template data_ptr<T>();
+  }
   Blocks bl = read_blocks(op.name, in[blocks0], in[blocks0 + 1], in[blocks0 + 2], in[blocks0 + 3], c.B, c.Hq, c.nqb,
                           c.nkb);
   std::tie(c.kv, c.ql) = both_lists(bl, c.nqb, c.nkb);
@@ -388,9 +457,11 @@ void forward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorList
   T* mxo = out[2].data_ptr<T>();
   const int64_t ntask = c.B * c.Hq * c.nqb;
   const int workers = pick_workers(ntask, double(c.B) * c.Hq * c.L * c.S * (c.E + c.Ev));
-  // per worker: scores, accumulator, 4 row vectors, the mask tile's bytes
+  // per worker: scores, accumulator, 4 row vectors, the mask tile's bytes; the bfloat16 path's P V
+  // product and rounded P
   const int64_t R = c.ft_rows, W = c.ft_cols;
-  const int64_t per = R * W + R * c.Ev + 4 * R + (R * W + sizeof(T) - 1) / sizeof(T);
+  const int64_t per = R * W + R * c.Ev + 4 * R + (R * W + sizeof(T) - 1) / sizeof(T) +
+                      (c.lowp() ? R * c.Ev + (R * W + 1) / 2 : 0);
   Tensor ws = make_tensor({std::max(workers, 1) * per}, ct);
   T* wp = ws.data_ptr<T>();
   run_tasks(ntask, workers, /*fixed=*/true, [&](int64_t w, int64_t t) {
@@ -413,6 +484,7 @@ void fwd_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
 template <class T>
 struct BwdCall : Call<T> {
   const T *dO, *lse, *D;
+  const BFloat16* dOh = nullptr;  // the bfloat16 path's dO
   std::vector<bool> active_kv, active_q;  // the score program's active slots, with / without buffer grads
   std::vector<bool> want;                 // score buffers whose gradient is asked for
   bool buffer_grads = false;
@@ -425,14 +497,20 @@ void bwd_tile(const BwdCall<T>& c, int64_t b, int64_t h, int64_t i0, int64_t bq,
               uint64_t partial, T* P, T* dP, T* pre, uint8_t* mb, std::vector<Tensor>* gbuf) {
   const T ninf = -std::numeric_limits<T>::infinity();
   std::vector<Tensor> slots;
-  gemm(false, true, bq, bk, c.E, c.scale, c.Q(b, h, i0), c.E, c.K(b, h, j0), c.E, T(0), P, bk);
+  const int64_t row0 = (b * c.Hq + h) * c.L + i0;
+  if constexpr (std::is_same_v<T, float>) {
+    if (c.lowp()) {
+      mm(bq, bk, c.E, c.Qh(b, h, i0), c.E, 1, c.Kh(b, h, j0), 1, c.E, P, bk);
+      scale_in_place(P, bq * bk, c.scale);
+    }
+  }
+  if (!c.lowp()) gemm(false, true, bq, bk, c.E, c.scale, c.Q(b, h, i0), c.E, c.K(b, h, j0), c.E, T(0), P, bk);
   if (c.sp) apply_score_mod(c, P, pre, slots, b, h, i0, bq, j0, bk);
   if (c.mp)  // the partial query blocks of the run: row stretches of the tile
     for_partial(partial, (bq + c.QB - 1) / c.QB, [&](int64_t f, int64_t n) {
       const int64_t r0 = f * c.QB;
       if (r0 < bq) apply_mask_mod(c, P + r0 * bk, bk, mb, b, h, i0 + r0, std::min(n * c.QB, bq - r0), j0, bk);
     });
-  const int64_t row0 = (b * c.Hq + h) * c.L + i0;
   const T* lse = c.lse + row0;
   for (int64_t i = 0; i < bq; ++i) {
     T* row = P + i * bk;
@@ -444,7 +522,10 @@ void bwd_tile(const BwdCall<T>& c, int64_t b, int64_t h, int64_t i0, int64_t bq,
   }
   c.f.exp_inplace(P, bq * bk);
   // dP = dO V^T; dS = P * (dP - D)
-  gemm(false, true, bq, bk, c.Ev, T(1), c.dO + row0 * c.Ev, c.Ev, c.V(b, h, j0), c.Ev, T(0), dP, bk);
+  if constexpr (std::is_same_v<T, float>) {
+    if (c.lowp()) mm(bq, bk, c.Ev, c.dOh + row0 * c.Ev, c.Ev, 1, c.Vh(b, h, j0), 1, c.Ev, dP, bk);
+  }
+  if (!c.lowp()) gemm(false, true, bq, bk, c.Ev, T(1), c.dO + row0 * c.Ev, c.Ev, c.V(b, h, j0), c.Ev, T(0), dP, bk);
   const T* D = c.D + row0;
   for (int64_t i = 0; i < bq; ++i) {
     const T* pr = P + i * bk;
@@ -480,6 +561,8 @@ void backward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
              Runtime, op.name, "grad_out, out and lse must match the forward's outputs");
   Tensor dO = operand(in[0], ct), O = operand(in[5], ct), lse = operand(in[6], ct);
   c.dO = dO.data_ptr<T>(), c.lse = lse.data_ptr<T>();
+  Tensor dOh = c.lowp() ? operand(in[0], kBFloat16) : Tensor();
+  if (c.lowp()) c.dOh = dOh.data_ptr<BFloat16>();
   // D = rowsum(dO * O) - grad_lse
   Tensor Dt = make_tensor({B * Hq * L}, ct);
   {
@@ -508,7 +591,10 @@ void backward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
   // broadcast batches; dq accumulated across the blocks of a split (split 0 into dq, the others into
   // partial sums added in split order); the captured tensors' gradients per worker.
   const int64_t R = c.bt_rows, W = c.bt_cols;  // the largest tile: merged query blocks x one kv block
-  const int64_t per = 3 * R * W + (R * W + sizeof(T) - 1) / sizeof(T);
+  // per worker: P, dP, the pre-mod scores, the mask bytes; the bfloat16 path's rounded P and dS and
+  // one product before it is added
+  const int64_t mm_tmp = std::max(R, W) * std::max(E, Ev);
+  const int64_t per = 3 * R * W + (R * W + sizeof(T) - 1) / sizeof(T) + (c.lowp() ? R * W + mm_tmp : 0);
   const double madds = double(B) * Hq * L * S * (E + Ev);
   const int64_t heads = c.Bk * c.Hkv, nkb = c.nkb;
   const int nt = get_num_threads();
@@ -532,6 +618,9 @@ void backward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
     T* dP = P + R * W;
     T* pre = dP + R * W;
     uint8_t* mb = reinterpret_cast<uint8_t*>(pre + R * W);
+    T* prod = pre + R * W + (R * W + sizeof(T) - 1) / sizeof(T);  // the bfloat16 path's scratch
+    BFloat16* pb = reinterpret_cast<BFloat16*>(prod + mm_tmp);
+    BFloat16* db = pb + R * W;
     T* dqs = split == 0 ? dqp : parts.data_ptr<T>() + (split - 1) * dq_n;
     const int64_t b_lo = c.Bk == 1 ? 0 : bk_, b_hi = c.Bk == 1 ? B : bk_ + 1;
     for (int64_t kb = split * kps; kb < std::min(nkb, (split + 1) * kps); ++kb) {
@@ -548,6 +637,19 @@ void backward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
             const int64_t bq = std::min(nq * QB, L - i0);
             bwd_tile(c, b, h, i0, bq, j0, bk, partial, P, dP, pre, mb, c.buffer_grads ? &gbufs[w] : nullptr);
             const int64_t row0 = (b * Hq + h) * L + i0;
+            if constexpr (std::is_same_v<T, float>) {
+              if (c.lowp()) {  // dv += P^T dO; dk += scale dS^T Q; dq += scale dS K
+                to_bf16(pb, P, bq * bk);
+                to_bf16(db, dP, bq * bk);
+                mm(bk, Ev, bq, pb, 1, bk, c.dOh + row0 * Ev, Ev, 1, prod, Ev);
+                add_scaled(dvt, Ev, prod, bk, Ev, 1.0f);
+                mm(bk, E, bq, db, 1, bk, c.Qh(b, h, i0), E, 1, prod, E);
+                add_scaled(dkt, E, prod, bk, E, c.scale);
+                mm(bq, E, bk, db, bk, 1, c.Kh(b, h, j0), E, 1, prod, E);
+                add_scaled(dqs + row0 * E, E, prod, bq, E, c.scale);
+                return;
+              }
+            }
             gemm(true, false, bk, Ev, bq, T(1), P, bk, c.dO + row0 * Ev, Ev, T(1), dvt, Ev);
             gemm(true, false, bk, E, bq, c.scale, dP, bk, c.Q(b, h, i0), E, T(1), dkt, E);
             gemm(false, false, bq, E, bk, c.scale, dP, bk, c.K(b, h, j0), E, T(1), dqs + row0 * E, E);

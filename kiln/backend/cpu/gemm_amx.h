@@ -49,6 +49,20 @@ void pack_a(const T* a, int64_t rs, int64_t cs, int64_t mc, int64_t kc, uint32_t
     for (int64_t q0 = 0; q0 < kp; q0 += kBlock) {
       const int64_t bq = std::min(kBlock, kp - q0);  // pairs in this block (16 but at the end)
       uint32_t* d = dst + q0 * MR;
+      if (rs == 1 && cs != 1 && mr == MR && bq == kBlock && 2 * (q0 + kBlock) <= kc) {
+        // column-major (a transposed operand): each pair's words for 16 rows at a time, from two
+        // columns, then a 16 x 16 transpose into the rows' words
+        for (int h = 0; h < MR; h += 16) {
+          __m512i r[16];
+          for (int q = 0; q < 16; ++q) {
+            const T* col = p + h + 2 * (q0 + q) * cs;
+            r[q] = bf16p::pair16(bf16p::lo16(col), bf16p::lo16(col + cs));
+          }
+          bf16p::transpose16(r);
+          for (int i = 0; i < 16; ++i) _mm512_storeu_si512(d + (h + i) * kBlock, r[i]);
+        }
+        continue;
+      }
       for (int64_t i = 0; i < MR; ++i) {
         uint32_t* row = d + i * bq;
         if (i >= mr) {

@@ -108,6 +108,8 @@ struct KernelTable {
   // The same GEMM for float8 operands of either format ([A is e5m2][B is e5m2]) into a float32 C: the
   // scaled float8 products (_scaled_mm) apply their scales to it.
   LowpGemmFn gemm_f8[2][2] = {};
+  // bfloat16 A and B into a float32 C (AMX tiles where the CPU has them): FlexAttention's bfloat16 tiles.
+  LowpGemmFn gemm_bf16_f32 = nullptr;
   GroupedGemmFn gemm_grouped[kNumDtypes] = {};  // float32, float16, bfloat16
   RandomFn random[static_cast<int>(RandomDist::Count)][kNumDtypes] = {};
   LayerNormFn layer_norm[kNumDtypes] = {};  // float32, float64

@@ -461,6 +461,7 @@ template <class Pn>
   t.gemm_grouped[static_cast<int>(kBFloat16)] = &gemm_grouped<BFloat16, Pn>;
   t.gemm_lowp[static_cast<int>(kFloat8_e4m3fn)] = &gemm<Float8_e4m3fn, Float8_e4m3fn, Float8_e4m3fn, Pn>;
   t.gemm_lowp[static_cast<int>(kFloat8_e5m2)] = &gemm<Float8_e5m2, Float8_e5m2, Float8_e5m2, Pn>;
+  t.gemm_bf16_f32 = &gemm<BFloat16, BFloat16, float, Pn>;
   fill_float8<Pn>(t);
 }
 
@@ -487,6 +488,7 @@ void fill_gemm(KernelTable& t) {
   t.gemm_lowp[static_cast<int>(kFloat8_e5m2)] = same<Float8_e5m2>;
   t.gemm_lowp[static_cast<int>(kFloat32)] = same<float>;  // not used by bmm (OpenBLAS); for tests
   fill_float8<F32Panels>(t);
+  t.gemm_bf16_f32 = &gemm<BFloat16, BFloat16, float, F32Panels>;
   t.gemm_grouped[static_cast<int>(kFloat32)] = &gemm_grouped<float, F32Panels>;
   t.gemm_grouped[static_cast<int>(kFloat16)] = &gemm_grouped<Half, F32Panels>;
   t.gemm_grouped[static_cast<int>(kBFloat16)] = &gemm_grouped<BFloat16, F32Panels>;
