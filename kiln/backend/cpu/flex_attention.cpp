@@ -347,15 +347,18 @@ void fwd_task(const Call<T>& c, int64_t b, int64_t h, int64_t qb, T* ws, T* out,
   std::fill(l, l + bq, T(0));
   std::fill(acc, acc + bq * Ev, T(0));
   const T* Q = c.lowp() ? nullptr : c.Q(b, h, i0);
+  // the bfloat16 path without a score_mod: scale, softmax step and rounding in one kernel (a mask
+  // only writes -inf, which the scale keeps)
+  const bool fused = c.lowp() && !c.sp && c.scale > T(0);
   std::vector<Tensor> slots;
   each_run(c.kv, b, h, qb, c.fw, [&](int64_t col, int64_t nb, uint64_t partial) {
     const int64_t j0 = col * KB;
     if (j0 >= c.S) return;
     const int64_t bk = std::min(nb * KB, c.S - j0);
     if constexpr (std::is_same_v<T, float>) {
-      if (c.lowp()) {  // s = scale * Q K^T: K's rows are the columns of B
+      if (c.lowp()) {  // s = Q K^T (K's rows are the columns of B), then scaled (by the softmax when fused)
         mm(bq, bk, c.E, c.Qh(b, h, i0), c.E, 1, c.Kh(b, h, j0), 1, c.E, s, bk);
-        scale_in_place(s, bq * bk, c.scale);
+        if (!fused) scale_in_place(s, bq * bk, c.scale);
       }
     }
     if (!c.lowp()) gemm(false, true, bq, bk, c.E, c.scale, Q, c.E, c.K(b, h, j0), c.E, T(0), s, bk);
@@ -365,6 +368,15 @@ void fwd_task(const Call<T>& c, int64_t b, int64_t h, int64_t qb, T* ws, T* out,
         const int64_t jf = j0 + f * KB;
         if (jf < c.S) apply_mask_mod(c, s + f * KB, bk, mb, b, h, i0, bq, jf, std::min(n * KB, c.S - jf));
       });
+    if constexpr (std::is_same_v<T, float>) {
+      if (fused) {  // the softmax step with the scale folded in, P rounded once
+        if (cpu::cpu_kernels().attn_softmax_bf16(s, bq, bk, c.scale, mx, l, alpha, pb))
+          cpu::rescale_rows(acc, alpha, bq, Ev);
+        mm(bq, Ev, bk, pb, bk, 1, c.Vh(b, h, j0), Ev, 1, pv, Ev);
+        add_scaled(acc, Ev, pv, bq, Ev, 1.0f);
+        return;
+      }
+    }
     if (cpu::online_softmax_step(c.f, s, bq, bk, mx, l, alpha, tmp)) cpu::rescale_rows(acc, alpha, bq, Ev);
     if constexpr (std::is_same_v<T, float>) {
       if (c.lowp()) {
