@@ -347,9 +347,9 @@ void fwd_task(const Call<T>& c, int64_t b, int64_t h, int64_t qb, T* ws, T* out,
   std::fill(l, l + bq, T(0));
   std::fill(acc, acc + bq * Ev, T(0));
   const T* Q = c.lowp() ? nullptr : c.Q(b, h, i0);
-  // the bfloat16 path without a score_mod: scale, softmax step and rounding in one kernel (a mask
-  // only writes -inf, which the scale keeps)
-  const bool fused = c.lowp() && !c.sp && c.scale > T(0);
+  // float32 without a score_mod: scale, softmax step (and the bfloat16 path's rounding) in one kernel
+  // (a mask only writes -inf, which the scale keeps)
+  const bool fused = std::is_same_v<T, float> && !c.sp && c.scale > T(0);
   std::vector<Tensor> slots;
   each_run(c.kv, b, h, qb, c.fw, [&](int64_t col, int64_t nb, uint64_t partial) {
     const int64_t j0 = col * KB;
@@ -361,7 +361,7 @@ void fwd_task(const Call<T>& c, int64_t b, int64_t h, int64_t qb, T* ws, T* out,
         if (!fused) scale_in_place(s, bq * bk, c.scale);
       }
     }
-    if (!c.lowp()) gemm(false, true, bq, bk, c.E, c.scale, Q, c.E, c.K(b, h, j0), c.E, T(0), s, bk);
+    if (!c.lowp()) gemm(false, true, bq, bk, c.E, fused ? T(1) : c.scale, Q, c.E, c.K(b, h, j0), c.E, T(0), s, bk);
     if (c.sp) apply_score_mod(c, s, static_cast<T*>(nullptr), slots, b, h, i0, bq, j0, bk);
     if (c.mp)
       for_partial(partial, nb, [&](int64_t f, int64_t n) {
@@ -369,9 +369,13 @@ void fwd_task(const Call<T>& c, int64_t b, int64_t h, int64_t qb, T* ws, T* out,
         if (jf < c.S) apply_mask_mod(c, s + f * KB, bk, mb, b, h, i0, bq, jf, std::min(n * KB, c.S - jf));
       });
     if constexpr (std::is_same_v<T, float>) {
-      if (fused) {  // the softmax step with the scale folded in, P rounded once
-        if (cpu::cpu_kernels().attn_softmax_bf16(s, bq, bk, c.scale, mx, l, alpha, pb))
+      if (fused) {  // the softmax step with the scale folded in (P rounded once on the bfloat16 path)
+        if (cpu::cpu_kernels().attn_softmax(s, bq, bk, c.scale, mx, l, alpha, c.lowp() ? pb : nullptr))
           cpu::rescale_rows(acc, alpha, bq, Ev);
+        if (!c.lowp()) {
+          gemm(false, false, bq, Ev, bk, T(1), s, bk, c.V(b, h, j0), Ev, T(1), acc, Ev);
+          return;
+        }
         mm(bq, Ev, bk, pb, bk, 1, c.Vh(b, h, j0), Ev, 1, pv, Ev);
         add_scaled(acc, Ev, pv, bq, Ev, 1.0f);
         return;

@@ -55,10 +55,11 @@ using LowpGemmFn = void (*)(const GemmArgs&);
 // (product, column block) work items: the grouped matmul of mixture-of-experts layers.
 using GroupedGemmFn = void (*)(const GemmArgs* items, int64_t count);
 // s (bq x bk, contiguous): scores before the (positive) scale, -inf where masked; mx, l: the rows'
-// running max (scaled) and sum. Updates them, writes alpha[i] = exp(old max - new max), turns s into
-// exp(scale * s - max) and pb (bq x bk) into those rounded to bfloat16; returns whether any alpha != 1.
-using AttnSoftmaxBf16Fn = bool (*)(float* s, int64_t bq, int64_t bk, float scale, float* mx, float* l, float* alpha,
-                                   BFloat16* pb);
+// running max (scaled) and sum. Updates them, writes alpha[i] = exp(old max - new max) and the
+// probabilities exp(scale * s - max): into s, or (pb given, bq x bk) rounded to bfloat16 into pb (s is
+// then scratch); returns whether any alpha != 1.
+using AttnSoftmaxFn = bool (*)(float* s, int64_t bq, int64_t bk, float scale, float* mx, float* l, float* alpha,
+                               BFloat16* pb);
 
 // Random fills (kernels_random.cpp): writes elements [begin, end) of a fill of `out` (pointing at
 // element 0, contiguous) with draws of one distribution; element i depends only on the generator
@@ -115,8 +116,8 @@ struct KernelTable {
   LowpGemmFn gemm_f8[2][2] = {};
   // bfloat16 A and B into a float32 C (AMX tiles where the CPU has them): FlexAttention's bfloat16 tiles.
   LowpGemmFn gemm_bf16_f32 = nullptr;
-  // FlexAttention's bfloat16 path: the online-softmax step of a tile of unscaled scores (kernels_attention.cpp).
-  AttnSoftmaxBf16Fn attn_softmax_bf16 = nullptr;
+  // FlexAttention's online-softmax step of a float32 tile of unscaled scores (kernels_attention.cpp).
+  AttnSoftmaxFn attn_softmax = nullptr;
   GroupedGemmFn gemm_grouped[kNumDtypes] = {};  // float32, float16, bfloat16
   RandomFn random[static_cast<int>(RandomDist::Count)][kNumDtypes] = {};
   LayerNormFn layer_norm[kNumDtypes] = {};  // float32, float64

@@ -1,9 +1,9 @@
 // Attention's fused row kernels, compiled once per ISA (the "attention" family of the kernel table).
 //
-// attn_softmax_bf16: the online-softmax step of one score tile on FlexAttention's bfloat16 path, in
-// two passes over each row instead of six (scale, max, subtract, exp, sum, round): the scale is folded
-// into the exponent, and the probabilities are written once, rounded to bfloat16 for the P V product.
-// The row sums add the float32 probabilities (before rounding), as the float32 path does.
+// attn_softmax: FlexAttention's online-softmax step of one float32 score tile, in two passes over each
+// row instead of five or six (scale, max, subtract, exp, sum[, round]): the scale is folded into the
+// exponent, and the probabilities are written once, in place or (the bfloat16 path) rounded to
+// bfloat16 for the P V product. The row sums add the float32 probabilities (before any rounding).
 #include <cmath>
 #include <limits>
 
@@ -30,7 +30,34 @@ inline void round_bf16(BFloat16* dst, const float* src, int64_t n) {
   for (; j < n; ++j) dst[j] = BFloat16(src[j]);
 }
 
-bool softmax_bf16(float* s, int64_t bq, int64_t bk, float scale, float* mx, float* l, float* alpha, BFloat16* pb) {
+#if defined(__AVX512F__)
+// 16 floats -> 16 bfloat16 (nearest even, NaN quiet).
+inline __m256i bf16x16(__m512 f) {
+  __m512i x = _mm512_castps_si512(f);
+  __m512i bias = _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1)), _mm512_set1_epi32(0x7fff));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(x, bias), 16);
+  r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), _mm512_set1_epi32(0x7fc0));
+  return _mm512_cvtepi32_epi16(r);
+}
+// exp(x) for x <= 0 (the softmax's shifted scores): exp_impl's reduction and polynomial, with the
+// power of two applied by vscalefps (exact, subnormals included) instead of two multiplies.
+inline __m512 exp_nonpos(__m512 x) {
+  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);  // (NaN stays: max takes its second operand)
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(0.0013814595295116305f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.008368706330657005f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.04166838899254799f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.1666652113199234f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.4999999403953552f));
+  __m512 e = _mm512_add_ps(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(_mm512_mul_ps(r, r), p, r));
+  return _mm512_scalef_ps(e, n);
+}
+#endif
+
+bool softmax_rows(float* s, int64_t bq, int64_t bk, float scale, float* mx, float* l, float* alpha, BFloat16* pb) {
   constexpr int W = VecF::N;
   const float ninf = -std::numeric_limits<float>::infinity();
   bool rescale = false;
@@ -49,6 +76,28 @@ bool softmax_bf16(float* s, int64_t bq, int64_t bk, float scale, float* mx, floa
     alpha[i] = std::exp(mx[i] - mu);
     rescale |= alpha[i] != 1.0f;
     mx[i] = mn;
+#if defined(__AVX512F__)
+    {  // one pass: exponent, row sum, rounding; the float32 probabilities are not kept
+      const __m512 vs = _mm512_set1_ps(scale), vmu = _mm512_set1_ps(mu);
+      __m512 acc = _mm512_setzero_ps();
+      BFloat16* out = pb ? pb + i * bk : nullptr;
+      for (j = 0; j + 16 <= bk; j += 16) {
+        __m512 p = exp_nonpos(_mm512_fmsub_ps(_mm512_loadu_ps(row + j), vs, vmu));
+        acc = _mm512_add_ps(acc, p);
+        if (out) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j), bf16x16(p));
+        else _mm512_storeu_ps(row + j, p);
+      }
+      float t = _mm512_reduce_add_ps(acc);
+      for (; j < bk; ++j) {
+        const float p = std::exp(row[j] * scale - mu);
+        t += p;
+        if (out) out[j] = BFloat16(p);
+        else row[j] = p;
+      }
+      l[i] = l[i] * alpha[i] + t;
+      continue;
+    }
+#endif
     const VecF vs = VecF::set1(scale), vmu = VecF::set1(mu);
     VecF sum = VecF::set1(0.0f);
     for (j = 0; j + W <= bk; j += W) {
@@ -64,13 +113,13 @@ bool softmax_bf16(float* s, int64_t bq, int64_t bk, float scale, float* mx, floa
       t += row[j];
     }
     l[i] = l[i] * alpha[i] + t;
-    round_bf16(pb + i * bk, row, bk);
+    if (pb) round_bf16(pb + i * bk, row, bk);
   }
   return rescale;
 }
 
 }  // namespace
 
-void fill_attention(KernelTable& t) { t.attn_softmax_bf16 = &softmax_bf16; }
+void fill_attention(KernelTable& t) { t.attn_softmax = &softmax_rows; }
 
 }  // namespace kiln::cpu::KILN_ISA
