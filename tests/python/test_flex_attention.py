@@ -890,3 +890,28 @@ def test_block_larger_than_the_sequence():
     big = KFA.BlockMask.from_kv_blocks(kiln.ones(1, 1, 1, dtype=kiln.int32), kiln.zeros(1, 1, 1, 1, dtype=kiln.int32),
                                        BLOCK_SIZE=1 << 20, seq_lengths=(50, 50))
     assert kiln.equal(KFA.flex_attention(q, k, v, block_mask=big), KFA.flex_attention(q, k, v))
+
+
+@pytest.mark.parametrize("L,S,E,Ev,masked", [(256, 256, 64, 64, True), (256, 256, 64, 64, False),
+                                             (384, 384, 32, 96, True), (200, 160, 64, 64, True)])
+def test_bfloat16_tiles_against_float64(L, S, E, Ev, masked):
+    """bfloat16 at sizes that are multiples of 32: on AMX the forward runs the packed tile products
+    (K^T and V packed once per call) and the backward the bfloat16 GEMM; elsewhere the float32 path.
+    Output and gradients against torch's SDPA in float64 on the same (bfloat16) inputs. 200 queries:
+    the last query block (72 rows) takes the generic products beside packed ones."""
+    g = torch.Generator().manual_seed(L + E)
+    q = torch.randn(2, 3, L, E, generator=g).bfloat16()
+    k = torch.randn(2, 3, S, E, generator=g).bfloat16()
+    v = torch.randn(2, 3, S, Ev, generator=g).bfloat16()
+    dout = torch.randn(2, 3, L, Ev, generator=g).bfloat16()
+    tq, tk, tv = (t.double().requires_grad_() for t in (q, k, v))
+    ref = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=masked)
+    ref.backward(dout.double())
+    kq, kk, kv = (to_kiln(t).requires_grad_() for t in (q, k, v))
+    bm = KFA.create_block_mask(_causal, None, None, L, S, device="cpu") if masked else None
+    out = KFA.flex_attention(kq, kk, kv, block_mask=bm)
+    (fr, fa), (gr, ga) = FWD_TOL["bfloat16"][0], GRAD_TOL["bfloat16"]
+    close(out, ref, fr, fa, "out")
+    out.backward(to_kiln(dout))
+    for name, got, want in (("dq", kq.grad, tq.grad), ("dk", kk.grad, tk.grad), ("dv", kv.grad, tv.grad)):
+        close(got, want, gr, ga * mag(want), name)

@@ -220,6 +220,8 @@ struct Call {
   // feed a product (P, dS) are rounded to bfloat16 first.
   const BFloat16 *qh = nullptr, *kh = nullptr, *vh = nullptr;
   bool lowp() const { return qh != nullptr; }
+  // ... and on AMX with every size a multiple of 32, K^T and V packed once for the forward's tiles
+  const uint32_t *ktp = nullptr, *vp = nullptr;
   Lists kv, ql;
   std::shared_ptr<const Program> sp, mp;  // null: none
   TensorList sbuf, mbuf;                  // their captured tensors
@@ -233,6 +235,8 @@ struct Call {
   const BFloat16* Qh(int64_t b, int64_t h, int64_t i0) const { return qh + ((b * Hq + h) * L + i0) * E; }
   const BFloat16* Kh(int64_t b, int64_t h, int64_t j0) const { return kh + (kvbh(b, h) * S + j0) * E; }
   const BFloat16* Vh(int64_t b, int64_t h, int64_t j0) const { return vh + (kvbh(b, h) * S + j0) * Ev; }
+  const uint32_t* Ktp(int64_t b, int64_t h) const { return ktp + kvbh(b, h) * S * E / 2; }
+  const uint32_t* Vp(int64_t b, int64_t h) const { return vp + kvbh(b, h) * S * Ev / 2; }
 };
 
 // ---- the bfloat16 path's products ---------------------------------------------------------------
@@ -355,8 +359,12 @@ void fwd_task(const Call<T>& c, int64_t b, int64_t h, int64_t qb, T* ws, T* out,
     const int64_t j0 = col * KB;
     if (j0 >= c.S) return;
     const int64_t bk = std::min(nb * KB, c.S - j0);
+    const bool tiles = c.ktp && bq % 32 == 0 && bk % 32 == 0 && j0 % 32 == 0;  // the packed AMX products
     if constexpr (std::is_same_v<T, float>) {
-      if (c.lowp()) {  // s = Q K^T (K's rows are the columns of B), then scaled (by the softmax when fused)
+      if (tiles) {
+        cpu::cpu_kernels().attn_qk(c.Qh(b, h, i0), bq, c.E, c.Ktp(b, h), j0, bk, s);
+        if (!fused) scale_in_place(s, bq * bk, c.scale);
+      } else if (c.lowp()) {  // s = Q K^T (K's rows are the columns of B), then scaled (by the softmax when fused)
         mm(bq, bk, c.E, c.Qh(b, h, i0), c.E, 1, c.Kh(b, h, j0), 1, c.E, s, bk);
         if (!fused) scale_in_place(s, bq * bk, c.scale);
       }
@@ -376,6 +384,10 @@ void fwd_task(const Call<T>& c, int64_t b, int64_t h, int64_t qb, T* ws, T* out,
           gemm(false, false, bq, Ev, bk, T(1), s, bk, c.V(b, h, j0), Ev, T(1), acc, Ev);
           return;
         }
+        if (tiles) {
+          cpu::cpu_kernels().attn_pv(pb, bq, bk, c.Vp(b, h), j0, Ev, acc);
+          return;
+        }
         mm(bq, Ev, bk, pb, bk, 1, c.Vh(b, h, j0), Ev, 1, pv, Ev);
         add_scaled(acc, Ev, pv, bq, Ev, 1.0f);
         return;
@@ -385,6 +397,10 @@ void fwd_task(const Call<T>& c, int64_t b, int64_t h, int64_t qb, T* ws, T* out,
     if constexpr (std::is_same_v<T, float>) {
       if (c.lowp()) {
         to_bf16(pb, s, bq * bk);
+        if (tiles) {
+          cpu::cpu_kernels().attn_pv(pb, bq, bk, c.Vp(b, h), j0, Ev, acc);
+          return;
+        }
         mm(bq, Ev, bk, pb, bk, 1, c.Vh(b, h, j0), Ev, 1, pv, Ev);
         add_scaled(acc, Ev, pv, bq, Ev, 1.0f);
         return;
@@ -467,6 +483,21 @@ void forward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorList
   TensorList keep;
   Call<T> c = make_call<T>(op, in, 0, 3, 3 + flex::kBlockInputs, a, keep);
   const Dtype ct = dtype_of<T>();
+  const cpu::KernelTable& kt = cpu::cpu_kernels();
+  Tensor ktp, vp;
+  if (c.lowp() && kt.attn_qk && c.E % 32 == 0 && c.Ev % 32 == 0 && c.S % 32 == 0 && c.S > 0) {
+    const int64_t heads = c.Bk * c.Hkv, S = c.S, E = c.E, Ev = c.Ev;
+    ktp = make_tensor({heads * S * E / 2}, kInt32), vp = make_tensor({heads * S * Ev / 2}, kInt32);
+    auto* kp = reinterpret_cast<uint32_t*>(ktp.data_ptr<int32_t>());
+    auto* vq = reinterpret_cast<uint32_t*>(vp.data_ptr<int32_t>());
+    cpu::parallel_for(heads, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t x = lo; x < hi; ++x) {
+        kt.attn_pack_kt(c.kh + x * S * E, S, E, kp + x * S * E / 2);
+        kt.attn_pack_v(c.vh + x * S * Ev, S, Ev, vq + x * S * Ev / 2);
+      }
+    });
+    c.ktp = kp, c.vp = vq;
+  }
   Tensor o = out[0].dtype() == ct ? out[0] : make_tensor(out[0].sizes(), ct);
   T* op_ = o.data_ptr<T>();
   T* lse = out[1].data_ptr<T>();

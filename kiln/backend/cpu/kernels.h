@@ -118,6 +118,14 @@ struct KernelTable {
   LowpGemmFn gemm_bf16_f32 = nullptr;
   // FlexAttention's online-softmax step of a float32 tile of unscaled scores (kernels_attention.cpp).
   AttnSoftmaxFn attn_softmax = nullptr;
+  // FlexAttention's bfloat16 forward products on AMX (attention_amx.h; null without AMX): K^T and V
+  // packed once per call, then s = Q K^T and acc += P V per tile. Every size a multiple of 32.
+  void (*attn_pack_kt)(const BFloat16* k, int64_t S, int64_t E, uint32_t* dst) = nullptr;  // S*E/2 words
+  void (*attn_pack_v)(const BFloat16* v, int64_t S, int64_t Ev, uint32_t* dst) = nullptr;  // S*Ev/2 words
+  void (*attn_qk)(const BFloat16* q, int64_t bq, int64_t E, const uint32_t* kt, int64_t j0, int64_t bk,
+                  float* s) = nullptr;
+  void (*attn_pv)(const BFloat16* p, int64_t bq, int64_t bk, const uint32_t* vp, int64_t j0, int64_t Ev,
+                  float* acc) = nullptr;
   GroupedGemmFn gemm_grouped[kNumDtypes] = {};  // float32, float16, bfloat16
   RandomFn random[static_cast<int>(RandomDist::Count)][kNumDtypes] = {};
   LayerNormFn layer_norm[kNumDtypes] = {};  // float32, float64

@@ -35,6 +35,7 @@
 #include <numeric>
 #include <vector>
 
+#include "kiln/backend/cpu/attention_amx.h"
 #include "kiln/backend/cpu/gemm_amx.h"
 #include "kiln/backend/cpu/gemm_bf16.h"
 #include "kiln/backend/cpu/gemm_f32.h"
@@ -471,7 +472,13 @@ template <class Pn>
 // The AMX build (kernels_gemm.cpp compiled once more with -mamx-tile -mamx-bf16): its bfloat16 and
 // float8 entries replace the AVX512-BF16 ones when the CPU has AMX-BF16 and the kernel grants the tile
 // state (isa.cpp). Matrix-vector and tiny products inside them still run vdpbf16ps (gemm_amx.h).
-void fill_gemm_amx(KernelTable& t) { fill_pairs<AmxPanels>(t); }
+void fill_gemm_amx(KernelTable& t) {
+  fill_pairs<AmxPanels>(t);
+  t.attn_pack_kt = &attn_amx::pack_kt;
+  t.attn_pack_v = &attn_amx::pack_v;
+  t.attn_qk = &attn_amx::qk;
+  t.attn_pv = &attn_amx::pv;
+}
 #elif defined(KILN_GEMM_BF16_ONLY)
 // The AVX512-BF16 build (kernels_gemm.cpp compiled once more with -mavx512bf16): its table entries
 // replace the avx512 table's when the CPU has the instructions (isa.cpp). float8 converts to bfloat16
