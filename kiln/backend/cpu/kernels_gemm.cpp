@@ -36,6 +36,9 @@
 #include <vector>
 
 #include "kiln/backend/cpu/attention_amx.h"
+#ifdef __AVX512BF16__
+#include "kiln/backend/cpu/attention_softmax.h"
+#endif
 #include "kiln/backend/cpu/gemm_amx.h"
 #include "kiln/backend/cpu/gemm_bf16.h"
 #include "kiln/backend/cpu/gemm_f32.h"
@@ -474,6 +477,7 @@ template <class Pn>
 // state (isa.cpp). Matrix-vector and tiny products inside them still run vdpbf16ps (gemm_amx.h).
 void fill_gemm_amx(KernelTable& t) {
   fill_pairs<AmxPanels>(t);
+  t.attn_softmax = &attn_softmax_rows;  // (vcvtneps2bf16)
   t.attn_pack_kt = &attn_amx::pack_kt;
   t.attn_pack_v = &attn_amx::pack_v;
   t.attn_qk = &attn_amx::qk;
@@ -484,7 +488,10 @@ void fill_gemm_amx(KernelTable& t) {
 // replace the avx512 table's when the CPU has the instructions (isa.cpp). float8 converts to bfloat16
 // exactly, and no product or sum of two float8 values is subnormal in float32, so the float8 entries
 // give the float32 kernel's bits too.
-void fill_gemm_bf16(KernelTable& t) { fill_pairs<Bf16Panels>(t); }
+void fill_gemm_bf16(KernelTable& t) {
+  fill_pairs<Bf16Panels>(t);
+  t.attn_softmax = &attn_softmax_rows;  // (vcvtneps2bf16)
+}
 #else
 template <class T>
 constexpr auto same = &gemm<T, T, T, F32Panels>;
