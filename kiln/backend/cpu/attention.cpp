@@ -246,6 +246,7 @@ void forward_t(const Geom& g, const Tensor& q, const Tensor& k, const Tensor& v,
   Tensor ws = make_tensor({std::max(workers, 1) * per}, dtype_of<T>());
   T* wp = ws.data_ptr<T>();
   run_tasks(ntask, workers, false, [&](int64_t w, int64_t t) {
+    cpu::FlushSubnormals ftz;  // exp of masked scores: no subnormal assists
     // the last query blocks (the longest under causal) go first
     fwd_block(c, t % g.BH, nqb - 1 - t / g.BH, wp + w * per);
   });
@@ -423,7 +424,10 @@ void backward_t(const Geom& g, const Tensor& dO, const Tensor& q, const Tensor& 
   T* wp = ws.data_ptr<T>();
   // earliest key blocks (the most query rows under causal) first
   run_tasks(ntask, workers, dmask.defined() && !shared_dm,
-            [&](int64_t w, int64_t t) { bwd_task(c, t % BH, t / BH, w, wp + w * per); });
+            [&](int64_t w, int64_t t) {
+              cpu::FlushSubnormals ftz;
+              bwd_task(c, t % BH, t / BH, w, wp + w * per);
+            });
   if (nsplit > 1) {  // dq += the other splits' partial sums, in split order
     T* dqp = dq.data_ptr<T>();
     const T* parts = dq_parts.data_ptr<T>();

@@ -51,9 +51,12 @@ inline __m256i bf16x16(__m512 f) {
 #endif
 #if defined(__AVX512F__)
 // exp(x) for x <= 0 (the softmax's shifted scores): exp_impl's reduction and polynomial, with the
-// power of two applied by vscalefps (exact, subnormals included) instead of two multiplies.
+// power of two applied by vscalefps instead of two multiplies. Below -87.3 (where exp is subnormal or
+// zero in float32) it gives 0: a subnormal result costs a microcode assist of ~100 cycles, and every
+// masked score (-inf) would make one.
 inline __m512 exp_nonpos(__m512 x) {
-  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);  // (NaN stays: max takes its second operand)
+  const __mmask16 normal = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33f), _CMP_NLT_UQ);  // (NaN: kept)
+  x = _mm512_max_ps(_mm512_set1_ps(-88.0f), x);  // (NaN stays: max takes its second operand)
   __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
@@ -64,7 +67,7 @@ inline __m512 exp_nonpos(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.1666652113199234f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.4999999403953552f));
   __m512 e = _mm512_add_ps(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(_mm512_mul_ps(r, r), p, r));
-  return _mm512_scalef_ps(e, n);
+  return _mm512_maskz_scalef_ps(normal, e, n);
 }
 #endif
 

@@ -513,6 +513,7 @@ void forward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorList
   T* wp = ws.data_ptr<T>();
   run_tasks(ntask, workers, /*fixed=*/true, [&](int64_t w, int64_t t) {
     NoGradGuard no_grad;  // the programs' ops record nothing
+    cpu::FlushSubnormals ftz;
     const int64_t qb = c.nqb - 1 - t / (c.B * c.Hq), bh = t % (c.B * c.Hq);  // longest rows first
     fwd_task(c, bh / c.Hq, bh % c.Hq, qb, wp + w * per, op_, lse, mxo);
   });
@@ -660,6 +661,7 @@ void backward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
   std::vector<std::vector<Tensor>> gbufs(std::max(workers, 1), std::vector<Tensor>(c.sbuf.size()));
   run_tasks(ntask, workers, /*fixed=*/true, [&](int64_t w, int64_t t) {  // fixed: per-worker buffer sums
     NoGradGuard no_grad;  // the programs' ops and derivatives record nothing
+    cpu::FlushSubnormals ftz;
     const int64_t split = t / heads, hk = t % c.Hkv, bk_ = (t % heads) / c.Hkv;
     T* P = wp + w * per;
     T* dP = P + R * W;
