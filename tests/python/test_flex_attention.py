@@ -892,25 +892,62 @@ def test_block_larger_than_the_sequence():
     assert kiln.equal(KFA.flex_attention(q, k, v, block_mask=big), KFA.flex_attention(q, k, v))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=dname)
 @pytest.mark.parametrize("L,S,E,Ev,masked", [(256, 256, 64, 64, True), (256, 256, 64, 64, False),
-                                             (384, 384, 32, 96, True), (200, 160, 64, 64, True)])
-def test_bfloat16_tiles_against_float64(L, S, E, Ev, masked):
-    """bfloat16 at sizes that are multiples of 32: on AMX the forward runs the packed tile products
-    (K^T and V packed once per call) and the backward the bfloat16 GEMM; elsewhere the float32 path.
-    Output and gradients against torch's SDPA in float64 on the same (bfloat16) inputs. 200 queries:
-    the last query block (72 rows) takes the generic products beside packed ones."""
+                                             (384, 384, 32, 96, True), (200, 160, 64, 64, True),
+                                             (204, 160, 40, 64, True)])
+def test_tiles_against_float64(L, S, E, Ev, masked, dtype):
+    """Sizes that are multiples of 32 take the forward's packed tile products: bfloat16 on AMX (K^T and
+    V packed once per call; the backward on the bfloat16 GEMM), float32 with AVX-512 (K^T packed once);
+    elsewhere the generic products. Output and gradients against torch's SDPA in float64 on the same
+    inputs. 200 queries: the last query block (72 rows) takes the float32 tiles (a multiple of 8) but
+    the generic bfloat16 products; 204 (76 rows) the generic ones in both."""
     g = torch.Generator().manual_seed(L + E)
-    q = torch.randn(2, 3, L, E, generator=g).bfloat16()
-    k = torch.randn(2, 3, S, E, generator=g).bfloat16()
-    v = torch.randn(2, 3, S, Ev, generator=g).bfloat16()
-    dout = torch.randn(2, 3, L, Ev, generator=g).bfloat16()
+    q = torch.randn(2, 3, L, E, generator=g).to(dtype)
+    k = torch.randn(2, 3, S, E, generator=g).to(dtype)
+    v = torch.randn(2, 3, S, Ev, generator=g).to(dtype)
+    dout = torch.randn(2, 3, L, Ev, generator=g).to(dtype)
     tq, tk, tv = (t.double().requires_grad_() for t in (q, k, v))
     ref = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=masked)
     ref.backward(dout.double())
     kq, kk, kv = (to_kiln(t).requires_grad_() for t in (q, k, v))
     bm = KFA.create_block_mask(_causal, None, None, L, S, device="cpu") if masked else None
     out = KFA.flex_attention(kq, kk, kv, block_mask=bm)
-    (fr, fa), (gr, ga) = FWD_TOL["bfloat16"][0], GRAD_TOL["bfloat16"]
+    (fr, fa), (gr, ga) = FWD_TOL[dname(dtype)][0], GRAD_TOL[dname(dtype)]
+    close(out, ref, fr, fa, "out")
+    out.backward(to_kiln(dout))
+    for name, got, want in (("dq", kq.grad, tq.grad), ("dk", kk.grad, tk.grad), ("dv", kv.grad, tv.grad)):
+        close(got, want, gr, ga * mag(want), name)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=dname)
+def test_tiles_with_gqa_score_mod_and_odd_blocks(dtype):
+    """The packed tile products beside the rest: GQA (4 query heads on 2 kv heads, packed buffers indexed
+    per kv head), a score_mod (the unfused softmax before the packed P V), E = 128 (four k blocks of the
+    tiles), and kv blocks of 48 keys, so tiles (j0 a multiple of 32) and generic products alternate in
+    one row (query blocks of 64, so the bfloat16 tiles apply too). Against the same math in float64."""
+    L, E, Ev, H, Hkv = 192, 128, 64, 4, 2
+    g = torch.Generator().manual_seed(5)
+    q = torch.randn(1, H, L, E, generator=g).to(dtype)
+    k = torch.randn(1, Hkv, L, E, generator=g).to(dtype)
+    v = torch.randn(1, Hkv, L, Ev, generator=g).to(dtype)
+    dout = torch.randn(1, H, L, Ev, generator=g).to(dtype)
+    tq, tk, tv = (t.double().requires_grad_() for t in (q, k, v))
+    scale = 1.0 / math.sqrt(E)
+    s = tq @ tk.repeat_interleave(H // Hkv, 1).transpose(-1, -2) * scale
+    idx = torch.arange(L, dtype=torch.float64)
+    s = s + 0.05 * (idx[None, :] - idx[:, None])  # the score_mod: a relative-position bias
+    s = s.masked_fill(idx[:, None] < idx[None, :], float("-inf"))
+    ref = torch.softmax(s, -1) @ tv.repeat_interleave(H // Hkv, 1)
+    ref.backward(dout.double())
+
+    def bias(score, b, h, qi, kv):
+        return score + 0.05 * (kv - qi)
+
+    kq, kk, kv = (to_kiln(t).requires_grad_() for t in (q, k, v))
+    bm = KFA.create_block_mask(_causal, None, None, L, L, device="cpu", BLOCK_SIZE=(64, 48))
+    out = KFA.flex_attention(kq, kk, kv, score_mod=bias, block_mask=bm, enable_gqa=True)
+    (fr, fa), (gr, ga) = FWD_TOL[dname(dtype)][0], GRAD_TOL[dname(dtype)]
     close(out, ref, fr, fa, "out")
     out.backward(to_kiln(dout))
     for name, got, want in (("dq", kq.grad, tq.grad), ("dk", kk.grad, tk.grad), ("dv", kv.grad, tv.grad)):

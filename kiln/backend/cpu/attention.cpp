@@ -246,7 +246,7 @@ void forward_t(const Geom& g, const Tensor& q, const Tensor& k, const Tensor& v,
   Tensor ws = make_tensor({std::max(workers, 1) * per}, dtype_of<T>());
   T* wp = ws.data_ptr<T>();
   run_tasks(ntask, workers, false, [&](int64_t w, int64_t t) {
-    cpu::FlushSubnormals ftz;  // exp of masked scores: no subnormal assists
+    cpu::FlushSubnormals ftz(std::is_same_v<T, float>);  // exp of masked scores: no subnormal assists
     // the last query blocks (the longest under causal) go first
     fwd_block(c, t % g.BH, nqb - 1 - t / g.BH, wp + w * per);
   });
@@ -425,7 +425,7 @@ void backward_t(const Geom& g, const Tensor& dO, const Tensor& q, const Tensor& 
   // earliest key blocks (the most query rows under causal) first
   run_tasks(ntask, workers, dmask.defined() && !shared_dm,
             [&](int64_t w, int64_t t) {
-              cpu::FlushSubnormals ftz;
+              cpu::FlushSubnormals ftz(std::is_same_v<T, float>);
               bwd_task(c, t % BH, t / BH, w, wp + w * per);
             });
   if (nsplit > 1) {  // dq += the other splits' partial sums, in split order

@@ -23,11 +23,19 @@ namespace kiln::cpu {
 // Flushes subnormal results to zero (MXCSR's FTZ) on this thread while it lives. Softmax tiles are full
 // of exp(-large) (every masked score): each subnormal result costs the core a microcode assist of
 // about a hundred cycles, and probabilities below 2^-126 do not matter. Inputs are read as they are.
+// Used for float32 only (float64 keeps torch's subnormals).
 struct FlushSubnormals {
 #if defined(__x86_64__) || defined(__i386__)
   unsigned saved = _mm_getcsr();
-  FlushSubnormals() { _mm_setcsr(saved | 0x8000u); }
-  ~FlushSubnormals() { _mm_setcsr(saved); }
+  bool on;
+  explicit FlushSubnormals(bool on_) : on(on_) {
+    if (on) _mm_setcsr(saved | 0x8000u);
+  }
+  ~FlushSubnormals() {
+    if (on) _mm_setcsr(saved);
+  }
+#else
+  explicit FlushSubnormals(bool) {}
 #endif
 };
 

@@ -222,6 +222,8 @@ struct Call {
   bool lowp() const { return qh != nullptr; }
   // ... and on AMX with every size a multiple of 32, K^T and V packed once for the forward's tiles
   const uint32_t *ktp = nullptr, *vp = nullptr;
+  // float32 with AVX-512 and S, Ev multiples of 32: K^T packed once for the forward's tiles
+  const float* ktf = nullptr;
   Lists kv, ql;
   std::shared_ptr<const Program> sp, mp;  // null: none
   TensorList sbuf, mbuf;                  // their captured tensors
@@ -236,6 +238,7 @@ struct Call {
   const BFloat16* Kh(int64_t b, int64_t h, int64_t j0) const { return kh + (kvbh(b, h) * S + j0) * E; }
   const BFloat16* Vh(int64_t b, int64_t h, int64_t j0) const { return vh + (kvbh(b, h) * S + j0) * Ev; }
   const uint32_t* Ktp(int64_t b, int64_t h) const { return ktp + kvbh(b, h) * S * E / 2; }
+  const float* Ktf(int64_t b, int64_t h) const { return ktf + kvbh(b, h) * S * E; }
   const uint32_t* Vp(int64_t b, int64_t h) const { return vp + kvbh(b, h) * S * Ev / 2; }
 };
 
@@ -345,8 +348,8 @@ void fwd_task(const Call<T>& c, int64_t b, int64_t h, int64_t qb, T* ws, T* out,
   T* tmp = alpha + R;
   uint8_t* mb = reinterpret_cast<uint8_t*>(tmp + R);
   // the bfloat16 path: P rounded, and the product P V before it is added (after the mask bytes)
-  T* pv = tmp + R + (R * c.ft_cols + sizeof(T) - 1) / sizeof(T);
-  BFloat16* pb = reinterpret_cast<BFloat16*>(pv + R * Ev);
+  T* pv = c.lowp() ? tmp + R + (R * c.ft_cols + sizeof(T) - 1) / sizeof(T) : nullptr;
+  BFloat16* pb = c.lowp() ? reinterpret_cast<BFloat16*>(pv + R * Ev) : nullptr;
   std::fill(mx, mx + bq, ninf);
   std::fill(l, l + bq, T(0));
   std::fill(acc, acc + bq * Ev, T(0));
@@ -360,6 +363,7 @@ void fwd_task(const Call<T>& c, int64_t b, int64_t h, int64_t qb, T* ws, T* out,
     if (j0 >= c.S) return;
     const int64_t bk = std::min(nb * KB, c.S - j0);
     const bool tiles = c.ktp && bq % 32 == 0 && bk % 32 == 0 && j0 % 32 == 0;  // the packed AMX products
+    const bool ftiles = c.ktf && bq % 8 == 0 && bk % 32 == 0 && j0 % 32 == 0;  // the packed float32 ones
     if constexpr (std::is_same_v<T, float>) {
       if (tiles) {
         cpu::cpu_kernels().attn_qk(c.Qh(b, h, i0), bq, c.E, c.Ktp(b, h), j0, bk, s);
@@ -369,7 +373,14 @@ void fwd_task(const Call<T>& c, int64_t b, int64_t h, int64_t qb, T* ws, T* out,
         if (!fused) scale_in_place(s, bq * bk, c.scale);
       }
     }
-    if (!c.lowp()) gemm(false, true, bq, bk, c.E, fused ? T(1) : c.scale, Q, c.E, c.K(b, h, j0), c.E, T(0), s, bk);
+    if constexpr (std::is_same_v<T, float>) {
+      if (ftiles) {
+        cpu::cpu_kernels().attn_qk_f32(Q, bq, c.E, c.Ktf(b, h), j0, bk, s);
+        if (!fused) scale_in_place(s, bq * bk, c.scale);
+      }
+    }
+    if (!c.lowp() && !ftiles)
+      gemm(false, true, bq, bk, c.E, fused ? T(1) : c.scale, Q, c.E, c.K(b, h, j0), c.E, T(0), s, bk);
     if (c.sp) apply_score_mod(c, s, static_cast<T*>(nullptr), slots, b, h, i0, bq, j0, bk);
     if (c.mp)
       for_partial(partial, nb, [&](int64_t f, int64_t n) {
@@ -381,7 +392,8 @@ void fwd_task(const Call<T>& c, int64_t b, int64_t h, int64_t qb, T* ws, T* out,
         if (cpu::cpu_kernels().attn_softmax(s, bq, bk, c.scale, mx, l, alpha, c.lowp() ? pb : nullptr))
           cpu::rescale_rows(acc, alpha, bq, Ev);
         if (!c.lowp()) {
-          gemm(false, false, bq, Ev, bk, T(1), s, bk, c.V(b, h, j0), Ev, T(1), acc, Ev);
+          if (ftiles) cpu::cpu_kernels().attn_pv_f32(s, bq, bk, c.V(b, h, j0), Ev, acc);
+          else gemm(false, false, bq, Ev, bk, T(1), s, bk, c.V(b, h, j0), Ev, T(1), acc, Ev);
           return;
         }
         if (tiles) {
@@ -403,6 +415,10 @@ void fwd_task(const Call<T>& c, int64_t b, int64_t h, int64_t qb, T* ws, T* out,
         }
         mm(bq, Ev, bk, pb, bk, 1, c.Vh(b, h, j0), Ev, 1, pv, Ev);
         add_scaled(acc, Ev, pv, bq, Ev, 1.0f);
+        return;
+      }
+      if (ftiles) {
+        cpu::cpu_kernels().attn_pv_f32(s, bq, bk, c.V(b, h, j0), Ev, acc);
         return;
       }
     }
@@ -498,6 +514,18 @@ void forward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorList
     });
     c.ktp = kp, c.vp = vq;
   }
+  Tensor ktf;
+  if constexpr (std::is_same_v<T, float>) {
+    if (!c.lowp() && kt.attn_qk_f32 && c.S % 32 == 0 && c.Ev % 32 == 0 && c.S > 0 && c.E > 0) {
+      const int64_t heads = c.Bk * c.Hkv, S = c.S, E = c.E;
+      ktf = make_tensor({heads * S * E}, kFloat32);
+      float* kp = ktf.data_ptr<float>();
+      cpu::parallel_for(heads, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t x = lo; x < hi; ++x) kt.attn_pack_kt_f32(c.k + x * S * E, S, E, kp + x * S * E);
+      });
+      c.ktf = kp;
+    }
+  }
   Tensor o = out[0].dtype() == ct ? out[0] : make_tensor(out[0].sizes(), ct);
   T* op_ = o.data_ptr<T>();
   T* lse = out[1].data_ptr<T>();
@@ -513,7 +541,7 @@ void forward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorList
   T* wp = ws.data_ptr<T>();
   run_tasks(ntask, workers, /*fixed=*/true, [&](int64_t w, int64_t t) {
     NoGradGuard no_grad;  // the programs' ops record nothing
-    cpu::FlushSubnormals ftz;
+    cpu::FlushSubnormals ftz(std::is_same_v<T, float>);
     const int64_t qb = c.nqb - 1 - t / (c.B * c.Hq), bh = t % (c.B * c.Hq);  // longest rows first
     fwd_task(c, bh / c.Hq, bh % c.Hq, qb, wp + w * per, op_, lse, mxo);
   });
@@ -661,15 +689,15 @@ void backward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
   std::vector<std::vector<Tensor>> gbufs(std::max(workers, 1), std::vector<Tensor>(c.sbuf.size()));
   run_tasks(ntask, workers, /*fixed=*/true, [&](int64_t w, int64_t t) {  // fixed: per-worker buffer sums
     NoGradGuard no_grad;  // the programs' ops and derivatives record nothing
-    cpu::FlushSubnormals ftz;
+    cpu::FlushSubnormals ftz(std::is_same_v<T, float>);
     const int64_t split = t / heads, hk = t % c.Hkv, bk_ = (t % heads) / c.Hkv;
     T* P = wp + w * per;
     T* dP = P + R * W;
     T* pre = dP + R * W;
     uint8_t* mb = reinterpret_cast<uint8_t*>(pre + R * W);
-    T* prod = pre + R * W + (R * W + sizeof(T) - 1) / sizeof(T);  // the bfloat16 path's scratch
-    BFloat16* pb = reinterpret_cast<BFloat16*>(prod + mm_tmp);
-    BFloat16* db = pb + R * W;
+    T* prod = c.lowp() ? pre + R * W + (R * W + sizeof(T) - 1) / sizeof(T) : nullptr;  // the bfloat16 path's scratch
+    BFloat16* pb = c.lowp() ? reinterpret_cast<BFloat16*>(prod + mm_tmp) : nullptr;
+    BFloat16* db = c.lowp() ? pb + R * W : nullptr;
     T* dqs = split == 0 ? dqp : parts.data_ptr<T>() + (split - 1) * dq_n;
     const int64_t b_lo = c.Bk == 1 ? 0 : bk_, b_hi = c.Bk == 1 ? B : bk_ + 1;
     for (int64_t kb = split * kps; kb < std::min(nkb, (split + 1) * kps); ++kb) {

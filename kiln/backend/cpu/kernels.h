@@ -126,6 +126,13 @@ struct KernelTable {
                   float* s) = nullptr;
   void (*attn_pv)(const BFloat16* p, int64_t bq, int64_t bk, const uint32_t* vp, int64_t j0, int64_t Ev,
                   float* acc) = nullptr;
+  // ... and its float32 forward products with AVX-512 (kernels_attention.cpp; null elsewhere): K^T packed
+  // once per call ([S/32][E][32]), s = Q K^T and acc += P V with V read in place; bq a multiple of 8,
+  // bk, j0, S and Ev of 32.
+  void (*attn_pack_kt_f32)(const float* k, int64_t S, int64_t E, float* dst) = nullptr;
+  void (*attn_qk_f32)(const float* q, int64_t bq, int64_t E, const float* kt, int64_t j0, int64_t bk,
+                      float* s) = nullptr;
+  void (*attn_pv_f32)(const float* p, int64_t bq, int64_t bk, const float* v, int64_t Ev, float* acc) = nullptr;
   GroupedGemmFn gemm_grouped[kNumDtypes] = {};  // float32, float16, bfloat16
   RandomFn random[static_cast<int>(RandomDist::Count)][kNumDtypes] = {};
   LayerNormFn layer_norm[kNumDtypes] = {};  // float32, float64
