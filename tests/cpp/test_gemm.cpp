@@ -120,6 +120,17 @@ struct Operand {
   T at(int64_t b, int64_t r, int64_t c) const { return buf[b * bs + r * rs + c * cs]; }
 };
 
+// The arguments of one product (batch 1) of two operands into C (M x N, row-major).
+template <class A, class B>
+cpu::GemmArgs args_of(const A& a, const B& b, void* c) {
+  cpu::GemmArgs g;
+  g.M = a.R, g.N = b.C, g.K = a.C;
+  g.a = a.buf.data(), g.a_rs = a.rs, g.a_cs = a.cs;
+  g.b = b.buf.data(), g.b_rs = b.rs, g.b_cs = b.cs;
+  g.c = c, g.c_rs = b.C, g.c_cs = 1;
+  return g;
+}
+
 template <class T>
 std::vector<T> run(const cpu::KernelTable& t, const Operand<T>& a, const Operand<T>& b, bool c_colmajor = false) {
   int64_t Bn = a.B, M = a.R, K = a.C, N = b.C;
@@ -212,12 +223,7 @@ TEST(Gemm, BFloat16IntoFloat32) {
             for (const Isa& isa : isas()) {
               ASSERT_NE(isa.table.gemm_bf16_f32, nullptr) << isa.name;
               std::vector<float> c(static_cast<size_t>(M * N), 123.0f);
-              cpu::GemmArgs g;
-              g.M = M, g.N = N, g.K = K;
-              g.a = a.buf.data(), g.a_rs = a.rs, g.a_cs = a.cs;
-              g.b = b.buf.data(), g.b_rs = b.rs, g.b_cs = b.cs;
-              g.c = c.data(), g.c_rs = N, g.c_cs = 1;
-              isa.table.gemm_bf16_f32(g);
+              isa.table.gemm_bf16_f32(args_of(a, b, c.data()));
               int bad = 0;
               for (int64_t i = 0; i < M; ++i)
                 for (int64_t j = 0; j < N; ++j) {
@@ -509,13 +515,8 @@ TEST(Gemm, Float8PairsToFloat32) {
           std::vector<std::vector<float>> results;
           for (const Isa& isa : isas()) {
             std::vector<float> c(static_cast<size_t>(M * N), 123.0f);
-            cpu::GemmArgs g;
-            g.M = M, g.N = N, g.K = K;
-            g.a = a.buf.data(), g.a_rs = a.rs, g.a_cs = a.cs;
-            g.b = b.buf.data(), g.b_rs = b.rs, g.b_cs = b.cs;
-            g.c = c.data(), g.c_rs = N, g.c_cs = 1;
             ASSERT_NE(isa.table.gemm_f8[ia][ib], nullptr) << isa.name;
-            isa.table.gemm_f8[ia][ib](g);
+            isa.table.gemm_f8[ia][ib](args_of(a, b, c.data()));
             for (int64_t i = 0; i < M; ++i)
               for (int64_t j = 0; j < N; ++j) {
                 double ref = 0, mag = 0;

@@ -357,6 +357,17 @@ void fwd_task(const Call<T>& c, int64_t b, int64_t h, int64_t qb, T* ws, T* out,
   // float32 without a score_mod: scale, softmax step (and the bfloat16 path's rounding) in one kernel
   // (a mask only writes -inf, which the scale keeps)
   const bool fused = std::is_same_v<T, float> && !c.sp && c.scale > T(0);
+  // the bfloat16 path: acc += P V, P rounded in pb
+  auto lowp_pv = [&](int64_t j0, int64_t bk, bool tiles) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (tiles) {
+        cpu::cpu_kernels().attn_pv(pb, bq, bk, c.Vp(b, h), j0, Ev, acc);
+      } else {
+        mm(bq, Ev, bk, pb, bk, 1, c.Vh(b, h, j0), Ev, 1, pv, Ev);
+        add_scaled(acc, Ev, pv, bq, Ev, 1.0f);
+      }
+    }
+  };
   std::vector<Tensor> slots;
   each_run(c.kv, b, h, qb, c.fw, [&](int64_t col, int64_t nb, uint64_t partial) {
     const int64_t j0 = col * KB;
@@ -396,12 +407,7 @@ void fwd_task(const Call<T>& c, int64_t b, int64_t h, int64_t qb, T* ws, T* out,
           else gemm(false, false, bq, Ev, bk, T(1), s, bk, c.V(b, h, j0), Ev, T(1), acc, Ev);
           return;
         }
-        if (tiles) {
-          cpu::cpu_kernels().attn_pv(pb, bq, bk, c.Vp(b, h), j0, Ev, acc);
-          return;
-        }
-        mm(bq, Ev, bk, pb, bk, 1, c.Vh(b, h, j0), Ev, 1, pv, Ev);
-        add_scaled(acc, Ev, pv, bq, Ev, 1.0f);
+        lowp_pv(j0, bk, tiles);
         return;
       }
     }
@@ -409,12 +415,7 @@ void fwd_task(const Call<T>& c, int64_t b, int64_t h, int64_t qb, T* ws, T* out,
     if constexpr (std::is_same_v<T, float>) {
       if (c.lowp()) {
         to_bf16(pb, s, bq * bk);
-        if (tiles) {
-          cpu::cpu_kernels().attn_pv(pb, bq, bk, c.Vp(b, h), j0, Ev, acc);
-          return;
-        }
-        mm(bq, Ev, bk, pb, bk, 1, c.Vh(b, h, j0), Ev, 1, pv, Ev);
-        add_scaled(acc, Ev, pv, bq, Ev, 1.0f);
+        lowp_pv(j0, bk, tiles);
         return;
       }
       if (ftiles) {
