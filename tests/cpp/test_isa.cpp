@@ -86,3 +86,59 @@ TEST(Isa, ExpSpecialValuesOnEveryTable) {
 }
 
 }  // namespace
+
+// FlexAttention's fused softmax step (attn_softmax) on every table, against the step in double: tiles
+// whose rows are and are not a multiple of 16 wide, rows fully masked (l stays 0, P all 0), rows whose
+// running max does not move (alpha exactly 1), in place and rounded to bfloat16.
+TEST(Isa, AttentionSoftmaxStepOnEveryTable) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  uint32_t seed = 12345;
+  auto uni = [&] {  // in [-1, 1)
+    seed = seed * 1664525u + 1013904223u;
+    return static_cast<float>(static_cast<int32_t>(seed)) / 2147483648.0f;
+  };
+  for (Isa isa : runnable()) {
+    const auto& t = kiln::cpu::kernel_table_for(isa);
+    ASSERT_NE(t.attn_softmax, nullptr) << static_cast<int>(isa);
+    for (int64_t bq : {1, 5, 16, 19})
+      for (int64_t bk : {16, 48, 37})
+        for (bool round : {false, true}) {
+          const float scale = 0.125f;
+          std::vector<float> s(bq * bk), mx(bq), l(bq), alpha(bq);
+          for (auto& x : s) x = 8.0f * uni();
+          for (int64_t i = 0; i < bq; ++i) {
+            for (int64_t j = 0; j < bk; ++j)
+              if ((i + j) % 7 == 0) s[i * bk + j] = ninf;  // masked scores
+            mx[i] = i % 3 == 0 ? ninf : 2.0f;              // a first tile, or a max already above this tile's
+            l[i] = i % 3 == 0 ? 0.0f : 3.0f;
+          }
+          if (bq > 1)
+            for (int64_t j = 0; j < bk; ++j) s[bk + j] = ninf, mx[1] = ninf, l[1] = 0.0f;  // row 1: all masked
+          const std::vector<float> s0 = s, mx0 = mx, l0 = l;
+          std::vector<kiln::BFloat16> pb(round ? bq * bk : 0);
+          const bool rescale = t.attn_softmax(s.data(), bq, bk, scale, mx.data(), l.data(), alpha.data(),
+                                              round ? pb.data() : nullptr);
+          bool any = false;
+          for (int64_t i = 0; i < bq; ++i) {
+            float m = ninf;
+            for (int64_t j = 0; j < bk; ++j) m = std::max(m, s0[i * bk + j]);
+            const float mn = std::max(mx0[i], m * scale);
+            const double mu = mn == ninf ? 0.0 : mn;
+            const double a = std::exp(static_cast<double>(mx0[i]) - mu);
+            any |= static_cast<float>(a) != 1.0f;
+            EXPECT_EQ(mx[i], mn) << "row " << i;
+            EXPECT_NEAR(alpha[i], a, 1e-6 * a + 1e-37) << "row " << i;
+            double sum = 0;
+            for (int64_t j = 0; j < bk; ++j) {
+              const double p = std::exp(static_cast<double>(s0[i * bk + j]) * scale - mu);
+              sum += p;
+              const float got = round ? static_cast<float>(pb[i * bk + j]) : s[i * bk + j];
+              EXPECT_NEAR(got, p, (round ? 4e-3 : 1e-6) * p + 1e-37) << "row " << i << " col " << j;
+            }
+            EXPECT_NEAR(l[i], l0[i] * a + sum, 1e-5 * (l0[i] * a + sum) + 1e-37) << "row " << i;
+            if (mx0[i] == ninf && m == ninf) EXPECT_EQ(l[i], 0.0f) << "fully masked row " << i;
+          }
+          EXPECT_EQ(rescale, any);
+        }
+  }
+}
