@@ -1,5 +1,5 @@
 """kiln.distributed on Open MPI: multi-process jobs started with mpirun (TCP on the loopback interface
-only, 2 ranks and 4 oversubscribed), plus the single-process parts (API surface, samplers, hooks).
+only, 2, 3 and 4 ranks, oversubscribed), plus the single-process parts (API surface, samplers, hooks).
 
 The ranks' own checks live in dist_worker.py: every collective and dtype against torch's reduction of
 all ranks' inputs, gradients of the differentiable collectives against the same math in one torch
