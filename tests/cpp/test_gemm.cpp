@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/backend/cpu/kernels.h"
@@ -131,6 +132,17 @@ cpu::GemmArgs args_of(const A& a, const B& b, void* c) {
   return g;
 }
 
+// C[i][j] of a product in double, and the sum of its terms' magnitudes (what float32 rounds against).
+template <class A, class B>
+std::pair<double, double> ref_and_mag(const A& a, const B& b, int64_t i, int64_t j) {
+  double ref = 0, mag = 0;
+  for (int64_t k = 0; k < a.C; ++k) {
+    double p = static_cast<double>(f32(a.at(0, i, k))) * f32(b.at(0, k, j));
+    ref += p, mag += std::fabs(p);
+  }
+  return {ref, mag};
+}
+
 template <class T>
 std::vector<T> run(const cpu::KernelTable& t, const Operand<T>& a, const Operand<T>& b, bool c_colmajor = false) {
   int64_t Bn = a.B, M = a.R, K = a.C, N = b.C;
@@ -227,11 +239,7 @@ TEST(Gemm, BFloat16IntoFloat32) {
               int bad = 0;
               for (int64_t i = 0; i < M; ++i)
                 for (int64_t j = 0; j < N; ++j) {
-                  double ref = 0, mag = 0;
-                  for (int64_t k = 0; k < K; ++k) {
-                    double p = static_cast<double>(f32(a.at(0, i, k))) * f32(b.at(0, k, j));
-                    ref += p, mag += std::fabs(p);
-                  }
+                  auto [ref, mag] = ref_and_mag(a, b, i, j);
                   if (!(std::fabs(c[i * N + j] - ref) <= K * 0x1p-23 * mag + 1e-30) && bad++ < 3)
                     ADD_FAILURE() << isa.name << " M=" << M << " N=" << N << " K=" << K << " layouts "
                                   << int(l_a) << "/" << int(l_b) << " at [" << i << "," << j << "]: got "
@@ -519,11 +527,7 @@ TEST(Gemm, Float8PairsToFloat32) {
             isa.table.gemm_f8[ia][ib](args_of(a, b, c.data()));
             for (int64_t i = 0; i < M; ++i)
               for (int64_t j = 0; j < N; ++j) {
-                double ref = 0, mag = 0;
-                for (int64_t k = 0; k < K; ++k) {
-                  double p = static_cast<double>(f32(a.at(0, i, k))) * f32(b.at(0, k, j));
-                  ref += p, mag += std::fabs(p);
-                }
+                auto [ref, mag] = ref_and_mag(a, b, i, j);
                 ASSERT_LE(std::fabs(c[i * N + j] - ref), K * 0x1p-24 * mag + 1e-30)
                     << isa.name << " pair " << ia << ib << " M=" << M << " N=" << N << " K=" << K;
               }
