@@ -47,10 +47,7 @@ void qk(const BFloat16* q, int64_t bq, int64_t E, const uint32_t* kt, int64_t j0
   const int64_t nqb = E / 32;
   for (int64_t i0 = 0; i0 < bq; i0 += 32)
     for (int64_t n0 = 0; n0 < bk; n0 += 32) {
-      _tile_zero(0);
-      _tile_zero(1);
-      _tile_zero(2);
-      _tile_zero(3);
+      amxp::zero_c();
       const uint32_t* b0 = kt + ((j0 + n0) / 16) * nqb * 256;
       const uint32_t* b1 = b0 + nqb * 256;
       for (int64_t qb = 0; qb < nqb; ++qb) {
@@ -58,16 +55,9 @@ void qk(const BFloat16* q, int64_t bq, int64_t E, const uint32_t* kt, int64_t j0
         _tile_loadd(5, q + (i0 + 16) * E + 32 * qb, E * 2);
         _tile_loadd(6, b0 + qb * 256, 64);
         _tile_loadd(7, b1 + qb * 256, 64);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
+        amxp::multiply();
       }
-      float* c = s + i0 * bk + n0;
-      _tile_stored(0, c, bk * 4);
-      _tile_stored(1, c + 16, bk * 4);
-      _tile_stored(2, c + 16 * bk, bk * 4);
-      _tile_stored(3, c + 16 * bk + 16, bk * 4);
+      amxp::store_c(s + i0 * bk + n0, bk);
     }
   amxp::memory_barrier();
   _tile_release();
@@ -81,25 +71,16 @@ void pv(const BFloat16* p, int64_t bq, int64_t bk, const uint32_t* vp, int64_t j
   for (int64_t i0 = 0; i0 < bq; i0 += 32)
     for (int64_t e0 = 0; e0 < Ev; e0 += 32) {
       float* c = acc + i0 * Ev + e0;
-      _tile_loadd(0, c, Ev * 4);
-      _tile_loadd(1, c + 16, Ev * 4);
-      _tile_loadd(2, c + 16 * Ev, Ev * 4);
-      _tile_loadd(3, c + 16 * Ev + 16, Ev * 4);
+      amxp::load_c(c, Ev);
       for (int64_t k0 = 0; k0 < bk; k0 += 32) {
         _tile_loadd(4, p + i0 * bk + k0, bk * 2);
         _tile_loadd(5, p + (i0 + 16) * bk + k0, bk * 2);
         const uint32_t* b = vp + ((j0 + k0) / 2) * Ev + e0;
         _tile_loadd(6, b, Ev * 4);
         _tile_loadd(7, b + 16, Ev * 4);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
+        amxp::multiply();
       }
-      _tile_stored(0, c, Ev * 4);
-      _tile_stored(1, c + 16, Ev * 4);
-      _tile_stored(2, c + 16 * Ev, Ev * 4);
-      _tile_stored(3, c + 16 * Ev + 16, Ev * 4);
+      amxp::store_c(c, Ev);
     }
   amxp::memory_barrier();
   _tile_release();

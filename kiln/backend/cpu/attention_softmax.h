@@ -19,23 +19,6 @@
 namespace kiln::cpu::KILN_ISA {
 namespace {
 
-// n floats (n a multiple of the vector width) -> bfloat16, rounded to nearest even (NaN quiet).
-inline void round_bf16(BFloat16* dst, const float* src, int64_t n) {
-  int64_t j = 0;
-#if defined(__AVX512F__)
-  for (; j + 16 <= n; j += 16) {
-    __m512i x = _mm512_castps_si512(_mm512_loadu_ps(src + j));
-    __m512i bias = _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1)),
-                                    _mm512_set1_epi32(0x7fff));
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(x, bias), 16);
-    __mmask16 nan = _mm512_cmp_ps_mask(_mm512_castsi512_ps(x), _mm512_castsi512_ps(x), _CMP_UNORD_Q);
-    r = _mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7fc0));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + j), _mm512_cvtepi32_epi16(r));
-  }
-#endif
-  for (; j < n; ++j) dst[j] = BFloat16(src[j]);
-}
-
 #if defined(__AVX512BF16__)
 // 16 floats -> 16 bfloat16 (nearest even, NaN quiet): one vcvtneps2bf16.
 inline __m256i bf16x16(__m512 f) { return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(f)); }
@@ -49,6 +32,15 @@ inline __m256i bf16x16(__m512 f) {
   return _mm512_cvtepi32_epi16(r);
 }
 #endif
+// n floats -> bfloat16, rounded to nearest even (NaN quiet).
+inline void round_bf16(BFloat16* dst, const float* src, int64_t n) {
+  int64_t j = 0;
+#if defined(__AVX512F__)
+  for (; j + 16 <= n; j += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + j), bf16x16(_mm512_loadu_ps(src + j)));
+#endif
+  for (; j < n; ++j) dst[j] = BFloat16(src[j]);
+}
+
 #if defined(__AVX512F__)
 // exp(x) for x <= 0 (the softmax's shifted scores): exp_impl's reduction and polynomial, with the
 // power of two applied by vscalefps instead of two multiplies. Below -87.3 (where exp is subnormal or

@@ -85,16 +85,40 @@ void pack_a(const T* a, int64_t rs, int64_t cs, int64_t mc, int64_t kc, uint32_t
 // the stores.
 inline void memory_barrier() { __asm__ volatile("" ::: "memory"); }
 
+// The 32 x 32 C of tiles 0-3 from / to floats rows `ld` apart.
+inline void load_c(const float* p, int64_t ld) {
+  _tile_loadd(0, p, ld * 4);
+  _tile_loadd(1, p + 16, ld * 4);
+  _tile_loadd(2, p + 16 * ld, ld * 4);
+  _tile_loadd(3, p + 16 * ld + 16, ld * 4);
+}
+inline void store_c(float* p, int64_t ld) {
+  _tile_stored(0, p, ld * 4);
+  _tile_stored(1, p + 16, ld * 4);
+  _tile_stored(2, p + 16 * ld, ld * 4);
+  _tile_stored(3, p + 16 * ld + 16, ld * 4);
+}
+inline void zero_c() {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+}
+// C tiles += A tiles 4-5 (rows 0-15, 16-31) x B tiles 6-7 (columns 0-15, 16-31).
+inline void multiply() {
+  _tile_dpbf16ps(0, 4, 6);
+  _tile_dpbf16ps(1, 4, 7);
+  _tile_dpbf16ps(2, 5, 6);
+  _tile_dpbf16ps(3, 5, 7);
+}
+
 // C tiles += one block of 16 pairs: a's 32 rows (of 16 words) by b's 16 pairs (of 32 words).
 inline void block(const uint32_t* a, const uint32_t* b) {
   _tile_loadd(4, a, 64);
   _tile_loadd(5, a + 16 * kBlock, 64);
   _tile_loadd(6, b, NR * 4);
   _tile_loadd(7, b + 16, NR * 4);
-  _tile_dpbf16ps(0, 4, 6);
-  _tile_dpbf16ps(1, 4, 7);
-  _tile_dpbf16ps(2, 5, 6);
-  _tile_dpbf16ps(3, 5, 7);
+  multiply();
 }
 
 // out[32][32] (rows `ld` floats apart) = in + A's micro-panel x B's, kp pairs deep; in null: zero.
@@ -103,17 +127,8 @@ inline void block(const uint32_t* a, const uint32_t* b) {
 inline void ukernel(int64_t kp, const uint32_t* A, const uint32_t* B, const float* in, int64_t ld_in, float* out,
                     int64_t ld) {
   memory_barrier();
-  if (in == nullptr) {
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-  } else {
-    _tile_loadd(0, in, ld_in * 4);
-    _tile_loadd(1, in + 16, ld_in * 4);
-    _tile_loadd(2, in + 16 * ld_in, ld_in * 4);
-    _tile_loadd(3, in + 16 * ld_in + 16, ld_in * 4);
-  }
+  if (in == nullptr) zero_c();
+  else load_c(in, ld_in);
   const int64_t full = kp / kBlock;
   for (int64_t b = 0; b < full; ++b, A += MR * kBlock, B += NR * kBlock) block(A, B);
   if (const int64_t bq = kp - full * kBlock; bq > 0) {  // the last block, zero-padded to 16 pairs
@@ -123,10 +138,7 @@ inline void ukernel(int64_t kp, const uint32_t* A, const uint32_t* B, const floa
     memory_barrier();
     block(at, bt);
   }
-  _tile_stored(0, out, ld * 4);
-  _tile_stored(1, out + 16, ld * 4);
-  _tile_stored(2, out + 16 * ld, ld * 4);
-  _tile_stored(3, out + 16 * ld + 16, ld * 4);
+  store_c(out, ld);
   memory_barrier();
 }
 
