@@ -56,6 +56,14 @@ int64_t register_program(std::shared_ptr<Program> p) {
 
 }  // namespace
 
+bool Program::reads(int slot) const {
+  if (result == slot) return true;
+  for (const Node& n : nodes)
+    for (int s : n.in)
+      if (s == slot) return true;
+  return false;
+}
+
 std::vector<bool> Program::active(const std::vector<bool>& buffer_needs) const {
   std::vector<bool> a(n_slots, false);
   if (is_score_mod()) a[0] = true;

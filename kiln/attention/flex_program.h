@@ -48,6 +48,8 @@ struct Program {
   bool is_score_mod() const { return n_args == 5; }
   // The score returned unchanged (no score_mod): the kernel skips it.
   bool identity() const { return is_score_mod() && result == 0; }
+  // Whether a node reads the slot, or the program returns it.
+  bool reads(int slot) const;
   // The slots whose value depends on the score or on a buffer that requires a gradient.
   std::vector<bool> active(const std::vector<bool>& buffer_needs) const;
 };

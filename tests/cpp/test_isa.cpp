@@ -142,3 +142,63 @@ TEST(Isa, AttentionSoftmaxStepOnEveryTable) {
         }
   }
 }
+
+// FlexAttention's float32 tile products (AVX-512 tables): K^T packed in 32-key panels (E a multiple of
+// 16 and not: the register transpose and its column tail), s = Q K^T from it at an offset j0, and
+// C += alpha op(A) B with and without A transposed, alpha 1 (onto C) and not, k past a 128 slice,
+// against sums in double.
+TEST(Isa, AttentionFloat32TileProducts) {
+  uint32_t seed = 777;
+  auto uni = [&] {
+    seed = seed * 1664525u + 1013904223u;
+    return static_cast<float>(static_cast<int32_t>(seed)) / 2147483648.0f;
+  };
+  int tables = 0;
+  for (Isa isa : runnable()) {
+    const auto& t = kiln::cpu::kernel_table_for(isa);
+    if (!t.attn_pack_kt_f32) continue;
+    ++tables;
+    ASSERT_NE(t.attn_qk_f32, nullptr);
+    ASSERT_NE(t.attn_mm_f32, nullptr);
+    for (int64_t E : {64, 40, 8}) {
+      const int64_t S = 96, bq = 24, j0 = 32, bk = 64;
+      std::vector<float> k(S * E), kt(S * E), q(bq * E), s(bq * bk);
+      for (auto& x : k) x = uni();
+      for (auto& x : q) x = uni();
+      t.attn_pack_kt_f32(k.data(), S, E, kt.data());
+      for (int64_t n = 0; n < S; ++n)
+        for (int64_t e = 0; e < E; ++e)
+          ASSERT_EQ(kt[(n / 32) * 32 * E + e * 32 + n % 32], k[n * E + e]) << "E " << E << " key " << n << " e " << e;
+      t.attn_qk_f32(q.data(), bq, E, kt.data(), j0, bk, s.data());
+      for (int64_t i = 0; i < bq; ++i)
+        for (int64_t j = 0; j < bk; ++j) {
+          double want = 0;
+          for (int64_t e = 0; e < E; ++e) want += double(q[i * E + e]) * k[(j0 + j) * E + e];
+          EXPECT_NEAR(s[i * bk + j], want, 1e-5 * E) << "E " << E << " (" << i << ", " << j << ")";
+        }
+    }
+    for (bool ta : {false, true})
+      for (float alpha : {1.0f, 0.125f})
+        for (int64_t kk : {24, 200}) {
+          const int64_t m = 16, n = 64, lda = ta ? m + 3 : kk + 5, ldb = n + 7, ldc = n + 1;
+          std::vector<float> a((ta ? kk : m) * lda), b(kk * ldb), c(m * ldc);
+          for (auto& x : a) x = uni();
+          for (auto& x : b) x = uni();
+          for (auto& x : c) x = uni();
+          const std::vector<float> c0 = c;
+          t.attn_mm_f32(ta, m, n, kk, alpha, a.data(), lda, b.data(), ldb, c.data(), ldc);
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < ldc; ++j) {
+              if (j >= n) {
+                EXPECT_EQ(c[i * ldc + j], c0[i * ldc + j]) << "past n";
+                continue;
+              }
+              double sum = 0;
+              for (int64_t p = 0; p < kk; ++p) sum += double(ta ? a[p * lda + i] : a[i * lda + p]) * b[p * ldb + j];
+              EXPECT_NEAR(c[i * ldc + j], c0[i * ldc + j] + alpha * sum, 1e-5 * kk)
+                  << "ta " << ta << " alpha " << alpha << " k " << kk << " (" << i << ", " << j << ")";
+            }
+        }
+  }
+  if (kiln::cpu::isa_supported(Isa::Avx512)) EXPECT_GT(tables, 0);
+}

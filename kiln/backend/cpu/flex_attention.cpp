@@ -222,10 +222,17 @@ struct Call {
   bool lowp() const { return qh != nullptr; }
   // ... and on AMX with every size a multiple of 32, K^T and V packed once for the forward's tiles
   const uint32_t *ktp = nullptr, *vp = nullptr;
-  // float32 with AVX-512 and S, Ev multiples of 32: K^T packed once for the forward's tiles
-  const float* ktf = nullptr;
+  // float32 with AVX-512 and S, Ev multiples of 32: K^T packed once for the forward's tiles; the
+  // backward's (E a multiple of 32 too) packs V^T as well
+  const float *ktf = nullptr, *vtf = nullptr;
   Lists kv, ql;
   std::shared_ptr<const Program> sp, mp;  // null: none
+  // A mask_mod that reads neither b nor h, on a block mask: its partial blocks' masks evaluated once per
+  // call (tq x tk bytes each, rows tk apart; tile_of[qb * nkb + kb] the index, -1: none), not once per
+  // head and tile. Within a budget; without it the program runs per tile.
+  int64_t tq = 0, tk = 0;
+  std::vector<int32_t> tile_of;
+  std::shared_ptr<std::vector<uint8_t>> mask_tiles;
   TensorList sbuf, mbuf;                  // their captured tensors
   Tensor qidx, kvidx;                     // arange(L), arange(S) int64
   cpu::RowFns<T> f;
@@ -239,6 +246,7 @@ struct Call {
   const BFloat16* Vh(int64_t b, int64_t h, int64_t j0) const { return vh + (kvbh(b, h) * S + j0) * Ev; }
   const uint32_t* Ktp(int64_t b, int64_t h) const { return ktp + kvbh(b, h) * S * E / 2; }
   const float* Ktf(int64_t b, int64_t h) const { return ktf + kvbh(b, h) * S * E; }
+  const float* Vtf(int64_t b, int64_t h) const { return vtf + kvbh(b, h) * S * Ev; }
   const uint32_t* Vp(int64_t b, int64_t h) const { return vp + kvbh(b, h) * S * Ev / 2; }
 };
 
@@ -313,10 +321,10 @@ void apply_score_mod(const Call<T>& c, T* s, T* pre, std::vector<Tensor>& slots,
   cpu::cast_copy(tile_tensor(s, bq, bk), r);
 }
 
-// s (bq x bk, rows ld apart) := -inf where mask_mod is false.
+// m (bq x bk bytes, rows ld apart) := mask_mod on the tile (b, h, rows i0.., columns j0..).
 template <class T>
-void apply_mask_mod(const Call<T>& c, T* s, int64_t ld, uint8_t* mbuf, int64_t b, int64_t h, int64_t i0, int64_t bq,
-                    int64_t j0, int64_t bk) {
+void eval_mask(const Call<T>& c, uint8_t* m, int64_t ld, int64_t b, int64_t h, int64_t i0, int64_t bq, int64_t j0,
+               int64_t bk) {
   const Program& p = *c.mp;
   std::vector<Tensor> slots;
   set_args(c, p, slots, Tensor(), b, h, i0, bq, j0, bk, c.mbuf);
@@ -324,13 +332,76 @@ void apply_mask_mod(const Call<T>& c, T* s, int64_t ld, uint8_t* mbuf, int64_t b
   const Tensor& r = slots[p.result];
   KILN_CHECK(r.dim() <= 2, Runtime, flex::kName, "mask_mod returned a tensor of shape ", r.sizes(),
              " for a tile of shape (", bq, ", ", bk, "); it must be elementwise");
-  cpu::cast_copy(from_blob(mbuf, {bq, bk}, {bk, 1}, kBool), r);
+  cpu::cast_copy(from_blob(m, {bq, bk}, {ld, 1}, kBool), r);
+}
+
+// s (bq x bk, rows ld apart) := -inf where m (rows ldm apart) is 0.
+template <class T>
+void mask_rows(T* s, int64_t ld, const uint8_t* m, int64_t ldm, int64_t bq, int64_t bk) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (cpu::cpu_kernels().attn_mask) return cpu::cpu_kernels().attn_mask(s, ld, m, ldm, bq, bk);
+  }
   const T ninf = -std::numeric_limits<T>::infinity();
   for (int64_t i = 0; i < bq; ++i) {  // branch-free, so it vectorises
     T* row = s + i * ld;
-    const uint8_t* m = mbuf + i * bk;
-    for (int64_t j = 0; j < bk; ++j) row[j] = m[j] ? row[j] : ninf;
+    const uint8_t* mr = m + i * ldm;
+    for (int64_t j = 0; j < bk; ++j) row[j] = mr[j] ? row[j] : ninf;
   }
+}
+
+// s (bq x bk, rows ld apart) := -inf where mask_mod is false; the tile starts on a block's corner and
+// covers partial blocks only. From the call's evaluated masks where it has them.
+template <class T>
+void apply_mask_mod(const Call<T>& c, T* s, int64_t ld, uint8_t* mbuf, int64_t b, int64_t h, int64_t i0, int64_t bq,
+                    int64_t j0, int64_t bk) {
+  if (c.mask_tiles) {
+    const uint8_t* tiles = c.mask_tiles->data();
+    for (int64_t i = i0; i < i0 + bq; i = (i / c.QB + 1) * c.QB)
+      for (int64_t j = j0; j < j0 + bk; j = (j / c.KB + 1) * c.KB) {
+        const int64_t qb = i / c.QB, kb = j / c.KB;
+        const int64_t rows = std::min((qb + 1) * c.QB, i0 + bq) - i, cols = std::min((kb + 1) * c.KB, j0 + bk) - j;
+        const int32_t t = c.tile_of[qb * c.nkb + kb];
+        T* dst = s + (i - i0) * ld + (j - j0);
+        if (t >= 0) {
+          mask_rows(dst, ld, tiles + t * c.tq * c.tk + (i - qb * c.QB) * c.tk + (j - kb * c.KB), c.tk, rows, cols);
+        } else {  // not listed partial anywhere (cannot happen for a listed block): evaluate it
+          eval_mask(c, mbuf, cols, b, h, i, rows, j, cols);
+          mask_rows(dst, ld, mbuf, cols, rows, cols);
+        }
+      }
+    return;
+  }
+  eval_mask(c, mbuf, bk, b, h, i0, bq, j0, bk);
+  mask_rows(s, ld, mbuf, bk, bq, bk);
+}
+
+// The call's evaluated masks (see Call::mask_tiles), when the mask_mod allows them and they fit.
+template <class T>
+void cache_masks(Call<T>& c, const Blocks& bl) {
+  constexpr double kBudget = 64.0 * (1 << 20);  // bytes
+  if (!c.mp || bl.dense || c.mp->reads(0) || c.mp->reads(1) || c.L == 0 || c.S == 0) return;
+  const int64_t nqb = c.nqb, nkb = c.nkb;
+  c.tq = std::min(c.QB, c.L), c.tk = std::min(c.KB, c.S);
+  std::vector<int32_t> tile_of(nqb * nkb, -1);
+  std::vector<int64_t> blocks;  // qb * nkb + kb of each tile
+  for (int64_t bh = 0; bh < bl.Bm * bl.Hm; ++bh)
+    for (int64_t x = 0; x < nqb * nkb; ++x)
+      if (bl.part[bh * nqb * nkb + x] && tile_of[x] < 0) {
+        if (double(blocks.size() + 1) * c.tq * c.tk > kBudget) return;
+        tile_of[x] = static_cast<int32_t>(blocks.size());
+        blocks.push_back(x);
+      }
+  auto tiles = std::make_shared<std::vector<uint8_t>>(blocks.size() * c.tq * c.tk);
+  const int64_t n = static_cast<int64_t>(blocks.size());
+  run_tasks(n, pick_workers(n, double(n) * c.tq * c.tk * 8), /*fixed=*/false, [&](int64_t, int64_t t) {
+    NoGradGuard no_grad;
+    const int64_t qb = blocks[t] / nkb, kb = blocks[t] % nkb;
+    const int64_t i0 = qb * c.QB, j0 = kb * c.KB;
+    eval_mask(c, tiles->data() + t * c.tq * c.tk, c.tk, 0, 0, i0, std::min(c.QB, c.L - i0), j0,
+              std::min(c.KB, c.S - j0));
+  });
+  c.tile_of = std::move(tile_of);
+  c.mask_tiles = std::move(tiles);
 }
 
 // ---- forward ---------------------------------------------------------------------------------
@@ -403,7 +474,7 @@ void fwd_task(const Call<T>& c, int64_t b, int64_t h, int64_t qb, T* ws, T* out,
         if (cpu::cpu_kernels().attn_softmax(s, bq, bk, c.scale, mx, l, alpha, c.lowp() ? pb : nullptr))
           cpu::rescale_rows(acc, alpha, bq, Ev);
         if (!c.lowp()) {
-          if (ftiles) cpu::cpu_kernels().attn_pv_f32(s, bq, bk, c.V(b, h, j0), Ev, acc);
+          if (ftiles) cpu::cpu_kernels().attn_mm_f32(false, bq, Ev, bk, 1.0f, s, bk, c.V(b, h, j0), Ev, acc, Ev);
           else gemm(false, false, bq, Ev, bk, T(1), s, bk, c.V(b, h, j0), Ev, T(1), acc, Ev);
           return;
         }
@@ -419,7 +490,7 @@ void fwd_task(const Call<T>& c, int64_t b, int64_t h, int64_t qb, T* ws, T* out,
         return;
       }
       if (ftiles) {
-        cpu::cpu_kernels().attn_pv_f32(s, bq, bk, c.V(b, h, j0), Ev, acc);
+        cpu::cpu_kernels().attn_mm_f32(false, bq, Ev, bk, 1.0f, s, bk, c.V(b, h, j0), Ev, acc, Ev);
         return;
       }
     }
@@ -434,6 +505,18 @@ void fwd_task(const Call<T>& c, int64_t b, int64_t h, int64_t qb, T* ws, T* out,
     lse[row0 + i] = empty ? ninf : mx[i] + std::log(l[i]);
     mxo[row0 + i] = empty ? ninf : mx[i];
   }
+}
+
+// x (heads x S x E float32, contiguous) with each head's rows transposed in panels of 32
+// ([S/32][E][32]), for the float32 tile products.
+Tensor pack_t_f32(const float* x, int64_t heads, int64_t S, int64_t E) {
+  Tensor t = make_tensor({heads * S * E}, kFloat32);
+  float* p = t.data_ptr<float>();
+  const cpu::KernelTable& kt = cpu::cpu_kernels();
+  cpu::parallel_for(heads, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t x0 = lo; x0 < hi; ++x0) kt.attn_pack_kt_f32(x + x0 * S * E, S, E, p + x0 * S * E);
+  });
+  return t;
 }
 
 // Contiguous copies in the compute dtype (x itself when it already is one).
@@ -492,6 +575,7 @@ Call<T> make_call(const OpDef& op, const TensorList& in, size_t q0, size_t block
              c.mp ? c.mp->n_buffers : 0, " tensors but ", c.mbuf.size(), " were given");
   c.qidx = arange(Scalar(int64_t(0)), Scalar(std::max<int64_t>(c.L, 1)), Scalar(int64_t(1)), kInt64);
   c.kvidx = arange(Scalar(int64_t(0)), Scalar(std::max<int64_t>(c.S, 1)), Scalar(int64_t(1)), kInt64);
+  cache_masks(c, bl);
   return c;
 }
 
@@ -518,13 +602,8 @@ void forward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorList
   Tensor ktf;
   if constexpr (std::is_same_v<T, float>) {
     if (!c.lowp() && kt.attn_qk_f32 && c.S % 32 == 0 && c.Ev % 32 == 0 && c.S > 0 && c.E > 0) {
-      const int64_t heads = c.Bk * c.Hkv, S = c.S, E = c.E;
-      ktf = make_tensor({heads * S * E}, kFloat32);
-      float* kp = ktf.data_ptr<float>();
-      cpu::parallel_for(heads, 1, [&](int64_t lo, int64_t hi) {
-        for (int64_t x = lo; x < hi; ++x) kt.attn_pack_kt_f32(c.k + x * S * E, S, E, kp + x * S * E);
-      });
-      c.ktf = kp;
+      ktf = pack_t_f32(c.k, c.Bk * c.Hkv, c.S, c.E);
+      c.ktf = ktf.data_ptr<float>();
     }
   }
   Tensor o = out[0].dtype() == ct ? out[0] : make_tensor(out[0].sizes(), ct);
@@ -569,19 +648,26 @@ struct BwdCall : Call<T> {
 
 // One tile of the backward at (b, h, query rows i0.., key rows j0..): P (the probabilities) and dS
 // (the gradient of the pre-mod scores) into the scratch; buffer gradients into `gbuf` when given.
+// ftiles: the float32 tile products from the packed K^T and V^T.
 template <class T>
 void bwd_tile(const BwdCall<T>& c, int64_t b, int64_t h, int64_t i0, int64_t bq, int64_t j0, int64_t bk,
-              uint64_t partial, T* P, T* dP, T* pre, uint8_t* mb, std::vector<Tensor>* gbuf) {
+              uint64_t partial, bool ftiles, T* P, T* dP, T* pre, uint8_t* mb, std::vector<Tensor>* gbuf) {
   const T ninf = -std::numeric_limits<T>::infinity();
   std::vector<Tensor> slots;
   const int64_t row0 = (b * c.Hq + h) * c.L + i0;
+  T pscale = T(1);  // the scale still to apply to P's scores (with the logsumexp, when there is no score_mod)
   if constexpr (std::is_same_v<T, float>) {
     if (c.lowp()) {
       mm(bq, bk, c.E, c.Qh(b, h, i0), c.E, 1, c.Kh(b, h, j0), 1, c.E, P, bk);
       scale_in_place(P, bq * bk, c.scale);
+    } else if (ftiles) {
+      cpu::cpu_kernels().attn_qk_f32(c.Q(b, h, i0), bq, c.E, c.Ktf(b, h), j0, bk, P);
+      if (c.sp) scale_in_place(P, bq * bk, c.scale);
+      else pscale = c.scale;
     }
   }
-  if (!c.lowp()) gemm(false, true, bq, bk, c.E, c.scale, c.Q(b, h, i0), c.E, c.K(b, h, j0), c.E, T(0), P, bk);
+  if (!c.lowp() && !ftiles)
+    gemm(false, true, bq, bk, c.E, c.scale, c.Q(b, h, i0), c.E, c.K(b, h, j0), c.E, T(0), P, bk);
   if (c.sp) apply_score_mod(c, P, pre, slots, b, h, i0, bq, j0, bk);
   if (c.mp)  // the partial query blocks of the run: row stretches of the tile
     for_partial(partial, (bq + c.QB - 1) / c.QB, [&](int64_t f, int64_t n) {
@@ -589,25 +675,40 @@ void bwd_tile(const BwdCall<T>& c, int64_t b, int64_t h, int64_t i0, int64_t bq,
       if (r0 < bq) apply_mask_mod(c, P + r0 * bk, bk, mb, b, h, i0 + r0, std::min(n * c.QB, bq - r0), j0, bk);
     });
   const T* lse = c.lse + row0;
-  for (int64_t i = 0; i < bq; ++i) {
-    T* row = P + i * bk;
-    if (lse[i] == ninf) {
-      std::fill(row, row + bk, ninf);
-    } else {
-      for (int64_t j = 0; j < bk; ++j) row[j] -= lse[i];
+  const T* D = c.D + row0;
+  const cpu::KernelTable& kt = cpu::cpu_kernels();
+  bool fused = false;  // float32 with AVX-512: the row steps in one pass each
+  if constexpr (std::is_same_v<T, float>) fused = kt.attn_bwd_p != nullptr;
+  if (fused) {
+    if constexpr (std::is_same_v<T, float>) kt.attn_bwd_p(P, bq, bk, pscale, lse);
+  } else {
+    for (int64_t i = 0; i < bq; ++i) {
+      T* row = P + i * bk;
+      if (lse[i] == ninf) {
+        std::fill(row, row + bk, ninf);
+      } else if (pscale != T(1)) {
+        for (int64_t j = 0; j < bk; ++j) row[j] = row[j] * pscale - lse[i];
+      } else {
+        for (int64_t j = 0; j < bk; ++j) row[j] -= lse[i];
+      }
     }
+    c.f.exp_inplace(P, bq * bk);
   }
-  c.f.exp_inplace(P, bq * bk);
   // dP = dO V^T; dS = P * (dP - D)
   if constexpr (std::is_same_v<T, float>) {
     if (c.lowp()) mm(bq, bk, c.Ev, c.dOh + row0 * c.Ev, c.Ev, 1, c.Vh(b, h, j0), 1, c.Ev, dP, bk);
+    else if (ftiles) cpu::cpu_kernels().attn_qk_f32(c.dO + row0 * c.Ev, bq, c.Ev, c.Vtf(b, h), j0, bk, dP);
   }
-  if (!c.lowp()) gemm(false, true, bq, bk, c.Ev, T(1), c.dO + row0 * c.Ev, c.Ev, c.V(b, h, j0), c.Ev, T(0), dP, bk);
-  const T* D = c.D + row0;
-  for (int64_t i = 0; i < bq; ++i) {
-    const T* pr = P + i * bk;
-    T* dp = dP + i * bk;
-    for (int64_t j = 0; j < bk; ++j) dp[j] = pr[j] * (dp[j] - D[i]);
+  if (!c.lowp() && !ftiles)
+    gemm(false, true, bq, bk, c.Ev, T(1), c.dO + row0 * c.Ev, c.Ev, c.V(b, h, j0), c.Ev, T(0), dP, bk);
+  if (fused) {
+    if constexpr (std::is_same_v<T, float>) kt.attn_bwd_ds(P, dP, bq, bk, D);
+  } else {
+    for (int64_t i = 0; i < bq; ++i) {
+      const T* pr = P + i * bk;
+      T* dp = dP + i * bk;
+      for (int64_t j = 0; j < bk; ++j) dp[j] = pr[j] * (dp[j] - D[i]);
+    }
   }
   if (!c.sp) return;
   Tensor gs;
@@ -637,6 +738,13 @@ void backward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
                  in[6].sizes() == Shape({B, Hq, L}),
              Runtime, op.name, "grad_out, out and lse must match the forward's outputs");
   Tensor dO = operand(in[0], ct), O = operand(in[5], ct), lse = operand(in[6], ct);
+  Tensor ktf, vtf;  // float32 with AVX-512, S, E and Ev multiples of 32: K^T and V^T packed for the tiles
+  if constexpr (std::is_same_v<T, float>) {
+    if (!c.lowp() && cpu::cpu_kernels().attn_mm_f32 && S % 32 == 0 && E % 32 == 0 && Ev % 32 == 0 && S > 0) {
+      ktf = pack_t_f32(c.k, c.Bk * c.Hkv, S, E), vtf = pack_t_f32(c.v, c.Bk * c.Hkv, S, Ev);
+      c.ktf = ktf.data_ptr<float>(), c.vtf = vtf.data_ptr<float>();
+    }
+  }
   c.dO = dO.data_ptr<T>(), c.lse = lse.data_ptr<T>();
   Tensor dOh = c.lowp() ? operand(in[0], kBFloat16) : Tensor();
   if (c.lowp()) c.dOh = dOh.data_ptr<BFloat16>();
@@ -647,11 +755,14 @@ void backward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
     const T *op_ = O.data_ptr<T>(), *dop = c.dO;
     Tensor gl = in[1].defined() ? operand(in[1], ct) : Tensor();
     const T* glp = gl.defined() ? gl.data_ptr<T>() : nullptr;
-    for (int64_t r = 0; r < B * Hq * L; ++r) {
-      T s = 0;
-      for (int64_t e = 0; e < Ev; ++e) s += dop[r * Ev + e] * op_[r * Ev + e];
-      Dp[r] = glp ? s - (std::isinf(glp[r]) || std::isnan(glp[r]) ? T(0) : glp[r]) : s;
-    }
+    cpu::parallel_for(B * Hq * L, std::max<int64_t>(1, cpu::kGrainSize / std::max<int64_t>(Ev, 1)),
+                      [&](int64_t lo, int64_t hi) {
+                        for (int64_t r = lo; r < hi; ++r) {
+                          T s = 0;
+                          for (int64_t e = 0; e < Ev; ++e) s += dop[r * Ev + e] * op_[r * Ev + e];
+                          Dp[r] = glp ? s - (std::isinf(glp[r]) || std::isnan(glp[r]) ? T(0) : glp[r]) : s;
+                        }
+                      });
     c.D = Dp;
   }
   const Shape& want = attr<Shape>(a, flex::kBufferGrads);
@@ -661,8 +772,12 @@ void backward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
     c.active_kv = c.sp->active(c.want);
     c.active_q = c.sp->active(std::vector<bool>(c.sbuf.size(), false));
   }
-  Tensor dq = make_tensor({B, Hq, L, E}, ct), dk = make_tensor({c.Bk, c.Hkv, S, E}, ct),
-         dv = make_tensor({c.Bk, c.Hkv, S, Ev}, ct);
+  // the gradients computed in place in the outputs where those are contiguous in the compute dtype
+  auto grad_buffer = [&](const Tensor& o, Shape shape) {
+    return o.dtype() == ct && o.is_contiguous() && o.sizes() == shape ? o : make_tensor(shape, ct);
+  };
+  Tensor dq = grad_buffer(out[0], {B, Hq, L, E}), dk = grad_buffer(out[1], {c.Bk, c.Hkv, S, E}),
+         dv = grad_buffer(out[2], {c.Bk, c.Hkv, S, Ev});
   T *dqp = dq.data_ptr<T>(), *dkp = dk.data_ptr<T>(), *dvp = dv.data_ptr<T>();
   // one pass over the kv blocks: dk, dv of each block summed in place over the GQA group and the
   // broadcast batches; dq accumulated across the blocks of a split (split 0 into dq, the others into
@@ -713,9 +828,17 @@ void backward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
             const int64_t i0 = qb * QB;
             if (i0 >= L) return;
             const int64_t bq = std::min(nq * QB, L - i0);
-            bwd_tile(c, b, h, i0, bq, j0, bk, partial, P, dP, pre, mb, c.buffer_grads ? &gbufs[w] : nullptr);
+            const bool ftiles = c.vtf && bq % 8 == 0 && bk % 32 == 0 && j0 % 32 == 0;
+            bwd_tile(c, b, h, i0, bq, j0, bk, partial, ftiles, P, dP, pre, mb, c.buffer_grads ? &gbufs[w] : nullptr);
             const int64_t row0 = (b * Hq + h) * L + i0;
             if constexpr (std::is_same_v<T, float>) {
+              if (ftiles) {  // dv += P^T dO; dk += scale dS^T Q; dq += scale dS K
+                const cpu::KernelTable& kt = cpu::cpu_kernels();
+                kt.attn_mm_f32(true, bk, Ev, bq, 1.0f, P, bk, c.dO + row0 * Ev, Ev, dvt, Ev);
+                kt.attn_mm_f32(true, bk, E, bq, c.scale, dP, bk, c.Q(b, h, i0), E, dkt, E);
+                kt.attn_mm_f32(false, bq, E, bk, c.scale, dP, bk, c.K(b, h, j0), E, dqs + row0 * E, E);
+                return;
+              }
               if (c.lowp()) {  // dv += P^T dO; dk += scale dS^T Q; dq += scale dS K
                 to_bf16(pb, P, bq * bk);
                 to_bf16(db, dP, bq * bk);
@@ -750,9 +873,9 @@ void backward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
     if (!g.defined()) g = zeros_like(c.sbuf[i]);
     cpu::cast_copy(out[3 + i], g);
   }
-  cpu::cast_copy(out[0], dq);
-  cpu::cast_copy(out[1], dk);
-  cpu::cast_copy(out[2], dv);
+  if (!dq.is_same(out[0])) cpu::cast_copy(out[0], dq);
+  if (!dk.is_same(out[1])) cpu::cast_copy(out[1], dk);
+  if (!dv.is_same(out[2])) cpu::cast_copy(out[2], dv);
 }
 
 void bwd_kernel(const OpDef& op, const TensorList& in, const Attrs& a, TensorList& out) {

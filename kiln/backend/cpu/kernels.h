@@ -126,13 +126,20 @@ struct KernelTable {
                   float* s) = nullptr;
   void (*attn_pv)(const BFloat16* p, int64_t bq, int64_t bk, const uint32_t* vp, int64_t j0, int64_t Ev,
                   float* acc) = nullptr;
-  // ... and its float32 forward products with AVX-512 (kernels_attention.cpp; null elsewhere): K^T packed
-  // once per call ([S/32][E][32]), s = Q K^T and acc += P V with V read in place; bq a multiple of 8,
-  // bk, j0, S and Ev of 32.
+  // ... and its float32 tile products with AVX-512 (kernels_attention.cpp; null elsewhere): K^T (or V^T)
+  // packed once per call ([S/32][E][32]) and s = Q K^T from it (bq a multiple of 8, bk, j0 and S of 32);
+  // C (m x n) += alpha * op(A) B with B row-major, read in place, op(A) = A (m x k) or, when ta, A^T for
+  // an A of k x m; m a multiple of 8, n of 32.
   void (*attn_pack_kt_f32)(const float* k, int64_t S, int64_t E, float* dst) = nullptr;
   void (*attn_qk_f32)(const float* q, int64_t bq, int64_t E, const float* kt, int64_t j0, int64_t bk,
                       float* s) = nullptr;
-  void (*attn_pv_f32)(const float* p, int64_t bq, int64_t bk, const float* v, int64_t Ev, float* acc) = nullptr;
+  void (*attn_mm_f32)(bool ta, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                      const float* b, int64_t ldb, float* c, int64_t ldc) = nullptr;
+  // ... its backward's row steps: p (bq x bk) := exp(p * scale - lse[row]) (rows of lse -inf: 0), and
+  // ds := p * (ds - d[row]); and s (rows ld apart) := -inf where the mask bytes m (rows ldm apart) are 0.
+  void (*attn_bwd_p)(float* p, int64_t bq, int64_t bk, float scale, const float* lse) = nullptr;
+  void (*attn_bwd_ds)(const float* p, float* ds, int64_t bq, int64_t bk, const float* d) = nullptr;
+  void (*attn_mask)(float* s, int64_t ld, const uint8_t* m, int64_t ldm, int64_t bq, int64_t bk) = nullptr;
   GroupedGemmFn gemm_grouped[kNumDtypes] = {};  // float32, float16, bfloat16
   RandomFn random[static_cast<int>(RandomDist::Count)][kNumDtypes] = {};
   LayerNormFn layer_norm[kNumDtypes] = {};  // float32, float64
