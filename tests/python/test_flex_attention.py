@@ -738,6 +738,48 @@ def test_block_lists_decide_which_blocks_are_visited():
     close(KFA.flex_attention(to_kiln(q), to_kiln(k), to_kiln(v), block_mask=kfull), ref.out, 1e-4, 2e-5, "full blocks")
 
 
+def test_mask_tiles_cover_every_heads_partial_blocks():
+    """A mask_mod that reads neither b nor h is evaluated once per call on each block some (b, h) lists
+    as partial (not per head and tile): block lists that differ per batch and head must each find their
+    blocks' masks. A mask_mod that reads h runs per tile. Forward and gradients against the reference on
+    the equivalent element mask (full blocks: everything; partial ones: mask_mod; others: nothing)."""
+    B, H, L, S, E, bq, bk = 2, 3, 96, 128, 16, 32, 32
+    nq, nk = L // bq, S // bk
+    g = torch.Generator().manual_seed(3)
+    part = (torch.rand(B, H, nq, nk, generator=g) < 0.5).to(torch.int32)
+    full = (torch.rand(B, H, nq, nk, generator=g) < 0.3).to(torch.int32) * (1 - part)
+
+    def lists(m):
+        return m.sum(-1).to(torch.int32), torch.argsort(m, dim=-1, descending=True, stable=True).to(torch.int32)
+
+    def window(b, h, q, kv):
+        return (q >= kv) & (q - kv < 40)
+
+    def per_head(b, h, q, kv):
+        return (q >= kv) | (h == 1)
+
+    q, k, v, gr = (torch.randn(B, H, n, E, generator=g) for n in (L, S, S, L))
+    for mm in (window, per_head):
+        kbm = KFA.BlockMask.from_kv_blocks(*(to_kiln(t) for t in (*lists(part), *lists(full))), BLOCK_SIZE=(bq, bk),
+                                           mask_mod=mm, seq_lengths=(L, S))
+        kq, kk, kv = (to_kiln(t).requires_grad_() for t in (q, k, v))
+        kout = KFA.flex_attention(kq, kk, kv, block_mask=kbm)
+        kout.backward(to_kiln(gr))
+
+        def expand(m):
+            return m.repeat_interleave(bq, 2).repeat_interleave(bk, 3).bool()
+
+        allowed = expand(full) | (expand(part) & torch.broadcast_to(
+            mm(torch.arange(B).view(B, 1, 1, 1), torch.arange(H).view(1, H, 1, 1), torch.arange(L).view(1, 1, L, 1),
+               torch.arange(S).view(1, 1, 1, S)), (B, H, L, S)))
+        rq, rk, rv = (t.double().requires_grad_() for t in (q, k, v))
+        ref = ref_attention(rq, rk, rv, mask_mod=lambda b, h, qi, ki: allowed)
+        close(kout, ref.out, 1e-4, 2e-5, f"{mm.__name__} out")
+        grads = torch.autograd.grad(ref.out, (rq, rk, rv), gr.double())
+        for nm, kx, rg in zip(("dq", "dk", "dv"), (kq, kk, kv), grads):
+            close(kx.grad, rg, 1e-4, 5e-5 * mag(rg), f"{mm.__name__} {nm}")
+
+
 # ---- errors ------------------------------------------------------------------------------------------
 
 

@@ -222,9 +222,9 @@ struct Call {
   bool lowp() const { return qh != nullptr; }
   // ... and on AMX with every size a multiple of 32, K^T and V packed once for the forward's tiles
   const uint32_t *ktp = nullptr, *vp = nullptr;
-  // float32 with AVX-512 and S, Ev multiples of 32: K^T packed once for the forward's tiles; the
-  // backward's (E a multiple of 32 too) packs V^T as well
-  const float *ktf = nullptr, *vtf = nullptr;
+  // float32 with AVX-512 and S, Ev multiples of 32: K^T packed once for the forward's tiles (the
+  // backward packs each kv block's K^T and V^T when it starts on it)
+  const float* ktf = nullptr;
   Lists kv, ql;
   std::shared_ptr<const Program> sp, mp;  // null: none
   // A mask_mod that reads neither b nor h, on a block mask: its partial blocks' masks evaluated once per
@@ -246,7 +246,6 @@ struct Call {
   const BFloat16* Vh(int64_t b, int64_t h, int64_t j0) const { return vh + (kvbh(b, h) * S + j0) * Ev; }
   const uint32_t* Ktp(int64_t b, int64_t h) const { return ktp + kvbh(b, h) * S * E / 2; }
   const float* Ktf(int64_t b, int64_t h) const { return ktf + kvbh(b, h) * S * E; }
-  const float* Vtf(int64_t b, int64_t h) const { return vtf + kvbh(b, h) * S * Ev; }
   const uint32_t* Vp(int64_t b, int64_t h) const { return vp + kvbh(b, h) * S * Ev / 2; }
 };
 
@@ -648,10 +647,12 @@ struct BwdCall : Call<T> {
 
 // One tile of the backward at (b, h, query rows i0.., key rows j0..): P (the probabilities) and dS
 // (the gradient of the pre-mod scores) into the scratch; buffer gradients into `gbuf` when given.
-// ftiles: the float32 tile products from the packed K^T and V^T.
+// ktb, vtb (not null): the kv block's K^T and V^T packed for the float32 tile products.
 template <class T>
 void bwd_tile(const BwdCall<T>& c, int64_t b, int64_t h, int64_t i0, int64_t bq, int64_t j0, int64_t bk,
-              uint64_t partial, bool ftiles, T* P, T* dP, T* pre, uint8_t* mb, std::vector<Tensor>* gbuf) {
+              uint64_t partial, const float* ktb, const float* vtb, T* P, T* dP, T* pre, uint8_t* mb,
+              std::vector<Tensor>* gbuf) {
+  const bool ftiles = ktb != nullptr;
   const T ninf = -std::numeric_limits<T>::infinity();
   std::vector<Tensor> slots;
   const int64_t row0 = (b * c.Hq + h) * c.L + i0;
@@ -661,7 +662,7 @@ void bwd_tile(const BwdCall<T>& c, int64_t b, int64_t h, int64_t i0, int64_t bq,
       mm(bq, bk, c.E, c.Qh(b, h, i0), c.E, 1, c.Kh(b, h, j0), 1, c.E, P, bk);
       scale_in_place(P, bq * bk, c.scale);
     } else if (ftiles) {
-      cpu::cpu_kernels().attn_qk_f32(c.Q(b, h, i0), bq, c.E, c.Ktf(b, h), j0, bk, P);
+      cpu::cpu_kernels().attn_qk_f32(c.Q(b, h, i0), bq, c.E, ktb, 0, bk, P);
       if (c.sp) scale_in_place(P, bq * bk, c.scale);
       else pscale = c.scale;
     }
@@ -697,7 +698,7 @@ void bwd_tile(const BwdCall<T>& c, int64_t b, int64_t h, int64_t i0, int64_t bq,
   // dP = dO V^T; dS = P * (dP - D)
   if constexpr (std::is_same_v<T, float>) {
     if (c.lowp()) mm(bq, bk, c.Ev, c.dOh + row0 * c.Ev, c.Ev, 1, c.Vh(b, h, j0), 1, c.Ev, dP, bk);
-    else if (ftiles) cpu::cpu_kernels().attn_qk_f32(c.dO + row0 * c.Ev, bq, c.Ev, c.Vtf(b, h), j0, bk, dP);
+    else if (ftiles) cpu::cpu_kernels().attn_qk_f32(c.dO + row0 * c.Ev, bq, c.Ev, vtb, 0, bk, dP);
   }
   if (!c.lowp() && !ftiles)
     gemm(false, true, bq, bk, c.Ev, T(1), c.dO + row0 * c.Ev, c.Ev, c.V(b, h, j0), c.Ev, T(0), dP, bk);
@@ -738,13 +739,11 @@ void backward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
                  in[6].sizes() == Shape({B, Hq, L}),
              Runtime, op.name, "grad_out, out and lse must match the forward's outputs");
   Tensor dO = operand(in[0], ct), O = operand(in[5], ct), lse = operand(in[6], ct);
-  Tensor ktf, vtf;  // float32 with AVX-512, S, E and Ev multiples of 32: K^T and V^T packed for the tiles
-  if constexpr (std::is_same_v<T, float>) {
-    if (!c.lowp() && cpu::cpu_kernels().attn_mm_f32 && S % 32 == 0 && E % 32 == 0 && Ev % 32 == 0 && S > 0) {
-      ktf = pack_t_f32(c.k, c.Bk * c.Hkv, S, E), vtf = pack_t_f32(c.v, c.Bk * c.Hkv, S, Ev);
-      c.ktf = ktf.data_ptr<float>(), c.vtf = vtf.data_ptr<float>();
-    }
-  }
+  // float32 with AVX-512, E and Ev multiples of 32: the tile products, each kv block's K^T and V^T packed
+  // by its worker (in cache for its tiles) when its first tile comes
+  bool ftiles = false;
+  if constexpr (std::is_same_v<T, float>)
+    ftiles = !c.lowp() && cpu::cpu_kernels().attn_mm_f32 && E % 32 == 0 && Ev % 32 == 0;
   c.dO = dO.data_ptr<T>(), c.lse = lse.data_ptr<T>();
   Tensor dOh = c.lowp() ? operand(in[0], kBFloat16) : Tensor();
   if (c.lowp()) c.dOh = dOh.data_ptr<BFloat16>();
@@ -786,7 +785,8 @@ void backward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
   // per worker: P, dP, the pre-mod scores, the mask bytes; the bfloat16 path's rounded P and dS and
   // one product before it is added
   const int64_t mm_tmp = std::max(R, W) * std::max(E, Ev);
-  const int64_t per = 3 * R * W + (R * W + sizeof(T) - 1) / sizeof(T) + (c.lowp() ? R * W + mm_tmp : 0);
+  const int64_t per = 3 * R * W + (R * W + sizeof(T) - 1) / sizeof(T) + (c.lowp() ? R * W + mm_tmp : 0) +
+                      (ftiles ? W * (E + Ev) : 0);
   const double madds = double(B) * Hq * L * S * (E + Ev);
   const int64_t heads = c.Bk * c.Hkv, nkb = c.nkb;
   const int nt = get_num_threads();
@@ -814,6 +814,9 @@ void backward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
     T* prod = c.lowp() ? pre + R * W + (R * W + sizeof(T) - 1) / sizeof(T) : nullptr;  // the bfloat16 path's scratch
     BFloat16* pb = c.lowp() ? reinterpret_cast<BFloat16*>(prod + mm_tmp) : nullptr;
     BFloat16* db = c.lowp() ? pb + R * W : nullptr;
+    float* ktb = nullptr;  // the float32 tiles' packed K^T and V^T of the kv block
+    if constexpr (std::is_same_v<T, float>) ktb = ftiles ? pre + R * W + (R * W + sizeof(T) - 1) / sizeof(T) : nullptr;
+    float* vtb = ktb ? ktb + W * E : nullptr;
     T* dqs = split == 0 ? dqp : parts.data_ptr<T>() + (split - 1) * dq_n;
     const int64_t b_lo = c.Bk == 1 ? 0 : bk_, b_hi = c.Bk == 1 ? B : bk_ + 1;
     for (int64_t kb = split * kps; kb < std::min(nkb, (split + 1) * kps); ++kb) {
@@ -822,17 +825,28 @@ void backward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
       T* dvt = dvp + ((bk_ * c.Hkv + hk) * S + j0) * Ev;
       std::fill(dkt, dkt + bk * E, T(0));
       std::fill(dvt, dvt + bk * Ev, T(0));
+      const bool block_tiles = ktb && bk % 32 == 0;
+      bool packed = false;
       for (int64_t b = b_lo; b < b_hi; ++b)
         for (int64_t h = hk * c.G; h < (hk + 1) * c.G; ++h)
           each_run(c.ql, b, h, kb, c.bw, [&](int64_t qb, int64_t nq, uint64_t partial) {
             const int64_t i0 = qb * QB;
             if (i0 >= L) return;
             const int64_t bq = std::min(nq * QB, L - i0);
-            const bool ftiles = c.vtf && bq % 8 == 0 && bk % 32 == 0 && j0 % 32 == 0;
-            bwd_tile(c, b, h, i0, bq, j0, bk, partial, ftiles, P, dP, pre, mb, c.buffer_grads ? &gbufs[w] : nullptr);
+            const bool tiles = block_tiles && bq % 8 == 0;
+            if constexpr (std::is_same_v<T, float>) {
+              if (tiles && !packed) {
+                const int64_t kv0 = (bk_ * c.Hkv + hk) * S + j0;
+                cpu::cpu_kernels().attn_pack_kt_f32(c.k + kv0 * E, bk, E, ktb);
+                cpu::cpu_kernels().attn_pack_kt_f32(c.v + kv0 * Ev, bk, Ev, vtb);
+                packed = true;
+              }
+            }
+            bwd_tile(c, b, h, i0, bq, j0, bk, partial, tiles ? ktb : nullptr, tiles ? vtb : nullptr, P, dP, pre, mb,
+                     c.buffer_grads ? &gbufs[w] : nullptr);
             const int64_t row0 = (b * Hq + h) * L + i0;
             if constexpr (std::is_same_v<T, float>) {
-              if (ftiles) {  // dv += P^T dO; dk += scale dS^T Q; dq += scale dS K
+              if (tiles) {  // dv += P^T dO; dk += scale dS^T Q; dq += scale dS K
                 const cpu::KernelTable& kt = cpu::cpu_kernels();
                 kt.attn_mm_f32(true, bk, Ev, bq, 1.0f, P, bk, c.dO + row0 * Ev, Ev, dvt, Ev);
                 kt.attn_mm_f32(true, bk, E, bq, c.scale, dP, bk, c.Q(b, h, i0), E, dkt, E);
