@@ -11,9 +11,12 @@
 // order), the captured tensors' gradients per worker (added in worker order). The backward reads the
 // transposed block lists, so absent blocks are never touched in either direction.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -222,9 +225,12 @@ struct Call {
   bool lowp() const { return qh != nullptr; }
   // ... and on AMX with every size a multiple of 32, K^T and V packed once for the forward's tiles
   const uint32_t *ktp = nullptr, *vp = nullptr;
-  // float32 with AVX-512 and S, Ev multiples of 32: K^T packed once for the forward's tiles (the
-  // backward packs each kv block's K^T and V^T when it starts on it)
-  const float* ktf = nullptr;
+  // float32 with AVX-512 and S, Ev multiples of 32: K^T packed for the forward's tiles, each 32-key
+  // panel by the first task that needs it (in cache for its tile; panels no tile visits never are),
+  // kt_state[kv head * S / 32 + panel] 0 (not yet), 1 (being packed), 2 (packed). The backward packs
+  // each kv block's K^T and V^T when it starts on it.
+  float* ktf = nullptr;
+  std::atomic<uint8_t>* kt_state = nullptr;
   Lists kv, ql;
   std::shared_ptr<const Program> sp, mp;  // null: none
   // A mask_mod that reads neither b nor h, on a block mask: its partial blocks' masks evaluated once per
@@ -245,7 +251,22 @@ struct Call {
   const BFloat16* Kh(int64_t b, int64_t h, int64_t j0) const { return kh + (kvbh(b, h) * S + j0) * E; }
   const BFloat16* Vh(int64_t b, int64_t h, int64_t j0) const { return vh + (kvbh(b, h) * S + j0) * Ev; }
   const uint32_t* Ktp(int64_t b, int64_t h) const { return ktp + kvbh(b, h) * S * E / 2; }
-  const float* Ktf(int64_t b, int64_t h) const { return ktf + kvbh(b, h) * S * E; }
+  // K^T of (b, h) with the panels of keys [j0, j0 + bk) packed.
+  const float* Ktf(int64_t b, int64_t h, int64_t j0, int64_t bk) const {
+    const int64_t x = kvbh(b, h);
+    for (int64_t p = j0 / 32; p < (j0 + bk) / 32; ++p) {
+      std::atomic<uint8_t>& st = kt_state[x * (S / 32) + p];
+      if (st.load(std::memory_order_acquire) == 2) continue;
+      uint8_t free_ = 0;
+      if (st.compare_exchange_strong(free_, 1, std::memory_order_acq_rel)) {
+        cpu::cpu_kernels().attn_pack_kt_f32(k + (x * S + p * 32) * E, 32, E, ktf + (x * S + p * 32) * E);
+        st.store(2, std::memory_order_release);
+      } else {
+        while (st.load(std::memory_order_acquire) != 2) std::this_thread::yield();  // another task packs it
+      }
+    }
+    return ktf + x * S * E;
+  }
   const uint32_t* Vp(int64_t b, int64_t h) const { return vp + kvbh(b, h) * S * Ev / 2; }
 };
 
@@ -456,7 +477,7 @@ void fwd_task(const Call<T>& c, int64_t b, int64_t h, int64_t qb, T* ws, T* out,
     }
     if constexpr (std::is_same_v<T, float>) {
       if (ftiles) {
-        cpu::cpu_kernels().attn_qk_f32(Q, bq, c.E, c.Ktf(b, h), j0, bk, s);
+        cpu::cpu_kernels().attn_qk_f32(Q, bq, c.E, c.Ktf(b, h, j0, bk), j0, bk, s);
         if (!fused) scale_in_place(s, bq * bk, c.scale);
       }
     }
@@ -504,18 +525,6 @@ void fwd_task(const Call<T>& c, int64_t b, int64_t h, int64_t qb, T* ws, T* out,
     lse[row0 + i] = empty ? ninf : mx[i] + std::log(l[i]);
     mxo[row0 + i] = empty ? ninf : mx[i];
   }
-}
-
-// x (heads x S x E float32, contiguous) with each head's rows transposed in panels of 32
-// ([S/32][E][32]), for the float32 tile products.
-Tensor pack_t_f32(const float* x, int64_t heads, int64_t S, int64_t E) {
-  Tensor t = make_tensor({heads * S * E}, kFloat32);
-  float* p = t.data_ptr<float>();
-  const cpu::KernelTable& kt = cpu::cpu_kernels();
-  cpu::parallel_for(heads, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t x0 = lo; x0 < hi; ++x0) kt.attn_pack_kt_f32(x + x0 * S * E, S, E, p + x0 * S * E);
-  });
-  return t;
 }
 
 // Contiguous copies in the compute dtype (x itself when it already is one).
@@ -599,10 +608,14 @@ void forward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorList
     c.ktp = kp, c.vp = vq;
   }
   Tensor ktf;
+  std::unique_ptr<std::atomic<uint8_t>[]> kt_state;
   if constexpr (std::is_same_v<T, float>) {
     if (!c.lowp() && kt.attn_qk_f32 && c.S % 32 == 0 && c.Ev % 32 == 0 && c.S > 0 && c.E > 0) {
-      ktf = pack_t_f32(c.k, c.Bk * c.Hkv, c.S, c.E);
-      c.ktf = ktf.data_ptr<float>();
+      const int64_t panels = c.Bk * c.Hkv * c.S / 32;
+      ktf = make_tensor({c.Bk * c.Hkv * c.S * c.E}, kFloat32);
+      kt_state.reset(new std::atomic<uint8_t>[panels]);
+      for (int64_t i = 0; i < panels; ++i) kt_state[i].store(0, std::memory_order_relaxed);
+      c.ktf = ktf.data_ptr<float>(), c.kt_state = kt_state.get();
     }
   }
   Tensor o = out[0].dtype() == ct ? out[0] : make_tensor(out[0].sizes(), ct);
@@ -795,7 +808,17 @@ void backward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
     nsplit = std::min<int64_t>(nkb, (4 * nt + heads - 1) / heads);
   const int64_t kps = nkb == 0 ? 1 : (nkb + nsplit - 1) / nsplit;
   nsplit = nkb == 0 ? 1 : (nkb + kps - 1) / kps;
-  cpu::fill(dq, 0);
+  // dq's query blocks zeroed by the task that first adds to them (in cache, not one pass over dq
+  // first); those no tile touches at the end. Each (b, h) belongs to one task of split 0.
+  std::vector<uint8_t> dq_zeroed(B * Hq * c.nqb, 0);
+  auto zero_dq = [&](int64_t b, int64_t h, int64_t qb) {
+    uint8_t& z = dq_zeroed[(b * Hq + h) * c.nqb + qb];
+    if (z) return;
+    const int64_t i0 = qb * QB, rows = std::min(QB, L - i0);
+    T* p = dqp + ((b * Hq + h) * L + i0) * E;
+    std::fill(p, p + rows * E, T(0));
+    z = 1;
+  };
   const int64_t dq_n = B * Hq * L * E;
   Tensor parts = nsplit > 1 ? zeros({nsplit - 1, dq_n}, ct) : Tensor();
   const int64_t ntask = heads * nsplit;
@@ -833,6 +856,8 @@ void backward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
             const int64_t i0 = qb * QB;
             if (i0 >= L) return;
             const int64_t bq = std::min(nq * QB, L - i0);
+            if (split == 0)
+              for (int64_t x = qb; x < std::min(qb + nq, c.nqb); ++x) zero_dq(b, h, x);
             const bool tiles = block_tiles && bq % 8 == 0;
             if constexpr (std::is_same_v<T, float>) {
               if (tiles && !packed) {
@@ -870,6 +895,9 @@ void backward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
             gemm(false, false, bq, E, bk, c.scale, dP, bk, c.K(b, h, j0), E, T(1), dqs + row0 * E, E);
           });
     }
+  });
+  cpu::parallel_for(B * Hq * c.nqb, 64, [&](int64_t lo, int64_t hi) {
+    for (int64_t x = lo; x < hi; ++x) zero_dq(x / (Hq * c.nqb), (x / c.nqb) % Hq, x % c.nqb);
   });
   if (nsplit > 1) {  // dq += the other splits' partial sums, in split order
     const T* pp = parts.data_ptr<T>();
