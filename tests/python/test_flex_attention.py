@@ -780,6 +780,39 @@ def test_mask_tiles_cover_every_heads_partial_blocks():
             close(kx.grad, rg, 1e-4, 5e-5 * mag(rg), f"{mm.__name__} {nm}")
 
 
+@pytest.mark.parametrize("H", [1, 2])
+def test_backward_split_and_threads(H):
+    """The backward on one and on two threads: with one kv head for two threads it splits the kv blocks
+    (query-gradient partial sums added in split order, D computed up front); with two it does not (each
+    task zeroes its dq blocks and computes their D rows when it first reaches them). A gradient through
+    lse too. Both against float64, and the same bits on both thread counts."""
+    L, E = 512, 64
+    g = torch.Generator().manual_seed(11)
+    q, k, v, go = (torch.randn(1, H, L, E, generator=g) for _ in range(4))
+    gl = torch.randn(1, H, L, generator=g)
+    rq, rk, rv = (t.double().requires_grad_() for t in (q, k, v))
+    ref = ref_attention(rq, rk, rv, mask_mod=lambda b, h, qi, ki: qi >= ki)
+    want = torch.autograd.grad((ref.out * go.double()).sum() + (ref.lse * gl.double()).sum(), (rq, rk, rv))
+    got = []
+    before = kiln.get_num_threads()
+    try:
+        for nt in (1, 2):
+            kiln.set_num_threads(nt)
+            kq, kk, kv = (to_kiln(t).requires_grad_() for t in (q, k, v))
+            bm = KFA.create_block_mask(_causal, None, None, L, L, device="cpu")
+            out, aux = KFA.flex_attention(kq, kk, kv, block_mask=bm, return_aux=KFA.AuxRequest(lse=True))
+            ((out * to_kiln(go)).sum() + (aux.lse * to_kiln(gl)).sum()).backward()
+            got.append([kt(x.grad) for x in (kq, kk, kv)])
+    finally:
+        kiln.set_num_threads(before)
+    for nt, grads in zip((1, 2), got):
+        for nm, a, w in zip(("dq", "dk", "dv"), grads, want):
+            close(a, w, 1e-4, 5e-5 * mag(w), f"{nm} on {nt} threads")
+    for nm, a, b in zip(("dq", "dk", "dv"), *got):
+        if H == 2:  # no split: each gradient element sums the same products in the same order
+            assert torch.equal(a, b), nm
+
+
 # ---- errors ------------------------------------------------------------------------------------------
 
 

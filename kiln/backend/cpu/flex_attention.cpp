@@ -760,23 +760,19 @@ void backward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
   c.dO = dO.data_ptr<T>(), c.lse = lse.data_ptr<T>();
   Tensor dOh = c.lowp() ? operand(in[0], kBFloat16) : Tensor();
   if (c.lowp()) c.dOh = dOh.data_ptr<BFloat16>();
-  // D = rowsum(dO * O) - grad_lse
+  // D = rowsum(dO * O) - grad_lse, rows [lo, hi) of (B * Hq * L)
   Tensor Dt = make_tensor({B * Hq * L}, ct);
-  {
-    T* Dp = Dt.data_ptr<T>();
-    const T *op_ = O.data_ptr<T>(), *dop = c.dO;
-    Tensor gl = in[1].defined() ? operand(in[1], ct) : Tensor();
-    const T* glp = gl.defined() ? gl.data_ptr<T>() : nullptr;
-    cpu::parallel_for(B * Hq * L, std::max<int64_t>(1, cpu::kGrainSize / std::max<int64_t>(Ev, 1)),
-                      [&](int64_t lo, int64_t hi) {
-                        for (int64_t r = lo; r < hi; ++r) {
-                          T s = 0;
-                          for (int64_t e = 0; e < Ev; ++e) s += dop[r * Ev + e] * op_[r * Ev + e];
-                          Dp[r] = glp ? s - (std::isinf(glp[r]) || std::isnan(glp[r]) ? T(0) : glp[r]) : s;
-                        }
-                      });
-    c.D = Dp;
-  }
+  Tensor gl = in[1].defined() ? operand(in[1], ct) : Tensor();
+  T* Dp = Dt.data_ptr<T>();
+  auto d_rows = [Dp, op_ = O.data_ptr<T>(), dop = c.dO, glp = gl.defined() ? gl.data_ptr<T>() : nullptr, Ev](
+                    int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      T s = 0;
+      for (int64_t e = 0; e < Ev; ++e) s += dop[r * Ev + e] * op_[r * Ev + e];
+      Dp[r] = glp ? s - (std::isinf(glp[r]) || std::isnan(glp[r]) ? T(0) : glp[r]) : s;
+    }
+  };
+  c.D = Dp;
   const Shape& want = attr<Shape>(a, flex::kBufferGrads);
   c.want.assign(c.sbuf.size(), false);
   for (size_t i = 0; i < c.sbuf.size() && i < want.size(); ++i) c.want[i] = want[i] != 0, c.buffer_grads |= c.want[i];
@@ -809,14 +805,17 @@ void backward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
   const int64_t kps = nkb == 0 ? 1 : (nkb + nsplit - 1) / nsplit;
   nsplit = nkb == 0 ? 1 : (nkb + kps - 1) / kps;
   // dq's query blocks zeroed by the task that first adds to them (in cache, not one pass over dq
-  // first); those no tile touches at the end. Each (b, h) belongs to one task of split 0.
+  // first; those no tile touches at the end), and their D rows computed then when the kv blocks are
+  // not split (else all up front). Each (b, h) belongs to one task of split 0.
+  if (nsplit > 1)
+    cpu::parallel_for(B * Hq * L, std::max<int64_t>(1, cpu::kGrainSize / std::max<int64_t>(Ev, 1)), d_rows);
   std::vector<uint8_t> dq_zeroed(B * Hq * c.nqb, 0);
-  auto zero_dq = [&](int64_t b, int64_t h, int64_t qb) {
+  auto zero_dq = [&](int64_t b, int64_t h, int64_t qb, bool with_d) {
     uint8_t& z = dq_zeroed[(b * Hq + h) * c.nqb + qb];
     if (z) return;
-    const int64_t i0 = qb * QB, rows = std::min(QB, L - i0);
-    T* p = dqp + ((b * Hq + h) * L + i0) * E;
-    std::fill(p, p + rows * E, T(0));
+    const int64_t r0 = (b * Hq + h) * L + qb * QB, rows = std::min(QB, L - qb * QB);
+    std::fill(dqp + r0 * E, dqp + (r0 + rows) * E, T(0));
+    if (with_d && nsplit == 1) d_rows(r0, r0 + rows);
     z = 1;
   };
   const int64_t dq_n = B * Hq * L * E;
@@ -857,7 +856,7 @@ void backward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
             if (i0 >= L) return;
             const int64_t bq = std::min(nq * QB, L - i0);
             if (split == 0)
-              for (int64_t x = qb; x < std::min(qb + nq, c.nqb); ++x) zero_dq(b, h, x);
+              for (int64_t x = qb; x < std::min(qb + nq, c.nqb); ++x) zero_dq(b, h, x, true);
             const bool tiles = block_tiles && bq % 8 == 0;
             if constexpr (std::is_same_v<T, float>) {
               if (tiles && !packed) {
@@ -897,7 +896,7 @@ void backward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
     }
   });
   cpu::parallel_for(B * Hq * c.nqb, 64, [&](int64_t lo, int64_t hi) {
-    for (int64_t x = lo; x < hi; ++x) zero_dq(x / (Hq * c.nqb), (x / c.nqb) % Hq, x % c.nqb);
+    for (int64_t x = lo; x < hi; ++x) zero_dq(x / (Hq * c.nqb), (x / c.nqb) % Hq, x % c.nqb, false);
   });
   if (nsplit > 1) {  // dq += the other splits' partial sums, in split order
     const T* pp = parts.data_ptr<T>();
