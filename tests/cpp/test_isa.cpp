@@ -202,3 +202,55 @@ TEST(Isa, AttentionFloat32TileProducts) {
   }
   if (kiln::cpu::isa_supported(Isa::Avx512)) EXPECT_GT(tables, 0);
 }
+
+// FlexAttention's float32 backward row steps and mask application (AVX-512 tables): rows whose lse is
+// -inf give zeros, masked scores (-inf) give 0, widths with and without a 16 tail; dS = P (dP - D);
+// the mask on a tile whose rows are further apart than its width, leaving the rest alone.
+TEST(Isa, AttentionBackwardRowStepsAndMask) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  uint32_t seed = 4242;
+  auto uni = [&] {
+    seed = seed * 1664525u + 1013904223u;
+    return static_cast<float>(static_cast<int32_t>(seed)) / 2147483648.0f;
+  };
+  for (Isa isa : runnable()) {
+    const auto& t = kiln::cpu::kernel_table_for(isa);
+    if (!t.attn_bwd_p) continue;
+    ASSERT_NE(t.attn_bwd_ds, nullptr);
+    ASSERT_NE(t.attn_mask, nullptr);
+    for (int64_t bk : {16, 37, 5}) {
+      const int64_t bq = 4;
+      const float scale = 0.25f;
+      std::vector<float> s(bq * bk), lse = {1.5f, ninf, -0.5f, 2.0f};
+      for (auto& x : s) x = 4.0f * uni();
+      s[0] = ninf, s[2 * bk + bk - 1] = ninf;
+      const std::vector<float> s0 = s;
+      t.attn_bwd_p(s.data(), bq, bk, scale, lse.data());
+      for (int64_t i = 0; i < bq; ++i)
+        for (int64_t j = 0; j < bk; ++j) {
+          const float x = s0[i * bk + j];
+          const double want = lse[i] == ninf || x == ninf ? 0.0 : std::exp(double(x) * scale - lse[i]);
+          EXPECT_NEAR(s[i * bk + j], want, 1e-6 * want + 1e-30) << "bk " << bk << " (" << i << ", " << j << ")";
+        }
+      std::vector<float> ds(bq * bk), d = {0.5f, -1.0f, 0.0f, 2.0f};
+      for (auto& x : ds) x = uni();
+      const std::vector<float> ds0 = ds;
+      t.attn_bwd_ds(s.data(), ds.data(), bq, bk, d.data());
+      for (int64_t i = 0; i < bq; ++i)
+        for (int64_t j = 0; j < bk; ++j)
+          EXPECT_FLOAT_EQ(ds[i * bk + j], s[i * bk + j] * (ds0[i * bk + j] - d[i])) << "(" << i << ", " << j << ")";
+      const int64_t ld = bk + 3, ldm = bk + 1;
+      std::vector<float> tile(bq * ld);
+      std::vector<uint8_t> m(bq * ldm);
+      for (auto& x : tile) x = uni();
+      for (size_t i = 0; i < m.size(); ++i) m[i] = (i * 7 + 3) % 5 != 0;
+      const std::vector<float> tile0 = tile;
+      t.attn_mask(tile.data(), ld, m.data(), ldm, bq, bk);
+      for (int64_t i = 0; i < bq; ++i)
+        for (int64_t j = 0; j < ld; ++j) {
+          const bool masked = j < bk && !m[i * ldm + j];
+          EXPECT_EQ(tile[i * ld + j], masked ? ninf : tile0[i * ld + j]) << "(" << i << ", " << j << ")";
+        }
+    }
+  }
+}

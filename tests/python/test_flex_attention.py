@@ -738,12 +738,14 @@ def test_block_lists_decide_which_blocks_are_visited():
     close(KFA.flex_attention(to_kiln(q), to_kiln(k), to_kiln(v), block_mask=kfull), ref.out, 1e-4, 2e-5, "full blocks")
 
 
-def test_mask_tiles_cover_every_heads_partial_blocks():
+@pytest.mark.parametrize("E", [16, 32])
+def test_mask_tiles_cover_every_heads_partial_blocks(E):
     """A mask_mod that reads neither b nor h is evaluated once per call on each block some (b, h) lists
     as partial (not per head and tile): block lists that differ per batch and head must each find their
     blocks' masks. A mask_mod that reads h runs per tile. Forward and gradients against the reference on
-    the equivalent element mask (full blocks: everything; partial ones: mask_mod; others: nothing)."""
-    B, H, L, S, E, bq, bk = 2, 3, 96, 128, 16, 32, 32
+    the equivalent element mask (full blocks: everything; partial ones: mask_mod; others: nothing).
+    E = 32: with the float32 tile products, forward and backward."""
+    B, H, L, S, bq, bk = 2, 3, 96, 128, 32, 32
     nq, nk = L // bq, S // bk
     g = torch.Generator().manual_seed(3)
     part = (torch.rand(B, H, nq, nk, generator=g) < 0.5).to(torch.int32)
@@ -780,26 +782,41 @@ def test_mask_tiles_cover_every_heads_partial_blocks():
             close(kx.grad, rg, 1e-4, 5e-5 * mag(rg), f"{mm.__name__} {nm}")
 
 
+_SPLIT_MASKS = {
+    "causal": lambda b, h, q, kv: q >= kv,
+    # the first kv block reaches only the first query block: split 0 leaves the other dq blocks to the
+    # final zeroing, then adds the other splits' sums
+    "anti_causal": lambda b, h, q, kv: q <= kv,
+    # query rows below 200 see nothing: their dq blocks are reached by no tile (zeroed at the end)
+    "late_rows": lambda b, h, q, kv: q - kv >= 200,
+}
+
+
+@pytest.mark.parametrize("mask", list(_SPLIT_MASKS))
 @pytest.mark.parametrize("H", [1, 2])
-def test_backward_split_and_threads(H):
+def test_backward_split_and_threads(H, mask):
     """The backward on one and on two threads: with one kv head for two threads it splits the kv blocks
     (query-gradient partial sums added in split order, D computed up front); with two it does not (each
     task zeroes its dq blocks and computes their D rows when it first reaches them). A gradient through
-    lse too. Both against float64, and the same bits on both thread counts."""
+    lse too (where it is finite). Both against float64, and the same bits on both thread counts."""
+    mm = _SPLIT_MASKS[mask]
     L, E = 512, 64
     g = torch.Generator().manual_seed(11)
     q, k, v, go = (torch.randn(1, H, L, E, generator=g) for _ in range(4))
     gl = torch.randn(1, H, L, generator=g)
     rq, rk, rv = (t.double().requires_grad_() for t in (q, k, v))
-    ref = ref_attention(rq, rk, rv, mask_mod=lambda b, h, qi, ki: qi >= ki)
-    want = torch.autograd.grad((ref.out * go.double()).sum() + (ref.lse * gl.double()).sum(), (rq, rk, rv))
+    ref = ref_attention(rq, rk, rv, mask_mod=mm)
+    fin = torch.isfinite(ref.lse).detach()
+    gl = torch.where(fin, gl, torch.zeros_like(gl))
+    want = torch.autograd.grad((ref.out * go.double()).sum() + (torch.where(fin, ref.lse, 0) * gl.double()).sum(),
+                               (rq, rk, rv))
     got = []
     before = kiln.get_num_threads()
     try:
         for nt in (1, 2):
             kiln.set_num_threads(nt)
             kq, kk, kv = (to_kiln(t).requires_grad_() for t in (q, k, v))
-            bm = KFA.create_block_mask(_causal, None, None, L, L, device="cpu")
+            bm = KFA.create_block_mask(mm, None, None, L, L, device="cpu")
             out, aux = KFA.flex_attention(kq, kk, kv, block_mask=bm, return_aux=KFA.AuxRequest(lse=True))
             ((out * to_kiln(go)).sum() + (aux.lse * to_kiln(gl)).sum()).backward()
             got.append([kt(x.grad) for x in (kq, kk, kv)])
@@ -972,9 +989,10 @@ def test_block_larger_than_the_sequence():
                                              (384, 384, 32, 96, True), (200, 160, 64, 64, True),
                                              (204, 160, 40, 64, True)])
 def test_tiles_against_float64(L, S, E, Ev, masked, dtype):
-    """Sizes that are multiples of 32 take the forward's packed tile products: bfloat16 on AMX (K^T and
-    V packed once per call; the backward on the bfloat16 GEMM), float32 with AVX-512 (K^T packed once);
-    elsewhere the generic products. Output and gradients against torch's SDPA in float64 on the same
+    """Sizes that are multiples of 32 take the packed tile products: bfloat16 on AMX (K^T and V packed
+    once per call for the forward; the backward on the bfloat16 GEMM), float32 with AVX-512 (the
+    forward's K^T packed panel by panel; the backward's five products on tiles when E and Ev are
+    multiples of 32 too, each kv block's K^T and V^T packed); elsewhere the generic products. Output and gradients against torch's SDPA in float64 on the same
     inputs. 200 queries: the last query block (72 rows) takes the float32 tiles (a multiple of 8) but
     the generic bfloat16 products; 204 (76 rows) the generic ones in both."""
     g = torch.Generator().manual_seed(L + E)
@@ -995,35 +1013,64 @@ def test_tiles_against_float64(L, S, E, Ev, masked, dtype):
         close(got, want, gr, ga * mag(want), name)
 
 
+@pytest.mark.parametrize("kv_block", [48, 64])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=dname)
-def test_tiles_with_gqa_score_mod_and_odd_blocks(dtype):
+def test_tiles_with_gqa_score_mod_and_odd_blocks(dtype, kv_block):
     """The packed tile products beside the rest: GQA (4 query heads on 2 kv heads, packed buffers indexed
-    per kv head), a score_mod (the unfused softmax before the packed P V), E = 128 (four k blocks of the
-    tiles), and kv blocks of 48 keys, so tiles (j0 a multiple of 32) and generic products alternate in
-    one row (query blocks of 64, so the bfloat16 tiles apply too). Against the same math in float64."""
-    L, E, Ev, H, Hkv = 192, 128, 64, 4, 2
+    per kv head), one kv batch broadcast to two query batches (its gradients summed over both), a
+    score_mod (the unfused softmax before the packed P V; the scale applied before it), E = 128 (four k
+    blocks of the tiles). kv blocks of 48 keys: tiles (j0 a multiple of 32) and generic products
+    alternate in one forward row and the float32 backward takes none; of 64: the float32 backward's
+    tiles (each kv block's K^T and V^T packed) with GQA, the broadcast batch and the score_mod. Query
+    blocks of 64, so the bfloat16 tiles apply too. Against the same math in float64."""
+    B, L, E, Ev, H, Hkv = 2, 192, 128, 64, 4, 2
     g = torch.Generator().manual_seed(5)
-    q = torch.randn(1, H, L, E, generator=g).to(dtype)
+    q = torch.randn(B, H, L, E, generator=g).to(dtype)
     k = torch.randn(1, Hkv, L, E, generator=g).to(dtype)
     v = torch.randn(1, Hkv, L, Ev, generator=g).to(dtype)
-    dout = torch.randn(1, H, L, Ev, generator=g).to(dtype)
+    dout = torch.randn(B, H, L, Ev, generator=g).to(dtype)
     tq, tk, tv = (t.double().requires_grad_() for t in (q, k, v))
     scale = 1.0 / math.sqrt(E)
-    s = tq @ tk.repeat_interleave(H // Hkv, 1).transpose(-1, -2) * scale
+    kx, vx = (t.expand(B, -1, -1, -1).repeat_interleave(H // Hkv, 1) for t in (tk, tv))
+    s = tq @ kx.transpose(-1, -2) * scale
     idx = torch.arange(L, dtype=torch.float64)
     s = s + 0.05 * (idx[None, :] - idx[:, None])  # the score_mod: a relative-position bias
     s = s.masked_fill(idx[:, None] < idx[None, :], float("-inf"))
-    ref = torch.softmax(s, -1) @ tv.repeat_interleave(H // Hkv, 1)
+    ref = torch.softmax(s, -1) @ vx
     ref.backward(dout.double())
 
     def bias(score, b, h, qi, kv):
         return score + 0.05 * (kv - qi)
 
     kq, kk, kv = (to_kiln(t).requires_grad_() for t in (q, k, v))
-    bm = KFA.create_block_mask(_causal, None, None, L, L, device="cpu", BLOCK_SIZE=(64, 48))
+    bm = KFA.create_block_mask(_causal, B, None, L, L, device="cpu", BLOCK_SIZE=(64, kv_block))
     out = KFA.flex_attention(kq, kk, kv, score_mod=bias, block_mask=bm, enable_gqa=True)
     (fr, fa), (gr, ga) = FWD_TOL[dname(dtype)][0], GRAD_TOL[dname(dtype)]
     close(out, ref, fr, fa, "out")
     out.backward(to_kiln(dout))
     for name, got, want in (("dq", kq.grad, tq.grad), ("dk", kk.grad, tk.grad), ("dv", kv.grad, tv.grad)):
         close(got, want, gr, ga * mag(want), name)
+
+
+@pytest.mark.parametrize("scale", [0.0, -0.5])
+def test_tiles_with_zero_and_negative_scale(scale):
+    """A scale of 0 or below with masked scores: the masked -inf must stay -inf (not NaN from -inf * 0, not
+    +inf from -inf * -0.5), so the tiles apply the scale before the mask there. float32, sizes that take
+    every tile kernel, forward and backward against float64."""
+    L, E = 256, 32
+    g = torch.Generator().manual_seed(7)
+    q, k, v, dout = (torch.randn(1, 2, L, E, generator=g) for _ in range(4))
+    tq, tk, tv = (t.double().requires_grad_() for t in (q, k, v))
+    s = (tq @ tk.transpose(-1, -2)) * scale
+    idx = torch.arange(L)
+    s = s.masked_fill(idx[:, None] < idx[None, :], float("-inf"))
+    ref = torch.softmax(s, -1) @ tv
+    ref.backward(dout.double())
+    kq, kk, kv = (to_kiln(t).requires_grad_() for t in (q, k, v))
+    bm = KFA.create_block_mask(_causal, None, None, L, L, device="cpu")
+    out = KFA.flex_attention(kq, kk, kv, block_mask=bm, scale=scale)
+    close(out, ref, 1e-5, 1e-6, "out")
+    out.backward(to_kiln(dout))
+    for name, got, want in (("dq", kq.grad, tq.grad), ("dk", kk.grad, tk.grad), ("dv", kv.grad, tv.grad)):
+        assert not bool(kt(got).isnan().any()), name
+        close(got, want, 1e-4, 5e-5 * mag(want), name)

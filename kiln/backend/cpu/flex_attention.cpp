@@ -676,7 +676,9 @@ void bwd_tile(const BwdCall<T>& c, int64_t b, int64_t h, int64_t i0, int64_t bq,
       scale_in_place(P, bq * bk, c.scale);
     } else if (ftiles) {
       cpu::cpu_kernels().attn_qk_f32(c.Q(b, h, i0), bq, c.E, ktb, 0, bk, P);
-      if (c.sp) scale_in_place(P, bq * bk, c.scale);
+      // the scale folded into the exponent only where it keeps a masked -inf at -inf (and no
+      // score_mod needs the scaled scores first)
+      if (c.sp || !(c.scale > 0)) scale_in_place(P, bq * bk, c.scale);
       else pscale = c.scale;
     }
   }
@@ -792,7 +794,7 @@ void backward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
   // partial sums added in split order); the captured tensors' gradients per worker.
   const int64_t R = c.bt_rows, W = c.bt_cols;  // the largest tile: merged query blocks x one kv block
   // per worker: P, dP, the pre-mod scores, the mask bytes; the bfloat16 path's rounded P and dS and
-  // one product before it is added
+  // one product before it is added; the float32 tiles' packed K^T and V^T of one kv block
   const int64_t mm_tmp = std::max(R, W) * std::max(E, Ev);
   const int64_t per = 3 * R * W + (R * W + sizeof(T) - 1) / sizeof(T) + (c.lowp() ? R * W + mm_tmp : 0) +
                       (ftiles ? W * (E + Ev) : 0);

@@ -1,7 +1,8 @@
 // Attention's row kernels, compiled once per ISA (the "attention" family of the kernel table):
 // FlexAttention's fused softmax step (attention_softmax.h) and, with AVX-512, its float32 tile products:
-// Q K^T (and dO V^T) from K^T (V^T) packed once per call, and the products with a row-major right-hand
-// side read where it lies (the BLAS call per tile packs both operands every time).
+// Q K^T (and dO V^T) from K^T (V^T) packed in 32-key panels, and the products with a row-major
+// right-hand side read where it lies (a BLAS call per tile packed both operands every time); the
+// backward's row steps and the mask's application.
 #include <algorithm>
 
 #include "kiln/backend/cpu/attention_softmax.h"
@@ -59,10 +60,11 @@ void qk_f32(const float* q, int64_t bq, int64_t E, const float* kt, int64_t j0, 
   const int64_t lines = 2 * E, per = (lines + bq / 8 - 1) / (bq / 8);  // a panel's cache lines; per micro-tile
   for (int64_t n0 = 0; n0 < bk; n0 += 32) {
     const float* panel = kt + (j0 + n0) * E;  // [E][32]
-    // the next panel (after the last: the next tile's first) fetched while this one is used
+    // the tile's next panel fetched while this one is used
     const char* next = reinterpret_cast<const char*>(panel + 32 * E);
+    const int64_t next_lines = n0 + 32 < bk ? lines : 0;
     for (int64_t i0 = 0; i0 < bq; i0 += 8) {
-      for (int64_t x = (i0 / 8) * per, xe = std::min(lines, x + per); x < xe; ++x)
+      for (int64_t x = (i0 / 8) * per, xe = std::min(next_lines, x + per); x < xe; ++x)
         _mm_prefetch(next + x * 64, _MM_HINT_T0);
       __m512 c[8][2];
       for (int r = 0; r < 8; ++r) c[r][0] = c[r][1] = _mm512_setzero_ps();
