@@ -142,6 +142,9 @@ def main(path):
     seq = _normal(9, 3, 20, seed=10)
     put("nn:layer_norm", F.layer_norm(seq, (20,)))
     put("nn:lstm", kiln.nn.LSTM(20, 24, num_layers=2)(seq)[0])
+    # hidden a multiple of 16: the fused step (8-unit tiles on avx2, 16-unit ones on avx512), batch 9
+    # (row tiles 3 + 3 + 3, and 6 + 2 + 1)
+    put("nn:lstm-fused", kiln.nn.LSTM(20, 32, num_layers=2)(_normal(5, 9, 20, seed=15))[0])
     put("nn:gru", kiln.nn.GRU(20, 24)(seq)[0])
     q, k_, v = _normal(2, 4, 33, 16, seed=11), _normal(2, 4, 47, 16, seed=12), _normal(2, 4, 47, 16, seed=13)
     put("nn:sdpa", F.scaled_dot_product_attention(q, k_, v))

@@ -151,6 +151,7 @@ struct KernelTable {
   rnn::RnnStepFns<float> rnn_f32;
   rnn::RnnStepFns<double> rnn_f64;
   rnn::LstmFusedFwdFn lstm_fused_fwd = nullptr;
+  int64_t lstm_fused_units = 8;  // units per block of lstm_fused_fwd's panels (rnn.cpp's lstm_pack_fwd)
   rnn::LstmFusedBwdFn lstm_fused_bwd = nullptr;
 };
 

@@ -258,6 +258,21 @@ int64_t vec_step(const RnnStep<float>& s, int64_t j0, int64_t j1) {
 
 // ---- LSTM with the recurrent GEMM fused in (float32, AVX2) -----------------------------------
 #if defined(__AVX2__)
+// The cell update of 8 units [j, j + 8) of one row from the four gates' recurrent products acc (i, f,
+// g, o): gates = acc + xproj (in s.gates) + bias, activated in place; then c and h.
+inline void lstm_cell8(const LstmFusedFwd& s, int64_t row, int64_t j, const V* acc) {
+  const int64_t H = s.H;
+  float* g = s.gates + row * 4 * H + j;
+  const float* b = s.bias + j;
+  V i = sigm8(add(add(acc[0], ld(g)), ld(b))), f = sigm8(add(add(acc[1], ld(g + H)), ld(b + H)));
+  V gg = tanh8(add(add(acc[2], ld(g + 2 * H)), ld(b + 2 * H))),
+    o = sigm8(add(add(acc[3], ld(g + 3 * H)), ld(b + 3 * H)));
+  st(g, i), st(g + H, f), st(g + 2 * H, gg), st(g + 3 * H, o);
+  V c = vfma(f, ld(s.c_prev + row * H + j), mul(i, gg));
+  st(s.c + row * H + j, c);
+  st(s.h + row * H + j, mul(o, tanh8(c)));
+}
+
 // Forward tile: rows [b0, b0 + MR) x the 8 hidden units of block u. The four gates' pre-activations
 // accumulate in 4 * MR registers over k (the packed panel holds, per k, the 8 weights of each
 // gate), then the cell update runs on the registers.
@@ -288,21 +303,57 @@ void lstm_fused_fwd_tile(const LstmFusedFwd& s, int64_t u, int64_t b0, int64_t k
       for (int g = 0; g < 4; ++g) st(part + r * 32 + g * 8, acc[r][g]);
     return;
   }
-  V bi = ld(s.bias + j), bf = ld(s.bias + H + j), bg = ld(s.bias + 2 * H + j),
-    bo = ld(s.bias + 3 * H + j);
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) lstm_cell8(s, b0 + r, j, acc[r]);
+}
+
+#if defined(__AVX512F__)
+// The AVX-512 table's forward tile: rows [b0, b0 + MR) x the 16 units of block u (panels per block
+// of 16 units: per k, the 16 weights of each gate), 16-lane FMAs; then the cell update of each
+// 8-unit half with the 8-lane functions. Every element sees the same operations in the same order as
+// in the 8-unit tile, so the avx2 and avx512 tables still give the same bits.
+template <int MR>
+void lstm_fused_fwd_tile16(const LstmFusedFwd& s, int64_t u, int64_t b0, int64_t k0, int64_t k1, float* part,
+                           bool last) {
+  const int64_t K = s.H, j0 = u * 16;
+  const float* w = s.wp + (u * K + k0) * 64;
+  const float* a = s.h_prev + b0 * K;
+  if (last)  // the epilogue's operands (the input projections, 4H apart per row; c_prev) fetched meanwhile
+    for (int r = 0; r < MR; ++r) {
+      const float* g = s.gates + (b0 + r) * 4 * K + j0;
+      for (int q = 0; q < 4; ++q) _mm_prefetch(reinterpret_cast<const char*>(g + q * K), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(s.c_prev + (b0 + r) * K + j0), _MM_HINT_T0);
+    }
+  __m512 acc[MR][4];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+    for (int g = 0; g < 4; ++g) acc[r][g] = k0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(part + r * 64 + g * 16);
+  for (int64_t k = k0; k < k1; ++k, w += 64) {
+    const __m512 w0 = _mm512_loadu_ps(w), w1 = _mm512_loadu_ps(w + 16), w2 = _mm512_loadu_ps(w + 32),
+                 w3 = _mm512_loadu_ps(w + 48);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      const __m512 x = _mm512_set1_ps(a[r * K + k]);
+      acc[r][0] = _mm512_fmadd_ps(x, w0, acc[r][0]), acc[r][1] = _mm512_fmadd_ps(x, w1, acc[r][1]);
+      acc[r][2] = _mm512_fmadd_ps(x, w2, acc[r][2]), acc[r][3] = _mm512_fmadd_ps(x, w3, acc[r][3]);
+    }
+  }
+  if (!last) {
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r)
+      for (int g = 0; g < 4; ++g) _mm512_storeu_ps(part + r * 64 + g * 16, acc[r][g]);
+    return;
+  }
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r) {
-    const int64_t row = b0 + r;
-    float* g = s.gates + row * 4 * H + j;
-    V i = sigm8(add(add(acc[r][0], ld(g)), bi)), f = sigm8(add(add(acc[r][1], ld(g + H)), bf));
-    V gg = tanh8(add(add(acc[r][2], ld(g + 2 * H)), bg)),
-      o = sigm8(add(add(acc[r][3], ld(g + 3 * H)), bo));
-    st(g, i), st(g + H, f), st(g + 2 * H, gg), st(g + 3 * H, o);
-    V c = vfma(f, ld(s.c_prev + row * H + j), mul(i, gg));
-    st(s.c + row * H + j, c);
-    st(s.h + row * H + j, mul(o, tanh8(c)));
+    V lo[4], hi[4];
+    for (int g = 0; g < 4; ++g)
+      lo[g] = V{_mm512_castps512_ps256(acc[r][g])}, hi[g] = V{_mm512_extractf32x8_ps(acc[r][g], 1)};
+    lstm_cell8(s, b0 + r, j0, lo);
+    lstm_cell8(s, b0 + r, j0 + 8, hi);
   }
 }
+#endif
 
 // Backward tile: rows [b0, b0 + MR) x the 16 hidden units of block u. dh = dy (+ dh_add) +
 // dg_next W_hh[:, units] accumulates in 2 * MR registers (K = 4H; `a`: row b0 of dg_next, or null
@@ -374,6 +425,23 @@ void lstm_fused_fwd_impl(const LstmFusedFwd& s, int64_t u0, int64_t u1) {
     }
 }
 
+#if defined(__AVX512F__)
+void lstm_fused_fwd_impl16(const LstmFusedFwd& s, int64_t u0, int64_t u1) {
+  thread_local std::vector<float> part;
+  part.resize(s.B * 64);
+  constexpr int64_t Kc = 64;  // the panel slice: 16 KiB
+  const int64_t K = s.H;
+  float* p = part.data();
+  for (int64_t u = u0; u < u1; ++u)
+    for (int64_t k0 = 0; k0 < K; k0 += Kc) {
+      const int64_t k1 = std::min(K, k0 + Kc);
+      for_row_tiles<6>(s.B, [&]<int MR>(int64_t b) {
+        lstm_fused_fwd_tile16<MR>(s, u, b, k0, k1, p + b * 64, k1 == K);
+      });
+    }
+}
+#endif
+
 void lstm_fused_bwd_impl(const LstmFusedBwd& s, int64_t u0, int64_t u1) {
   thread_local std::vector<float> part;
   part.resize(s.B * 16);
@@ -419,6 +487,10 @@ void fill_rnn(KernelTable& t) {
 #if defined(__AVX2__)
   t.lstm_fused_fwd = &lstm_fused_fwd_impl;
   t.lstm_fused_bwd = &lstm_fused_bwd_impl;
+#if defined(__AVX512F__)
+  t.lstm_fused_fwd = &lstm_fused_fwd_impl16;
+  t.lstm_fused_units = 16;
+#endif
 #endif
 }
 

@@ -53,11 +53,15 @@ bool lstm_fused_ok(int64_t H) { return H % 16 == 0 && cpu::cpu_kernels().lstm_fu
 void lstm_fused_fwd(const LstmFusedFwd& s, int64_t u0, int64_t u1) { cpu::cpu_kernels().lstm_fused_fwd(s, u0, u1); }
 void lstm_fused_bwd(const LstmFusedBwd& s, int64_t u0, int64_t u1) { cpu::cpu_kernels().lstm_fused_bwd(s, u0, u1); }
 
+// The forward panels for the table's kernel: per block of n units (8, or 16 on AVX-512), per k, the n
+// weights of gates i, f, g, o.
+int64_t lstm_fwd_units() { return cpu::cpu_kernels().lstm_fused_units; }
 void lstm_pack_fwd(const float* w_hh, int64_t H, float* out) {
-  for (int64_t u = 0; u < H / 8; ++u)
+  const int64_t n = lstm_fwd_units();
+  for (int64_t u = 0; u < H / n; ++u)
     for (int64_t k = 0; k < H; ++k)
       for (int64_t g = 0; g < 4; ++g)
-        for (int64_t c = 0; c < 8; ++c) *out++ = w_hh[(g * H + u * 8 + c) * H + k];
+        for (int64_t c = 0; c < n; ++c) *out++ = w_hh[(g * H + u * n + c) * H + k];
 }
 
 // The forward panels of a weight, kept between calls while the weight is unchanged (inference runs
@@ -244,7 +248,8 @@ void lstm_forward(const TensorList& in_, const Attrs& a, TensorList& out) {
                             B,
                             H};
       };
-      over_steps(T_, H / 8, B * H * 64, [&](int64_t s, int64_t u0, int64_t u1) { lstm_fused_fwd(step_at(s), u0, u1); });
+      over_steps(T_, H / lstm_fwd_units(), B * H * 64,
+                 [&](int64_t s, int64_t u0, int64_t u1) { lstm_fused_fwd(step_at(s), u0, u1); });
     }
   }
   for (int64_t s = 0; s < T_ && !fused; ++s) {

@@ -87,10 +87,10 @@ struct RnnBackStep {
 
 // LSTM without projection, float32, H % 16 == 0, on a table with 8-lane vectors (avx2, avx512):
 // the per-step GEMM with W_hh runs inside the pointwise pass, on weights packed once per call
-// (rnn.cpp's lstm_pack_fwd / lstm_pack_bwd, 4H * H floats each: forward panels per block of 8 units,
-// per k, the 8 weights of gates i, f, g, o; backward panels per block of 16 units, per k in [0, 4H),
+// (rnn.cpp's lstm_pack_fwd / lstm_pack_bwd, 4H * H floats each: forward panels per block of n units
+// (the table's lstm_fused_units: 8, 16 on AVX-512), per k, the n weights of gates i, f, g, o; backward panels per block of 16 units, per k in [0, 4H),
 // the 16 weights W_hh[k, units]).
-// One forward step for unit blocks [u0, u1) (8 units each): gates = xproj (in `gates`) + bias +
+// One forward step for unit blocks [u0, u1) (n units each): gates = xproj (in `gates`) + bias +
 // h_prev W_hh^T, then the LstmStep update.
 struct LstmFusedFwd {
   const float* h_prev;  // (B, H)
