@@ -3,6 +3,7 @@ weights copied across by name: outputs, final states, gradients of the input, of
 and of every parameter; layouts (batch_first, unbatched, strided, expanded states), dropout, float32
 tolerances, the fused layer ops (lstm_layer, gru_layer, rnn_layer and their *_backward), gradcheck,
 errors and reprs."""
+import math
 import os
 import subprocess
 import sys
@@ -569,48 +570,82 @@ def test_cell_errors(kind):
                     lambda: krnn.RNNCell(3, 4, nonlinearity="x")(K(torch.randn(2, 3))))
 
 
-def test_lstm_weight_changes_reach_the_cached_panels():
-    # the fused LSTM keeps packed W_hh panels between calls (rnn.cpp): every way of changing the weight
-    # must show in the next call, compared with torch on the same weights
+@pytest.mark.parametrize("wname,steps", [("weight_hh_l0", 4), ("weight_hh_l0", 1), ("weight_ih_l0", 1)])
+def test_lstm_weight_changes_reach_the_cached_panels(wname, steps):
+    # the fused LSTM keeps packed W_hh panels between calls (rnn.cpp), and W_ih's for one-step calls:
+    # every way of changing the weight must show in the next call, compared with torch on the same weights
     km, tm = pair("lstm", dtype=torch.float32, input_size=5, hidden_size=16)
-    x = torch.randn(4, 2, 5)
+    x = torch.randn(steps, 2, 5)
+    shape = tuple(getattr(tm, wname).shape)
+    hx = states("lstm", 1, 1, 2, 16, dtype=torch.float32)  # a nonzero state: W_hh's product runs
+    kh = tuple(to_kiln(t) for t in hx)
     kept = None
     for change in ["none", "inplace", "copy", "load_state_dict", "numpy", "numpy kept", "numpy kept again",
                    "numpy dropped", "replace"]:
         if change == "inplace":
             with torch.no_grad():
-                tm.weight_hh_l0.mul_(0.5)
+                getattr(tm, wname).mul_(0.5)
             with kiln.no_grad():
-                km.weight_hh_l0.mul_(0.5)
+                getattr(km, wname).mul_(0.5)
         elif change == "copy":
-            w = torch.randn(64, 16)
+            w = torch.randn(*shape)
             with torch.no_grad():
-                tm.weight_hh_l0.copy_(w)
+                getattr(tm, wname).copy_(w)
             with kiln.no_grad():
-                km.weight_hh_l0.copy_(to_kiln(w))
+                getattr(km, wname).copy_(to_kiln(w))
         elif change == "load_state_dict":
-            w = torch.randn(64, 16)
+            w = torch.randn(*shape)
             with torch.no_grad():
-                tm.weight_hh_l0.copy_(w)
-            km.load_state_dict({**km.state_dict(), "weight_hh_l0": to_kiln(w)})
+                getattr(tm, wname).copy_(w)
+            km.load_state_dict({**km.state_dict(), wname: to_kiln(w)})
         elif change == "numpy":
-            w = torch.randn(64, 16)
+            w = torch.randn(*shape)
             with torch.no_grad():
-                tm.weight_hh_l0.copy_(w)
-            km.weight_hh_l0.detach().numpy()[...] = w.numpy()  # shared memory: no version bump
+                getattr(tm, wname).copy_(w)
+            getattr(km, wname).detach().numpy()[...] = w.numpy()  # shared memory: no version bump
         elif change.startswith("numpy kept"):  # an array alive across calls, written between them
-            w = torch.randn(64, 16)
+            w = torch.randn(*shape)
             with torch.no_grad():
-                tm.weight_hh_l0.copy_(w)
+                getattr(tm, wname).copy_(w)
             if kept is None:
-                kept = km.weight_hh_l0.detach().numpy()
+                kept = getattr(km, wname).detach().numpy()
             kept[...] = w.numpy()
         elif change == "numpy dropped":  # the array is gone: the panels may be cached again
             kept = None
         elif change == "replace":
-            w = torch.randn(64, 16)
+            w = torch.randn(*shape)
             with torch.no_grad():
-                tm.weight_hh_l0.copy_(w)
-            km.weight_hh_l0 = kiln.nn.Parameter(to_kiln(w))
-        out, _ = km(to_kiln(x))
-        close(out, tm(x)[0], 1e-5, change)
+                getattr(tm, wname).copy_(w)
+            setattr(km, wname, kiln.nn.Parameter(to_kiln(w)))
+        out, _ = km(to_kiln(x), kh)
+        close(out, tm(x, hx)[0], 1e-5, change)
+
+
+@pytest.mark.parametrize("steps", [1, 3])
+@pytest.mark.parametrize("given_state", [False, True])
+@pytest.mark.parametrize("batch", [1, 7])
+def test_lstm_one_step_and_zero_state(steps, given_state, batch):
+    """The fused float32 LSTM: a one-step call runs the input projection inside the step (W_ih's panels
+    cached), and a zero initial state skips step 0's recurrent product; two layers, both directions,
+    gradients too, against torch."""
+    km, tm = pair("lstm", torch.float32, input_size=24, hidden_size=32, num_layers=2, bidirectional=True)
+    x = torch.randn(steps, batch, 24, generator=torch.Generator().manual_seed(9))
+    hx = states("lstm", 2, 2, batch, 32, dtype=torch.float32) if given_state else None
+    compare(km, tm, x, hx, tol=2e-5)
+
+
+@pytest.mark.parametrize("bad", [math.inf, math.nan])
+@pytest.mark.parametrize("steps", [1, 3])
+def test_lstm_zero_state_with_nonfinite_w_hh(bad, steps):
+    """0 * inf is NaN: with a non-finite W_hh the zero state's product is not skipped, as in torch."""
+    km, tm = pair("lstm", torch.float32, input_size=4, hidden_size=16)
+    with torch.no_grad():
+        tm.weight_hh_l0[3, 5] = bad
+    with kiln.no_grad():
+        km.weight_hh_l0.copy_(to_kiln(tm.weight_hh_l0.detach()))
+    x = torch.randn(steps, 2, 4, generator=torch.Generator().manual_seed(4))
+    kout, tout = to_torch(km(to_kiln(x))[0]), tm(x)[0].detach()
+    assert torch.equal(torch.isnan(kout), torch.isnan(tout))
+    assert bool(torch.isnan(tout).any())
+    fin = ~torch.isnan(tout)
+    close(to_kiln(kout[fin]), tout[fin], 1e-5, "finite part")

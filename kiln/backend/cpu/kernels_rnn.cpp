@@ -258,41 +258,54 @@ int64_t vec_step(const RnnStep<float>& s, int64_t j0, int64_t j1) {
 
 // ---- LSTM with the recurrent GEMM fused in (float32, AVX2) -----------------------------------
 #if defined(__AVX2__)
-// The cell update of 8 units [j, j + 8) of one row from the four gates' recurrent products acc (i, f,
-// g, o): gates = acc + xproj (in s.gates) + bias, activated in place; then c and h.
-inline void lstm_cell8(const LstmFusedFwd& s, int64_t row, int64_t j, const V* acc) {
+// The cell update of 8 units [j, j + 8) of one row from the four gates' products acc (i, f, g, o):
+// gates = acc + xproj (in s.gates; 0 when the input projection was fused into acc) + bias, activated
+// in place; then c and h.
+alignas(32) constexpr float kZeros8[8] = {};
+[[gnu::noinline]] void lstm_cell8(const LstmFusedFwd& s, int64_t row, int64_t j, const V* acc) {
   const int64_t H = s.H;
   float* g = s.gates + row * 4 * H + j;
   const float* b = s.bias + j;
-  V i = sigm8(add(add(acc[0], ld(g)), ld(b))), f = sigm8(add(add(acc[1], ld(g + H)), ld(b + H)));
-  V gg = tanh8(add(add(acc[2], ld(g + 2 * H)), ld(b + 2 * H))),
-    o = sigm8(add(add(acc[3], ld(g + 3 * H)), ld(b + 3 * H)));
+  // one code path: with the projection fused in, acc + 0 (exact) stands for acc + xproj
+  const float* xp = s.x ? kZeros8 : g;
+  const int64_t xs = s.x ? 0 : H;
+  V i = sigm8(add(add(acc[0], ld(xp)), ld(b))), f = sigm8(add(add(acc[1], ld(xp + xs)), ld(b + H)));
+  V gg = tanh8(add(add(acc[2], ld(xp + 2 * xs)), ld(b + 2 * H))),
+    o = sigm8(add(add(acc[3], ld(xp + 3 * xs)), ld(b + 3 * H)));
   st(g, i), st(g + H, f), st(g + 2 * H, gg), st(g + 3 * H, o);
   V c = vfma(f, ld(s.c_prev + row * H + j), mul(i, gg));
   st(s.c + row * H + j, c);
   st(s.h + row * H + j, mul(o, tanh8(c)));
 }
 
-// Forward tile: rows [b0, b0 + MR) x the 8 hidden units of block u. The four gates' pre-activations
-// accumulate in 4 * MR registers over k (the packed panel holds, per k, the 8 weights of each
-// gate), then the cell update runs on the registers.
+// The epilogue's operands of rows [b0, b0 + MR) x units [j, j + 16) (the input projections, 4H apart
+// per row, and c_prev) fetched while the tile's last K chunk runs: they come from L3. (A macro: as an
+// inline function GCC's interprocedural passes dropped the prefetches.)
+#define KILN_LSTM_PREFETCH_CELL(s, b0, mr, j)                                                            \
+  for (int r_ = 0; r_ < (mr); ++r_) {                                                                     \
+    const float* g_ = (s).gates + ((b0) + r_) * 4 * (s).H + (j);                                          \
+    for (int q_ = 0; q_ < 4; ++q_) _mm_prefetch(reinterpret_cast<const char*>(g_ + q_ * (s).H), _MM_HINT_T0); \
+    _mm_prefetch(reinterpret_cast<const char*>((s).c_prev + ((b0) + r_) * (s).H + (j)), _MM_HINT_T0);     \
+  }
+
+// Forward tile: rows [b0, b0 + MR) x the 8 hidden units of block u. The four gates' products
+// accumulate in 4 * MR registers over one K chunk of one source (a: the chunk's first column of row
+// b0, rows lda apart; w: the chunk's panel, per k the 8 weights of each gate): from zero on the
+// first chunk, else from `part`; after the last chunk the cell update runs on the registers.
 template <int MR>
-void lstm_fused_fwd_tile(const LstmFusedFwd& s, int64_t u, int64_t b0, int64_t k0,
-                                      int64_t k1, float* part, bool last) {
-  const int64_t H = s.H, K = H, j = u * 8;
-  const float* w = s.wp + (u * K + k0) * 32;
-  const float* a = s.h_prev + b0 * K;
+[[gnu::noinline]] void lstm_fused_fwd_tile(const LstmFusedFwd& s, int64_t u, int64_t b0, const float* a, int64_t lda, const float* w,
+                         int64_t kn, bool first, bool last, float* part) {
+  const int64_t j = u * 8;
+  if (last) KILN_LSTM_PREFETCH_CELL(s, b0, MR, j)
   V acc[MR][4];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
-    for (int g = 0; g < 4; ++g)
-      acc[r][g] = k0 == 0 ? zero() : ld(part + r * 32 + g * 8);
-  for (int64_t k = k0; k < k1; ++k, w += 32) {
-    V w0 = ld(w), w1 = ld(w + 8), w2 = ld(w + 16),
-      w3 = ld(w + 24);
+    for (int g = 0; g < 4; ++g) acc[r][g] = first ? zero() : ld(part + r * 32 + g * 8);
+  for (int64_t k = 0; k < kn; ++k, w += 32) {
+    V w0 = ld(w), w1 = ld(w + 8), w2 = ld(w + 16), w3 = ld(w + 24);
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
-      V x = set1(a[r * K + k]);
+      V x = set1(a[r * lda + k]);
       acc[r][0] = vfma(x, w0, acc[r][0]), acc[r][1] = vfma(x, w1, acc[r][1]);
       acc[r][2] = vfma(x, w2, acc[r][2]), acc[r][3] = vfma(x, w3, acc[r][3]);
     }
@@ -313,27 +326,20 @@ void lstm_fused_fwd_tile(const LstmFusedFwd& s, int64_t u, int64_t b0, int64_t k
 // 8-unit half with the 8-lane functions. Every element sees the same operations in the same order as
 // in the 8-unit tile, so the avx2 and avx512 tables still give the same bits.
 template <int MR>
-void lstm_fused_fwd_tile16(const LstmFusedFwd& s, int64_t u, int64_t b0, int64_t k0, int64_t k1, float* part,
-                           bool last) {
-  const int64_t K = s.H, j0 = u * 16;
-  const float* w = s.wp + (u * K + k0) * 64;
-  const float* a = s.h_prev + b0 * K;
-  if (last)  // the epilogue's operands (the input projections, 4H apart per row; c_prev) fetched meanwhile
-    for (int r = 0; r < MR; ++r) {
-      const float* g = s.gates + (b0 + r) * 4 * K + j0;
-      for (int q = 0; q < 4; ++q) _mm_prefetch(reinterpret_cast<const char*>(g + q * K), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(s.c_prev + (b0 + r) * K + j0), _MM_HINT_T0);
-    }
+[[gnu::noinline]] void lstm_fused_fwd_tile16(const LstmFusedFwd& s, int64_t u, int64_t b0, const float* a, int64_t lda,
+                           const float* w, int64_t kn, bool first, bool last, float* part) {
+  const int64_t j0 = u * 16;
+  if (last) KILN_LSTM_PREFETCH_CELL(s, b0, MR, j0)
   __m512 acc[MR][4];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
-    for (int g = 0; g < 4; ++g) acc[r][g] = k0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(part + r * 64 + g * 16);
-  for (int64_t k = k0; k < k1; ++k, w += 64) {
+    for (int g = 0; g < 4; ++g) acc[r][g] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(part + r * 64 + g * 16);
+  for (int64_t k = 0; k < kn; ++k, w += 64) {
     const __m512 w0 = _mm512_loadu_ps(w), w1 = _mm512_loadu_ps(w + 16), w2 = _mm512_loadu_ps(w + 32),
                  w3 = _mm512_loadu_ps(w + 48);
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
-      const __m512 x = _mm512_set1_ps(a[r * K + k]);
+      const __m512 x = _mm512_set1_ps(a[r * lda + k]);
       acc[r][0] = _mm512_fmadd_ps(x, w0, acc[r][0]), acc[r][1] = _mm512_fmadd_ps(x, w1, acc[r][1]);
       acc[r][2] = _mm512_fmadd_ps(x, w2, acc[r][2]), acc[r][3] = _mm512_fmadd_ps(x, w3, acc[r][3]);
     }
@@ -409,36 +415,55 @@ inline void for_row_tiles(int64_t B, F&& f) {
 #endif
 #if defined(__AVX2__)
 // Both steps run the K loop in chunks whose panel slice stays in L1 while every row tile reads it;
-// partial sums wait in a per-thread buffer between chunks.
-void lstm_fused_fwd_impl(const LstmFusedFwd& s, int64_t u0, int64_t u1) {
+// partial sums wait in a per-thread buffer between chunks. The forward's K runs over its sources in
+// order: x's columns (the input projection, when fused in), then h_prev's (unless the state is zero).
+// N units per block, Step rows per tile.
+template <int N, int Step, class Tile>
+void lstm_fused_fwd_run(const LstmFusedFwd& s, int64_t u0, int64_t u1, Tile&& tile) {
   thread_local std::vector<float> part;
-  part.resize(s.B * 32);
-  constexpr int64_t Kc = 64;
-  const int64_t K = s.H;
+  part.resize(s.B * 4 * N);
+  constexpr int64_t Kc = 64;  // a chunk's panel: 32 or 16 KiB
   float* p = part.data();
-  for (int64_t u = u0; u < u1; ++u)
-    for (int64_t k0 = 0; k0 < K; k0 += Kc) {
-      const int64_t k1 = std::min(K, k0 + Kc);
-      for_row_tiles<3>(s.B, [&]<int MR>(int64_t b) {
-        lstm_fused_fwd_tile<MR>(s, u, b, k0, k1, p + b * 32, k1 == K);
-      });
+  struct Src {
+    const float* a;
+    int64_t K;
+    const float* w;
+  };
+  for (int64_t u = u0; u < u1; ++u) {
+    Src src[2];
+    int ns = 0;
+    if (s.x && s.I > 0) src[ns++] = {s.x, s.I, s.wxp + u * s.I * 4 * N};
+    if (s.h_prev) src[ns++] = {s.h_prev, s.H, s.wp + u * s.H * 4 * N};
+    if (ns == 0) {  // nothing to multiply: the cell update on zeros
+      for_row_tiles<Step>(s.B, [&]<int MR>(int64_t b) { tile.template operator()<MR>(u, b, nullptr, 0, nullptr, 0, true, true, p); });
+      continue;
     }
+    for (int si = 0; si < ns; ++si)
+      for (int64_t k0 = 0; k0 < src[si].K; k0 += Kc) {
+        const int64_t k1 = std::min(src[si].K, k0 + Kc);
+        const bool first = si == 0 && k0 == 0, last = si == ns - 1 && k1 == src[si].K;
+        const int64_t lda = src[si].K;
+        for_row_tiles<Step>(s.B, [&]<int MR>(int64_t b) {
+          tile.template operator()<MR>(u, b, src[si].a + b * lda + k0, lda, src[si].w + k0 * 4 * N, k1 - k0, first,
+                                       last, p + b * 4 * N);
+        });
+      }
+  }
+}
+
+void lstm_fused_fwd_impl(const LstmFusedFwd& s, int64_t u0, int64_t u1) {
+  lstm_fused_fwd_run<8, 3>(s, u0, u1, [&]<int MR>(int64_t u, int64_t b, const float* a, int64_t lda, const float* w,
+                                                   int64_t kn, bool first, bool last, float* part) {
+    lstm_fused_fwd_tile<MR>(s, u, b, a, lda, w, kn, first, last, part);
+  });
 }
 
 #if defined(__AVX512F__)
 void lstm_fused_fwd_impl16(const LstmFusedFwd& s, int64_t u0, int64_t u1) {
-  thread_local std::vector<float> part;
-  part.resize(s.B * 64);
-  constexpr int64_t Kc = 64;  // the panel slice: 16 KiB
-  const int64_t K = s.H;
-  float* p = part.data();
-  for (int64_t u = u0; u < u1; ++u)
-    for (int64_t k0 = 0; k0 < K; k0 += Kc) {
-      const int64_t k1 = std::min(K, k0 + Kc);
-      for_row_tiles<6>(s.B, [&]<int MR>(int64_t b) {
-        lstm_fused_fwd_tile16<MR>(s, u, b, k0, k1, p + b * 64, k1 == K);
-      });
-    }
+  lstm_fused_fwd_run<16, 6>(s, u0, u1, [&]<int MR>(int64_t u, int64_t b, const float* a, int64_t lda,
+                                                    const float* w, int64_t kn, bool first, bool last, float* part) {
+    lstm_fused_fwd_tile16<MR>(s, u, b, a, lda, w, kn, first, last, part);
+  });
 }
 #endif
 

@@ -11,6 +11,7 @@
 // with W_hh; dx, dW_ih and dW_hh are then single GEMMs over the stacked sequence.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -53,15 +54,19 @@ bool lstm_fused_ok(int64_t H) { return H % 16 == 0 && cpu::cpu_kernels().lstm_fu
 void lstm_fused_fwd(const LstmFusedFwd& s, int64_t u0, int64_t u1) { cpu::cpu_kernels().lstm_fused_fwd(s, u0, u1); }
 void lstm_fused_bwd(const LstmFusedBwd& s, int64_t u0, int64_t u1) { cpu::cpu_kernels().lstm_fused_bwd(s, u0, u1); }
 
-// The forward panels for the table's kernel: per block of n units (8, or 16 on AVX-512), per k, the n
-// weights of gates i, f, g, o.
+// The forward panels of a (4H x K) weight (W_hh, K = H; W_ih, K = I) for the table's kernel: per
+// block of n units (8, or 16 on AVX-512), per k, the n weights of gates i, f, g, o. Returns whether
+// every weight is finite.
 int64_t lstm_fwd_units() { return cpu::cpu_kernels().lstm_fused_units; }
-void lstm_pack_fwd(const float* w_hh, int64_t H, float* out) {
+bool lstm_pack_fwd(const float* w, int64_t H, int64_t K, float* out) {
   const int64_t n = lstm_fwd_units();
   for (int64_t u = 0; u < H / n; ++u)
-    for (int64_t k = 0; k < H; ++k)
+    for (int64_t k = 0; k < K; ++k)
       for (int64_t g = 0; g < 4; ++g)
-        for (int64_t c = 0; c < n; ++c) *out++ = w_hh[(g * H + u * n + c) * H + k];
+        for (int64_t c = 0; c < n; ++c) *out++ = w[(g * H + u * n + c) * K + k];
+  bool finite = true;
+  for (int64_t i = 0; i < 4 * H * K; ++i) finite &= std::isfinite(w[i]);
+  return finite;
 }
 
 // The forward panels of a weight, kept between calls while the weight is unchanged (inference runs
@@ -71,41 +76,46 @@ void lstm_pack_fwd(const float* w_hh, int64_t H, float* out) {
 // with numpy or DLPack (a storage that is not resizable) can change behind the counter: packed each
 // call. Stale entries (an older version of a cached storage, or a freed one) are dropped; the cache
 // holds at most 64 MiB of panels.
-Tensor packed_fwd_panels(const Tensor& w_hh, int64_t H) {
+struct FwdPanels {
+  Tensor panels;
+  bool finite;  // every weight finite
+};
+FwdPanels packed_fwd_panels(const Tensor& w, int64_t H, int64_t K) {
   auto pack = [&] {
-    Tensor wp = make_tensor({4 * H * H}, kFloat32);
-    lstm_pack_fwd(static_cast<const float*>(w_hh.data_ptr()), H, static_cast<float*>(wp.data_ptr()));
-    return wp;
+    Tensor wp = make_tensor({4 * H * K}, kFloat32);
+    const bool finite =
+        lstm_pack_fwd(static_cast<const float*>(w.data_ptr()), H, K, static_cast<float*>(wp.data_ptr()));
+    return FwdPanels{wp, finite};
   };
-  const std::shared_ptr<Storage>& st = w_hh.storage();
+  const std::shared_ptr<Storage>& st = w.storage();
   if (st->may_change_outside()) return pack();  // its version cannot tell a change
   struct Entry {
     std::weak_ptr<Storage> storage;
-    int64_t offset, H;
+    int64_t offset, H, K;
     uint32_t version, epoch;
-    Tensor panels;
+    FwdPanels panels;
   };
   static std::mutex* mu = new std::mutex;  // never destroyed: kernels may run during exit
   static std::vector<Entry>* cache = new std::vector<Entry>;
   std::lock_guard<std::mutex> lock(*mu);
-  const int64_t off = w_hh.storage_offset();
+  const int64_t off = w.storage_offset();
   for (size_t i = 0; i < cache->size(); ++i) {
     Entry& e = (*cache)[i];
-    if (e.storage.lock() == st && e.offset == off && e.H == H && e.version == st->version() &&
+    if (e.storage.lock() == st && e.offset == off && e.H == H && e.K == K && e.version == st->version() &&
         e.epoch == st->export_epoch()) {
       std::rotate(cache->begin(), cache->begin() + static_cast<std::ptrdiff_t>(i), cache->begin() + static_cast<std::ptrdiff_t>(i) + 1);
       return cache->front().panels;
     }
   }
-  Tensor wp = pack();
+  FwdPanels wp = pack();
   std::erase_if(*cache, [&](const Entry& e) {
     const std::shared_ptr<Storage> s = e.storage.lock();
     return !s || (s == st && e.offset == off);
   });
-  cache->insert(cache->begin(), Entry{st, off, H, st->version(), st->export_epoch(), wp});
+  cache->insert(cache->begin(), Entry{st, off, H, K, st->version(), st->export_epoch(), wp});
   int64_t bytes = 0;
   for (size_t i = 0; i < cache->size(); ++i) {
-    bytes += (*cache)[i].panels.numel() * 4;
+    bytes += (*cache)[i].panels.panels.numel() * 4;
     if (bytes > (int64_t{64} << 20) && i > 0) {
       cache->resize(i);
       break;
@@ -230,28 +240,38 @@ void lstm_forward(const TensorList& in_, const Attrs& a, TensorList& out) {
   T* cs = gates + T_ * B * G;
   T* hp = cs + T_ * B * H;  // projection only
   const T *h0 = ptr<T>(in[1]), *c0 = ptr<T>(in[2]), *whh = ptr<T>(in[4]), *whr = ptr<T>(in[7]);
-  gemm<T>(false, true, T_ * B, G, d.I, ptr<T>(in[0]), d.I, ptr<T>(in[3]), d.I, T(0), gates, G);
   bool fused = false;  // float32 without projection: the recurrent GEMM runs inside the step
   if constexpr (std::is_same_v<T, float>) {
     if (!proj && lstm_fused_ok(H)) {
       fused = true;
-      const Tensor wp = packed_fwd_panels(in[4], H);
+      const FwdPanels wp = packed_fwd_panels(in[4], H, H);
+      // One step (a decoding call): the input projection runs inside the step too, on W_ih's cached
+      // panels (a GEMM of so few rows would pack W_ih again on every call). Longer sequences project
+      // all their steps with one GEMM first (W_ih read once).
+      const bool one_step = T_ == 1;
+      const FwdPanels wxp = one_step ? packed_fwd_panels(in[3], H, d.I) : FwdPanels{};
+      if (!one_step) gemm<T>(false, true, T_ * B, G, d.I, ptr<T>(in[0]), d.I, ptr<T>(in[3]), d.I, T(0), gates, G);
+      // a zero initial state (the module's default) with finite W_hh: step 0's recurrent product is 0
+      const bool h0_zero = wp.finite && std::all_of(h0, h0 + B * H, [](float v) { return v == 0.0f; });
       auto step_at = [&](int64_t s) {
         const int64_t t = reverse ? T_ - 1 - s : s, tp = reverse ? t + 1 : t - 1;
-        return LstmFusedFwd{s == 0 ? h0 : y + tp * B * H,
-                            ptr<float>(wp),
-                            gates + t * B * G,
-                            bias.data(),
-                            s == 0 ? c0 : cs + tp * B * H,
-                            cs + t * B * H,
-                            y + t * B * H,
-                            B,
-                            H};
+        LstmFusedFwd f{s == 0 ? (h0_zero ? nullptr : h0) : y + tp * B * H,
+                       ptr<float>(wp.panels),
+                       gates + t * B * G,
+                       bias.data(),
+                       s == 0 ? c0 : cs + tp * B * H,
+                       cs + t * B * H,
+                       y + t * B * H,
+                       B,
+                       H};
+        if (one_step) f.x = ptr<float>(in[0]) + t * B * d.I, f.wxp = ptr<float>(wxp.panels), f.I = d.I;
+        return f;
       };
       over_steps(T_, H / lstm_fwd_units(), B * H * 64,
                  [&](int64_t s, int64_t u0, int64_t u1) { lstm_fused_fwd(step_at(s), u0, u1); });
     }
   }
+  if (!fused) gemm<T>(false, true, T_ * B, G, d.I, ptr<T>(in[0]), d.I, ptr<T>(in[3]), d.I, T(0), gates, G);
   for (int64_t s = 0; s < T_ && !fused; ++s) {
     const int64_t t = reverse ? T_ - 1 - s : s, tp = reverse ? t + 1 : t - 1;
     const T* hprev = s == 0 ? h0 : y + tp * B * R;

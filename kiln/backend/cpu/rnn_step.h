@@ -92,15 +92,21 @@ struct RnnBackStep {
 // the 16 weights W_hh[k, units]).
 // One forward step for unit blocks [u0, u1) (n units each): gates = xproj (in `gates`) + bias +
 // h_prev W_hh^T, then the LstmStep update.
+// With x given, the input projection runs in the step too (K over x's I columns with W_ih's panels,
+// then over h_prev's H with W_hh's) and `gates` holds no projection on entry; h_prev null: a zero
+// state (the recurrent product skipped: exactly zero when W_hh is finite).
 struct LstmFusedFwd {
-  const float* h_prev;  // (B, H)
-  const float* wp;      // lstm_pack_fwd
+  const float* h_prev;  // (B, H), or null
+  const float* wp;      // lstm_pack_fwd of W_hh
   float* gates;
   const float* bias;
   const float* c_prev;
   float* c;
   float* h;
   int64_t B, H;
+  const float* x = nullptr;    // (B, I): this step's inputs, when the input projection is fused in
+  const float* wxp = nullptr;  // lstm_pack_fwd of W_ih (4H x I)
+  int64_t I = 0;
 };
 // One backward step for unit blocks [u0, u1) (16 units each): dh = dy + dh_add (if given) +
 // dg_next W_hh (if given), then the LstmBackStep update.
