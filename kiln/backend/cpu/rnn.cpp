@@ -267,7 +267,7 @@ void lstm_forward(const TensorList& in_, const Attrs& a, TensorList& out) {
         if (one_step) f.x = ptr<float>(in[0]) + t * B * d.I, f.wxp = ptr<float>(wxp.panels), f.I = d.I;
         return f;
       };
-      over_steps(T_, H / lstm_fwd_units(), B * H * 64,
+      over_steps(T_, H / lstm_fwd_units(), B * (H + (one_step ? d.I : 0)) * 8 * lstm_fwd_units(),
                  [&](int64_t s, int64_t u0, int64_t u1) { lstm_fused_fwd(step_at(s), u0, u1); });
     }
   }
