@@ -107,12 +107,14 @@ FwdPanels packed_fwd_panels(const Tensor& w, int64_t H, int64_t K) {
       return cache->front().panels;
     }
   }
+  // the version the panels are of, read before packing: a write meanwhile leaves them stale, not marked new
+  const uint32_t version = st->version(), epoch = st->export_epoch();
   FwdPanels wp = pack();
   std::erase_if(*cache, [&](const Entry& e) {
     const std::shared_ptr<Storage> s = e.storage.lock();
     return !s || (s == st && e.offset == off);
   });
-  cache->insert(cache->begin(), Entry{st, off, H, K, st->version(), st->export_epoch(), wp});
+  cache->insert(cache->begin(), Entry{st, off, H, K, version, epoch, wp});
   int64_t bytes = 0;
   for (size_t i = 0; i < cache->size(); ++i) {
     bytes += (*cache)[i].panels.panels.numel() * 4;
@@ -248,7 +250,7 @@ void lstm_forward(const TensorList& in_, const Attrs& a, TensorList& out) {
       // One step (a decoding call): the input projection runs inside the step too, on W_ih's cached
       // panels (a GEMM of so few rows would pack W_ih again on every call). Longer sequences project
       // all their steps with one GEMM first (W_ih read once).
-      const bool one_step = T_ == 1;
+      const bool one_step = T_ == 1 && d.I > 0;  // (no input columns: the GEMM's zeros, as before)
       const FwdPanels wxp = one_step ? packed_fwd_panels(in[3], H, d.I) : FwdPanels{};
       if (!one_step) gemm<T>(false, true, T_ * B, G, d.I, ptr<T>(in[0]), d.I, ptr<T>(in[3]), d.I, T(0), gates, G);
       // a zero initial state (the module's default) with finite W_hh: step 0's recurrent product is 0
