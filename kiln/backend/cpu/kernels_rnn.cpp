@@ -288,78 +288,73 @@ alignas(32) constexpr float kZeros8[8] = {};
     _mm_prefetch(reinterpret_cast<const char*>((s).c_prev + ((b0) + r_) * (s).H + (j)), _MM_HINT_T0);     \
   }
 
-// Forward tile: rows [b0, b0 + MR) x the 8 hidden units of block u. The four gates' products
-// accumulate in 4 * MR registers over one K chunk of one source (a: the chunk's first column of row
-// b0, rows lda apart; w: the chunk's panel, per k the 8 weights of each gate): from zero on the
-// first chunk, else from `part`; after the last chunk the cell update runs on the registers.
-template <int MR>
-[[gnu::noinline]] void lstm_fused_fwd_tile(const LstmFusedFwd& s, int64_t u, int64_t b0, const float* a, int64_t lda, const float* w,
-                         int64_t kn, bool first, bool last, float* part) {
-  const int64_t j = u * 8;
-  if (last) KILN_LSTM_PREFETCH_CELL(s, b0, MR, j)
-  V acc[MR][4];
-#pragma GCC unroll 8
-  for (int r = 0; r < MR; ++r)
-    for (int g = 0; g < 4; ++g) acc[r][g] = first ? zero() : ld(part + r * 32 + g * 8);
-  for (int64_t k = 0; k < kn; ++k, w += 32) {
-    V w0 = ld(w), w1 = ld(w + 8), w2 = ld(w + 16), w3 = ld(w + 24);
-#pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r) {
-      V x = set1(a[r * lda + k]);
-      acc[r][0] = vfma(x, w0, acc[r][0]), acc[r][1] = vfma(x, w1, acc[r][1]);
-      acc[r][2] = vfma(x, w2, acc[r][2]), acc[r][3] = vfma(x, w3, acc[r][3]);
-    }
-  }
-  if (!last) {
-#pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r)
-      for (int g = 0; g < 4; ++g) st(part + r * 32 + g * 8, acc[r][g]);
-    return;
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < MR; ++r) lstm_cell8(s, b0 + r, j, acc[r]);
-}
-
+// The forward tile's lanes: N = 8 (VecF8, both tables) or 16 (zmm registers, the AVX-512 table).
+// cell() runs the cell update of one row from the gates' sums, always on 8-lane halves.
+template <int N>
+struct FwdLanes;
+template <>
+struct FwdLanes<8> {
+  using T = V;
+  static T zero() { return V::set1(0.0f); }
+  static T load(const float* p) { return V::load(p); }
+  static void store(float* p, T v) { v.store(p); }
+  static T bcast(float x) { return V::set1(x); }
+  static T fmadd(T a, T b, T c) { return fma(a, b, c); }
+  static void cell(const LstmFusedFwd& s, int64_t row, int64_t j, const T* acc) { lstm_cell8(s, row, j, acc); }
+};
 #if defined(__AVX512F__)
-// The AVX-512 table's forward tile: rows [b0, b0 + MR) x the 16 units of block u (panels per block
-// of 16 units: per k, the 16 weights of each gate), 16-lane FMAs; then the cell update of each
-// 8-unit half with the 8-lane functions. Every element sees the same operations in the same order as
-// in the 8-unit tile, so the avx2 and avx512 tables still give the same bits.
-template <int MR>
-[[gnu::noinline]] void lstm_fused_fwd_tile16(const LstmFusedFwd& s, int64_t u, int64_t b0, const float* a, int64_t lda,
-                           const float* w, int64_t kn, bool first, bool last, float* part) {
-  const int64_t j0 = u * 16;
+template <>
+struct FwdLanes<16> {
+  using T = __m512;
+  static T zero() { return _mm512_setzero_ps(); }
+  static T load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, T v) { _mm512_storeu_ps(p, v); }
+  static T bcast(float x) { return _mm512_set1_ps(x); }
+  static T fmadd(T a, T b, T c) { return _mm512_fmadd_ps(a, b, c); }
+  static void cell(const LstmFusedFwd& s, int64_t row, int64_t j, const T* acc) {
+    V lo[4], hi[4];
+    for (int g = 0; g < 4; ++g) lo[g] = V{_mm512_castps512_ps256(acc[g])}, hi[g] = V{_mm512_extractf32x8_ps(acc[g], 1)};
+    lstm_cell8(s, row, j, lo);
+    lstm_cell8(s, row, j + 8, hi);
+  }
+};
+#endif
+
+// Forward tile: rows [b0, b0 + MR) x the N hidden units of block u (panels per block of N units: per
+// k, the N weights of each gate). The four gates' products accumulate in 4 * MR registers over one K
+// chunk of one source (a: the chunk's first column of row b0, rows lda apart; w: the chunk's panel):
+// from zero on the first chunk, else from `part`; after the last chunk the cell update runs on the
+// registers. The cell update runs on 8-lane halves with the 8-lane functions, so every element sees
+// the same operations in the same order whatever N: the avx2 (N = 8) and avx512 (N = 16) tables give
+// the same bits.
+template <int N, int MR>
+[[gnu::noinline]] void lstm_fused_fwd_tile(const LstmFusedFwd& s, int64_t u, int64_t b0, const float* a, int64_t lda,
+                                           const float* w, int64_t kn, bool first, bool last, float* part) {
+  using L = FwdLanes<N>;
+  const int64_t j0 = u * N;
   if (last) KILN_LSTM_PREFETCH_CELL(s, b0, MR, j0)
-  __m512 acc[MR][4];
+  typename L::T acc[MR][4];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
-    for (int g = 0; g < 4; ++g) acc[r][g] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(part + r * 64 + g * 16);
-  for (int64_t k = 0; k < kn; ++k, w += 64) {
-    const __m512 w0 = _mm512_loadu_ps(w), w1 = _mm512_loadu_ps(w + 16), w2 = _mm512_loadu_ps(w + 32),
-                 w3 = _mm512_loadu_ps(w + 48);
+    for (int g = 0; g < 4; ++g) acc[r][g] = first ? L::zero() : L::load(part + r * 4 * N + g * N);
+  for (int64_t k = 0; k < kn; ++k, w += 4 * N) {
+    const typename L::T w0 = L::load(w), w1 = L::load(w + N), w2 = L::load(w + 2 * N), w3 = L::load(w + 3 * N);
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
-      const __m512 x = _mm512_set1_ps(a[r * lda + k]);
-      acc[r][0] = _mm512_fmadd_ps(x, w0, acc[r][0]), acc[r][1] = _mm512_fmadd_ps(x, w1, acc[r][1]);
-      acc[r][2] = _mm512_fmadd_ps(x, w2, acc[r][2]), acc[r][3] = _mm512_fmadd_ps(x, w3, acc[r][3]);
+      const typename L::T x = L::bcast(a[r * lda + k]);
+      acc[r][0] = L::fmadd(x, w0, acc[r][0]), acc[r][1] = L::fmadd(x, w1, acc[r][1]);
+      acc[r][2] = L::fmadd(x, w2, acc[r][2]), acc[r][3] = L::fmadd(x, w3, acc[r][3]);
     }
   }
   if (!last) {
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r)
-      for (int g = 0; g < 4; ++g) _mm512_storeu_ps(part + r * 64 + g * 16, acc[r][g]);
+      for (int g = 0; g < 4; ++g) L::store(part + r * 4 * N + g * N, acc[r][g]);
     return;
   }
 #pragma GCC unroll 8
-  for (int r = 0; r < MR; ++r) {
-    V lo[4], hi[4];
-    for (int g = 0; g < 4; ++g)
-      lo[g] = V{_mm512_castps512_ps256(acc[r][g])}, hi[g] = V{_mm512_extractf32x8_ps(acc[r][g], 1)};
-    lstm_cell8(s, b0 + r, j0, lo);
-    lstm_cell8(s, b0 + r, j0 + 8, hi);
-  }
+  for (int r = 0; r < MR; ++r) L::cell(s, b0 + r, j0, acc[r]);
 }
-#endif
 
 // Backward tile: rows [b0, b0 + MR) x the 16 hidden units of block u. dh = dy (+ dh_add) +
 // dg_next W_hh[:, units] accumulates in 2 * MR registers (K = 4H; `a`: row b0 of dg_next, or null
@@ -454,7 +449,7 @@ void lstm_fused_fwd_run(const LstmFusedFwd& s, int64_t u0, int64_t u1, Tile&& ti
 void lstm_fused_fwd_impl(const LstmFusedFwd& s, int64_t u0, int64_t u1) {
   lstm_fused_fwd_run<8, 3>(s, u0, u1, [&]<int MR>(int64_t u, int64_t b, const float* a, int64_t lda, const float* w,
                                                    int64_t kn, bool first, bool last, float* part) {
-    lstm_fused_fwd_tile<MR>(s, u, b, a, lda, w, kn, first, last, part);
+    lstm_fused_fwd_tile<8, MR>(s, u, b, a, lda, w, kn, first, last, part);
   });
 }
 
@@ -462,7 +457,7 @@ void lstm_fused_fwd_impl(const LstmFusedFwd& s, int64_t u0, int64_t u1) {
 void lstm_fused_fwd_impl16(const LstmFusedFwd& s, int64_t u0, int64_t u1) {
   lstm_fused_fwd_run<16, 6>(s, u0, u1, [&]<int MR>(int64_t u, int64_t b, const float* a, int64_t lda,
                                                     const float* w, int64_t kn, bool first, bool last, float* part) {
-    lstm_fused_fwd_tile16<MR>(s, u, b, a, lda, w, kn, first, last, part);
+    lstm_fused_fwd_tile<16, MR>(s, u, b, a, lda, w, kn, first, last, part);
   });
 }
 #endif
