@@ -109,8 +109,6 @@ def _window_case(Case, L):
         peak = kiln.memory_stats()["allocated_bytes.all.peak"] - before
         return (f"{tc / tw:.1f}x kiln causal, ideal {ideal:.1f}x ({tc / tw / ideal:.2f} of ideal); "
                 f"L=16384 peak {peak / 2**20:.0f} MiB vs one LxS f32 {big * big * 4 / 2**20:.0f} MiB")
-    frac = 0.5 * 0  # filled below from the block mask
-    del frac
     bm = k_cbm(_window, None, None, L, L)
     visited = _visited(bm) * 128 * 128 / (L * L)
     return Case(f"flex window-256 f32 L={L} fwd+bwd (torch: SDPA bool mask)", setup,
