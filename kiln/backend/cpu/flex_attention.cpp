@@ -4,12 +4,13 @@
 // (kiln/attention/flex_program.h). Scores exist only in per-thread (q_block x kv_block) tiles.
 //
 // Forward: one task per (batch, head, query block), kv blocks visited as listed (partial ones
-// masked by mask_mod, full ones not), adjacent listed blocks merged into tiles up to 512 keys wide. Backward, FlashAttention-2 style from the saved logsumexp, in one pass over the kv blocks
-// per (kv batch, kv head[, split of the kv blocks]): each block's key and value gradients summed in
+// masked by mask_mod, full ones not), adjacent listed blocks merged into tiles up to 512 keys wide.
+// Backward, FlashAttention-2 style from the saved logsumexp, in one pass over the kv blocks per (kv
+// batch, kv head[, split of the kv blocks]): each block's key and value gradients summed in
 // place over the GQA group and the broadcast batches, the query gradient accumulated per split
 // (splits only when there are few heads for the threads; their partial sums are added in split
 // order), the captured tensors' gradients per worker (added in worker order). The backward reads the
-// transposed block lists, so absent blocks are never touched in either direction.
+// transposed block lists (flex_blocks.h), so absent blocks are never touched in either direction.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -25,6 +26,7 @@
 #include "kiln/autograd/autograd.h"
 #include "kiln/backend/cpu/attention_common.h"
 #include "kiln/backend/cpu/blas.h"
+#include "kiln/backend/cpu/flex_blocks.h"
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/parallel.h"
 #include "kiln/ops/ops.h"
@@ -36,178 +38,7 @@ using cpu::gemm;
 using cpu::pick_workers;
 using cpu::run_tasks;
 using flex::Program;
-
-// ---- block lists ------------------------------------------------------------------------------
-
-// For every (mask batch, mask head, row): the partial and the full blocks of that row, as spans of
-// one flat array. dense: no block mask, every block of the row full.
-struct Lists {
-  bool dense = true;
-  int64_t Bm = 1, Hm = 1, rows = 0, cols = 0;
-  std::vector<int32_t> data;
-  std::vector<int64_t> part_at, full_at;  // (Bm * Hm * rows + 1) offsets into data
-  struct Span {
-    const int32_t* p;
-    int64_t n;
-  };
-  int64_t key(int64_t b, int64_t h, int64_t r) const {
-    return ((Bm == 1 ? 0 : b) * Hm + (Hm == 1 ? 0 : h)) * rows + r;
-  }
-  Span partial(int64_t b, int64_t h, int64_t r) const {
-    if (dense) return {nullptr, 0};
-    const int64_t k = key(b, h, r);
-    return {data.data() + part_at[k], part_at[k + 1] - part_at[k]};
-  }
-  Span full(int64_t b, int64_t h, int64_t r) const {
-    if (dense) return {nullptr, cols};  // p null: every column
-    const int64_t k = key(b, h, r);
-    return {data.data() + full_at[k], full_at[k + 1] - full_at[k]};
-  }
-};
-
-// The lists of a 0/1 block matrix per (Bm, Hm): partial from `part`, full from `full` (may be empty).
-Lists lists_of(const std::vector<uint8_t>& part, const std::vector<uint8_t>& full, int64_t Bm, int64_t Hm,
-               int64_t rows, int64_t cols) {
-  Lists l;
-  l.dense = false, l.Bm = Bm, l.Hm = Hm, l.rows = rows, l.cols = cols;
-  const int64_t R = Bm * Hm * rows;
-  l.part_at.resize(R + 1), l.full_at.resize(R + 1);
-  for (int pass = 0; pass < 2; ++pass) {
-    const std::vector<uint8_t>& m = pass == 0 ? part : full;
-    std::vector<int64_t>& at = pass == 0 ? l.part_at : l.full_at;
-    for (int64_t r = 0; r < R; ++r) {
-      at[r] = static_cast<int64_t>(l.data.size());
-      if (m.empty()) continue;
-      for (int64_t c = 0; c < cols; ++c)
-        if (m[r * cols + c]) l.data.push_back(static_cast<int32_t>(c));
-    }
-    at[R] = static_cast<int64_t>(l.data.size());
-  }
-  return l;
-}
-
-// The block matrices (Bm, Hm, nqb, nkb) of the kv lists, validated: counts within the row, indices
-// within the grid. A block listed both partial and full counts as full.
-struct Blocks {
-  bool dense = true;
-  int64_t Bm = 1, Hm = 1;
-  std::vector<uint8_t> part, full;
-};
-
-Blocks read_blocks(const char* op, const Tensor& num, const Tensor& idx, const Tensor& fnum, const Tensor& fidx,
-                   int64_t B, int64_t H, int64_t nqb, int64_t nkb) {
-  Blocks b;
-  if (!num.defined()) return b;
-  b.dense = false;
-  KILN_CHECK(idx.defined() && idx.dim() == 4 && num.dim() == 3, Runtime, op,
-             "block mask lists must be (B, H, Q_BLOCKS) and (B, H, Q_BLOCKS, KV_BLOCKS), got ", num.sizes(), " and ",
-             idx.defined() ? idx.sizes() : Shape{});
-  b.Bm = idx.size(0), b.Hm = idx.size(1);
-  KILN_CHECK((b.Bm == 1 || b.Bm == B) && (b.Hm == 1 || b.Hm == H), Runtime, op, "block mask of batch and heads (",
-             b.Bm, ", ", b.Hm, ") does not broadcast to (", B, ", ", H, ")");
-  KILN_CHECK(idx.size(2) >= nqb && num.size(0) == b.Bm && num.size(1) == b.Hm && num.size(2) == idx.size(2), Runtime,
-             op, "block mask lists ", num.sizes(), " and ", idx.sizes(), " do not cover ", nqb, " query blocks");
-  const int64_t R = b.Bm * b.Hm * nqb;
-  auto fill = [&](const Tensor& n, const Tensor& ix, std::vector<uint8_t>& m) {
-    Tensor nc = n.to(kInt64).contiguous(), ic = ix.to(kInt64).contiguous();
-    KILN_CHECK(ic.dim() == 4 && ic.size(0) == b.Bm && ic.size(1) == b.Hm && ic.size(2) == idx.size(2) &&
-                   nc.dim() == 3 && nc.size(2) == ic.size(2),
-               Runtime, op, "full block lists ", nc.sizes(), " and ", ic.sizes(), " do not match the partial ones");
-    const int64_t K = ic.size(3), rows_all = ic.size(2);
-    const int64_t *np = nc.data_ptr<int64_t>(), *ip = ic.data_ptr<int64_t>();
-    m.assign(R * nkb, 0);
-    for (int64_t bh = 0; bh < b.Bm * b.Hm; ++bh)
-      for (int64_t r = 0; r < nqb; ++r) {
-        const int64_t cnt = np[bh * rows_all + r];
-        KILN_CHECK(cnt >= 0 && cnt <= K, Runtime, op, "block mask row lists ", cnt, " blocks but holds ", K);
-        const int64_t* row = ip + (bh * rows_all + r) * K;
-        for (int64_t j = 0; j < cnt; ++j) {
-          KILN_CHECK(row[j] >= 0, Index, op, "block index ", row[j], " is negative");
-          if (row[j] < nkb) m[(bh * nqb + r) * nkb + row[j]] = 1;  // blocks past the keys: nothing to visit
-        }
-      }
-  };
-  fill(num, idx, b.part);
-  if (fnum.defined()) {
-    fill(fnum, fidx, b.full);
-    for (size_t i = 0; i < b.part.size(); ++i)
-      if (b.full[i]) b.part[i] = 0;
-  }
-  return b;
-}
-
-// kv lists (rows: query blocks) and q lists (rows: kv blocks).
-std::pair<Lists, Lists> both_lists(const Blocks& b, int64_t nqb, int64_t nkb) {
-  Lists kv, q;
-  kv.rows = nqb, kv.cols = nkb, q.rows = nkb, q.cols = nqb;
-  if (b.dense) return {kv, q};
-  kv = lists_of(b.part, b.full, b.Bm, b.Hm, nqb, nkb);
-  auto transpose = [&](const std::vector<uint8_t>& m) {
-    std::vector<uint8_t> t;
-    if (m.empty()) return t;
-    t.assign(m.size(), 0);
-    for (int64_t bh = 0; bh < b.Bm * b.Hm; ++bh)
-      for (int64_t r = 0; r < nqb; ++r)
-        for (int64_t c = 0; c < nkb; ++c) t[(bh * nkb + c) * nqb + r] = m[(bh * nqb + r) * nkb + c];
-    return t;
-  };
-  q = lists_of(transpose(b.part), transpose(b.full), b.Bm, b.Hm, nkb, nqb);
-  return {kv, q};
-}
-
-// f(col, partial) for every listed block of a row: partial blocks first, then full ones.
-template <class F>
-void each_block(const Lists& l, int64_t b, int64_t h, int64_t r, F&& f) {
-  Lists::Span p = l.partial(b, h, r), fl = l.full(b, h, r);
-  for (int64_t j = 0; j < p.n; ++j) f(static_cast<int64_t>(p.p[j]), true);
-  for (int64_t j = 0; j < fl.n; ++j) f(fl.p ? static_cast<int64_t>(fl.p[j]) : j, false);
-}
-
-// f(first col, count, partial bits) over runs of up to `maxw` (<= 64) adjacent listed blocks, in
-// ascending order, whatever their kind (bit j: block first + j is partial): wider tiles, fewer and
-// larger GEMMs; mask_mod still runs on the partial blocks only (for_partial).
-template <class F>
-void each_run(const Lists& l, int64_t b, int64_t h, int64_t r, int64_t maxw, F&& f) {
-  maxw = std::clamp<int64_t>(maxw, 1, 64);
-  Lists::Span p = l.partial(b, h, r), fl = l.full(b, h, r);
-  int64_t c0 = -1, n = 0;
-  uint64_t bits = 0;
-  auto add = [&](int64_t col, bool partial) {
-    if (n > 0 && col == c0 + n && n < maxw) {
-      bits |= uint64_t(partial) << n++;
-      return;
-    }
-    if (n > 0) f(c0, n, bits);
-    c0 = col, n = 1, bits = uint64_t(partial);
-  };
-  int64_t i = 0, j = 0;  // both lists ascending: merge them
-  while (i < p.n || j < fl.n) {
-    const int64_t pc = i < p.n ? p.p[i] : INT64_MAX;
-    const int64_t fc = j < fl.n ? (fl.p ? fl.p[j] : j) : INT64_MAX;
-    if (pc <= fc) {
-      add(pc, true), ++i;
-      if (pc == fc) ++j;
-    } else {
-      add(fc, false), ++j;
-    }
-  }
-  if (n > 0) f(c0, n, bits);
-}
-
-// f(first, count) for each stretch of set bits of a run's partial bits.
-template <class F>
-void for_partial(uint64_t bits, int64_t n, F&& f) {
-  for (int64_t j = 0; j < n;) {
-    if (!((bits >> j) & 1)) {
-      ++j;
-      continue;
-    }
-    int64_t e = j;
-    while (e < n && ((bits >> e) & 1)) ++e;
-    f(j, e - j);
-    j = e;
-  }
-}
+using namespace cpu::flex_blocks;
 
 // ---- the call --------------------------------------------------------------------------------
 
