@@ -36,8 +36,51 @@ inline V sub(V a, V b) { return a - b; }
 inline V mul(V a, V b) { return a * b; }
 inline V vfma(V a, V b, V c) { return fma(a, b, c); }
 inline V fnma(V a, V b, V c) { return fma(-a, b, c); }  // c - a * b, one rounding
-inline V sigm8(V x) { return set1(1.0f) / (set1(1.0f) + (-x).exp()); }
-inline V tanh8(V x) { return tanh_fast(x); }
+// The recurrent steps' activations, cheaper than vec.h's general exp and tanh (about half the
+// instructions: the steps' pointwise part costs a third of a fused LSTM step otherwise). Both rest on
+// exp_parts: for y in [-87.3, 89] (the callers clamp, NaN passing through), n = round(y / ln 2) and the
+// bits of 2^n come from one FMA, t = y log2(e) + (1.5 * 2^23 + 127): t's low mantissa bits hold n + 127,
+// rounded to nearest by the FMA, which shifted into the exponent field are 2^n (n + 127 in [1, 255];
+// 255 is inf: y above 88.72 overflows as it should). Then e^y = 2^n (1 + q) with q = e^r - 1 on
+// |r| <= ln(2) / 2 by vec.h's exp polynomial. No subnormal result is formed: no caller needs one.
+struct ExpParts {
+  __m256 pow2n, q;
+};
+inline ExpParts exp_parts(__m256 y) {
+  const __m256 magic = _mm256_set1_ps(12583039.0f);  // 1.5 * 2^23 + 127
+  const __m256 t = _mm256_fmadd_ps(y, _mm256_set1_ps(1.44269504088896341f), magic);
+  const __m256 n = _mm256_sub_ps(t, magic);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), y);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(0.0013814595295116305f), r, _mm256_set1_ps(0.008368706330657005f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.04166838899254799f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.1666652113199234f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.4999999403953552f));
+  return {_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23)),
+          _mm256_fmadd_ps(_mm256_mul_ps(r, r), p, r)};
+}
+// sigmoid(x) = 1 / (1 + e^-x): -x clamped to [-87.3, 89] (below, e^-x < 2^-126 leaves 1 exactly;
+// above, e^-x = inf gives 0, as -inf must). NaN propagates (max and min return their second operand
+// for NaN).
+inline V sigm8(V x) {
+  __m256 y = _mm256_xor_ps(x.v, _mm256_set1_ps(-0.0f));
+  y = _mm256_min_ps(_mm256_set1_ps(89.0f), _mm256_max_ps(_mm256_set1_ps(-87.3f), y));
+  const ExpParts e = exp_parts(y);
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 ey = _mm256_mul_ps(e.pow2n, _mm256_add_ps(one, e.q));  // (1 + q) > 0: inf stays inf
+  return {_mm256_div_ps(one, _mm256_add_ps(one, ey))};
+}
+// tanh(x) = sign(x) m / (m + 2) with m = expm1(2 |x|) = 2^n q + (2^n - 1) (one rounding, none of
+// 1 + q's cancellation near 0, so tanh keeps its relative accuracy there); |x| clamped to 9, where
+// tanh rounds to 1. -0 stays -0, NaN stays NaN.
+inline V tanh8(V x) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256 a = _mm256_min_ps(_mm256_set1_ps(9.0f), _mm256_andnot_ps(sign, x.v));
+  const ExpParts e = exp_parts(_mm256_add_ps(a, a));
+  const __m256 m = _mm256_fmadd_ps(e.pow2n, e.q, _mm256_sub_ps(e.pow2n, _mm256_set1_ps(1.0f)));
+  const __m256 t = _mm256_div_ps(m, _mm256_add_ps(m, _mm256_set1_ps(2.0f)));
+  return {_mm256_or_ps(t, _mm256_and_ps(sign, x.v))};
+}
 // sigmoid'(y) = y (1 - y) from the activation y
 inline V dsig(V y) { return mul(y, sub(set1(1.0f), y)); }
 
@@ -258,24 +301,31 @@ int64_t vec_step(const RnnStep<float>& s, int64_t j0, int64_t j1) {
 
 // ---- LSTM with the recurrent GEMM fused in (float32, AVX2) -----------------------------------
 #if defined(__AVX2__)
-// The cell update of 8 units [j, j + 8) of one row from the four gates' products acc (i, f, g, o):
-// gates = acc + xproj (in s.gates; 0 when the input projection was fused into acc) + bias, activated
-// in place; then c and h.
+// The cell updates of G groups of 8 units (group q: row[q], units [j[q], j[q] + 8)) from the four
+// gates' products a[q][0..3]: gates = a + xproj (in s.gates; 0 when the input projection was fused
+// into the products) + bias, activated in place; then c and h. Stage by stage over the groups, so
+// their independent chains (an activation is ~70 cycles of latency) overlap.
 alignas(32) constexpr float kZeros8[8] = {};
-[[gnu::noinline]] void lstm_cell8(const LstmFusedFwd& s, int64_t row, int64_t j, const V* acc) {
+template <int G>
+[[gnu::always_inline]] inline void lstm_cells(const LstmFusedFwd& s, const int64_t* row, const int64_t* j,
+                                              const V (*a)[4]) {
   const int64_t H = s.H;
-  float* g = s.gates + row * 4 * H + j;
-  const float* b = s.bias + j;
   // one code path: with the projection fused in, acc + 0 (exact) stands for acc + xproj
-  const float* xp = s.x ? kZeros8 : g;
   const int64_t xs = s.x ? 0 : H;
-  V i = sigm8(add(add(acc[0], ld(xp)), ld(b))), f = sigm8(add(add(acc[1], ld(xp + xs)), ld(b + H)));
-  V gg = tanh8(add(add(acc[2], ld(xp + 2 * xs)), ld(b + 2 * H))),
-    o = sigm8(add(add(acc[3], ld(xp + 3 * xs)), ld(b + 3 * H)));
-  st(g, i), st(g + H, f), st(g + 2 * H, gg), st(g + 3 * H, o);
-  V c = vfma(f, ld(s.c_prev + row * H + j), mul(i, gg));
-  st(s.c + row * H + j, c);
-  st(s.h + row * H + j, mul(o, tanh8(c)));
+  V act[G][4], c[G];
+  for (int q = 0; q < G; ++q) {
+    const float* xp = s.x ? kZeros8 : s.gates + row[q] * 4 * H + j[q];
+    for (int k = 0; k < 4; ++k) act[q][k] = add(add(a[q][k], ld(xp + k * xs)), ld(s.bias + k * H + j[q]));
+  }
+  for (int k = 0; k < 4; ++k)
+    for (int q = 0; q < G; ++q) act[q][k] = k == 2 ? tanh8(act[q][k]) : sigm8(act[q][k]);
+  for (int q = 0; q < G; ++q) {
+    float* g = s.gates + row[q] * 4 * H + j[q];
+    for (int k = 0; k < 4; ++k) st(g + k * H, act[q][k]);
+    c[q] = vfma(act[q][1], ld(s.c_prev + row[q] * H + j[q]), mul(act[q][0], act[q][2]));
+    st(s.c + row[q] * H + j[q], c[q]);
+  }
+  for (int q = 0; q < G; ++q) st(s.h + row[q] * H + j[q], mul(act[q][3], tanh8(c[q])));
 }
 
 // The epilogue's operands of rows [b0, b0 + MR) x units [j, j + 16) (the input projections, 4H apart
@@ -286,10 +336,11 @@ alignas(32) constexpr float kZeros8[8] = {};
     const float* g_ = (s).gates + ((b0) + r_) * 4 * (s).H + (j);                                          \
     for (int q_ = 0; q_ < 4; ++q_) _mm_prefetch(reinterpret_cast<const char*>(g_ + q_ * (s).H), _MM_HINT_T0); \
     _mm_prefetch(reinterpret_cast<const char*>((s).c_prev + ((b0) + r_) * (s).H + (j)), _MM_HINT_T0);     \
+    _mm_prefetch(reinterpret_cast<const char*>((s).c + ((b0) + r_) * (s).H + (j)), _MM_HINT_T0);          \
+    _mm_prefetch(reinterpret_cast<const char*>((s).h + ((b0) + r_) * (s).H + (j)), _MM_HINT_T0);          \
   }
 
 // The forward tile's lanes: N = 8 (VecF8, both tables) or 16 (zmm registers, the AVX-512 table).
-// cell() runs the cell update of one row from the gates' sums, always on 8-lane halves.
 template <int N>
 struct FwdLanes;
 template <>
@@ -300,7 +351,6 @@ struct FwdLanes<8> {
   static void store(float* p, T v) { v.store(p); }
   static T bcast(float x) { return V::set1(x); }
   static T fmadd(T a, T b, T c) { return fma(a, b, c); }
-  static void cell(const LstmFusedFwd& s, int64_t row, int64_t j, const T* acc) { lstm_cell8(s, row, j, acc); }
 };
 #if defined(__AVX512F__)
 template <>
@@ -311,28 +361,56 @@ struct FwdLanes<16> {
   static void store(float* p, T v) { _mm512_storeu_ps(p, v); }
   static T bcast(float x) { return _mm512_set1_ps(x); }
   static T fmadd(T a, T b, T c) { return _mm512_fmadd_ps(a, b, c); }
-  static void cell(const LstmFusedFwd& s, int64_t row, int64_t j, const T* acc) {
-    V lo[4], hi[4];
-    for (int g = 0; g < 4; ++g) lo[g] = V{_mm512_castps512_ps256(acc[g])}, hi[g] = V{_mm512_extractf32x8_ps(acc[g], 1)};
-    lstm_cell8(s, row, j, lo);
-    lstm_cell8(s, row, j + 8, hi);
-  }
 };
 #endif
+
+// The cell update of rows [b0, b0 + mr) x units [j0, j0 + N) from the four gates' products in acc
+// (row r's gate q at acc + (4 r + q) N, as the tile stored them: read back at the stores' width, which
+// the store-to-load forwarding needs), on 8-lane halves. One call per tile, so the activations'
+// constants stay in registers across its rows.
+template <int N>
+[[gnu::noinline]] void lstm_cell_rows(const LstmFusedFwd& s, int64_t b0, int mr, int64_t j0, const float* acc) {
+  using L = FwdLanes<N>;
+  constexpr int H8 = N / 8;  // groups per row
+  V a[2 * H8][4];
+  int64_t row[2 * H8], j[2 * H8];
+  auto gather = [&](int r, int q0) {  // row b0 + r's groups into a[q0, q0 + H8)
+    for (int h = 0; h < H8; ++h) row[q0 + h] = b0 + r, j[q0 + h] = j0 + 8 * h;
+    for (int k = 0; k < 4; ++k) {
+      const typename L::T v = L::load(acc + (4 * r + k) * N);
+      if constexpr (N == 8) {
+        a[q0][k] = v;
+      } else {
+#if defined(__AVX512F__)
+        a[q0][k] = V{_mm512_castps512_ps256(v)}, a[q0 + 1][k] = V{_mm512_extractf32x8_ps(v, 1)};
+#endif
+      }
+    }
+  };
+  int r = 0;
+  for (; r + 2 <= mr; r += 2) {  // two rows at a time
+    gather(r, 0), gather(r + 1, H8);
+    lstm_cells<2 * H8>(s, row, j, a);
+  }
+  if (r < mr) {
+    gather(r, 0);
+    lstm_cells<H8>(s, row, j, a);
+  }
+}
 
 // Forward tile: rows [b0, b0 + MR) x the N hidden units of block u (panels per block of N units: per
 // k, the N weights of each gate). The four gates' products accumulate in 4 * MR registers over one K
 // chunk of one source (a: the chunk's first column of row b0, rows lda apart; w: the chunk's panel):
-// from zero on the first chunk, else from `part`; after the last chunk the cell update runs on the
-// registers. The cell update runs on 8-lane halves with the 8-lane functions, so every element sees
-// the same operations in the same order whatever N: the avx2 (N = 8) and avx512 (N = 16) tables give
-// the same bits.
+// from zero on the first chunk, else from `part`, and go back to `part`; after the last chunk the
+// cell update runs on them. The cell update runs on 8-lane halves with the 8-lane functions, so every
+// element sees the same operations in the same order whatever N: the avx2 (N = 8) and avx512 (N = 16)
+// tables give the same bits.
 template <int N, int MR>
 [[gnu::noinline]] void lstm_fused_fwd_tile(const LstmFusedFwd& s, int64_t u, int64_t b0, const float* a, int64_t lda,
                                            const float* w, int64_t kn, bool first, bool last, float* part) {
   using L = FwdLanes<N>;
   const int64_t j0 = u * N;
-  if (last) KILN_LSTM_PREFETCH_CELL(s, b0, MR, j0)
+  if (first) KILN_LSTM_PREFETCH_CELL(s, b0, MR, j0)
   typename L::T acc[MR][4];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
@@ -346,14 +424,10 @@ template <int N, int MR>
       acc[r][2] = L::fmadd(x, w2, acc[r][2]), acc[r][3] = L::fmadd(x, w3, acc[r][3]);
     }
   }
-  if (!last) {
 #pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r)
-      for (int g = 0; g < 4; ++g) L::store(part + r * 4 * N + g * N, acc[r][g]);
-    return;
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < MR; ++r) L::cell(s, b0 + r, j0, acc[r]);
+  for (int r = 0; r < MR; ++r)
+    for (int g = 0; g < 4; ++g) L::store(part + r * 4 * N + g * N, acc[r][g]);
+  if (last) lstm_cell_rows<N>(s, b0, MR, j0, part);
 }
 
 // Backward tile: rows [b0, b0 + MR) x the 16 hidden units of block u. dh = dy (+ dh_add) +
@@ -403,6 +477,13 @@ void lstm_fused_bwd_tile(const LstmFusedBwd& s, const float* a, int64_t u, int64
 template <int Step, class F>
 inline void for_row_tiles(int64_t B, F&& f) {
   int64_t b = 0;
+  if constexpr (Step == 6) {  // 6 + 2 rows at the end as 4 + 4: a 2-row tile is load-bound
+    if (B % 6 == 2 && B >= 8) {
+      for (; b + 8 < B; b += 6) f.template operator()<6>(b);
+      f.template operator()<4>(b), f.template operator()<4>(b + 4);
+      return;
+    }
+  }
   for (; b + Step <= B; b += Step) f.template operator()<Step>(b);
   for (; b + 2 <= B; b += 2) f.template operator()<2>(b);
   if (b < B) f.template operator()<1>(b);
@@ -417,7 +498,7 @@ template <int N, int Step, class Tile>
 void lstm_fused_fwd_run(const LstmFusedFwd& s, int64_t u0, int64_t u1, Tile&& tile) {
   thread_local std::vector<float> part;
   part.resize(s.B * 4 * N);
-  constexpr int64_t Kc = 64;  // a chunk's panel: 32 or 16 KiB
+  constexpr int64_t Kc = 128;  // a chunk's panel: 64 or 32 KiB
   float* p = part.data();
   struct Src {
     const float* a;
@@ -430,7 +511,9 @@ void lstm_fused_fwd_run(const LstmFusedFwd& s, int64_t u0, int64_t u1, Tile&& ti
     if (s.x && s.I > 0) src[ns++] = {s.x, s.I, s.wxp + u * s.I * 4 * N};
     if (s.h_prev) src[ns++] = {s.h_prev, s.H, s.wp + u * s.H * 4 * N};
     if (ns == 0) {  // nothing to multiply: the cell update on zeros
-      for_row_tiles<Step>(s.B, [&]<int MR>(int64_t b) { tile.template operator()<MR>(u, b, nullptr, 0, nullptr, 0, true, true, p); });
+      for_row_tiles<Step>(s.B, [&]<int MR>(int64_t b) {
+        tile.template operator()<MR>(u, b, nullptr, 0, nullptr, 0, true, true, p);
+      });
       continue;
     }
     for (int si = 0; si < ns; ++si)
