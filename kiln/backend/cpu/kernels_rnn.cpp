@@ -505,7 +505,8 @@ void lstm_fused_fwd_run(const LstmFusedFwd& s, int64_t u0, int64_t u1, Tile&& ti
     int64_t K;
     const float* w;
   };
-  for (int64_t u = u0; u < u1; ++u) {
+  for (int64_t i = u0; i < u1; ++i) {
+    const int64_t u = s.backwards ? u1 - 1 - (i - u0) : i;
     Src src[2];
     int ns = 0;
     if (s.x && s.I > 0) src[ns++] = {s.x, s.I, s.wxp + u * s.I * 4 * N};
@@ -551,8 +552,8 @@ void lstm_fused_bwd_impl(const LstmFusedBwd& s, int64_t u0, int64_t u1) {
   constexpr int64_t Kc = 256;
   const int64_t K = s.dg_next ? 4 * s.H : 0;
   float* p = part.data();
-  for (int64_t u = u0; u < u1; ++u)
-    for (int64_t k0 = 0; k0 == 0 || k0 < K; k0 += Kc) {
+  for (int64_t i = u0; i < u1; ++i)
+    for (int64_t k0 = 0, u = s.backwards ? u1 - 1 - (i - u0) : i; k0 == 0 || k0 < K; k0 += Kc) {
       const int64_t k1 = std::min(K, k0 + Kc);
       for_row_tiles<6>(s.B, [&]<int MR>(int64_t b) {
         lstm_fused_bwd_tile<MR>(s, K ? s.dg_next + b * K : nullptr, u, b, k0, k1, p + b * 16,

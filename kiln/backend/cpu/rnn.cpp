@@ -268,6 +268,7 @@ void lstm_forward(const TensorList& in_, const Attrs& a, TensorList& out) {
                        y + t * B * H,
                        B,
                        H};
+        f.backwards = s % 2 == 1;
         if (in_step) f.x = ptr<float>(in[0]) + t * B * d.I, f.wxp = ptr<float>(wxp.panels), f.I = d.I;
         return f;
       };
@@ -339,6 +340,7 @@ void lstm_backward(const TensorList& in_, const Attrs& a, TensorList& out) {
                        db.data(),
                        B,
                        H};
+        f.backwards = s % 2 == 1;
         over_blocks(H / 16, B * G * 32, [&](int64_t u0, int64_t u1) { lstm_fused_bwd(f, u0, u1); });
       }
       if (mask & 2)

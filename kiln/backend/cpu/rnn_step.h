@@ -107,6 +107,9 @@ struct LstmFusedFwd {
   const float* x = nullptr;    // (B, I): this step's inputs, when the input projection is fused in
   const float* wxp = nullptr;  // lstm_pack_fwd of W_ih (4H x I)
   int64_t I = 0;
+  // run the unit blocks last to first: odd steps do, so a step starts on the panels the step before
+  // ended on, still in L2 where all of them do not fit (W_hh of an LSTM 256 is 1 MiB)
+  bool backwards = false;
 };
 // One backward step for unit blocks [u0, u1) (16 units each): dh = dy + dh_add (if given) +
 // dg_next W_hh (if given), then the LstmBackStep update.
@@ -122,6 +125,7 @@ struct LstmFusedBwd {
   float* dg;
   float* dbias;
   int64_t B, H;
+  bool backwards = false;  // as LstmFusedFwd's
 };
 
 // The step functions of one dtype (a kernel table's rnn_f32 / rnn_f64).
