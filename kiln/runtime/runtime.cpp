@@ -2,11 +2,13 @@
 #include "kiln/runtime/runtime.h"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <unordered_map>
 
 #include "kiln/autograd/autograd.h"
+#include "kiln/backend/cpu/parallel.h"
 #include "kiln/core/live_span.h"
 
 namespace kiln::runtime {
@@ -24,6 +26,9 @@ struct Plan {
   std::shared_ptr<Storage> arena;
   int64_t arena_bytes = 0, planned_bytes = 0, planned_values = 0;
   bool dry = false;  // planned from a meta run (false: the graph has data-dependent sizes)
+  // whether runs take the pool as one team (parallel.h's run_as_team): learnt on the first run, which
+  // runs without; a team when it opened two parallel regions or more (one costs what the team does)
+  mutable std::atomic<int> team{-1};
 };
 }  // namespace
 
@@ -205,53 +210,59 @@ TensorList Program::Impl::execute(const TensorList& inputs, const std::vector<in
   for (const EP::Input& in : p.inputs)
     slot[in.value] = in.kind == EP::InputKind::User ? inputs[u++] : p.state_tensor(in.target);
   NoGradGuard no_grad;
-  for (size_t i = 0; i < p.nodes.size(); ++i) {
-    const EP::Node& n = p.nodes[i];
-    TensorList ins;
-    for (int v : n.in) ins.push_back(v >= 0 ? slot[v] : Tensor());
-    const Attrs attrs = plan.dry ? Attrs() : eval_attrs(n.attrs, values);
-    const Attrs& a = plan.dry ? plan.attrs[i] : attrs;
-    if (n.out_given) {
-      TensorList outs;
-      for (int v : n.out) outs.push_back(slot[v]);
-      dispatch_kernel(*n.op, ins, a, &outs, n.inplace);
-      continue;
-    }
-    bool planned = plan.dry && !n.out.empty();
-    for (int v : n.out) planned = planned && v >= 0 && plan.offset[v] >= 0;
-    TensorList r;
-    if (planned) {  // write straight into the arena
-      TensorList outs;
-      for (int v : n.out) {
-        auto impl = std::make_shared<TensorImpl>();
-        impl->storage = plan.arena;
-        impl->sizes = plan.sizes[v];
-        impl->strides = contiguous_strides(plan.sizes[v]);
-        impl->dtype = p.values[v].dtype;
-        impl->offset = plan.offset[v] / static_cast<int64_t>(itemsize(impl->dtype));
-        impl->refresh();
-        outs.push_back(Tensor(std::move(impl)));
+  // the whole program in one team (parallel.h): one wake-up of the pool per run, not one per op
+  const int team = plan.team.load(std::memory_order_relaxed);
+  const int64_t regions = cpu::regions_opened();
+  cpu::run_as_team(team == 1 ? get_num_threads() : 1, [&] {
+    for (size_t i = 0; i < p.nodes.size(); ++i) {
+      const EP::Node& n = p.nodes[i];
+      TensorList ins;
+      for (int v : n.in) ins.push_back(v >= 0 ? slot[v] : Tensor());
+      const Attrs attrs = plan.dry ? Attrs() : eval_attrs(n.attrs, values);
+      const Attrs& a = plan.dry ? plan.attrs[i] : attrs;
+      if (n.out_given) {
+        TensorList outs;
+        for (int v : n.out) outs.push_back(slot[v]);
+        dispatch_kernel(*n.op, ins, a, &outs, n.inplace);
+        continue;
       }
-      r = dispatch_kernel(*n.op, ins, a, &outs, false);
-    } else {
-      r = dispatch_kernel(*n.op, ins, a, nullptr, false);
-    }
-    for (size_t k = 0; k < n.out.size() && k < r.size(); ++k) {
-      const int v = n.out[k];
-      if (v < 0) continue;
-      slot[v] = r[k];
-      if (has_unbacked) {  // a data-dependent size is known once its op ran
-        const EP::Value& val = p.values[v];
-        for (size_t d = 0; d < val.sizes.size() && d < static_cast<size_t>(r[k].dim()); ++d) {
-          auto it = symbol_index.find(val.sizes[d].raw());
-          if (it != symbol_index.end() && values[it->second] < 0) values[it->second] = r[k].sizes()[d];
+      bool planned = plan.dry && !n.out.empty();
+      for (int v : n.out) planned = planned && v >= 0 && plan.offset[v] >= 0;
+      TensorList r;
+      if (planned) {  // write straight into the arena
+        TensorList outs;
+        for (int v : n.out) {
+          auto impl = std::make_shared<TensorImpl>();
+          impl->storage = plan.arena;
+          impl->sizes = plan.sizes[v];
+          impl->strides = contiguous_strides(plan.sizes[v]);
+          impl->dtype = p.values[v].dtype;
+          impl->offset = plan.offset[v] / static_cast<int64_t>(itemsize(impl->dtype));
+          impl->refresh();
+          outs.push_back(Tensor(std::move(impl)));
+        }
+        r = dispatch_kernel(*n.op, ins, a, &outs, false);
+      } else {
+        r = dispatch_kernel(*n.op, ins, a, nullptr, false);
+      }
+      for (size_t k = 0; k < n.out.size() && k < r.size(); ++k) {
+        const int v = n.out[k];
+        if (v < 0) continue;
+        slot[v] = r[k];
+        if (has_unbacked) {  // a data-dependent size is known once its op ran
+          const EP::Value& val = p.values[v];
+          for (size_t d = 0; d < val.sizes.size() && d < static_cast<size_t>(r[k].dim()); ++d) {
+            auto it = symbol_index.find(val.sizes[d].raw());
+            if (it != symbol_index.end() && values[it->second] < 0) values[it->second] = r[k].sizes()[d];
+          }
         }
       }
+      if (plan.dry)  // drop what no later node reads (memory outside the arena goes back early)
+        for (int v : n.in)
+          if (v >= 0 && plan.last_use[v] == static_cast<int>(i) && slot[v].defined() && plan.offset[v] < 0) slot[v] = Tensor();
     }
-    if (plan.dry)  // drop what no later node reads (memory outside the arena goes back early)
-      for (int v : n.in)
-        if (v >= 0 && plan.last_use[v] == static_cast<int>(i) && slot[v].defined() && plan.offset[v] < 0) slot[v] = Tensor();
-  }
+  });
+  if (team < 0) plan.team.store(cpu::regions_opened() - regions >= 2 ? 1 : 0, std::memory_order_relaxed);
   TensorList out;
   for (int v : p.outputs) out.push_back(v >= 0 ? slot[v] : Tensor());
   return out;
@@ -288,6 +299,7 @@ Program::Stats Program::stats() const {
     s.arena_bytes = p->arena_bytes;
     s.planned_bytes = p->planned_bytes;
     s.planned_values = p->planned_values;
+    s.team = p->team.load(std::memory_order_relaxed);
   }
   return s;
 }

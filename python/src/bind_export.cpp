@@ -188,6 +188,7 @@ void bind_export(nb::module_& m) {
         d["arena_bytes"] = s.arena_bytes;
         d["planned_bytes"] = s.planned_bytes;
         d["planned_values"] = s.planned_values;
+        d["team"] = s.team;
         return d;
       });
 }

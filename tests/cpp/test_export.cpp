@@ -150,3 +150,33 @@ TEST(Export, MutatedGraphJsonUnderSanitizers) {
   }
   EXPECT_LT(loaded, 400);  // most edits break the JSON or its checks
 }
+
+// The runtime holds the pool as one team for a whole run once the plan's first run opened two
+// parallel regions or more (parallel.h's run_as_team): the same outputs as eager to float tolerance
+// (float32 products then run on kiln's GEMM, not OpenBLAS), on every later run.
+TEST(Export, RuntimeRunsAsOneTeam) {
+  const int threads = kiln::get_num_threads();
+  kiln::set_num_threads(2);
+  kiln::manual_seed(3);
+  auto model = std::make_shared<quickstart::CharTransformer>(13, 64, 64, 2, 4);
+  model->eval();
+  auto ep = kiln::export_program(model, {kiln::randint(0, 13, {2, 7})},
+                                 {{{0, kiln::Dim("batch")}, {1, kiln::Dim("seq", 1, 64)}}});
+  kiln::runtime::Program prog(ep);
+  Tensor idx = kiln::randint(0, 13, {4, 64});
+  kiln::NoGradGuard ng;
+  const Tensor want = model->forward(idx);
+  const double scale = kiln::max(kiln::abs(want)).item().to_double();
+  EXPECT_EQ(prog.stats().team, -1);
+  for (int run = 0; run < 3; ++run) {
+    EXPECT_LT(max_diff(prog.run({idx})[0], want), 1e-5 * scale) << "run " << run;
+    EXPECT_EQ(prog.stats().team, 1) << "run " << run;  // learnt on the first run
+  }
+  // a program too small to open two regions keeps to the calling thread
+  auto lin = std::make_shared<nn::Linear>(4, 3);
+  auto fwd = [&](const kiln::TensorList& in) { return kiln::TensorList{lin->forward(in[0])}; };
+  kiln::runtime::Program small(kiln::export_program(*lin, fwd, {kiln::randn({2, 4})}, {{{0, kiln::Dim("batch")}}}));
+  for (int run = 0; run < 2; ++run) EXPECT_EQ(max_diff(small.run({kiln::ones({2, 4})})[0], lin->forward(kiln::ones({2, 4}))), 0.0);
+  EXPECT_EQ(small.stats().team, 0);
+  kiln::set_num_threads(threads);
+}

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -265,7 +266,90 @@ void check_openmp_runtimes() {
 }
 
 namespace cpu {
-bool in_parallel_region() { return omp_in_parallel(); }
+namespace team_detail {
+// A team: its leader (OpenMP thread 0) runs the body and posts jobs; the others spin on `gen` for
+// the next job (a pause per poll; sched_yield after a while, to share the CPU politely) and count
+// themselves into `done` after each, all of them, whether the job had work for them or not.
+struct Team {
+  int size = 1;
+  std::atomic<uint64_t> gen{0};
+  std::atomic<int> done{0};
+  std::atomic<bool> quit{false};
+  void (*call)(void*, int) = nullptr;
+  void* ctx = nullptr;
+  int n = 0;
+};
+thread_local Team* t_team = nullptr;
+int team_size(const Team& team) { return team.size; }
+
+inline void spin_pause(int64_t& polls) {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+  if (++polls > (1 << 16)) sched_yield();
+}
+
+void team_run(Team& team, int n, void (*call)(void*, int), void* ctx) {
+  team.call = call, team.ctx = ctx, team.n = n;
+  team.done.store(0, std::memory_order_relaxed);
+  team.gen.fetch_add(1, std::memory_order_release);  // publishes the job
+  t_team = nullptr;  // the leader's share is a job like the others': what it calls runs serially
+  call(ctx, 0);
+  t_team = &team;
+  int64_t polls = 0;
+  while (team.done.load(std::memory_order_acquire) < team.size - 1) spin_pause(polls);
+}
+}  // namespace team_detail
+
+bool leads_team() { return team_detail::t_team != nullptr; }
+
+namespace {
+thread_local int64_t t_regions = 0;
+}
+int64_t regions_opened() { return t_regions; }
+void count_region() { ++t_regions; }
+
+void run_as_team(int threads, const std::function<void()>& body) {
+  if (threads <= 1 || omp_in_parallel() || team_detail::t_team) {
+    body();
+    return;
+  }
+  team_detail::Team team;
+  std::exception_ptr error;
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num();
+    if (t == 0) {
+      team.size = omp_get_num_threads();
+      team_detail::t_team = &team;
+      try {
+        body();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      team_detail::t_team = nullptr;
+      team.quit.store(true, std::memory_order_release);
+    } else {
+      uint64_t seen = 0;
+      int64_t polls = 0;
+      for (;;) {
+        const uint64_t g = team.gen.load(std::memory_order_acquire);
+        if (g != seen) {
+          seen = g, polls = 0;
+          if (t < team.n) team.call(team.ctx, t);
+          team.done.fetch_add(1, std::memory_order_acq_rel);
+        } else if (team.quit.load(std::memory_order_acquire)) {
+          break;  // the leader posts nothing after quit, and waited for every job before it
+        } else {
+          team_detail::spin_pause(polls);
+        }
+      }
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+bool in_parallel_region() { return omp_in_parallel() && team_detail::t_team == nullptr; }
 // OpenBLAS splits a product differently on different thread counts (its bits change): in
 // deterministic mode it runs on one thread; kiln's own loops keep their thread-independent splits.
 void apply_blas_threads() {

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <type_traits>
 
 #include "kiln/core/threads.h"
 
@@ -19,6 +21,32 @@ void apply_blas_threads();
 template <class F>
 void parallel_for(int64_t n, int64_t grain, F&& f);
 
+// Runs body() on this thread with the pool held as a team for its whole length (decision 55): one
+// OpenMP region, whose other threads spin between jobs, so body's parallel_for calls cost a handoff
+// of a microsecond instead of a region each (tens of microseconds where OMP_WAIT_POLICY=PASSIVE
+// puts the pool to sleep after every region, or where waking an idle virtual CPU is slow). For work
+// of many small parallel ops in a row: the runtime's run of a program. OpenBLAS sees the region
+// and runs on one thread inside it; float32 products then take kiln's GEMM, which uses the team.
+// Just body() on one thread or inside a region. Exceptions from body pass through.
+void run_as_team(int threads, const std::function<void()>& body);
+// Runs f(t, T) on T = min(threads, the pool or team) threads at once, t in [0, T), for code that
+// splits its work itself and syncs its threads (a barrier between steps); f(0, 1) inside a region.
+template <class F>
+void run_spmd(int threads, F&& f);
+// Parallel regions this thread has opened (parallel_for, run_spmd) or let OpenBLAS open (blas.h,
+// bmm) on more than one thread: the runtime's test of whether a program's run is worth a team.
+int64_t regions_opened();
+void count_region();
+// Whether this thread leads a team (outside its jobs): parallel_for hands its chunks to the team.
+bool leads_team();
+namespace team_detail {
+struct Team;
+extern thread_local Team* t_team;
+// Runs call(ctx, t) for t in [0, n) on the team's threads (t = 0 on the leader), n <= team_size.
+void team_run(Team& team, int n, void (*call)(void*, int), void* ctx);
+int team_size(const Team& team);
+}  // namespace team_detail
+
 }  // namespace kiln::cpu
 
 #include <omp.h>
@@ -31,6 +59,25 @@ void parallel_for(int64_t n, int64_t grain, F&& f) {
     f(int64_t(0), n);
     return;
   }
+  if (team_detail::Team* team = team_detail::t_team) {  // leading a team: its threads take the chunks
+    const int64_t most = (n + grain - 1) / grain;
+    const int nt = static_cast<int>(most < team_detail::team_size(*team) ? most : team_detail::team_size(*team));
+    if (nt <= 1) {
+      f(int64_t(0), n);
+      return;
+    }
+    using Fn = std::remove_reference_t<F>;
+    struct Ctx {
+      Fn* f;
+      int64_t n, chunk;
+    } ctx{&f, n, (n + nt - 1) / nt};
+    team_detail::team_run(*team, nt, [](void* p, int t) {
+      const Ctx& c = *static_cast<Ctx*>(p);
+      const int64_t b = t * c.chunk, e = b + c.chunk < c.n ? b + c.chunk : c.n;
+      if (b < e) (*c.f)(b, e);
+    }, &ctx);
+    return;
+  }
   int nt = get_num_threads();
   if (nt <= 1 || omp_in_parallel()) {
     f(int64_t(0), n);
@@ -38,6 +85,7 @@ void parallel_for(int64_t n, int64_t grain, F&& f) {
   }
   int64_t max_threads = (n + grain - 1) / grain;
   if (max_threads < nt) nt = static_cast<int>(max_threads);
+  count_region();
 #pragma omp parallel num_threads(nt)
   {
     int t = omp_get_thread_num(), T = omp_get_num_threads();
@@ -45,5 +93,34 @@ void parallel_for(int64_t n, int64_t grain, F&& f) {
     int64_t b = t * chunk, e = b + chunk < n ? b + chunk : n;
     if (b < e) f(b, e);
   }
+}
+}  // namespace kiln::cpu
+
+namespace kiln::cpu {
+template <class F>
+void run_spmd(int threads, F&& f) {
+  if (team_detail::Team* team = team_detail::t_team) {
+    const int nt = threads < team_detail::team_size(*team) ? threads : team_detail::team_size(*team);
+    if (nt <= 1) {
+      f(0, 1);
+      return;
+    }
+    struct Ctx {
+      std::remove_reference_t<F>* f;
+      int nt;
+    } ctx{&f, nt};
+    team_detail::team_run(*team, nt, [](void* p, int t) {
+      const Ctx& c = *static_cast<Ctx*>(p);
+      (*c.f)(t, c.nt);
+    }, &ctx);
+    return;
+  }
+  if (threads <= 1 || omp_in_parallel()) {
+    f(0, 1);
+    return;
+  }
+  count_region();
+#pragma omp parallel num_threads(threads)
+  f(omp_get_thread_num(), omp_get_num_threads());
 }
 }  // namespace kiln::cpu

@@ -173,14 +173,12 @@ template <class F>
 void over_steps(int64_t steps, int64_t n, int64_t flops, F&& f) {
   const int64_t grain = std::max<int64_t>(1, (1 << 18) / std::max<int64_t>(flops, 1));
   int nt = static_cast<int>(std::min<int64_t>(get_num_threads(), n / grain));
-  if (nt <= 1 || steps <= 1 || omp_in_parallel()) {
+  if (nt <= 1 || steps <= 1 || cpu::in_parallel_region()) {
     for (int64_t s = 0; s < steps; ++s) over_blocks(n, flops, [&](int64_t u0, int64_t u1) { f(s, u0, u1); });
     return;
   }
   std::atomic<int64_t> arrived{0};
-#pragma omp parallel num_threads(nt)
-  {
-    const int t = omp_get_thread_num(), T = omp_get_num_threads();
+  cpu::run_spmd(nt, [&](int t, int T) {
     const int64_t chunk = (n + T - 1) / T, u0 = std::min(n, t * chunk), u1 = std::min(n, u0 + chunk);
     for (int64_t s = 0; s < steps; ++s) {
       if (u0 < u1) f(s, u0, u1);
@@ -193,7 +191,7 @@ void over_steps(int64_t steps, int64_t n, int64_t flops, F&& f) {
 #endif
       }
     }
-  }
+  });
 }
 
 // dst[0, n) = src[0, n) (dst: a contiguous output; nothing to do for empty ones).
