@@ -5,6 +5,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "kiln/autograd/autograd.h"
@@ -26,9 +27,12 @@ struct Plan {
   std::shared_ptr<Storage> arena;
   int64_t arena_bytes = 0, planned_bytes = 0, planned_values = 0;
   bool dry = false;  // planned from a meta run (false: the graph has data-dependent sizes)
-  // whether runs take the pool as one team (parallel.h's run_as_team): learnt on the first run, which
-  // runs without; a team when it opened two parallel regions or more (one costs what the team does)
+  // whether runs take the pool as one team (parallel.h's run_as_team): learnt on the first run on
+  // several threads (again when the thread count changes), which runs without; a team when that run
+  // opened two parallel regions or more (one costs what the team does) and made no OpenBLAS call
+  // that a team would leave on one thread
   mutable std::atomic<int> team{-1};
+  mutable std::atomic<int> team_threads{0};
 };
 }  // namespace
 
@@ -210,10 +214,15 @@ TensorList Program::Impl::execute(const TensorList& inputs, const std::vector<in
   for (const EP::Input& in : p.inputs)
     slot[in.value] = in.kind == EP::InputKind::User ? inputs[u++] : p.state_tensor(in.target);
   NoGradGuard no_grad;
-  // the whole program in one team (parallel.h): one wake-up of the pool per run, not one per op
-  const int team = plan.team.load(std::memory_order_relaxed);
-  const int64_t regions = cpu::regions_opened();
-  cpu::run_as_team(team == 1 ? get_num_threads() : 1, [&] {
+  // the whole program in one team (parallel.h): one wake-up of the pool per run, not one per op;
+  // float32 products on kiln's GEMM in every run, so that runs with and without the team agree
+  const int threads = get_num_threads();
+  const bool learn = threads > 1 && !cpu::in_parallel_region() &&
+                     (plan.team.load(std::memory_order_relaxed) < 0 || plan.team_threads.load(std::memory_order_relaxed) != threads);
+  const int64_t regions = cpu::regions_opened(), serialised = cpu::blas_serialised_in_team();
+  std::optional<cpu::KilnSgemmScope> kiln_sgemm;
+  if (threads > 1) kiln_sgemm.emplace();
+  cpu::run_as_team(!learn && plan.team.load(std::memory_order_relaxed) == 1 ? threads : 1, [&] {
     for (size_t i = 0; i < p.nodes.size(); ++i) {
       const EP::Node& n = p.nodes[i];
       TensorList ins;
@@ -262,7 +271,11 @@ TensorList Program::Impl::execute(const TensorList& inputs, const std::vector<in
           if (v >= 0 && plan.last_use[v] == static_cast<int>(i) && slot[v].defined() && plan.offset[v] < 0) slot[v] = Tensor();
     }
   });
-  if (team < 0) plan.team.store(cpu::regions_opened() - regions >= 2 ? 1 : 0, std::memory_order_relaxed);
+  if (learn) {
+    const bool team = cpu::regions_opened() - regions >= 2 && cpu::blas_serialised_in_team() == serialised;
+    plan.team.store(team ? 1 : 0, std::memory_order_relaxed);
+    plan.team_threads.store(threads, std::memory_order_relaxed);
+  }
   TensorList out;
   for (int v : p.outputs) out.push_back(v >= 0 ? slot[v] : Tensor());
   return out;

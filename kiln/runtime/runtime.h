@@ -32,8 +32,8 @@ class Program {
     int64_t arena_bytes = 0;    // the last plan's arena
     int64_t planned_bytes = 0;  // what its values would take without sharing
     int64_t planned_values = 0;
-    // the last plan's runs: 1 with the thread pool held as one team (its first run opened two
-    // parallel regions or more), 0 without, -1 not run yet
+    // the last plan's runs: 1 with the thread pool held as one team (its first run on several
+    // threads opened two parallel regions or more), 0 without, -1 not learnt yet
     int team = -1;
   };
   Stats stats() const;

@@ -9,13 +9,14 @@
 
 namespace kiln::cpu {
 
-// C = op(A) op(B) on kiln's packed GEMM when this thread leads a team (parallel.h's run_as_team),
-// where OpenBLAS would run on one thread; false (nothing done) otherwise (matmul.cpp).
+// C = op(A) op(B) on kiln's packed GEMM under a KilnSgemmScope (parallel.h: the runtime, where a
+// team leaves OpenBLAS one thread); false (nothing done) otherwise (matmul.cpp).
 bool team_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
                 int64_t ldb, float* C, int64_t ldc);
 
-// parallel.h's count_region where OpenBLAS may open a region (more than one thread, not in a region)
-void count_blas_region();
+// For the runtime's learning (parallel.h), an OpenBLAS call big enough for several threads: a region
+// where kiln's GEMM takes it in a team (`reroutable`), else a call a team would leave on one thread.
+void count_blas_call(bool reroutable);
 
 // C (M x N) = alpha op(A) op(B) + beta C, row-major, op(A) M x K, op(B) K x N (ta / tb: transposed).
 // Empty M or N does nothing; K == 0 leaves beta C (zeros for beta == 0, whatever C held: BLAS's
@@ -31,11 +32,12 @@ inline void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, con
       for (int64_t n = 0; n < N; ++n) C[m * ldc + n] = beta == T(0) ? T(0) : C[m * ldc + n] * beta;
     return;
   }
-  if (M * N * K >= 65536) count_blas_region();  // (OpenBLAS's own threshold is about there)
+  const bool kiln_ok = std::is_same_v<T, float> && alpha == T(1) && beta == T(0) && M > 1 && N > 1;
+  if (M * N * K >= 65536) count_blas_call(kiln_ok);  // (OpenBLAS's own threshold is about there)
   const auto a = ta ? CblasTrans : CblasNoTrans, b = tb ? CblasTrans : CblasNoTrans;
   lda = std::max<int64_t>(lda, 1), ldb = std::max<int64_t>(ldb, 1), ldc = std::max<int64_t>(ldc, 1);
   if constexpr (std::is_same_v<T, float>) {
-    if (alpha == 1.0f && beta == 0.0f && M > 1 && N > 1 && team_sgemm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc)) return;
+    if (kiln_ok && team_sgemm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc)) return;
     cblas_sgemm(CblasRowMajor, a, b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   } else {
     cblas_dgemm(CblasRowMajor, a, b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

@@ -1,6 +1,6 @@
 // CPU kernel of bmm, the table op behind the whole matmul family (its entry, schema, meta, derivative
 // and the composites are in kiln/ops/matmul.cpp), registered by op name: float32, float64 and complex
-// through OpenBLAS (float32 through kiln's packed GEMM in a team: parallel.h's run_as_team),
+// through OpenBLAS (float32 through kiln's packed GEMM in the runtime: parallel.h's KilnSgemmScope),
 // float16 / bfloat16 / float8 through kiln's packed GEMM (kernels_gemm.cpp),
 // integers by a plain triple loop. It calls no op (contiguous copies are the cast loop).
 #include <cblas.h>
@@ -12,6 +12,7 @@
 #include "kiln/backend/cpu/blas.h"
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/parallel.h"
+#include "kiln/core/deterministic.h"
 #include "kiln/core/visit.h"
 #include "kiln/ops/ops.h"
 
@@ -42,7 +43,7 @@ void gemm_blas(const Mat& A, const Mat& B, Tensor& C, int64_t Bn, int64_t M, int
   T* cp = static_cast<T*>(C.data_ptr());
   int64_t sa = A.t.strides()[0], sb = B.t.strides()[0];
   auto ta = A.trans ? CblasTrans : CblasNoTrans, tb = B.trans ? CblasTrans : CblasNoTrans;
-  if (M * N * K >= 65536) cpu::count_blas_region();
+  if (M * N * K >= 65536) cpu::count_blas_call(std::is_same_v<T, float> && M > 1 && N > 1);
   for (int64_t i = 0; i < Bn; ++i) {
     const T* a = ap + i * sa;
     const T* b = bp + i * sb;
@@ -115,12 +116,14 @@ void strided_products(const Tensor& a, const Tensor& b, Tensor& c, int64_t Bn, i
 }  // namespace
 
 namespace cpu {
-void count_blas_region() {
-  if (get_num_threads() > 1 && !in_parallel_region()) count_region();
+void count_blas_call(bool reroutable) {
+  if (get_num_threads() <= 1 || in_parallel_region() || are_deterministic_algorithms_enabled()) return;
+  if (reroutable) count_region();
+  else count_blas_serialised();
 }
 bool team_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
                 int64_t ldb, float* C, int64_t ldc) {
-  if (!leads_team()) return false;
+  if (!kiln_sgemm_preferred()) return false;
   GemmArgs g;
   g.M = M, g.N = N, g.K = K;
   g.a = A, g.a_rs = ta ? 1 : lda, g.a_cs = ta ? lda : 1;
@@ -143,9 +146,9 @@ void bmm_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs, Tenso
     return;
   }
   Dtype d = a.dtype();
-  // leading a team (run_as_team: the runtime), OpenBLAS would run on one thread; kiln's GEMM uses the
-  // team (matrix-vector shapes stay with OpenBLAS's GEMV)
-  const bool team_f32 = d == kFloat32 && M > 1 && N > 1 && cpu::leads_team();
+  // in the runtime (parallel.h's KilnSgemmScope), kiln's GEMM, which a team can use (matrix-vector
+  // shapes stay with OpenBLAS's GEMV)
+  const bool team_f32 = d == kFloat32 && M > 1 && N > 1 && cpu::kiln_sgemm_preferred();
   if (d == kFloat16 || d == kBFloat16 || is_float8(d) || team_f32) {
     // kiln's packed GEMM reads any strides; float8 matches torch's CPU matmul (float32 accumulation)
     if (c.storage() == a.storage() || c.storage() == b.storage()) {  // out= aliasing an input

@@ -14,8 +14,10 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <string>
 #include <thread>
 
+#include "kiln/backend/cpu/kernels.h"
 #include "kiln/core/deterministic.h"
 #include "kiln/core/error.h"
 #include "kiln/core/warning.h"
@@ -272,12 +274,12 @@ namespace team_detail {
 // themselves into `done` after each, all of them, whether the job had work for them or not.
 struct Team {
   int size = 1;
-  std::atomic<uint64_t> gen{0};
-  std::atomic<int> done{0};
+  alignas(64) std::atomic<uint64_t> gen{0};  // (apart from `done`, which every worker writes)
   std::atomic<bool> quit{false};
   void (*call)(void*, int) = nullptr;
   void* ctx = nullptr;
   int n = 0;
+  alignas(64) std::atomic<int> done{0};
 };
 thread_local Team* t_team = nullptr;
 int team_size(const Team& team) { return team.size; }
@@ -294,22 +296,37 @@ void team_run(Team& team, int n, void (*call)(void*, int), void* ctx) {
   team.done.store(0, std::memory_order_relaxed);
   team.gen.fetch_add(1, std::memory_order_release);  // publishes the job
   t_team = nullptr;  // the leader's share is a job like the others': what it calls runs serially
-  call(ctx, 0);
+  std::exception_ptr error;
+  try {  // (jobs must not throw; if one does, the others still finish before its frame goes)
+    call(ctx, 0);
+  } catch (...) {
+    error = std::current_exception();
+  }
   t_team = &team;
   int64_t polls = 0;
   while (team.done.load(std::memory_order_acquire) < team.size - 1) spin_pause(polls);
+  if (error) std::rethrow_exception(error);
 }
 }  // namespace team_detail
 
 bool leads_team() { return team_detail::t_team != nullptr; }
 
 namespace {
-thread_local int64_t t_regions = 0;
-}
+thread_local int64_t t_regions = 0, t_serialised = 0;
+thread_local bool t_kiln_sgemm = false;
+}  // namespace
 int64_t regions_opened() { return t_regions; }
 void count_region() { ++t_regions; }
+int64_t blas_serialised_in_team() { return t_serialised; }
+void count_blas_serialised() { ++t_serialised; }
+KilnSgemmScope::KilnSgemmScope() : saved_(t_kiln_sgemm) {
+  t_kiln_sgemm = !are_deterministic_algorithms_enabled() && std::string(cpu_kernels().isa) != "base";
+}
+KilnSgemmScope::~KilnSgemmScope() { t_kiln_sgemm = saved_; }
+bool kiln_sgemm_preferred() { return t_kiln_sgemm; }
 
 void run_as_team(int threads, const std::function<void()>& body) {
+  threads = std::min(threads, get_num_threads());
   if (threads <= 1 || omp_in_parallel() || team_detail::t_team) {
     body();
     return;

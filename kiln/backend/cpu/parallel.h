@@ -26,17 +26,37 @@ void parallel_for(int64_t n, int64_t grain, F&& f);
 // of a microsecond instead of a region each (tens of microseconds where OMP_WAIT_POLICY=PASSIVE
 // puts the pool to sleep after every region, or where waking an idle virtual CPU is slow). For work
 // of many small parallel ops in a row: the runtime's run of a program. OpenBLAS sees the region
-// and runs on one thread inside it; float32 products then take kiln's GEMM, which uses the team.
+// and runs on one thread inside it: hold a KilnSgemmScope so float32 products take kiln's GEMM,
+// which uses the team. At most get_num_threads() threads (kernels size per-thread scratch by it).
 // Just body() on one thread or inside a region. Exceptions from body pass through.
 void run_as_team(int threads, const std::function<void()>& body);
 // Runs f(t, T) on T = min(threads, the pool or team) threads at once, t in [0, T), for code that
 // splits its work itself and syncs its threads (a barrier between steps); f(0, 1) inside a region.
 template <class F>
 void run_spmd(int threads, F&& f);
-// Parallel regions this thread has opened (parallel_for, run_spmd) or let OpenBLAS open (blas.h,
-// bmm) on more than one thread: the runtime's test of whether a program's run is worth a team.
+// What the runtime learns a team from, counted per thread: parallel regions opened (parallel_for,
+// run_spmd, and OpenBLAS products that a team would give to kiln's GEMM), and OpenBLAS calls big
+// enough to run on several threads that a team would leave on one (float64, matrix-vector, beta != 0).
 int64_t regions_opened();
 void count_region();
+int64_t blas_serialised_in_team();
+void count_blas_serialised();
+// While alive on a thread, float32 products with alpha 1 and beta 0 (bmm, blas.h's gemm; neither
+// side a vector) run on kiln's packed GEMM instead of OpenBLAS, as they must in a team (OpenBLAS runs
+// on one thread in a region). The runtime holds one for a whole run, team or not, so that every run
+// of a program gives the same bits. Nothing in deterministic mode (OpenBLAS's bits are the ones kept
+// there) or on the base table (its GEMM is plain C++).
+class KilnSgemmScope {
+ public:
+  KilnSgemmScope();
+  ~KilnSgemmScope();
+  KilnSgemmScope(const KilnSgemmScope&) = delete;
+  KilnSgemmScope& operator=(const KilnSgemmScope&) = delete;
+
+ private:
+  bool saved_;
+};
+bool kiln_sgemm_preferred();
 // Whether this thread leads a team (outside its jobs): parallel_for hands its chunks to the team.
 bool leads_team();
 namespace team_detail {
