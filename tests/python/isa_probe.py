@@ -145,7 +145,7 @@ def main(path):
     # hidden a multiple of 16: the fused step (8-unit tiles on avx2, 16-unit ones on avx512), batch 9
     # (row tiles 3 + 3 + 3, and 6 + 2 + 1)
     put("nn:lstm-fused", kiln.nn.LSTM(20, 32, num_layers=2)(_normal(5, 9, 20, seed=15))[0])
-    # one step (the input projection inside the step) from a given state, K past one 64-column chunk
+    # one step (the input projection inside the step) from a given state
     lf = kiln.nn.LSTM(80, 96)
     put("nn:lstm-fused-one-step", lf(_normal(1, 7, 80, seed=17), (_normal(1, 7, 96, seed=18), _normal(1, 7, 96, seed=19)))[0])
     put("nn:lstm-fused-given-state", lf(_normal(3, 7, 80, seed=20), (_normal(1, 7, 96, seed=21), _normal(1, 7, 96, seed=22)))[0])

@@ -2,7 +2,7 @@
 // rnn_f32 / rnn_f64 entries, run by rnn.cpp; the step structs are in rnn_step.h). float32 runs 8-lane
 // vectors (vec.h's VecF8) in the avx2 and avx512 tables, so both give the same bits, and scalars on
 // base; float64 is scalar everywhere. The scalar sigmoid and tanh are the C library's; the vector
-// ones use vec.h's exp and tanh.
+// ones are written here (sigm8, tanh8) on vec.h's exp polynomial.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -25,7 +25,7 @@ inline T sigm(T x) {
 
 #if defined(__AVX2__)
 // 8 lanes (vec.h's VecF8) in the avx2 and avx512 tables alike: the tiles below are 8 units wide and
-// both tables give the same bits. exp and tanh are vec.h's.
+// both tables give the same bits. sigmoid and tanh are the ones below.
 using V = VecF8;
 inline V ld(const float* p) { return V::load(p); }
 inline void st(float* p, V v) { v.store(p); }
@@ -41,8 +41,9 @@ inline V fnma(V a, V b, V c) { return fma(-a, b, c); }  // c - a * b, one roundi
 // exp_parts: for y in [-87.3, 89] (the callers clamp, NaN passing through), n = round(y / ln 2) and the
 // bits of 2^n come from one FMA, t = y log2(e) + (1.5 * 2^23 + 127): t's low mantissa bits hold n + 127,
 // rounded to nearest by the FMA, which shifted into the exponent field are 2^n (n + 127 in [1, 255];
-// 255 is inf: y above 88.72 overflows as it should). Then e^y = 2^n (1 + q) with q = e^r - 1 on
-// |r| <= ln(2) / 2 by vec.h's exp polynomial. No subnormal result is formed: no caller needs one.
+// 255 is inf, from y = 88.38 on, where e^y itself would still be finite up to 88.72). Then
+// e^y = 2^n (1 + q) with q = e^r - 1 on |r| <= ln(2) / 2 by vec.h's exp polynomial. Enough for the
+// callers: sigmoid is 0 from x = -88.38 down (true value below 4.2e-39), tanh never gets there.
 struct ExpParts {
   __m256 pow2n, q;
 };
@@ -329,8 +330,9 @@ template <int G>
 }
 
 // The epilogue's operands of rows [b0, b0 + MR) x units [j, j + 16) (the input projections, 4H apart
-// per row, and c_prev) fetched while the tile's last K chunk runs: they come from L3. (A macro: as an
-// inline function GCC's interprocedural passes dropped the prefetches.)
+// per row, c_prev, and the c and h rows it writes) fetched while the tile's K chunks run (issued on
+// the first): they come from L3. (A macro: as an inline function GCC's interprocedural passes
+// dropped the prefetches.)
 #define KILN_LSTM_PREFETCH_CELL(s, b0, mr, j)                                                            \
   for (int r_ = 0; r_ < (mr); ++r_) {                                                                     \
     const float* g_ = (s).gates + ((b0) + r_) * 4 * (s).H + (j);                                          \
