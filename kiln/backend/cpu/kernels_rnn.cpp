@@ -367,9 +367,8 @@ struct FwdLanes<16> {
 #endif
 
 // The cell update of rows [b0, b0 + mr) x units [j0, j0 + N) from the four gates' products in acc
-// (row r's gate q at acc + (4 r + q) N, as the tile stored them: read back at the stores' width, which
-// the store-to-load forwarding needs), on 8-lane halves. One call per tile, so the activations'
-// constants stay in registers across its rows.
+// (row r's gate q at acc + (4 r + q) N, as the tile stored them), on 8-lane halves. One call per
+// tile, so the activations' constants stay in registers across its rows.
 template <int N>
 [[gnu::noinline]] void lstm_cell_rows(const LstmFusedFwd& s, int64_t b0, int mr, int64_t j0, const float* acc) {
   using L = FwdLanes<N>;

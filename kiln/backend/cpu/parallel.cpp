@@ -9,12 +9,12 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <sstream>
-#include <string>
 #include <thread>
 
 #include "kiln/backend/cpu/kernels.h"
@@ -320,7 +320,7 @@ void count_region() { ++t_regions; }
 int64_t blas_serialised_in_team() { return t_serialised; }
 void count_blas_serialised() { ++t_serialised; }
 KilnSgemmScope::KilnSgemmScope() : saved_(t_kiln_sgemm) {
-  t_kiln_sgemm = !are_deterministic_algorithms_enabled() && std::string(cpu_kernels().isa) != "base";
+  t_kiln_sgemm = !are_deterministic_algorithms_enabled() && std::strcmp(cpu_kernels().isa, "base") != 0;
 }
 KilnSgemmScope::~KilnSgemmScope() { t_kiln_sgemm = saved_; }
 bool kiln_sgemm_preferred() { return t_kiln_sgemm; }

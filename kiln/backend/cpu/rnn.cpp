@@ -3,9 +3,10 @@
 //
 // Forward: x W_ih^T for all steps is one GEMM; each step adds h W_hh^T with one GEMM and runs one
 // pointwise pass (rnn_pointwise.cpp). (The fused float32 LSTM step instead multiplies inside its own
-// tiles: h W_hh^T always, x W_ih^T too for one step or 8 rows and more; see lstm_forward.) Besides the hidden sequence and the last states, lstm_layer
-// and gru_layer return a byte "reserve" (as cuDNN's reserve space: not differentiable, so autograd
-// never materialises a gradient for it) holding what the backward reads: LSTM the activated gates
+// tiles: h W_hh^T always, x W_ih^T too for one step or 8 rows and more; see lstm_forward.) Besides
+// the hidden sequence and the last states, lstm_layer and gru_layer return a byte "reserve" (as
+// cuDNN's reserve space: not differentiable, so autograd never materialises a gradient for it)
+// holding what the backward reads: LSTM the activated gates
 // (T, B, 4H), the cell states (T, B, H) and, with a projection, o * tanh(c) (T, B, H); GRU r, z, n
 // and W_hn h + b_hn (T, B, 4H).
 // Backward: per step one pointwise pass (which also accumulates the bias gradients) and one GEMM
