@@ -4,6 +4,7 @@
 // schemas, metas, derivatives and front ends; the CPU kernels are in kiln/backend/cpu/rnn.cpp (see
 // there for the layout of the byte "reserve" output that the backward reads).
 #include "kiln/autograd/autograd.h"
+#include "kiln/autograd/function.h"
 #include "kiln/nn/rnn.h"
 #include "kiln/nn/rnn_detail.h"
 
@@ -19,17 +20,20 @@ SymInt bytes(Dtype d, SymInt n) {
 SymShape maybe(bool on, SymShape s) { return on ? s : SymShape{0}; }
 
 // ==== LSTM =======================================================================================
-// inputs {x, h0, c0, w_ih, w_hh, b_ih?, b_hh?, w_hr?}; attrs {reverse}; outputs {y, h_n, c_n,
-// reserve}
-SpecList lstm_meta(const OpDef& op, const SpecList& in, const Attrs&) {
+// inputs {x, h0, c0, w_ih, w_hh, b_ih?, b_hh?, w_hr?}; attrs {reverse, train}; outputs {y, h_n,
+// c_n, reserve}. train=False (as _cudnn_rnn's train): the call will not be differentiated, the
+// reserve is empty and the kernel keeps no gates (the front end passes it when autograd will not
+// record the call: under no_grad, in the runtime, for inputs that do not require grad).
+SpecList lstm_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   Dtype dt = check_dtypes(op.name, in);
   auto d = lstm_dims(op.name, in);
-  SymInt n = d.T * d.B * (5 * d.H + (in[7].defined() ? d.H : 0));
+  const bool train = a.size() < 2 || attr<bool>(a, 1);
+  SymInt n = train ? d.T * d.B * (5 * d.H + (in[7].defined() ? d.H : 0)) : SymInt(0);
   return {{{d.T, d.B, d.R}, dt}, {{d.B, d.R}, dt}, {{d.B, d.H}, dt}, {{bytes(dt, n)}, kUInt8}};
 }
 
 OpDef op_lstm_layer{"lstm_layer", 0, lstm_meta, {}};
-OpRegistrar reg_lstm_layer{op_lstm_layer, "lstm_layer(Tensor input, Tensor h0, Tensor c0, Tensor w_ih, Tensor w_hh, Tensor? b_ih, Tensor? b_hh, Tensor? w_hr, bool reverse) -> (Tensor, Tensor, Tensor, Tensor)"};
+OpRegistrar reg_lstm_layer{op_lstm_layer, "lstm_layer(Tensor input, Tensor h0, Tensor c0, Tensor w_ih, Tensor w_hh, Tensor? b_ih, Tensor? b_hh, Tensor? w_hr, bool reverse, bool train=True) -> (Tensor, Tensor, Tensor, Tensor)"};
 
 // inputs {x, h0, c0, w_ih, w_hh, w_hr?, y, reserve, dy, dh_n, dc_n}; attrs {reverse, mask}
 // outputs {dx, dh0, dc0, dw_ih, dw_hh, db, dw_hr}; mask bit k: output k is wanted (else shape {0})
@@ -51,6 +55,9 @@ OpDef op_lstm_layer_backward{"lstm_layer_backward", 0, lstm_back_meta, {}};
 OpRegistrar reg_lstm_layer_backward{op_lstm_layer_backward, "lstm_layer_backward(Tensor input, Tensor h0, Tensor c0, Tensor w_ih, Tensor w_hh, Tensor? w_hr, Tensor output, Tensor reserve, Tensor? grad_output, Tensor? grad_h_n, Tensor? grad_c_n, bool reverse, int needs_mask) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"};
 
 TensorList lstm_layer_grad(const GradCtx& c, const TensorList& go) {
+  KILN_CHECK(c.attrs.size() < 2 || attr<bool>(c.attrs, 1), Runtime, "lstm_layer",
+             "backward of a call made with train=False (it kept nothing for the backward); pass "
+             "train=True for a call that autograd differentiates");
   const auto& n = c.needs;
   const int64_t mask = (n[0] ? 1 : 0) | (n[1] ? 2 : 0) | (n[2] ? 4 : 0) | (n[3] ? 8 : 0) |
                        (n[4] ? 16 : 0) | (n[5] || n[6] ? 32 : 0) | (n[7] ? 64 : 0);
@@ -183,7 +190,9 @@ std::tuple<Tensor, Tensor, Tensor> lstm_layer(const Tensor& x, const Tensor& h0,
                                               const Tensor& w_ih, const Tensor& w_hh,
                                               const Tensor& b_ih, const Tensor& b_hh,
                                               const Tensor& w_hr, bool reverse) {
-  TensorList r = run(op_lstm_layer, {x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr}, {reverse}, 3);
+  TensorList in{x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr};
+  const bool train = autograd::function_needs_record(in);
+  TensorList r = run(op_lstm_layer, std::move(in), {reverse, train}, 3);
   return {r[0], r[1], r[2]};
 }
 std::tuple<Tensor, Tensor> gru_layer(const Tensor& x, const Tensor& h0, const Tensor& w_ih,

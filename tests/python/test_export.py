@@ -480,3 +480,34 @@ def test_kiln_run_cli(tmp_path):
     bad.write_bytes((tmp_path / "lstm.kiln").read_bytes()[:-5])
     r = subprocess.run([exe, str(bad), "--info"], capture_output=True, text=True)
     assert r.returncode == 1 and "not a valid kiln archive" in r.stderr
+
+
+def test_archive_from_before_lstm_train_attribute_loads_and_runs():
+    """Archives written before lstm_layer had its train attribute (one attribute: reverse) still load:
+    the attribute takes its schema default (True: the reserve is kept, the outputs are the same)."""
+    m = kiln.nn.LSTM(3, 16, num_layers=2, bidirectional=True)
+    with kiln.no_grad():
+        ep = export(m, (kiln.randn(5, 2, 3),), dynamic_shapes={"input": {0: Dim("seq"), 1: Dim("batch")}})
+    b = io.BytesIO()
+    kiln.export.save(ep, b)
+
+    def drop_train(j):
+        layers = [n for n in j["nodes"] if n["op"] == "lstm_layer"]
+        assert len(layers) == 4 and all(len(n["attrs"]) == 2 for n in layers)
+        for n in layers:
+            n["attrs"].pop()
+
+    old = _load(_rewrite(b.getvalue(), drop_train))
+    x = kiln.randn(7, 3, 3)
+    with kiln.no_grad():
+        want = m(x)
+    got_new, got_old = ep.module()(x), old.module()(x)
+
+    def leaves(r):  # (out, (h, c))
+        return [r[0], r[1][0], r[1][1]]
+
+    for a, b_, c in zip(leaves(want), leaves(got_new), leaves(got_old)):
+        assert torch.equal(to_torch(b_), to_torch(c))
+        torch.testing.assert_close(to_torch(c), to_torch(a), rtol=1e-6, atol=1e-6)
+    # the old program keeps its reserves (7 * 3 * (5 * 16) floats per layer and direction), the new none
+    assert old.runtime_stats()["planned_bytes"] >= ep.runtime_stats()["planned_bytes"] + 4 * 7 * 3 * 80 * 4

@@ -731,3 +731,72 @@ def test_lstm_fused_past_one_k_chunk(batch):
     x = torch.randn(3, batch, 200, generator=torch.Generator().manual_seed(11))
     hx = states("lstm", 2, 2, batch, 160, dtype=torch.float32)
     compare(km, tm, x, hx, tol=5e-5)
+
+
+# ---- lstm_layer's train flag (as _cudnn_rnn's): inference keeps nothing for a backward -----------
+def _lstm_layer_args(I, H, B, T, dtype, proj, seed=3):
+    g = torch.Generator().manual_seed(seed)
+
+    def t(*shape):
+        return to_kiln(torch.randn(*shape, dtype=dtype, generator=g) * 0.5)
+
+    R = 8 if proj else H
+    return (t(T, B, I), t(B, R), t(B, H), t(4 * H, I), t(4 * H, R), t(4 * H), t(4 * H),
+            t(R, H) if proj else None)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("I,H,B,T,dtype,proj", [
+    (24, 32, 1, 5, torch.float32, False),   # fused, the projection one GEMM first
+    (24, 32, 8, 4, torch.float32, False),   # fused, the projection inside the steps
+    (24, 32, 3, 1, torch.float32, False),   # fused, one step
+    (0, 16, 2, 3, torch.float32, False),    # fused, no input columns
+    (5, 20, 3, 4, torch.float32, False),    # H % 16 != 0: per-step GEMMs
+    (5, 16, 3, 4, torch.float32, True),     # projection
+    (5, 6, 3, 4, torch.float64, False),
+])
+def test_lstm_layer_train_false_gives_the_same_bits_and_no_reserve(I, H, B, T, dtype, proj, reverse):
+    """train=False (what the front end passes when autograd will not record the call) skips every
+    store the backward alone reads; y, h_n and c_n are bit for bit those of train=True."""
+    args = _lstm_layer_args(I, H, B, T, dtype, proj)
+    y1, h1, c1, r1 = kiln.ops.lstm_layer(*args, reverse, train=True)
+    y0, h0, c0, r0 = kiln.ops.lstm_layer(*args, reverse, train=False)
+    assert r0.numel() == 0 and r1.numel() == T * B * (5 * H + (H if proj else 0)) * (8 if dtype == torch.float64 else 4)
+    for a, b in ((y0, y1), (h0, h1), (c0, c1)):
+        assert torch.equal(to_torch(a), to_torch(b))
+    if T == 1 or I == 0:
+        return
+    # and the same as torch (one layer, one direction: the flipped sequence for reverse)
+    tm = torch.nn.LSTM(I, H, proj_size=8 if proj else 0).to(dtype)
+    with torch.no_grad():
+        for p, a in zip(tm.parameters(), [args[3], args[4], args[5], args[6]] + ([args[7]] if proj else [])):
+            p.copy_(to_torch(a))
+    x = to_torch(args[0])
+    ty, (th, tc) = tm(x.flip(0) if reverse else x, (to_torch(args[1])[None], to_torch(args[2])[None]))
+    tol = 1e-12 if dtype == torch.float64 else 2e-5
+    close(y0, ty.flip(0) if reverse else ty, tol)
+    close(c0, tc[0], tol)
+
+
+def test_lstm_front_end_passes_train_only_when_autograd_records():
+    """The module under no_grad (or with nothing requiring grad) runs with train=False, else True: the
+    same results either way, and a backward after the recorded call."""
+    km, tm = pair("lstm", torch.float32, input_size=24, hidden_size=32, num_layers=2)
+    x = torch.randn(6, 8, 24, generator=torch.Generator().manual_seed(1))
+    with kiln.no_grad():
+        ref = to_torch(km(to_kiln(x))[0])
+    out = km(to_kiln(x))[0]
+    assert out.requires_grad and torch.equal(to_torch(out.detach()), ref)
+    out.sum().backward()
+    assert km.weight_hh_l0.grad is not None
+    with kiln.no_grad():
+        ep = kiln.export.export(km, (to_kiln(x),))
+    layers = [n for n in ep.graph.nodes if n.op == "lstm_layer"]
+    assert len(layers) == 2 and all(n.attrs[-1] == "False" for n in layers)
+
+
+def test_lstm_layer_backward_of_an_inference_call_raises():
+    args = [a.requires_grad_() if a is not None else None for a in _lstm_layer_args(4, 16, 2, 3, torch.float32, False)]
+    y, _, _, _ = kiln.ops.lstm_layer(*args, False, train=False)
+    with pytest.raises(RuntimeError, match="train=False"):
+        y.sum().backward()

@@ -14,6 +14,11 @@ namespace kiln::cpu {
 bool team_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
                 int64_t ldb, float* C, int64_t ldc);
 
+// C = op(A) op(B) on kiln's packed GEMM, always (its bits depend neither on the thread count nor on
+// the split of work; on the base table it is plain C++: callers there keep OpenBLAS).
+void kiln_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                int64_t ldb, float* C, int64_t ldc);
+
 // For the runtime's learning (parallel.h), an OpenBLAS call big enough for several threads: a region
 // where kiln's GEMM takes it in a team (`reroutable`), else a call a team would leave on one thread.
 void count_blas_call(bool reroutable);

@@ -321,8 +321,10 @@ template <int G>
   for (int k = 0; k < 4; ++k)
     for (int q = 0; q < G; ++q) act[q][k] = k == 2 ? tanh8(act[q][k]) : sigm8(act[q][k]);
   for (int q = 0; q < G; ++q) {
-    float* g = s.gates + row[q] * 4 * H + j[q];
-    for (int k = 0; k < 4; ++k) st(g + k * H, act[q][k]);
+    if (s.store_gates) {
+      float* g = s.gates + row[q] * 4 * H + j[q];
+      for (int k = 0; k < 4; ++k) st(g + k * H, act[q][k]);
+    }
     c[q] = vfma(act[q][1], ld(s.c_prev + row[q] * H + j[q]), mul(act[q][0], act[q][2]));
     st(s.c + row[q] * H + j[q], c[q]);
   }
@@ -335,8 +337,10 @@ template <int G>
 // dropped the prefetches.)
 #define KILN_LSTM_PREFETCH_CELL(s, b0, mr, j)                                                            \
   for (int r_ = 0; r_ < (mr); ++r_) {                                                                     \
-    const float* g_ = (s).gates + ((b0) + r_) * 4 * (s).H + (j);                                          \
-    for (int q_ = 0; q_ < 4; ++q_) _mm_prefetch(reinterpret_cast<const char*>(g_ + q_ * (s).H), _MM_HINT_T0); \
+    if ((s).store_gates || !(s).x) {                                                                      \
+      const float* g_ = (s).gates + ((b0) + r_) * 4 * (s).H + (j);                                        \
+      for (int q_ = 0; q_ < 4; ++q_) _mm_prefetch(reinterpret_cast<const char*>(g_ + q_ * (s).H), _MM_HINT_T0); \
+    }                                                                                                     \
     _mm_prefetch(reinterpret_cast<const char*>((s).c_prev + ((b0) + r_) * (s).H + (j)), _MM_HINT_T0);     \
     _mm_prefetch(reinterpret_cast<const char*>((s).c + ((b0) + r_) * (s).H + (j)), _MM_HINT_T0);          \
     _mm_prefetch(reinterpret_cast<const char*>((s).h + ((b0) + r_) * (s).H + (j)), _MM_HINT_T0);          \

@@ -124,13 +124,18 @@ void count_blas_call(bool reroutable) {
 bool team_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
                 int64_t ldb, float* C, int64_t ldc) {
   if (!kiln_sgemm_preferred()) return false;
+  kiln_sgemm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+  return true;
+}
+
+void kiln_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                int64_t ldb, float* C, int64_t ldc) {
   GemmArgs g;
   g.M = M, g.N = N, g.K = K;
   g.a = A, g.a_rs = ta ? 1 : lda, g.a_cs = ta ? lda : 1;
   g.b = B, g.b_rs = tb ? 1 : ldb, g.b_cs = tb ? ldb : 1;
   g.c = C, g.c_rs = ldc, g.c_cs = 1;
   cpu_kernels().gemm_lowp[static_cast<int>(kFloat32)](g);
-  return true;
 }
 }  // namespace cpu
 

@@ -230,6 +230,7 @@ void grad_w_hh(const T* dg, int64_t G, const T* h0, const T* y, int64_t R, int64
 template <class T>
 void lstm_forward(const TensorList& in_, const Attrs& a, TensorList& out) {
   const bool reverse = attr<bool>(a, 0);
+  const bool train = a.size() < 2 || attr<bool>(a, 1);  // (archives from before the attribute: true)
   TensorList in;
   for (const Tensor& t : in_) in.push_back(contig(t));
   const Dims d = lstm_dims("lstm_layer", in);
@@ -238,13 +239,28 @@ void lstm_forward(const TensorList& in_, const Attrs& a, TensorList& out) {
   std::vector<T> bias = bias_vec<T>(in[5], G), b2 = bias_vec<T>(in[6], G);
   for (int64_t k = 0; k < G; ++k) bias[k] += b2[k];
   T* y = ptr<T>(out[0]);
+  // Training: the reserve keeps every step's gates and cell state for the backward. Inference
+  // (train=False; the reserve is empty) keeps nothing it need not: the fused float32 steps write
+  // the cell states to two alternating rows of buffers and no gates (none at all when the input
+  // projection is fused in, else only the projection's product); the other paths use a scratch
+  // laid out as the reserve.
+  const bool fusable = std::is_same_v<T, float> && !proj && lstm_fused_ok(H);
+  const bool in_step = fusable && d.I > 0 && (T_ == 1 || B >= 8);
+  std::unique_ptr<T[]> scratch;
   T* gates = static_cast<T*>(out[3].data_ptr());
-  T* cs = gates + T_ * B * G;
+  if (!train) {
+    const int64_t n = !fusable ? T_ * B * (5 * H + (proj ? H : 0)) : (in_step ? 0 : T_ * B * G) + 2 * B * H;
+    scratch = std::make_unique_for_overwrite<T[]>(static_cast<size_t>(std::max<int64_t>(n, 1)));
+    gates = scratch.get();
+  }
+  T* cs = gates + (train || !fusable || !in_step ? T_ * B * G : 0);
   T* hp = cs + T_ * B * H;  // projection only
+  // step t's cell state
+  auto c_at = [&](int64_t t) { return train || !fusable ? cs + t * B * H : cs + (t & 1) * B * H; };
   const T *h0 = ptr<T>(in[1]), *c0 = ptr<T>(in[2]), *whh = ptr<T>(in[4]), *whr = ptr<T>(in[7]);
   bool fused = false;  // float32 without projection: the recurrent GEMM runs inside the step
   if constexpr (std::is_same_v<T, float>) {
-    if (!proj && lstm_fused_ok(H)) {
+    if (fusable) {
       fused = true;
       const FwdPanels wp = packed_fwd_panels(in[4], H, H);
       // The input projection runs inside the steps, on W_ih's cached panels, for one step (a decoding
@@ -252,23 +268,30 @@ void lstm_forward(const TensorList& in_, const Attrs& a, TensorList& out) {
       // more: each panel then serves enough rows, and no (T, B, 4H) product goes out to memory and
       // back (measured on Zen 4: 7% faster per layer at batch 32, even at 8, slower below). Other
       // sequences project all their steps with one GEMM first (W_ih read once, not once per step).
-      const bool in_step = d.I > 0 && (T_ == 1 || B >= 8);  // (no input columns: the GEMM's zeros)
+      // (in_step, above; no input columns: the GEMM's zeros)
       const FwdPanels wxp = in_step ? packed_fwd_panels(in[3], H, d.I) : FwdPanels{};
-      if (!in_step) gemm<T>(false, true, T_ * B, G, d.I, ptr<T>(in[0]), d.I, ptr<T>(in[3]), d.I, T(0), gates, G);
+      // The projection runs on kiln's GEMM: its bits depend on no thread count, it runs on kiln's
+      // threads (not beside them on OpenBLAS's pool), and it is faster (Zen 4, 128 x 1024 x 256, one
+      // thread: 3% per layer against OpenBLAS 0.3.21).
+      if (!in_step && d.I > 0 && T_ * B > 0)
+        cpu::kiln_sgemm(false, true, T_ * B, G, d.I, ptr<T>(in[0]), d.I, ptr<T>(in[3]), d.I, gates, G);
+      else if (!in_step)
+        std::fill(gates, gates + T_ * B * G, 0.0f);
       // a zero initial state (the module's default) with finite W_hh: step 0's recurrent product is 0
       const bool h0_zero = wp.finite && std::all_of(h0, h0 + B * H, [](float v) { return v == 0.0f; });
       auto step_at = [&](int64_t s) {
         const int64_t t = reverse ? T_ - 1 - s : s, tp = reverse ? t + 1 : t - 1;
         LstmFusedFwd f{s == 0 ? (h0_zero ? nullptr : h0) : y + tp * B * H,
                        ptr<float>(wp.panels),
-                       gates + t * B * G,
+                       in_step && !train ? nullptr : gates + t * B * G,
                        bias.data(),
-                       s == 0 ? c0 : cs + tp * B * H,
-                       cs + t * B * H,
+                       s == 0 ? c0 : c_at(tp),
+                       c_at(t),
                        y + t * B * H,
                        B,
                        H};
         f.backwards = s % 2 == 1;
+        f.store_gates = train;
         if (in_step) f.x = ptr<float>(in[0]) + t * B * d.I, f.wxp = ptr<float>(wxp.panels), f.I = d.I;
         return f;
       };
@@ -294,7 +317,7 @@ void lstm_forward(const TensorList& in_, const Attrs& a, TensorList& out) {
   }
   const int64_t tl = reverse ? 0 : T_ - 1;
   copy_to<T>(out[1], y + tl * B * R, B * R);
-  copy_to<T>(out[2], cs + tl * B * H, B * H);
+  copy_to<T>(out[2], c_at(tl), B * H);
 }
 
 template <class T>

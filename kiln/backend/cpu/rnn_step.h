@@ -110,6 +110,9 @@ struct LstmFusedFwd {
   // run the unit blocks last to first: odd steps do, so a step starts on the panels the step before
   // ended on, still in L2 where all of them do not fit (W_hh of an LSTM 256 is 1 MiB)
   bool backwards = false;
+  // keep the activated gates in `gates` (for the backward); an inference call (lstm_layer's
+  // train=False) does not, and with the input projection fused in has no gates buffer at all
+  bool store_gates = true;
 };
 // One backward step for unit blocks [u0, u1) (16 units each): dh = dy + dh_add (if given) +
 // dg_next W_hh (if given), then the LstmBackStep update.
