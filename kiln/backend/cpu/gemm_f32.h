@@ -279,31 +279,57 @@ inline void transpose16x16_epi16(__m256i* r) {
 // (16 x 16 blocks transposed at 16 bits, then widened: half the shuffles per element of the float32
 // transposes) into one zmm chain per group, lane i = output i: each output still accumulates
 // acc = fma(x[k], m(k, j), acc) from 0 in k order per slice, the packed path's arithmetic.
-// gemv_dot_block for float16 rows on AVX-512: 16 outputs, lane i = output i, in one zmm chain: each
-// output still accumulates acc = fma(x[k], m(k, j), acc) from 0 in k order per slice, the packed
-// path's arithmetic. 16 x 16 blocks are transposed at 16 bits, then widened: half the shuffles per
-// element of the float32 transposes. (Measured on Zen 4, 4096 x 4096, one thread: 6.6 GB/s before,
-// 15.4 after; two groups of 16 at once were slower, 13.0: 32 rows read side by side, and rows of
-// a power-of-two length all fall in one L1 set.)
-inline void gemv_dot_block16_f16(const float* x, const Half* const* rows, const Slicing& sl, float* tot) {
+// gemv_dot_block for float16 rows on AVX-512: G groups of 16 outputs, lane i of group g = output
+// 16 g + i, one zmm chain per group: each output still accumulates acc = fma(x[k], m(k, j), acc)
+// from 0 in k order per slice, the packed path's arithmetic. 16 x 16 blocks are transposed at 16
+// bits, then widened: half the shuffles per element of the float32 transposes. Each row is read a
+// whole line (32 elements) at a time: rows of a power-of-two length (a 4096-wide weight: 8 KiB)
+// all fall in one L1 set, so a half line read now would be evicted before its other half is.
+// (Zen 4, 4096 x 4096, one thread: 6.6 GB/s with the float32 transposes, 16-17 now, 22 when the
+// matrix sits in L3; bound by the shuffles: two groups at once, G = 2, were no faster.)
+template <int G>
+void gemv_dot_block16_f16(const float* x, const Half* const* rows, const Slicing& sl, float* tot) {
   for (int64_t kb = 0; kb < sl.nk; ++kb) {
     const int64_t k0 = kb * sl.kcb, k1 = std::min(sl.K, k0 + sl.kcb);
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc[G];
+    for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
+    auto fmas = [&](__m512& a, const __m256i* r, int64_t k) {
+#pragma GCC unroll 16
+      for (int e = 0; e < 16; ++e) a = _mm512_fmadd_ps(_mm512_set1_ps(x[k + e]), _mm512_cvtph_ps(r[e]), a);
+    };
     int64_t k = k0;
-    for (; k + 16 <= k1; k += 16) {
-      __m256i r[16];
+    for (; k + 32 <= k1; k += 32)
+#pragma GCC unroll 2
+      for (int g = 0; g < G; ++g) {
+        __m256i r[16], hi[16];
 #pragma GCC unroll 16
-      for (int i = 0; i < 16; ++i) r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[i] + k));
-      transpose16x16_epi16(r);
+        for (int i = 0; i < 16; ++i) {
+          const __m512i v = _mm512_loadu_si512(reinterpret_cast<const void*>(rows[g * 16 + i] + k));
+          r[i] = _mm512_castsi512_si256(v), hi[i] = _mm512_extracti64x4_epi64(v, 1);
+        }
+        transpose16x16_epi16(r);
+        fmas(acc[g], r, k);
+        transpose16x16_epi16(hi);
+        fmas(acc[g], hi, k + 16);
+      }
+    for (; k + 16 <= k1; k += 16)
+      for (int g = 0; g < G; ++g) {
+        __m256i r[16];
 #pragma GCC unroll 16
-      for (int e = 0; e < 16; ++e) acc = _mm512_fmadd_ps(_mm512_set1_ps(x[k + e]), _mm512_cvtph_ps(r[e]), acc);
+        for (int i = 0; i < 16; ++i) r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[g * 16 + i] + k));
+        transpose16x16_epi16(r);
+        fmas(acc[g], r, k);
+      }
+    for (; k < k1; ++k)
+      for (int g = 0; g < G; ++g) {
+        alignas(64) float v[16];
+        for (int i = 0; i < 16; ++i) v[i] = to_f32(rows[g * 16 + i][k]);
+        acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(x[k]), _mm512_load_ps(v), acc[g]);
+      }
+    for (int g = 0; g < G; ++g) {
+      float* t = tot + 16 * g;
+      _mm512_storeu_ps(t, kb == 0 ? acc[g] : _mm512_add_ps(_mm512_loadu_ps(t), acc[g]));
     }
-    for (; k < k1; ++k) {
-      alignas(64) float v[16];
-      for (int i = 0; i < 16; ++i) v[i] = to_f32(rows[i][k]);
-      acc = _mm512_fmadd_ps(_mm512_set1_ps(x[k]), _mm512_load_ps(v), acc);
-    }
-    _mm512_storeu_ps(tot, kb == 0 ? acc : _mm512_add_ps(_mm512_loadu_ps(tot), acc));
   }
 }
 #endif
@@ -317,7 +343,7 @@ void gemv_dot(const float* x, const T* m, int64_t js, int64_t n, const Slicing& 
     for (; j + 16 <= n; j += 16) {
       const Half* rows[16];
       for (int i = 0; i < 16; ++i) rows[i] = m + (j + i) * js;
-      gemv_dot_block16_f16(x, rows, sl, tot + j);
+      gemv_dot_block16_f16<1>(x, rows, sl, tot + j);
     }
     if (j >= n) return;
     m += j * js, n -= j, tot += j;
