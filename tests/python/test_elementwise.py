@@ -379,3 +379,38 @@ def test_complex_helpers():
     check(lambda m, t: m.conj(t).resolve_conj() if m is torch else m.conj(t), z)
     check(lambda m, t: m.view_as_complex(t), make((3, 2), "float32"))
     check(lambda m, t: m.angle(t), z)
+
+
+# ---- bfloat16 / float16 lookup tables -------------------------------------------------------------
+_LUT_FNS = {
+    "exp": kiln.exp, "expm1": kiln.expm1, "log": kiln.log, "log1p": kiln.log1p, "tanh": kiln.tanh,
+    "sigmoid": kiln.sigmoid, "erf": kiln.erf, "sin": kiln.sin, "cos": kiln.cos,
+    "gelu": kiln.nn.functional.gelu, "gelu_tanh": lambda t: kiln.nn.functional.gelu(t, approximate="tanh"),
+    "silu": kiln.nn.functional.silu,
+}
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("name", sorted(_LUT_FNS))
+def test_half_lookup_tables_equal_the_vector_path(name, dtype):
+    """Long contiguous bfloat16 / float16 runs of the vectorised unary ops read a 65536-entry table of
+    the vector path's results: every code (NaN payloads, infinities, subnormals included) must give the
+    bits that runs too short for the table (2048 elements, the vector path) give."""
+    import numpy as np
+    fn = _LUT_FNS[name]
+    codes = np.arange(65536, dtype=np.uint16)
+    x = kiln.from_numpy(codes.view(np.int16).copy()).view(getattr(kiln, dtype))
+    whole = fn(x).view(kiln.int16).numpy()          # one run of 65536: the table
+    parts = np.concatenate([fn(x[i:i + 2048].clone()).view(kiln.int16).numpy() for i in range(0, 65536, 2048)])
+    assert np.array_equal(whole, parts), np.nonzero(whole != parts)[0][:10]
+    # and torch's values where both are finite (bfloat16: torch computes in float32 and rounds once)
+    tx = torch.from_numpy(codes.view(np.int16).copy()).view(getattr(torch, dtype))
+    tfn = {"gelu": torch.nn.functional.gelu, "silu": torch.nn.functional.silu,
+           "gelu_tanh": lambda t: torch.nn.functional.gelu(t, approximate="tanh")}.get(name) or getattr(torch, name)
+    want = tfn(tx).float()
+    got = torch.from_numpy(whole).view(getattr(torch, dtype)).float()
+    # (finite inputs: torch's bfloat16 GELU of +inf is NaN on some CPUs, kiln's is +inf)
+    xin = torch.isfinite(tx.float())
+    assert torch.equal(torch.isnan(got[xin]), torch.isnan(want[xin]))
+    fin = torch.isfinite(want) & torch.isfinite(got)
+    torch.testing.assert_close(got[fin], want[fin], rtol=2 ** -7 if dtype == "bfloat16" else 2 ** -9, atol=1e-6)
