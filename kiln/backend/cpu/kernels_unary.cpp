@@ -273,8 +273,12 @@ template <U OP, class T>
 // element right behind the input loads stalls them when the two tensors lie a multiple of 4 KiB
 // apart: the loads' low address bits match the stores', which the CPU takes for a dependence). Not
 // vectorised: GCC's gathers from scalar inserts are slower than the loads.
-[[gnu::noinline, gnu::optimize("no-tree-vectorize")]] void lut_run(const uint16_t* table, const uint16_t* x,
-                                                                   uint16_t* o, int64_t n) {
+#if defined(__clang__)
+#define KILN_NOT_VECTORISED
+#else
+#define KILN_NOT_VECTORISED __attribute__((optimize("no-tree-vectorize")))
+#endif
+[[gnu::noinline]] KILN_NOT_VECTORISED void lut_run(const uint16_t* table, const uint16_t* x, uint16_t* o, int64_t n) {
   alignas(64) uint16_t buf[64];
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
