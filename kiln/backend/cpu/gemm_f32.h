@@ -349,12 +349,15 @@ void gemv_dot(const float* x, const T* m, int64_t js, int64_t n, const Slicing& 
     m += j * js, n -= j, tot += j;
   }
 #endif
-  for (int64_t j = 0; j < n; j += 32) {
-    const T* rows[32];
-    for (int i = 0; i < 32; ++i) rows[i] = m + std::min<int64_t>(j + i, n - 1) * js;  // past n: repeats
-    switch (std::min<int64_t>(4, ceil_div(n - j, 8))) {
-      case 4: gemv_dot_block<4>(x, rows, sl, tot + j); break;
-      case 3: gemv_dot_block<3>(x, rows, sl, tot + j); break;
+  // Two groups of 8 rows at a time, one when the rows lie a multiple of 4 KiB apart: then they all
+  // fall in one L1 set (8 ways), and 16 rows read side by side evict each other's lines before
+  // their next elements are read (Zen 4, avx2 table, float16 1 x K @ 4096 x K^T on one thread:
+  // K = 4096: 6.8 GB/s with four groups, 10.4 with two, 12.3 with one; K = 4128: 10.9, 15.5, 11.6).
+  const int gmax = (js * static_cast<int64_t>(sizeof(T))) % 4096 == 0 ? 1 : 2;
+  for (int64_t j = 0; j < n; j += 8 * gmax) {
+    const T* rows[16];
+    for (int i = 0; i < 16; ++i) rows[i] = m + std::min<int64_t>(j + i, n - 1) * js;  // past n: repeats
+    switch (std::min<int64_t>(gmax, ceil_div(n - j, 8))) {
       case 2: gemv_dot_block<2>(x, rows, sl, tot + j); break;
       default: gemv_dot_block<1>(x, rows, sl, tot + j); break;
     }
