@@ -49,16 +49,25 @@ inline int64_t batch_grain(int64_t m, int64_t n) {
   return std::max<int64_t>(1, (int64_t(1) << 16) / work);
 }
 
-// (R, C) row-major src -> column-major dst (leading dimension R), and back.
+// (R, C) row-major src -> column-major dst (leading dimension R), and back, in 16 x 16 tiles (element
+// by element, one side's accesses are a row length apart: a cache miss each from n = 64 up).
+template <class T>
+void transpose_tiles(const T* src, int64_t R, int64_t C, T* dst) {  // dst (C x R) = src (R x C)^T
+  constexpr int64_t kT = 16;
+  for (int64_t i0 = 0; i0 < R; i0 += kT)
+    for (int64_t j0 = 0; j0 < C; j0 += kT) {
+      const int64_t i1 = std::min(R, i0 + kT), j1 = std::min(C, j0 + kT);
+      for (int64_t j = j0; j < j1; ++j)
+        for (int64_t i = i0; i < i1; ++i) dst[j * R + i] = src[i * C + j];
+    }
+}
 template <class T>
 void to_cm(const T* src, int64_t R, int64_t C, T* dst) {
-  for (int64_t i = 0; i < R; ++i)
-    for (int64_t j = 0; j < C; ++j) dst[j * R + i] = src[i * C + j];
+  transpose_tiles(src, R, C, dst);
 }
 template <class T>
 void from_cm(const T* src, int64_t R, int64_t C, T* dst) {
-  for (int64_t i = 0; i < R; ++i)
-    for (int64_t j = 0; j < C; ++j) dst[i * C + j] = src[j * R + i];
+  transpose_tiles(src, C, R, dst);
 }
 
 // The element offset of every matrix of x (contiguous, (..., R, C)) for each index of `batch`,
