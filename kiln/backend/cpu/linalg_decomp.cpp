@@ -63,8 +63,10 @@ void qr_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& o
           lp::geqrf<T>(int(m), int(n), w.data(), int(m), tau.data(), work.data(), lw);
         }
         T* r = rp + b * rr * n;
-        for (int64_t i = 0; i < rr; ++i)
-          for (int64_t j = 0; j < n; ++j) r[i * n + j] = j >= i ? w[j * m + i] : T(0);
+        for (int64_t i0 = 0; i0 < rr; i0 += 16)  // (in tiles: w is column-major, r row-major)
+          for (int64_t j0 = 0; j0 < n; j0 += 16)
+            for (int64_t j = j0; j < std::min(n, j0 + 16); ++j)
+              for (int64_t i = i0; i < std::min(rr, i0 + 16); ++i) r[i * n + j] = j >= i ? w[j * m + i] : T(0);
         if (!want_q || m == 0 || qc == 0) continue;
         std::fill(q.begin(), q.end(), T(0));
         std::copy(w.begin(), w.begin() + m * std::min(qc, n), q.begin());  // the reflectors' columns
