@@ -40,6 +40,14 @@ OpRegistrar reg_lstm_layer{op_lstm_layer, "lstm_layer(Tensor input, Tensor h0, T
 SpecList lstm_back_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   auto d = lstm_dims(op.name, SpecList{in[0], in[1], in[2], in[3], in[4], {}, {}, in[5]});
   Dtype dt = in[0].dtype();
+  check_shape(op.name, "output", in[6], {d.T, d.B, d.R});
+  // the reserve a call with train=True returns (the kernel reads all of it)
+  const SymInt n = bytes(dt, d.T * d.B * (5 * d.H + (in[5].defined() ? d.H : 0)));
+  KILN_CHECK(in[7].defined() && in[7].dtype() == kUInt8 && in[7].dim() == 1, Runtime, op.name,
+             "reserve should be the uint8 vector lstm_layer returned");
+  KILN_CHECK(!(in[7].sizes()[0] == 0) || n == 0, Runtime, op.name,
+             "the reserve is empty: the forward call was made with train=False and kept nothing for a backward");
+  check_shape(op.name, "reserve", in[7], {n});
   check_shape(op.name, "grad_output", in[8], {d.T, d.B, d.R});
   check_shape(op.name, "grad_h_n", in[9], {d.B, d.R});
   check_shape(op.name, "grad_c_n", in[10], {d.B, d.H});
@@ -91,6 +99,10 @@ OpRegistrar reg_gru_layer{op_gru_layer, "gru_layer(Tensor input, Tensor h0, Tens
 SpecList gru_back_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   auto d = gru_dims(op.name, SpecList{in[0], in[1], in[2], in[3]});
   Dtype dt = in[0].dtype();
+  check_shape(op.name, "output", in[4], {d.T, d.B, d.H});
+  KILN_CHECK(in[5].defined() && in[5].dtype() == kUInt8 && in[5].dim() == 1, Runtime, op.name,
+             "reserve should be the uint8 vector gru_layer returned");
+  check_shape(op.name, "reserve", in[5], {bytes(dt, d.T * d.B * 4 * d.H)});
   check_shape(op.name, "grad_output", in[6], {d.T, d.B, d.H});
   check_shape(op.name, "grad_h_n", in[7], {d.B, d.H});
   const int64_t m = attr<int64_t>(a, 1);
@@ -141,6 +153,10 @@ OpRegistrar reg_rnn_layer{op_rnn_layer, "rnn_layer(Tensor input, Tensor h0, Tens
 SpecList rnn_back_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   auto d = layer_dims(op.name, in[0], in[2], 1);
   Dtype dt = in[0].dtype();
+  check_shape(op.name, "weight_ih", in[2], {d.H, d.I});
+  check_shape(op.name, "weight_hh", in[3], {d.H, d.H});
+  check_shape(op.name, "h0", in[1], {d.B, d.H});
+  check_shape(op.name, "output", in[4], {d.T, d.B, d.H});
   check_shape(op.name, "grad_output", in[5], {d.T, d.B, d.H});
   check_shape(op.name, "grad_h_n", in[6], {d.B, d.H});
   const int64_t m = attr<int64_t>(a, 2);

@@ -545,8 +545,8 @@ TEST(Gemm, Float8PairsToFloat32) {
 }
 
 // Large matrix-vector products, split between threads: against the reference, and 1 vs 2 threads.
-// (float16 with k-contiguous rows: the AVX-512 table's 16 x 16 transposes, slices of 250 = 15 blocks
-// of 16 and a tail, 48 groups of 16 outputs and 9 left to the 8-wide path.)
+// (float16 with k-contiguous rows: the AVX-512 table's 16 x 16 transposes, slices of 250 = 7 blocks
+// of 32, one of 16 and a tail of 10; 48 groups of 16 outputs and 9 left to the 8-wide path.)
 template <class T>
 void gemv_large() {
   std::mt19937 rng(23);

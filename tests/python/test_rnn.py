@@ -789,10 +789,36 @@ def test_lstm_front_end_passes_train_only_when_autograd_records():
     assert out.requires_grad and torch.equal(to_torch(out.detach()), ref)
     out.sum().backward()
     assert km.weight_hh_l0.grad is not None
-    with kiln.no_grad():
-        ep = kiln.export.export(km, (to_kiln(x),))
+    # export traces with grad off itself: the program's layers run with train=False whatever the
+    # caller's grad mode (the parameters require grad here)
+    ep = kiln.export.export(km, (to_kiln(x),))
     layers = [n for n in ep.graph.nodes if n.op == "lstm_layer"]
     assert len(layers) == 2 and all(n.attrs[-1] == "False" for n in layers)
+    # inputs and parameters that require nothing: train=False too, the same bits
+    for p in km.parameters():
+        p.requires_grad_(False)
+    out = km(to_kiln(x))[0]
+    assert not out.requires_grad and torch.equal(to_torch(out), ref)
+
+
+@pytest.mark.parametrize("batch,steps", [(1, 7), (8, 5), (3, 1)])
+def test_lstm_layer_train_false_on_two_threads(batch, steps):
+    """The fused steps split the unit blocks between two threads; with train=False the cell states
+    alternate between two buffers: the same bits as train=True, on one thread and on two."""
+    args = _lstm_layer_args(256, 256, batch, steps, torch.float32, False, seed=8)
+    want = kiln.ops.lstm_layer(*args, False, train=True)[:3]
+    kiln.set_num_threads(2)
+    try:
+        for reverse in (False, True):
+            ref = kiln.ops.lstm_layer(*args, reverse, train=True)[:3]
+            got = kiln.ops.lstm_layer(*args, reverse, train=False)[:3]
+            for a, b in zip(got, ref):
+                assert torch.equal(to_torch(a), to_torch(b))
+            if not reverse:
+                for a, b in zip(got, want):
+                    assert torch.equal(to_torch(a), to_torch(b))
+    finally:
+        kiln.set_num_threads(1)
 
 
 def test_lstm_layer_backward_of_an_inference_call_raises():
@@ -800,3 +826,42 @@ def test_lstm_layer_backward_of_an_inference_call_raises():
     y, _, _, _ = kiln.ops.lstm_layer(*args, False, train=False)
     with pytest.raises(RuntimeError, match="train=False"):
         y.sum().backward()
+
+
+def test_layer_backward_ops_check_their_inputs_and_take_missing_gradients_as_zeros():
+    """The fused backward ops are public (kiln.ops): a reserve of the wrong size (an empty one from a
+    train=False call included) or a wrong output raises; a left-out incoming gradient is zeros."""
+    x, h, c = kiln.randn(3, 2, 4), kiln.zeros(2, 16), kiln.zeros(2, 16)
+    wi, wh = kiln.randn(64, 4), kiln.randn(64, 16)
+    y, _, _, r0 = kiln.ops.lstm_layer(x, h, c, wi, wh, None, None, None, False, train=False)
+    with pytest.raises(RuntimeError, match="train=False"):
+        kiln.ops.lstm_layer_backward(x, h, c, wi, wh, None, y, r0, kiln.ones_like(y), None, None, False, 31)
+    y, _, _, r = kiln.ops.lstm_layer(x, h, c, wi, wh, None, None, None, False)
+    with pytest.raises(RuntimeError, match="reserve has shape"):
+        kiln.ops.lstm_layer_backward(x, h, c, wi, wh, None, y, r[:10], kiln.ones_like(y), None, None, False, 31)
+    with pytest.raises(RuntimeError, match="uint8"):
+        kiln.ops.lstm_layer_backward(x, h, c, wi, wh, None, y, kiln.zeros(r.numel()), kiln.ones_like(y), None, None,
+                                     False, 31)
+    with pytest.raises(RuntimeError, match="output has shape"):
+        kiln.ops.lstm_layer_backward(x, h, c, wi, wh, None, y[:1], r, kiln.ones_like(y), None, None, False, 31)
+    left_out = kiln.ops.lstm_layer_backward(x, h, c, wi, wh, None, y, r, kiln.ones_like(y), None, None, False, 31)
+    zeros = kiln.ops.lstm_layer_backward(x, h, c, wi, wh, None, y, r, kiln.ones_like(y), kiln.zeros(2, 16),
+                                         kiln.zeros(2, 16), False, 31)
+    for a, b in zip(left_out[:5], zeros[:5]):
+        assert torch.equal(to_torch(a), to_torch(b))
+    wg, whg = kiln.randn(48, 4), kiln.randn(48, 16)
+    y, hn, r = kiln.ops.gru_layer(x, h, wg, whg, None, None, False)
+    a = kiln.ops.gru_layer_backward(x, h, wg, whg, y, r, None, kiln.ones_like(hn), False, 15)
+    b = kiln.ops.gru_layer_backward(x, h, wg, whg, y, r, kiln.zeros_like(y), kiln.ones_like(hn), False, 15)
+    for u, v in zip(a[:4], b[:4]):
+        assert torch.equal(to_torch(u), to_torch(v))
+    with pytest.raises(RuntimeError, match="reserve has shape"):
+        kiln.ops.gru_layer_backward(x, h, wg, whg, y, r[:5], None, None, False, 15)
+    wr, whr = kiln.randn(16, 4), kiln.randn(16, 16)
+    y, hn = kiln.ops.rnn_layer(x, h, wr, whr, None, None, False, False)
+    a = kiln.ops.rnn_layer_backward(x, h, wr, whr, y, None, kiln.ones_like(hn), False, False, 31)
+    b = kiln.ops.rnn_layer_backward(x, h, wr, whr, y, kiln.zeros_like(y), kiln.ones_like(hn), False, False, 31)
+    for u, v in zip(a[:4], b[:4]):
+        assert torch.equal(to_torch(u), to_torch(v))
+    with pytest.raises(RuntimeError, match="output has shape"):
+        kiln.ops.rnn_layer_backward(x, h, wr, whr, y[:1], None, None, False, False, 31)

@@ -275,10 +275,6 @@ inline void transpose16x16_epi16(__m256i* r) {
   }
 }
 
-// gemv_dot_block for float16 rows on AVX-512: G groups of 16 outputs, the matrix read as float16
-// (16 x 16 blocks transposed at 16 bits, then widened: half the shuffles per element of the float32
-// transposes) into one zmm chain per group, lane i = output i: each output still accumulates
-// acc = fma(x[k], m(k, j), acc) from 0 in k order per slice, the packed path's arithmetic.
 // gemv_dot_block for float16 rows on AVX-512: G groups of 16 outputs, lane i of group g = output
 // 16 g + i, one zmm chain per group: each output still accumulates acc = fma(x[k], m(k, j), acc)
 // from 0 in k order per slice, the packed path's arithmetic. 16 x 16 blocks are transposed at 16

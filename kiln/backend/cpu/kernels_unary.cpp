@@ -4,6 +4,8 @@
 #include <cstring>
 #include <memory>
 
+#include <xmmintrin.h>
+
 #include "kiln/backend/cpu/isa_util.h"
 #include "kiln/backend/cpu/math.h"
 #include "kiln/backend/cpu/vec.h"
@@ -281,23 +283,31 @@ template <U OP, class T>
 [[gnu::noinline]] KILN_NOT_VECTORISED void lut_run(const uint16_t* table, const uint16_t* x, uint16_t* o, int64_t n) {
   alignas(64) uint16_t buf[64];
   int64_t i = 0;
-  for (; i + 64 <= n; i += 64) {
+  for (; i + 64 <= n; i += 64) {  // (in place too: a block is read before it is written)
+#if defined(__clang__)
+#pragma clang loop vectorize(disable)
+#endif
     for (int j = 0; j < 64; ++j) buf[j] = table[x[i + j]];
     std::memcpy(o + i, buf, sizeof(buf));
   }
   for (; i < n; ++i) o[i] = table[x[i]];
 }
 
+// Built under the default floating-point mode (a caller may run with subnormals flushed: attention's
+// tasks do) and never freed (kernels may still run on other threads while the process exits).
 template <U OP, class T>
 const uint16_t* lut16() {
-  static const std::unique_ptr<uint16_t[]> table = [] {
+  static const uint16_t* const table = [] {
     auto t = std::make_unique<uint16_t[]>(65536);
     auto codes = std::make_unique<uint16_t[]>(65536);
     for (int c = 0; c < 65536; ++c) codes[c] = static_cast<uint16_t>(c);
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr & ~0x8040u);  // FTZ and DAZ off
     vec_run<OP, T>(reinterpret_cast<T*>(t.get()), reinterpret_cast<const T*>(codes.get()), 65536);
-    return t;
+    _mm_setcsr(csr);
+    return t.release();
   }();
-  return table.get();
+  return table;
 }
 
 template <U OP, class T>
@@ -310,9 +320,7 @@ void loop(char** data, const int64_t* s, int64_t n, const void* pp) {
     if constexpr (!std::is_same_v<T, float>) {
       if (s[0] == sizeof(T) && s[1] == sizeof(T) && n >= kLutMin) {
         const uint16_t* table = lut16<OP, T>();
-        uint16_t* __restrict o = reinterpret_cast<uint16_t*>(data[0]);
-        const uint16_t* __restrict x = reinterpret_cast<const uint16_t*>(data[1]);
-        lut_run(table, x, o, n);
+        lut_run(table, reinterpret_cast<const uint16_t*>(data[1]), reinterpret_cast<uint16_t*>(data[0]), n);
         return;
       }
     }

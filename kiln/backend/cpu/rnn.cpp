@@ -8,7 +8,8 @@
 // cuDNN's reserve space: not differentiable, so autograd never materialises a gradient for it)
 // holding what the backward reads: LSTM the activated gates
 // (T, B, 4H), the cell states (T, B, H) and, with a projection, o * tanh(c) (T, B, H); GRU r, z, n
-// and W_hn h + b_hn (T, B, 4H).
+// and W_hn h + b_hn (T, B, 4H). An lstm_layer call with train=False (one autograd does not record)
+// returns an empty reserve and keeps none of it (lstm_forward).
 // Backward: per step one pointwise pass (which also accumulates the bias gradients) and one GEMM
 // with W_hh; dx, dW_ih and dW_hh are then single GEMMs over the stacked sequence.
 #include <algorithm>
@@ -196,6 +197,15 @@ void over_steps(int64_t steps, int64_t n, int64_t flops, F&& f) {
   });
 }
 
+// An incoming gradient the caller left out (the schemas' Tensor?: autograd always passes them,
+// kiln.ops callers need not) is zeros of its shape.
+inline Tensor or_zeros(const Tensor& g, Shape shape, Dtype dt) {
+  if (g.defined()) return g;
+  Tensor z = make_tensor(std::move(shape), dt);
+  if (z.numel() > 0) std::memset(z.data_ptr(), 0, static_cast<size_t>(z.numel()) * itemsize(dt));
+  return z;
+}
+
 // dst[0, n) = src[0, n) (dst: a contiguous output; nothing to do for empty ones).
 template <class T>
 void copy_to(const Tensor& dst, const T* src, int64_t n) {
@@ -254,7 +264,7 @@ void lstm_forward(const TensorList& in_, const Attrs& a, TensorList& out) {
     gates = scratch.get();
   }
   T* cs = gates + (train || !fusable || !in_step ? T_ * B * G : 0);
-  T* hp = cs + T_ * B * H;  // projection only
+  T* hp = proj ? cs + T_ * B * H : nullptr;  // projection only
   // step t's cell state
   auto c_at = [&](int64_t t) { return train || !fusable ? cs + t * B * H : cs + (t & 1) * B * H; };
   const T *h0 = ptr<T>(in[1]), *c0 = ptr<T>(in[2]), *whh = ptr<T>(in[4]), *whr = ptr<T>(in[7]);
@@ -330,6 +340,9 @@ void lstm_backward(const TensorList& in_, const Attrs& a, TensorList& out) {
       lstm_dims("lstm_layer_backward", TensorList{in[0], in[1], in[2], in[3], in[4], {}, {}, in[5]});
   const int64_t T_ = d.T, B = d.B, H = d.H, R = d.R, G = 4 * H;
   const bool proj = in[5].defined();
+  in[8] = or_zeros(in[8], {T_, B, R}, in[0].dtype());
+  in[9] = or_zeros(in[9], {B, R}, in[0].dtype());
+  in[10] = or_zeros(in[10], {B, H}, in[0].dtype());
   const T *x = ptr<T>(in[0]), *h0 = ptr<T>(in[1]), *c0 = ptr<T>(in[2]), *wih = ptr<T>(in[3]);
   const T *whh = ptr<T>(in[4]), *whr = ptr<T>(in[5]), *y = ptr<T>(in[6]), *dy = ptr<T>(in[8]);
   const T* gates = static_cast<const T*>(in[7].data_ptr());
@@ -433,6 +446,8 @@ void gru_backward(const TensorList& in_, const Attrs& a, TensorList& out) {
   for (const Tensor& t : in_) in.push_back(contig(t));
   const Dims d = gru_dims("gru_layer_backward", TensorList{in[0], in[1], in[2], in[3]});
   const int64_t T_ = d.T, B = d.B, H = d.H, G = 3 * H;
+  in[6] = or_zeros(in[6], {T_, B, H}, in[0].dtype());
+  in[7] = or_zeros(in[7], {B, H}, in[0].dtype());
   const T *x = ptr<T>(in[0]), *h0 = ptr<T>(in[1]), *wih = ptr<T>(in[2]), *whh = ptr<T>(in[3]);
   const T *y = ptr<T>(in[4]), *dy = ptr<T>(in[6]);
   const T* res = static_cast<const T*>(in[5].data_ptr());
@@ -491,6 +506,8 @@ void rnn_backward(const TensorList& in_, const Attrs& a, TensorList& out) {
   TensorList in;
   for (const Tensor& t : in_) in.push_back(contig(t));
   const int64_t T_ = in[0].size(0), B = in[0].size(1), I = in[0].size(2), H = in[2].size(0);
+  in[5] = or_zeros(in[5], {T_, B, H}, in[0].dtype());
+  in[6] = or_zeros(in[6], {B, H}, in[0].dtype());
   const T *x = ptr<T>(in[0]), *h0 = ptr<T>(in[1]), *wih = ptr<T>(in[2]), *whh = ptr<T>(in[3]);
   const T *y = ptr<T>(in[4]), *dy = ptr<T>(in[5]);
   Tensor da_t = make_tensor({T_ * B * H}, in[0].dtype());
