@@ -91,6 +91,10 @@ def build_cases(quick):
             nbytes = rows * rows * 4 + (rows * rows * 4 if full_out else rows * 4)
             cases.append(Case(f"{name} f32 {rows}x{rows} dim={dim}",
                               make_setup([shape], "f32", kf, tf), nbytes, "GB/s"))
+    for tag in ("f32", "bf16"):  # a transposed copy: x.t().contiguous()
+        cases.append(Case(f"transpose copy {tag} {rows}x{rows} (x.t().contiguous())",
+                          make_setup([shape], tag, lambda x: x.t().contiguous(), lambda x: x.t().contiguous()),
+                          2 * rows * rows * DTYPES[tag][2], "GB/s"))
     from gemm_cases import gemm_cases
     cases += gemm_cases(Case, quick)
     n = 1 << 20 if quick else 20_000_000

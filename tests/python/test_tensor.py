@@ -406,3 +406,25 @@ def test_tensor_of_a_zero_dim_numpy_array_is_zero_dim():
         k, t = kiln.tensor(a), torch.tensor(a)
         assert tuple(k.shape) == tuple(t.shape) == ()
         assert k.item() == t.item() and str(k.dtype).split(".")[-1] == str(t.dtype).split(".")[-1]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float16", "int8", "int64", "bool", "complex64",
+                                   "complex128"])
+def test_transposed_copies_by_blocks(dtype):
+    """Copies whose output runs along a dimension the source strides through go by 16 x 16 blocks
+    (creation.cpp): every element lands where numpy puts it, for sizes that are and are not
+    multiples of the block, batch dimensions, flipped sources and converting copies."""
+    import numpy as np
+    rng = np.random.default_rng(3)
+    # (4096 elements and more: smaller copies keep the element loop)
+    for shape, perm in [((64, 80), (1, 0)), ((17, 300), (1, 0)), ((300, 33), (1, 0)), ((3, 40, 50), (0, 2, 1)),
+                        ((40, 3, 50), (2, 1, 0)), ((20, 5, 64), (1, 2, 0)), ((1024, 16), (1, 0)), ((16, 1024), (1, 0))]:
+        a = rng.standard_normal(shape) * 50
+        t = torch.from_numpy(a).to(getattr(torch, dtype))
+        k = to_kiln(t)
+        want = t.permute(perm).contiguous()
+        assert torch.equal(to_torch(k.permute(perm).contiguous()), want), (shape, perm)
+        assert torch.equal(to_torch(k.flip(-1).permute(perm).contiguous()), t.flip(-1).permute(perm).contiguous())
+        if dtype != "bool":  # a converting copy of the transposed view
+            got = to_torch(k.permute(perm).to(kiln.float64))
+            assert torch.equal(got, t.permute(perm).to(torch.float64)), (shape, perm)
