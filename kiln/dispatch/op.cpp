@@ -504,15 +504,32 @@ void check_no_internal_overlap(const char* op, const Tensor& t) {
                "memory location. Please clone() the tensor before performing the operation.");
 }
 
-// torch's assert_no_partial_overlap between a written-to tensor and an input: the same memory is
-// allowed (x.add_(x), add(x, 1, out=x)), memory that only partly coincides is refused; layouts that
-// are not contiguous are not judged (torch's "too hard").
-static void check_no_partial_overlap(const char* op, const Tensor& o, const Tensor& t) {
+// Whether t's elements fill a block of memory without gaps or repeats in some order of its
+// dimensions (torch's is_non_overlapping_and_dense: contiguous, transposed, permuted).
+static bool non_overlapping_and_dense(const Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of the dimensions longer than 1
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.sizes()[d] != 1) dims.push_back({t.strides()[d], t.sizes()[d]});
+  std::sort(dims.begin(), dims.end());
+  int64_t expect = 1;
+  for (const auto& [stride, size] : dims) {
+    if (stride != expect) return false;
+    expect *= size;
+  }
+  return true;
+}
+
+// torch's assert_no_partial_overlap between a written-to tensor and an input: the same memory in the
+// same layout is allowed (x.add_(x), add(x, 1, out=x)); memory that only partly coincides, or the
+// same block in another layout (x.copy_(x.t())), is refused; layouts that do not fill their block
+// densely are not judged (torch's "too hard").
+void check_no_partial_overlap(const char* op, const Tensor& o, const Tensor& t) {
   if (!t.defined() || t.impl()->storage.get() != o.impl()->storage.get()) return;
-  if (t.numel() == 0 || o.numel() == 0 || !t.is_contiguous() || !o.is_contiguous()) return;
+  if (t.numel() == 0 || o.numel() == 0 || !non_overlapping_and_dense(t) || !non_overlapping_and_dense(o)) return;
   const int64_t ob = o.storage_offset() * static_cast<int64_t>(o.itemsize()), oe = ob + o.numel() * static_cast<int64_t>(o.itemsize());
   const int64_t tb = t.storage_offset() * static_cast<int64_t>(t.itemsize()), te = tb + t.numel() * static_cast<int64_t>(t.itemsize());
-  KILN_CHECK((ob == tb && oe == te) || oe <= tb || te <= ob, Runtime, op,
+  const bool same = ob == tb && oe == te && o.strides() == t.strides();
+  KILN_CHECK(same || oe <= tb || te <= ob, Runtime, op,
              "unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
              "single memory location. Please clone() the tensor before performing the operation.");
 }
@@ -531,12 +548,15 @@ static TensorList dispatch_kernel_on(const OpDef& op, const TensorList& inputs, 
     device_allocator(static_cast<int>(dev.type), device_type_name(dev.type));  // raises: no such backend
     KILN_FAIL(NotImplemented, op.name, "no kernel for device '", device_str(dev), "'");
   }
-  if (out && !(op.tags & kCrossDevice))
+  if (out)
     for (const Tensor& o : *out) {
-      if (o.defined() && o.device().type != dev.type) [[unlikely]] device_mismatch(op, dev.type, o.device().type);
-      if (o.defined() && (op.tags & (kPointwise | kRandom))) check_no_internal_overlap(op.name, o);
-      if (o.defined())
-        for (const Tensor& t : inputs) check_no_partial_overlap(op.name, o, t);
+      if (!o.defined()) continue;
+      if (!(op.tags & kCrossDevice)) {
+        if (o.device().type != dev.type) [[unlikely]] device_mismatch(op, dev.type, o.device().type);
+        if (op.tags & (kPointwise | kRandom)) check_no_internal_overlap(op.name, o);
+      }
+      // (copies between devices too: tensors on two devices never share a storage)
+      for (const Tensor& t : inputs) check_no_partial_overlap(op.name, o, t);
     }
   TensorList result;
   detail::StreamQueue* stream = tls.kernel ? nullptr : tls.stream;

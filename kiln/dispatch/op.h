@@ -314,6 +314,9 @@ class KernelRegion {
 // expanded view: a stride of 0 over a size above 1) raises RuntimeError. dispatch checks the outputs
 // of pointwise, random and copy ops; fill_ and the index ops accept such a tensor, as torch's do.
 void check_no_internal_overlap(const char* op, const Tensor& t);
+// torch's assert_no_partial_overlap: a written-to tensor and an input share memory only as the same
+// block in the same layout (x.add_(x)); else RuntimeError (x.copy_(x.t()), x[1:].copy_(x[:-1])).
+void check_no_partial_overlap(const char* op, const Tensor& o, const Tensor& t);
 
 // Attribute accessors with clear errors.
 template <class T>

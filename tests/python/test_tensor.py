@@ -428,3 +428,36 @@ def test_transposed_copies_by_blocks(dtype):
         if dtype != "bool":  # a converting copy of the transposed view
             got = to_torch(k.permute(perm).to(kiln.float64))
             assert torch.equal(got, t.permute(perm).to(torch.float64)), (shape, perm)
+
+
+_OVERLAP_CASES = {
+    "copy_ transposed self": lambda L: (lambda x: x.copy_(x.t()))(L.arange(16.).reshape(4, 4)),
+    "copy_ self": lambda L: (lambda x: x.copy_(x))(L.arange(16.).reshape(4, 4)),
+    "copy_ shifted": lambda L: (lambda x: x[1:].copy_(x[:-1]))(L.arange(4.)),
+    "copy_ transposed unsqueezed": lambda L: (lambda x: x.unsqueeze(1).copy_(x.unsqueeze(0).t()))(L.arange(4.)),
+    "copy_ interleaved": lambda L: (lambda x: x[::2].copy_(x[1::2]))(L.arange(8.)),
+    "copy_ disjoint halves": lambda L: (lambda x: x[:2].copy_(x[2:]))(L.arange(4.)),
+    "add_ transposed": lambda L: (lambda x: x.t().add_(x))(L.arange(16.).reshape(4, 4)),
+    "add_ both transposed": lambda L: (lambda x: x.t().add_(x.t()))(L.arange(16.).reshape(4, 4)),
+    "add_ unsqueezed": lambda L: (lambda x: x.unsqueeze(0).add_(x))(L.arange(4.)),
+    "add out= transposed": lambda L: (lambda x: L.add(x, 1, out=x.t()))(L.arange(16.).reshape(4, 4)),
+    "mul_ same view": lambda L: (lambda x: x.mul_(x.view(4, 1, 4).squeeze(1)))(L.arange(16.).reshape(4, 4)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_OVERLAP_CASES))
+def test_partial_overlap_raises_as_torch(case):
+    """A written-to tensor and an input that share memory in another layout, or only in part, raise
+    torch's RuntimeError (copy_ included); the same memory in the same layout is allowed."""
+    f = _OVERLAP_CASES[case]
+    try:
+        f(torch)
+        torch_raises = False
+    except RuntimeError as e:
+        assert "single memory location" in str(e)
+        torch_raises = True
+    if torch_raises:
+        with pytest.raises(RuntimeError, match="single memory location"):
+            f(kiln)
+    else:
+        f(kiln)

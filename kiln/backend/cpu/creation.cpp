@@ -191,6 +191,7 @@ void copy_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& o
   const Tensor& dst = in[0];
   const Tensor& src = in[1];
   check_no_internal_overlap("copy_", dst);
+  check_no_partial_overlap("copy_", dst, src);
   KILN_CHECK(shape_numel(broadcast_shapes(dst.sizes(), src.sizes(), "copy_")) == dst.numel(), Runtime,
              "copy_", "output with shape ", dst.sizes(), " doesn't match the broadcast shape ",
              broadcast_shapes(dst.sizes(), src.sizes()));
