@@ -548,15 +548,12 @@ static TensorList dispatch_kernel_on(const OpDef& op, const TensorList& inputs, 
     device_allocator(static_cast<int>(dev.type), device_type_name(dev.type));  // raises: no such backend
     KILN_FAIL(NotImplemented, op.name, "no kernel for device '", device_str(dev), "'");
   }
-  if (out)
+  if (out && !(op.tags & kCrossDevice))  // (copy_ checks its own tensors: creation.cpp)
     for (const Tensor& o : *out) {
-      if (!o.defined()) continue;
-      if (!(op.tags & kCrossDevice)) {
-        if (o.device().type != dev.type) [[unlikely]] device_mismatch(op, dev.type, o.device().type);
-        if (op.tags & (kPointwise | kRandom)) check_no_internal_overlap(op.name, o);
-      }
-      // (copies between devices too: tensors on two devices never share a storage)
-      for (const Tensor& t : inputs) check_no_partial_overlap(op.name, o, t);
+      if (o.defined() && o.device().type != dev.type) [[unlikely]] device_mismatch(op, dev.type, o.device().type);
+      if (o.defined() && (op.tags & (kPointwise | kRandom))) check_no_internal_overlap(op.name, o);
+      if (o.defined())
+        for (const Tensor& t : inputs) check_no_partial_overlap(op.name, o, t);
     }
   TensorList result;
   detail::StreamQueue* stream = tls.kernel ? nullptr : tls.stream;
