@@ -544,6 +544,57 @@ TEST(Gemm, Float8PairsToFloat32) {
       }
 }
 
+// Every float8 code through the packed paths' conversions (row-major and column-major panels, A
+// and B): C = A @ B where the codes' operand holds code c at one k of its row / column and zeros
+// elsewhere and the other operand is all ones, so C's element is the code's value (inf and NaN
+// included; -0 sums to +0).
+template <class T>
+void float8_codes_packed(int idx) {
+  const int64_t n = 256, other = 48, K = 64;
+  for (const Isa& isa : isas()) {
+    if (!isa.table.gemm_f8[idx][idx]) continue;
+    for (int side = 0; side < 2; ++side)
+      for (bool col : {false, true}) {
+        // codes operand: n x K (side 0: A, rows i) or K x n (side 1: B, columns j); element (i, k)
+        std::vector<T> codes(static_cast<size_t>(n * K), T::from_bits(0)), ones(static_cast<size_t>(other * K), T(1.0f));
+        auto at = [&](int64_t i, int64_t k) -> T& {  // code i's operand, k along K
+          if (side == 0) return codes[col ? k * n + i : i * K + k];
+          return codes[col ? i * K + k : k * n + i];
+        };
+        for (int64_t i = 0; i < n; ++i) at(i, (i * 7) % K) = T::from_bits(static_cast<uint8_t>(i));
+        cpu::GemmArgs g;
+        std::vector<float> c(static_cast<size_t>(n * other), 123.0f);
+        if (side == 0) {
+          g.M = n, g.N = other, g.K = K;
+          g.a = codes.data(), g.a_rs = col ? 1 : K, g.a_cs = col ? n : 1;
+          g.b = ones.data(), g.b_rs = other, g.b_cs = 1;
+        } else {
+          g.M = other, g.N = n, g.K = K;
+          g.a = ones.data(), g.a_rs = K, g.a_cs = 1;
+          g.b = codes.data(), g.b_rs = col ? 1 : n, g.b_cs = col ? K : 1;
+        }
+        g.c = c.data(), g.c_rs = g.N, g.c_cs = 1;
+        isa.table.gemm_f8[idx][idx](g);
+        int bad = 0;
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t o = 0; o < other; ++o) {
+            const float got = side == 0 ? c[i * other + o] : c[o * n + i];
+            const float want = static_cast<float>(T::from_bits(static_cast<uint8_t>(i)));
+            const bool ok = std::isnan(want) ? std::isnan(got)
+                                             : std::bit_cast<uint32_t>(got) == std::bit_cast<uint32_t>(want + 0.0f);
+            if (!ok && bad++ < 5)
+              ADD_FAILURE() << isa.name << " " << dtype_name(dtype_of<T>()) << " side " << side << " col " << col
+                            << " code " << i << ": got " << got << ", want " << want;
+          }
+      }
+  }
+}
+
+TEST(Gemm, Float8AllCodesPacked) {
+  float8_codes_packed<Float8_e4m3fn>(0);
+  float8_codes_packed<Float8_e5m2>(1);
+}
+
 // Large matrix-vector products, split between threads: against the reference, and 1 vs 2 threads.
 // (float16 with k-contiguous rows: the AVX-512 table's 16 x 16 transposes, slices of 250 = 7 blocks
 // of 32, one of 16 and a tail of 10; 48 groups of 16 outputs and 9 left to the 8-wide path.)

@@ -43,11 +43,40 @@ inline uint32_t pair(const T* p, int64_t step, bool has_odd) {
   return bits16(p[0]) << 16 | (has_odd ? bits16(p[step]) : 0u);
 }
 
+// 32 float8 bytes -> their 32 bfloat16 bits (bits16's values, NaN included), with integer ops:
+// |x| shifted into place plus the exponent bias difference, a table for the subnormals, then the
+// specials and the sign.
+template <class T>
+inline __m512i f8_to_bf16(__m256i bytes) {
+  const __m512i x = _mm512_cvtepu8_epi16(bytes);
+  const __m512i mag = _mm512_and_si512(x, _mm512_set1_epi16(0x7f));
+  const __m512i sign = _mm512_slli_epi16(_mm512_and_si512(x, _mm512_set1_epi16(0x80)), 8);
+  __m512i v;
+  if constexpr (std::is_same_v<T, Float8_e4m3fn>) {  // m * 2^-9 below 2^-6; 0x7f NaN
+    alignas(64) static constexpr uint16_t kSub[32] = {0, 0x3B00, 0x3B80, 0x3BC0, 0x3C00, 0x3C20, 0x3C40, 0x3C60};
+    v = _mm512_add_epi16(_mm512_slli_epi16(mag, 4), _mm512_set1_epi16(0x3C00));  // (e + 120) << 7 | m << 4
+    v = _mm512_mask_permutexvar_epi16(v, _mm512_cmplt_epu16_mask(mag, _mm512_set1_epi16(8)), mag,
+                                      _mm512_load_si512(kSub));
+    v = _mm512_mask_mov_epi16(v, _mm512_cmpeq_epi16_mask(mag, _mm512_set1_epi16(0x7f)), _mm512_set1_epi16(0x7FC0));
+  } else {  // e5m2: m * 2^-16 below 2^-14; exponent 31: inf and NaN, the mantissa kept
+    static_assert(std::is_same_v<T, Float8_e5m2>);
+    alignas(64) static constexpr uint16_t kSub[32] = {0, 0x3780, 0x3800, 0x3840};
+    v = _mm512_add_epi16(_mm512_slli_epi16(mag, 5), _mm512_set1_epi16(0x3800));  // (e + 112) << 7 | m << 5
+    v = _mm512_mask_permutexvar_epi16(v, _mm512_cmplt_epu16_mask(mag, _mm512_set1_epi16(4)), mag,
+                                      _mm512_load_si512(kSub));
+    v = _mm512_mask_add_epi16(v, _mm512_cmpge_epu16_mask(mag, _mm512_set1_epi16(0x7c)), v, _mm512_set1_epi16(0x3800));
+  }
+  return _mm512_or_si512(v, sign);
+}
+
 // 16 contiguous elements -> their bfloat16 bits in the low halves of 16 32-bit lanes.
 template <class T>
 inline __m512i lo16(const T* p) {
   if constexpr (std::is_same_v<T, BFloat16>) {
     return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  } else if constexpr (std::is_same_v<T, Float8_e4m3fn> || std::is_same_v<T, Float8_e5m2>) {
+    const __m256i b = _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm512_cvtepu16_epi32(_mm512_castsi512_si256(f8_to_bf16<T>(b)));
   } else {
     __m512 f = _mm512_insertf32x8(_mm512_castps256_ps512(load8(p)), load8(p + 8), 1);
     return _mm512_srli_epi32(_mm512_castps_si512(f), 16);
@@ -62,6 +91,8 @@ template <class T>
 inline __m512i words_in_place(const T* p) {
   if constexpr (std::is_same_v<T, BFloat16>) {
     return _mm512_rol_epi32(_mm512_loadu_si512(p), 16);
+  } else if constexpr (std::is_same_v<T, Float8_e4m3fn> || std::is_same_v<T, Float8_e5m2>) {
+    return _mm512_rol_epi32(f8_to_bf16<T>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16);
   } else {
     __m256i lo = _mm512_cvtepi32_epi16(lo16(p)), hi = _mm512_cvtepi32_epi16(lo16(p + 16));
     return _mm512_rol_epi32(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), 16);
