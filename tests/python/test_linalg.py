@@ -377,3 +377,52 @@ def test_det_gradient_of_singular_matrices_is_the_cofactor_matrix(dtype):
     kiln.linalg.det(k).real.sum().backward() if dtype.is_complex else kiln.linalg.det(k).sum().backward()
     expect = _cofactors(mats).conj()
     torch.testing.assert_close(to_torch(k.grad), expect, rtol=1e-9, atol=1e-9)
+
+
+# ---- float32 QR on kiln's own Householder kernels (m * max(n, Q's columns) <= 224^2) and past them ------
+QR_SHAPES = [(1, 1), (1, 6), (6, 1), (2, 2), (3, 7), (7, 3), (17, 17), (64, 64), (100, 30), (30, 100), (224, 224),
+             (1000, 36), (300, 300)]
+
+
+@pytest.mark.parametrize("shape", QR_SHAPES)
+@pytest.mark.parametrize("mode", ["reduced", "complete", "r"])
+def test_qr_float32_matches_torch(shape, mode):
+    a = rand(shape, "float32", seed=shape[0] * 1000 + shape[1])
+    Qk, Rk = kiln.linalg.qr(to_kiln(a), mode=mode)
+    Qt, Rt = torch.linalg.qr(a, mode=mode)
+    Rk = to_torch(Rk)
+    assert Rk.shape == Rt.shape
+    tol = 2e-5 * max(shape)
+    assert torch.allclose(Rk, Rt, rtol=tol, atol=tol), (Rk - Rt).abs().max()
+    assert torch.equal(Rk, Rk.triu())
+    if mode == "r":
+        assert Qk.numel() == 0
+        return
+    Qk = to_torch(Qk)
+    assert Qk.shape == Qt.shape
+    assert torch.allclose(Qk, Qt, rtol=tol, atol=tol), (Qk - Qt).abs().max()  # LAPACK's signs
+    eye = torch.eye(Qk.shape[1])
+    assert (Qk.T @ Qk - eye).abs().max() < 1e-5 * max(shape)
+    assert ((Qk @ Rk) - a).abs().max() < 1e-5 * max(shape) * a.abs().max()
+
+
+def test_qr_float32_special_columns_and_scales():
+    """Zero columns (tau = 0: the reflector is the identity and is not applied), a column already
+    reduced, entries near float32's range limits (the norms are summed in double: no rescaling
+    needed), a batch spread over threads."""
+    a = rand((12, 8), "float32", seed=5)
+    a[:, 2] = 0
+    a[1:, 0] = 0  # column 0 already reduced: x = 0, tau = 0 even with alpha < 0
+    a[0, 0] = -3
+    cases = [a, a * 1e-30, a * 1e30, rand((12, 8), "float32", seed=6) * 1e-38,
+             rand((12, 8), "float32", seed=6) * 1e-40,  # subnormal: 1 / (alpha - beta) only exists in double
+             torch.zeros(5, 5), rand((9, 33, 20), "float32", seed=7)]
+    for x in cases:
+        Qk, Rk = (to_torch(t) for t in kiln.linalg.qr(to_kiln(x)))
+        Qt, Rt = torch.linalg.qr(x)
+        scale = max(x.abs().max().item(), 1e-45)
+        tol = 1e-4 if scale < 1e-37 else 1e-5  # (subnormal R: fewer digits)
+        assert torch.isfinite(Qk).all() and torch.isfinite(Rk).all()
+        assert ((Rk - Rt).abs().max() / scale).item() < tol
+        assert (Qk - Qt).abs().max().item() < tol
+        assert ((Qk @ Rk - x).abs().max() / scale).item() < tol

@@ -147,6 +147,11 @@ struct KernelTable {
   OptimUpdateFn optim_update[kNumDtypes] = {};
   TinyLinalgFn<float> tiny_linalg_f32 = nullptr;
   TinyLinalgFn<double> tiny_linalg_f64 = nullptr;
+  // Householder QR of small float32 matrices, column-major (kernels_householder.cpp; null on base):
+  // LAPACK's sgeqr2 (a := R and the reflectors, tau: min(m, n)) and sorg2r (a := Q's first n columns
+  // from k reflectors).
+  void (*geqr2_f32)(int64_t m, int64_t n, float* a, int64_t lda, float* tau) = nullptr;
+  void (*org2r_f32)(int64_t m, int64_t n, int64_t k, float* a, int64_t lda, const float* tau) = nullptr;
   // The recurrent steps (kernels_rnn.cpp, rnn_step.h); the fused LSTM steps are null on base.
   rnn::RnnStepFns<float> rnn_f32;
   rnn::RnnStepFns<double> rnn_f64;

@@ -5,6 +5,7 @@
 #include <cblas.h>
 
 #include <cmath>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,13 @@ bool all_finite(const T* p, int64_t n) {
 }
 
 // ---- QR --------------------------------------------------------------------------------------------------------
+// float32 QR up to this size runs on the table's unblocked Householder kernels (kernels_householder.cpp),
+// not LAPACK: OpenBLAS's sgeqrf / sorgqr are unblocked there too, with BLAS calls for each column of
+// each rank-1 update (Zen 4, one thread, reduced mode: 64 x 64 in 78 us -> 33 us (MKL: 63-95 us),
+// 128^2 370 -> 302, 224^2 2400 -> 1250, 1000 x 36 316 -> 264, 36 x 1000 451 -> 215; at 256^2 the
+// blocked sgeqrf is faster, 1410 against 1950).
+bool use_small_qr(int64_t m, int64_t n, int64_t qc) { return m * std::max(n, qc) <= 224 * 224; }
+
 void qr_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
   const char* op = "linalg.qr";
   Tensor A = contiguous_of(in[0]);
@@ -42,14 +50,16 @@ void qr_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& o
     const T* ap = static_cast<const T*>(A.data_ptr());
     T* qp = want_q ? static_cast<T*>(out[0].data_ptr()) : nullptr;
     T* rp = static_cast<T*>(out[1].data_ptr());
+    const auto& kt = cpu::cpu_kernels();
+    const bool small = std::is_same_v<T, float> && kt.geqr2_f32 && use_small_qr(m, n, qc);
     int lw = 1;
-    if (m > 0 && n > 0) {
+    if (!small && m > 0 && n > 0) {
       T q{};
       std::vector<T> qa(m * n), qt(k);
       lp::geqrf<T>(int(m), int(n), qa.data(), int(m), qt.data(), &q, -1);
       lw = std::max(lw, lp::work_size(q));
     }
-    if (want_q && m > 0 && qc > 0) {
+    if (!small && want_q && m > 0 && qc > 0) {
       T q{};
       std::vector<T> qa(m * qc), qt(std::max<int64_t>(k, 1));
       lp::orgqr<T>(int(m), int(qc), int(k), qa.data(), int(m), qt.data(), &q, -1);
@@ -60,7 +70,9 @@ void qr_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& o
       for (int64_t b = b0; b < b1; ++b) {
         if (m > 0 && n > 0) {
           to_cm(ap + b * m * n, m, n, w.data());
-          lp::geqrf<T>(int(m), int(n), w.data(), int(m), tau.data(), work.data(), lw);
+          if constexpr (std::is_same_v<T, float>)
+            if (small) kt.geqr2_f32(m, n, w.data(), m, tau.data());
+          if (!small) lp::geqrf<T>(int(m), int(n), w.data(), int(m), tau.data(), work.data(), lw);
         }
         T* r = rp + b * rr * n;
         for (int64_t i0 = 0; i0 < rr; i0 += 16)  // (in tiles: w is column-major, r row-major)
@@ -70,7 +82,9 @@ void qr_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& o
         if (!want_q || m == 0 || qc == 0) continue;
         std::fill(q.begin(), q.end(), T(0));
         std::copy(w.begin(), w.begin() + m * std::min(qc, n), q.begin());  // the reflectors' columns
-        lp::orgqr<T>(int(m), int(qc), int(k), q.data(), int(m), tau.data(), work.data(), lw);
+        if constexpr (std::is_same_v<T, float>)
+          if (small) kt.org2r_f32(m, qc, k, q.data(), m, tau.data());
+        if (!small) lp::orgqr<T>(int(m), int(qc), int(k), q.data(), int(m), tau.data(), work.data(), lw);
         from_cm(q.data(), m, qc, qp + b * m * qc);
       }
     });
