@@ -426,3 +426,68 @@ def test_qr_float32_special_columns_and_scales():
         assert ((Rk - Rt).abs().max() / scale).item() < tol
         assert (Qk - Qt).abs().max().item() < tol
         assert ((Qk @ Rk - x).abs().max() / scale).item() < tol
+
+
+# ---- lstsq (gelsy) on float32 matrices of full column rank: the table's QR, R x = Q^T b ------------------
+def _with_cond(m, n, cond, seed):
+    g = torch.Generator().manual_seed(seed)
+    u, _ = torch.linalg.qr(torch.randn(m, n, generator=g, dtype=torch.float64))
+    v, _ = torch.linalg.qr(torch.randn(n, n, generator=g, dtype=torch.float64))
+    s = torch.logspace(0, -torch.log10(torch.tensor(float(cond))).item(), n, dtype=torch.float64)
+    return ((u * s) @ v.T).float()
+
+
+@pytest.mark.parametrize("shape,k", [((64, 64), 1), ((64, 64), 5), ((100, 30), 3), ((224, 224), 2), ((300, 30), 1),
+                                     ((1, 1), 1), ((7, 1), 2)])
+def test_lstsq_gelsy_full_rank_float32(shape, k):
+    a = rand(shape, "float32", seed=shape[0] + shape[1])
+    b = rand((shape[0], k), "float32", seed=3)
+    rk, rt = kiln.linalg.lstsq(to_kiln(a), to_kiln(b)), torch.linalg.lstsq(a, b)
+    x, xt = to_torch(rk.solution), rt.solution
+    assert torch.allclose(x, xt, rtol=1e-3, atol=1e-4 * xt.abs().max().item()), (x - xt).abs().max()
+    assert rk.rank.item() == rt.rank.item() == shape[1]
+    # the normal equations: A^T (A x - b) = 0 (in double)
+    ad, bd = a.double(), b.double()
+    assert (ad.T @ (ad @ x.double() - bd)).abs().max() < 1e-3 * ad.abs().max() ** 2 * bd.abs().max()
+
+
+def _with_gap(m, n, r, seed):
+    """m x n, n - r singular values 1e-9 below r of 1: rank r for any method at float32's rcond."""
+    g = torch.Generator().manual_seed(seed)
+    u, _ = torch.linalg.qr(torch.randn(m, n, generator=g, dtype=torch.float64))
+    v, _ = torch.linalg.qr(torch.randn(n, n, generator=g, dtype=torch.float64))
+    s = torch.tensor([1.0] * r + [1e-9] * (n - r), dtype=torch.float64)
+    return ((u * s) @ v.T).float()
+
+
+@pytest.mark.parametrize("case", ["rank-deficient", "gap", "conditioned", "rcond-zero", "zero", "batched-mixed",
+                                  "wide"])
+def test_lstsq_gelsy_rank_decisions_float32(case):
+    """Where gelsy's rank could fall short of n (the bound ||R||_F ||R^-1||_F >= 1 / (2 rcond)), gelsy
+    itself runs. Against float64 references, not torch: torch 2.13's MKL gelsy gives rank 5 for a
+    40 x 12 matrix with one repeated column on Zen 4 (its singular values: 11.3 ... 3.6, 8e-7)."""
+    b = rand((40, 2), "float32", seed=9)
+    rcond, rank, rtol = None, 12, 1e-6
+    if case == "rank-deficient":
+        a = rand((40, 12), "float32", seed=1)
+        a[:, 5] = a[:, 2]
+        rank = 11
+    elif case == "gap":
+        a, rank = _with_gap(40, 12, 6, seed=2), 6
+    elif case == "conditioned":
+        a = _with_cond(40, 12, 1e3, seed=3)
+    elif case == "rcond-zero":  # every nonzero pivot accepted
+        a, rcond, rtol = _with_cond(40, 12, 1e4, seed=4), 0.0, 0.0
+    elif case == "zero":
+        a, rank = torch.zeros(40, 12), 0
+    elif case == "batched-mixed":
+        a = torch.stack([rand((40, 12), "float32", seed=5), _with_gap(40, 12, 7, seed=6)])
+        b, rank = rand((2, 40, 2), "float32", seed=7), torch.tensor([12, 7])
+    else:
+        a, b = rand((12, 40), "float32", seed=8), rand((12, 2), "float32", seed=9)
+    rk = kiln.linalg.lstsq(to_kiln(a), to_kiln(b), rcond=rcond)
+    assert torch.equal(to_torch(rk.rank), torch.as_tensor(rank).expand(a.shape[:-2])), rk.rank
+    want = torch.linalg.pinv(a.double(), rtol=rtol) @ b.double()
+    x = to_torch(rk.solution).double()
+    tol = 2e-3 * max(want.abs().max().item(), 1e-30)
+    assert (x - want).abs().max().item() <= tol, (x - want).abs().max()

@@ -152,6 +152,9 @@ struct KernelTable {
   // from k reflectors).
   void (*geqr2_f32)(int64_t m, int64_t n, float* a, int64_t lda, float* tau) = nullptr;
   void (*org2r_f32)(int64_t m, int64_t n, int64_t k, float* a, int64_t lda, const float* tau) = nullptr;
+  // ... and C (m x nc, column-major) := Q^T C for Q from geqr2's first k reflectors (a is restored).
+  void (*orm2r_t_f32)(int64_t m, int64_t nc, int64_t k, float* a, int64_t lda, const float* tau, float* c,
+                      int64_t ldc) = nullptr;
   // The recurrent steps (kernels_rnn.cpp, rnn_step.h); the fused LSTM steps are null on base.
   rnn::RnnStepFns<float> rnn_f32;
   rnn::RnnStepFns<double> rnn_f64;

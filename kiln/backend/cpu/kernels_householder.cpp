@@ -1,14 +1,14 @@
-// Householder QR of small float32 matrices (compiled once per ISA; kernel table entries geqr2_f32 /
-// org2r_f32, run by linalg.qr's kernel in linalg_decomp.cpp for sizes where LAPACK's unblocked code
-// is slower than it need be). They are LAPACK's sgeqr2 and sorg2r, reflector by reflector with
-// LAPACK's conventions (slarfg: beta = -sign(alpha) ||(alpha, x)||, tau = (beta - alpha) / beta,
-// v = x / (alpha - beta), tau = 0 when x is zero; a reflector with tau = 0 is not applied), so Q and
-// R have LAPACK's signs. What differs is the arithmetic: each reflector is applied to a column in
-// one pass over it (its dot with v, then the update, while the column sits in L1) instead of a
-// matrix-vector product and a rank-1 update through BLAS calls per column, and the norms are
-// summed in double (no overflow or underflow for any float32 input, so slarfg's rescaling loop is
-// not needed). Results agree with LAPACK's to rounding, not bit for bit. The base table has none
-// (the kernel then calls LAPACK).
+// Householder QR of small float32 matrices (compiled once per ISA; kernel table entries geqr2_f32,
+// org2r_f32 and orm2r_t_f32, run by linalg.qr's and linalg.lstsq's kernels in linalg_decomp.cpp
+// for sizes where LAPACK's unblocked code is slower than it need be). They are LAPACK's sgeqr2,
+// sorg2r and sorm2r, reflector by reflector with LAPACK's conventions (slarfg: beta = -sign(alpha)
+// ||(alpha, x)||, tau = (beta - alpha) / beta, v = x / (alpha - beta), tau = 0 when x is zero; a
+// reflector with tau = 0 is not applied), so Q and R have LAPACK's signs. What differs is the
+// arithmetic: each reflector is applied to a column in one pass over it (its dot with v, then the
+// update, while the column sits in L1) instead of a matrix-vector product and a rank-1 update
+// through BLAS calls per column, and the norms are summed in double (no overflow or underflow for
+// any float32 input, so slarfg's rescaling loop is not needed). Results agree with LAPACK's to
+// rounding, not bit for bit. The base table has none (the kernels then call LAPACK).
 #include <immintrin.h>
 
 #include <cmath>
@@ -164,6 +164,18 @@ void org2r(int64_t m, int64_t n, int64_t k, float* a, int64_t lda, const float* 
     for (int64_t l = 0; l < i; ++l) a[l + i * lda] = 0.0f;
   }
 }
+
+// sorm2r ('L', 'T'): c (m x nc, column-major) := H(k-1) ... H(0) c.
+void orm2r_t(int64_t m, int64_t nc, int64_t k, float* a, int64_t lda, const float* tau, float* c, int64_t ldc) {
+  for (int64_t i = 0; i < k; ++i) {
+    if (tau[i] == 0.0f) continue;
+    float* d = a + i + i * lda;
+    const float aii = *d;
+    *d = 1.0f;
+    apply_left(m - i, nc, d, tau[i], c + i, ldc);
+    *d = aii;
+  }
+}
 #endif
 
 }  // namespace
@@ -172,6 +184,7 @@ void fill_householder(KernelTable& t) {
 #if defined(__AVX512F__) || defined(__AVX2__)
   t.geqr2_f32 = &geqr2;
   t.org2r_f32 = &org2r;
+  t.orm2r_t_f32 = &orm2r_t;
 #else
   (void)t;
 #endif

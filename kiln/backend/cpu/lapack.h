@@ -126,6 +126,13 @@ inline int ormqr(char side, char trans, int m, int n, int k, const T* a, int lda
   KILN_LAPACK_CALL2(ormqr, unmqr, &side, &trans, &m, &n, &k, a, &lda, tau, c, &ldc, work, &lwork, &info);
   return info;
 }
+// op(A) X = B for triangular A (trans 'N', 'T' or 'C'), B := X.
+template <class T>
+inline int trtrs(char uplo, char trans, char diag, int n, int nrhs, const T* a, int lda, T* b, int ldb) {
+  int info = 0;
+  KILN_LAPACK_CALL(trtrs, &uplo, &trans, &diag, &n, &nrhs, a, &lda, b, &ldb, &info);
+  return info;
+}
 // Eigen-decomposition of a symmetric / Hermitian matrix (divide and conquer); w ascending.
 template <class T>
 inline int heevd(char jobz, char uplo, int n, T* a, int lda, Real<T>* w, T* work, int lwork, Real<T>* rwork,
