@@ -379,20 +379,22 @@ def test_det_gradient_of_singular_matrices_is_the_cofactor_matrix(dtype):
     torch.testing.assert_close(to_torch(k.grad), expect, rtol=1e-9, atol=1e-9)
 
 
-# ---- float32 QR on kiln's own Householder kernels (m * max(n, Q's columns) <= 224^2) and past them ------
-QR_SHAPES = [(1, 1), (1, 6), (6, 1), (2, 2), (3, 7), (7, 3), (17, 17), (64, 64), (100, 30), (30, 100), (224, 224),
-             (1000, 36), (300, 300)]
+# ---- float32 / float64 QR on kiln's own Householder kernels (up to 200 KiB of matrix) and past them --------
+QR_SHAPES = [(1, 1), (1, 6), (6, 1), (2, 2), (3, 7), (7, 3), (17, 17), (64, 64), (100, 30), (30, 100), (160, 160),
+             (224, 224), (1000, 36), (300, 300)]
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("shape", QR_SHAPES)
 @pytest.mark.parametrize("mode", ["reduced", "complete", "r"])
-def test_qr_float32_matches_torch(shape, mode):
-    a = rand(shape, "float32", seed=shape[0] * 1000 + shape[1])
+def test_qr_real_matches_torch(shape, mode, dtype):
+    a = rand(shape, dtype, seed=shape[0] * 1000 + shape[1])
     Qk, Rk = kiln.linalg.qr(to_kiln(a), mode=mode)
     Qt, Rt = torch.linalg.qr(a, mode=mode)
     Rk = to_torch(Rk)
-    assert Rk.shape == Rt.shape
-    tol = 2e-5 * max(shape)
+    assert Rk.shape == Rt.shape and Rk.dtype == Rt.dtype
+    eps = 1e-5 if dtype == "float32" else 1e-13
+    tol = 2 * eps * max(shape)
     assert torch.allclose(Rk, Rt, rtol=tol, atol=tol), (Rk - Rt).abs().max()
     assert torch.equal(Rk, Rk.triu())
     if mode == "r":
@@ -401,34 +403,37 @@ def test_qr_float32_matches_torch(shape, mode):
     Qk = to_torch(Qk)
     assert Qk.shape == Qt.shape
     assert torch.allclose(Qk, Qt, rtol=tol, atol=tol), (Qk - Qt).abs().max()  # LAPACK's signs
-    eye = torch.eye(Qk.shape[1])
-    assert (Qk.T @ Qk - eye).abs().max() < 1e-5 * max(shape)
-    assert ((Qk @ Rk) - a).abs().max() < 1e-5 * max(shape) * a.abs().max()
+    eye = torch.eye(Qk.shape[1], dtype=Qk.dtype)
+    assert (Qk.T @ Qk - eye).abs().max() < eps * max(shape)
+    assert ((Qk @ Rk) - a).abs().max() < eps * max(shape) * a.abs().max()
 
 
-def test_qr_float32_special_columns_and_scales():
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_qr_real_special_columns_and_scales(dtype):
     """Zero columns (tau = 0: the reflector is the identity and is not applied), a column already
-    reduced, entries near float32's range limits (the norms are summed in double: no rescaling
-    needed), a batch spread over threads."""
-    a = rand((12, 8), "float32", seed=5)
+    reduced, entries near the range limits (float32's norms summed in double, float64's scaled by a
+    power of two), subnormal entries (1 / (alpha - beta) is then no float), a batch spread over
+    threads."""
+    a = rand((12, 8), dtype, seed=5)
     a[:, 2] = 0
     a[1:, 0] = 0  # column 0 already reduced: x = 0, tau = 0 even with alpha < 0
     a[0, 0] = -3
-    cases = [a, a * 1e-30, a * 1e30, rand((12, 8), "float32", seed=6) * 1e-38,
-             rand((12, 8), "float32", seed=6) * 1e-40,  # subnormal: 1 / (alpha - beta) only exists in double
-             torch.zeros(5, 5), rand((9, 33, 20), "float32", seed=7)]
+    f32 = dtype == "float32"
+    big, small, sub = (1e30, 1e-30, 1e-40) if f32 else (1e300, 1e-300, 1e-310)
+    cases = [a, a * small, a * big, rand((12, 8), dtype, seed=6) * (1e-38 if f32 else 1e-307),
+             rand((12, 8), dtype, seed=6) * sub, torch.zeros(5, 5, dtype=a.dtype), rand((9, 33, 20), dtype, seed=7)]
     for x in cases:
         Qk, Rk = (to_torch(t) for t in kiln.linalg.qr(to_kiln(x)))
         Qt, Rt = torch.linalg.qr(x)
-        scale = max(x.abs().max().item(), 1e-45)
-        tol = 1e-4 if scale < 1e-37 else 1e-5  # (subnormal R: fewer digits)
+        scale = x.abs().max().item() or 1.0
+        tol = (1e-4 if scale < 1e-37 else 1e-5) if f32 else (1e-8 if scale < 1e-306 else 1e-12)  # (subnormal R)
         assert torch.isfinite(Qk).all() and torch.isfinite(Rk).all()
         assert ((Rk - Rt).abs().max() / scale).item() < tol
         assert (Qk - Qt).abs().max().item() < tol
         assert ((Qk @ Rk - x).abs().max() / scale).item() < tol
 
 
-# ---- lstsq (gelsy) on float32 matrices of full column rank: the table's QR, R x = Q^T b ------------------
+# ---- lstsq (gelsy) on float32 / float64 matrices of full column rank: the table's QR, R x = Q^T b --------
 def _with_cond(m, n, cond, seed):
     g = torch.Generator().manual_seed(seed)
     u, _ = torch.linalg.qr(torch.randn(m, n, generator=g, dtype=torch.float64))
@@ -437,14 +442,16 @@ def _with_cond(m, n, cond, seed):
     return ((u * s) @ v.T).float()
 
 
-@pytest.mark.parametrize("shape,k", [((64, 64), 1), ((64, 64), 5), ((100, 30), 3), ((224, 224), 2), ((300, 30), 1),
-                                     ((1, 1), 1), ((7, 1), 2)])
-def test_lstsq_gelsy_full_rank_float32(shape, k):
-    a = rand(shape, "float32", seed=shape[0] + shape[1])
-    b = rand((shape[0], k), "float32", seed=3)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape,k", [((64, 64), 1), ((64, 64), 5), ((100, 30), 3), ((160, 160), 1), ((224, 224), 2),
+                                     ((300, 30), 1), ((1, 1), 1), ((7, 1), 2)])
+def test_lstsq_gelsy_full_rank_real(shape, k, dtype):
+    a = rand(shape, dtype, seed=shape[0] + shape[1])
+    b = rand((shape[0], k), dtype, seed=3)
     rk, rt = kiln.linalg.lstsq(to_kiln(a), to_kiln(b)), torch.linalg.lstsq(a, b)
     x, xt = to_torch(rk.solution), rt.solution
-    assert torch.allclose(x, xt, rtol=1e-3, atol=1e-4 * xt.abs().max().item()), (x - xt).abs().max()
+    tol = 1e-3 if dtype == "float32" else 1e-10
+    assert torch.allclose(x, xt, rtol=tol, atol=tol * xt.abs().max().item()), (x - xt).abs().max()
     assert rk.rank.item() == rt.rank.item() == shape[1]
     # the normal equations: A^T (A x - b) = 0 (in double)
     ad, bd = a.double(), b.double()

@@ -147,14 +147,17 @@ struct KernelTable {
   OptimUpdateFn optim_update[kNumDtypes] = {};
   TinyLinalgFn<float> tiny_linalg_f32 = nullptr;
   TinyLinalgFn<double> tiny_linalg_f64 = nullptr;
-  // Householder QR of small float32 matrices, column-major (kernels_householder.cpp; null on base):
-  // LAPACK's sgeqr2 (a := R and the reflectors, tau: min(m, n)) and sorg2r (a := Q's first n columns
-  // from k reflectors).
-  void (*geqr2_f32)(int64_t m, int64_t n, float* a, int64_t lda, float* tau) = nullptr;
-  void (*org2r_f32)(int64_t m, int64_t n, int64_t k, float* a, int64_t lda, const float* tau) = nullptr;
-  // ... and C (m x nc, column-major) := Q^T C for Q from geqr2's first k reflectors (a is restored).
-  void (*orm2r_t_f32)(int64_t m, int64_t nc, int64_t k, float* a, int64_t lda, const float* tau, float* c,
-                      int64_t ldc) = nullptr;
+  // Householder QR of small float32 / float64 matrices, column-major (kernels_householder.cpp; null on
+  // base): LAPACK's xgeqr2 (a := R and the reflectors, tau: min(m, n)), xorg2r (a := Q's first n
+  // columns from k reflectors) and xorm2r (C (m x nc) := Q^T C for Q from k reflectors; a restored).
+  template <class T>
+  struct Householder {
+    void (*geqr2)(int64_t m, int64_t n, T* a, int64_t lda, T* tau) = nullptr;
+    void (*org2r)(int64_t m, int64_t n, int64_t k, T* a, int64_t lda, const T* tau) = nullptr;
+    void (*orm2r_t)(int64_t m, int64_t nc, int64_t k, T* a, int64_t lda, const T* tau, T* c, int64_t ldc) = nullptr;
+  };
+  Householder<float> householder_f32;
+  Householder<double> householder_f64;
   // The recurrent steps (kernels_rnn.cpp, rnn_step.h); the fused LSTM steps are null on base.
   rnn::RnnStepFns<float> rnn_f32;
   rnn::RnnStepFns<double> rnn_f64;

@@ -31,12 +31,24 @@ bool all_finite(const T* p, int64_t n) {
 }
 
 // ---- QR --------------------------------------------------------------------------------------------------------
-// float32 QR up to this size runs on the table's unblocked Householder kernels (kernels_householder.cpp),
-// not LAPACK: OpenBLAS's sgeqrf / sorgqr are unblocked there too, with BLAS calls for each column of
-// each rank-1 update (Zen 4, one thread, reduced mode: 64 x 64 in 78 us -> 33 us (MKL: 63-95 us),
-// 128^2 370 -> 302, 224^2 2400 -> 1250, 1000 x 36 316 -> 264, 36 x 1000 451 -> 215; at 256^2 the
-// blocked sgeqrf is faster, 1410 against 1950).
-bool use_small_qr(int64_t m, int64_t n, int64_t qc) { return m * std::max(n, qc) <= 224 * 224; }
+// float32 and float64 QR up to this size (200 KiB of matrix) runs on the table's unblocked
+// Householder kernels (kernels_householder.cpp), not LAPACK: OpenBLAS's xgeqrf / xorgqr are unblocked
+// there too, with BLAS calls for each column of each rank-1 update (Zen 4, one thread, reduced mode:
+// float32 64 x 64 78 -> 33 us (MKL: 63-95 us), 128^2 370 -> 302, 224^2 2400 -> 1250, 1000 x 36
+// 316 -> 264, 36 x 1000 451 -> 215, and 256^2 1410 against 1950 for the blocked sgeqrf; float64
+// 64^2 86 -> 49, 160^2 883 -> 808, 224^2 1833 against 2218).
+template <class T>
+bool use_small_qr(int64_t m, int64_t n, int64_t qc) {
+  return m * std::max(n, qc) * static_cast<int64_t>(sizeof(T)) <= 200 * 1024;
+}
+// The table's kernels for T (null for complex types and on the base table).
+template <class T>
+const cpu::KernelTable::Householder<T>* householder() {
+  const cpu::KernelTable::Householder<T>* h = nullptr;
+  if constexpr (std::is_same_v<T, float>) h = &cpu::cpu_kernels().householder_f32;
+  else if constexpr (std::is_same_v<T, double>) h = &cpu::cpu_kernels().householder_f64;
+  return h && h->geqr2 ? h : nullptr;
+}
 
 void qr_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
   const char* op = "linalg.qr";
@@ -50,8 +62,8 @@ void qr_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& o
     const T* ap = static_cast<const T*>(A.data_ptr());
     T* qp = want_q ? static_cast<T*>(out[0].data_ptr()) : nullptr;
     T* rp = static_cast<T*>(out[1].data_ptr());
-    const auto& kt = cpu::cpu_kernels();
-    const bool small = std::is_same_v<T, float> && kt.geqr2_f32 && use_small_qr(m, n, qc);
+    const auto* hh = householder<T>();
+    const bool small = hh && use_small_qr<T>(m, n, qc);
     int lw = 1;
     if (!small && m > 0 && n > 0) {
       T q{};
@@ -70,9 +82,8 @@ void qr_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& o
       for (int64_t b = b0; b < b1; ++b) {
         if (m > 0 && n > 0) {
           to_cm(ap + b * m * n, m, n, w.data());
-          if constexpr (std::is_same_v<T, float>)
-            if (small) kt.geqr2_f32(m, n, w.data(), m, tau.data());
-          if (!small) lp::geqrf<T>(int(m), int(n), w.data(), int(m), tau.data(), work.data(), lw);
+          if (small) hh->geqr2(m, n, w.data(), m, tau.data());
+          else lp::geqrf<T>(int(m), int(n), w.data(), int(m), tau.data(), work.data(), lw);
         }
         T* r = rp + b * rr * n;
         for (int64_t i0 = 0; i0 < rr; i0 += 16)  // (in tiles: w is column-major, r row-major)
@@ -82,9 +93,8 @@ void qr_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& o
         if (!want_q || m == 0 || qc == 0) continue;
         std::fill(q.begin(), q.end(), T(0));
         std::copy(w.begin(), w.begin() + m * std::min(qc, n), q.begin());  // the reflectors' columns
-        if constexpr (std::is_same_v<T, float>)
-          if (small) kt.org2r_f32(m, qc, k, q.data(), m, tau.data());
-        if (!small) lp::orgqr<T>(int(m), int(qc), int(k), q.data(), int(m), tau.data(), work.data(), lw);
+        if (small) hh->org2r(m, qc, k, q.data(), m, tau.data());
+        else lp::orgqr<T>(int(m), int(qc), int(k), q.data(), int(m), tau.data(), work.data(), lw);
         from_cm(q.data(), m, qc, qp + b * m * qc);
       }
     });
@@ -558,9 +568,10 @@ KernelRegistrar k_matrix_exp{"linalg_matrix_exp", DeviceType::CPU, matrix_exp_ke
 // condition number from above. Otherwise (rank deficient, ill-conditioned, not finite, or within a
 // factor of 2 of the bound, kept for rounding) it returns false and the caller runs gelsy.
 // wa: A (m x n, column-major), wb: B (ldb x k); both overwritten either way. x: n scratch.
-// Used where the QR is the table's (Zen 4, one thread, float32 with one column: 64 x 64 68 -> 38 us,
-// torch 64-76; 128^2 312 -> 193, 224^2 895 -> 828; with LAPACK's QR and R^-1 instead, the float64
-// and complex64 256^2 solves were 10% and 2.3x slower than gelsy's).
+// Used where the QR is the table's (Zen 4, one thread, one column: float32 64 x 64 68 -> 38 us,
+// torch 64-76; 128^2 312 -> 193, 224^2 895 -> 828; float64 64^2 82 -> 52, 160^2 631 -> 564; with
+// LAPACK's QR and R^-1 instead, the float64 and complex64 256^2 solves were 10% and 2.3x slower than
+// gelsy's).
 
 template <class T>
 double sq_abs(T v) {
@@ -589,17 +600,15 @@ double inv_upper_frob2(const T* r, int64_t lda, int64_t n, T* x) {
 template <class T>
 bool qr_solve_full_rank(int64_t m, int64_t n, int64_t k, T* wa, T* wb, int64_t ldb, lp::Real<T> rcond, T* tau,
                         T* x, T* work, int lw, bool small) {
-  const auto& kt = cpu::cpu_kernels();
-  if constexpr (std::is_same_v<T, float>)
-    if (small) kt.geqr2_f32(m, n, wa, m, tau);
+  const auto* hh = householder<T>();
+  if (small) hh->geqr2(m, n, wa, m, tau);
   if (!small && lp::geqrf<T>(int(m), int(n), wa, int(m), tau, work, lw) != 0) return false;
   double nr = 0;
   for (int64_t j = 0; j < n; ++j)
     for (int64_t i = 0; i <= j; ++i) nr += sq_abs(wa[j * m + i]);
   const double ni = inv_upper_frob2(wa, m, n, x);
   if (!(2.0 * std::sqrt(nr) * std::sqrt(ni) < 1.0 / double(rcond))) return false;
-  if constexpr (std::is_same_v<T, float>)
-    if (small) kt.orm2r_t_f32(m, k, n, wa, m, tau, wb, ldb);
+  if (small) hh->orm2r_t(m, k, n, wa, m, tau, wb, ldb);
   if (!small && lp::ormqr<T>('L', lp::is_cplx<T> ? 'C' : 'T', int(m), int(k), int(n), wa, int(m), tau, wb, int(ldb), work,
                              lw) != 0)
     return false;
@@ -677,7 +686,7 @@ void lstsq_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList
       if (driver == "gelsy") lrw = int(2 * n);
       if (driver == "gelss") lrw = int(5 * mn);
     }
-    const bool small = std::is_same_v<T, float> && cpu::cpu_kernels().geqr2_f32 && use_small_qr(m, n, n);
+    const bool small = householder<T>() && use_small_qr<T>(m, n, n);
     const bool qr_first = driver == "gelsy" && m >= n && small;  // (elsewhere LAPACK's QR and R^-1 lose to gelsy)
     parallel_for(Bn, batch_grain(m, n), [&](int64_t b0, int64_t b1) {
       std::vector<T> wa(m * n), wb(ldb * k), work(lw), tau(qr_first ? n : 0), xs(qr_first ? n : 0);
