@@ -2,6 +2,8 @@
 the info codes of the _ex forms on singular inputs, invariants (P L U = A, A inv(A) = I, L L^H = A)
 at sizes where LAPACK blocks and the batch is spread over threads, errors for bad dtypes and
 shapes, NaN input, and second derivatives against torch."""
+import math
+
 import pytest
 import torch
 
@@ -433,6 +435,66 @@ def test_qr_real_special_columns_and_scales(dtype):
         assert ((Qk @ Rk - x).abs().max() / scale).item() < tol
 
 
+def _householder_qr_ref(a, complete=False):
+    """Q and R with LAPACK's conventions (xgeqr2's reflectors: beta = -sign(Re alpha) ||(alpha, x)||,
+    real; xung2r's Q), in complex128 with numpy: the reference for complex QR, where torch's MKL
+    changes its phase convention with the size (complex R diagonals from n ~ 100 on Zen 4)."""
+    import numpy as np
+    a = np.array(a, dtype=np.complex128)
+    m, n = a.shape
+    k = min(m, n)
+    vs, taus = [], []
+    for i in range(k):
+        alpha, x = a[i, i], a[i + 1:, i]
+        xnorm = np.linalg.norm(x)
+        v = np.zeros(m - i, dtype=np.complex128)
+        v[0] = 1
+        if xnorm == 0 and alpha.imag == 0:
+            tau = 0
+        else:
+            beta = -np.copysign(np.hypot(abs(alpha), xnorm), alpha.real)
+            tau = complex((beta - alpha.real) / beta, -alpha.imag / beta)
+            v[1:] = x / (alpha - beta)
+            a[i, i], a[i + 1:, i] = beta, 0
+            a[i:, i + 1:] -= np.conj(tau) * np.outer(v, v.conj() @ a[i:, i + 1:])
+        vs.append(v)
+        taus.append(tau)
+    qc = m if complete else k
+    q = np.eye(m, qc, dtype=np.complex128)
+    for i in reversed(range(k)):
+        q[i:, :] -= taus[i] * np.outer(vs[i], vs[i].conj() @ q[i:, :])
+    return q, np.triu(a[:qc, :])
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+@pytest.mark.parametrize("shape", [(1, 1), (1, 6), (6, 1), (3, 7), (7, 3), (17, 17), (64, 64), (100, 30), (30, 100),
+                                   (112, 112), (160, 160), (200, 40)])
+@pytest.mark.parametrize("mode", ["reduced", "complete"])
+def test_qr_complex_lapack_conventions(shape, mode, dtype):
+    import numpy as np
+    a = rand(shape, dtype, seed=shape[0] * 7 + shape[1])
+    Qk, Rk = (to_torch(t).numpy() for t in kiln.linalg.qr(to_kiln(a), mode=mode))
+    Qr, Rr = _householder_qr_ref(a.numpy(), complete=mode == "complete")
+    tol = (2e-5 if dtype == "complex64" else 1e-13) * max(shape)
+    assert Qk.shape == Qr.shape and Rk.shape == Rr.shape
+    assert np.abs(Rk - Rr).max() < tol * np.abs(Rr).max(), np.abs(Rk - Rr).max()
+    assert np.abs(Qk - Qr).max() < tol, np.abs(Qk - Qr).max()
+    assert np.abs(np.diag(Rk).imag).max() == 0  # real diagonal, as LAPACK's
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+@pytest.mark.parametrize("shape,k", [((64, 64), 1), ((100, 30), 3), ((112, 112), 2), ((1, 1), 1), ((7, 1), 2)])
+def test_lstsq_gelsy_full_rank_complex(shape, k, dtype):
+    import numpy as np
+    a, b = rand(shape, dtype, seed=shape[0] + 2), rand((shape[0], k), dtype, seed=4)
+    rk = kiln.linalg.lstsq(to_kiln(a), to_kiln(b))
+    want = np.linalg.lstsq(a.numpy().astype(np.complex128), b.numpy().astype(np.complex128), rcond=None)[0]
+    x = to_torch(rk.solution).numpy()
+    assert rk.rank.item() == shape[1]
+    tol = 1e-3 if dtype == "complex64" else 1e-10
+    assert np.abs(x - want).max() < tol * np.abs(want).max(), np.abs(x - want).max()
+
+
 # ---- lstsq (gelsy) on float32 / float64 matrices of full column rank: the table's QR, R x = Q^T b --------
 def _with_cond(m, n, cond, seed):
     g = torch.Generator().manual_seed(seed)
@@ -498,3 +560,31 @@ def test_lstsq_gelsy_rank_decisions_float32(case):
     x = to_torch(rk.solution).double()
     tol = 2e-3 * max(want.abs().max().item(), 1e-30)
     assert (x - want).abs().max().item() <= tol, (x - want).abs().max()
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_qr_complex_special_columns_and_scales(dtype):
+    """As the real test above, against the complex128 reference; a column that is real and already
+    reduced keeps tau = 0, one with a complex alpha alone (x = 0) still gets a reflector."""
+    import numpy as np
+    a = rand((12, 8), dtype, seed=5)
+    a[:, 2] = 0
+    a[1:, 0] = 0
+    a[0, 0] = -3  # real: tau = 0
+    a[1:, 1] = 0
+    a[0, 1] = 0  # (after column 0's reflector, which is the identity: row 1 of column 1 is its alpha)
+    a[1, 1] = 2 + 1j  # complex alpha, x = 0: tau != 0 makes it real
+    c64 = dtype == "complex64"
+    # powers of two: Q is the same and R scales exactly, so the reference runs on x scaled back (the
+    # numpy reference itself would over- or underflow)
+    exps = (100, -100, -133) if c64 else (996, -996, -1030)
+    for e, x in [(0, a)] + [(e, a * math.ldexp(1.0, e)) for e in exps] + [(0, torch.zeros(5, 5, dtype=a.dtype))]:
+        Qk, Rk = (to_torch(t).numpy() for t in kiln.linalg.qr(to_kiln(x)))
+        def ldexp(z, k):  # (2.0 ** 1030 is no float)
+            z = z.astype(np.complex128)
+            return np.ldexp(z.real, k) + 1j * np.ldexp(z.imag, k)
+        Qr, Rr = _householder_qr_ref(ldexp(x.numpy(), -e))
+        tol = (1e-4 if e < -126 else 1e-5) if c64 else (1e-8 if e < -1022 else 1e-12)  # (subnormal R: fewer digits)
+        assert np.isfinite(Qk).all() and np.isfinite(Rk).all()
+        assert np.abs(ldexp(Rk, -e) - Rr).max() / (np.abs(Rr).max() or 1.0) < tol
+        assert np.abs(Qk - Qr).max() < tol

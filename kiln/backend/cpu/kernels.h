@@ -147,9 +147,10 @@ struct KernelTable {
   OptimUpdateFn optim_update[kNumDtypes] = {};
   TinyLinalgFn<float> tiny_linalg_f32 = nullptr;
   TinyLinalgFn<double> tiny_linalg_f64 = nullptr;
-  // Householder QR of small float32 / float64 matrices, column-major (kernels_householder.cpp; null on
-  // base): LAPACK's xgeqr2 (a := R and the reflectors, tau: min(m, n)), xorg2r (a := Q's first n
-  // columns from k reflectors) and xorm2r (C (m x nc) := Q^T C for Q from k reflectors; a restored).
+  // Householder QR of small matrices, column-major (kernels_householder.cpp; null on base): LAPACK's
+  // xgeqr2 (a := R and the reflectors, tau: min(m, n)), xorg2r / xung2r (a := Q's first n columns
+  // from k reflectors) and xorm2r / xunm2r (C (m x nc) := Q^T C or Q^H C for Q from k reflectors; a
+  // restored).
   template <class T>
   struct Householder {
     void (*geqr2)(int64_t m, int64_t n, T* a, int64_t lda, T* tau) = nullptr;
@@ -158,6 +159,8 @@ struct KernelTable {
   };
   Householder<float> householder_f32;
   Householder<double> householder_f64;
+  Householder<complex64> householder_c64;
+  Householder<complex128> householder_c128;
   // The recurrent steps (kernels_rnn.cpp, rnn_step.h); the fused LSTM steps are null on base.
   rnn::RnnStepFns<float> rnn_f32;
   rnn::RnnStepFns<double> rnn_f64;

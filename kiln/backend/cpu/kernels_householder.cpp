@@ -1,19 +1,22 @@
-// Householder QR of small float32 and float64 matrices (compiled once per ISA; kernel table entries
-// householder_f32 / _f64, run by linalg.qr's and linalg.lstsq's kernels in
+// Householder QR of small matrices, real and complex (compiled once per ISA; kernel table entries
+// householder_f32 / _f64 / _c64 / _c128, run by linalg.qr's and linalg.lstsq's kernels in
 // linalg_decomp.cpp for sizes where LAPACK's unblocked code is slower than it need be). They are
-// LAPACK's xgeqr2, xorg2r and xorm2r ('L', 'T'), reflector by reflector with LAPACK's conventions
-// (xlarfg: beta = -sign(alpha) ||(alpha, x)||, tau = (beta - alpha) / beta, v = x / (alpha - beta),
-// tau = 0 when x is zero; a reflector with tau = 0 is not applied), so Q and R have LAPACK's signs.
-// What differs is the arithmetic: each reflector is applied to a column in one pass over it (its
-// dot with v, then the update, while the column sits in L1) instead of a matrix-vector product and
-// a rank-1 update through BLAS calls per column; and the norms need no rescaling loop (float32's
-// are summed in double, where no float32 input overflows or underflows; float64's are scaled by a
-// power of two when the largest element is far from 1). Results agree with LAPACK's to rounding,
-// not bit for bit. The base table has none (the kernels then call LAPACK).
+// LAPACK's xgeqr2, xorg2r / xung2r and xorm2r / xunm2r ('L', 'T' / 'C'), reflector by reflector with
+// LAPACK's conventions (xlarfg: beta = -sign(Re alpha) ||(alpha, x)||, real; tau = ((beta - Re
+// alpha) / beta, -Im alpha / beta); v = x / (alpha - beta); tau = 0 when x is zero and alpha real; a
+// reflector with tau = 0 is not applied; geqr2 applies H^H, tau conjugated), so Q and R have
+// LAPACK's signs and phases. What differs is the arithmetic: each reflector is applied to a column
+// in one pass over it (its dot with v, then the update, while the column sits in L1) instead of a
+// matrix-vector product and a rank-1 update through BLAS calls per column; and the norms need no
+// rescaling loop (single precision's are summed in double, where no float32 input overflows or
+// underflows; double's are scaled by a power of two when the largest element is far from 1).
+// Complex elements are (re, im) pairs in the lanes of the real type's registers. Results agree with
+// LAPACK's to rounding, not bit for bit. The base table has none (the kernels then call LAPACK).
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
+#include <complex>
 #include <cstdint>
 #include <limits>
 
@@ -38,6 +41,9 @@ struct V<float> {
   void store(float* p, int64_t r) const { _mm512_mask_storeu_ps(p, mask(r), v); }
   friend V fma(V a, V b, V c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
   friend V operator*(V a, V b) { return {_mm512_mul_ps(a.v, b.v)}; }
+  friend V fnma(V a, V b, V c) { return {_mm512_fnmadd_ps(a.v, b.v, c.v)}; }  // c - a b
+  V swap() const { return {_mm512_permute_ps(v, 0xB1)}; }  // (re, im) pairs -> (im, re)
+  static V set2(float even, float odd) { return {_mm512_setr4_ps(even, odd, even, odd)}; }
   float sum() const { return _mm512_reduce_add_ps(v); }
 };
 template <>
@@ -51,6 +57,9 @@ struct V<double> {
   void store(double* p, int64_t r) const { _mm512_mask_storeu_pd(p, mask(r), v); }
   friend V fma(V a, V b, V c) { return {_mm512_fmadd_pd(a.v, b.v, c.v)}; }
   friend V operator*(V a, V b) { return {_mm512_mul_pd(a.v, b.v)}; }
+  friend V fnma(V a, V b, V c) { return {_mm512_fnmadd_pd(a.v, b.v, c.v)}; }
+  V swap() const { return {_mm512_permute_pd(v, 0x55)}; }
+  static V set2(double even, double odd) { return {_mm512_setr_pd(even, odd, even, odd, even, odd, even, odd)}; }
   double sum() const { return _mm512_reduce_add_pd(v); }
 };
 #else
@@ -70,6 +79,9 @@ struct V<float> {
   }
   friend V fma(V a, V b, V c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
   friend V operator*(V a, V b) { return {_mm256_mul_ps(a.v, b.v)}; }
+  friend V fnma(V a, V b, V c) { return {_mm256_fnmadd_ps(a.v, b.v, c.v)}; }
+  V swap() const { return {_mm256_permute_ps(v, 0xB1)}; }
+  static V set2(float even, float odd) { return {_mm256_setr_ps(even, odd, even, odd, even, odd, even, odd)}; }
   float sum() const {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -92,6 +104,9 @@ struct V<double> {
   }
   friend V fma(V a, V b, V c) { return {_mm256_fmadd_pd(a.v, b.v, c.v)}; }
   friend V operator*(V a, V b) { return {_mm256_mul_pd(a.v, b.v)}; }
+  friend V fnma(V a, V b, V c) { return {_mm256_fnmadd_pd(a.v, b.v, c.v)}; }
+  V swap() const { return {_mm256_permute_pd(v, 0x5)}; }
+  static V set2(double even, double odd) { return {_mm256_setr_pd(even, odd, even, odd)}; }
   double sum() const {
     __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
     return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
@@ -243,6 +258,121 @@ void orm2r_t(int64_t m, int64_t nc, int64_t k, T* a, int64_t lda, const T* tau, 
     *d = aii;
   }
 }
+
+// ---- complex matrices (interleaved (re, im) pairs of R): xlarfg, xgeqr2, xung2r, xunm2r ('L', 'C') --------
+template <class R>
+using Cx = std::complex<R>;
+
+// x (n complex) := r x.
+template <class R>
+void scale_c(int64_t n, Cx<R> r, Cx<R>* x) {
+  using W = V<R>;
+  R* p = reinterpret_cast<R*>(x);
+  const W rr = W::set1(r.real()), ri = W::set2(-r.imag(), r.imag());
+  for (int64_t i = 0; i < 2 * n; i += W::N) {
+    const W v = W::load(p + i, 2 * n - i);
+    fma(v.swap(), ri, v * rr).store(p + i, 2 * n - i);
+  }
+}
+
+// a (L x C) := (I - tau v v^H) a, a column at a time: d = v^H a_c, then a_c -= (tau d) v. The
+// products of (re, im) pairs: v . a_c summed lane-wise gives d's real part; v . swap(a_c), even
+// lanes minus odd, its imaginary part.
+template <class R>
+void apply_left_c(int64_t L, int64_t C, const Cx<R>* v, Cx<R> tau, Cx<R>* a, int64_t lda) {
+  using W = V<R>;
+  constexpr int N = W::N;
+  const R* vp = reinterpret_cast<const R*>(v);
+  const int64_t L2 = 2 * L;
+  const W alt = W::set2(R(1), R(-1));
+  for (int64_t c = 0; c < C; ++c) {
+    R* x = reinterpret_cast<R*>(a + c * lda);
+    W p = W::zero(), q = W::zero();
+    for (int64_t i = 0; i < L2; i += N) {
+      const W vi = W::load(vp + i, L2 - i), xi = W::load(x + i, L2 - i);
+      p = fma(vi, xi, p);
+      q = fma(vi, xi.swap(), q);
+    }
+    const Cx<R> s = tau * Cx<R>(p.sum(), (q * alt).sum());
+    const W sr = W::set1(s.real()), si = W::set2(-s.imag(), s.imag());
+    for (int64_t i = 0; i < L2; i += N) {
+      const W vi = W::load(vp + i, L2 - i);
+      fnma(vi.swap(), si, fnma(vi, sr, W::load(x + i, L2 - i))).store(x + i, L2 - i);
+    }
+  }
+}
+
+// xlarfg (complex) on (alpha, x[0 .. n-1)): beta = -sign(Re alpha) ||(alpha, x)||, tau = ((beta -
+// Re alpha) / beta, -Im alpha / beta), x := x / (alpha - beta), alpha := beta; returns tau (0 when x
+// is zero and alpha real).
+template <class R>
+Cx<R> larfg_c(int64_t n, Cx<R>& alpha, Cx<R>* x) {
+  if (n <= 0) return Cx<R>(0);
+  const double xnorm = n > 1 ? norm2(reinterpret_cast<R*>(x), 2 * (n - 1)) : 0.0;
+  const double ar = alpha.real(), ai = alpha.imag();
+  if (xnorm == 0.0 && ai == 0.0) return Cx<R>(0);
+  const double beta = -std::copysign(std::hypot(std::hypot(ar, ai), xnorm), ar);
+  const std::complex<double> d(ar - beta, ai), r = 1.0 / d;
+  const Cx<R> rt(static_cast<R>(r.real()), static_cast<R>(r.imag()));
+  if (std::isfinite(std::abs(rt)) && std::abs(rt) >= std::numeric_limits<R>::min()) {
+    scale_c(n - 1, rt, x);
+  } else {  // beta tiny (or huge): its reciprocal is not a T
+    for (int64_t i = 0; i < n - 1; ++i) {
+      const std::complex<double> y = std::complex<double>(x[i].real(), x[i].imag()) / d;
+      x[i] = Cx<R>(static_cast<R>(y.real()), static_cast<R>(y.imag()));
+    }
+  }
+  alpha = Cx<R>(static_cast<R>(beta), R(0));
+  return Cx<R>(static_cast<R>((beta - ar) / beta), static_cast<R>(-ai / beta));
+}
+
+// xgeqr2: H(i)^H applied to the trailing columns (tau conjugated), as LAPACK.
+template <class R>
+void geqr2_c(int64_t m, int64_t n, Cx<R>* a, int64_t lda, Cx<R>* tau) {
+  const int64_t k = m < n ? m : n;
+  for (int64_t i = 0; i < k; ++i) {
+    Cx<R>* d = a + i + i * lda;
+    tau[i] = larfg_c(m - i, *d, d + 1);
+    if (i + 1 < n && tau[i] != Cx<R>(0)) {
+      const Cx<R> aii = *d;
+      *d = Cx<R>(1);
+      apply_left_c(m - i, n - i - 1, d, std::conj(tau[i]), d + lda, lda);
+      *d = aii;
+    }
+  }
+}
+
+// xung2r: the first n columns of Q = H(0) ... H(k-1).
+template <class R>
+void org2r_c(int64_t m, int64_t n, int64_t k, Cx<R>* a, int64_t lda, const Cx<R>* tau) {
+  for (int64_t j = k; j < n; ++j) {
+    for (int64_t l = 0; l < m; ++l) a[l + j * lda] = Cx<R>(0);
+    if (j < m) a[j + j * lda] = Cx<R>(1);
+  }
+  for (int64_t i = k - 1; i >= 0; --i) {
+    Cx<R>* d = a + i + i * lda;
+    if (i + 1 < n) {
+      *d = Cx<R>(1);
+      if (tau[i] != Cx<R>(0)) apply_left_c(m - i, n - i - 1, d, tau[i], d + lda, lda);
+    }
+    if (i + 1 < m) scale_c(m - i - 1, -tau[i], d + 1);
+    *d = Cx<R>(1) - tau[i];
+    for (int64_t l = 0; l < i; ++l) a[l + i * lda] = Cx<R>(0);
+  }
+}
+
+// xunm2r ('L', 'C'): c (m x nc) := Q^H c = H(k-1)^H ... H(0)^H c.
+template <class R>
+void orm2r_c(int64_t m, int64_t nc, int64_t k, Cx<R>* a, int64_t lda, const Cx<R>* tau, Cx<R>* c, int64_t ldc) {
+  for (int64_t i = 0; i < k; ++i) {
+    if (tau[i] == Cx<R>(0)) continue;
+    Cx<R>* d = a + i + i * lda;
+    const Cx<R> aii = *d;
+    *d = Cx<R>(1);
+    apply_left_c(m - i, nc, d, std::conj(tau[i]), c + i, ldc);
+    *d = aii;
+  }
+}
 #endif
 
 }  // namespace
@@ -251,6 +381,8 @@ void fill_householder(KernelTable& t) {
 #if defined(__AVX512F__) || defined(__AVX2__)
   t.householder_f32 = {&geqr2<float>, &org2r<float>, &orm2r_t<float>};
   t.householder_f64 = {&geqr2<double>, &org2r<double>, &orm2r_t<double>};
+  t.householder_c64 = {&geqr2_c<float>, &org2r_c<float>, &orm2r_c<float>};
+  t.householder_c128 = {&geqr2_c<double>, &org2r_c<double>, &orm2r_c<double>};
 #else
   (void)t;
 #endif

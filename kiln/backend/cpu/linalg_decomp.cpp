@@ -31,22 +31,25 @@ bool all_finite(const T* p, int64_t n) {
 }
 
 // ---- QR --------------------------------------------------------------------------------------------------------
-// float32 and float64 QR up to this size (200 KiB of matrix) runs on the table's unblocked
-// Householder kernels (kernels_householder.cpp), not LAPACK: OpenBLAS's xgeqrf / xorgqr are unblocked
-// there too, with BLAS calls for each column of each rank-1 update (Zen 4, one thread, reduced mode:
-// float32 64 x 64 78 -> 33 us (MKL: 63-95 us), 128^2 370 -> 302, 224^2 2400 -> 1250, 1000 x 36
-// 316 -> 264, 36 x 1000 451 -> 215, and 256^2 1410 against 1950 for the blocked sgeqrf; float64
-// 64^2 86 -> 49, 160^2 883 -> 808, 224^2 1833 against 2218).
+// QR up to this size (200 KiB of matrix) runs on the table's unblocked Householder kernels
+// (kernels_householder.cpp), not LAPACK: OpenBLAS's xgeqrf / xorgqr are unblocked there too, with
+// BLAS calls for each column of each rank-1 update (Zen 4, one thread, reduced mode: float32 64 x 64
+// 78 -> 33 us (MKL: 63-95 us), 128^2 370 -> 302, 224^2 2400 -> 1250, 1000 x 36 316 -> 264, 36 x 1000
+// 451 -> 215, and 256^2 1410 against 1950 for the blocked sgeqrf; float64 64^2 86 -> 49, 160^2
+// 883 -> 808, 224^2 1833 against 2218; complex64 64^2 152 -> 87, 160^2 1139 -> 1102; complex128
+// 64^2 169 -> 141, 112^2 825 -> 801, 160^2 2093 against 2337).
 template <class T>
 bool use_small_qr(int64_t m, int64_t n, int64_t qc) {
   return m * std::max(n, qc) * static_cast<int64_t>(sizeof(T)) <= 200 * 1024;
 }
-// The table's kernels for T (null for complex types and on the base table).
+// The table's kernels for T (null on the base table).
 template <class T>
 const cpu::KernelTable::Householder<T>* householder() {
   const cpu::KernelTable::Householder<T>* h = nullptr;
   if constexpr (std::is_same_v<T, float>) h = &cpu::cpu_kernels().householder_f32;
   else if constexpr (std::is_same_v<T, double>) h = &cpu::cpu_kernels().householder_f64;
+  else if constexpr (std::is_same_v<T, complex64>) h = &cpu::cpu_kernels().householder_c64;
+  else h = &cpu::cpu_kernels().householder_c128;
   return h && h->geqr2 ? h : nullptr;
 }
 
@@ -567,9 +570,10 @@ KernelRegistrar k_matrix_exp{"linalg_matrix_exp", DeviceType::CPU, matrix_exp_ke
 // most R's, the same as A's) stay within 1 / rcond, and the Frobenius norms' product bounds R's
 // condition number from above. Otherwise (rank deficient, ill-conditioned, not finite, or within a
 // factor of 2 of the bound, kept for rounding) it returns false and the caller runs gelsy.
-// wa: A (m x n, column-major), wb: B (ldb x k); both overwritten either way. x: n scratch.
+// wa: A (m x n, column-major), wb: B (ldb x k); both overwritten either way. x: 2n scratch.
 // Used where the QR is the table's (Zen 4, one thread, one column: float32 64 x 64 68 -> 38 us,
-// torch 64-76; 128^2 312 -> 193, 224^2 895 -> 828; float64 64^2 82 -> 52, 160^2 631 -> 564; with
+// torch 64-76; 128^2 312 -> 193, 224^2 895 -> 828; float64 64^2 82 -> 52, 160^2 631 -> 564;
+// complex64 64^2 187 -> 91, 112^2 567 -> 372; complex128 64^2 171 -> 126, 112^2 580 -> 575; with
 // LAPACK's QR and R^-1 instead, the float64 and complex64 256^2 solves were 10% and 2.3x slower than
 // gelsy's).
 
@@ -579,19 +583,38 @@ double sq_abs(T v) {
   else return double(v) * double(v);
 }
 // ||R^-1||_F^2 for R upper triangular (n x n, column-major, leading dimension lda), column by
-// column of R^-1 (back substitution, axpy form); inf when R has a zero on its diagonal. x: n scratch.
+// column of R^-1 (back substitution, axpy form, complex products written out so they vectorise);
+// inf when R has a zero on its diagonal. x: 2n scratch.
 template <class T>
 double inv_upper_frob2(const T* r, int64_t lda, int64_t n, T* x) {
+  using R = lp::Real<T>;
+  T* d = x + n;  // 1 / R's diagonal
+  for (int64_t l = 0; l < n; ++l) {
+    if (r[l * lda + l] == T(0)) return std::numeric_limits<double>::infinity();
+    d[l] = T(1) / r[l * lda + l];
+  }
   double s = 0;
   for (int64_t j = 0; j < n; ++j) {
     std::fill(x, x + j, T(0));
     x[j] = T(1);
     for (int64_t l = j; l >= 0; --l) {
       const T* rl = r + l * lda;
-      if (rl[l] == T(0)) return std::numeric_limits<double>::infinity();
-      const T xl = x[l] / rl[l];
-      x[l] = xl;
-      for (int64_t i = 0; i < l; ++i) x[i] -= xl * rl[i];
+      if constexpr (lp::is_cplx<T>) {
+        const R ar = x[l].real(), ai = x[l].imag(), br = d[l].real(), bi = d[l].imag();
+        const R xr = ar * br - ai * bi, xi = ar * bi + ai * br;
+        x[l] = T(xr, xi);
+        R* xp = reinterpret_cast<R*>(x);
+        const R* rp = reinterpret_cast<const R*>(rl);
+        for (int64_t i = 0; i < l; ++i) {
+          const R cr = rp[2 * i], ci = rp[2 * i + 1];
+          xp[2 * i] -= xr * cr - xi * ci;
+          xp[2 * i + 1] -= xr * ci + xi * cr;
+        }
+      } else {
+        const T xl = x[l] * d[l];
+        x[l] = xl;
+        for (int64_t i = 0; i < l; ++i) x[i] -= xl * rl[i];
+      }
     }
     for (int64_t i = 0; i <= j; ++i) s += sq_abs(x[i]);
   }
@@ -689,7 +712,7 @@ void lstsq_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList
     const bool small = householder<T>() && use_small_qr<T>(m, n, n);
     const bool qr_first = driver == "gelsy" && m >= n && small;  // (elsewhere LAPACK's QR and R^-1 lose to gelsy)
     parallel_for(Bn, batch_grain(m, n), [&](int64_t b0, int64_t b1) {
-      std::vector<T> wa(m * n), wb(ldb * k), work(lw), tau(qr_first ? n : 0), xs(qr_first ? n : 0);
+      std::vector<T> wa(m * n), wb(ldb * k), work(lw), tau(qr_first ? n : 0), xs(qr_first ? 2 * n : 0);
       std::vector<R> s(mn), rwork(std::max(lrw, 1));
       std::vector<int> iwork(liw), jpvt(n);
       for (int64_t b = b0; b < b1; ++b) {
