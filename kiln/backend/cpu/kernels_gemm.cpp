@@ -154,6 +154,7 @@ void compute_rows(const Pb& P, const typename Pb::A* a, typename Pb::C* c, int64
                   int64_t nc, const typename Pb::W* Bp, typename Pb::W* Ap, float* ws, float* tile) {
   using Pn = typename Pb::Pn;
   constexpr int MR = Pb::MR, NR = Pb::NR;
+  static_assert(Pn::MC % MR == 0);  // (whole micro-tiles of partial sums in ws, below)
   const GemmArgs& g = P.g;
   const int64_t ldw = round_up(nc, NR);
   for (int64_t kb = 0; kb < P.nk; ++kb) {

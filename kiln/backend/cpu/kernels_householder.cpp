@@ -7,9 +7,10 @@
 // reflector with tau = 0 is not applied; geqr2 applies H^H, tau conjugated), so Q and R have
 // LAPACK's signs and phases. What differs is the arithmetic: each reflector is applied to a column
 // in one pass over it (its dot with v, then the update, while the column sits in L1) instead of a
-// matrix-vector product and a rank-1 update through BLAS calls per column; and the norms need no
-// rescaling loop (single precision's are summed in double, where no float32 input overflows or
-// underflows; double's are scaled by a power of two when the largest element is far from 1).
+// matrix-vector product and a rank-1 update through BLAS calls per column; single precision's
+// reflectors are computed in double (no float32 input over- or underflows there), double's norms
+// are scaled by a power of two when the largest element is far from 1, and a subnormal beta is
+// rescaled once by a power of two (xlarfg loops by 1 / safmin).
 // Complex elements are (re, im) pairs in the lanes of the real type's registers. Results agree with
 // LAPACK's to rounding, not bit for bit. The base table has none (the kernels then call LAPACK).
 #include <immintrin.h>
@@ -190,14 +191,26 @@ void apply_left(int64_t L, int64_t C, const T* v, T tau, T* a, int64_t lda) {
   }
 }
 
+// xlarfg's rescaling threshold (safmin / eps for float64): below it beta, alpha - beta and v would
+// keep only the digits of the subnormal grid, and H would be far from orthogonal; alpha and x are
+// then scaled by a power of two first (exact), as xlarfg does, and beta scaled back.
+constexpr double kSafmin = 0x1p-969;
+
 // xlarfg on (alpha, x[0 .. n-1)): alpha := beta, x := v's tail; returns tau.
 template <class T>
 T larfg(int64_t n, T& alpha, T* x) {
   using W = V<T>;
   if (n <= 1) return T(0);
-  const double xnorm = norm2(x, n - 1);
+  double xnorm = norm2(x, n - 1);
   if (xnorm == 0.0) return T(0);
-  const double al = alpha, beta = -std::copysign(std::hypot(al, xnorm), al);
+  double al = alpha, beta = -std::copysign(std::hypot(al, xnorm), al);
+  int k = 0;
+  if (std::fabs(beta) < kSafmin) {  // (float64 only: float32's arithmetic here is double's)
+    k = -std::ilogb(beta);
+    for (int64_t i = 0; i < n - 1; ++i) x[i] = static_cast<T>(std::ldexp(double(x[i]), k));
+    al = std::ldexp(al, k), xnorm = norm2(x, n - 1);
+    beta = -std::copysign(std::hypot(al, xnorm), al);
+  }
   const double d = al - beta, scal = 1.0 / d;
   const T ts = static_cast<T>(scal);
   if (std::fabs(ts) >= std::numeric_limits<T>::min() && std::fabs(ts) <= std::numeric_limits<T>::max()) {
@@ -206,7 +219,7 @@ T larfg(int64_t n, T& alpha, T* x) {
   } else {  // beta tiny (or huge): its reciprocal is not a T
     for (int64_t i = 0; i < n - 1; ++i) x[i] = static_cast<T>(x[i] / d);
   }
-  alpha = static_cast<T>(beta);
+  alpha = static_cast<T>(std::ldexp(beta, -k));
   return static_cast<T>((beta - al) / beta);
 }
 
@@ -308,10 +321,18 @@ void apply_left_c(int64_t L, int64_t C, const Cx<R>* v, Cx<R> tau, Cx<R>* a, int
 template <class R>
 Cx<R> larfg_c(int64_t n, Cx<R>& alpha, Cx<R>* x) {
   if (n <= 0) return Cx<R>(0);
-  const double xnorm = n > 1 ? norm2(reinterpret_cast<R*>(x), 2 * (n - 1)) : 0.0;
-  const double ar = alpha.real(), ai = alpha.imag();
+  R* xr = reinterpret_cast<R*>(x);
+  double xnorm = n > 1 ? norm2(xr, 2 * (n - 1)) : 0.0;
+  double ar = alpha.real(), ai = alpha.imag();
   if (xnorm == 0.0 && ai == 0.0) return Cx<R>(0);
-  const double beta = -std::copysign(std::hypot(std::hypot(ar, ai), xnorm), ar);
+  double beta = -std::copysign(std::hypot(std::hypot(ar, ai), xnorm), ar);
+  int k = 0;
+  if (std::fabs(beta) < kSafmin) {  // (complex128 only)
+    k = -std::ilogb(beta);
+    for (int64_t i = 0; i < 2 * (n - 1); ++i) xr[i] = static_cast<R>(std::ldexp(double(xr[i]), k));
+    ar = std::ldexp(ar, k), ai = std::ldexp(ai, k), xnorm = n > 1 ? norm2(xr, 2 * (n - 1)) : 0.0;
+    beta = -std::copysign(std::hypot(std::hypot(ar, ai), xnorm), ar);
+  }
   const std::complex<double> d(ar - beta, ai), r = 1.0 / d;
   const Cx<R> rt(static_cast<R>(r.real()), static_cast<R>(r.imag()));
   if (std::isfinite(std::abs(rt)) && std::abs(rt) >= std::numeric_limits<R>::min()) {
@@ -322,7 +343,7 @@ Cx<R> larfg_c(int64_t n, Cx<R>& alpha, Cx<R>* x) {
       x[i] = Cx<R>(static_cast<R>(y.real()), static_cast<R>(y.imag()));
     }
   }
-  alpha = Cx<R>(static_cast<R>(beta), R(0));
+  alpha = Cx<R>(static_cast<R>(std::ldexp(beta, -k)), R(0));
   return Cx<R>(static_cast<R>((beta - ar) / beta), static_cast<R>(-ai / beta));
 }
 

@@ -563,57 +563,56 @@ KernelRegistrar k_matrix_exp{"linalg_matrix_exp", DeviceType::CPU, matrix_exp_ke
 
 // ---- least squares ---------------------------------------------------------------------------------------------
 // gelsy's answer for a matrix of full column rank (m >= n) without its column pivoting: the least
-// squares solution is then unique, and R x = (Q^T B)[:n] from the unpivoted (blocked, or on small
-// float32 matrices the table's) QR gives it. Full rank by gelsy's test is certain when
-// ||R||_F ||R^-1||_F < 1 / rcond: gelsy accepts rank r while its estimates smax / smin of the leading
-// r x r block's extreme singular values (a lower bound of that block's condition number, which is at
-// most R's, the same as A's) stay within 1 / rcond, and the Frobenius norms' product bounds R's
-// condition number from above. Otherwise (rank deficient, ill-conditioned, not finite, or within a
-// factor of 2 of the bound, kept for rounding) it returns false and the caller runs gelsy.
-// wa: A (m x n, column-major), wb: B (ldb x k); both overwritten either way. x: 2n scratch.
-// Used where the QR is the table's (Zen 4, one thread, one column: float32 64 x 64 68 -> 38 us,
-// torch 64-76; 128^2 312 -> 193, 224^2 895 -> 828; float64 64^2 82 -> 52, 160^2 631 -> 564;
-// complex64 64^2 187 -> 91, 112^2 567 -> 372; complex128 64^2 171 -> 126, 112^2 580 -> 575; with
-// LAPACK's QR and R^-1 instead, the float64 and complex64 256^2 solves were 10% and 2.3x slower than
-// gelsy's).
-
+// squares solution is then unique, and R x = (Q^H B)[:n] from the unpivoted QR (the table's) gives
+// it to rounding. gelsy accepts rank r while its estimates smax / smin of the leading r x r block's
+// extreme singular values stay within 1 / rcond; those estimates bound the block's condition number
+// from below, which is at most R's (the same as A's), and ||R||_F ||R^-1||_F bounds R's from above.
+// So when that product is under 1 / (2 rcond), gelsy finds full rank, up to rounding: R here is not
+// gelsy's pivoted R, equal to it only to backward error, hence the factor 2 (R^-1 is formed in
+// double). Otherwise (rank deficient, ill-conditioned, not finite, near the bound) it returns false
+// and the caller runs gelsy. wa: A (m x n, column-major), wb: B (ldb x k); both overwritten either
+// way. x: 2n scratch. (Zen 4, one thread, one column: float32 64 x 64 68 -> 38 us, torch 64-76;
+// 128^2 312 -> 193, 224^2 895 -> 828; float64 64^2 82 -> 52, 160^2 631 -> 564; complex64 64^2
+// 187 -> 91, 112^2 567 -> 372; complex128 64^2 171 -> 126, 112^2 580 -> 575. With LAPACK's blocked
+// QR and R^-1 at 256^2, the float64 and complex64 solves were 10% and 2.3x slower than gelsy's.)
 template <class T>
 double sq_abs(T v) {
   if constexpr (lp::is_cplx<T>) return double(v.real()) * double(v.real()) + double(v.imag()) * double(v.imag());
   else return double(v) * double(v);
 }
 // ||R^-1||_F^2 for R upper triangular (n x n, column-major, leading dimension lda), column by
-// column of R^-1 (back substitution, axpy form, complex products written out so they vectorise);
-// inf when R has a zero on its diagonal. x: 2n scratch.
+// column of R^-1 (back substitution, axpy form) in double precision (float32's and complex64's
+// included: near the bound, R^-1 in single precision could be off by n eps cond(R), which is most of
+// the margin); inf when R has a zero on its diagonal. x: 2n scratch.
 template <class T>
-double inv_upper_frob2(const T* r, int64_t lda, int64_t n, T* x) {
-  using R = lp::Real<T>;
-  T* d = x + n;  // 1 / R's diagonal
+double inv_upper_frob2(const T* r, int64_t lda, int64_t n, std::conditional_t<lp::is_cplx<T>, complex128, double>* x) {
+  using D = std::conditional_t<lp::is_cplx<T>, complex128, double>;
+  D* d = x + n;  // 1 / R's diagonal
   for (int64_t l = 0; l < n; ++l) {
     if (r[l * lda + l] == T(0)) return std::numeric_limits<double>::infinity();
-    d[l] = T(1) / r[l * lda + l];
+    d[l] = D(1) / D(r[l * lda + l]);
   }
   double s = 0;
   for (int64_t j = 0; j < n; ++j) {
-    std::fill(x, x + j, T(0));
-    x[j] = T(1);
+    std::fill(x, x + j, D(0));
+    x[j] = D(1);
     for (int64_t l = j; l >= 0; --l) {
       const T* rl = r + l * lda;
-      if constexpr (lp::is_cplx<T>) {
-        const R ar = x[l].real(), ai = x[l].imag(), br = d[l].real(), bi = d[l].imag();
-        const R xr = ar * br - ai * bi, xi = ar * bi + ai * br;
-        x[l] = T(xr, xi);
-        R* xp = reinterpret_cast<R*>(x);
-        const R* rp = reinterpret_cast<const R*>(rl);
+      if constexpr (lp::is_cplx<T>) {  // (the complex products written out, so they vectorise)
+        const double ar = x[l].real(), ai = x[l].imag(), br = d[l].real(), bi = d[l].imag();
+        const double xr = ar * br - ai * bi, xi = ar * bi + ai * br;
+        x[l] = D(xr, xi);
+        double* xp = reinterpret_cast<double*>(x);
+        const auto* rp = reinterpret_cast<const lp::Real<T>*>(rl);
         for (int64_t i = 0; i < l; ++i) {
-          const R cr = rp[2 * i], ci = rp[2 * i + 1];
+          const double cr = rp[2 * i], ci = rp[2 * i + 1];
           xp[2 * i] -= xr * cr - xi * ci;
           xp[2 * i + 1] -= xr * ci + xi * cr;
         }
       } else {
-        const T xl = x[l] * d[l];
+        const double xl = x[l] * d[l];
         x[l] = xl;
-        for (int64_t i = 0; i < l; ++i) x[i] -= xl * rl[i];
+        for (int64_t i = 0; i < l; ++i) x[i] -= xl * double(rl[i]);
       }
     }
     for (int64_t i = 0; i <= j; ++i) s += sq_abs(x[i]);
@@ -621,20 +620,15 @@ double inv_upper_frob2(const T* r, int64_t lda, int64_t n, T* x) {
   return s;
 }
 template <class T>
-bool qr_solve_full_rank(int64_t m, int64_t n, int64_t k, T* wa, T* wb, int64_t ldb, lp::Real<T> rcond, T* tau,
-                        T* x, T* work, int lw, bool small) {
-  const auto* hh = householder<T>();
-  if (small) hh->geqr2(m, n, wa, m, tau);
-  if (!small && lp::geqrf<T>(int(m), int(n), wa, int(m), tau, work, lw) != 0) return false;
+bool qr_solve_full_rank(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64_t n, int64_t k, T* wa, T* wb,
+                        int64_t ldb, lp::Real<T> rcond, T* tau, std::conditional_t<lp::is_cplx<T>, complex128, double>* x) {
+  hh.geqr2(m, n, wa, m, tau);
   double nr = 0;
   for (int64_t j = 0; j < n; ++j)
     for (int64_t i = 0; i <= j; ++i) nr += sq_abs(wa[j * m + i]);
   const double ni = inv_upper_frob2(wa, m, n, x);
   if (!(2.0 * std::sqrt(nr) * std::sqrt(ni) < 1.0 / double(rcond))) return false;
-  if (small) hh->orm2r_t(m, k, n, wa, m, tau, wb, ldb);
-  if (!small && lp::ormqr<T>('L', lp::is_cplx<T> ? 'C' : 'T', int(m), int(k), int(n), wa, int(m), tau, wb, int(ldb), work,
-                             lw) != 0)
-    return false;
+  hh.orm2r_t(m, k, n, wa, m, tau, wb, ldb);
   return lp::trtrs<T>('U', 'N', 'N', int(n), int(k), wa, int(m), wb, int(ldb)) == 0;
 }
 
@@ -698,21 +692,15 @@ void lstsq_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList
                         qrw.data());
       rq = qrw[0];
       lw = std::max(1, lp::work_size(wq));
-      if (driver == "gelsy" && m >= n) {  // (qr_solve_full_rank's)
-        lp::geqrf<T>(int(m), int(n), qa.data(), int(m), qb.data(), &wq, -1);
-        lw = std::max(lw, lp::work_size(wq));
-        lp::ormqr<T>('L', lp::is_cplx<T> ? 'C' : 'T', int(m), int(k), int(n), qa.data(), int(m), qb.data(), qb.data(),
-                     int(ldb), &wq, -1);
-        lw = std::max(lw, lp::work_size(wq));
-      }
       if (driver == "gelsd") liw = std::max(1, iq), lrw = std::max<int>(1, int(rq));
       if (driver == "gelsy") lrw = int(2 * n);
       if (driver == "gelss") lrw = int(5 * mn);
     }
-    const bool small = householder<T>() && use_small_qr<T>(m, n, n);
-    const bool qr_first = driver == "gelsy" && m >= n && small;  // (elsewhere LAPACK's QR and R^-1 lose to gelsy)
+    const auto* hh = householder<T>();
+    const bool qr_first = driver == "gelsy" && m >= n && hh && use_small_qr<T>(m, n, n);  // (see qr_solve_full_rank)
     parallel_for(Bn, batch_grain(m, n), [&](int64_t b0, int64_t b1) {
-      std::vector<T> wa(m * n), wb(ldb * k), work(lw), tau(qr_first ? n : 0), xs(qr_first ? 2 * n : 0);
+      std::vector<T> wa(m * n), wb(ldb * k), work(lw), tau(qr_first ? n : 0);
+      std::vector<std::conditional_t<lp::is_cplx<T>, complex128, double>> xs(qr_first ? 2 * n : 0);
       std::vector<R> s(mn), rwork(std::max(lrw, 1));
       std::vector<int> iwork(liw), jpvt(n);
       for (int64_t b = b0; b < b1; ++b) {
@@ -727,8 +715,7 @@ void lstsq_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList
         int rk = int(mn);
         bool solved = false;
         if (qr_first) {
-          solved = qr_solve_full_rank<T>(m, n, k, wa.data(), wb.data(), ldb, rcond, tau.data(), xs.data(), work.data(),
-                                         lw, small);
+          solved = qr_solve_full_rank<T>(*hh, m, n, k, wa.data(), wb.data(), ldb, rcond, tau.data(), xs.data());
           if (solved) ip[b] = 0;
           else load();
         }
