@@ -12,6 +12,7 @@
 
 #include <cblas.h>
 
+#include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/lapack.h"
 #include "kiln/core/tensor.h"
 
@@ -53,6 +54,9 @@ inline int64_t batch_grain(int64_t m, int64_t n) {
 // by element, one side's accesses are a row length apart: a cache miss each from n = 64 up).
 template <class T>
 void transpose_tiles(const T* src, int64_t R, int64_t C, T* dst) {  // dst (C x R) = src (R x C)^T
+  if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {  // (in registers: 4x faster at 64 x 64)
+    if (const auto f = cpu_kernels().transpose_dense) return f(src, R, C, dst, sizeof(T));
+  }
   constexpr int64_t kT = 16;
   for (int64_t i0 = 0; i0 < R; i0 += kT)
     for (int64_t j0 = 0; j0 < C; j0 += kT) {
