@@ -49,10 +49,12 @@ const std::vector<Isa>& isas() {
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
       r.push_back({"avx2", {}});
       cpu::avx2::fill_gemm(r.back().table);
+      cpu::avx2::fill_copy(r.back().table);  // (for Copy.TransposeDense)
     }
     if (cpu::isa_supported(cpu::Isa::Avx512)) {
       r.push_back({"avx512", {}});
       cpu::avx512::fill_gemm(r.back().table);
+      cpu::avx512::fill_copy(r.back().table);
     }
     if (cpu::bf16_dot_supported()) {  // the avx512 table as this CPU runs it
       r.push_back({"avx512bf16", {}, true});
@@ -642,40 +644,31 @@ TEST(Gemm, MatmulFloat8) {
 // 8-byte elements, against the element-by-element transpose (bits kept: random bit patterns, NaNs
 // among them).
 TEST(Copy, TransposeDense) {
-#ifndef KILN_BASE_ISA_ONLY
-  std::vector<std::pair<std::string, cpu::KernelTable>> tables;
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
-    tables.push_back({"avx2", {}});
-    cpu::avx2::fill_copy(tables.back().second);
-  }
-  if (cpu::isa_supported(cpu::Isa::Avx512)) {
-    tables.push_back({"avx512", {}});
-    cpu::avx512::fill_copy(tables.back().second);
-  }
   std::mt19937_64 rng(5);
-  int checked = 0;
-  for (auto& [name, t] : tables) {
-    ASSERT_NE(t.transpose_dense, nullptr) << name;
+  int checked = 0, tables = 0;
+  for (const Isa& isa : isas()) {
+    if (isa.name != "avx2" && isa.name != "avx512") continue;
+    ++tables;
+    const cpu::KernelTable& t = isa.table;
+    ASSERT_NE(t.transpose_dense, nullptr) << isa.name;
     for (int64_t esize : {4, 8})
       for (int64_t R : {1, 3, 4, 5, 7, 8, 9, 16, 17, 33, 64})
         for (int64_t C : {1, 2, 4, 6, 8, 11, 16, 24, 31, 64}) {
-          std::vector<uint64_t> src(static_cast<size_t>(R * C)), dst(src.size(), 0), want(src.size());
+          std::vector<uint64_t> src(static_cast<size_t>(R * C)), dst(src.size(), 0);
           for (auto& x : src) x = rng();
           if (esize == 4) {
             std::vector<uint32_t> s4(src.size()), d4(src.size(), 0);
             for (size_t i = 0; i < src.size(); ++i) s4[i] = static_cast<uint32_t>(src[i]);
             t.transpose_dense(s4.data(), R, C, d4.data(), 4);
             for (int64_t i = 0; i < R; ++i)
-              for (int64_t j = 0; j < C; ++j) ASSERT_EQ(d4[j * R + i], s4[i * C + j]) << name << " 4 " << R << "x" << C;
+              for (int64_t j = 0; j < C; ++j) ASSERT_EQ(d4[j * R + i], s4[i * C + j]) << isa.name << " 4 " << R << "x" << C;
           } else {
             t.transpose_dense(src.data(), R, C, dst.data(), 8);
             for (int64_t i = 0; i < R; ++i)
-              for (int64_t j = 0; j < C; ++j) ASSERT_EQ(dst[j * R + i], src[i * C + j]) << name << " 8 " << R << "x" << C;
+              for (int64_t j = 0; j < C; ++j) ASSERT_EQ(dst[j * R + i], src[i * C + j]) << isa.name << " 8 " << R << "x" << C;
           }
           ++checked;
         }
   }
-  if (!tables.empty()) EXPECT_EQ(checked, static_cast<int>(tables.size()) * 2 * 11 * 10);
-#endif
+  EXPECT_EQ(checked, tables * 2 * 11 * 10);
 }
