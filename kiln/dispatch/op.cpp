@@ -550,10 +550,10 @@ static TensorList dispatch_kernel_on(const OpDef& op, const TensorList& inputs, 
   }
   if (out && !(op.tags & kCrossDevice))  // (copy_ checks its own tensors: creation.cpp)
     for (const Tensor& o : *out) {
-      if (o.defined() && o.device().type != dev.type) [[unlikely]] device_mismatch(op, dev.type, o.device().type);
-      if (o.defined() && (op.tags & (kPointwise | kRandom))) check_no_internal_overlap(op.name, o);
-      if (o.defined())
-        for (const Tensor& t : inputs) check_no_partial_overlap(op.name, o, t);
+      if (!o.defined()) continue;
+      if (o.device().type != dev.type) [[unlikely]] device_mismatch(op, dev.type, o.device().type);
+      if (op.tags & (kPointwise | kRandom)) check_no_internal_overlap(op.name, o);
+      for (const Tensor& t : inputs) check_no_partial_overlap(op.name, o, t);
     }
   TensorList result;
   detail::StreamQueue* stream = tls.kernel ? nullptr : tls.stream;
