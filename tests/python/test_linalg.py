@@ -597,3 +597,118 @@ def test_qr_complex_special_columns_and_scales(dtype):
         assert np.abs(Qk.conj().T @ Qk - np.eye(Qk.shape[1])).max() < (1e-5 if c64 else 1e-13)  # Q stays unitary
         assert np.abs(ldexp(Rk, -e) - Rr).max() / (np.abs(Rr).max() or 1.0) < tol
         assert np.abs(Qk - Qr).max() < tol
+
+
+# ---- eigh: small matrices on kiln's tridiagonal reduction (decision 59), larger ones on LAPACK ------------
+def _hermitian_from(a, uplo):
+    """The Hermitian matrix eigh reads from a (uplo's triangle, the diagonal's real part), in 128 bits."""
+    a = a.to(torch.complex128 if a.is_complex() else torch.float64)
+    t = torch.tril(a, -1) if uplo == "L" else torch.triu(a, 1)
+    return t + t.mH + torch.diag_embed(a.diagonal(dim1=-2, dim2=-1).real.to(a.dtype))
+
+
+def _check_eigh(a, uplo, dtype, tol):
+    """kiln's eigh of a against torch's eigenvalues and a float64 reference's, and by the invariants
+    (A V = V diag(L), V^H V = I); eigvalsh against the same values."""
+    h = _hermitian_from(a, uplo)
+    ref = torch.linalg.eigvalsh(h)  # float64 / complex128: the ISA-independent reference
+    scale = max(ref.abs().max().item(), 1e-300)
+    L, V = kiln.linalg.eigh(to_kiln(a), UPLO=uplo)
+    L, V = to_torch(L), to_torch(V)
+    assert L.dtype == ref.to(L.dtype).dtype and V.dtype == a.dtype
+    n = a.shape[-1]
+    eps = torch.finfo(a.dtype).eps
+    assert (L.double() - ref).abs().max() <= tol * n * eps * scale
+    assert (L.double() - torch.linalg.eigvalsh(a, UPLO=uplo).double()).abs().max() <= tol * n * eps * scale
+    Vd = V.to(h.dtype)
+    assert (h @ Vd - Vd * L.double()).abs().max() <= tol * n * eps * scale
+    assert (Vd.mH @ Vd - torch.eye(n, dtype=h.dtype)).abs().max() <= tol * n * eps
+    lv = to_torch(kiln.linalg.eigvalsh(to_kiln(a), UPLO=uplo))
+    assert (lv.double() - ref).abs().max() <= tol * n * eps * scale
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [1, 2, 3, 17, 64, 100, 161, 260])
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eigh_sizes_match_torch_and_invariants(n, uplo, dtype):
+    a = rand((n, n), dtype, seed=n)
+    a[..., :, :] = a + a.mH if n % 2 else a  # symmetric or not: only uplo's triangle is read
+    _check_eigh(a, uplo, dtype, tol=4)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_eigh_structured_and_batched(dtype):
+    td = getattr(torch, dtype)
+    cases = [torch.zeros(5, 5, dtype=td), torch.eye(6, dtype=td), torch.diag(torch.arange(7.0)).to(td),
+             torch.diag(torch.tensor([3.0, -1.0, 3.0, 2.0, -1.0])).to(td),  # repeated, unsorted diagonal
+             torch.ones(9, 9, dtype=td),  # rank one
+             rand((4, 30, 30), dtype, seed=2)]  # batched, spread over threads
+    tri = torch.diag(torch.full((20,), 2.0)) - torch.diag(torch.ones(19), 1) - torch.diag(torch.ones(19), -1)
+    cases.append(tri.to(td))  # already tridiagonal: every reflector has tau = 0 (a phase in the complex case)
+    for a in cases:
+        if a.dim() == 3:
+            L, V = kiln.linalg.eigh(to_kiln(a))
+            for b in range(a.shape[0]):
+                _check_eigh(a[b], "L", dtype, tol=4)
+                single = to_torch(kiln.linalg.eigh(to_kiln(a[b].clone()))[0])
+                assert torch.allclose(to_torch(L)[b], single, rtol=0, atol=50 * torch.finfo(a.dtype).eps * 30)
+        else:
+            _check_eigh(a, "L", dtype, tol=4)
+            _check_eigh(a, "U", dtype, tol=4)
+
+
+@pytest.mark.parametrize("dtype,scale", [("float32", 1e-30), ("float32", 1e30), ("float32", 1e-42),
+                                         ("float64", 1e-300), ("float64", 1e300), ("float64", 1e-310),
+                                         ("complex64", 1e-30), ("complex64", 1e30), ("complex128", 1e-300),
+                                         ("complex128", 1e300)])
+@pytest.mark.parametrize("n", [12, 70])
+def test_eigh_scaled_to_the_range_limits(n, dtype, scale):
+    """xsyevd's scaling: a matrix whose largest element is far from 1 is scaled first; the
+    eigenvalues come back at the input's scale, not over- or underflowed."""
+    base = rand((n, n), dtype, seed=4)
+    a = (base + base.mH) * (scale / 4)  # (the largest element is about scale)
+    h = _hermitian_from(a, "L")
+    ref = torch.linalg.eigvalsh(h)
+    L, V = kiln.linalg.eigh(to_kiln(a))
+    L, V = to_torch(L).double(), to_torch(V).to(h.dtype)
+    assert torch.isfinite(L).all() and torch.isfinite(V).all()
+    eps = torch.finfo(a.dtype).eps
+    big = ref.abs().max()
+    tiny = scale < 1e-37 if a.real.dtype == torch.float32 else scale < 1e-307  # subnormal input: digits lost
+    tol = (1e3 if tiny else 4) * n * eps
+    assert (L - ref).abs().max() <= tol * big
+    assert (V.mH @ V - torch.eye(n, dtype=h.dtype)).abs().max() <= (1e3 if tiny else 4) * n * eps
+    if not tiny:
+        assert ((h / big) @ V - V * (L / big)).abs().max() <= tol
+
+
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eigh_ignores_the_other_triangle_and_the_diagonals_imaginary_part(uplo):
+    a = rand((6, 6), "complex128", seed=5)
+    b = a.clone()
+    other = torch.triu(torch.ones(6, 6, dtype=torch.bool), 1) if uplo == "L" else torch.tril(
+        torch.ones(6, 6, dtype=torch.bool), -1)
+    b[other] = complex("nan+nanj")
+    b.diagonal().imag.fill_(1e300)
+    for x in (a, b):
+        L, V = kiln.linalg.eigh(to_kiln(x), UPLO=uplo)
+        tL = torch.linalg.eigh(x, UPLO=uplo).eigenvalues
+        assert torch.allclose(to_torch(L), tL, rtol=1e-12, atol=1e-12)
+    a[other] = float("nan")
+    with pytest.raises(kiln.linalg.LinAlgError):  # ... but uplo's triangle is
+        kiln.linalg.eigh(to_kiln(a), UPLO="U" if uplo == "L" else "L")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [40, 150])
+def test_pinv_hermitian_matches_torch(n, dtype):
+    """An indefinite Hermitian matrix with known eigenvalues (1 to 5 in size, both signs)."""
+    q = torch.linalg.qr(rand((n, n), dtype, seed=6).to(torch.complex128 if "complex" in dtype else torch.float64)).Q
+    d = torch.tensor([(1 + k % 5) * (-1) ** k for k in range(n)], dtype=q.real.dtype)
+    h64 = (q * d.to(q.dtype)) @ q.mH
+    h = h64.to(getattr(torch, dtype))
+    k = to_torch(kiln.linalg.pinv(to_kiln(h), hermitian=True))
+    ref = (q / d.to(q.dtype)) @ q.mH
+    eps = torch.finfo(h.dtype).eps
+    assert (k.to(ref.dtype) - ref).abs().max() <= 50 * n * eps
+    close(k, torch.linalg.pinv(h, hermitian=True), dtype)

@@ -2,6 +2,8 @@
 // from the same source; cpu_kernels() returns the table for the best ISA this machine runs.
 #pragma once
 
+#include <cmath>
+#include <complex>
 #include <cstdint>
 #include <vector>
 
@@ -153,13 +155,17 @@ struct KernelTable {
   TinyLinalgFn<double> tiny_linalg_f64 = nullptr;
   // Householder QR of small matrices, column-major (kernels_householder.cpp; null on base): LAPACK's
   // xgeqr2 (a := R and the reflectors, tau: min(m, n)), xorg2r / xung2r (a := Q's first n columns
-  // from k reflectors) and xorm2r / xunm2r (C (m x nc) := Q^T C or Q^H C for Q from k reflectors; a
-  // restored).
+  // from k reflectors) and xorm2r / xunm2r (C (m x nc) := Q^T C or Q^H C (orm2r_t), Q C (orm2r_n) for
+  // Q from k reflectors; a restored).
   template <class T>
   struct Householder {
     void (*geqr2)(int64_t m, int64_t n, T* a, int64_t lda, T* tau) = nullptr;
     void (*org2r)(int64_t m, int64_t n, int64_t k, T* a, int64_t lda, const T* tau) = nullptr;
     void (*orm2r_t)(int64_t m, int64_t nc, int64_t k, T* a, int64_t lda, const T* tau, T* c, int64_t ldc) = nullptr;
+    void (*orm2r_n)(int64_t m, int64_t nc, int64_t k, T* a, int64_t lda, const T* tau, T* c, int64_t ldc) = nullptr;
+    // xsytd2 / xhetd2 ('L') for eigh, on a full Hermitian a (both triangles read): d, e (n - 1), tau (n - 1).
+    using Real = decltype(std::abs(T{}));
+    void (*sytd2)(int64_t n, T* a, int64_t lda, Real* d, Real* e, T* tau) = nullptr;
   };
   Householder<float> householder_f32;
   Householder<double> householder_f64;

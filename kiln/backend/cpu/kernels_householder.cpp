@@ -272,6 +272,90 @@ void orm2r_t(int64_t m, int64_t nc, int64_t k, T* a, int64_t lda, const T* tau, 
   }
 }
 
+// xorm2r ('L', 'N'): c (m x nc) := Q c = H(0) ... H(k-1) c.
+template <class T>
+void orm2r_n(int64_t m, int64_t nc, int64_t k, T* a, int64_t lda, const T* tau, T* c, int64_t ldc) {
+  for (int64_t i = k - 1; i >= 0; --i) {
+    if (tau[i] == T(0)) continue;
+    T* d = a + i + i * lda;
+    const T aii = *d;
+    *d = T(1);
+    apply_left(m - i, nc, d, tau[i], c + i, ldc);
+    *d = aii;
+  }
+}
+
+// ---- tridiagonal reduction (xsytd2 / xhetd2, lower) for eigh ---------------------------------------------------
+// w (L) := a (L x L, column-major) v, the columns in turn (w += a_j v_j) for blocks of up to 4
+// registers of rows.
+template <class T, int K>
+void matvec_rows(int64_t rl, int64_t L, const T* a, int64_t lda, const T* v, T* w) {
+  using W = V<T>;
+  constexpr int N = W::N;
+  W s[K];
+  for (int k = 0; k < K; ++k) s[k] = W::zero();
+  for (int64_t j = 0; j < L; ++j) {
+    const T* c = a + j * lda;
+    const W vj = W::set1(v[j]);
+    for (int k = 0; k < K; ++k) s[k] = fma(W::load(c + k * N, rl - k * N), vj, s[k]);
+  }
+  for (int k = 0; k < K; ++k) s[k].store(w + k * N, rl - k * N);
+}
+template <class T>
+void matvec(int64_t L, const T* a, int64_t lda, const T* v, T* w) {
+  constexpr int N = V<T>::N;
+  for (int64_t r = 0; r < L; r += 4 * N) {
+    const int64_t rl = L - r;
+    if (rl > 3 * N) matvec_rows<T, 4>(rl, L, a + r, lda, v, w + r);
+    else if (rl > 2 * N) matvec_rows<T, 3>(rl, L, a + r, lda, v, w + r);
+    else if (rl > N) matvec_rows<T, 2>(rl, L, a + r, lda, v, w + r);
+    else matvec_rows<T, 1>(rl, L, a + r, lda, v, w + r);
+  }
+}
+
+// xsytd2 ('L') on a full symmetric matrix a (n x n, column-major; both triangles are read and kept
+// symmetric): Q^T a Q = T, tridiagonal with diagonal d and off-diagonal e; the reflectors H(i) = I -
+// tau v v^T below the subdiagonal (v(0) = 1 implied), as LAPACK's. Step i: w = tau A22 v, w -= (tau
+// / 2) (w . v) v, A22 -= v w^T + w v^T, on the whole trailing block.
+template <class T>
+void sytd2(int64_t n, T* a, int64_t lda, T* d, T* e, T* tau) {
+  using W = V<T>;
+  constexpr int N = W::N;
+  if (n <= 0) return;
+  T* w = new T[n];
+  for (int64_t i = 0; i + 1 < n; ++i) {
+    const int64_t L = n - i - 1;
+    T* v = a + (i + 1) + i * lda;
+    const T taui = larfg(L, v[0], v + 1);
+    e[i] = v[0];
+    if (taui != T(0)) {
+      v[0] = T(1);
+      T* a22 = a + (i + 1) + (i + 1) * lda;
+      matvec(L, a22, lda, v, w);
+      const W tv = W::set1(taui);
+      W dot = W::zero();
+      for (int64_t k = 0; k < L; k += N) {
+        const W x = W::load(w + k, L - k) * tv;
+        x.store(w + k, L - k);
+        dot = fma(x, W::load(v + k, L - k), dot);
+      }
+      const W al = W::set1(T(-0.5) * taui * dot.sum());
+      for (int64_t k = 0; k < L; k += N) fma(al, W::load(v + k, L - k), W::load(w + k, L - k)).store(w + k, L - k);
+      for (int64_t j = 0; j < L; ++j) {
+        T* c = a22 + j * lda;
+        const W wj = W::set1(w[j]), vj = W::set1(v[j]);
+        for (int64_t k = 0; k < L; k += N)
+          fnma(W::load(w + k, L - k), vj, fnma(W::load(v + k, L - k), wj, W::load(c + k, L - k))).store(c + k, L - k);
+      }
+      v[0] = e[i];
+    }
+    d[i] = a[i + i * lda];
+    tau[i] = taui;
+  }
+  d[n - 1] = a[(n - 1) + (n - 1) * lda];
+  delete[] w;
+}
+
 // ---- complex matrices (interleaved (re, im) pairs of R): xlarfg, xgeqr2, xung2r, xunm2r ('L', 'C') --------
 template <class R>
 using Cx = std::complex<R>;
@@ -394,16 +478,121 @@ void orm2r_c(int64_t m, int64_t nc, int64_t k, Cx<R>* a, int64_t lda, const Cx<R
     *d = aii;
   }
 }
+
+// xunm2r ('L', 'N'): c (m x nc) := Q c = H(0) ... H(k-1) c.
+template <class R>
+void orm2r_nc(int64_t m, int64_t nc, int64_t k, Cx<R>* a, int64_t lda, const Cx<R>* tau, Cx<R>* c, int64_t ldc) {
+  for (int64_t i = k - 1; i >= 0; --i) {
+    if (tau[i] == Cx<R>(0)) continue;
+    Cx<R>* d = a + i + i * lda;
+    const Cx<R> aii = *d;
+    *d = Cx<R>(1);
+    apply_left_c(m - i, nc, d, tau[i], c + i, ldc);
+    *d = aii;
+  }
+}
+
+// w (L) := a (L x L) v for complex a, v: w += a_j v_j, a_j v_j = a_j Re v_j + swap(a_j) (-Im v_j, Im v_j).
+template <class R, int K>
+void matvec_rows_c(int64_t rl, int64_t L, const Cx<R>* a, int64_t lda, const Cx<R>* v, Cx<R>* w) {
+  using W = V<R>;
+  constexpr int N = W::N;
+  W s[K];
+  for (int k = 0; k < K; ++k) s[k] = W::zero();
+  for (int64_t j = 0; j < L; ++j) {
+    const R* c = reinterpret_cast<const R*>(a + j * lda);
+    const W vr = W::set1(v[j].real()), vi = W::set2(-v[j].imag(), v[j].imag());
+    for (int k = 0; k < K; ++k) {
+      const W x = W::load(c + k * N, rl - k * N);
+      s[k] = fma(x.swap(), vi, fma(x, vr, s[k]));
+    }
+  }
+  R* wr = reinterpret_cast<R*>(w);
+  for (int k = 0; k < K; ++k) s[k].store(wr + k * N, rl - k * N);
+}
+template <class R>
+void matvec_c(int64_t L, const Cx<R>* a, int64_t lda, const Cx<R>* v, Cx<R>* w) {
+  constexpr int N = V<R>::N;
+  const int64_t L2 = 2 * L;
+  for (int64_t r = 0; r < L2; r += 4 * N) {
+    const int64_t rl = L2 - r;
+    const Cx<R>* ar = a + r / 2;
+    if (rl > 3 * N) matvec_rows_c<R, 4>(rl, L, ar, lda, v, w + r / 2);
+    else if (rl > 2 * N) matvec_rows_c<R, 3>(rl, L, ar, lda, v, w + r / 2);
+    else if (rl > N) matvec_rows_c<R, 2>(rl, L, ar, lda, v, w + r / 2);
+    else matvec_rows_c<R, 1>(rl, L, ar, lda, v, w + r / 2);
+  }
+}
+
+// xhetd2 ('L') on a full Hermitian matrix (both triangles read and kept Hermitian, the diagonal's
+// imaginary parts dropped): Q^H a Q = T, real tridiagonal (d, e), reflectors H(i) = I - tau v v^H as
+// LAPACK's (the last one a 1 x 1 phase that makes e(n - 2) real). Step i: w = tau A22 v, w += (-tau /
+// 2) (w^H v) v, A22 -= v w^H + w v^H.
+template <class R>
+void hetd2(int64_t n, Cx<R>* a, int64_t lda, R* d, R* e, Cx<R>* tau) {
+  using W = V<R>;
+  constexpr int N = W::N;
+  if (n <= 0) return;
+  for (int64_t i = 0; i < n; ++i) a[i + i * lda].imag(R(0));
+  Cx<R>* w = new Cx<R>[n];
+  const W alt = W::set2(R(1), R(-1));
+  for (int64_t i = 0; i + 1 < n; ++i) {
+    const int64_t L = n - i - 1, L2 = 2 * L;
+    Cx<R>* v = a + (i + 1) + i * lda;
+    const Cx<R> taui = larfg_c(L, v[0], v + 1);
+    e[i] = v[0].real();
+    if (taui != Cx<R>(0)) {
+      v[0] = Cx<R>(1);
+      Cx<R>* a22 = a + (i + 1) + (i + 1) * lda;
+      matvec_c(L, a22, lda, v, w);
+      scale_c(L, taui, w);
+      R* wp = reinterpret_cast<R*>(w);
+      const R* vp = reinterpret_cast<const R*>(v);
+      W p = W::zero(), q = W::zero();  // w^H v: (sum w . v, sum of w . swap(v) even lanes minus odd)
+      for (int64_t k = 0; k < L2; k += N) {
+        const W wk = W::load(wp + k, L2 - k), vk = W::load(vp + k, L2 - k);
+        p = fma(wk, vk, p);
+        q = fma(wk, vk.swap(), q);
+      }
+      const Cx<R> al = R(-0.5) * taui * Cx<R>(p.sum(), (q * alt).sum());
+      {
+        const W ar = W::set1(al.real()), ai = W::set2(-al.imag(), al.imag());
+        for (int64_t k = 0; k < L2; k += N) {
+          const W vk = W::load(vp + k, L2 - k);
+          fma(vk.swap(), ai, fma(vk, ar, W::load(wp + k, L2 - k))).store(wp + k, L2 - k);
+        }
+      }
+      for (int64_t j = 0; j < L; ++j) {  // a_j -= v conj(w_j) + w conj(v_j)
+        R* c = reinterpret_cast<R*>(a22 + j * lda);
+        const W wr = W::set1(w[j].real()), wi = W::set2(w[j].imag(), -w[j].imag());
+        const W vr = W::set1(v[j].real()), vi = W::set2(v[j].imag(), -v[j].imag());
+        for (int64_t k = 0; k < L2; k += N) {
+          const W vk = W::load(vp + k, L2 - k), wk = W::load(wp + k, L2 - k);
+          W x = fnma(vk, wr, W::load(c + k, L2 - k));
+          x = fnma(vk.swap(), wi, x);
+          x = fnma(wk, vr, x);
+          fnma(wk.swap(), vi, x).store(c + k, L2 - k);
+        }
+        a22[j + j * lda].imag(R(0));
+      }
+      v[0] = Cx<R>(e[i]);
+    }
+    d[i] = a[i + i * lda].real();
+    tau[i] = taui;
+  }
+  d[n - 1] = a[(n - 1) + (n - 1) * lda].real();
+  delete[] w;
+}
 #endif
 
 }  // namespace
 
 void fill_householder(KernelTable& t) {
 #if defined(__AVX512F__) || defined(__AVX2__)
-  t.householder_f32 = {&geqr2<float>, &org2r<float>, &orm2r_t<float>};
-  t.householder_f64 = {&geqr2<double>, &org2r<double>, &orm2r_t<double>};
-  t.householder_c64 = {&geqr2_c<float>, &org2r_c<float>, &orm2r_c<float>};
-  t.householder_c128 = {&geqr2_c<double>, &org2r_c<double>, &orm2r_c<double>};
+  t.householder_f32 = {&geqr2<float>, &org2r<float>, &orm2r_t<float>, &orm2r_n<float>, &sytd2<float>};
+  t.householder_f64 = {&geqr2<double>, &org2r<double>, &orm2r_t<double>, &orm2r_n<double>, &sytd2<double>};
+  t.householder_c64 = {&geqr2_c<float>, &org2r_c<float>, &orm2r_c<float>, &orm2r_nc<float>, &hetd2<float>};
+  t.householder_c128 = {&geqr2_c<double>, &org2r_c<double>, &orm2r_c<double>, &orm2r_nc<double>, &hetd2<double>};
 #else
   (void)t;
 #endif

@@ -143,6 +143,23 @@ inline int heevd(char jobz, char uplo, int n, T* a, int lda, Real<T>* w, T* work
   (void)rwork, (void)lrwork;
   return info;
 }
+// Eigenvalues of a real symmetric tridiagonal matrix (diagonal d, off-diagonal e), and with compz 'I'
+// its eigenvectors z (divide and conquer; workspace 1 + 4n + n^2 and 3 + 5n for n > 1); d ascending.
+template <class R>
+inline int stedc(char compz, int n, R* d, R* e, R* z, int ldz, R* work, int lwork, int* iwork, int liwork) {
+  int info = 0;
+  if constexpr (std::is_same_v<R, float>) LAPACK_sstedc(&compz, &n, d, e, z, &ldz, work, &lwork, iwork, &liwork, &info);
+  else LAPACK_dstedc(&compz, &n, d, e, z, &ldz, work, &lwork, iwork, &liwork, &info);
+  return info;
+}
+// Eigenvalues only (root-free QL / QR); d ascending.
+template <class R>
+inline int sterf(int n, R* d, R* e) {
+  int info = 0;
+  if constexpr (std::is_same_v<R, float>) LAPACK_ssterf(&n, d, e, &info);
+  else LAPACK_dsterf(&n, d, e, &info);
+  return info;
+}
 // SVD (divide and conquer): jobz 'N', 'S' or 'A'.
 template <class T>
 inline int gesdd(char jobz, int m, int n, T* a, int lda, Real<T>* s, T* u, int ldu, T* vt, int ldvt, T* work,
