@@ -366,6 +366,13 @@ void run_as_team(int threads, const std::function<void()>& body) {
   if (error) std::rethrow_exception(error);
 }
 
+SerialBlas::SerialBlas(bool on) : on_(on && get_num_threads() > 1 && !omp_in_parallel()) {
+  if (on_) openblas_set_num_threads(1);
+}
+SerialBlas::~SerialBlas() {
+  if (on_) apply_blas_threads();
+}
+
 bool in_parallel_region() { return omp_in_parallel() && team_detail::t_team == nullptr; }
 // OpenBLAS splits a product differently on different thread counts (its bits change): in
 // deterministic mode it runs on one thread; kiln's own loops keep their thread-independent splits.

@@ -15,6 +15,22 @@ inline constexpr int64_t kGrainSize = 32768;
 bool in_parallel_region();
 // Tells OpenBLAS its thread count: kiln's, or one in deterministic mode (use_deterministic_algorithms).
 void apply_blas_threads();
+// OpenBLAS on one thread while this lives, where on (then back to apply_blas_threads' count). Its
+// OpenMP build opens a parallel region for every call it splits, and LAPACK makes calls per column
+// or per block: where OMP_WAIT_POLICY=PASSIVE puts the pool to sleep after each region (as make
+// bench does), or where waking an idle virtual CPU is slow, every call pays tens of microseconds
+// (Zen 4, 2 threads, PASSIVE: float64 cholesky 64 x 64 12 us -> 650, qr 256 x 256 2.9 ms -> 19).
+// The linear-algebra kernels hold one around LAPACK (decision 60).
+class SerialBlas {
+ public:
+  explicit SerialBlas(bool on = true);
+  ~SerialBlas();
+  SerialBlas(const SerialBlas&) = delete;
+  SerialBlas& operator=(const SerialBlas&) = delete;
+
+ private:
+  bool on_;
+};
 
 // Calls f(begin, end) over [0, n) split into contiguous chunks, one per thread; serial when n is
 // below grain or already inside a parallel region. f must not throw.
