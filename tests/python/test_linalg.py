@@ -539,9 +539,9 @@ def _with_gap(m, n, r, seed):
 @pytest.mark.parametrize("case", ["rank-deficient", "gap", "conditioned", "rcond-zero", "zero", "batched-mixed",
                                   "wide"])
 def test_lstsq_gelsy_rank_decisions_float32(case):
-    """Where gelsy's rank could fall short of n (the bound ||R||_F ||R^-1||_F >= 1 / (2 rcond)), gelsy
-    itself runs. Against float64 references, not torch: torch 2.13's MKL gelsy gives rank 5 for a
-    40 x 12 matrix with one repeated column on Zen 4 (its singular values: 11.3 ... 3.6, 8e-7)."""
+    """gelsy's rank decisions (kiln's xgeqp3 and xlaic1's estimates). Against float64 references, not
+    torch: torch 2.13's MKL gelsy gives rank 5 for a 40 x 12 matrix with one repeated column on Zen 4
+    (its singular values: 11.3 ... 3.6, 8e-7)."""
     b = rand((40, 2), "float32", seed=9)
     rcond, rank, rtol = None, 12, 1e-6
     if case == "rank-deficient":
@@ -712,3 +712,61 @@ def test_pinv_hermitian_matches_torch(n, dtype):
     eps = torch.finfo(h.dtype).eps
     assert (k.to(ref.dtype) - ref).abs().max() <= 50 * n * eps
     close(k, torch.linalg.pinv(h, hermitian=True), dtype)
+
+
+def _with_gap_dt(m, n, r, dtype, seed, small=1e-9):
+    """m x n in dtype: r singular values in [1, 2], the rest of size small (below the default rcond:
+    rank r)."""
+    g = torch.Generator().manual_seed(seed)
+    cd = torch.complex128 if "complex" in dtype else torch.float64
+    u, _ = torch.linalg.qr(torch.randn(m, max(m, n), generator=g, dtype=cd)[:, :min(m, n)])
+    v, _ = torch.linalg.qr(torch.randn(n, min(m, n), generator=g, dtype=cd))
+    k = min(m, n)
+    s = torch.cat([1 + torch.rand(min(r, k), generator=g, dtype=torch.float64),
+                   torch.full((k - min(r, k),), small, dtype=torch.float64)])
+    return ((u * s.to(cd)) @ v.mH).to(getattr(torch, dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,r", [((300, 300), 300), ((300, 300), 70), ((300, 300), 210), ((400, 170), 170),
+                                     ((400, 170), 150), ((170, 400), 170), ((170, 400), 100), ((129, 129), 129)])
+def test_lstsq_gelsy_blocked_pivoted_qr(shape, r, dtype):
+    """Sizes where kiln's xgeqp3 runs blocks of xlaqps before xlaqp2 (more than 128 columns), with the
+    rank falling inside a block or in the unblocked tail, tall and wide: the rank and the minimum-norm
+    solution of the rank-r problem against a float64 reference."""
+    m, n = shape
+    a = _with_gap_dt(m, n, r, dtype, seed=m + n + r, small=1e-9 if dtype in ("float32", "complex64") else 1e-20)
+    b = rand((m, 2), dtype, seed=r)
+    res = kiln.linalg.lstsq(to_kiln(a), to_kiln(b))
+    assert res.rank.item() == r
+    cd = torch.complex128 if a.is_complex() else torch.float64
+    want = torch.linalg.pinv(a.to(cd), rtol=1e-4) @ b.to(cd)
+    x = to_torch(res.solution).to(cd)
+    tol = (2e-3 if dtype in ("float32", "complex64") else 1e-9) * want.abs().max().item()
+    assert (x - want).abs().max().item() <= tol, (x - want).abs().max()
+    if r == min(m, n) and m >= n:  # full column rank: torch (MKL's gelsy) has the same unique solution
+        xt = torch.linalg.lstsq(a, b).solution
+        assert (x - xt.to(cd)).abs().max().item() <= tol
+
+
+@pytest.mark.parametrize("dtype,scale", [("float32", 1e-33), ("float32", 1e33), ("float64", 1e-300),
+                                         ("float64", 1e300), ("complex64", 1e-33), ("complex128", 1e300)])
+@pytest.mark.parametrize("which", ["A", "B"])
+def test_lstsq_gelsy_scaled_to_the_range_limits(which, dtype, scale):
+    """xgelsy's scaling of A and B into [smlnum, bignum] and back: the solution of (s A) x = b is
+    x / s, of A x = s b is s x, without over- or underflow in between."""
+    a = rand((50, 20), dtype, seed=11)
+    b = rand((50, 3), dtype, seed=12)
+    ref = kiln.linalg.lstsq(to_kiln(a), to_kiln(b)).solution
+    ref = to_torch(ref).to(torch.complex128 if a.is_complex() else torch.float64)
+    if which == "A":
+        res = kiln.linalg.lstsq(to_kiln(a * scale), to_kiln(b))
+        want = ref / scale
+    else:
+        res = kiln.linalg.lstsq(to_kiln(a), to_kiln(b * scale))
+        want = ref * scale
+    assert res.rank.item() == 20
+    x = to_torch(res.solution).to(want.dtype)
+    assert torch.isfinite(x).all()
+    tol = 1e-4 if dtype in ("float32", "complex64") else 1e-10
+    assert ((x - want).abs().max() / want.abs().max()).item() <= tol

@@ -166,6 +166,14 @@ struct KernelTable {
     // xsytd2 / xhetd2 ('L') for eigh, on a full Hermitian a (both triangles read): d, e (n - 1), tau (n - 1).
     using Real = decltype(std::abs(T{}));
     void (*sytd2)(int64_t n, T* a, int64_t lda, Real* d, Real* e, T* tau) = nullptr;
+    // QR with column pivoting for lstsq's gelsy (xgeqp3 is the caller's loop): xlaqp2 (qp2) and xlaqps
+    // (qps: up to nb steps, the trailing update A -= V F^H left to the caller, a partial norm to
+    // recompute flagged by vn2 = -1; returns the steps) on columns 0 .. n-1 of a, all m rows, the
+    // reflectors from row offset; jpvt, vn1, vn2 swapped along with the columns.
+    void (*qp2)(int64_t m, int64_t n, int64_t offset, T* a, int64_t lda, int64_t* jpvt, T* tau, Real* vn1,
+                Real* vn2) = nullptr;
+    int64_t (*qps)(int64_t m, int64_t n, int64_t offset, int64_t nb, T* a, int64_t lda, int64_t* jpvt, T* tau,
+                   Real* vn1, Real* vn2, T* f, int64_t ldf) = nullptr;
   };
   Householder<float> householder_f32;
   Householder<double> householder_f64;

@@ -356,6 +356,19 @@ void sytd2(int64_t n, T* a, int64_t lda, T* d, T* e, T* tau) {
   delete[] w;
 }
 
+// |x|: float32's and complex64's through double; float64's sqrt(re^2 + im^2) where that neither over-
+// nor underflows, else hypot (glibc's hypot is exact and slow).
+inline float abs_of(float x) { return std::fabs(x); }
+inline double abs_of(double x) { return std::fabs(x); }
+inline float abs_of(std::complex<float> x) {
+  return float(std::sqrt(double(x.real()) * double(x.real()) + double(x.imag()) * double(x.imag())));
+}
+inline double abs_of(std::complex<double> x) {
+  const double r = std::fabs(x.real()), i = std::fabs(x.imag()), big = std::max(r, i);
+  if (big < 0x1p500 && big > 0x1p-500) return std::sqrt(r * r + i * i);
+  return std::hypot(r, i);
+}
+
 // ---- complex matrices (interleaved (re, im) pairs of R): xlarfg, xgeqr2, xung2r, xunm2r ('L', 'C') --------
 template <class R>
 using Cx = std::complex<R>;
@@ -583,16 +596,232 @@ void hetd2(int64_t n, Cx<R>* a, int64_t lda, R* d, R* e, Cx<R>* tau) {
   d[n - 1] = a[(n - 1) + (n - 1) * lda].real();
   delete[] w;
 }
+
+// ---- QR with column pivoting, generic over real and complex T --------------------------------------------------
+template <class T>
+struct RealOf {
+  using type = T;
+};
+template <class R>
+struct RealOf<Cx<R>> {
+  using type = R;
+};
+template <class T>
+constexpr bool kIsCx = !std::is_same_v<T, typename RealOf<T>::type>;
+template <class T>
+T conj_of(T x) {
+  if constexpr (kIsCx<T>) return std::conj(x);
+  else return x;
+}
+template <class T>
+typename RealOf<T>::type norm_of(const T* x, int64_t n) {
+  using R = typename RealOf<T>::type;
+  if constexpr (kIsCx<T>) return R(norm2(reinterpret_cast<const R*>(x), 2 * n));
+  else return R(norm2(x, n));
+}
+template <class T>
+T larfg_any(int64_t n, T& alpha, T* x) {
+  if constexpr (kIsCx<T>) return larfg_c(n, alpha, x);
+  else return larfg(n, alpha, x);
+}
+
+// sum_i conj(x_i) y_i for nc columns x (leading dimension ldx) at once, four at a time: out[c].
+// Complex: the lane sums of x . y give the real part; of x . swap(y), even lanes minus odd, the
+// imaginary part.
+// first (if not null): each column's first element, read while it is in L1.
+template <class T>
+void dotc_cols(int64_t L, int64_t nc, const T* x, int64_t ldx, const T* y, T* out, T* first = nullptr) {
+  using R = typename RealOf<T>::type;
+  using W = V<R>;
+  constexpr int N = W::N, E = kIsCx<T> ? 2 : 1;
+  const int64_t L2 = E * L;
+  const R* yp = reinterpret_cast<const R*>(y);
+  const W alt = W::set2(R(1), R(-1));
+  int64_t c = 0;
+  auto finish = [&](W p, W q, T* o) {
+    if constexpr (kIsCx<T>) *o = T(p.sum(), (q * alt).sum());
+    else *o = p.sum(), (void)q;
+  };
+  for (; c + 4 <= nc; c += 4) {
+    const R* x0 = reinterpret_cast<const R*>(x + c * ldx);
+    const R* x1 = reinterpret_cast<const R*>(x + (c + 1) * ldx);
+    const R* x2 = reinterpret_cast<const R*>(x + (c + 2) * ldx);
+    const R* x3 = reinterpret_cast<const R*>(x + (c + 3) * ldx);
+    W p0 = W::zero(), p1 = p0, p2 = p0, p3 = p0, q0 = p0, q1 = p0, q2 = p0, q3 = p0;
+    for (int64_t i = 0; i < L2; i += N) {
+      const W yi = W::load(yp + i, L2 - i);
+      const W a0 = W::load(x0 + i, L2 - i), a1 = W::load(x1 + i, L2 - i), a2 = W::load(x2 + i, L2 - i),
+              a3 = W::load(x3 + i, L2 - i);
+      p0 = fma(a0, yi, p0), p1 = fma(a1, yi, p1), p2 = fma(a2, yi, p2), p3 = fma(a3, yi, p3);
+      if constexpr (kIsCx<T>) {
+        const W ys = yi.swap();
+        q0 = fma(a0, ys, q0), q1 = fma(a1, ys, q1), q2 = fma(a2, ys, q2), q3 = fma(a3, ys, q3);
+      }
+    }
+    finish(p0, q0, out + c), finish(p1, q1, out + c + 1), finish(p2, q2, out + c + 2), finish(p3, q3, out + c + 3);
+    if (first)
+      for (int l = 0; l < 4; ++l) first[c + l] = x[(c + l) * ldx];
+  }
+  for (; c < nc; ++c) {
+    const R* x0 = reinterpret_cast<const R*>(x + c * ldx);
+    W p = W::zero(), q = W::zero();
+    for (int64_t i = 0; i < L2; i += N) {
+      const W yi = W::load(yp + i, L2 - i), a0 = W::load(x0 + i, L2 - i);
+      p = fma(a0, yi, p);
+      if constexpr (kIsCx<T>) q = fma(a0, yi.swap(), q);
+    }
+    finish(p, q, out + c);
+    if (first) first[c] = x[c * ldx];
+  }
+}
+
+// y += alpha x (n elements).
+template <class T>
+void axpy(int64_t n, T alpha, const T* x, T* y) {
+  using R = typename RealOf<T>::type;
+  using W = V<R>;
+  constexpr int N = W::N;
+  const R* xp = reinterpret_cast<const R*>(x);
+  R* yp = reinterpret_cast<R*>(y);
+  if constexpr (kIsCx<T>) {
+    const W ar = W::set1(alpha.real()), ai = W::set2(-alpha.imag(), alpha.imag());
+    for (int64_t i = 0; i < 2 * n; i += N) {
+      const W xi = W::load(xp + i, 2 * n - i);
+      fma(xi.swap(), ai, fma(xi, ar, W::load(yp + i, 2 * n - i))).store(yp + i, 2 * n - i);
+    }
+  } else {
+    const W al = W::set1(alpha);
+    for (int64_t i = 0; i < n; i += N) fma(W::load(xp + i, n - i), al, W::load(yp + i, n - i)).store(yp + i, n - i);
+  }
+}
+
+// xlaqp2: columns 0 .. n-1 of a (all m rows; the reflectors from row offset), each step swapping
+// the column of largest partial norm (the first of equals) into place, applying its reflector (H^H
+// for complex) to the trailing columns and downdating their norms from the new row (recomputed where
+// cancellation has eaten half the digits). jpvt, vn1, vn2: the caller's (swapped along).
+template <class T>
+void qp2(int64_t m, int64_t n, int64_t offset, T* a, int64_t lda, int64_t* jpvt, T* tau,
+         typename RealOf<T>::type* vn1, typename RealOf<T>::type* vn2) {
+  using R = typename RealOf<T>::type;
+  const R tol3z = std::sqrt(std::numeric_limits<R>::epsilon() / 2);  // sqrt(xlamch('E'))
+  const int64_t k = std::min(m - offset, n);
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t r = offset + i;
+    int64_t p = i;
+    for (int64_t j = i + 1; j < n; ++j)
+      if (vn1[j] > vn1[p]) p = j;
+    if (p != i) {
+      std::swap_ranges(a + p * lda, a + p * lda + m, a + i * lda);
+      std::swap(jpvt[p], jpvt[i]);
+      vn1[p] = vn1[i], vn2[p] = vn2[i];
+    }
+    T* d = a + r + i * lda;
+    tau[i] = larfg_any(m - r, *d, d + 1);
+    if (i + 1 < n && tau[i] != T(0)) {
+      const T aii = *d;
+      *d = T(1);
+      if constexpr (kIsCx<T>) apply_left_c(m - r, n - i - 1, d, std::conj(tau[i]), d + lda, lda);
+      else apply_left(m - r, n - i - 1, d, tau[i], d + lda, lda);
+      *d = aii;
+    }
+    for (int64_t j = i + 1; j < n; ++j) {
+      if (vn1[j] == R(0)) continue;
+      const T* c = a + j * lda;
+      R t = abs_of(c[r]) / vn1[j];
+      t = std::max(R(1) - t * t, R(0));
+      const R q = vn1[j] / vn2[j];
+      if (t * q * q <= tol3z) {
+        vn1[j] = r + 1 < m ? norm_of(c + r + 1, m - r - 1) : R(0);
+        vn2[j] = vn1[j];
+      } else {
+        vn1[j] *= std::sqrt(t);
+      }
+    }
+  }
+}
+
+// xlaqps: up to nb steps of pivoted QR on columns 0 .. n-1 of a (all m rows; reflectors from row
+// offset) with the trailing update deferred: F (n x nb, leading dimension ldf) collects tau A^H v
+// so that the pivot column and the pivot row are brought up to date alone (A - V F^H), and the
+// caller applies A -= V F^H to the rest after the block. Stops early when a partial norm needs
+// recomputing (its vn2 is set to -1 for the caller, after its update). Returns the steps taken.
+// The block's updated rows are kept in rows (nb x n, row-major; their old values read while F's
+// column streams through the trailing columns) and stored into a once, column by column, at the end:
+// a row of a is a stride-lda walk.
+template <class T>
+int64_t qps(int64_t m, int64_t n, int64_t offset, int64_t nb, T* a, int64_t lda, int64_t* jpvt, T* tau,
+            typename RealOf<T>::type* vn1, typename RealOf<T>::type* vn2, T* f, int64_t ldf) {
+  using R = typename RealOf<T>::type;
+  const R tol3z = std::sqrt(std::numeric_limits<R>::epsilon() / 2);
+  const int64_t lastrk = std::min(m, n + offset);
+  T* aux = new T[nb + nb * n];
+  T* rows = aux + nb;
+  bool marked = false;
+  int64_t k = 0;
+  for (; k < nb && !marked; ++k) {
+    const int64_t rk = offset + k, L = m - rk;
+    int64_t p = k;
+    for (int64_t j = k + 1; j < n; ++j)
+      if (vn1[j] > vn1[p]) p = j;
+    if (p != k) {
+      std::swap_ranges(a + p * lda, a + p * lda + m, a + k * lda);
+      for (int64_t j = 0; j < k; ++j) std::swap(f[p + j * ldf], f[k + j * ldf]), std::swap(rows[j * n + p], rows[j * n + k]);
+      std::swap(jpvt[p], jpvt[k]);
+      vn1[p] = vn1[k], vn2[p] = vn2[k];
+    }
+    T* ck = a + rk + k * lda;
+    for (int64_t j = 0; j < k; ++j) axpy(L, -conj_of(f[k + j * ldf]), a + rk + j * lda, ck);  // A(:, k) -= A F(k, :)^H
+    const T t = larfg_any(L, ck[0], ck + 1);
+    tau[k] = t;
+    const T akk = ck[0];
+    ck[0] = T(1);
+    T* fk = f + k * ldf;
+    T* row = rows + k * n;  // row rk of a, columns k+1 ..
+    if (k + 1 < n) {  // F(k+1:, k) = tau A(rk:, k+1:)^H v
+      dotc_cols(L, n - k - 1, a + rk + (k + 1) * lda, lda, ck, fk + k + 1, row + k + 1);
+      for (int64_t c = k + 1; c < n; ++c) fk[c] *= t;
+    }
+    for (int64_t j = 0; j <= k; ++j) fk[j] = T(0);
+    if (k > 0) {  // F(:, k) -= tau F(:, :k) A(rk:, :k)^H v
+      dotc_cols(L, k, a + rk, lda, ck, aux);
+      for (int64_t j = 0; j < k; ++j) axpy(n, -t * aux[j], f + j * ldf, fk);
+    }
+    if (k + 1 < n) {  // A(rk, k+1:) -= A(rk, :k+1) F(k+1:, :k+1)^H, conjugated: row^* -= F A(rk, :)^*
+      if constexpr (kIsCx<T>)
+        for (int64_t c = k + 1; c < n; ++c) row[c] = std::conj(row[c]);
+      for (int64_t j = 0; j <= k; ++j) axpy(n - k - 1, -conj_of(a[rk + j * lda]), f + k + 1 + j * ldf, row + k + 1);
+      if constexpr (kIsCx<T>)
+        for (int64_t c = k + 1; c < n; ++c) row[c] = std::conj(row[c]);
+    }
+    if (rk + 1 < lastrk) {
+      for (int64_t j = k + 1; j < n; ++j) {
+        if (vn1[j] == R(0)) continue;
+        R u = abs_of(row[j]) / vn1[j];
+        u = std::max(R(0), (R(1) + u) * (R(1) - u));
+        const R q = vn1[j] / vn2[j];
+        if (u * q * q <= tol3z) vn2[j] = R(-1), marked = true;
+        else vn1[j] *= std::sqrt(u);
+      }
+    }
+    ck[0] = akk;
+  }
+  for (int64_t c = 1; c < n; ++c) {  // the rows into a
+    T* col = a + offset + c * lda;
+    for (int64_t j = 0; j < std::min(k, c); ++j) col[j] = rows[j * n + c];
+  }
+  delete[] aux;
+  return k;
+}
 #endif
 
 }  // namespace
 
 void fill_householder(KernelTable& t) {
 #if defined(__AVX512F__) || defined(__AVX2__)
-  t.householder_f32 = {&geqr2<float>, &org2r<float>, &orm2r_t<float>, &orm2r_n<float>, &sytd2<float>};
-  t.householder_f64 = {&geqr2<double>, &org2r<double>, &orm2r_t<double>, &orm2r_n<double>, &sytd2<double>};
-  t.householder_c64 = {&geqr2_c<float>, &org2r_c<float>, &orm2r_c<float>, &orm2r_nc<float>, &hetd2<float>};
-  t.householder_c128 = {&geqr2_c<double>, &org2r_c<double>, &orm2r_c<double>, &orm2r_nc<double>, &hetd2<double>};
+  t.householder_f32 = {&geqr2<float>, &org2r<float>, &orm2r_t<float>, &orm2r_n<float>, &sytd2<float>, &qp2<float>, &qps<float>};
+  t.householder_f64 = {&geqr2<double>, &org2r<double>, &orm2r_t<double>, &orm2r_n<double>, &sytd2<double>, &qp2<double>, &qps<double>};
+  t.householder_c64 = {&geqr2_c<float>, &org2r_c<float>, &orm2r_c<float>, &orm2r_nc<float>, &hetd2<float>, &qp2<Cx<float>>, &qps<Cx<float>>};
+  t.householder_c128 = {&geqr2_c<double>, &org2r_c<double>, &orm2r_c<double>, &orm2r_nc<double>, &hetd2<double>, &qp2<Cx<double>>, &qps<Cx<double>>};
 #else
   (void)t;
 #endif

@@ -133,6 +133,43 @@ inline int trtrs(char uplo, char trans, char diag, int n, int nrhs, const T* a, 
   KILN_LAPACK_CALL(trtrs, &uplo, &trans, &diag, &n, &nrhs, a, &lda, b, &ldb, &info);
   return info;
 }
+// The upper trapezoidal m x n (m <= n) A := [T 0] Z, Z from m reflectors (xtzrzf).
+template <class T>
+inline int tzrzf(int m, int n, T* a, int lda, T* tau, T* work, int lwork) {
+  int info = 0;
+  KILN_LAPACK_CALL(tzrzf, &m, &n, a, &lda, tau, work, &lwork, &info);
+  return info;
+}
+// C := op(Z) C (side 'L') for tzrzf's Z (k reflectors of l trailing elements); trans 'N', or 'T' / 'C'.
+template <class T>
+inline int ormrz(char side, char trans, int m, int n, int k, int l, const T* a, int lda, const T* tau, T* c, int ldc,
+                 T* work, int lwork) {
+  int info = 0;
+  KILN_LAPACK_CALL2(ormrz, unmrz, &side, &trans, &m, &n, &k, &l, a, &lda, tau, c, &ldc, work, &lwork, &info);
+  return info;
+}
+// Incremental condition estimation (xlaic1, not in LAPACKE's header): given x (j) with the estimate
+// sest of the extreme (job 1: largest, 2: smallest) singular value of a j x j triangular L, the
+// estimate sestpr for [L w; 0 gamma] and (s, c) with [s x; c] its vector.
+extern "C" {
+void slaic1_(const int* job, const int* j, const float* x, const float* sest, const float* w, const float* gamma,
+             float* sestpr, float* s, float* c);
+void dlaic1_(const int* job, const int* j, const double* x, const double* sest, const double* w, const double* gamma,
+             double* sestpr, double* s, double* c);
+void claic1_(const int* job, const int* j, const std::complex<float>* x, const float* sest,
+             const std::complex<float>* w, const std::complex<float>* gamma, float* sestpr, std::complex<float>* s,
+             std::complex<float>* c);
+void zlaic1_(const int* job, const int* j, const std::complex<double>* x, const double* sest,
+             const std::complex<double>* w, const std::complex<double>* gamma, double* sestpr,
+             std::complex<double>* s, std::complex<double>* c);
+}
+template <class T>
+inline void laic1(int job, int j, const T* x, Real<T> sest, const T* w, T gamma, Real<T>* sestpr, T* s, T* c) {
+  if constexpr (std::is_same_v<T, float>) slaic1_(&job, &j, x, &sest, w, &gamma, sestpr, s, c);
+  else if constexpr (std::is_same_v<T, double>) dlaic1_(&job, &j, x, &sest, w, &gamma, sestpr, s, c);
+  else if constexpr (std::is_same_v<T, complex64>) claic1_(&job, &j, x, &sest, w, &gamma, sestpr, s, c);
+  else zlaic1_(&job, &j, x, &sest, w, &gamma, sestpr, s, c);
+}
 // Eigen-decomposition of a symmetric / Hermitian matrix (divide and conquer); w ascending.
 template <class T>
 inline int heevd(char jobz, char uplo, int n, T* a, int lda, Real<T>* w, T* work, int lwork, Real<T>* rwork,

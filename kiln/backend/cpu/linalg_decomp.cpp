@@ -674,79 +674,204 @@ void matrix_exp_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorL
     parallel_for(Bn, batch_grain(n, n), [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) expm<T>(n, ap + b * n * n, yp + b * n * n);
     });
-  });
+  }, n >= kParallelBlasOrder);
 }
 KernelRegistrar k_matrix_exp{"linalg_matrix_exp", DeviceType::CPU, matrix_exp_kernel};
 
 // ---- least squares ---------------------------------------------------------------------------------------------
-// gelsy's answer for a matrix of full column rank (m >= n) without its column pivoting: the least
-// squares solution is then unique, and R x = (Q^H B)[:n] from the unpivoted QR (the table's) gives
-// it to rounding. gelsy accepts rank r while its estimates smax / smin of the leading r x r block's
-// extreme singular values stay within 1 / rcond; those estimates bound the block's condition number
-// from below, which is at most R's (the same as A's), and ||R||_F ||R^-1||_F bounds R's from above.
-// So when that product is under 1 / (2 rcond), gelsy finds full rank, up to rounding: R here is not
-// gelsy's pivoted R, equal to it only to backward error, hence the factor 2 (R^-1 is formed in
-// double). Otherwise (rank deficient, ill-conditioned, not finite, near the bound) it returns false
-// and the caller runs gelsy. wa: A (m x n, column-major), wb: B (ldb x k); both overwritten either
-// way. x: 2n scratch. (Zen 4, one thread, one column: float32 64 x 64 68 -> 38 us, torch 64-76;
-// 128^2 312 -> 193, 224^2 895 -> 828; float64 64^2 82 -> 52, 160^2 631 -> 564; complex64 64^2
-// 187 -> 91, 112^2 567 -> 372; complex128 64^2 171 -> 126, 112^2 580 -> 575. With LAPACK's blocked
-// QR and R^-1 at 256^2, the float64 and complex64 solves were 10% and 2.3x slower than gelsy's.)
+// gelsy, the default driver, on the table's pivoted QR kernels (kernels_householder.cpp): xgelsy's
+// own steps, with kiln's xgeqp3 (below) in place of OpenBLAS's, which makes BLAS calls per column and
+// per step of its partial-norm bookkeeping: A and B scaled into [smlnum, bignum], A P = Q R, the rank
+// from xlaic1's incremental estimates of the leading blocks' extreme singular values (accepted while
+// smax rcond <= smin), xtzrzf when it is short of n, Q^H B, the triangular solve, xormrz / xunmrz, P,
+// and the scaling undone. The pivots follow xgeqp3's rule (largest partial norm, the first of
+// equals), so the rank and the solution are LAPACK's up to rounding. For every size in float64 and
+// the complex types, float32 up to 1 MiB of matrix (Zen 4, one thread, one right-hand side, LAPACK ->
+// this, ms: float32 64^2 0.067 -> 0.045, 256^2 1.20 -> 1.05, 724^2 15.6 against 16.8; float64 256^2
+// 1.95 -> 1.46, 1024^2 84 -> 71; complex64 256^2 3.5 -> 2.1, 1024^2 117 -> 93; complex128 256^2 5.9
+// -> 3.7, 1024^2 282 -> 225).
 template <class T>
-double sq_abs(T v) {
-  if constexpr (lp::is_cplx<T>) return double(v.real()) * double(v.real()) + double(v.imag()) * double(v.imag());
-  else return double(v) * double(v);
+bool use_small_gelsy(int64_t m, int64_t n) {
+  return sizeof(T) > 4 || m * n * static_cast<int64_t>(sizeof(T)) <= 1024 * 1024;
 }
-// ||R^-1||_F^2 for R upper triangular (n x n, column-major, leading dimension lda), column by
-// column of R^-1 (back substitution, axpy form) in double precision (float32's and complex64's
-// included: near the bound, R^-1 in single precision could be off by n eps cond(R), which is most of
-// the margin); inf when R has a zero on its diagonal. x: 2n scratch.
+
+// LAPACK's xlascl ('G'): x (rows x cols, leading dimension ld) *= cto / cfrom, in steps that neither
+// over- nor underflow.
 template <class T>
-double inv_upper_frob2(const T* r, int64_t lda, int64_t n, std::conditional_t<lp::is_cplx<T>, complex128, double>* x) {
-  using D = std::conditional_t<lp::is_cplx<T>, complex128, double>;
-  D* d = x + n;  // 1 / R's diagonal
-  for (int64_t l = 0; l < n; ++l) {
-    if (r[l * lda + l] == T(0)) return std::numeric_limits<double>::infinity();
-    d[l] = D(1) / D(r[l * lda + l]);
+void lascl(lp::Real<T> cfrom, lp::Real<T> cto, T* x, int64_t rows, int64_t cols, int64_t ld) {
+  using R = lp::Real<T>;
+  const R smlnum = std::numeric_limits<R>::min(), bignum = R(1) / smlnum;
+  R cfromc = cfrom, ctoc = cto;
+  for (bool done = false; !done;) {
+    R mul;
+    const R cfrom1 = cfromc * smlnum;
+    if (cfrom1 == cfromc) {  // cfromc is inf
+      mul = ctoc / cfromc, done = true;
+    } else if (const R cto1 = ctoc / bignum; cto1 == ctoc) {  // ctoc is 0 or inf
+      mul = ctoc, done = true;
+    } else if (std::abs(cfrom1) > std::abs(ctoc) && ctoc != R(0)) {
+      mul = smlnum, cfromc = cfrom1;
+    } else if (std::abs(cto1) > std::abs(cfromc)) {
+      mul = bignum, ctoc = cto1;
+    } else {
+      mul = ctoc / cfromc, done = true;
+    }
+    for (int64_t j = 0; j < cols; ++j)
+      for (int64_t i = 0; i < rows; ++i) x[j * ld + i] *= mul;
   }
-  double s = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    std::fill(x, x + j, D(0));
-    x[j] = D(1);
-    for (int64_t l = j; l >= 0; --l) {
-      const T* rl = r + l * lda;
-      if constexpr (lp::is_cplx<T>) {  // (the complex products written out, so they vectorise)
-        const double ar = x[l].real(), ai = x[l].imag(), br = d[l].real(), bi = d[l].imag();
-        const double xr = ar * br - ai * bi, xi = ar * bi + ai * br;
-        x[l] = D(xr, xi);
-        double* xp = reinterpret_cast<double*>(x);
-        const auto* rp = reinterpret_cast<const lp::Real<T>*>(rl);
-        for (int64_t i = 0; i < l; ++i) {
-          const double cr = rp[2 * i], ci = rp[2 * i + 1];
-          xp[2 * i] -= xr * cr - xi * ci;
-          xp[2 * i + 1] -= xr * ci + xi * cr;
-        }
-      } else {
-        const double xl = x[l] * d[l];
-        x[l] = xl;
-        for (int64_t i = 0; i < l; ++i) x[i] -= xl * double(rl[i]);
+}
+
+// max |x_i| of n reals (NaN skipped).
+template <class R>
+R max_abs_of(const R* x, int64_t n) {
+  R a[4] = {0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int l = 0; l < 4; ++l) {
+      const R e = std::abs(x[i + l]);
+      a[l] = e > a[l] ? e : a[l];
+    }
+  for (; i < n; ++i) a[0] = std::max(a[0], std::abs(x[i]));
+  return std::max(std::max(a[0], a[1]), std::max(a[2], a[3]));
+}
+
+constexpr int64_t kQpsBlock = 32, kQp2Cols = 128;
+template <class T>
+struct GelsyScratch {
+  GelsyScratch(int64_t m, int64_t n, int lw)
+      : tau(std::max<int64_t>(std::min(m, n), 1)), tau2(tau.size()), xmin(tau.size()), xmax(tau.size()),
+        perm(std::max<int64_t>(n, 1)), work(lw), f(std::max<int64_t>(n, 1) * kQpsBlock), vn(2 * std::max<int64_t>(n, 1)),
+        jpvt(std::max<int64_t>(n, 1)) {}
+  std::vector<T> tau, tau2, xmin, xmax, perm, work, f;
+  std::vector<lp::Real<T>> vn;
+  std::vector<int64_t> jpvt;
+};
+
+// The workspace xtzrzf and xormrz ask for at these sizes (rank n - 1 or min(m, n): the most they take).
+template <class T>
+int gelsy_small_work(int64_t m, int64_t n, int64_t k) {
+  if (n < 2) return 1;
+  const int r = int(std::min({m, n - 1})), nn = int(n);
+  T q1{}, q2{};
+  std::vector<T> qa(m * n), qt(r), qb(n * k);
+  lp::tzrzf<T>(r, nn, qa.data(), int(m), qt.data(), &q1, -1);
+  lp::ormrz<T>('L', lp::is_cplx<T> ? 'C' : 'T', nn, int(k), r, nn - r, qa.data(), int(m), qt.data(), qb.data(), nn,
+               &q2, -1);
+  return std::max({1, lp::work_size(q1), lp::work_size(q2)});
+}
+
+// xgeqp3 with every column free: blocks of xlaqps (kb <= kQpsBlock steps, then A -= V F^H through
+// BLAS and the flagged partial norms recomputed) while more than kQp2Cols columns are left, then
+// xlaqp2.
+template <class T>
+void geqp3(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64_t n, T* a, GelsyScratch<T>& s) {
+  using R = lp::Real<T>;
+  R *vn1 = s.vn.data(), *vn2 = vn1 + n;
+  auto norm = [](const T* x, int64_t len) {  // in double, scaled by a power of two (exact) first
+    const R big = max_abs_of(reinterpret_cast<const R*>(x), (lp::is_cplx<T> ? 2 : 1) * len);
+    if (big == R(0) || !std::isfinite(big)) return big;
+    const int e = std::ilogb(double(big)), h = -e / 2;  // 2^-e in two factors (2^1074 is no double)
+    const double s1 = std::ldexp(1.0, h), s2 = std::ldexp(1.0, -e - h);
+    double acc = 0;
+    for (int64_t i = 0; i < len; ++i) acc += std::norm(std::complex<double>(x[i]) * s1 * s2);
+    return R(std::ldexp(std::sqrt(acc), e));
+  };
+  for (int64_t j = 0; j < n; ++j) s.jpvt[j] = j, vn1[j] = vn2[j] = norm(a + j * m, m);
+  const int64_t mn = std::min(m, n);
+  int64_t j = 0;
+  while (mn - j > kQp2Cols) {
+    const int64_t nj = n - j;
+    const int64_t kb = hh.qps(m, nj, j, std::min(kQpsBlock, mn - j - kQp2Cols), a + j * m, m, s.jpvt.data() + j,
+                              s.tau.data() + j, vn1 + j, vn2 + j, s.f.data(), nj);
+    const int64_t rk = j + kb;
+    if (kb < std::min(nj, m - j)) {  // A(rk:, j+kb:) -= A(rk:, j:j+kb) F(kb:, :kb)^H
+      const T one(1), minus(-1);
+      const CBLAS_TRANSPOSE tb = lp::is_cplx<T> ? CblasConjTrans : CblasTrans;
+      const int M = int(m - rk), N = int(nj - kb), K = int(kb), lda = int(m), ldf = int(nj);
+      const T* A = a + rk + j * m;
+      const T* F = s.f.data() + kb;
+      T* C = a + rk + (j + kb) * m;
+      if constexpr (std::is_same_v<T, float>) cblas_sgemm(CblasColMajor, CblasNoTrans, tb, M, N, K, -1.0f, A, lda, F, ldf, 1.0f, C, lda);
+      else if constexpr (std::is_same_v<T, double>) cblas_dgemm(CblasColMajor, CblasNoTrans, tb, M, N, K, -1.0, A, lda, F, ldf, 1.0, C, lda);
+      else if constexpr (std::is_same_v<T, complex64>) cblas_cgemm(CblasColMajor, CblasNoTrans, tb, M, N, K, &minus, A, lda, F, ldf, &one, C, lda);
+      else cblas_zgemm(CblasColMajor, CblasNoTrans, tb, M, N, K, &minus, A, lda, F, ldf, &one, C, lda);
+    }
+    for (int64_t c = j + kb; c < n; ++c)
+      if (vn2[c] < 0) vn1[c] = vn2[c] = norm(a + rk + c * m, m - rk);
+    j = rk;
+  }
+  if (j < mn) hh.qp2(m, n - j, j, a + j * m, m, s.jpvt.data() + j, s.tau.data() + j, vn1 + j, vn2 + j);
+}
+
+// wa: A (m x n, column-major), wb: B (ldb x k) := the solution in its first n rows. Returns the rank.
+template <class T>
+int64_t gelsy_small(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64_t n, int64_t k, T* wa, T* wb,
+                    int64_t ldb, lp::Real<T> rcond, GelsyScratch<T>& s) {
+  using R = lp::Real<T>;
+  const int64_t mn = std::min(m, n);
+  const R smlnum = std::numeric_limits<R>::min() / std::numeric_limits<R>::epsilon(), bignum = R(1) / smlnum;
+  auto max_abs = [&](const T* x, int64_t rows, int64_t cols, int64_t ld) {  // xlange ('M')
+    R v = 0;
+    if constexpr (lp::is_cplx<T>) {  // (the largest part first: |x| lies within sqrt(2) of it)
+      for (int64_t j = 0; j < cols; ++j) v = std::max(v, max_abs_of(reinterpret_cast<const R*>(x + j * ld), 2 * rows));
+      if (v > 2 * smlnum && v < bignum / 2) return v;  // (between the bounds either way: no scaling)
+      v = 0;
+    }
+    for (int64_t j = 0; j < cols; ++j)
+      for (int64_t i = 0; i < rows; ++i) v = std::max(v, R(std::abs(x[j * ld + i])));
+    return v;
+  };
+  auto zero_rows = [&](int64_t r0, int64_t r1) {
+    for (int64_t j = 0; j < k; ++j) std::fill(wb + j * ldb + r0, wb + j * ldb + r1, T(0));
+  };
+  const R anrm = max_abs(wa, m, n, m);
+  int iascl = 0, ibscl = 0;
+  if (anrm > 0 && anrm < smlnum) lascl(anrm, smlnum, wa, m, n, m), iascl = 1;
+  else if (anrm > bignum) lascl(anrm, bignum, wa, m, n, m), iascl = 2;
+  int64_t rank = 0;
+  R bnrm = 0;
+  if (anrm == R(0)) {
+    zero_rows(0, std::max(m, n));
+  } else {
+    bnrm = max_abs(wb, m, k, ldb);
+    if (bnrm > 0 && bnrm < smlnum) lascl(bnrm, smlnum, wb, m, k, ldb), ibscl = 1;
+    else if (bnrm > bignum) lascl(bnrm, bignum, wb, m, k, ldb), ibscl = 2;
+    geqp3<T>(hh, m, n, wa, s);
+    R smax = std::abs(wa[0]), smin = smax;
+    if (smax == R(0)) {
+      zero_rows(0, std::max(m, n));
+    } else {
+      s.xmin[0] = s.xmax[0] = T(1);
+      for (rank = 1; rank < mn; ++rank) {
+        const T* col = wa + rank * m;
+        R sminpr, smaxpr;
+        T s1, c1, s2, c2;
+        lp::laic1<T>(2, int(rank), s.xmin.data(), smin, col, col[rank], &sminpr, &s1, &c1);
+        lp::laic1<T>(1, int(rank), s.xmax.data(), smax, col, col[rank], &smaxpr, &s2, &c2);
+        if (!(smaxpr * rcond <= sminpr)) break;
+        for (int64_t i = 0; i < rank; ++i) s.xmin[i] *= s1, s.xmax[i] *= s2;
+        s.xmin[rank] = c1, s.xmax[rank] = c2, smin = sminpr, smax = smaxpr;
+      }
+      const int lw = int(s.work.size());
+      if (rank < n) lp::tzrzf<T>(int(rank), int(n), wa, int(m), s.tau2.data(), s.work.data(), lw);
+      hh.orm2r_t(m, k, mn, wa, m, s.tau.data(), wb, ldb);
+      lp::trtrs<T>('U', 'N', 'N', int(rank), int(k), wa, int(m), wb, int(ldb));
+      zero_rows(rank, n);
+      if (rank < n)
+        lp::ormrz<T>('L', lp::is_cplx<T> ? 'C' : 'T', int(n), int(k), int(rank), int(n - rank), wa, int(m),
+                     s.tau2.data(), wb, int(ldb), s.work.data(), lw);
+      for (int64_t j = 0; j < k; ++j) {
+        T* c = wb + j * ldb;
+        for (int64_t i = 0; i < n; ++i) s.perm[s.jpvt[i]] = c[i];
+        std::copy(s.perm.begin(), s.perm.begin() + n, c);
       }
     }
-    for (int64_t i = 0; i <= j; ++i) s += sq_abs(x[i]);
   }
-  return s;
-}
-template <class T>
-bool qr_solve_full_rank(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64_t n, int64_t k, T* wa, T* wb,
-                        int64_t ldb, lp::Real<T> rcond, T* tau, std::conditional_t<lp::is_cplx<T>, complex128, double>* x) {
-  hh.geqr2(m, n, wa, m, tau);
-  double nr = 0;
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t i = 0; i <= j; ++i) nr += sq_abs(wa[j * m + i]);
-  const double ni = inv_upper_frob2(wa, m, n, x);
-  if (!(2.0 * std::sqrt(nr) * std::sqrt(ni) < 1.0 / double(rcond))) return false;
-  hh.orm2r_t(m, k, n, wa, m, tau, wb, ldb);
-  return lp::trtrs<T>('U', 'N', 'N', int(n), int(k), wa, int(m), wb, int(ldb)) == 0;
+  if (iascl == 1) lascl(anrm, smlnum, wb, n, k, ldb);
+  else if (iascl == 2) lascl(anrm, bignum, wb, n, k, ldb);
+  if (ibscl == 1) lascl(smlnum, bnrm, wb, n, k, ldb);
+  else if (ibscl == 2) lascl(bignum, bnrm, wb, n, k, ldb);
+  return rank;
 }
 
 void lstsq_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
@@ -814,10 +939,12 @@ void lstsq_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList
       if (driver == "gelss") lrw = int(5 * mn);
     }
     const auto* hh = householder<T>();
-    const bool qr_first = driver == "gelsy" && m >= n && hh && use_small_qr<T>(m, n, n);  // (see qr_solve_full_rank)
+    const bool own = driver == "gelsy" && hh && use_small_gelsy<T>(m, n);
+    const int lw_own = own ? gelsy_small_work<T>(m, n, k) : 1;
     parallel_for(Bn, batch_grain(m, n), [&](int64_t b0, int64_t b1) {
-      std::vector<T> wa(m * n), wb(ldb * k), work(lw), tau(qr_first ? n : 0);
-      std::vector<std::conditional_t<lp::is_cplx<T>, complex128, double>> xs(qr_first ? 2 * n : 0);
+      std::vector<T> wa(m * n), wb(ldb * k), work(own ? 1 : lw);
+      std::optional<GelsyScratch<T>> gs;
+      if (own) gs.emplace(m, n, lw_own);
       std::vector<R> s(mn), rwork(std::max(lrw, 1));
       std::vector<int> iwork(liw), jpvt(n);
       for (int64_t b = b0; b < b1; ++b) {
@@ -830,13 +957,8 @@ void lstsq_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList
         };
         load();
         int rk = int(mn);
-        bool solved = false;
-        if (qr_first) {
-          solved = qr_solve_full_rank<T>(*hh, m, n, k, wa.data(), wb.data(), ldb, rcond, tau.data(), xs.data());
-          if (solved) ip[b] = 0;
-          else load();
-        }
-        if (solved) {
+        if (own) {
+          rk = int(gelsy_small<T>(*hh, m, n, k, wa.data(), wb.data(), ldb, rcond, *gs));
         } else if (driver == "gels") {
           ip[b] = lp::gels<T>(int(m), int(n), int(k), wa.data(), int(m), wb.data(), int(ldb), work.data(), lw);
         } else if (driver == "gelsy") {
