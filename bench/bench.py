@@ -22,6 +22,10 @@ import time
 # one pool steal the cores the other needs (10x slow-downs at 2 threads on a 2-core machine), so both
 # libraries are measured with passive waiting: the same setting for both, set before either loads.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# numpy's own OpenBLAS (it makes some inputs) keeps its pthread workers spinning for a while after
+# each product, on the cores the cases are then timed on: it runs on one thread. kiln gives its
+# OpenBLAS the case's count itself.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
