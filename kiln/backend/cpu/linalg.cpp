@@ -394,6 +394,84 @@ void slogdet_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList
 KernelRegistrar k_slogdet{"_linalg_slogdet", DeviceType::CPU, slogdet_kernel};
 
 // ---- Cholesky, triangular solve --------------------------------------------------------------------------
+// ---- Cholesky ------------------------------------------------------------------------------------------------
+// The row-major Hermitian A read as a column-major matrix is A^T = conj(A): its Cholesky factor with
+// the other uplo is the transpose of A's, which read back row-major is A's factor itself (conj(A) =
+// U^H U gives A = U^T conj(U), so L = U^T; likewise U = L'^T for upper). So each matrix is factored
+// in the output's memory with the uplo flipped, with no transposed copies (they were 20% of a 1024 x
+// 1024 factorization).
+//
+// From order kBlockedCholesky on, with more than one thread, a right-looking blocked Cholesky runs
+// with the pool held as a team (decision 55): the diagonal block on LAPACK (one thread), then the
+// panel's triangular solve and the trailing update split over the threads, each part a BLAS call
+// on one thread (column-major; for 'U' A = U^H U: U12 = U11^-H A12, A22 -= U12^H U12; 'L' mirrored).
+// OpenBLAS's own parallel potrf opens regions per call, which PASSIVE waiting makes slow (decision 60).
+constexpr int64_t kBlockedCholesky = 512, kCholeskyBlock = 128;
+
+template <class T>
+void trsm_cm(CBLAS_SIDE side, CBLAS_UPLO uplo, int64_t m, int64_t n, const T* a, int64_t lda, T* b, int64_t ldb) {
+  const auto tr = lp::is_cplx<T> ? CblasConjTrans : CblasTrans;
+  if constexpr (std::is_same_v<T, float>) cblas_strsm(CblasColMajor, side, uplo, tr, CblasNonUnit, m, n, 1.0f, a, lda, b, ldb);
+  else if constexpr (std::is_same_v<T, double>) cblas_dtrsm(CblasColMajor, side, uplo, tr, CblasNonUnit, m, n, 1.0, a, lda, b, ldb);
+  else {
+    const T one(1);
+    if constexpr (std::is_same_v<T, complex64>) cblas_ctrsm(CblasColMajor, side, uplo, tr, CblasNonUnit, m, n, &one, a, lda, b, ldb);
+    else cblas_ztrsm(CblasColMajor, side, uplo, tr, CblasNonUnit, m, n, &one, a, lda, b, ldb);
+  }
+}
+// C (m x n) -= op(A) op(B), column-major; ta: A^H (else A), tb: B^H.
+template <class T>
+void gemm_sub_cm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
+                 T* c, int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  const auto h = lp::is_cplx<T> ? CblasConjTrans : CblasTrans;
+  const auto oa = ta ? h : CblasNoTrans, ob = tb ? h : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>) cblas_sgemm(CblasColMajor, oa, ob, m, n, k, -1.0f, a, lda, b, ldb, 1.0f, c, ldc);
+  else if constexpr (std::is_same_v<T, double>) cblas_dgemm(CblasColMajor, oa, ob, m, n, k, -1.0, a, lda, b, ldb, 1.0, c, ldc);
+  else {
+    const T minus(-1), one(1);
+    if constexpr (std::is_same_v<T, complex64>) cblas_cgemm(CblasColMajor, oa, ob, m, n, k, &minus, a, lda, b, ldb, &one, c, ldc);
+    else cblas_zgemm(CblasColMajor, oa, ob, m, n, k, &minus, a, lda, b, ldb, &one, c, ldc);
+  }
+}
+
+// The blocked Cholesky above (uplo of the column-major a); returns LAPACK's info.
+template <class T>
+int potrf_blocked(char uplo, int64_t n, T* a, int64_t lda, int threads) {
+  int info = 0;
+  const bool up = uplo == 'U';
+  cpu::run_as_team(threads, [&] {
+    for (int64_t k0 = 0; k0 < n; k0 += kCholeskyBlock) {
+      const int64_t kb = std::min(kCholeskyBlock, n - k0), r0 = k0 + kb, rest = n - r0;
+      T* akk = a + k0 + k0 * lda;
+      if (const int i = lp::potrf<T>(uplo, int(kb), akk, int(lda)); i != 0) {
+        info = int(k0) + i;
+        return;
+      }
+      if (rest == 0) return;
+      const int64_t nblk = (rest + kCholeskyBlock - 1) / kCholeskyBlock;
+      cpu::run_spmd(threads, [&](int t, int T_) {
+        const int64_t c0 = rest * t / T_, c1 = rest * (t + 1) / T_;  // (columns of U12 / rows of L21)
+        if (c1 <= c0) return;
+        if (up) trsm_cm<T>(CblasLeft, CblasUpper, kb, c1 - c0, akk, lda, a + k0 + (r0 + c0) * lda, lda);
+        else trsm_cm<T>(CblasRight, CblasLower, c1 - c0, kb, akk, lda, a + (r0 + c0) + k0 * lda, lda);
+      });
+      cpu::run_spmd(threads, [&](int t, int T_) {
+        for (int64_t b = t; b < nblk; b += T_) {  // (interleaved: the blocks' work grows along the diagonal)
+          const int64_t c0 = r0 + b * kCholeskyBlock, c1 = std::min(n, c0 + kCholeskyBlock);
+          if (up)  // A(r0:c1, c0:c1) -= U12(:, r0:c1)^H U12(:, c0:c1)
+            gemm_sub_cm<T>(true, false, c1 - r0, c1 - c0, kb, a + k0 + r0 * lda, lda, a + k0 + c0 * lda, lda,
+                           a + r0 + c0 * lda, lda);
+          else  // A(c0:n, c0:c1) -= L21(c0:n, :) L21(c0:c1, :)^H
+            gemm_sub_cm<T>(false, true, n - c0, c1 - c0, kb, a + c0 + k0 * lda, lda, a + c0 + k0 * lda, lda,
+                           a + c0 + c0 * lda, lda);
+        }
+      });
+    }
+  });
+  return info;
+}
+
 void cholesky_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
   const char* op = "linalg.cholesky";
   Tensor A = contiguous_of(in[0]);
@@ -401,28 +479,30 @@ void cholesky_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorL
   const bool upper = attr<bool>(a, 0);
   const int64_t n = A.size(-1), Bn = info.numel();
   check_lapack_size(op, n, n);
+  const char flipped = upper ? 'L' : 'U';  // (see above)
+  const int threads = get_num_threads();
+  const bool blocked = Bn == 1 && n >= kBlockedCholesky && threads > 1 && !cpu::in_parallel_region();
   visit_lapack(A.dtype(), op, [&]<class T>() {
     const T* ap = static_cast<const T*>(A.data_ptr());
     T* lp_ = static_cast<T*>(L.data_ptr());
     int* ip = static_cast<int*>(info.data_ptr());
     parallel_for(Bn, batch_grain(n, n), [&](int64_t b0, int64_t b1) {
-      std::vector<T> w(n * n);
       for (int64_t b = b0; b < b1; ++b) {
         ip[b] = 0;
         if (n == 0) continue;
-        to_cm(ap + b * n * n, n, n, w.data());
-        ip[b] = lp::potrf<T>(upper ? 'U' : 'L', int(n), w.data(), int(n));
+        T* w = lp_ + b * n * n;
+        std::copy(ap + b * n * n, ap + (b + 1) * n * n, w);
+        ip[b] = blocked ? potrf_blocked<T>(flipped, n, w, n, threads) : lp::potrf<T>(flipped, int(n), w, int(n));
         // OpenBLAS's potrf takes a NaN pivot (only `ajj <= 0` fails); reference LAPACK and MKL (torch) stop
         // at it. The factor's first NaN diagonal entry is the first NaN pivot.
         for (int64_t j = 0; ip[b] == 0 && j < n; ++j)
           if (std::isnan(std::real(w[j * n + j]))) ip[b] = int(j + 1);
-        for (int64_t j = 0; j < n; ++j)  // the other triangle is zero (w is column-major: (i, j) at j*n+i)
-          for (int64_t i = 0; i < n; ++i)
-            if (upper ? i > j : i < j) w[j * n + i] = T(0);
-        from_cm(w.data(), n, n, lp_ + b * n * n);
+        for (int64_t i = 0; i < n; ++i)  // the other triangle (row-major now) is zero
+          for (int64_t j = 0; j < n; ++j)
+            if (upper ? j < i : j > i) w[i * n + j] = T(0);
       }
     });
-  }, n >= kParallelBlasOrder);
+  });
   if (attr<bool>(a, 1))
     raise_on_info(info, A.dim() > 2, op, [](int i) {
       return "The factorization could not be completed because the input is not positive-definite (the leading "
