@@ -770,3 +770,56 @@ def test_lstsq_gelsy_scaled_to_the_range_limits(which, dtype, scale):
     assert torch.isfinite(x).all()
     tol = 1e-4 if dtype in ("float32", "complex64") else 1e-10
     assert ((x - want).abs().max() / want.abs().max()).item() <= tol
+
+
+# ---- one large matrix on two threads: the blocked LU and Cholesky in a held team (decision 60) ---------------
+@pytest.fixture
+def two_threads():
+    before = kiln.get_num_threads()
+    kiln.set_num_threads(2)
+    yield
+    kiln.set_num_threads(before)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_blocked_lu_on_two_threads(dtype, two_threads):
+    tol = 2e-3 if dtype in ("float32", "complex64") else 1e-10
+    for shape in [(600, 600), (700, 520), (520, 700)]:
+        a = rand(shape, dtype, seed=sum(shape))
+        LU, piv = (to_torch(t) for t in kiln.linalg.lu_factor(to_kiln(a)))
+        P, L, U = torch.lu_unpack(LU, piv)
+        assert (P @ L @ U - a).abs().max() <= tol * a.abs().max()
+        if shape[0] == shape[1]:
+            tLU, tpiv = torch.linalg.lu_factor(a)
+            if torch.equal(piv.long(), tpiv.long()):  # (float32 can pick another of two near-equal pivots)
+                assert (LU - tLU).abs().max() <= tol * 100
+            b = rand((shape[0], 3), dtype, seed=1)
+            x = to_torch(kiln.linalg.solve(to_kiln(a), to_kiln(b)))
+            assert (a @ x - b).abs().max() <= tol * 100
+            inv = to_torch(kiln.linalg.inv(to_kiln(a)))
+            assert (inv @ a - torch.eye(shape[0], dtype=a.dtype)).abs().max() <= tol * 100
+            sk, lk = (to_torch(t) for t in kiln.linalg.slogdet(to_kiln(a)))
+            st, lt = torch.linalg.slogdet(a)
+            assert abs(lk.item() - lt.item()) <= tol * abs(lt.item()) and abs(sk.item() - st.item()) <= 1e-3
+    a = rand((600, 600), dtype, seed=3)
+    a[:, 530] = 0  # U[530, 530] is exactly zero: info names it, as LAPACK's
+    info = kiln.linalg.lu_factor_ex(to_kiln(a)).info.item()
+    assert info == torch.linalg.lu_factor_ex(a).info.item() == 531
+    with pytest.raises(kiln.linalg.LinAlgError):
+        kiln.linalg.inv(to_kiln(a))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("upper", [False, True])
+def test_blocked_cholesky_on_two_threads(dtype, upper, two_threads):
+    n = 600
+    g = rand((n, n), dtype, seed=4)
+    a = g @ g.mH / n + torch.eye(n, dtype=g.dtype)
+    k = to_torch(kiln.linalg.cholesky(to_kiln(a), upper=upper))
+    t = torch.linalg.cholesky(a, upper=upper)
+    tol = 1e-4 if dtype in ("float32", "complex64") else 1e-11
+    assert (k - t).abs().max() <= tol * t.abs().max()
+    assert (torch.triu(k, 1) if not upper else torch.tril(k, -1)).abs().max() == 0
+    bad = a.clone()
+    bad[560, 560] = -1e6  # the leading minor of order 561 is not positive-definite
+    assert kiln.linalg.cholesky_ex(to_kiln(bad)).info.item() == torch.linalg.cholesky_ex(bad).info.item() == 561

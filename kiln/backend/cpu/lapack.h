@@ -104,6 +104,12 @@ inline int potri(char uplo, int n, T* a, int lda) {
     else LAPACK_z##cname(__VA_ARGS__);                                                  \
   } while (0)
 
+// Row interchanges k1 .. k2 (1-based) of ipiv applied to the n columns of a.
+template <class T>
+inline void laswp(int n, T* a, int lda, int k1, int k2, const int* ipiv) {
+  const int inc = 1;
+  KILN_LAPACK_CALL(laswp, &n, a, &lda, &k1, &k2, ipiv, &inc);
+}
 // QR: A = Q R with Q as Householder reflectors below the diagonal and in tau.
 template <class T>
 inline int geqrf(int m, int n, T* a, int lda, T* tau, T* work, int lwork) {

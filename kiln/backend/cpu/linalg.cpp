@@ -58,6 +58,85 @@ void tiny_run(int64_t n, int64_t count, const T* a, T* lu, int* piv, int* info, 
 bool is_tiny(int64_t n) { return n >= 1 && n <= cpu::tiny::kMaxN; }
 
 // ---- LU -------------------------------------------------------------------------------------------------
+// From order kBlockedLu on, one matrix on more than one thread: a right-looking blocked LU with the
+// pool held as a team (decision 55; OpenBLAS's parallel getrf opens regions per call, decision 60).
+// Each panel of kLuBlock columns is factored by LAPACK on one thread; then each thread takes a
+// share of the other columns and applies the panel's interchanges to them, and for those right of
+// the panel solves U12 = L11^-1 A12 and updates A22 -= L21 U12 (each a BLAS call on one thread).
+constexpr int64_t kBlockedLu = 512, kLuBlock = 64;
+
+template <class T>
+void trsm_lower_unit_cm(int64_t m, int64_t n, const T* a, int64_t lda, T* b, int64_t ldb) {
+  if constexpr (std::is_same_v<T, float>) cblas_strsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, m, n, 1.0f, a, lda, b, ldb);
+  else if constexpr (std::is_same_v<T, double>) cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, m, n, 1.0, a, lda, b, ldb);
+  else {
+    const T one(1);
+    if constexpr (std::is_same_v<T, complex64>) cblas_ctrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, m, n, &one, a, lda, b, ldb);
+    else cblas_ztrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, m, n, &one, a, lda, b, ldb);
+  }
+}
+template <class T>
+void gemm_sub_nn_cm(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
+                    int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if constexpr (std::is_same_v<T, float>) cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, m, n, k, -1.0f, a, lda, b, ldb, 1.0f, c, ldc);
+  else if constexpr (std::is_same_v<T, double>) cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, m, n, k, -1.0, a, lda, b, ldb, 1.0, c, ldc);
+  else {
+    const T minus(-1), one(1);
+    if constexpr (std::is_same_v<T, complex64>) cblas_cgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, m, n, k, &minus, a, lda, b, ldb, &one, c, ldc);
+    else cblas_zgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, m, n, k, &minus, a, lda, b, ldb, &one, c, ldc);
+  }
+}
+
+// getrf (column-major, ipiv 1-based, LAPACK's info), blocked over the threads where `blocked`. With
+// a look-ahead of one panel: thread 0 brings the next panel's columns up to date first and factors
+// them while the other threads finish the trailing update (the panel on one thread is the serial part).
+template <class T>
+int getrf_any(int64_t m, int64_t n, T* a, int64_t lda, int* ipiv, bool blocked) {
+  if (!blocked) return lp::getrf<T>(int(m), int(n), a, int(lda), ipiv);
+  const int threads = get_num_threads();
+  const int64_t mn = std::min(m, n);
+  int info = 0;
+  auto factor = [&](int64_t k0) {  // the panel at k0 (its columns up to date)
+    const int64_t kb = std::min(kLuBlock, mn - k0);
+    const int pi = lp::getrf<T>(int(m - k0), int(kb), a + k0 + k0 * lda, int(lda), ipiv + k0);
+    if (pi > 0 && info == 0) info = int(k0) + pi;
+    for (int64_t i = k0; i < k0 + kb; ++i) ipiv[i] += int(k0);
+  };
+  // columns [c0, c1) right of the panel at k0: its interchanges, U12 = L11^-1 A12, A22 -= L21 U12
+  auto update = [&](int64_t k0, int64_t c0, int64_t c1) {
+    const int64_t kb = std::min(kLuBlock, mn - k0), r0 = k0 + kb;
+    if (c0 >= c1) return;
+    lp::laswp<T>(int(c1 - c0), a + c0 * lda, int(lda), int(k0) + 1, int(r0), ipiv);
+    trsm_lower_unit_cm<T>(kb, c1 - c0, a + k0 + k0 * lda, lda, a + k0 + c0 * lda, lda);
+    gemm_sub_nn_cm<T>(m - r0, c1 - c0, kb, a + r0 + k0 * lda, lda, a + k0 + c0 * lda, lda, a + r0 + c0 * lda, lda);
+  };
+  cpu::run_as_team(threads, [&] {
+    factor(0);
+    for (int64_t k0 = 0; k0 < mn; k0 += kLuBlock) {
+      const int64_t kb = std::min(kLuBlock, mn - k0), r0 = k0 + kb;
+      const int64_t next = r0 < mn ? std::min(kLuBlock, mn - r0) : 0;  // the next panel's width
+      const int64_t rest0 = r0 + next, rest = n - rest0;  // the trailing columns after it
+      cpu::run_spmd(threads, [&](int t, int T_) {
+        if (t == 0 && next > 0) {
+          update(k0, r0, rest0);
+          factor(r0);
+        }
+        // the rest: thread 0's share smaller by what the next panel costs it (about 2 panels of update)
+        const int64_t lead = next > 0 ? std::min(rest, 2 * next) : 0, w = rest + lead;
+        const int64_t b = std::max<int64_t>(0, w * t / T_ - lead), e = std::max<int64_t>(0, w * (t + 1) / T_ - lead);
+        update(k0, rest0 + b, rest0 + e);
+        const int64_t l0 = k0 * t / T_, l1 = k0 * (t + 1) / T_;  // the panel's interchanges left of it
+        if (l0 < l1) lp::laswp<T>(int(l1 - l0), a + l0 * lda, int(lda), int(k0) + 1, int(r0), ipiv);
+      });
+    }
+  });
+  return info;
+}
+bool blocked_lu(int64_t batch, int64_t m, int64_t n) {
+  return batch == 1 && std::min(m, n) >= kBlockedLu && get_num_threads() > 1 && !cpu::in_parallel_region();
+}
+
 void lu_factor_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
   const char* op = "linalg.lu_factor";
   Tensor A = contiguous_of(in[0]);
@@ -79,7 +158,7 @@ void lu_factor_kernel(const OpDef&, const TensorList& in, const Attrs& a, Tensor
         ip[b] = 0;
         if (k == 0) continue;
         to_cm(ap + b * m * n, m, n, w.data());
-        ip[b] = lp::getrf<T>(int(m), int(n), w.data(), int(m), pp + b * k);
+        ip[b] = getrf_any<T>(m, n, w.data(), m, pp + b * k, blocked_lu(B, m, n));
         from_cm(w.data(), m, n, lu + b * m * n);
       }
     });
@@ -235,7 +314,7 @@ void solve_ex_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorL
         if (n == 0) continue;
         T* w = fac.data() + b * n * n;
         to_cm(ap + b * n * n, n, n, w);
-        ip[b] = lp::getrf<T>(int(n), int(n), w, int(n), piv.data() + b * n);
+        ip[b] = getrf_any<T>(n, n, w, n, piv.data() + b * n, blocked_lu(nA, n, n));
       }
     });
     if (n == 0 || k == 0) return;
@@ -297,7 +376,7 @@ void inv_ex_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorLis
         if (n == 0) continue;
         T* w = yp + b * n * n;
         std::copy(ap + b * n * n, ap + (b + 1) * n * n, w);
-        ip[b] = lp::getrf<T>(int(n), int(n), w, int(n), ipiv.data());
+        ip[b] = getrf_any<T>(n, n, w, n, ipiv.data(), blocked_lu(Bn, n, n));
         if (ip[b] == 0) ip[b] = lp::getri<T>(int(n), w, int(n), ipiv.data(), work.data(), lwork);
       }
     });
@@ -335,7 +414,7 @@ void lu_each(const char* op, const Tensor& A, T* lu, int* pp, F&& fn) {
       int swaps = 0;
       if (n > 0) {
         to_cm(ap + b * n * n, n, n, w.data());
-        lp::getrf<T>(int(n), int(n), w.data(), int(n), pp + b * n);
+        getrf_any<T>(n, n, w.data(), n, pp + b * n, blocked_lu(Bn, n, n));
         from_cm(w.data(), n, n, lu + b * n * n);
         for (int64_t i = 0; i < n; ++i) swaps += pp[b * n + i] != i + 1;
       }
