@@ -823,3 +823,20 @@ def test_blocked_cholesky_on_two_threads(dtype, upper, two_threads):
     bad = a.clone()
     bad[560, 560] = -1e6  # the leading minor of order 561 is not positive-definite
     assert kiln.linalg.cholesky_ex(to_kiln(bad)).info.item() == torch.linalg.cholesky_ex(bad).info.item() == 561
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(600, 300), (300, 600), (520, 520)])
+@pytest.mark.parametrize("mode", ["reduced", "complete"])
+def test_blocked_qr_on_two_threads(shape, mode, dtype, two_threads):
+    """xgeqrf / xorgqr blocked over the threads with a look-ahead: Q R = A, Q orthonormal, R against
+    torch's up to the sign (phase) of each row."""
+    a = rand(shape, dtype, seed=sum(shape))
+    Q, R = (to_torch(t) for t in kiln.linalg.qr(to_kiln(a), mode=mode))
+    tol = 1e-4 if dtype in ("float32", "complex64") else 1e-11
+    assert (Q @ R - a).abs().max() <= tol * a.abs().max()
+    assert (Q.mH @ Q - torch.eye(Q.shape[1], dtype=a.dtype)).abs().max() <= tol
+    tR = torch.linalg.qr(a, mode=mode).R
+    k = min(shape)
+    assert (R[:k].abs() - tR[:k].abs()).abs().max() <= tol * 10 * tR.abs().max()
+    assert torch.triu(R).equal(R)

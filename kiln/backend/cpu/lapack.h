@@ -110,6 +110,46 @@ inline void laswp(int n, T* a, int lda, int k1, int k2, const int* ipiv) {
   const int inc = 1;
   KILN_LAPACK_CALL(laswp, &n, a, &lda, &k1, &k2, ipiv, &inc);
 }
+// The triangular factor T of k forward, columnwise reflectors (H = I - V T V^H).
+template <class T>
+inline void larft(int n, int k, const T* v, int ldv, const T* tau, T* t, int ldt) {
+  const char direct = 'F', storev = 'C';
+  KILN_LAPACK_CALL(larft, &direct, &storev, &n, &k, v, &ldv, tau, t, &ldt);
+}
+// C (m x n) := H C ('N') or H^H C ('C'; 'T' for real types) for larft's block reflector, from the left.
+template <class T>
+inline void larfb(char trans, int m, int n, int k, const T* v, int ldv, const T* t, int ldt, T* c, int ldc, T* work,
+                  int ldwork) {
+  const char side = 'L', direct = 'F', storev = 'C';
+  const char tr = trans == 'N' ? 'N' : (is_cplx<T> ? 'C' : 'T');
+  KILN_LAPACK_CALL(larfb, &side, &tr, &direct, &storev, &m, &n, &k, v, &ldv, t, &ldt, c, &ldc, work, &ldwork);
+}
+// Unblocked QR and Q (xgeqr2, xorg2r / xung2r); work: n (geqr2) or n (org2r) elements.
+template <class T>
+inline int geqr2(int m, int n, T* a, int lda, T* tau, T* work) {
+  int info = 0;
+  KILN_LAPACK_CALL(geqr2, &m, &n, a, &lda, tau, work, &info);
+  return info;
+}
+extern "C" {  // (not in LAPACKE's header)
+void sorg2r_(const int* m, const int* n, const int* k, float* a, const int* lda, const float* tau, float* work,
+             int* info);
+void dorg2r_(const int* m, const int* n, const int* k, double* a, const int* lda, const double* tau, double* work,
+             int* info);
+void cung2r_(const int* m, const int* n, const int* k, std::complex<float>* a, const int* lda,
+             const std::complex<float>* tau, std::complex<float>* work, int* info);
+void zung2r_(const int* m, const int* n, const int* k, std::complex<double>* a, const int* lda,
+             const std::complex<double>* tau, std::complex<double>* work, int* info);
+}
+template <class T>
+inline int org2r(int m, int n, int k, T* a, int lda, const T* tau, T* work) {
+  int info = 0;
+  if constexpr (std::is_same_v<T, float>) sorg2r_(&m, &n, &k, a, &lda, tau, work, &info);
+  else if constexpr (std::is_same_v<T, double>) dorg2r_(&m, &n, &k, a, &lda, tau, work, &info);
+  else if constexpr (std::is_same_v<T, complex64>) cung2r_(&m, &n, &k, a, &lda, tau, work, &info);
+  else zung2r_(&m, &n, &k, a, &lda, tau, work, &info);
+  return info;
+}
 // QR: A = Q R with Q as Householder reflectors below the diagonal and in tau.
 template <class T>
 inline int geqrf(int m, int n, T* a, int lda, T* tau, T* work, int lwork) {
