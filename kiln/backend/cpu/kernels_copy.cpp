@@ -39,16 +39,16 @@ void for_all(F&& f) {
 }  // namespace
 
 #if defined(__AVX2__)
-// dst (C x R, dense) := src (R x C, dense)^T for 4- and 8-byte elements: 8 x 8 (4-byte) or 4 x 4
-// (8-byte) tiles transposed in registers, the edges element by element. A pure permutation: the
-// bits of every element are kept (NaN payloads included).
-void transpose4(const uint32_t* src, int64_t R, int64_t C, uint32_t* dst) {
+// dst (C x R, leading dimension ldd) := src (R x C, leading dimension lds)^T for 4- and 8-byte
+// elements: 8 x 8 (4-byte) or 4 x 4 (8-byte) tiles transposed in registers, the edges element by
+// element. A pure permutation: the bits of every element are kept (NaN payloads included).
+void transpose4(const uint32_t* src, int64_t R, int64_t C, int64_t lds, uint32_t* dst, int64_t ldd) {
   int64_t i0 = 0;
   for (; i0 + 8 <= R; i0 += 8) {
     int64_t j0 = 0;
     for (; j0 + 8 <= C; j0 += 8) {
       __m256 r[8], u[8], v[8];
-      for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(reinterpret_cast<const float*>(src + (i0 + i) * C + j0));
+      for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(reinterpret_cast<const float*>(src + (i0 + i) * lds + j0));
       for (int i = 0; i < 8; i += 2) u[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), u[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
       for (int i = 0; i < 8; i += 4)
         for (int h = 0; h < 2; ++h) {
@@ -58,42 +58,42 @@ void transpose4(const uint32_t* src, int64_t R, int64_t C, uint32_t* dst) {
       // v[0..3]: columns 0, 4 / 2, 6 / 1, 5 / 3, 7 of rows 0-3 (low / high lane), v[4..7] of rows 4-7
       const int col[4] = {0, 2, 1, 3};
       for (int q = 0; q < 4; ++q) {
-        float* d0 = reinterpret_cast<float*>(dst + (j0 + col[q]) * R + i0);
-        float* d1 = reinterpret_cast<float*>(dst + (j0 + col[q] + 4) * R + i0);
+        float* d0 = reinterpret_cast<float*>(dst + (j0 + col[q]) * ldd + i0);
+        float* d1 = reinterpret_cast<float*>(dst + (j0 + col[q] + 4) * ldd + i0);
         _mm256_storeu_ps(d0, _mm256_permute2f128_ps(v[q], v[q + 4], 0x20));
         _mm256_storeu_ps(d1, _mm256_permute2f128_ps(v[q], v[q + 4], 0x31));
       }
     }
     for (int64_t i = i0; i < i0 + 8; ++i)
-      for (int64_t j = j0; j < C; ++j) dst[j * R + i] = src[i * C + j];
+      for (int64_t j = j0; j < C; ++j) dst[j * ldd + i] = src[i * lds + j];
   }
   for (int64_t i = i0; i < R; ++i)
-    for (int64_t j = 0; j < C; ++j) dst[j * R + i] = src[i * C + j];
+    for (int64_t j = 0; j < C; ++j) dst[j * ldd + i] = src[i * lds + j];
 }
-void transpose8(const uint64_t* src, int64_t R, int64_t C, uint64_t* dst) {
+void transpose8(const uint64_t* src, int64_t R, int64_t C, int64_t lds, uint64_t* dst, int64_t ldd) {
   int64_t i0 = 0;
   for (; i0 + 4 <= R; i0 += 4) {
     int64_t j0 = 0;
     for (; j0 + 4 <= C; j0 += 4) {
       __m256d r[4];
-      for (int i = 0; i < 4; ++i) r[i] = _mm256_loadu_pd(reinterpret_cast<const double*>(src + (i0 + i) * C + j0));
+      for (int i = 0; i < 4; ++i) r[i] = _mm256_loadu_pd(reinterpret_cast<const double*>(src + (i0 + i) * lds + j0));
       const __m256d a = _mm256_unpacklo_pd(r[0], r[1]), b = _mm256_unpackhi_pd(r[0], r[1]);
       const __m256d c = _mm256_unpacklo_pd(r[2], r[3]), d = _mm256_unpackhi_pd(r[2], r[3]);
-      double* o = reinterpret_cast<double*>(dst + j0 * R + i0);
+      double* o = reinterpret_cast<double*>(dst + j0 * ldd + i0);
       _mm256_storeu_pd(o, _mm256_permute2f128_pd(a, c, 0x20));
-      _mm256_storeu_pd(o + R, _mm256_permute2f128_pd(b, d, 0x20));
-      _mm256_storeu_pd(o + 2 * R, _mm256_permute2f128_pd(a, c, 0x31));
-      _mm256_storeu_pd(o + 3 * R, _mm256_permute2f128_pd(b, d, 0x31));
+      _mm256_storeu_pd(o + ldd, _mm256_permute2f128_pd(b, d, 0x20));
+      _mm256_storeu_pd(o + 2 * ldd, _mm256_permute2f128_pd(a, c, 0x31));
+      _mm256_storeu_pd(o + 3 * ldd, _mm256_permute2f128_pd(b, d, 0x31));
     }
     for (int64_t i = i0; i < i0 + 4; ++i)
-      for (int64_t j = j0; j < C; ++j) dst[j * R + i] = src[i * C + j];
+      for (int64_t j = j0; j < C; ++j) dst[j * ldd + i] = src[i * lds + j];
   }
   for (int64_t i = i0; i < R; ++i)
-    for (int64_t j = 0; j < C; ++j) dst[j * R + i] = src[i * C + j];
+    for (int64_t j = 0; j < C; ++j) dst[j * ldd + i] = src[i * lds + j];
 }
-void transpose_dense(const void* src, int64_t R, int64_t C, void* dst, int64_t esize) {
-  if (esize == 4) transpose4(static_cast<const uint32_t*>(src), R, C, static_cast<uint32_t*>(dst));
-  else transpose8(static_cast<const uint64_t*>(src), R, C, static_cast<uint64_t*>(dst));
+void transpose_dense(const void* src, int64_t R, int64_t C, int64_t lds, void* dst, int64_t ldd, int64_t esize) {
+  if (esize == 4) transpose4(static_cast<const uint32_t*>(src), R, C, lds, static_cast<uint32_t*>(dst), ldd);
+  else transpose8(static_cast<const uint64_t*>(src), R, C, lds, static_cast<uint64_t*>(dst), ldd);
 }
 #endif
 

@@ -63,7 +63,7 @@ bool is_tiny(int64_t n) { return n >= 1 && n <= cpu::tiny::kMaxN; }
 // Each panel of kLuBlock columns is factored by LAPACK on one thread; then each thread takes a
 // share of the other columns and applies the panel's interchanges to them, and for those right of
 // the panel solves U12 = L11^-1 A12 and updates A22 -= L21 U12 (each a BLAS call on one thread).
-constexpr int64_t kBlockedLu = 512, kLuBlock = 64;
+constexpr int64_t kBlockedLu = 192, kLuBlock = 64;
 
 template <class T>
 void trsm_lower_unit_cm(int64_t m, int64_t n, const T* a, int64_t lda, T* b, int64_t ldb) {

@@ -58,20 +58,31 @@ inline int64_t batch_grain(int64_t m, int64_t n) {
   return std::max<int64_t>(1, (int64_t(1) << 16) / work);
 }
 
-// (R, C) row-major src -> column-major dst (leading dimension R), and back, in 16 x 16 tiles (element
-// by element, one side's accesses are a row length apart: a cache miss each from n = 64 up).
+// (R, C) row-major src -> column-major dst (leading dimension R), and back: 4- and 8-byte elements
+// by tiles transposed in registers (the table's transpose_dense: 4x faster than tiles at 64 x 64),
+// others in 16 x 16 tiles (element by element, one side's accesses are a row length apart: a cache
+// miss each from n = 64 up). From 2^18 elements (float64 1024^2 is 8 MB each way) the rows are split
+// over the threads.
 template <class T>
-void transpose_tiles(const T* src, int64_t R, int64_t C, T* dst) {  // dst (C x R) = src (R x C)^T
-  if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {  // (in registers: 4x faster at 64 x 64)
-    if (const auto f = cpu_kernels().transpose_dense) return f(src, R, C, dst, sizeof(T));
+void transpose_tiles(const T* src, int64_t R, int64_t C, int64_t lds, T* dst, int64_t ldd) {  // dst = src^T
+  if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
+    if (const auto f = cpu_kernels().transpose_dense) return f(src, R, C, lds, dst, ldd, sizeof(T));
   }
   constexpr int64_t kT = 16;
   for (int64_t i0 = 0; i0 < R; i0 += kT)
     for (int64_t j0 = 0; j0 < C; j0 += kT) {
       const int64_t i1 = std::min(R, i0 + kT), j1 = std::min(C, j0 + kT);
       for (int64_t j = j0; j < j1; ++j)
-        for (int64_t i = i0; i < i1; ++i) dst[j * R + i] = src[i * C + j];
+        for (int64_t i = i0; i < i1; ++i) dst[j * ldd + i] = src[i * lds + j];
     }
+}
+template <class T>
+void transpose_tiles(const T* src, int64_t R, int64_t C, T* dst) {  // dst (C x R) = src (R x C)^T
+  if (R * C < (int64_t(1) << 18)) return transpose_tiles(src, R, C, C, dst, R);
+  cpu::parallel_for((R + 7) / 8, 1, [&](int64_t b0, int64_t b1) {  // (blocks of 8 rows: whole register tiles)
+    const int64_t r0 = b0 * 8, r1 = std::min(R, b1 * 8);
+    transpose_tiles(src + r0 * C, r1 - r0, C, C, dst + r0, R);
+  });
 }
 template <class T>
 void to_cm(const T* src, int64_t R, int64_t C, T* dst) {
