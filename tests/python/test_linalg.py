@@ -216,6 +216,22 @@ def test_nan_input_returns():
     assert torch.isnan(to_torch(kiln.linalg.det(to_kiln(a)))).all()
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_lstsq_gelsy_nan_and_zero_pivot(dtype):
+    """gelsy as LAPACK's: NaN in A gives NaN out (xlange's NaN norm, no zero answer), and at rcond = 0
+    an exactly zero pivot is accepted and divided by (torch: [nan, inf], rank 2; torch 2.13's MKL
+    rejects an all-NaN A with an internal assert, so the NaN case is checked on its own)."""
+    td = getattr(torch, dtype)
+    for a in (torch.full((3, 2), float("nan"), dtype=td), torch.tensor([[float("nan"), 0], [float("nan"), 0]], dtype=td)):
+        res = kiln.linalg.lstsq(to_kiln(a), to_kiln(torch.ones(a.shape[0], 1, dtype=td)))
+        assert torch.isnan(to_torch(res.solution)).any()
+    a, b = torch.tensor([[1.0, 0], [0, 0]], dtype=td), torch.ones(2, 1, dtype=td)
+    res, t = kiln.linalg.lstsq(to_kiln(a), to_kiln(b), rcond=0.0), torch.linalg.lstsq(a, b, rcond=0.0)
+    assert res.rank.item() == t.rank.item() == 2
+    x, xt = to_torch(res.solution), t.solution
+    assert torch.equal(torch.isnan(x), torch.isnan(xt)) and torch.equal(torch.isinf(x), torch.isinf(xt))
+
+
 def test_cpp_names_match_torch_return_types():
     r = kiln.linalg.lu_factor(kiln.eye(3))
     assert r._fields == ("LU", "pivots")

@@ -810,18 +810,20 @@ void lascl(lp::Real<T> cfrom, lp::Real<T> cto, T* x, int64_t rows, int64_t cols,
   }
 }
 
-// max |x_i| of n reals (NaN skipped).
+// max |x_i| of n reals; NaN if one is (as xlange and xnrm2: gelsy then runs on, as LAPACK's does).
 template <class R>
 R max_abs_of(const R* x, int64_t n) {
   R a[4] = {0, 0, 0, 0};
+  bool nan = false;
   int64_t i = 0;
   for (; i + 4 <= n; i += 4)
     for (int l = 0; l < 4; ++l) {
       const R e = std::abs(x[i + l]);
       a[l] = e > a[l] ? e : a[l];
+      nan |= e != e;
     }
-  for (; i < n; ++i) a[0] = std::max(a[0], std::abs(x[i]));
-  return std::max(std::max(a[0], a[1]), std::max(a[2], a[3]));
+  for (; i < n; ++i) a[0] = std::max(a[0], std::abs(x[i])), nan |= x[i] != x[i];
+  return nan ? std::numeric_limits<R>::quiet_NaN() : std::max(std::max(a[0], a[1]), std::max(a[2], a[3]));
 }
 
 constexpr int64_t kQpsBlock = 32, kQp2Cols = 128;
@@ -892,6 +894,23 @@ void geqp3(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64_t n, T* 
   if (j < mn) hh.qp2(m, n - j, j, a + j * m, m, s.jpvt.data() + j, s.tau.data() + j, vn1 + j, vn2 + j);
 }
 
+// B (m x n) := R^-1 B, R upper triangular (m x m), column-major.
+template <class T>
+void trsm_upper(int64_t m, int64_t n, const T* r, int64_t ldr, T* b, int64_t ldb) {
+  if (m <= 0 || n <= 0) return;
+  const CBLAS_SIDE L = CblasLeft;
+  const CBLAS_UPLO U = CblasUpper;
+  const CBLAS_TRANSPOSE N = CblasNoTrans;
+  const CBLAS_DIAG D = CblasNonUnit;
+  if constexpr (std::is_same_v<T, float>) cblas_strsm(CblasColMajor, L, U, N, D, m, n, 1.0f, r, ldr, b, ldb);
+  else if constexpr (std::is_same_v<T, double>) cblas_dtrsm(CblasColMajor, L, U, N, D, m, n, 1.0, r, ldr, b, ldb);
+  else {
+    const T one(1);
+    if constexpr (std::is_same_v<T, complex64>) cblas_ctrsm(CblasColMajor, L, U, N, D, m, n, &one, r, ldr, b, ldb);
+    else cblas_ztrsm(CblasColMajor, L, U, N, D, m, n, &one, r, ldr, b, ldb);
+  }
+}
+
 // wa: A (m x n, column-major), wb: B (ldb x k) := the solution in its first n rows. Returns the rank.
 template <class T>
 int64_t gelsy_small(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64_t n, int64_t k, T* wa, T* wb,
@@ -901,11 +920,13 @@ int64_t gelsy_small(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64
   const R smlnum = std::numeric_limits<R>::min() / std::numeric_limits<R>::epsilon(), bignum = R(1) / smlnum;
   auto max_abs = [&](const T* x, int64_t rows, int64_t cols, int64_t ld) {  // xlange ('M')
     R v = 0;
-    if constexpr (lp::is_cplx<T>) {  // (the largest part first: |x| lies within sqrt(2) of it)
-      for (int64_t j = 0; j < cols; ++j) v = std::max(v, max_abs_of(reinterpret_cast<const R*>(x + j * ld), 2 * rows));
-      if (v > 2 * smlnum && v < bignum / 2) return v;  // (between the bounds either way: no scaling)
-      v = 0;
+    for (int64_t j = 0; j < cols; ++j) {  // (complex: the largest part first, |x| lies within sqrt(2) of it)
+      const R c = max_abs_of(reinterpret_cast<const R*>(x + j * ld), (lp::is_cplx<T> ? 2 : 1) * rows);
+      if (c != c) return c;
+      v = std::max(v, c);
     }
+    if (!lp::is_cplx<T> || (v > 2 * smlnum && v < bignum / 2)) return v;  // (complex: no scaling either way)
+    v = 0;
     for (int64_t j = 0; j < cols; ++j)
       for (int64_t i = 0; i < rows; ++i) v = std::max(v, R(std::abs(x[j * ld + i])));
     return v;
@@ -944,7 +965,7 @@ int64_t gelsy_small(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64
       const int lw = int(s.work.size());
       if (rank < n) lp::tzrzf<T>(int(rank), int(n), wa, int(m), s.tau2.data(), s.work.data(), lw);
       hh.orm2r_t(m, k, mn, wa, m, s.tau.data(), wb, ldb);
-      lp::trtrs<T>('U', 'N', 'N', int(rank), int(k), wa, int(m), wb, int(ldb));
+      trsm_upper<T>(rank, k, wa, m, wb, ldb);  // (xtrsm as xgelsy: a zero pivot accepted at rcond <= 0 gives inf / NaN)
       zero_rows(rank, n);
       if (rank < n)
         lp::ormrz<T>('L', lp::is_cplx<T> ? 'C' : 'T', int(n), int(k), int(rank), int(n - rank), wa, int(m),

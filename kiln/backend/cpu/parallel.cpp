@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -366,11 +367,25 @@ void run_as_team(int threads, const std::function<void()>& body) {
   if (error) std::rethrow_exception(error);
 }
 
+// OpenBLAS's thread count is one process-wide number (and lowering it frees the other threads'
+// buffers), so holders on several host threads (kiln's streams) count in: the first sets one thread,
+// the last sets kiln's count back. Each holder's own OpenMP count (which openblas_set_num_threads
+// also sets, for the calling thread) is restored by itself.
+namespace {
+std::mutex g_serial_blas_mutex;
+int g_serial_blas_holders = 0;
+}  // namespace
 SerialBlas::SerialBlas(bool on) : on_(on && get_num_threads() > 1 && !omp_in_parallel()) {
-  if (on_) openblas_set_num_threads(1);
+  if (!on_) return;
+  const std::lock_guard<std::mutex> lock(g_serial_blas_mutex);
+  if (g_serial_blas_holders++ == 0) openblas_set_num_threads(1);
+  else omp_set_num_threads(1);  // (this thread's count, which OpenBLAS follows)
 }
 SerialBlas::~SerialBlas() {
-  if (on_) apply_blas_threads();
+  if (!on_) return;
+  const std::lock_guard<std::mutex> lock(g_serial_blas_mutex);
+  if (--g_serial_blas_holders == 0) apply_blas_threads();
+  omp_set_num_threads(std::max(g_threads, 1));
 }
 
 bool in_parallel_region() { return omp_in_parallel() && team_detail::t_team == nullptr; }
