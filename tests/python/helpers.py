@@ -1,4 +1,5 @@
 """Shared helpers: move tensors between torch and kiln without changing bits or layout, compare."""
+import contextlib
 import importlib.util
 import math
 import pathlib
@@ -21,6 +22,17 @@ COMPLEX_DTYPES = ["complex64", "complex128"]
 # numpy has no bfloat16 / float8: move their bits through an integer view of the same width
 _BITS = {"bfloat16": "int16", "float8_e4m3fn": "uint8", "float8_e5m2": "uint8",
          "uint16": "int16", "uint32": "int32", "uint64": "int64"}
+
+
+@contextlib.contextmanager
+def kiln_threads(n):
+    """kiln on n threads inside the block, the previous count after it."""
+    before = kiln.get_num_threads()
+    kiln.set_num_threads(n)
+    try:
+        yield
+    finally:
+        kiln.set_num_threads(before)
 
 
 def tdt(name):

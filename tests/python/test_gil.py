@@ -7,14 +7,13 @@ import time
 import pytest
 
 import kiln
+from helpers import kiln_threads
 
 
 @pytest.fixture
 def one_thread():
-    n = kiln.get_num_threads()
-    kiln.set_num_threads(1)
-    yield
-    kiln.set_num_threads(n)
+    with kiln_threads(1):
+        yield
 
 
 def _progress_during(fn):

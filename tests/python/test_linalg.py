@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import kiln
-from helpers import to_kiln, to_torch
+from helpers import kiln_threads, to_kiln, to_torch
 
 DTYPES = ["float32", "float64", "complex64", "complex128"]
 TOL = {"float32": 1e-4, "complex64": 1e-4, "float64": 1e-10, "complex128": 1e-10}
@@ -791,10 +791,8 @@ def test_lstsq_gelsy_scaled_to_the_range_limits(which, dtype, scale):
 # ---- one large matrix on two threads: the blocked LU and Cholesky in a held team (decision 60) ---------------
 @pytest.fixture
 def two_threads():
-    before = kiln.get_num_threads()
-    kiln.set_num_threads(2)
-    yield
-    kiln.set_num_threads(before)
+    with kiln_threads(2):
+        yield
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

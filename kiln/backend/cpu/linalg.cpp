@@ -65,29 +65,6 @@ bool is_tiny(int64_t n) { return n >= 1 && n <= cpu::tiny::kMaxN; }
 // the panel solves U12 = L11^-1 A12 and updates A22 -= L21 U12 (each a BLAS call on one thread).
 constexpr int64_t kBlockedLu = 192, kLuBlock = 64;
 
-template <class T>
-void trsm_lower_unit_cm(int64_t m, int64_t n, const T* a, int64_t lda, T* b, int64_t ldb) {
-  if constexpr (std::is_same_v<T, float>) cblas_strsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, m, n, 1.0f, a, lda, b, ldb);
-  else if constexpr (std::is_same_v<T, double>) cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, m, n, 1.0, a, lda, b, ldb);
-  else {
-    const T one(1);
-    if constexpr (std::is_same_v<T, complex64>) cblas_ctrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, m, n, &one, a, lda, b, ldb);
-    else cblas_ztrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, m, n, &one, a, lda, b, ldb);
-  }
-}
-template <class T>
-void gemm_sub_nn_cm(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
-                    int64_t ldc) {
-  if (m <= 0 || n <= 0) return;
-  if constexpr (std::is_same_v<T, float>) cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, m, n, k, -1.0f, a, lda, b, ldb, 1.0f, c, ldc);
-  else if constexpr (std::is_same_v<T, double>) cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, m, n, k, -1.0, a, lda, b, ldb, 1.0, c, ldc);
-  else {
-    const T minus(-1), one(1);
-    if constexpr (std::is_same_v<T, complex64>) cblas_cgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, m, n, k, &minus, a, lda, b, ldb, &one, c, ldc);
-    else cblas_zgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, m, n, k, &minus, a, lda, b, ldb, &one, c, ldc);
-  }
-}
-
 // getrf (column-major, ipiv 1-based, LAPACK's info), blocked over the threads where `blocked`. With
 // a look-ahead of one panel: thread 0 brings the next panel's columns up to date first and factors
 // them while the other threads finish the trailing update (the panel on one thread is the serial part).
@@ -108,8 +85,10 @@ int getrf_any(int64_t m, int64_t n, T* a, int64_t lda, int* ipiv, bool blocked) 
     const int64_t kb = std::min(kLuBlock, mn - k0), r0 = k0 + kb;
     if (c0 >= c1) return;
     lp::laswp<T>(int(c1 - c0), a + c0 * lda, int(lda), int(k0) + 1, int(r0), ipiv);
-    trsm_lower_unit_cm<T>(kb, c1 - c0, a + k0 + k0 * lda, lda, a + k0 + c0 * lda, lda);
-    gemm_sub_nn_cm<T>(m - r0, c1 - c0, kb, a + r0 + k0 * lda, lda, a + k0 + c0 * lda, lda, a + r0 + c0 * lda, lda);
+    trsm_cm<T>(CblasLeft, CblasLower, CblasNoTrans, CblasUnit, kb, c1 - c0, a + k0 + k0 * lda, lda, a + k0 + c0 * lda,
+               lda);
+    gemm_sub_cm<T>(CblasNoTrans, CblasNoTrans, m - r0, c1 - c0, kb, a + r0 + k0 * lda, lda, a + k0 + c0 * lda, lda,
+                   a + r0 + c0 * lda, lda);
   };
   cpu::run_as_team(threads, [&] {
     factor(0);
@@ -487,33 +466,6 @@ KernelRegistrar k_slogdet{"_linalg_slogdet", DeviceType::CPU, slogdet_kernel};
 // OpenBLAS's own parallel potrf opens regions per call, which PASSIVE waiting makes slow (decision 60).
 constexpr int64_t kBlockedCholesky = 512, kCholeskyBlock = 128;
 
-template <class T>
-void trsm_cm(CBLAS_SIDE side, CBLAS_UPLO uplo, int64_t m, int64_t n, const T* a, int64_t lda, T* b, int64_t ldb) {
-  const auto tr = lp::is_cplx<T> ? CblasConjTrans : CblasTrans;
-  if constexpr (std::is_same_v<T, float>) cblas_strsm(CblasColMajor, side, uplo, tr, CblasNonUnit, m, n, 1.0f, a, lda, b, ldb);
-  else if constexpr (std::is_same_v<T, double>) cblas_dtrsm(CblasColMajor, side, uplo, tr, CblasNonUnit, m, n, 1.0, a, lda, b, ldb);
-  else {
-    const T one(1);
-    if constexpr (std::is_same_v<T, complex64>) cblas_ctrsm(CblasColMajor, side, uplo, tr, CblasNonUnit, m, n, &one, a, lda, b, ldb);
-    else cblas_ztrsm(CblasColMajor, side, uplo, tr, CblasNonUnit, m, n, &one, a, lda, b, ldb);
-  }
-}
-// C (m x n) -= op(A) op(B), column-major; ta: A^H (else A), tb: B^H.
-template <class T>
-void gemm_sub_cm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
-                 T* c, int64_t ldc) {
-  if (m <= 0 || n <= 0) return;
-  const auto h = lp::is_cplx<T> ? CblasConjTrans : CblasTrans;
-  const auto oa = ta ? h : CblasNoTrans, ob = tb ? h : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>) cblas_sgemm(CblasColMajor, oa, ob, m, n, k, -1.0f, a, lda, b, ldb, 1.0f, c, ldc);
-  else if constexpr (std::is_same_v<T, double>) cblas_dgemm(CblasColMajor, oa, ob, m, n, k, -1.0, a, lda, b, ldb, 1.0, c, ldc);
-  else {
-    const T minus(-1), one(1);
-    if constexpr (std::is_same_v<T, complex64>) cblas_cgemm(CblasColMajor, oa, ob, m, n, k, &minus, a, lda, b, ldb, &one, c, ldc);
-    else cblas_zgemm(CblasColMajor, oa, ob, m, n, k, &minus, a, lda, b, ldb, &one, c, ldc);
-  }
-}
-
 // The blocked Cholesky above (uplo of the column-major a); returns LAPACK's info.
 template <class T>
 int potrf_blocked(char uplo, int64_t n, T* a, int64_t lda, int threads) {
@@ -532,17 +484,17 @@ int potrf_blocked(char uplo, int64_t n, T* a, int64_t lda, int threads) {
       cpu::run_spmd(threads, [&](int t, int T_) {
         const int64_t c0 = rest * t / T_, c1 = rest * (t + 1) / T_;  // (columns of U12 / rows of L21)
         if (c1 <= c0) return;
-        if (up) trsm_cm<T>(CblasLeft, CblasUpper, kb, c1 - c0, akk, lda, a + k0 + (r0 + c0) * lda, lda);
-        else trsm_cm<T>(CblasRight, CblasLower, c1 - c0, kb, akk, lda, a + (r0 + c0) + k0 * lda, lda);
+        if (up) trsm_cm<T>(CblasLeft, CblasUpper, herm<T>(), CblasNonUnit, kb, c1 - c0, akk, lda, a + k0 + (r0 + c0) * lda, lda);
+        else trsm_cm<T>(CblasRight, CblasLower, herm<T>(), CblasNonUnit, c1 - c0, kb, akk, lda, a + (r0 + c0) + k0 * lda, lda);
       });
       cpu::run_spmd(threads, [&](int t, int T_) {
         for (int64_t b = t; b < nblk; b += T_) {  // (interleaved: the blocks' work grows along the diagonal)
           const int64_t c0 = r0 + b * kCholeskyBlock, c1 = std::min(n, c0 + kCholeskyBlock);
           if (up)  // A(r0:c1, c0:c1) -= U12(:, r0:c1)^H U12(:, c0:c1)
-            gemm_sub_cm<T>(true, false, c1 - r0, c1 - c0, kb, a + k0 + r0 * lda, lda, a + k0 + c0 * lda, lda,
+            gemm_sub_cm<T>(herm<T>(), CblasNoTrans, c1 - r0, c1 - c0, kb, a + k0 + r0 * lda, lda, a + k0 + c0 * lda, lda,
                            a + r0 + c0 * lda, lda);
           else  // A(c0:n, c0:c1) -= L21(c0:n, :) L21(c0:c1, :)^H
-            gemm_sub_cm<T>(false, true, n - c0, c1 - c0, kb, a + c0 + k0 * lda, lda, a + c0 + k0 * lda, lda,
+            gemm_sub_cm<T>(CblasNoTrans, herm<T>(), n - c0, c1 - c0, kb, a + c0 + k0 * lda, lda, a + c0 + k0 * lda, lda,
                            a + c0 + c0 * lda, lda);
         }
       });

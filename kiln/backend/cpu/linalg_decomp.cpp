@@ -875,40 +875,14 @@ void geqp3(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64_t n, T* 
     const int64_t kb = hh.qps(m, nj, j, std::min(kQpsBlock, mn - j - kQp2Cols), a + j * m, m, s.jpvt.data() + j,
                               s.tau.data() + j, vn1 + j, vn2 + j, s.f.data(), nj);
     const int64_t rk = j + kb;
-    if (kb < std::min(nj, m - j)) {  // A(rk:, j+kb:) -= A(rk:, j:j+kb) F(kb:, :kb)^H
-      const T one(1), minus(-1);
-      const CBLAS_TRANSPOSE tb = lp::is_cplx<T> ? CblasConjTrans : CblasTrans;
-      const int M = int(m - rk), N = int(nj - kb), K = int(kb), lda = int(m), ldf = int(nj);
-      const T* A = a + rk + j * m;
-      const T* F = s.f.data() + kb;
-      T* C = a + rk + (j + kb) * m;
-      if constexpr (std::is_same_v<T, float>) cblas_sgemm(CblasColMajor, CblasNoTrans, tb, M, N, K, -1.0f, A, lda, F, ldf, 1.0f, C, lda);
-      else if constexpr (std::is_same_v<T, double>) cblas_dgemm(CblasColMajor, CblasNoTrans, tb, M, N, K, -1.0, A, lda, F, ldf, 1.0, C, lda);
-      else if constexpr (std::is_same_v<T, complex64>) cblas_cgemm(CblasColMajor, CblasNoTrans, tb, M, N, K, &minus, A, lda, F, ldf, &one, C, lda);
-      else cblas_zgemm(CblasColMajor, CblasNoTrans, tb, M, N, K, &minus, A, lda, F, ldf, &one, C, lda);
-    }
+    if (kb < std::min(nj, m - j))  // A(rk:, j+kb:) -= A(rk:, j:j+kb) F(kb:, :kb)^H
+      gemm_sub_cm<T>(CblasNoTrans, herm<T>(), m - rk, nj - kb, kb, a + rk + j * m, m, s.f.data() + kb, nj,
+                     a + rk + (j + kb) * m, m);
     for (int64_t c = j + kb; c < n; ++c)
       if (vn2[c] < 0) vn1[c] = vn2[c] = norm(a + rk + c * m, m - rk);
     j = rk;
   }
   if (j < mn) hh.qp2(m, n - j, j, a + j * m, m, s.jpvt.data() + j, s.tau.data() + j, vn1 + j, vn2 + j);
-}
-
-// B (m x n) := R^-1 B, R upper triangular (m x m), column-major.
-template <class T>
-void trsm_upper(int64_t m, int64_t n, const T* r, int64_t ldr, T* b, int64_t ldb) {
-  if (m <= 0 || n <= 0) return;
-  const CBLAS_SIDE L = CblasLeft;
-  const CBLAS_UPLO U = CblasUpper;
-  const CBLAS_TRANSPOSE N = CblasNoTrans;
-  const CBLAS_DIAG D = CblasNonUnit;
-  if constexpr (std::is_same_v<T, float>) cblas_strsm(CblasColMajor, L, U, N, D, m, n, 1.0f, r, ldr, b, ldb);
-  else if constexpr (std::is_same_v<T, double>) cblas_dtrsm(CblasColMajor, L, U, N, D, m, n, 1.0, r, ldr, b, ldb);
-  else {
-    const T one(1);
-    if constexpr (std::is_same_v<T, complex64>) cblas_ctrsm(CblasColMajor, L, U, N, D, m, n, &one, r, ldr, b, ldb);
-    else cblas_ztrsm(CblasColMajor, L, U, N, D, m, n, &one, r, ldr, b, ldb);
-  }
 }
 
 // wa: A (m x n, column-major), wb: B (ldb x k) := the solution in its first n rows. Returns the rank.
@@ -965,7 +939,8 @@ int64_t gelsy_small(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64
       const int lw = int(s.work.size());
       if (rank < n) lp::tzrzf<T>(int(rank), int(n), wa, int(m), s.tau2.data(), s.work.data(), lw);
       hh.orm2r_t(m, k, mn, wa, m, s.tau.data(), wb, ldb);
-      trsm_upper<T>(rank, k, wa, m, wb, ldb);  // (xtrsm as xgelsy: a zero pivot accepted at rcond <= 0 gives inf / NaN)
+      // (xtrsm as xgelsy: a zero pivot accepted at rcond <= 0 gives inf / NaN)
+      trsm_cm<T>(CblasLeft, CblasUpper, CblasNoTrans, CblasNonUnit, rank, k, wa, m, wb, ldb);
       zero_rows(rank, n);
       if (rank < n)
         lp::ormrz<T>('L', lp::is_cplx<T> ? 'C' : 'T', int(n), int(k), int(rank), int(n - rank), wa, int(m),

@@ -93,6 +93,38 @@ void from_cm(const T* src, int64_t R, int64_t C, T* dst) {
   transpose_tiles(src, C, R, dst);
 }
 
+// BLAS on column-major matrices for the four LAPACK types: op(A)^-1 B (or B op(A)^-1 for side
+// right) with alpha 1, and C -= op(A) op(B). herm<T>(): the conjugate transpose (the transpose for
+// real T).
+template <class T>
+constexpr CBLAS_TRANSPOSE herm() {
+  return lp::is_cplx<T> ? CblasConjTrans : CblasTrans;
+}
+template <class T>
+void trsm_cm(CBLAS_SIDE side, CBLAS_UPLO uplo, CBLAS_TRANSPOSE tr, CBLAS_DIAG diag, int64_t m, int64_t n, const T* a,
+             int64_t lda, T* b, int64_t ldb) {
+  if (m <= 0 || n <= 0) return;
+  if constexpr (std::is_same_v<T, float>) cblas_strsm(CblasColMajor, side, uplo, tr, diag, m, n, 1.0f, a, lda, b, ldb);
+  else if constexpr (std::is_same_v<T, double>) cblas_dtrsm(CblasColMajor, side, uplo, tr, diag, m, n, 1.0, a, lda, b, ldb);
+  else {
+    const T one(1);
+    if constexpr (std::is_same_v<T, complex64>) cblas_ctrsm(CblasColMajor, side, uplo, tr, diag, m, n, &one, a, lda, b, ldb);
+    else cblas_ztrsm(CblasColMajor, side, uplo, tr, diag, m, n, &one, a, lda, b, ldb);
+  }
+}
+template <class T>
+void gemm_sub_cm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
+                 const T* b, int64_t ldb, T* c, int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if constexpr (std::is_same_v<T, float>) cblas_sgemm(CblasColMajor, ta, tb, m, n, k, -1.0f, a, lda, b, ldb, 1.0f, c, ldc);
+  else if constexpr (std::is_same_v<T, double>) cblas_dgemm(CblasColMajor, ta, tb, m, n, k, -1.0, a, lda, b, ldb, 1.0, c, ldc);
+  else {
+    const T minus(-1), one(1);
+    if constexpr (std::is_same_v<T, complex64>) cblas_cgemm(CblasColMajor, ta, tb, m, n, k, &minus, a, lda, b, ldb, &one, c, ldc);
+    else cblas_zgemm(CblasColMajor, ta, tb, m, n, k, &minus, a, lda, b, ldb, &one, c, ldc);
+  }
+}
+
 // The element offset of every matrix of x (contiguous, (..., R, C)) for each index of `batch`,
 // which x's batch dimensions broadcast to.
 inline std::vector<int64_t> matrix_offsets(const Tensor& x, const Shape& batch) {
