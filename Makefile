@@ -61,9 +61,11 @@ fuzz: asan-build
 	    -print_final_stats=1 -artifact_prefix=$(ASAN)/fuzz-findings/ fuzz/corpus-local/$$f fuzz/corpus/$$f || exit 1; done
 
 # The extension from the sanitizer build, run over the Python tests most likely to crash (abusive
-# calls, fuzzed views and archives, checkpoints, interop) with the ASan runtime preloaded into python.
+# calls, fuzzed views and archives, checkpoints, interop, the hand-written LAPACK kernels and blocked
+# factorizations of test_linalg.py: 35 s) with the ASan runtime preloaded into python.
 ASAN_PY_TESTS := test_abuse.py test_reliability.py test_fuzz_views.py test_fuzz_archive.py test_safetensors.py \
-                 test_tensor_protocol.py test_serialization.py test_streams.py test_graphs.py test_compile.py
+                 test_tensor_protocol.py test_serialization.py test_streams.py test_graphs.py test_compile.py \
+                 test_linalg.py
 test-asan-python: asan-build
 	@rm -rf $(ASAN)/pkg && mkdir -p $(ASAN)/pkg && cp -rs $(CURDIR)/python/kiln $(ASAN)/pkg/ && \
 	  find $(ASAN)/pkg/kiln \( -name '_C*.so' -o -name 'libkiln*' -o -name __pycache__ \) -prune -exec rm -rf {} + && \
