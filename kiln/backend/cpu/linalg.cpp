@@ -63,7 +63,7 @@ bool is_tiny(int64_t n) { return n >= 1 && n <= cpu::tiny::kMaxN; }
 // Each panel of kLuBlock columns is factored by LAPACK on one thread; then each thread takes a
 // share of the other columns and applies the panel's interchanges to them, and for those right of
 // the panel solves U12 = L11^-1 A12 and updates A22 -= L21 U12 (each a BLAS call on one thread).
-constexpr int64_t kBlockedLu = 192, kLuBlock = 64;
+constexpr int64_t kBlockedLu = 192, kLuBlock = 32;
 
 // getrf (column-major, ipiv 1-based, LAPACK's info), blocked over the threads where `blocked`. With
 // a look-ahead of one panel: thread 0 brings the next panel's columns up to date first and factors
