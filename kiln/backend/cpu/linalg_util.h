@@ -1,4 +1,4 @@
-// What the CPU linear-algebra kernels share (linalg.cpp, linalg_decomp.cpp): the LAPACK dtype
+// What the CPU linear-algebra kernels share (linalg.cpp, linalg_decomp.cpp, linalg_lstsq.cpp): the LAPACK dtype
 // switch, column-major scratch copies, the matrix offsets of a broadcast batch, the batch grain,
 // and torch's LinAlgError from LAPACK's info.
 #pragma once
@@ -91,6 +91,17 @@ void to_cm(const T* src, int64_t R, int64_t C, T* dst) {
 template <class T>
 void from_cm(const T* src, int64_t R, int64_t C, T* dst) {
   transpose_tiles(src, C, R, dst);
+}
+
+// The kernel table's Householder kernels for T (kernels_householder.cpp; null on the base table).
+template <class T>
+const cpu::KernelTable::Householder<T>* householder() {
+  const cpu::KernelTable::Householder<T>* h = nullptr;
+  if constexpr (std::is_same_v<T, float>) h = &cpu::cpu_kernels().householder_f32;
+  else if constexpr (std::is_same_v<T, double>) h = &cpu::cpu_kernels().householder_f64;
+  else if constexpr (std::is_same_v<T, complex64>) h = &cpu::cpu_kernels().householder_c64;
+  else h = &cpu::cpu_kernels().householder_c128;
+  return h && h->geqr2 ? h : nullptr;
 }
 
 // BLAS on column-major matrices for the four LAPACK types: op(A)^-1 B (or B op(A)^-1 for side
