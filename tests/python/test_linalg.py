@@ -677,7 +677,7 @@ def test_eigh_structured_and_batched(dtype):
                                          ("float64", 1e-300), ("float64", 1e300), ("float64", 1e-310),
                                          ("complex64", 1e-30), ("complex64", 1e30), ("complex128", 1e-300),
                                          ("complex128", 1e300)])
-@pytest.mark.parametrize("n", [12, 70])
+@pytest.mark.parametrize("n", [12, 70, 300])  # (300: xsytrd / xhetrd's path)
 def test_eigh_scaled_to_the_range_limits(n, dtype, scale):
     """xsyevd's scaling: a matrix whose largest element is far from 1 is scaled first; the
     eigenvalues come back at the input's scale, not over- or underflowed."""
@@ -698,18 +698,22 @@ def test_eigh_scaled_to_the_range_limits(n, dtype, scale):
         assert ((h / big) @ V - V * (L / big)).abs().max() <= tol
 
 
+@pytest.mark.parametrize("n", [6, 200])  # (200: xhetrd's path)
 @pytest.mark.parametrize("uplo", ["L", "U"])
-def test_eigh_ignores_the_other_triangle_and_the_diagonals_imaginary_part(uplo):
-    a = rand((6, 6), "complex128", seed=5)
+def test_eigh_ignores_the_other_triangle_and_the_diagonals_imaginary_part(uplo, n):
+    a = rand((n, n), "complex128", seed=5)
     b = a.clone()
-    other = torch.triu(torch.ones(6, 6, dtype=torch.bool), 1) if uplo == "L" else torch.tril(
-        torch.ones(6, 6, dtype=torch.bool), -1)
+    other = torch.triu(torch.ones(n, n, dtype=torch.bool), 1) if uplo == "L" else torch.tril(
+        torch.ones(n, n, dtype=torch.bool), -1)
     b[other] = complex("nan+nanj")
     b.diagonal().imag.fill_(1e300)
-    for x in (a, b):
+    c = a.clone()
+    c[other] = 1e300  # (nor scaled by it)
+    for x in (a, b, c):
         L, V = kiln.linalg.eigh(to_kiln(x), UPLO=uplo)
-        tL = torch.linalg.eigh(x, UPLO=uplo).eigenvalues
+        tL = torch.linalg.eigh(a, UPLO=uplo).eigenvalues
         assert torch.allclose(to_torch(L), tL, rtol=1e-12, atol=1e-12)
+        assert torch.isfinite(to_torch(V)).all()
     a[other] = float("nan")
     with pytest.raises(kiln.linalg.LinAlgError):  # ... but uplo's triangle is
         kiln.linalg.eigh(to_kiln(a), UPLO="U" if uplo == "L" else "L")
@@ -854,3 +858,19 @@ def test_blocked_qr_on_two_threads(shape, mode, dtype, two_threads):
     k = min(shape)
     assert (R[:k].abs() - tR[:k].abs()).abs().max() <= tol * 10 * tR.abs().max()
     assert torch.triu(R).equal(R)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eigh_of_one_large_matrix_on_two_threads(dtype, uplo, two_threads):
+    """One matrix on the pool: the back-transformation split by columns over the threads."""
+    a = rand((400, 400), dtype, seed=7)  # (from 512 KiB)
+    _check_eigh(a, uplo, dtype, tol=4)
+    L2, V2 = (to_torch(t) for t in kiln.linalg.eigh(to_kiln(a), UPLO=uplo))
+    with kiln_threads(1):
+        L1, V1 = (to_torch(t) for t in kiln.linalg.eigh(to_kiln(a), UPLO=uplo))
+    assert torch.equal(L1, L2)  # the same reduction and tridiagonal solver; products of other widths
+    assert (V1 - V2).abs().max() <= 300 * torch.finfo(a.dtype).eps
+    for _ in range(5):  # run to run the same bits (each thread has its own copy of the reflectors)
+        L3, V3 = (to_torch(t) for t in kiln.linalg.eigh(to_kiln(a), UPLO=uplo))
+        assert torch.equal(L2, L3) and torch.equal(V2, V3)

@@ -164,9 +164,11 @@ inline int orgqr(int m, int n, int k, T* a, int lda, const T* tau, T* work, int 
   KILN_LAPACK_CALL2(orgqr, ungqr, &m, &n, &k, a, &lda, tau, work, &lwork, &info);
   return info;
 }
-// C := op(Q) C (side 'L') or C op(Q) ('R'), Q from k reflectors; trans 'N', or 'T' / 'C'.
+// C := op(Q) C (side 'L') or C op(Q) ('R'), Q from k reflectors; trans 'N', or 'T' / 'C'. a is written
+// and restored (xorm2r sets each reflector's leading element to one while it applies it): threads
+// that share Q need their own copies.
 template <class T>
-inline int ormqr(char side, char trans, int m, int n, int k, const T* a, int lda, const T* tau, T* c, int ldc,
+inline int ormqr(char side, char trans, int m, int n, int k, T* a, int lda, const T* tau, T* c, int ldc,
                  T* work, int lwork) {
   int info = 0;
   KILN_LAPACK_CALL2(ormqr, unmqr, &side, &trans, &m, &n, &k, a, &lda, tau, c, &ldc, work, &lwork, &info);
@@ -224,6 +226,23 @@ inline int heevd(char jobz, char uplo, int n, T* a, int lda, Real<T>* w, T* work
   if constexpr (is_cplx<T>) KILN_LAPACK_CALL2(syevd, heevd, &jobz, &uplo, &n, a, &lda, w, work, &lwork, rwork, &lrwork, iwork, &liwork, &info);
   else KILN_LAPACK_CALL2(syevd, heevd, &jobz, &uplo, &n, a, &lda, w, work, &lwork, iwork, &liwork, &info);
   (void)rwork, (void)lrwork;
+  return info;
+}
+// Reduction of the uplo triangle of a symmetric / Hermitian matrix to real tridiagonal form Q^H A Q
+// (diagonal d, off-diagonal e; the reflectors left in a and tau).
+template <class T>
+inline int hetrd(char uplo, int n, T* a, int lda, Real<T>* d, Real<T>* e, T* tau, T* work, int lwork) {
+  int info = 0;
+  KILN_LAPACK_CALL2(sytrd, hetrd, &uplo, &n, a, &lda, d, e, tau, work, &lwork, &info);
+  return info;
+}
+// C := op(Q) C (side 'L') or C op(Q) ('R') for hetrd's Q (uplo as given to hetrd); a is written and
+// restored, as ormqr's.
+template <class T>
+inline int unmtr(char side, char uplo, char trans, int m, int n, T* a, int lda, const T* tau, T* c, int ldc,
+                 T* work, int lwork) {
+  int info = 0;
+  KILN_LAPACK_CALL2(ormtr, unmtr, &side, &uplo, &trans, &m, &n, a, &lda, tau, c, &ldc, work, &lwork, &info);
   return info;
 }
 // Eigenvalues of a real symmetric tridiagonal matrix (diagonal d, off-diagonal e), and with compz 'I'

@@ -287,77 +287,89 @@ bool use_small_eigh(int64_t n) {
 }
 
 // Eigenvalues (ascending) and optionally eigenvectors of Hermitian n x n matrices held column-major
-// (uplo's triangle read): xsyevd / xheevd, or the small-matrix sequence above with xsyevd's scaling
-// of a matrix whose largest element lies outside [sqrt(smlnum), sqrt(bignum)]. Workspace sizes are
-// fixed at construction (on the calling thread); each thread makes its own Scratch.
+// (uplo's triangle read), in xsyevd / xheevd's sequence: xsyevd's scaling of a matrix whose largest
+// element lies outside [sqrt(smlnum), sqrt(bignum)], the tridiagonal reduction, xstedc (xsterf
+// without vectors), the back-transformation. Small matrices on the table's kernels (above); larger
+// ones on xsytrd / xhetrd and xormtr / xunmtr, the back-transformation split by columns over
+// `threads` (one matrix on the pool). xheevd itself gives xunmtr only n elements of workspace, so
+// that it falls back to unblocked xunm2l / xunm2r (OpenBLAS 0.3.21, Zen 4, one thread, complex64
+// 1024: xheevd 340 ms, its steps with xunmtr's workspace 233). Workspace sizes are fixed at
+// construction (on the calling thread); each thread makes its own Scratch.
 template <class T>
 class HermitianEig {
  public:
   using R = lp::Real<T>;
   struct Scratch {
-    std::vector<T> work, vec;
+    std::vector<T> work, tau, vec, reflectors;
     std::vector<R> rwork, e, z;
     std::vector<int> iwork;
   };
 
-  HermitianEig(bool vectors, char uplo, int64_t n) : vectors_(vectors), uplo_(uplo), n_(n) {
+  HermitianEig(bool vectors, char uplo, int64_t n, int threads = 1) : vectors_(vectors), uplo_(uplo), n_(n) {
     hh_ = householder<T>();
     if (hh_ && !use_small_eigh<T>(n)) hh_ = nullptr;
-    if (hh_) {
-      if (vectors_ && n > 1) lrw_ = int(1 + 4 * n + n * n), liw_ = int(3 + 5 * n);
-      return;
+    // The split pays from about 512 KiB of matrix (Zen 4, two threads: float64 256^2 5.5 -> 4.7 ms,
+    // complex64 256^2 6.5 -> 5.1; float32 256^2 level; all types 1024^2 a quarter off).
+    if (!hh_ && vectors_ && n * n * int64_t(sizeof(T)) >= 512 * 1024) threads_ = std::max(1, threads);
+    if (vectors_ && n > 1) lrw_ = int(1 + 4 * n + n * n), liw_ = int(3 + 5 * n);
+    if (hh_ || n == 0) return;
+    T q{};
+    std::vector<T> qa(n * n), qt(n);
+    std::vector<R> qd(n), qe(n);
+    lp::hetrd<T>(uplo, int(n), qa.data(), int(n), qd.data(), qe.data(), qt.data(), &q, -1);
+    lw_ = std::max(1, lp::work_size(q));
+    if (vectors_) {
+      lp::unmtr<T>('L', uplo, 'N', int(n), int(n), qa.data(), int(n), qt.data(), qa.data(), int(n), &q, -1);
+      lwq_ = std::max(1, lp::work_size(q));
     }
-    T wq{};
-    R rq{};
-    int iq = 0;
-    std::vector<T> qa(std::max<int64_t>(n * n, 1));
-    std::vector<R> qw(std::max<int64_t>(n, 1));
-    lp::heevd<T>(vectors ? 'V' : 'N', uplo, int(n), qa.data(), int(std::max<int64_t>(n, 1)), qw.data(), &wq, -1, &rq,
-                 -1, &iq, -1);
-    lw_ = std::max(1, lp::work_size(wq)), lrw_ = std::max(1, int(rq)), liw_ = std::max(1, iq);
   }
 
   Scratch scratch() const {
     Scratch s;
-    s.work.resize(hh_ ? std::max<int64_t>(n_, 1) : lw_);  // (the reflectors' tau)
+    s.work.resize(hh_ ? 0 : std::max<int64_t>(lw_, int64_t(threads_) * lwq_));
+    s.tau.resize(std::max<int64_t>(n_, 1));
+    s.e.resize(std::max<int64_t>(n_, 1));
     s.rwork.resize(lrw_);
     s.iwork.resize(liw_);
-    if (hh_) {
-      s.e.resize(std::max<int64_t>(n_, 1));
-      if (vectors_) s.vec.resize(n_ * n_), s.z.resize(lp::is_cplx<T> ? n_ * n_ : 0);
-    }
+    if (vectors_) s.vec.resize(n_ * n_), s.z.resize(lp::is_cplx<T> ? n_ * n_ : 0);
+    if (vectors_ && !hh_) s.reflectors.resize((threads_ - 1) * n_ * n_);
     return s;
   }
 
-  // a (destroyed): the matrix; lam: the eigenvalues. Returns the eigenvectors (column-major, in a or
-  // in s) when asked for; info: LAPACK's.
+  // a (destroyed): the matrix; lam: the eigenvalues. Returns the eigenvectors (column-major, in s)
+  // when asked for; info: xstedc's / xsterf's.
   const T* run(T* a, R* lam, Scratch& s, int& info) const {
     const int64_t n = n_;
-    if (!hh_) {
-      info = lp::heevd<T>(vectors_ ? 'V' : 'N', uplo_, int(n), a, int(n), lam, s.work.data(), lw_, s.rwork.data(),
-                          lrw_, s.iwork.data(), liw_);
-      return a;
-    }
     info = 0;
-    for (int64_t j = 0; j < n; ++j)  // the other triangle := the conjugate of uplo's
-      for (int64_t i = j + 1; i < n; ++i) {
-        if (uplo_ == 'L') a[j + i * n] = conj_of(a[i + j * n]);
-        else a[i + j * n] = conj_of(a[j + i * n]);
-      }
-    if constexpr (lp::is_cplx<T>)
-      for (int64_t i = 0; i < n; ++i) a[i + i * n].imag(0);  // (not read)
+    // The elements read: the table's xsytd2 reads both triangles (the other := the conjugate of
+    // uplo's), LAPACK's xsytrd / xhetrd uplo's.
+    const bool from_diag = !hh_ && uplo_ == 'L', to_diag = !hh_ && uplo_ == 'U';
+    const auto each = [&](auto&& f) {  // f(element, on the diagonal)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = from_diag ? j : 0, end = to_diag ? j + 1 : n; i < end; ++i) f(a[i + j * n], i == j);
+    };
+    if (hh_)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = j + 1; i < n; ++i) {
+          if (uplo_ == 'L') a[j + i * n] = conj_of(a[i + j * n]);
+          else a[i + j * n] = conj_of(a[j + i * n]);
+        }
     R anrm = 0;
-    for (int64_t i = 0; i < n * n; ++i) anrm = std::max(anrm, R(std::abs(a[i])));
+    each([&](T& x, bool diag) {
+      if constexpr (lp::is_cplx<T>)
+        if (diag) x.imag(0);  // (not read)
+      anrm = std::max(anrm, R(std::abs(x)));
+    });
     const double smlnum = double(std::numeric_limits<R>::min()) / double(std::numeric_limits<R>::epsilon());
     const double rmin = std::sqrt(smlnum), rmax = std::sqrt(1 / smlnum);
     double sigma = 1;
     if (anrm > 0 && anrm < rmin) sigma = rmin / anrm;
     else if (anrm > rmax) sigma = rmax / anrm;
-    if (sigma != 1)
-      for (int64_t i = 0; i < n * n; ++i) a[i] *= R(sigma);
-    T* tau = s.work.data();
+    if (sigma != 1) each([&](T& x, bool) { x *= R(sigma); });
+    T* tau = s.tau.data();
     R* e = s.e.data();
-    hh_->sytd2(n, a, n, lam, e, tau);
+    if (hh_) hh_->sytd2(n, a, n, lam, e, tau);
+    else lp::hetrd<T>(uplo_, int(n), a, int(n), lam, e, tau, s.work.data(), lw_);
     const T* vecs = nullptr;
     if (!vectors_) {
       info = lp::sterf<R>(int(n), lam, e);
@@ -365,8 +377,21 @@ class HermitianEig {
       R* z = lp::is_cplx<T> ? s.z.data() : reinterpret_cast<R*>(s.vec.data());
       info = lp::stedc<R>('I', int(n), lam, e, z, int(n), s.rwork.data(), lrw_, s.iwork.data(), liw_);
       if constexpr (lp::is_cplx<T>) std::copy(z, z + n * n, s.vec.begin());
-      if (n > 1) hh_->orm2r_n(n - 1, n, n - 1, a + 1, n, tau, s.vec.data() + 1, n);  // Q = diag(1, H(0) ... H(n-2))
-      vecs = s.vec.data();
+      T* v = s.vec.data();
+      if (hh_) {
+        if (n > 1) hh_->orm2r_n(n - 1, n, n - 1, a + 1, n, tau, v + 1, n);  // Q = diag(1, H(0) ... H(n-2))
+      } else {
+        // Each thread its own copy of the reflectors: xunmtr writes what it reads (ormqr's note).
+        const auto reflectors = [&](int t) { return t ? s.reflectors.data() + (t - 1) * n * n : a; };
+        for (int t = 1; t < threads_; ++t) std::copy(a, a + n * n, reflectors(t));
+        cpu::run_spmd(threads_, [&](int t, int T_) {
+          const int64_t c0 = n * t / T_, c1 = n * (t + 1) / T_;
+          if (c0 < c1)
+            lp::unmtr<T>('L', uplo_, 'N', int(n), int(c1 - c0), reflectors(t), int(n), tau, v + c0 * n, int(n),
+                         s.work.data() + int64_t(t) * lwq_, lwq_);
+        });
+      }
+      vecs = v;
     }
     if (sigma != 1) {
       const R inv = R(1) / R(sigma);
@@ -384,7 +409,8 @@ class HermitianEig {
   bool vectors_;
   char uplo_;
   int64_t n_;
-  int lw_ = 1, lrw_ = 1, liw_ = 1;
+  int threads_ = 1;
+  int lw_ = 1, lwq_ = 1, lrw_ = 1, liw_ = 1;
 };
 
 // Whether the elements eigh reads (uplo's triangle, the diagonal's real parts) of Bn row-major n x n
@@ -419,7 +445,8 @@ void eigh_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList&
     T* vp = v ? static_cast<T*>(out[1].data_ptr()) : nullptr;
     finite = hermitian_finite(ap, Bn, n, uplo);  // LAPACK on NaN is left alone: it may iterate to its limit
     if (!finite || n == 0) return;
-    const HermitianEig<T> eig(v, uplo, n);
+    const bool one = Bn == 1 && !cpu::in_parallel_region();  // one matrix: the pool on its steps
+    const HermitianEig<T> eig(v, uplo, n, one ? get_num_threads() : 1);
     parallel_for(Bn, batch_grain(n, n), [&](int64_t b0, int64_t b1) {
       std::vector<T> w(n * n);
       auto scratch = eig.scratch();
@@ -631,8 +658,9 @@ void pinv_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList&
       }
       lw = std::max(1, lp::work_size(wq));
     }
-    const std::optional<HermitianEig<T>> eig = herm ? std::optional<HermitianEig<T>>(std::in_place, true, 'L', n)
-                                                    : std::nullopt;
+    const int eig_threads = Bn == 1 && !cpu::in_parallel_region() ? get_num_threads() : 1;
+    const std::optional<HermitianEig<T>> eig =
+        herm ? std::optional<HermitianEig<T>>(std::in_place, true, 'L', n, eig_threads) : std::nullopt;
     parallel_for(Bn, batch_grain(m, n), [&](int64_t b0, int64_t b1) {
       std::vector<T> w(m * n), u(herm ? 1 : m * k), vt(herm ? 1 : k * n), c(m * n), work(lw);
       auto scratch = herm ? eig->scratch() : typename HermitianEig<T>::Scratch{};
