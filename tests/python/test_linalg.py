@@ -874,3 +874,27 @@ def test_eigh_of_one_large_matrix_on_two_threads(dtype, uplo, two_threads):
     for _ in range(5):  # run to run the same bits (each thread has its own copy of the reflectors)
         L3, V3 = (to_torch(t) for t in kiln.linalg.eigh(to_kiln(a), UPLO=uplo))
         assert torch.equal(L2, L3) and torch.equal(V2, V3)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(300, 300), (400, 300), (300, 480)])
+@pytest.mark.parametrize("full", [False, True])
+def test_svd_of_one_large_matrix_on_two_threads(dtype, shape, full, two_threads):
+    """xgesdd's steps by hand on the pool (under 5/3 aspect): torch's values, an orthonormal
+    factorisation, and the vectors one thread's xgesdd gives, to rounding."""
+    a = rand(shape, dtype, seed=sum(shape))
+    U, S, Vh = (to_torch(t) for t in kiln.linalg.svd(to_kiln(a), full_matrices=full))
+    k, eps = min(shape), torch.finfo(a.dtype).eps
+    ref = torch.linalg.svdvals(a.to(torch.complex128 if a.is_complex() else torch.float64))
+    assert (S.double() - ref).abs().max() <= 20 * k * eps * ref.max()
+    assert ((U[:, :k] * S.to(a.dtype)) @ Vh[:k] - a).abs().max() <= 20 * k * eps * ref.max()
+    assert U.shape == (shape[0], shape[0] if full else k) and Vh.shape == (shape[1] if full else k, shape[1])
+    assert (U.mH @ U - torch.eye(U.shape[1], dtype=a.dtype)).abs().max() <= 20 * k * eps
+    assert (Vh @ Vh.mH - torch.eye(Vh.shape[0], dtype=a.dtype)).abs().max() <= 20 * k * eps
+    with kiln_threads(1):
+        U1, S1, Vh1 = (to_torch(t) for t in kiln.linalg.svd(to_kiln(a), full_matrices=full))
+    assert (S - S1).abs().max() <= 20 * k * eps * ref.max()
+    assert (U[:, :k] - U1[:, :k]).abs().max() <= 1e3 * k * eps and (Vh[:k] - Vh1[:k]).abs().max() <= 1e3 * k * eps
+    big = a * (1e140 if a.real.dtype == torch.float64 else 1e17)  # (beyond xgesdd's bignum: xgesdd's own path)
+    Sb = to_torch(kiln.linalg.svd(to_kiln(big), full_matrices=full)[1]).double()
+    assert (Sb / (1e140 if a.real.dtype == torch.float64 else 1e17) - ref).abs().max() <= 20 * k * eps * ref.max()

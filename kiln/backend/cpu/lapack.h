@@ -262,6 +262,35 @@ inline int sterf(int n, R* d, R* e) {
   else LAPACK_dsterf(&n, d, e, &info);
   return info;
 }
+// Reduction of an m x n matrix to bidiagonal form Q^H A P (upper when m >= n, else lower; diagonal
+// d, off-diagonal e; Q's and P's reflectors left in a, tauq and taup).
+template <class T>
+inline int gebrd(int m, int n, T* a, int lda, Real<T>* d, Real<T>* e, T* tauq, T* taup, T* work, int lwork) {
+  int info = 0;
+  KILN_LAPACK_CALL(gebrd, &m, &n, a, &lda, d, e, tauq, taup, work, &lwork, &info);
+  return info;
+}
+// SVD of a real n x n bidiagonal matrix (divide and conquer), compq 'I': d := the singular values,
+// descending, u / vt := the singular vectors (work 3n^2 + 4n, iwork 8n).
+template <class R>
+inline int bdsdc(char uplo, char compq, int n, R* d, R* e, R* u, int ldu, R* vt, int ldvt, R* work, int* iwork) {
+  int info = 0;
+  R q = 0;
+  int iq = 0;
+  if constexpr (std::is_same_v<R, float>)
+    LAPACK_sbdsdc(&uplo, &compq, &n, d, e, u, &ldu, vt, &ldvt, &q, &iq, work, iwork, &info);
+  else LAPACK_dbdsdc(&uplo, &compq, &n, d, e, u, &ldu, vt, &ldvt, &q, &iq, work, iwork, &info);
+  return info;
+}
+// C := op(Q) C / C op(Q) (vect 'Q') or with P (vect 'P') for gebrd's reflectors of a matrix with k
+// columns ('Q') or rows ('P'); a is written and restored, as ormqr's.
+template <class T>
+inline int ormbr(char vect, char side, char trans, int m, int n, int k, T* a, int lda, const T* tau, T* c, int ldc,
+                 T* work, int lwork) {
+  int info = 0;
+  KILN_LAPACK_CALL2(ormbr, unmbr, &vect, &side, &trans, &m, &n, &k, a, &lda, tau, c, &ldc, work, &lwork, &info);
+  return info;
+}
 // SVD (divide and conquer): jobz 'N', 'S' or 'A'.
 template <class T>
 inline int gesdd(char jobz, int m, int n, T* a, int lda, Real<T>* s, T* u, int ldu, T* vt, int ldvt, T* work,
