@@ -747,17 +747,21 @@ def _with_gap_dt(m, n, r, dtype, seed, small=1e-9):
     return ((u * s.to(cd)) @ v.mH).to(getattr(torch, dtype))
 
 
+@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape,r", [((300, 300), 300), ((300, 300), 70), ((300, 300), 210), ((400, 170), 170),
-                                     ((400, 170), 150), ((170, 400), 170), ((170, 400), 100), ((129, 129), 129)])
-def test_lstsq_gelsy_blocked_pivoted_qr(shape, r, dtype):
+                                     ((400, 170), 150), ((170, 400), 170), ((170, 400), 100), ((129, 129), 129),
+                                     ((520, 300), 300), ((300, 520), 290)])
+def test_lstsq_gelsy_blocked_pivoted_qr(shape, r, dtype, threads):
     """Sizes where kiln's xgeqp3 runs blocks of xlaqps before xlaqp2 (more than 128 columns), with the
-    rank falling inside a block or in the unblocked tail, tall and wide: the rank and the minimum-norm
-    solution of the rank-r problem against a float64 reference."""
+    rank falling inside a block or in the unblocked tail, tall and wide, and on two threads (one
+    matrix from 256 columns: each step's trailing columns split between them): the rank and the
+    minimum-norm solution of the rank-r problem against a float64 reference."""
     m, n = shape
     a = _with_gap_dt(m, n, r, dtype, seed=m + n + r, small=1e-9 if dtype in ("float32", "complex64") else 1e-20)
     b = rand((m, 2), dtype, seed=r)
-    res = kiln.linalg.lstsq(to_kiln(a), to_kiln(b))
+    with kiln_threads(threads):
+        res = kiln.linalg.lstsq(to_kiln(a), to_kiln(b))
     assert res.rank.item() == r
     cd = torch.complex128 if a.is_complex() else torch.float64
     want = torch.linalg.pinv(a.to(cd), rtol=1e-4) @ b.to(cd)

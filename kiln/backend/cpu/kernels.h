@@ -103,6 +103,21 @@ template <class T>
 using TinyLinalgFn = void (*)(int64_t n, int64_t count, const T* a, T* lu, int32_t* piv, int32_t* info, T* det,
                               T* inv, const T* b, T* x, int64_t k);
 
+// Thread t's share of a kernel that T threads run at once (cpu::run_spmd): sync() returns when all T
+// have called it; flags: T ints the threads share. T = 1: the kernel alone (sync() does nothing).
+struct SpmdShare {
+  int t = 0, T = 1;
+  void (*barrier)(void* ctx) = nullptr;
+  void* ctx = nullptr;
+  int* flags = nullptr;
+  void sync() const {
+    if (T > 1) barrier(ctx);
+  }
+  // This thread's part [b, e) of [lo, hi).
+  int64_t begin(int64_t lo, int64_t hi) const { return lo + (hi - lo) * t / T; }
+  int64_t end(int64_t lo, int64_t hi) const { return lo + (hi - lo) * (t + 1) / T; }
+};
+
 struct KernelTable {
   const char* isa = "";
   InnerLoop unary[static_cast<int>(UnaryOp::Count)][kNumDtypes] = {};
@@ -169,12 +184,14 @@ struct KernelTable {
     void (*sytd2)(int64_t n, T* a, int64_t lda, Real* d, Real* e, T* tau) = nullptr;
     // QR with column pivoting for lstsq's gelsy (xgeqp3 is the caller's loop): xlaqp2 (qp2) and xlaqps
     // (qps: up to nb steps, the trailing update A -= V F^H left to the caller, a partial norm to
-    // recompute flagged by vn2 = -1; returns the steps) on columns 0 .. n-1 of a, all m rows, the
-    // reflectors from row offset; jpvt, vn1, vn2 swapped along with the columns.
+    // recompute flagged by vn2 = -1; returns the steps; work: nb + nb n elements) on columns 0 .. n-1
+    // of a, all m rows, the reflectors from row offset; jpvt, vn1, vn2 swapped along with the columns.
+    // Run by sh.T threads at once (all with the same arguments), each step's work on the trailing
+    // columns is split between them by columns; the results do not depend on the thread count.
     void (*qp2)(int64_t m, int64_t n, int64_t offset, T* a, int64_t lda, int64_t* jpvt, T* tau, Real* vn1,
-                Real* vn2) = nullptr;
+                Real* vn2, const SpmdShare& sh) = nullptr;
     int64_t (*qps)(int64_t m, int64_t n, int64_t offset, int64_t nb, T* a, int64_t lda, int64_t* jpvt, T* tau,
-                   Real* vn1, Real* vn2, T* f, int64_t ldf) = nullptr;
+                   Real* vn1, Real* vn2, T* f, int64_t ldf, T* work, const SpmdShare& sh) = nullptr;
   };
   Householder<float> householder_f32;
   Householder<double> householder_f64;

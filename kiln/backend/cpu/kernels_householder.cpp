@@ -627,22 +627,24 @@ T larfg_any(int64_t n, T& alpha, T* x) {
   else return larfg(n, alpha, x);
 }
 
-// sum_i conj(x_i) y_i for nc columns x (leading dimension ldx) at once, four at a time: out[c].
-// Complex: the lane sums of x . y give the real part; of x . swap(y), even lanes minus odd, the
-// imaginary part.
+// sum_i conj(x_i) y_i for nc columns x (leading dimension ldx) at once, four at a time: out[c]
+// (times scale where given). Complex: the lane sums of x . y give the real part; of x . swap(y), even
+// lanes minus odd, the imaginary part. Whole registers first, the masked tail after.
 // first (if not null): each column's first element, read while it is in L1.
 template <class T>
-void dotc_cols(int64_t L, int64_t nc, const T* x, int64_t ldx, const T* y, T* out, T* first = nullptr) {
+void dotc_cols(int64_t L, int64_t nc, const T* x, int64_t ldx, const T* y, T* out, T* first = nullptr,
+               const T* scale = nullptr) {
   using R = typename RealOf<T>::type;
   using W = V<R>;
   constexpr int N = W::N, E = kIsCx<T> ? 2 : 1;
-  const int64_t L2 = E * L;
+  const int64_t L2 = E * L, full = L2 / N * N;
   const R* yp = reinterpret_cast<const R*>(y);
   const W alt = W::set2(R(1), R(-1));
   int64_t c = 0;
   auto finish = [&](W p, W q, T* o) {
     if constexpr (kIsCx<T>) *o = T(p.sum(), (q * alt).sum());
     else *o = p.sum(), (void)q;
+    if (scale) *o *= *scale;
   };
   for (; c + 4 <= nc; c += 4) {
     const R* x0 = reinterpret_cast<const R*>(x + c * ldx);
@@ -650,16 +652,17 @@ void dotc_cols(int64_t L, int64_t nc, const T* x, int64_t ldx, const T* y, T* ou
     const R* x2 = reinterpret_cast<const R*>(x + (c + 2) * ldx);
     const R* x3 = reinterpret_cast<const R*>(x + (c + 3) * ldx);
     W p0 = W::zero(), p1 = p0, p2 = p0, p3 = p0, q0 = p0, q1 = p0, q2 = p0, q3 = p0;
-    for (int64_t i = 0; i < L2; i += N) {
-      const W yi = W::load(yp + i, L2 - i);
-      const W a0 = W::load(x0 + i, L2 - i), a1 = W::load(x1 + i, L2 - i), a2 = W::load(x2 + i, L2 - i),
-              a3 = W::load(x3 + i, L2 - i);
+    auto step = [&](int64_t i, int64_t r) {
+      const W yi = W::load(yp + i, r);
+      const W a0 = W::load(x0 + i, r), a1 = W::load(x1 + i, r), a2 = W::load(x2 + i, r), a3 = W::load(x3 + i, r);
       p0 = fma(a0, yi, p0), p1 = fma(a1, yi, p1), p2 = fma(a2, yi, p2), p3 = fma(a3, yi, p3);
       if constexpr (kIsCx<T>) {
         const W ys = yi.swap();
         q0 = fma(a0, ys, q0), q1 = fma(a1, ys, q1), q2 = fma(a2, ys, q2), q3 = fma(a3, ys, q3);
       }
-    }
+    };
+    for (int64_t i = 0; i < full; i += N) step(i, N);
+    if (full < L2) step(full, L2 - full);
     finish(p0, q0, out + c), finish(p1, q1, out + c + 1), finish(p2, q2, out + c + 2), finish(p3, q3, out + c + 3);
     if (first)
       for (int l = 0; l < 4; ++l) first[c + l] = x[(c + l) * ldx];
@@ -667,11 +670,13 @@ void dotc_cols(int64_t L, int64_t nc, const T* x, int64_t ldx, const T* y, T* ou
   for (; c < nc; ++c) {
     const R* x0 = reinterpret_cast<const R*>(x + c * ldx);
     W p = W::zero(), q = W::zero();
-    for (int64_t i = 0; i < L2; i += N) {
-      const W yi = W::load(yp + i, L2 - i), a0 = W::load(x0 + i, L2 - i);
+    auto step = [&](int64_t i, int64_t r) {
+      const W yi = W::load(yp + i, r), a0 = W::load(x0 + i, r);
       p = fma(a0, yi, p);
       if constexpr (kIsCx<T>) q = fma(a0, yi.swap(), q);
-    }
+    };
+    for (int64_t i = 0; i < full; i += N) step(i, N);
+    if (full < L2) step(full, L2 - full);
     finish(p, q, out + c);
     if (first) first[c] = x[c * ldx];
   }
@@ -700,33 +705,40 @@ void axpy(int64_t n, T alpha, const T* x, T* y) {
 // xlaqp2: columns 0 .. n-1 of a (all m rows; the reflectors from row offset), each step swapping
 // the column of largest partial norm (the first of equals) into place, applying its reflector (H^H
 // for complex) to the trailing columns and downdating their norms from the new row (recomputed where
-// cancellation has eaten half the digits). jpvt, vn1, vn2: the caller's (swapped along).
+// cancellation has eaten half the digits). jpvt, vn1, vn2: the caller's (swapped along). With sh.T
+// threads: thread 0 picks the pivot and makes the reflector, each thread applies it to its share of
+// the trailing columns and downdates their norms; two barriers a step.
 template <class T>
 void qp2(int64_t m, int64_t n, int64_t offset, T* a, int64_t lda, int64_t* jpvt, T* tau,
-         typename RealOf<T>::type* vn1, typename RealOf<T>::type* vn2) {
+         typename RealOf<T>::type* vn1, typename RealOf<T>::type* vn2, const SpmdShare& sh) {
   using R = typename RealOf<T>::type;
   const R tol3z = std::sqrt(std::numeric_limits<R>::epsilon() / 2);  // sqrt(xlamch('E'))
   const int64_t k = std::min(m - offset, n);
+  const bool lead = sh.t == 0;
   for (int64_t i = 0; i < k; ++i) {
     const int64_t r = offset + i;
-    int64_t p = i;
-    for (int64_t j = i + 1; j < n; ++j)
-      if (vn1[j] > vn1[p]) p = j;
-    if (p != i) {
-      std::swap_ranges(a + p * lda, a + p * lda + m, a + i * lda);
-      std::swap(jpvt[p], jpvt[i]);
-      vn1[p] = vn1[i], vn2[p] = vn2[i];
-    }
     T* d = a + r + i * lda;
-    tau[i] = larfg_any(m - r, *d, d + 1);
-    if (i + 1 < n && tau[i] != T(0)) {
-      const T aii = *d;
+    T aii{};
+    if (lead) {
+      int64_t p = i;
+      for (int64_t j = i + 1; j < n; ++j)
+        if (vn1[j] > vn1[p]) p = j;
+      if (p != i) {
+        std::swap_ranges(a + p * lda, a + p * lda + m, a + i * lda);
+        std::swap(jpvt[p], jpvt[i]);
+        vn1[p] = vn1[i], vn2[p] = vn2[i];
+      }
+      tau[i] = larfg_any(m - r, *d, d + 1);
+      aii = *d;
       *d = T(1);
-      if constexpr (kIsCx<T>) apply_left_c(m - r, n - i - 1, d, std::conj(tau[i]), d + lda, lda);
-      else apply_left(m - r, n - i - 1, d, tau[i], d + lda, lda);
-      *d = aii;
     }
-    for (int64_t j = i + 1; j < n; ++j) {
+    sh.sync();
+    const int64_t c0 = sh.begin(i + 1, n), c1 = sh.end(i + 1, n);
+    if (c0 < c1 && tau[i] != T(0)) {
+      if constexpr (kIsCx<T>) apply_left_c(m - r, c1 - c0, d, std::conj(tau[i]), a + r + c0 * lda, lda);
+      else apply_left(m - r, c1 - c0, d, tau[i], a + r + c0 * lda, lda);
+    }
+    for (int64_t j = c0; j < c1; ++j) {
       if (vn1[j] == R(0)) continue;
       const T* c = a + j * lda;
       R t = abs_of(c[r]) / vn1[j];
@@ -739,7 +751,10 @@ void qp2(int64_t m, int64_t n, int64_t offset, T* a, int64_t lda, int64_t* jpvt,
         vn1[j] *= std::sqrt(t);
       }
     }
+    sh.sync();
+    if (lead) *d = aii;
   }
+  sh.sync();
 }
 
 // xlaqps: up to nb steps of pivoted QR on columns 0 .. n-1 of a (all m rows; reflectors from row
@@ -749,69 +764,82 @@ void qp2(int64_t m, int64_t n, int64_t offset, T* a, int64_t lda, int64_t* jpvt,
 // recomputing (its vn2 is set to -1 for the caller, after its update). Returns the steps taken.
 // The block's updated rows are kept in rows (nb x n, row-major; their old values read while F's
 // column streams through the trailing columns) and stored into a once, column by column, at the end:
-// a row of a is a stride-lda walk.
+// a row of a is a stride-lda walk. With sh.T threads: thread 0 picks the pivot, brings its column up
+// to date and makes the reflector; each thread computes F's new column, the pivot row and the norms
+// for its share of the trailing columns; two barriers a step.
 template <class T>
 int64_t qps(int64_t m, int64_t n, int64_t offset, int64_t nb, T* a, int64_t lda, int64_t* jpvt, T* tau,
-            typename RealOf<T>::type* vn1, typename RealOf<T>::type* vn2, T* f, int64_t ldf) {
+            typename RealOf<T>::type* vn1, typename RealOf<T>::type* vn2, T* f, int64_t ldf, T* work,
+            const SpmdShare& sh) {
   using R = typename RealOf<T>::type;
   const R tol3z = std::sqrt(std::numeric_limits<R>::epsilon() / 2);
   const int64_t lastrk = std::min(m, n + offset);
-  T* aux = new T[nb + nb * n];
-  T* rows = aux + nb;
+  T* aux = work;  // A(rk:, :k)^H v
+  T* rows = work + nb;
+  const bool lead = sh.t == 0;
+  if (lead)
+    for (int i = 0; i < sh.T; ++i) sh.flags[i] = 0;
   bool marked = false;
   int64_t k = 0;
   for (; k < nb && !marked; ++k) {
     const int64_t rk = offset + k, L = m - rk;
-    int64_t p = k;
-    for (int64_t j = k + 1; j < n; ++j)
-      if (vn1[j] > vn1[p]) p = j;
-    if (p != k) {
-      std::swap_ranges(a + p * lda, a + p * lda + m, a + k * lda);
-      for (int64_t j = 0; j < k; ++j) std::swap(f[p + j * ldf], f[k + j * ldf]), std::swap(rows[j * n + p], rows[j * n + k]);
-      std::swap(jpvt[p], jpvt[k]);
-      vn1[p] = vn1[k], vn2[p] = vn2[k];
-    }
     T* ck = a + rk + k * lda;
-    for (int64_t j = 0; j < k; ++j) axpy(L, -conj_of(f[k + j * ldf]), a + rk + j * lda, ck);  // A(:, k) -= A F(k, :)^H
-    const T t = larfg_any(L, ck[0], ck + 1);
-    tau[k] = t;
-    const T akk = ck[0];
-    ck[0] = T(1);
     T* fk = f + k * ldf;
     T* row = rows + k * n;  // row rk of a, columns k+1 ..
-    if (k + 1 < n) {  // F(k+1:, k) = tau A(rk:, k+1:)^H v
-      dotc_cols(L, n - k - 1, a + rk + (k + 1) * lda, lda, ck, fk + k + 1, row + k + 1);
-      for (int64_t c = k + 1; c < n; ++c) fk[c] *= t;
+    T akk{};
+    if (lead) {
+      int64_t p = k;
+      for (int64_t j = k + 1; j < n; ++j)
+        if (vn1[j] > vn1[p]) p = j;
+      if (p != k) {
+        std::swap_ranges(a + p * lda, a + p * lda + m, a + k * lda);
+        for (int64_t j = 0; j < k; ++j)
+          std::swap(f[p + j * ldf], f[k + j * ldf]), std::swap(rows[j * n + p], rows[j * n + k]);
+        std::swap(jpvt[p], jpvt[k]);
+        vn1[p] = vn1[k], vn2[p] = vn2[k];
+      }
+      for (int64_t j = 0; j < k; ++j) axpy(L, -conj_of(f[k + j * ldf]), a + rk + j * lda, ck);  // A(:, k) -= A F(k, :)^H
+      tau[k] = larfg_any(L, ck[0], ck + 1);
+      akk = ck[0];
+      ck[0] = T(1);
+      for (int64_t j = 0; j <= k; ++j) fk[j] = T(0);
+      if (k > 0) dotc_cols(L, k, a + rk, lda, ck, aux);
     }
-    for (int64_t j = 0; j <= k; ++j) fk[j] = T(0);
-    if (k > 0) {  // F(:, k) -= tau F(:, :k) A(rk:, :k)^H v
-      dotc_cols(L, k, a + rk, lda, ck, aux);
-      for (int64_t j = 0; j < k; ++j) axpy(n, -t * aux[j], f + j * ldf, fk);
+    sh.sync();
+    const T t = tau[k];
+    const int64_t c0 = sh.begin(k + 1, n), c1 = sh.end(k + 1, n);
+    if (c0 < c1)  // F(k+1:, k) = tau A(rk:, k+1:)^H v
+      dotc_cols(L, c1 - c0, a + rk + c0 * lda, lda, ck, fk + c0, row + c0, &t);
+    if (k > 0) {  // F(:, k) -= tau F(:, :k) A(rk:, :k)^H v (thread 0: rows 0 .. k too)
+      const int64_t r0 = lead ? 0 : c0, r1 = lead ? std::max(c1, k + 1) : c1;
+      for (int64_t j = 0; j < k; ++j) axpy(r1 - r0, -t * aux[j], f + r0 + j * ldf, fk + r0);
     }
-    if (k + 1 < n) {  // A(rk, k+1:) -= A(rk, :k+1) F(k+1:, :k+1)^H, conjugated: row^* -= F A(rk, :)^*
+    if (c0 < c1) {  // A(rk, k+1:) -= A(rk, :k+1) F(k+1:, :k+1)^H, conjugated: row^* -= F A(rk, :)^*
       if constexpr (kIsCx<T>)
-        for (int64_t c = k + 1; c < n; ++c) row[c] = std::conj(row[c]);
-      for (int64_t j = 0; j <= k; ++j) axpy(n - k - 1, -conj_of(a[rk + j * lda]), f + k + 1 + j * ldf, row + k + 1);
+        for (int64_t c = c0; c < c1; ++c) row[c] = std::conj(row[c]);
+      for (int64_t j = 0; j <= k; ++j) axpy(c1 - c0, -conj_of(a[rk + j * lda]), f + c0 + j * ldf, row + c0);
       if constexpr (kIsCx<T>)
-        for (int64_t c = k + 1; c < n; ++c) row[c] = std::conj(row[c]);
+        for (int64_t c = c0; c < c1; ++c) row[c] = std::conj(row[c]);
     }
     if (rk + 1 < lastrk) {
-      for (int64_t j = k + 1; j < n; ++j) {
+      for (int64_t j = c0; j < c1; ++j) {
         if (vn1[j] == R(0)) continue;
         R u = abs_of(row[j]) / vn1[j];
         u = std::max(R(0), (R(1) + u) * (R(1) - u));
         const R q = vn1[j] / vn2[j];
-        if (u * q * q <= tol3z) vn2[j] = R(-1), marked = true;
+        if (u * q * q <= tol3z) vn2[j] = R(-1), sh.flags[sh.t] = 1;
         else vn1[j] *= std::sqrt(u);
       }
     }
-    ck[0] = akk;
+    sh.sync();
+    for (int i = 0; i < sh.T; ++i) marked = marked || sh.flags[i] != 0;
+    if (lead) ck[0] = akk;
   }
-  for (int64_t c = 1; c < n; ++c) {  // the rows into a
+  for (int64_t c = std::max<int64_t>(1, sh.begin(0, n)), ce = sh.end(0, n); c < ce; ++c) {  // the rows into a
     T* col = a + offset + c * lda;
     for (int64_t j = 0; j < std::min(k, c); ++j) col[j] = rows[j * n + c];
   }
-  delete[] aux;
+  sh.sync();
   return k;
 }
 #endif

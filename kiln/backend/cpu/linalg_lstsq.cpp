@@ -87,14 +87,14 @@ R max_abs_of(const R* x, int64_t n) {
   return m > inf ? std::numeric_limits<R>::quiet_NaN() : std::bit_cast<R>(m);
 }
 
-constexpr int64_t kQpsBlock = 32, kQp2Cols = 128;
+constexpr int64_t kQpsBlock = 32, kQp2Cols = 128, kGelsyOnPool = 256;
 template <class T>
 struct GelsyScratch {
   GelsyScratch(int64_t m, int64_t n, int lw)
       : tau(std::max<int64_t>(std::min(m, n), 1)), tau2(tau.size()), xmin(tau.size()), xmax(tau.size()),
-        perm(std::max<int64_t>(n, 1)), work(lw), f(std::max<int64_t>(n, 1) * kQpsBlock), vn(2 * std::max<int64_t>(n, 1)),
-        jpvt(std::max<int64_t>(n, 1)) {}
-  std::vector<T> tau, tau2, xmin, xmax, perm, work, f;
+        perm(std::max<int64_t>(n, 1)), work(lw), f(std::max<int64_t>(n, 1) * kQpsBlock),
+        qps(kQpsBlock * (1 + std::max<int64_t>(n, 1))), vn(2 * std::max<int64_t>(n, 1)), jpvt(std::max<int64_t>(n, 1)) {}
+  std::vector<T> tau, tau2, xmin, xmax, perm, work, f, qps;
   std::vector<lp::Real<T>> vn;
   std::vector<int64_t> jpvt;
 };
@@ -116,7 +116,8 @@ int gelsy_small_work(int64_t m, int64_t n, int64_t k) {
 // BLAS and the flagged partial norms recomputed) while more than kQp2Cols columns are left, then
 // xlaqp2.
 template <class T>
-void geqp3(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64_t n, T* a, GelsyScratch<T>& s) {
+void geqp3(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64_t n, T* a, GelsyScratch<T>& s,
+           int threads) {
   using R = lp::Real<T>;
   R *vn1 = s.vn.data(), *vn2 = vn1 + n;
   // Column norms in double: float32's squares need no scaling there; float64's are scaled by a power
@@ -146,28 +147,35 @@ void geqp3(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64_t n, T* 
     }
     return R(std::ldexp(std::sqrt((acc[0] + acc[1]) + (acc[2] + acc[3])), e));  // (float32: NaN, inf pass)
   };
-  for (int64_t j = 0; j < n; ++j) s.jpvt[j] = j, vn1[j] = vn2[j] = norm(a + j * m, m);
+  for (int64_t j = 0; j < n; ++j) s.jpvt[j] = j;
   const int64_t mn = std::min(m, n);
-  int64_t j = 0;
-  while (mn - j > kQp2Cols) {
-    const int64_t nj = n - j;
-    const int64_t kb = hh.qps(m, nj, j, std::min(kQpsBlock, mn - j - kQp2Cols), a + j * m, m, s.jpvt.data() + j,
-                              s.tau.data() + j, vn1 + j, vn2 + j, s.f.data(), nj);
-    const int64_t rk = j + kb;
-    if (kb < std::min(nj, m - j))  // A(rk:, j+kb:) -= A(rk:, j:j+kb) F(kb:, :kb)^H
-      gemm_sub_cm<T>(CblasNoTrans, herm<T>(), m - rk, nj - kb, kb, a + rk + j * m, m, s.f.data() + kb, nj,
-                     a + rk + (j + kb) * m, m);
-    for (int64_t c = j + kb; c < n; ++c)
-      if (vn2[c] < 0) vn1[c] = vn2[c] = norm(a + rk + c * m, m - rk);
-    j = rk;
-  }
-  if (j < mn) hh.qp2(m, n - j, j, a + j * m, m, s.jpvt.data() + j, s.tau.data() + j, vn1 + j, vn2 + j);
+  // On `threads` threads each takes a share of the columns in every step (the kernels' SpmdShare),
+  // of the trailing update and of the norms.
+  run_shared(threads, [&](const cpu::SpmdShare& sh) {
+    for (int64_t c = sh.begin(0, n), ce = sh.end(0, n); c < ce; ++c) vn1[c] = vn2[c] = norm(a + c * m, m);
+    sh.sync();
+    int64_t j = 0;
+    while (mn - j > kQp2Cols) {
+      const int64_t nj = n - j;
+      const int64_t kb = hh.qps(m, nj, j, std::min(kQpsBlock, mn - j - kQp2Cols), a + j * m, m, s.jpvt.data() + j,
+                                s.tau.data() + j, vn1 + j, vn2 + j, s.f.data(), nj, s.qps.data(), sh);
+      const int64_t rk = j + kb, c0 = sh.begin(j + kb, n), c1 = sh.end(j + kb, n);
+      if (kb < std::min(nj, m - j) && c0 < c1)  // A(rk:, j+kb:) -= A(rk:, j:j+kb) F(kb:, :kb)^H
+        gemm_sub_cm<T>(CblasNoTrans, herm<T>(), m - rk, c1 - c0, kb, a + rk + j * m, m, s.f.data() + (c0 - j), nj,
+                       a + rk + c0 * m, m);
+      for (int64_t c = c0; c < c1; ++c)
+        if (vn2[c] < 0) vn1[c] = vn2[c] = norm(a + rk + c * m, m - rk);
+      sh.sync();
+      j = rk;
+    }
+    if (j < mn) hh.qp2(m, n - j, j, a + j * m, m, s.jpvt.data() + j, s.tau.data() + j, vn1 + j, vn2 + j, sh);
+  });
 }
 
 // wa: A (m x n, column-major), wb: B (ldb x k) := the solution in its first n rows. Returns the rank.
 template <class T>
 int64_t gelsy_small(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64_t n, int64_t k, T* wa, T* wb,
-                    int64_t ldb, lp::Real<T> rcond, GelsyScratch<T>& s) {
+                    int64_t ldb, lp::Real<T> rcond, GelsyScratch<T>& s, int threads) {
   using R = lp::Real<T>;
   const int64_t mn = std::min(m, n);
   const R smlnum = std::numeric_limits<R>::min() / std::numeric_limits<R>::epsilon(), bignum = R(1) / smlnum;
@@ -199,7 +207,7 @@ int64_t gelsy_small(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64
     bnrm = max_abs(wb, m, k, ldb);
     if (bnrm > 0 && bnrm < smlnum) lascl(bnrm, smlnum, wb, m, k, ldb), ibscl = 1;
     else if (bnrm > bignum) lascl(bnrm, bignum, wb, m, k, ldb), ibscl = 2;
-    geqp3<T>(hh, m, n, wa, s);
+    geqp3<T>(hh, m, n, wa, s, threads);
     R smax = std::abs(wa[0]), smin = smax;
     if (smax == R(0)) {
       zero_rows(0, std::max(m, n));
@@ -305,6 +313,9 @@ void lstsq_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList
     const auto* hh = householder<T>();
     const bool own = driver == "gelsy" && hh && use_small_gelsy<T>(m, n);
     const int lw_own = own ? gelsy_small_work<T>(m, n, k) : 1;
+    // One matrix: the pivoted QR's steps split over the pool from kGelsyOnPool columns.
+    const int own_threads =
+        Bn == 1 && mn >= kGelsyOnPool && !cpu::in_parallel_region() ? get_num_threads() : 1;
     parallel_for(Bn, batch_grain(m, n), [&](int64_t b0, int64_t b1) {
       std::vector<T> wa(m * n), wb(ldb * k), work(own ? 1 : lw);
       std::optional<GelsyScratch<T>> gs;
@@ -322,7 +333,7 @@ void lstsq_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList
         load();
         int rk = int(mn);
         if (own) {
-          rk = int(gelsy_small<T>(*hh, m, n, k, wa.data(), wb.data(), ldb, rcond, *gs));
+          rk = int(gelsy_small<T>(*hh, m, n, k, wa.data(), wb.data(), ldb, rcond, *gs, own_threads));
         } else if (driver == "gels") {
           ip[b] = lp::gels<T>(int(m), int(n), int(k), wa.data(), int(m), wb.data(), int(ldb), work.data(), lw);
         } else if (driver == "gelsy") {

@@ -39,6 +39,32 @@ inline void visit_lapack(Dtype d, const char* op, F&& f, bool parallel_blas = fa
   }
 }
 
+// f(share) on `threads` threads at once (run_spmd; fewer inside a region), the shares synced by a
+// spinning barrier, with T shared flags.
+template <class F>
+void run_shared(int threads, F&& f) {
+  std::vector<int> flags(std::max(threads, 1));
+  if (threads <= 1) {
+    SpmdShare sh;
+    sh.flags = flags.data();
+    f(static_cast<const SpmdShare&>(sh));
+    return;
+  }
+  SpinBarrier barrier;
+  run_spmd(threads, [&](int t, int T_) {
+    struct Ctx {
+      SpinBarrier* barrier;
+      int threads;
+      int64_t round;
+    } ctx{&barrier, T_, 0};
+    const SpmdShare sh{t, T_, [](void* p) {
+      auto* c = static_cast<Ctx*>(p);
+      c->barrier->wait(c->threads, c->round);
+    }, &ctx, flags.data()};
+    f(sh);
+  });
+}
+
 template <class T>
 T cj(T x) {
   if constexpr (lp::is_cplx<T>) return std::conj(x);

@@ -1,8 +1,10 @@
 // Threading: one OpenMP pool; BLAS is told the same count. Never nested.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <thread>
 #include <type_traits>
 
 #include "kiln/core/threads.h"
@@ -50,6 +52,25 @@ void run_as_team(int threads, const std::function<void()>& body);
 // splits its work itself and syncs its threads (a barrier between steps); f(0, 1) inside a region.
 template <class F>
 void run_spmd(int threads, F&& f);
+// A barrier for the T threads of one run_spmd call: each passes its own count of the rounds it has
+// been through (from 0). The threads spin (they all run at once), and yield the CPU after a few
+// microseconds of it, for a machine with more threads than CPUs (two test processes on two cores).
+class SpinBarrier {
+ public:
+  void wait(int threads, int64_t& round) {
+    const int64_t target = ++round * threads;
+    arrived_.fetch_add(1, std::memory_order_acq_rel);
+    for (int spins = 0; arrived_.load(std::memory_order_acquire) < target; ++spins) {
+      if (spins >= 256) std::this_thread::yield();
+#if defined(__x86_64__)
+      else __builtin_ia32_pause();
+#endif
+    }
+  }
+
+ private:
+  std::atomic<int64_t> arrived_{0};
+};
 // What the runtime learns a team from, counted per thread: parallel regions opened (parallel_for,
 // run_spmd, and OpenBLAS products that a team would give to kiln's GEMM), and OpenBLAS calls big
 // enough to run on several threads that a team would leave on one (float64, matrix-vector, beta != 0).

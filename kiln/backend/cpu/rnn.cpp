@@ -180,19 +180,13 @@ void over_steps(int64_t steps, int64_t n, int64_t flops, F&& f) {
     for (int64_t s = 0; s < steps; ++s) over_blocks(n, flops, [&](int64_t u0, int64_t u1) { f(s, u0, u1); });
     return;
   }
-  std::atomic<int64_t> arrived{0};
+  cpu::SpinBarrier barrier;
   cpu::run_spmd(nt, [&](int t, int T) {
     const int64_t chunk = (n + T - 1) / T, u0 = std::min(n, t * chunk), u1 = std::min(n, u0 + chunk);
+    int64_t round = 0;
     for (int64_t s = 0; s < steps; ++s) {
       if (u0 < u1) f(s, u0, u1);
-      // barrier: step s is done when all T threads arrived; the counter only grows
-      const int64_t target = (s + 1) * T;
-      arrived.fetch_add(1, std::memory_order_acq_rel);
-      while (arrived.load(std::memory_order_acquire) < target) {
-#if defined(__x86_64__)
-        __builtin_ia32_pause();
-#endif
-      }
+      barrier.wait(T, round);  // step s is done when all T threads arrived
     }
   });
 }
