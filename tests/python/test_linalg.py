@@ -751,7 +751,7 @@ def _with_gap_dt(m, n, r, dtype, seed, small=1e-9):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape,r", [((300, 300), 300), ((300, 300), 70), ((300, 300), 210), ((400, 170), 170),
                                      ((400, 170), 150), ((170, 400), 170), ((170, 400), 100), ((129, 129), 129),
-                                     ((520, 300), 300), ((300, 520), 290)])
+                                     ((520, 300), 300), ((300, 520), 290), ((700, 600), 600)])
 def test_lstsq_gelsy_blocked_pivoted_qr(shape, r, dtype, threads):
     """Sizes where kiln's xgeqp3 runs blocks of xlaqps before xlaqp2 (more than 128 columns), with the
     rank falling inside a block or in the unblocked tail, tall and wide, and on two threads (one

@@ -34,15 +34,11 @@ using cpu::parallel_for;
 // from xlaic1's incremental estimates of the leading blocks' extreme singular values (accepted while
 // smax rcond <= smin), xtzrzf when it is short of n, Q^H B, the triangular solve, xormrz / xunmrz, P,
 // and the scaling undone. The pivots follow xgeqp3's rule (largest partial norm, the first of
-// equals), so the rank and the solution are LAPACK's up to rounding. For every size in float64 and
-// the complex types, float32 up to 1 MiB of matrix (Zen 4, one thread, one right-hand side, LAPACK ->
-// this, ms: float32 64^2 0.067 -> 0.045, 256^2 1.20 -> 1.05, 724^2 15.6 against 16.8; float64 256^2
-// 1.95 -> 1.46, 1024^2 84 -> 71; complex64 256^2 3.5 -> 2.1, 1024^2 117 -> 93; complex128 256^2 5.9
-// -> 3.7, 1024^2 282 -> 225).
-template <class T>
-bool use_small_gelsy(int64_t m, int64_t n) {
-  return sizeof(T) > 4 || m * n * static_cast<int64_t>(sizeof(T)) <= 1024 * 1024;
-}
+// equals), so the rank and the solution are LAPACK's up to rounding. For every size and type (Zen 4,
+// one thread, one right-hand side, LAPACK -> this, ms: float32 64^2 0.067 -> 0.045, 256^2 1.20 ->
+// 1.05, 724^2 16.6 -> 12.4, 1024^2 53 -> 38; float64 256^2 1.95 -> 1.46, 1024^2 84 -> 71; complex64
+// 256^2 3.5 -> 2.1, 1024^2 117 -> 93; complex128 256^2 5.9 -> 3.7, 1024^2 282 -> 225). One matrix
+// from 256 columns on more than one thread: the steps split over the pool (geqp3).
 
 // LAPACK's xlascl ('G'): x (rows x cols, leading dimension ld) *= cto / cfrom, in steps that neither
 // over- nor underflow.
@@ -101,7 +97,7 @@ struct GelsyScratch {
 
 // The workspace xtzrzf and xormrz ask for at these sizes (rank n - 1 or min(m, n): the most they take).
 template <class T>
-int gelsy_small_work(int64_t m, int64_t n, int64_t k) {
+int gelsy_kiln_work(int64_t m, int64_t n, int64_t k) {
   if (n < 2) return 1;
   const int r = int(std::min({m, n - 1})), nn = int(n);
   T q1{}, q2{};
@@ -174,7 +170,7 @@ void geqp3(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64_t n, T* 
 
 // wa: A (m x n, column-major), wb: B (ldb x k) := the solution in its first n rows. Returns the rank.
 template <class T>
-int64_t gelsy_small(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64_t n, int64_t k, T* wa, T* wb,
+int64_t gelsy_kiln(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64_t n, int64_t k, T* wa, T* wb,
                     int64_t ldb, lp::Real<T> rcond, GelsyScratch<T>& s, int threads) {
   using R = lp::Real<T>;
   const int64_t mn = std::min(m, n);
@@ -311,8 +307,8 @@ void lstsq_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList
       if (driver == "gelss") lrw = int(5 * mn);
     }
     const auto* hh = householder<T>();
-    const bool own = driver == "gelsy" && hh && use_small_gelsy<T>(m, n);
-    const int lw_own = own ? gelsy_small_work<T>(m, n, k) : 1;
+    const bool own = driver == "gelsy" && hh;
+    const int lw_own = own ? gelsy_kiln_work<T>(m, n, k) : 1;
     // One matrix: the pivoted QR's steps split over the pool from kGelsyOnPool columns.
     const int own_threads =
         Bn == 1 && mn >= kGelsyOnPool && !cpu::in_parallel_region() ? get_num_threads() : 1;
@@ -333,7 +329,7 @@ void lstsq_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList
         load();
         int rk = int(mn);
         if (own) {
-          rk = int(gelsy_small<T>(*hh, m, n, k, wa.data(), wb.data(), ldb, rcond, *gs, own_threads));
+          rk = int(gelsy_kiln<T>(*hh, m, n, k, wa.data(), wb.data(), ldb, rcond, *gs, own_threads));
         } else if (driver == "gels") {
           ip[b] = lp::gels<T>(int(m), int(n), int(k), wa.data(), int(m), wb.data(), int(ldb), work.data(), lw);
         } else if (driver == "gelsy") {
