@@ -702,6 +702,15 @@ void axpy(int64_t n, T alpha, const T* x, T* y) {
   }
 }
 
+// The column in [i, n) of largest partial norm, the first of equals (xgeqp3's pivot).
+template <class R>
+int64_t pivot_of(const R* vn1, int64_t i, int64_t n) {
+  int64_t p = i;
+  for (int64_t j = i + 1; j < n; ++j)
+    if (vn1[j] > vn1[p]) p = j;
+  return p;
+}
+
 // xlaqp2: columns 0 .. n-1 of a (all m rows; the reflectors from row offset), each step swapping
 // the column of largest partial norm (the first of equals) into place, applying its reflector (H^H
 // for complex) to the trailing columns and downdating their norms from the new row (recomputed where
@@ -720,9 +729,7 @@ void qp2(int64_t m, int64_t n, int64_t offset, T* a, int64_t lda, int64_t* jpvt,
     T* d = a + r + i * lda;
     T aii{};
     if (lead) {
-      int64_t p = i;
-      for (int64_t j = i + 1; j < n; ++j)
-        if (vn1[j] > vn1[p]) p = j;
+      const int64_t p = pivot_of(vn1, i, n);
       if (p != i) {
         std::swap_ranges(a + p * lda, a + p * lda + m, a + i * lda);
         std::swap(jpvt[p], jpvt[i]);
@@ -788,9 +795,7 @@ int64_t qps(int64_t m, int64_t n, int64_t offset, int64_t nb, T* a, int64_t lda,
     T* row = rows + k * n;  // row rk of a, columns k+1 ..
     T akk{};
     if (lead) {
-      int64_t p = k;
-      for (int64_t j = k + 1; j < n; ++j)
-        if (vn1[j] > vn1[p]) p = j;
+      const int64_t p = pivot_of(vn1, k, n);
       if (p != k) {
         std::swap_ranges(a + p * lda, a + p * lda + m, a + k * lda);
         for (int64_t j = 0; j < k; ++j)
