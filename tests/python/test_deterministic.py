@@ -109,3 +109,27 @@ def test_a_training_run_does_not_depend_on_the_thread_count(deterministic):
     (p1, l1), (p3, l3) = train(1), train(3)
     assert bool((l1 == l3).all())
     assert all(bool((a == b).all()) for a, b in zip(p1, p3))
+
+
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.complex64])
+def test_linear_algebra_does_not_depend_on_the_thread_count(deterministic, dtype):
+    """One matrix large enough for the splits over the pool (blocked LU from 192, QR from 256,
+    Cholesky from 512, eigh's back-transformation, svd's path, gelsy's steps): on one thread in this
+    mode, so 1 and 2 threads give the same bits."""
+    def run(threads):
+        kiln.set_num_threads(threads)
+        g = kiln.Generator().manual_seed(3)
+        a = kiln.randn(600, 600, generator=g).to(dtype)
+        spd = a @ a.mH / 600 + kiln.eye(600).to(dtype)
+        out = {}
+        out["lu"], out["piv"] = kiln.linalg.lu_factor(a)
+        out["solve"] = kiln.linalg.solve(a, a[:, :3])
+        out["chol"] = kiln.linalg.cholesky(spd)
+        out["q"], out["r"] = kiln.linalg.qr(a)
+        out["l"], out["v"] = kiln.linalg.eigh(spd)
+        out["u"], out["s"], out["vh"] = kiln.linalg.svd(a[:, :500])
+        out["x"] = kiln.linalg.lstsq(a, a[:, :2]).solution
+        return out
+    one, two = run(1), run(2)
+    differ = [k for k in one if not bool((one[k] == two[k]).all())]
+    assert not differ, f"2 threads: outputs differ from 1 thread: {differ}"

@@ -104,7 +104,8 @@ using TinyLinalgFn = void (*)(int64_t n, int64_t count, const T* a, T* lu, int32
                               T* inv, const T* b, T* x, int64_t k);
 
 // Thread t's share of a kernel that T threads run at once (cpu::run_spmd): sync() returns when all T
-// have called it; flags: T ints the threads share. T = 1: the kernel alone (sync() does nothing).
+// have called it; flags: T ints the threads share (T > 1). T = 1: the kernel alone (sync() does
+// nothing, flags may be null).
 struct SpmdShare {
   int t = 0, T = 1;
   void (*barrier)(void* ctx) = nullptr;

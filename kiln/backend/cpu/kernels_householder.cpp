@@ -784,7 +784,7 @@ int64_t qps(int64_t m, int64_t n, int64_t offset, int64_t nb, T* a, int64_t lda,
   T* aux = work;  // A(rk:, :k)^H v
   T* rows = work + nb;
   const bool lead = sh.t == 0;
-  if (lead)
+  if (lead && sh.T > 1)
     for (int i = 0; i < sh.T; ++i) sh.flags[i] = 0;
   bool marked = false;
   int64_t k = 0;
@@ -826,18 +826,24 @@ int64_t qps(int64_t m, int64_t n, int64_t offset, int64_t nb, T* a, int64_t lda,
       if constexpr (kIsCx<T>)
         for (int64_t c = c0; c < c1; ++c) row[c] = std::conj(row[c]);
     }
+    bool mine = false;
     if (rk + 1 < lastrk) {
       for (int64_t j = c0; j < c1; ++j) {
         if (vn1[j] == R(0)) continue;
         R u = abs_of(row[j]) / vn1[j];
         u = std::max(R(0), (R(1) + u) * (R(1) - u));
         const R q = vn1[j] / vn2[j];
-        if (u * q * q <= tol3z) vn2[j] = R(-1), sh.flags[sh.t] = 1;
+        if (u * q * q <= tol3z) vn2[j] = R(-1), mine = true;
         else vn1[j] *= std::sqrt(u);
       }
     }
-    sh.sync();
-    for (int i = 0; i < sh.T; ++i) marked = marked || sh.flags[i] != 0;
+    if (sh.T == 1) {
+      marked = mine;
+    } else {
+      if (mine) sh.flags[sh.t] = 1;
+      sh.sync();
+      for (int i = 0; i < sh.T; ++i) marked = marked || sh.flags[i] != 0;
+    }
     if (lead) ck[0] = akk;
   }
   for (int64_t c = std::max<int64_t>(1, sh.begin(0, n)), ce = sh.end(0, n); c < ce; ++c) {  // the rows into a

@@ -71,7 +71,7 @@ constexpr int64_t kBlockedLu = 192, kLuBlock = 32;
 template <class T>
 int getrf_any(int64_t m, int64_t n, T* a, int64_t lda, int* ipiv, bool blocked) {
   if (!blocked) return lp::getrf<T>(int(m), int(n), a, int(lda), ipiv);
-  const int threads = get_num_threads();
+  const int threads = linalg_threads();
   const int64_t mn = std::min(m, n);
   int info = 0;
   auto factor = [&](int64_t k0) {  // the panel at k0 (its columns up to date)
@@ -113,7 +113,7 @@ int getrf_any(int64_t m, int64_t n, T* a, int64_t lda, int* ipiv, bool blocked) 
   return info;
 }
 bool blocked_lu(int64_t batch, int64_t m, int64_t n) {
-  return batch == 1 && std::min(m, n) >= kBlockedLu && get_num_threads() > 1 && !cpu::in_parallel_region();
+  return batch == 1 && std::min(m, n) >= kBlockedLu && linalg_threads() > 1 && !cpu::in_parallel_region();
 }
 
 void lu_factor_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
@@ -511,7 +511,7 @@ void cholesky_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorL
   const int64_t n = A.size(-1), Bn = info.numel();
   check_lapack_size(op, n, n);
   const char flipped = upper ? 'L' : 'U';  // (see above)
-  const int threads = get_num_threads();
+  const int threads = linalg_threads();
   const bool blocked = Bn == 1 && n >= kBlockedCholesky && threads > 1 && !cpu::in_parallel_region();
   visit_lapack(A.dtype(), op, [&]<class T>() {
     const T* ap = static_cast<const T*>(A.data_ptr());

@@ -146,7 +146,7 @@ void qr_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& o
     T* rp = static_cast<T*>(out[1].data_ptr());
     const auto* hh = householder<T>();
     const bool small = hh && use_small_qr<T>(m, n, qc);
-    const int threads = get_num_threads();
+    const int threads = linalg_threads();
     const bool blocked = !small && Bn == 1 && std::min(m, n) >= kBlockedQr && !cpu::in_parallel_region();
     int lw = 1;
     if (!small && m > 0 && n > 0) {
@@ -310,17 +310,17 @@ class HermitianEig {
     if (hh_ && !use_small_eigh<T>(n)) hh_ = nullptr;
     // The split pays from about 512 KiB of matrix (Zen 4, two threads: float64 256^2 5.5 -> 4.7 ms,
     // complex64 256^2 6.5 -> 5.1; float32 256^2 level; all types 1024^2 a quarter off).
-    if (!hh_ && vectors_ && n * n * int64_t(sizeof(T)) >= 512 * 1024) threads_ = std::max(1, threads);
-    if (vectors_ && n > 1) lrw_ = int(1 + 4 * n + n * n), liw_ = int(3 + 5 * n);
+    const int64_t bytes = n * n * int64_t(sizeof(T));
+    if (!hh_ && vectors_ && bytes >= 512 * 1024) threads_ = copy_split_threads(threads, n, bytes);
+    if (vectors_ && n > 1) lrw_ = int(1 + 4 * n + n * n), liw_ = int(3 + 5 * n);  // (eigh_kernel checks them)
     if (hh_ || n == 0) return;
-    T q{};
-    std::vector<T> qa(n * n), qt(n);
-    std::vector<R> qd(n), qe(n);
-    lp::hetrd<T>(uplo, int(n), qa.data(), int(n), qd.data(), qe.data(), qt.data(), &q, -1);
+    T q{}, qa{}, qt{};  // (a query reads no array)
+    R qd{}, qe{};
+    lp::hetrd<T>(uplo, int(n), &qa, int(n), &qd, &qe, &qt, &q, -1);
     lw_ = std::max(1, lp::work_size(q));
     if (vectors_) {
-      lp::unmtr<T>('L', uplo, 'N', int(n), int(n), qa.data(), int(n), qt.data(), qa.data(), int(n), &q, -1);
-      lwq_ = std::max(1, lp::work_size(q));
+      lp::unmtr<T>('L', uplo, 'N', int(n), int(n), &qa, int(n), &qt, &qa, int(n), &q, -1);
+      lwq_ = lp::work_size(q) + kOrmTSize;
     }
   }
 
@@ -413,6 +413,12 @@ class HermitianEig {
   int lw_ = 1, lwq_ = 1, lrw_ = 1, liw_ = 1;
 };
 
+// xstedc's real workspace, 1 + 4n + n^2, is a 32-bit LAPACK size too.
+inline void check_eigh_workspace(const char* op, int64_t n) {
+  KILN_CHECK(1 + 4 * n + n * n <= INT_MAX, Runtime, op, "a ", n, " by ", n,
+             " matrix is too large for LAPACK's 32-bit workspace sizes");
+}
+
 // Whether the elements eigh reads (uplo's triangle, the diagonal's real parts) of Bn row-major n x n
 // matrices are finite; the rest is not read, as in torch.
 template <class T>
@@ -437,6 +443,7 @@ void eigh_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList&
   int* ip = static_cast<int*>(info.data_ptr());
   std::fill(ip, ip + info.numel(), 0);
   check_lapack_size(op, n, n);
+  check_eigh_workspace(op, n);
   bool finite = true;
   visit_lapack(A.dtype(), op, [&]<class T>() {
     using R = lp::Real<T>;
@@ -446,7 +453,7 @@ void eigh_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList&
     finite = hermitian_finite(ap, Bn, n, uplo);  // LAPACK on NaN is left alone: it may iterate to its limit
     if (!finite || n == 0) return;
     const bool one = Bn == 1 && !cpu::in_parallel_region();  // one matrix: the pool on its steps
-    const HermitianEig<T> eig(v, uplo, n, one ? get_num_threads() : 1);
+    const HermitianEig<T> eig(v, uplo, n, one ? linalg_threads() : 1);
     parallel_for(Bn, batch_grain(n, n), [&](int64_t b0, int64_t b1) {
       std::vector<T> w(n * n);
       auto scratch = eig.scratch();
@@ -589,7 +596,8 @@ int svd_on_pool(int64_t m, int64_t n, bool full, T* a, lp::Real<T>* s, T* u, int
   lp::ormbr<T>('Q', 'L', 'N', int(m), int(uc), int(n), a, int(m), tauq.data(), u, int(ldu), &q, -1);
   int lw = lp::work_size(q);
   lp::ormbr<T>('P', 'R', tr, int(vr), int(n), int(m), a, int(m), taup.data(), vt, int(ldvt), &q, -1);
-  lw = std::max({1, lw, lp::work_size(q)});
+  lw = std::max(lw, lp::work_size(q)) + kOrmTSize;
+  threads = copy_split_threads(threads, std::max(uc, vr), m * n * int64_t(sizeof(T)));
   work.assign(int64_t(threads) * lw, T(0));
   std::vector<T> copies((threads - 1) * m * n);
   const auto reflectors = [&](int t) { return t ? copies.data() + (t - 1) * m * n : a; };
@@ -618,7 +626,7 @@ void svd_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& 
   std::fill(ip, ip + info.numel(), 0);
   check_lapack_size(op, m, n);
   bool finite = true;
-  const bool on_pool = uv && Bn == 1 && k >= kSvdOnPool && 3 * std::max(m, n) < 5 * k && get_num_threads() > 1 &&
+  const bool on_pool = uv && Bn == 1 && k >= kSvdOnPool && std::max(m, n) < 5 * k / 3 && linalg_threads() > 1 &&
                        !cpu::in_parallel_region();
   visit_lapack(A.dtype(), op, [&]<class T>() {
     using R = lp::Real<T>;
@@ -661,7 +669,7 @@ void svd_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& 
       for (const T& x : w) anrm = std::max(anrm, R(std::abs(x)));
       const R smlnum = std::sqrt(std::numeric_limits<R>::min()) / std::numeric_limits<R>::epsilon();
       if (anrm >= smlnum && anrm <= 1 / smlnum) {
-        ip[0] = svd_on_pool<T>(m, n, full, w.data(), sp, u.data(), m, vt.data(), vr, get_num_threads());
+        ip[0] = svd_on_pool<T>(m, n, full, w.data(), sp, u.data(), m, vt.data(), vr, linalg_threads());
       } else {
         const cpu::SerialBlas serial;
         std::vector<T> work(lw);
@@ -722,6 +730,7 @@ void pinv_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList&
   const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n), Bn = shape_numel(batch_shape(A, 2));
   Tensor& P = out[0];
   check_lapack_size(op, m, n);
+  if (herm) check_eigh_workspace(op, n);
   bool finite = true;
   visit_lapack(A.dtype(), op, [&]<class T>() {
     using R = lp::Real<T>;
@@ -747,7 +756,7 @@ void pinv_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList&
       }
       lw = std::max(1, lp::work_size(wq));
     }
-    const int eig_threads = Bn == 1 && !cpu::in_parallel_region() ? get_num_threads() : 1;
+    const int eig_threads = Bn == 1 && !cpu::in_parallel_region() ? linalg_threads() : 1;
     const std::optional<HermitianEig<T>> eig =
         herm ? std::optional<HermitianEig<T>>(std::in_place, true, 'L', n, eig_threads) : std::nullopt;
     parallel_for(Bn, batch_grain(m, n), [&](int64_t b0, int64_t b1) {

@@ -311,7 +311,7 @@ void lstsq_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList
     const int lw_own = own ? gelsy_kiln_work<T>(m, n, k) : 1;
     // One matrix: the pivoted QR's steps split over the pool from kGelsyOnPool columns.
     const int own_threads =
-        Bn == 1 && mn >= kGelsyOnPool && !cpu::in_parallel_region() ? get_num_threads() : 1;
+        Bn == 1 && mn >= kGelsyOnPool && !cpu::in_parallel_region() ? linalg_threads() : 1;
     parallel_for(Bn, batch_grain(m, n), [&](int64_t b0, int64_t b1) {
       std::vector<T> wa(m * n), wb(ldb * k), work(own ? 1 : lw);
       std::optional<GelsyScratch<T>> gs;

@@ -15,6 +15,7 @@
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/lapack.h"
 #include "kiln/backend/cpu/parallel.h"
+#include "kiln/core/deterministic.h"
 #include "kiln/core/tensor.h"
 
 namespace kiln::cpu::linalg_util {
@@ -25,6 +26,25 @@ namespace lp = cpu::lapack;
 // call at two threads (Zen 4, PASSIVE, float64 dgetrf 384: 1.86 ms on one thread, 1.94 on two; 512:
 // 4.7 -> 3.3; dpotrf 512: 1.9 -> 1.6).
 inline constexpr int64_t kParallelBlasOrder = 512;
+
+// The threads one matrix's factorization is split over: kiln's count, or one in deterministic mode
+// (the splits change the rounding: a share of the columns through a BLAS call of that width, and the
+// blocked LU, the Cholesky and the svd path taken only on more than one thread).
+inline int linalg_threads() { return are_deterministic_algorithms_enabled() ? 1 : get_num_threads(); }
+
+// The threads a back-transformation of `cols` columns is split over when each thread past the first
+// works on its own copy of `copy_bytes` of reflectors: at most one per 128 columns, and the copies
+// within 256 MiB (or one copy).
+inline int copy_split_threads(int threads, int64_t cols, int64_t copy_bytes) {
+  int64_t t = std::min<int64_t>(threads, std::max<int64_t>(1, cols / 128));
+  const int64_t budget = std::max<int64_t>(int64_t(256) << 20, copy_bytes);
+  t = std::min<int64_t>(t, 1 + budget / std::max<int64_t>(copy_bytes, 1));
+  return int(std::max<int64_t>(t, 1));
+}
+
+// LAPACK's xormqr / xormlq want room for their block reflector's T (64 x 65) beyond what xormtr and
+// xormbr's workspace queries ask for; with less they shrink the block, down to the unblocked code.
+inline constexpr int kOrmTSize = 65 * 64;
 
 // f<T>() for the LAPACK type of d, with OpenBLAS on one thread unless parallel_blas (SerialBlas).
 template <class F>

@@ -60,10 +60,14 @@ class SpinBarrier {
   void wait(int threads, int64_t& round) {
     const int64_t target = ++round * threads;
     arrived_.fetch_add(1, std::memory_order_acq_rel);
-    for (int spins = 0; arrived_.load(std::memory_order_acquire) < target; ++spins) {
-      if (spins >= 256) std::this_thread::yield();
+    for (int spins = 0; arrived_.load(std::memory_order_acquire) < target;) {
+      if (spins == 256) {
+        std::this_thread::yield();
+        continue;
+      }
+      ++spins;
 #if defined(__x86_64__)
-      else __builtin_ia32_pause();
+      __builtin_ia32_pause();
 #endif
     }
   }
