@@ -171,7 +171,7 @@ void geqp3(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64_t n, T* 
 // wa: A (m x n, column-major), wb: B (ldb x k) := the solution in its first n rows. Returns the rank.
 template <class T>
 int64_t gelsy_kiln(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64_t n, int64_t k, T* wa, T* wb,
-                    int64_t ldb, lp::Real<T> rcond, GelsyScratch<T>& s, int threads) {
+                   int64_t ldb, lp::Real<T> rcond, GelsyScratch<T>& s, int threads) {
   using R = lp::Real<T>;
   const int64_t mn = std::min(m, n);
   const R smlnum = std::numeric_limits<R>::min() / std::numeric_limits<R>::epsilon(), bignum = R(1) / smlnum;

@@ -1,6 +1,6 @@
-// What the CPU linear-algebra kernels share (linalg.cpp, linalg_decomp.cpp, linalg_lstsq.cpp): the LAPACK dtype
-// switch, column-major scratch copies, the matrix offsets of a broadcast batch, the batch grain,
-// and torch's LinAlgError from LAPACK's info.
+// What the CPU linear-algebra kernels share (linalg.cpp, linalg_decomp.cpp, linalg_spectral.cpp,
+// linalg_lstsq.cpp): the LAPACK dtype switch, column-major scratch copies, the matrix offsets of a
+// broadcast batch, the batch grain, and torch's LinAlgError from LAPACK's info.
 #pragma once
 
 #include <algorithm>
@@ -63,13 +63,8 @@ inline void visit_lapack(Dtype d, const char* op, F&& f, bool parallel_blas = fa
 // spinning barrier, with T shared flags.
 template <class F>
 void run_shared(int threads, F&& f) {
-  std::vector<int> flags(std::max(threads, 1));
-  if (threads <= 1) {
-    SpmdShare sh;
-    sh.flags = flags.data();
-    f(static_cast<const SpmdShare&>(sh));
-    return;
-  }
+  if (threads <= 1) return f(SpmdShare{});
+  std::vector<int> flags(threads);
   SpinBarrier barrier;
   run_spmd(threads, [&](int t, int T_) {
     struct Ctx {
