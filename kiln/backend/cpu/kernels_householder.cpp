@@ -1,6 +1,6 @@
 // Householder kernels, real and complex (compiled once per ISA; kernel table entries householder_f32
 // / _f64 / _c64 / _c128): QR of small matrices and the panels of the blocked one (linalg.qr,
-// linalg_decomp.cpp), the tridiagonal reduction of small Hermitian matrices (eigh, the same file) and
+// linalg_decomp.cpp), the tridiagonal reduction of small Hermitian matrices (eigh, linalg_spectral.cpp) and
 // QR with column pivoting (lstsq's gelsy, linalg_lstsq.cpp), where LAPACK's unblocked code makes a
 // BLAS call per column. The QR ones are
 // LAPACK's xgeqr2, xorg2r / xung2r and xorm2r / xunm2r ('L', 'T' / 'C'), reflector by reflector with
