@@ -90,6 +90,7 @@ int getrf_any(int64_t m, int64_t n, T* a, int64_t lda, int* ipiv, bool blocked) 
     gemm_sub_cm<T>(CblasNoTrans, CblasNoTrans, m - r0, c1 - c0, kb, a + r0 + k0 * lda, lda, a + k0 + c0 * lda, lda,
                    a + r0 + c0 * lda, lda);
   };
+  const cpu::SerialBlas serial;  // (see potrf_blocked)
   cpu::run_as_team(threads, [&] {
     factor(0);
     for (int64_t k0 = 0; k0 < mn; k0 += kLuBlock) {
@@ -471,6 +472,9 @@ template <class T>
 int potrf_blocked(char uplo, int64_t n, T* a, int64_t lda, int threads) {
   int info = 0;
   const bool up = uplo == 'U';
+  // Every BLAS call in the team on one thread: where kiln's OpenMP runtime is not OpenBLAS's (the
+  // ASan build), OpenBLAS cannot see that it is called inside a region and would split each call.
+  const cpu::SerialBlas serial;
   cpu::run_as_team(threads, [&] {
     for (int64_t k0 = 0; k0 < n; k0 += kCholeskyBlock) {
       const int64_t kb = std::min(kCholeskyBlock, n - k0), r0 = k0 + kb, rest = n - r0;

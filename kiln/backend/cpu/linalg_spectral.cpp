@@ -363,6 +363,9 @@ int svd_on_pool(int64_t m, int64_t n, bool full, T* a, lp::Real<T>* s, T* u, int
   std::vector<T> copies((threads - 1) * m * n);
   const auto reflectors = [&](int t) { return t ? copies.data() + (t - 1) * m * n : a; };
   for (int t = 1; t < threads; ++t) std::copy(a, a + m * n, reflectors(t));
+  // OpenBLAS on one thread again: each thread's calls must not split (where kiln's OpenMP runtime is
+  // not OpenBLAS's, as in the ASan build, OpenBLAS cannot see that it is called inside a region).
+  const cpu::SerialBlas serial;
   cpu::run_spmd(threads, [&](int t, int T_) {
     T* w = work.data() + int64_t(t) * lw;
     const int64_t c0 = uc * t / T_, c1 = uc * (t + 1) / T_, r0 = vr * t / T_, r1 = vr * (t + 1) / T_;
