@@ -315,10 +315,11 @@ lp::Real<T> range_scale(const T* p, int64_t count) {
 
 // One matrix not far from square (max(m, n) < 5/3 min(m, n)) with its singular vectors, on the pool:
 // xgesdd's own steps for it (dgesdd's path 5, zgesdd's path 6, or their m < n forms) by hand, the
-// bidiagonal SVD with OpenBLAS on the threads and the two back-transformations split over them (U by
-// columns, Vh by rows), each thread with its own copy of the reflectors. xgesdd runs them one after
-// the other on one thread (SerialBlas; Zen 4, float64 1024^2: xgebrd 175 ms, xbdsdc 150 (126 with
-// OpenBLAS on two threads), xormbr Q 81 and P 60). a: column-major, within xgesdd's unscaled range.
+// two back-transformations split over the threads (U by columns, Vh by rows), each thread with its
+// own copy of the reflectors (Zen 4, float64 1024^2: xgebrd 175 ms, xbdsdc 150, xormbr Q 81 and P
+// 60). OpenBLAS stays on one thread throughout: xbdsdc on its threads gained 150 -> 126 ms, but
+// lowering its count again right after, where kiln's OpenMP runtime is not OpenBLAS's (the ASan
+// build), crashed the split calls now and then. a: column-major, within xgesdd's unscaled range.
 inline constexpr int64_t kSvdOnPool = 256;
 template <class T>
 int svd_on_pool(int64_t m, int64_t n, bool full, T* a, lp::Real<T>* s, T* u, int64_t ldu, T* vt, int64_t ldvt,
@@ -330,10 +331,7 @@ int svd_on_pool(int64_t m, int64_t n, bool full, T* a, lp::Real<T>* s, T* u, int
   T q{};
   lp::gebrd<T>(int(m), int(n), a, int(m), s, e.data(), tauq.data(), taup.data(), &q, -1);
   std::vector<T> work(std::max(1, lp::work_size(q)));
-  {
-    const cpu::SerialBlas serial;  // (xlabrd's matrix-vector products: a region each)
-    lp::gebrd<T>(int(m), int(n), a, int(m), s, e.data(), tauq.data(), taup.data(), work.data(), int(work.size()));
-  }
+  lp::gebrd<T>(int(m), int(n), a, int(m), s, e.data(), tauq.data(), taup.data(), work.data(), int(work.size()));
   // The bidiagonal SVD: into U's and Vh's leading k x k blocks (real ones first where T is complex);
   // with full matrices the rest of the larger one is the identity's.
   std::fill(u, u + ldu * uc, T(0));
@@ -363,9 +361,6 @@ int svd_on_pool(int64_t m, int64_t n, bool full, T* a, lp::Real<T>* s, T* u, int
   std::vector<T> copies((threads - 1) * m * n);
   const auto reflectors = [&](int t) { return t ? copies.data() + (t - 1) * m * n : a; };
   for (int t = 1; t < threads; ++t) std::copy(a, a + m * n, reflectors(t));
-  // OpenBLAS on one thread again: each thread's calls must not split (where kiln's OpenMP runtime is
-  // not OpenBLAS's, as in the ASan build, OpenBLAS cannot see that it is called inside a region).
-  const cpu::SerialBlas serial;
   cpu::run_spmd(threads, [&](int t, int T_) {
     T* w = work.data() + int64_t(t) * lw;
     const int64_t c0 = uc * t / T_, c1 = uc * (t + 1) / T_, r0 = vr * t / T_, r1 = vr * (t + 1) / T_;
@@ -440,7 +435,6 @@ void svd_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& 
         if (on_pool && anrm >= smlnum && anrm <= 1 / smlnum) {
           ip[b] = svd_on_pool<T>(m, n, full, w.data(), s, u.data(), m, vt.data(), vr, linalg_threads());
         } else {
-          const cpu::SerialBlas serial(on_pool);  // (visit_lapack left OpenBLAS on the threads for it)
           ip[b] = lp::gesdd<T>(jobz, int(m), int(n), w.data(), int(m), s, u.data(), ldu, vt.data(), ldvt, work.data(),
                                lw, rwork.data(), iwork.data());
         }
@@ -451,7 +445,7 @@ void svd_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& 
         from_cm(vt.data(), vr, n, vp + b * vr * n);
       }
     });
-  }, on_pool);  // (svd_on_pool: OpenBLAS on the threads in xbdsdc)
+  });
   KILN_CHECK(finite, LinAlg, op, "The algorithm failed to converge because the input matrix contained non-finite "
              "values.");
   raise_on_info(info, A.dim() > 2, op, [](int) {
