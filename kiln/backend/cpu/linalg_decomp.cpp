@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <type_traits>
 #include <string>
@@ -20,29 +21,13 @@
 #include "kiln/ops/ops.h"
 
 namespace kiln {
-namespace {
-
-using namespace cpu::linalg_util;
-using cpu::contiguous_of;
-using cpu::parallel_for;
-
-// ---- QR --------------------------------------------------------------------------------------------------------
-// QR up to this size (200 KiB of matrix) runs on the table's unblocked Householder kernels
-// (kernels_householder.cpp), not LAPACK: OpenBLAS's xgeqrf / xorgqr are unblocked there too, with
-// BLAS calls for each column of each rank-1 update (Zen 4, one thread, reduced mode: float32 64 x 64
-// 78 -> 33 us (MKL: 63-95 us), 128^2 370 -> 302, 224^2 2400 -> 1250, 1000 x 36 316 -> 264, 36 x 1000
-// 451 -> 215, and 256^2 1410 against 1950 for the blocked sgeqrf; float64 64^2 86 -> 49, 160^2
-// 883 -> 808, 224^2 1833 against 2218; complex64 64^2 152 -> 87, 160^2 1139 -> 1102; complex128
-// 64^2 169 -> 141, 112^2 825 -> 801, 160^2 2093 against 2337).
-template <class T>
-bool use_small_qr(int64_t m, int64_t n, int64_t qc) {
-  return m * std::max(n, qc) * static_cast<int64_t>(sizeof(T)) <= 200 * 1024;
-}
+namespace cpu::linalg_util {
 
 // Blocked QR (xgeqrf) and Q (xorgqr) for one matrix from order 256, with the pool held as a team
 // (decision 55; OpenBLAS's parallel calls open a region each, decision 60): panels of 64 columns on
 // the table's unblocked kernels (LAPACK's on base), T by xlarft, and the block reflector applied by
-// xlarfb to a share of the columns per thread, each a LAPACK call on one thread. geqrf looks one
+// larfb_left (two GEMMs) to a share of the columns per thread, each BLAS call on one thread (float64
+// 1024^2 R alone, one thread: 53 -> 45 ms against LAPACK's xlarfb). geqrf looks one
 // panel ahead (thread 0 updates and factors the next panel while the others update the rest). Zen 4,
 // reduced mode, against OpenBLAS's xgeqrf + xorgqr, ms: one thread float32 1024^2 74.7 -> 66.6,
 // float64 110 -> 105; two threads float32 1024^2 240 (OpenBLAS's own threads) -> 39, float64 257 -> 63.
@@ -61,32 +46,38 @@ void panel_q(const cpu::KernelTable::Householder<T>* hh, int64_t m, int64_t n, i
 }
 
 template <class T>
-void geqrf_blocked(int64_t m, int64_t n, T* a, int64_t lda, T* tau, int threads) {
+bool geqrf_blocked(int64_t m, int64_t n, T* a, int64_t lda, T* tau, int threads,
+                   const std::function<bool(int64_t)>& go_on) {
   const auto* hh = householder<T>();
   const int64_t mn = std::min(m, n), nb = kQrBlock;
-  std::vector<T> tf(2 * nb * nb), work(threads * std::max<int64_t>(n, 1) * nb);
-  auto panel = [&](int64_t k0) {  // factor the panel at k0 and form its T (in tf's half k0 / nb % 2)
+  // per panel (two at once: the next one is factored while the last one is applied): T and V
+  std::vector<T> tf(2 * nb * nb), vf(2 * m * nb), work(threads * std::max<int64_t>(n, 1) * nb);
+  auto half = [&](int64_t k0) { return k0 / nb % 2; };
+  auto panel = [&](int64_t k0) {  // factor the panel at k0, form its T and its explicit V
     const int64_t kb = std::min(nb, mn - k0);
-    panel_qr<T>(hh, m - k0, kb, a + k0 + k0 * lda, lda, tau + k0, work.data());
-    lp::larft<T>(int(m - k0), int(kb), a + k0 + k0 * lda, int(lda), tau + k0, tf.data() + (k0 / nb % 2) * nb * nb,
-                 int(nb));
+    T* p = a + k0 + k0 * lda;
+    panel_qr<T>(hh, m - k0, kb, p, lda, tau + k0, work.data());
+    lp::larft<T>(int(m - k0), int(kb), p, int(lda), tau + k0, tf.data() + half(k0) * nb * nb, int(nb));
+    explicit_v<T>(m - k0, kb, p, lda, vf.data() + half(k0) * m * nb);
   };
   auto apply = [&](int64_t k0, int64_t c0, int64_t c1, int t) {  // H^H to columns [c0, c1)
-    const int64_t kb = std::min(nb, mn - k0);
     if (c0 >= c1) return;
-    lp::larfb<T>('C', int(m - k0), int(c1 - c0), int(kb), a + k0 + k0 * lda, int(lda),
-                 tf.data() + (k0 / nb % 2) * nb * nb, int(nb), a + k0 + c0 * lda, int(lda),
-                 work.data() + t * std::max<int64_t>(n, 1) * nb, int(c1 - c0));
+    larfb_left<T>('C', m - k0, c1 - c0, std::min(nb, mn - k0), vf.data() + half(k0) * m * nb,
+                  tf.data() + half(k0) * nb * nb, nb, a + k0 + c0 * lda, lda,
+                  work.data() + t * std::max<int64_t>(n, 1) * nb);
   };
+  bool stop = false;  // go_on said no: R's columns so far are final (factored panels), the rest is not
   cpu::run_as_team(threads, [&] {
     panel(0);
-    for (int64_t k0 = 0; k0 < mn; k0 += nb) {
+    stop = go_on && !go_on(std::min(nb, mn));
+    for (int64_t k0 = 0; k0 < mn && !stop; k0 += nb) {
       const int64_t r0 = k0 + std::min(nb, mn - k0);
       const int64_t next = r0 < mn ? std::min(nb, mn - r0) : 0, rest0 = r0 + next, rest = n - rest0;
       cpu::run_spmd(threads, [&](int t, int T_) {
         if (t == 0 && next > 0) {
           apply(k0, r0, rest0, 0);
           panel(r0);
+          stop = go_on && !go_on(rest0);
         }
         const int64_t lead = next > 0 ? std::min(rest, 2 * next) : 0, w = rest + lead;
         const int64_t b = std::max<int64_t>(0, w * t / T_ - lead), e = std::max<int64_t>(0, w * (t + 1) / T_ - lead);
@@ -94,14 +85,32 @@ void geqrf_blocked(int64_t m, int64_t n, T* a, int64_t lda, T* tau, int threads)
       });
     }
   });
+  return !stop;
 }
 
+#define KILN_GEQRF_BLOCKED(T) \
+  template bool geqrf_blocked<T>(int64_t, int64_t, T*, int64_t, T*, int, const std::function<bool(int64_t)>&);
+KILN_GEQRF_BLOCKED(float)
+KILN_GEQRF_BLOCKED(double)
+KILN_GEQRF_BLOCKED(complex64)
+KILN_GEQRF_BLOCKED(complex128)
+#undef KILN_GEQRF_BLOCKED
+
+}  // namespace cpu::linalg_util
+
+namespace {
+
+using namespace cpu::linalg_util;
+using cpu::contiguous_of;
+using cpu::parallel_for;
+
+// ---- QR --------------------------------------------------------------------------------------------------------
 // a (m x n): the first n columns of Q from k reflectors (geqrf's, in the first k columns).
 template <class T>
 void orgqr_blocked(int64_t m, int64_t n, int64_t k, T* a, int64_t lda, const T* tau, int threads) {
   const auto* hh = householder<T>();
   const int64_t nb = kQrBlock;
-  std::vector<T> tf(nb * nb), work(threads * std::max<int64_t>(n, 1) * nb);
+  std::vector<T> tf(nb * nb), vf(m * nb), work(threads * std::max<int64_t>(n, 1) * nb);
   const int64_t last = k > 0 ? (k - 1) / nb * nb : 0;  // the last block: unblocked, with the columns after it
   auto zero_above = [&](int64_t r, int64_t c0, int64_t c1) {
     for (int64_t j = c0; j < c1; ++j) std::fill(a + j * lda, a + j * lda + r, T(0));
@@ -111,12 +120,12 @@ void orgqr_blocked(int64_t m, int64_t n, int64_t k, T* a, int64_t lda, const T* 
     zero_above(last, last, n);
     for (int64_t i = last - nb; i >= 0; i -= nb) {
       lp::larft<T>(int(m - i), int(nb), a + i + i * lda, int(lda), tau + i, tf.data(), int(nb));
+      explicit_v<T>(m - i, nb, a + i + i * lda, lda, vf.data());
       const int64_t c0 = i + nb, cols = n - c0;
       cpu::run_spmd(threads, [&](int t, int T_) {
         const int64_t b = c0 + cols * t / T_, e = c0 + cols * (t + 1) / T_;
-        if (b < e)
-          lp::larfb<T>('N', int(m - i), int(e - b), int(nb), a + i + i * lda, int(lda), tf.data(), int(nb),
-                       a + i + b * lda, int(lda), work.data() + t * std::max<int64_t>(n, 1) * nb, int(e - b));
+        larfb_left<T>('N', m - i, e - b, nb, vf.data(), tf.data(), nb, a + i + b * lda, lda,
+                      work.data() + t * std::max<int64_t>(n, 1) * nb);
       });
       panel_q<T>(hh, m - i, nb, nb, a + i + i * lda, lda, tau + i, work.data());
       zero_above(i, i, i + nb);
@@ -162,11 +171,9 @@ void qr_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& o
           else if (blocked) geqrf_blocked<T>(m, n, w.data(), m, tau.data(), threads);
           else lp::geqrf<T>(int(m), int(n), w.data(), int(m), tau.data(), work.data(), lw);
         }
-        T* r = rp + b * rr * n;
-        for (int64_t i0 = 0; i0 < rr; i0 += 16)  // (in tiles: w is column-major, r row-major)
-          for (int64_t j0 = 0; j0 < n; j0 += 16)
-            for (int64_t j = j0; j < std::min(n, j0 + 16); ++j)
-              for (int64_t i = i0; i < std::min(rr, i0 + 16); ++i) r[i * n + j] = j >= i ? w[j * m + i] : T(0);
+        T* r = rp + b * rr * n;  // the first rr rows of w (column-major), then zeros below the diagonal
+        if (rr > 0 && n > 0) transpose_tiles(w.data(), n, std::min(rr, m), m, r, n);
+        for (int64_t i = 0; i < rr; ++i) std::fill(r + i * n, r + i * n + std::min(i, n), T(0));
         if (!want_q || m == 0 || qc == 0) continue;
         std::fill(q.begin(), q.end(), T(0));
         std::copy(w.begin(), w.begin() + m * std::min(qc, n), q.begin());  // the reflectors' columns

@@ -89,8 +89,9 @@ struct GelsyScratch {
   GelsyScratch(int64_t m, int64_t n, int lw)
       : tau(std::max<int64_t>(std::min(m, n), 1)), tau2(tau.size()), xmin(tau.size()), xmax(tau.size()),
         perm(std::max<int64_t>(n, 1)), work(lw), f(std::max<int64_t>(n, 1) * kQpsBlock),
-        qps(kQpsBlock * (1 + std::max<int64_t>(n, 1))), vn(2 * std::max<int64_t>(n, 1)), jpvt(std::max<int64_t>(n, 1)) {}
-  std::vector<T> tau, tau2, xmin, xmax, perm, work, f, qps;
+        qps(kQpsBlock * (1 + std::max<int64_t>(n, 1))), acopy(m * n), vn(2 * std::max<int64_t>(n, 1)),
+        jpvt(std::max<int64_t>(n, 1)) {}
+  std::vector<T> tau, tau2, xmin, xmax, perm, work, f, qps, acopy;
   std::vector<lp::Real<T>> vn;
   std::vector<int64_t> jpvt;
 };
@@ -168,6 +169,43 @@ void geqp3(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64_t n, T* 
   });
 }
 
+// xgelsy's rank: the leading blocks of R (the upper triangle of a, leading dimension lda) accepted
+// while xlaic1's estimates of their extreme singular values keep smax rcond <= smin. extend(c) takes
+// R's columns up to c (final by then) and says whether every block so far passed; rank is then the
+// last accepted order (0 when R(0, 0) is zero).
+template <class T>
+struct LeadingRank {
+  using R = lp::Real<T>;
+  const T* a;
+  int64_t lda;
+  R rcond;
+  GelsyScratch<T>& s;
+  int64_t rank = 0;
+  bool failed = false;
+  R smax = 0, smin = 0;
+  bool extend(int64_t c) {
+    if (rank == 0 && c > 0 && !failed) {
+      smax = smin = std::abs(a[0]);
+      if (smax == R(0)) failed = true;
+      else s.xmin[0] = s.xmax[0] = T(1), rank = 1;
+    }
+    for (; !failed && rank < c; ++rank) {
+      const T* col = a + rank * lda;
+      R sminpr, smaxpr;
+      T s1, c1, s2, c2;
+      lp::laic1<T>(2, int(rank), s.xmin.data(), smin, col, col[rank], &sminpr, &s1, &c1);
+      lp::laic1<T>(1, int(rank), s.xmax.data(), smax, col, col[rank], &smaxpr, &s2, &c2);
+      if (!(smaxpr * rcond <= sminpr)) {
+        failed = true;
+        break;
+      }
+      for (int64_t i = 0; i < rank; ++i) s.xmin[i] *= s1, s.xmax[i] *= s2;
+      s.xmin[rank] = c1, s.xmax[rank] = c2, smin = sminpr, smax = smaxpr;
+    }
+    return !failed;
+  }
+};
+
 // wa: A (m x n, column-major), wb: B (ldb x k) := the solution in its first n rows. Returns the rank.
 template <class T>
 int64_t gelsy_kiln(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64_t n, int64_t k, T* wa, T* wb,
@@ -203,22 +241,29 @@ int64_t gelsy_kiln(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64_
     bnrm = max_abs(wb, m, k, ldb);
     if (bnrm > 0 && bnrm < smlnum) lascl(bnrm, smlnum, wb, m, k, ldb), ibscl = 1;
     else if (bnrm > bignum) lascl(bnrm, bignum, wb, m, k, ldb), ibscl = 2;
-    geqp3<T>(hh, m, n, wa, s, threads);
-    R smax = std::abs(wa[0]), smin = smax;
-    if (smax == R(0)) {
+    // First A = Q R without pivots (BLAS-3 blocks, where xgeqp3 streams the trailing columns once per
+    // column): when every leading block of that R passes the rank test, the rank is min(m, n) and the
+    // pivots are not needed. Else A is factored again with them.
+    // The blocked QR stops at the first panel whose columns fail.
+    std::copy(wa, wa + m * n, s.acopy.begin());
+    LeadingRank<T> est{wa, m, rcond, s};
+    bool full = true;
+    if (use_small_qr<T>(m, n, 0)) hh.geqr2(m, n, wa, m, s.tau.data());
+    else full = geqrf_blocked<T>(m, n, wa, m, s.tau.data(), threads, [&](int64_t c) { return est.extend(c); });
+    full = full && est.extend(mn);
+    rank = est.rank;
+    if (full) {
+      for (int64_t j = 0; j < n; ++j) s.jpvt[j] = j;
+    } else {
+      std::copy(s.acopy.begin(), s.acopy.end(), wa);
+      geqp3<T>(hh, m, n, wa, s, threads);
+      LeadingRank<T> pivoted{wa, m, rcond, s};
+      pivoted.extend(mn);
+      rank = pivoted.rank;
+    }
+    if (rank == 0) {
       zero_rows(0, std::max(m, n));
     } else {
-      s.xmin[0] = s.xmax[0] = T(1);
-      for (rank = 1; rank < mn; ++rank) {
-        const T* col = wa + rank * m;
-        R sminpr, smaxpr;
-        T s1, c1, s2, c2;
-        lp::laic1<T>(2, int(rank), s.xmin.data(), smin, col, col[rank], &sminpr, &s1, &c1);
-        lp::laic1<T>(1, int(rank), s.xmax.data(), smax, col, col[rank], &smaxpr, &s2, &c2);
-        if (!(smaxpr * rcond <= sminpr)) break;
-        for (int64_t i = 0; i < rank; ++i) s.xmin[i] *= s1, s.xmax[i] *= s2;
-        s.xmin[rank] = c1, s.xmax[rank] = c2, smin = sminpr, smax = smaxpr;
-      }
       const int lw = int(s.work.size());
       if (rank < n) lp::tzrzf<T>(int(rank), int(n), wa, int(m), s.tau2.data(), s.work.data(), lw);
       hh.orm2r_t(m, k, mn, wa, m, s.tau.data(), wb, ldb);

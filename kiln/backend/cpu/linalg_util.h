@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <cblas.h>
@@ -237,5 +239,67 @@ inline void gemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int6
     else cblas_zgemm(order, ta, tb, m, n, k, &one, A, lda, B, ldb, &zero, C, ldc);
   }
 }
+
+template <class T>
+void trmm_left_upper_cm(CBLAS_TRANSPOSE tr, int64_t m, int64_t n, const T* a, int64_t lda, T* b, int64_t ldb) {
+  if (m <= 0 || n <= 0) return;
+  constexpr CBLAS_SIDE L = CblasLeft;
+  constexpr CBLAS_UPLO U = CblasUpper;
+  constexpr CBLAS_DIAG N = CblasNonUnit;
+  if constexpr (std::is_same_v<T, float>) cblas_strmm(CblasColMajor, L, U, tr, N, m, n, 1.0f, a, lda, b, ldb);
+  else if constexpr (std::is_same_v<T, double>) cblas_dtrmm(CblasColMajor, L, U, tr, N, m, n, 1.0, a, lda, b, ldb);
+  else {
+    const T one(1);
+    if constexpr (std::is_same_v<T, complex64>) cblas_ctrmm(CblasColMajor, L, U, tr, N, m, n, &one, a, lda, b, ldb);
+    else cblas_ztrmm(CblasColMajor, L, U, tr, N, m, n, &one, a, lda, b, ldb);
+  }
+}
+
+// The k reflectors of a blocked QR's panel (m x k at a, leading dimension lda; xgeqrf's layout: R
+// above the diagonal) as an explicit V (m x k, leading dimension m: ones on the diagonal, zeros above),
+// so that applying them is two whole GEMMs (larfb_left).
+template <class T>
+void explicit_v(int64_t m, int64_t k, const T* a, int64_t lda, T* v) {
+  for (int64_t j = 0; j < k; ++j) {
+    T* col = v + j * m;
+    std::fill(col, col + std::min(j, m), T(0));
+    if (j < m) col[j] = T(1);
+    if (j + 1 < m) std::copy(a + j * lda + j + 1, a + j * lda + m, col + j + 1);
+  }
+}
+
+// C (m x n, leading dimension ldc) := H^H C (trans 'C') or H C ('N'), H = I - V T V^H the block
+// reflector of xlarft (forward, columnwise; T k x k upper, leading dimension ldt) with V explicit
+// (explicit_v). w: k x n. Two GEMMs and a k x k TRMM: LAPACK's xlarfb copies C's top k rows into a
+// row-major W and subtracts it back element by element at a row's stride (float64 1024^2 QR, one
+// thread: 15% of the time in those loops).
+template <class T>
+void larfb_left(char trans, int64_t m, int64_t n, int64_t k, const T* v, const T* t, int64_t ldt, T* c, int64_t ldc,
+                T* w) {
+  if (m <= 0 || n <= 0 || k <= 0) return;
+  gemm<T>(CblasColMajor, herm<T>(), CblasNoTrans, k, n, m, v, m, c, ldc, w, k);  // W = V^H C
+  trmm_left_upper_cm<T>(trans == 'N' ? CblasNoTrans : herm<T>(), k, n, t, ldt, w, k);  // W = op(T) W
+  gemm_sub_cm<T>(CblasNoTrans, CblasNoTrans, m, n, k, v, m, w, k, c, ldc);  // C -= V W
+}
+
+// QR up to this size (200 KiB of matrix) runs on the table's unblocked Householder kernels
+// (kernels_householder.cpp), not LAPACK: OpenBLAS's xgeqrf / xorgqr are unblocked there too, with
+// BLAS calls for each column of each rank-1 update (Zen 4, one thread, reduced mode: float32 64 x 64
+// 78 -> 33 us (MKL: 63-95 us), 128^2 370 -> 302, 224^2 2400 -> 1250, 1000 x 36 316 -> 264, 36 x 1000
+// 451 -> 215, and 256^2 1410 against 1950 for the blocked sgeqrf; float64 64^2 86 -> 49, 160^2
+// 883 -> 808, 224^2 1833 against 2218; complex64 64^2 152 -> 87, 160^2 1139 -> 1102; complex128
+// 64^2 169 -> 141, 112^2 825 -> 801, 160^2 2093 against 2337).
+template <class T>
+bool use_small_qr(int64_t m, int64_t n, int64_t qc) {
+  return m * std::max(n, qc) * static_cast<int64_t>(sizeof(T)) <= 200 * 1024;
+}
+
+// xgeqrf of one matrix (column-major m x n, leading dimension lda) in panels of 64 columns, the
+// trailing updates split over `threads` (linalg_decomp.cpp; float32, float64, complex64, complex128).
+// go_on, if given, is asked after each panel with the count c of R's columns now final (0 .. c-1);
+// when it says no the factorization stops there and returns false.
+template <class T>
+bool geqrf_blocked(int64_t m, int64_t n, T* a, int64_t lda, T* tau, int threads,
+                   const std::function<bool(int64_t)>& go_on = {});
 
 }  // namespace kiln::cpu::linalg_util
