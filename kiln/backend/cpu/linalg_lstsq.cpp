@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <complex>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -28,17 +29,17 @@ using cpu::contiguous_of;
 using cpu::parallel_for;
 
 // ---- least squares ---------------------------------------------------------------------------------------------
-// gelsy, the default driver, on the table's pivoted QR kernels (kernels_householder.cpp): xgelsy's
-// own steps, with kiln's xgeqp3 (below) in place of OpenBLAS's, which makes BLAS calls per column and
-// per step of its partial-norm bookkeeping: A and B scaled into [smlnum, bignum], A P = Q R, the rank
+// gelsy, the default driver, on the table's Householder kernels (kernels_householder.cpp): xgelsy's
+// own steps, with kiln's QR in place of OpenBLAS's xgeqp3 (which makes BLAS calls per column and per
+// step of its partial-norm bookkeeping): A and B scaled into [smlnum, bignum], A P = Q R, the rank
 // from xlaic1's incremental estimates of the leading blocks' extreme singular values (accepted while
 // smax rcond <= smin), xtzrzf when it is short of n, Q^H B, the triangular solve, xormrz / xunmrz, P,
-// and the scaling undone. The pivots follow xgeqp3's rule (largest partial norm, the first of
-// equals), so the rank and the solution are LAPACK's up to rounding. For every size and type (Zen 4,
-// one thread, one right-hand side, LAPACK -> this, ms: float32 64^2 0.067 -> 0.045, 256^2 1.20 ->
-// 1.05, 724^2 16.6 -> 12.4, 1024^2 53 -> 38; float64 256^2 1.95 -> 1.46, 1024^2 84 -> 71; complex64
-// 256^2 3.5 -> 2.1, 1024^2 117 -> 93; complex128 256^2 5.9 -> 3.7, 1024^2 282 -> 225). One matrix
-// from 256 columns on more than one thread: the steps split over the pool (geqp3).
+// and the scaling undone. The QR is first tried without pivots (P = I; blocked past 200 KiB): when
+// every leading block of that R passes the test, the rank is min(m, n), as MKL's xgelsy (torch's)
+// decides on its unpivoted R. The first block that fails (the blocked QR stops at that panel) sends A
+// to kiln's xgeqp3, whose pivots follow LAPACK's rule (largest partial norm, the first of equals), so
+// a rank short of min(m, n) and its solution are LAPACK's up to rounding (decision 64). One matrix
+// from 256 columns on more than one thread: the QRs split over the pool (geqrf_blocked, geqp3).
 
 // LAPACK's xlascl ('G'): x (rows x cols, leading dimension ld) *= cto / cfrom, in steps that neither
 // over- nor underflow.
@@ -89,9 +90,8 @@ struct GelsyScratch {
   GelsyScratch(int64_t m, int64_t n, int lw)
       : tau(std::max<int64_t>(std::min(m, n), 1)), tau2(tau.size()), xmin(tau.size()), xmax(tau.size()),
         perm(std::max<int64_t>(n, 1)), work(lw), f(std::max<int64_t>(n, 1) * kQpsBlock),
-        qps(kQpsBlock * (1 + std::max<int64_t>(n, 1))), acopy(m * n), vn(2 * std::max<int64_t>(n, 1)),
-        jpvt(std::max<int64_t>(n, 1)) {}
-  std::vector<T> tau, tau2, xmin, xmax, perm, work, f, qps, acopy;
+        qps(kQpsBlock * (1 + std::max<int64_t>(n, 1))), vn(2 * std::max<int64_t>(n, 1)), jpvt(std::max<int64_t>(n, 1)) {}
+  std::vector<T> tau, tau2, xmin, xmax, perm, work, f, qps;
   std::vector<lp::Real<T>> vn;
   std::vector<int64_t> jpvt;
 };
@@ -207,9 +207,11 @@ struct LeadingRank {
 };
 
 // wa: A (m x n, column-major), wb: B (ldb x k) := the solution in its first n rows. Returns the rank.
+// load_a() writes A into wa again.
 template <class T>
 int64_t gelsy_kiln(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64_t n, int64_t k, T* wa, T* wb,
-                   int64_t ldb, lp::Real<T> rcond, GelsyScratch<T>& s, int threads) {
+                   int64_t ldb, lp::Real<T> rcond, GelsyScratch<T>& s, int threads,
+                   const std::function<void()>& load_a) {
   using R = lp::Real<T>;
   const int64_t mn = std::min(m, n);
   const R smlnum = std::numeric_limits<R>::min() / std::numeric_limits<R>::epsilon(), bignum = R(1) / smlnum;
@@ -231,8 +233,12 @@ int64_t gelsy_kiln(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64_
   };
   const R anrm = max_abs(wa, m, n, m);
   int iascl = 0, ibscl = 0;
-  if (anrm > 0 && anrm < smlnum) lascl(anrm, smlnum, wa, m, n, m), iascl = 1;
-  else if (anrm > bignum) lascl(anrm, bignum, wa, m, n, m), iascl = 2;
+  auto scale_a = [&] {
+    if (iascl == 1) lascl(anrm, smlnum, wa, m, n, m);
+    else if (iascl == 2) lascl(anrm, bignum, wa, m, n, m);
+  };
+  iascl = anrm > 0 && anrm < smlnum ? 1 : anrm > bignum ? 2 : 0;
+  scale_a();
   int64_t rank = 0;
   R bnrm = 0;
   if (anrm == R(0)) {
@@ -245,7 +251,6 @@ int64_t gelsy_kiln(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64_
     // column): when every leading block of that R passes the rank test, the rank is min(m, n) and the
     // pivots are not needed. Else A is factored again with them.
     // The blocked QR stops at the first panel whose columns fail.
-    std::copy(wa, wa + m * n, s.acopy.begin());
     LeadingRank<T> est{wa, m, rcond, s};
     bool full = true;
     if (use_small_qr<T>(m, n, 0)) hh.geqr2(m, n, wa, m, s.tau.data());
@@ -255,7 +260,8 @@ int64_t gelsy_kiln(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64_
     if (full) {
       for (int64_t j = 0; j < n; ++j) s.jpvt[j] = j;
     } else {
-      std::copy(s.acopy.begin(), s.acopy.end(), wa);
+      load_a();
+      scale_a();
       geqp3<T>(hh, m, n, wa, s, threads);
       LeadingRank<T> pivoted{wa, m, rcond, s};
       pivoted.extend(mn);
@@ -364,8 +370,9 @@ void lstsq_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList
       std::vector<R> s(mn), rwork(std::max(lrw, 1));
       std::vector<int> iwork(liw), jpvt(n);
       for (int64_t b = b0; b < b1; ++b) {
+        auto load_a = [&] { to_cm(ap + ao[b], m, n, wa.data()); };
         auto load = [&] {
-          to_cm(ap + ao[b], m, n, wa.data());
+          load_a();
           std::fill(wb.begin(), wb.end(), T(0));
           const T* src = bp + bo[b];
           for (int64_t i = 0; i < m; ++i)
@@ -374,7 +381,7 @@ void lstsq_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList
         load();
         int rk = int(mn);
         if (own) {
-          rk = int(gelsy_kiln<T>(*hh, m, n, k, wa.data(), wb.data(), ldb, rcond, *gs, own_threads));
+          rk = int(gelsy_kiln<T>(*hh, m, n, k, wa.data(), wb.data(), ldb, rcond, *gs, own_threads, load_a));
         } else if (driver == "gels") {
           ip[b] = lp::gels<T>(int(m), int(n), int(k), wa.data(), int(m), wb.data(), int(ldb), work.data(), lw);
         } else if (driver == "gelsy") {
