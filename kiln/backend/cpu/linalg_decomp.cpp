@@ -26,13 +26,16 @@ namespace cpu::linalg_util {
 // Blocked QR (xgeqrf) and Q (xorgqr) for one matrix from order 256, with the pool held as a team
 // (decision 55; OpenBLAS's parallel calls open a region each, decision 60): panels of 64 columns on
 // the table's unblocked kernels (LAPACK's on base), T by xlarft, and the block reflector applied by
-// larfb_left (two GEMMs) to a share of the columns per thread, each BLAS call on one thread (float64
-// 1024^2 R alone, one thread: 53 -> 45 ms against LAPACK's xlarfb). geqrf looks one
-// panel ahead (thread 0 updates and factors the next panel while the others update the rest). Zen 4,
-// reduced mode, against OpenBLAS's xgeqrf + xorgqr, ms: one thread float32 1024^2 74.7 -> 66.6,
-// float64 110 -> 105; two threads float32 1024^2 240 (OpenBLAS's own threads) -> 39, float64 257 -> 63.
-constexpr int64_t kQrBlock = 64, kBlockedQr = 256;
+// larfb_left (two GEMMs, decision 64) to a share of the columns per thread, each BLAS call on one
+// thread. geqrf looks one panel ahead (thread 0 updates and factors the next panel while the others
+// update the rest). Zen 4, reduced mode, against OpenBLAS's xgeqrf + xorgqr, ms: one thread float32
+// 1024^2 74.7 -> 44, float64 110 -> 89; two threads float32 1024^2 240 (OpenBLAS's own threads) ->
+// 26, float64 257 -> 53.
+namespace {
+constexpr int64_t kQrBlock = 64;
+}  // namespace
 
+namespace {
 template <class T>
 void panel_qr(const cpu::KernelTable::Householder<T>* hh, int64_t m, int64_t n, T* a, int64_t lda, T* tau, T* work) {
   if (hh) hh->geqr2(m, n, a, lda, tau);
@@ -44,12 +47,13 @@ void panel_q(const cpu::KernelTable::Householder<T>* hh, int64_t m, int64_t n, i
   if (hh) hh->org2r(m, n, k, a, lda, tau);
   else lp::org2r<T>(int(m), int(n), int(k), a, int(lda), tau, work);
 }
+}  // namespace
 
 template <class T>
 bool geqrf_blocked(int64_t m, int64_t n, T* a, int64_t lda, T* tau, int threads,
                    const std::function<bool(int64_t)>& go_on) {
   const auto* hh = householder<T>();
-  const int64_t mn = std::min(m, n), nb = kQrBlock;
+  const int64_t mn = std::min(m, n), nb = std::min(kQrBlock, std::max<int64_t>(mn, 1));
   // per panel (two at once: the next one is factored while the last one is applied): T and V
   std::vector<T> tf(2 * nb * nb), vf(2 * m * nb), work(threads * std::max<int64_t>(n, 1) * nb);
   auto half = [&](int64_t k0) { return k0 / nb % 2; };

@@ -34,12 +34,13 @@ using cpu::parallel_for;
 // step of its partial-norm bookkeeping): A and B scaled into [smlnum, bignum], A P = Q R, the rank
 // from xlaic1's incremental estimates of the leading blocks' extreme singular values (accepted while
 // smax rcond <= smin), xtzrzf when it is short of n, Q^H B, the triangular solve, xormrz / xunmrz, P,
-// and the scaling undone. The QR is first tried without pivots (P = I; blocked past 200 KiB): when
-// every leading block of that R passes the test, the rank is min(m, n), as MKL's xgelsy (torch's)
-// decides on its unpivoted R. The first block that fails (the blocked QR stops at that panel) sends A
-// to kiln's xgeqp3, whose pivots follow LAPACK's rule (largest partial norm, the first of equals), so
-// a rank short of min(m, n) and its solution are LAPACK's up to rounding (decision 64). One matrix
-// from 256 columns on more than one thread: the QRs split over the pool (geqrf_blocked, geqp3).
+// and the scaling undone. The QR is first tried without pivots (P = I; blocked from 256 columns and
+// 200 KiB): when every leading block of that R passes the test, the rank is min(m, n), as MKL's
+// xgelsy (torch's) decides on its unpivoted R. The first block that fails (the blocked QR stops at
+// that panel) sends A to kiln's xgeqp3, whose pivots follow LAPACK's rule (largest partial norm, the
+// first of equals), so a rank short of min(m, n) and its solution are LAPACK's up to rounding
+// (decision 64). One matrix from 256 columns on more than one thread: the QRs split over the pool
+// (geqrf_blocked, geqp3).
 
 // LAPACK's xlascl ('G'): x (rows x cols, leading dimension ld) *= cto / cfrom, in steps that neither
 // over- nor underflow.
@@ -253,7 +254,7 @@ int64_t gelsy_kiln(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64_
     // The blocked QR stops at the first panel whose columns fail.
     LeadingRank<T> est{wa, m, rcond, s};
     bool full = true;
-    if (use_small_qr<T>(m, n, 0)) hh.geqr2(m, n, wa, m, s.tau.data());
+    if (use_small_qr<T>(m, n, 0) || mn < kBlockedQr) hh.geqr2(m, n, wa, m, s.tau.data());
     else full = geqrf_blocked<T>(m, n, wa, m, s.tau.data(), threads, [&](int64_t c) { return est.extend(c); });
     full = full && est.extend(mn);
     rank = est.rank;

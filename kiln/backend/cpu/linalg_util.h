@@ -298,6 +298,7 @@ bool use_small_qr(int64_t m, int64_t n, int64_t qc) {
 // trailing updates split over `threads` (linalg_decomp.cpp; float32, float64, complex64, complex128).
 // go_on, if given, is asked after each panel with the count c of R's columns now final (0 .. c-1);
 // when it says no the factorization stops there and returns false.
+inline constexpr int64_t kBlockedQr = 256;  // from this min(m, n) on one matrix's QR is blocked
 template <class T>
 bool geqrf_blocked(int64_t m, int64_t n, T* a, int64_t lda, T* tau, int threads,
                    const std::function<bool(int64_t)>& go_on = {});
