@@ -65,6 +65,20 @@ bool is_tiny(int64_t n) { return n >= 1 && n <= cpu::tiny::kMaxN; }
 // the panel solves U12 = L11^-1 A12 and updates A22 -= L21 U12 (each a BLAS call on one thread).
 constexpr int64_t kBlockedLu = 192, kLuBlock = 32;
 
+// xlaswp's forward interchanges k1 .. k2 (1-based, ipiv 1-based) on nc columns of a column-major
+// matrix, one column at a time: the column's rows stay in L1 through all the swaps (OpenBLAS's
+// xlaswp walks each swap across the columns).
+template <class T>
+void swap_rows(int64_t nc, T* a, int64_t lda, int64_t k1, int64_t k2, const int* ipiv) {
+  for (int64_t c = 0; c < nc; ++c) {
+    T* col = a + c * lda;
+    for (int64_t i = k1 - 1; i < k2; ++i) {
+      const int64_t p = ipiv[i] - 1;
+      if (p != i) std::swap(col[i], col[p]);
+    }
+  }
+}
+
 // getrf (column-major, ipiv 1-based, LAPACK's info), blocked over the threads where `blocked`. With
 // a look-ahead of one panel: thread 0 brings the next panel's columns up to date first and factors
 // them while the other threads finish the trailing update (the panel on one thread is the serial part).
@@ -84,7 +98,7 @@ int getrf_any(int64_t m, int64_t n, T* a, int64_t lda, int* ipiv, bool blocked) 
   auto update = [&](int64_t k0, int64_t c0, int64_t c1) {
     const int64_t kb = std::min(kLuBlock, mn - k0), r0 = k0 + kb;
     if (c0 >= c1) return;
-    lp::laswp<T>(int(c1 - c0), a + c0 * lda, int(lda), int(k0) + 1, int(r0), ipiv);
+    swap_rows<T>(c1 - c0, a + c0 * lda, lda, k0 + 1, r0, ipiv);
     trsm_cm<T>(CblasLeft, CblasLower, CblasNoTrans, CblasUnit, kb, c1 - c0, a + k0 + k0 * lda, lda, a + k0 + c0 * lda,
                lda);
     gemm_sub_cm<T>(CblasNoTrans, CblasNoTrans, m - r0, c1 - c0, kb, a + r0 + k0 * lda, lda, a + k0 + c0 * lda, lda,
@@ -107,7 +121,7 @@ int getrf_any(int64_t m, int64_t n, T* a, int64_t lda, int* ipiv, bool blocked) 
         const int64_t b = std::max<int64_t>(0, w * t / T_ - lead), e = std::max<int64_t>(0, w * (t + 1) / T_ - lead);
         update(k0, rest0 + b, rest0 + e);
         const int64_t l0 = k0 * t / T_, l1 = k0 * (t + 1) / T_;  // the panel's interchanges left of it
-        if (l0 < l1) lp::laswp<T>(int(l1 - l0), a + l0 * lda, int(lda), int(k0) + 1, int(r0), ipiv);
+        if (l0 < l1) swap_rows<T>(l1 - l0, a + l0 * lda, lda, k0 + 1, r0, ipiv);
       });
     }
   });
