@@ -862,6 +862,26 @@ def test_blocked_lu_on_two_threads(dtype, two_threads):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [192, 257, 511])
+def test_inv_of_one_matrix_on_two_threads(n, dtype):
+    """One matrix on two threads: the blocked LU, then xgetri split over the team (inv(U) by columns,
+    the product with inv(L) by rows, P's columns last), against torch, against kiln on one thread
+    (LAPACK's xgetri), and A inv(A) = I."""
+    a = rand((n, n), dtype, seed=n) + 0.5 * torch.eye(n, dtype=getattr(torch, dtype)) * n ** 0.5
+    a = a[torch.randperm(n, generator=torch.Generator().manual_seed(n))]  # pivots far from the diagonal
+    with kiln_threads(2):
+        inv2 = to_torch(kiln.linalg.inv(to_kiln(a)))
+    with kiln_threads(1):
+        inv1 = to_torch(kiln.linalg.inv(to_kiln(a)))
+    want = torch.linalg.inv(a)
+    tol = (5e-4 if dtype in ("float32", "complex64") else 1e-11) * want.abs().max().item()
+    assert (inv2 - want).abs().max().item() <= tol, (inv2 - want).abs().max()
+    assert (inv2 - inv1).abs().max().item() <= tol
+    eye = torch.eye(n, dtype=a.dtype)
+    assert (a @ inv2 - eye).abs().max().item() <= (1e-3 if dtype in ("float32", "complex64") else 1e-10)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("upper", [False, True])
 def test_blocked_cholesky_on_two_threads(dtype, upper, two_threads):
     n = 600
