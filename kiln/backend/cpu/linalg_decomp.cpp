@@ -92,6 +92,32 @@ bool geqrf_blocked(int64_t m, int64_t n, T* a, int64_t lda, T* tau, int threads,
   return !stop;
 }
 
+template <class T>
+void ormqr_left(char trans, int64_t m, int64_t nc, int64_t k, const T* a, int64_t lda, const T* tau, T* c,
+                int64_t ldc, int threads) {
+  if (m <= 0 || nc <= 0 || k <= 0) return;
+  const int64_t nb = std::min(kQrBlock, k), blocks = (k + nb - 1) / nb;
+  std::vector<T> tf(blocks * nb * nb), vf(blocks * m * nb), work(threads * nc * nb);
+  const cpu::SerialBlas serial;
+  cpu::run_as_team(threads, [&] {
+    cpu::run_spmd(threads, [&](int t, int T_) {  // every block's T and V, blocks dealt round the threads
+      for (int64_t b = t; b < blocks; b += T_) {
+        const int64_t i0 = b * nb, ib = std::min(nb, k - i0);
+        lp::larft<T>(int(m - i0), int(ib), a + i0 + i0 * lda, int(lda), tau + i0, tf.data() + b * nb * nb, int(nb));
+        explicit_v<T>(m - i0, ib, a + i0 + i0 * lda, lda, vf.data() + b * m * nb);
+      }
+    });
+    cpu::run_spmd(threads, [&](int t, int T_) {  // Q C: the last block first; Q^H C: the first
+      const int64_t c0 = nc * t / T_, c1 = nc * (t + 1) / T_;
+      for (int64_t s = 0; s < blocks && c0 < c1; ++s) {
+        const int64_t b = trans == 'N' ? blocks - 1 - s : s, i0 = b * nb;
+        larfb_left<T>(trans, m - i0, c1 - c0, std::min(nb, k - i0), vf.data() + b * m * nb, tf.data() + b * nb * nb,
+                      nb, c + i0 + c0 * ldc, ldc, work.data() + t * nc * nb);
+      }
+    });
+  });
+}
+
 #define KILN_GEQRF_BLOCKED(T) \
   template bool geqrf_blocked<T>(int64_t, int64_t, T*, int64_t, T*, int, const std::function<bool(int64_t)>&);
 KILN_GEQRF_BLOCKED(float)
@@ -99,6 +125,13 @@ KILN_GEQRF_BLOCKED(double)
 KILN_GEQRF_BLOCKED(complex64)
 KILN_GEQRF_BLOCKED(complex128)
 #undef KILN_GEQRF_BLOCKED
+#define KILN_ORMQR_LEFT(T) \
+  template void ormqr_left<T>(char, int64_t, int64_t, int64_t, const T*, int64_t, const T*, T*, int64_t, int);
+KILN_ORMQR_LEFT(float)
+KILN_ORMQR_LEFT(double)
+KILN_ORMQR_LEFT(complex64)
+KILN_ORMQR_LEFT(complex128)
+#undef KILN_ORMQR_LEFT
 
 }  // namespace cpu::linalg_util
 

@@ -51,11 +51,13 @@ bool use_small_eigh(int64_t n) {
 // (uplo's triangle read), in xsyevd / xheevd's sequence: xsyevd's scaling of a matrix whose largest
 // element lies outside [sqrt(smlnum), sqrt(bignum)], the tridiagonal reduction, xstedc (xsterf
 // without vectors), the back-transformation. Small matrices on the table's kernels (above); larger
-// ones on xsytrd / xhetrd and xormtr / xunmtr, the back-transformation split by columns over
-// `threads` (one matrix on the pool). xheevd itself gives xunmtr only n elements of workspace, so
-// that it falls back to unblocked xunm2l / xunm2r (OpenBLAS 0.3.21, Zen 4, one thread, complex64
-// 1024: xheevd 340 ms, its steps with xunmtr's workspace 233). Workspace sizes are fixed at
-// construction (on the calling thread); each thread makes its own Scratch.
+// ones on xsytrd / xhetrd and, for uplo 'L', ormqr_left (block reflectors as two GEMMs: Zen 4,
+// 1024, one thread, float32 127 -> 99 ms, float64 209 -> 193 against xormtr), for 'U' xormtr /
+// xunmtr; the back-transformation split by columns over `threads` (one matrix on the pool). xheevd
+// itself gives xunmtr only n elements of workspace, so that it falls back to unblocked xunm2l /
+// xunm2r (OpenBLAS 0.3.21, Zen 4, one thread, complex64 1024: xheevd 340 ms, its steps with xunmtr's
+// workspace 233). Workspace sizes are fixed at construction (on the calling thread); each thread
+// makes its own Scratch.
 template <class T>
 class HermitianEig {
  public:
@@ -93,7 +95,7 @@ class HermitianEig {
     s.rwork.resize(lrw_);
     s.iwork.resize(liw_);
     if (vectors_) s.vec.resize(n_ * n_), s.z.resize(lp::is_cplx<T> ? n_ * n_ : 0);
-    if (vectors_ && !hh_) s.reflectors.resize((threads_ - 1) * n_ * n_);
+    if (vectors_ && !hh_ && uplo_ == 'U') s.reflectors.resize((threads_ - 1) * n_ * n_);
     return s;
   }
 
@@ -141,6 +143,8 @@ class HermitianEig {
       T* v = s.vec.data();
       if (hh_) {
         if (n > 1) hh_->orm2r_n(n - 1, n, n - 1, a + 1, n, tau, v + 1, n);  // Q = diag(1, H(0) ... H(n-2))
+      } else if (uplo_ == 'L') {  // the same Q from xhetrd's reflectors below the subdiagonal
+        ormqr_left<T>('N', n - 1, n, n - 1, a + 1, n, tau, v + 1, n, threads_);
       } else {
         // Each thread its own copy of the reflectors: xunmtr writes what it reads (ormqr's note).
         const auto reflectors = [&](int t) { return t ? s.reflectors.data() + (t - 1) * n * n : a; };

@@ -303,4 +303,13 @@ template <class T>
 bool geqrf_blocked(int64_t m, int64_t n, T* a, int64_t lda, T* tau, int threads,
                    const std::function<bool(int64_t)>& go_on = {});
 
+// Q C ('N') or Q^H C ('C') for Q = H(0) ... H(k-1), xgeqrf's reflectors (m x k at a, leading
+// dimension lda; on and above the diagonal not read); C m x nc, leading dimension ldc. xormqr from
+// the left in blocks of 64 reflectors on larfb_left (linalg_decomp.cpp): every block's T and explicit
+// V first (the blocks dealt round `threads`), then each thread applies them all to its share of C's
+// columns; the reflectors are only read (LAPACK's xorm2r writes and restores them).
+template <class T>
+void ormqr_left(char trans, int64_t m, int64_t nc, int64_t k, const T* a, int64_t lda, const T* tau, T* c,
+                int64_t ldc, int threads);
+
 }  // namespace kiln::cpu::linalg_util
