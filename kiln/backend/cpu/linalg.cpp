@@ -129,24 +129,23 @@ int getrf_any(int64_t m, int64_t n, T* a, int64_t lda, int* ipiv, bool blocked) 
 }
 // xgetri (inv(A) from getrf's P L U, column-major n x n in w, ipiv 1-based, U's diagonal nonzero)
 // split over `threads` in a held team, where LAPACK's runs on one: inv(U) by columns (each thread
-// solves U X = I for a share of the columns; column j costs about j^2, so the shares end at
-// n (t / T)^(1/3)), then X = inv(U) inv(L) by rows (X L = inv(U), a share of the rows each), then
-// inv(A) = X P^T, the columns taken in P's order while copied back into w. xgetri's flops: n^3 / 3
-// for inv(U), n^3 for the product.
+// solves U X = I for a share of the columns, in pieces of 64 whose solves stop at the piece's last
+// row; column j costs about j^2, so the shares end at n (t / T)^(1/3)), then X = inv(U) inv(L) by
+// rows (X L = inv(U), a share of the rows each), then inv(A) = X P^T, the columns taken in P's
+// order while copied back into w. xgetri's flops: n^3 / 3 for inv(U), n^3 for the product.
 template <class T>
 void getri_team(int64_t n, T* w, const int* ipiv, int threads) {
-  std::vector<T> x(n * n);
+  std::vector<T> x(n * n);  // (zeros)
   const cpu::SerialBlas serial;  // (see potrf_blocked)
   cpu::run_as_team(threads, [&] {
     cpu::run_spmd(threads, [&](int t, int T_) {
       auto edge = [&](int u) { return u >= T_ ? n : std::min(n, int64_t(double(n) * std::cbrt(double(u) / T_))); };
       const int64_t c0 = edge(t), c1 = edge(t + 1);
-      for (int64_t j = c0; j < c1; ++j) {
-        T* col = x.data() + j * n;
-        std::fill(col, col + n, T(0));
-        col[j] = T(1);
+      for (int64_t j0 = c0; j0 < c1; j0 += 64) {
+        const int64_t j1 = std::min(c1, j0 + 64);
+        for (int64_t j = j0; j < j1; ++j) x[j * n + j] = T(1);
+        trsm_cm<T>(CblasLeft, CblasUpper, CblasNoTrans, CblasNonUnit, j1, j1 - j0, w, n, x.data() + j0 * n, n);
       }
-      trsm_cm<T>(CblasLeft, CblasUpper, CblasNoTrans, CblasNonUnit, c1, c1 - c0, w, n, x.data() + c0 * n, n);
     });
     cpu::run_spmd(threads, [&](int t, int T_) {
       const int64_t r0 = n * t / T_, r1 = n * (t + 1) / T_;
@@ -408,6 +407,13 @@ void inv_ex_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorLis
         // from there on OpenBLAS's threads do better (float64 1024 on two: 34-39 ms against 43-55)
         if (ip[b] == 0 && blocked && n < kParallelBlasOrder) getri_team<T>(n, w, ipiv.data(), linalg_threads());
         else if (ip[b] == 0) ip[b] = lp::getri<T>(int(n), w, int(n), ipiv.data(), work.data(), lwork);
+        if (ip[b] != 0) {  // torch's info is the first zero pivot of A's LU, not of A^T's: A itself again
+          std::vector<T> cm(n * n);
+          to_cm(ap + b * n * n, n, n, cm.data());
+          ip[b] = lp::getrf<T>(int(n), int(n), cm.data(), int(n), ipiv.data());
+          if (ip[b] == 0) ip[b] = lp::getri<T>(int(n), cm.data(), int(n), ipiv.data(), work.data(), lwork);
+          if (ip[b] == 0) from_cm(cm.data(), n, n, w);
+        }
       }
     });
   }, n >= kParallelBlasOrder);
