@@ -51,19 +51,19 @@ bool use_small_eigh(int64_t n) {
 // (uplo's triangle read), in xsyevd / xheevd's sequence: xsyevd's scaling of a matrix whose largest
 // element lies outside [sqrt(smlnum), sqrt(bignum)], the tridiagonal reduction, xstedc (xsterf
 // without vectors), the back-transformation. Small matrices on the table's kernels (above); larger
-// ones on xsytrd / xhetrd and, for uplo 'L', ormqr_left (block reflectors as two GEMMs: Zen 4,
-// 1024, one thread, float32 127 -> 99 ms, float64 209 -> 193 against xormtr), for 'U' xormtr /
-// xunmtr; the back-transformation split by columns over `threads` (one matrix on the pool). xheevd
-// itself gives xunmtr only n elements of workspace, so that it falls back to unblocked xunm2l /
-// xunm2r (OpenBLAS 0.3.21, Zen 4, one thread, complex64 1024: xheevd 340 ms, its steps with xunmtr's
-// workspace 233). Workspace sizes are fixed at construction (on the calling thread); each thread
-// makes its own Scratch.
+// ones on xsytrd / xhetrd of the lower triangle (uplo 'U': the upper one's conjugate copied there)
+// and ormqr_left (block reflectors as two GEMMs, shared by the threads: Zen 4, 1024, one thread,
+// float32 127 -> 99 ms, float64 209 -> 193 against xormtr with its blocked workspace, which xheevd
+// itself does not even give it: with n elements xunmtr falls back to the unblocked xunm2l / xunm2r,
+// complex64 1024 xheevd 340 ms against 233 for its steps), the back-transformation split by columns
+// over `threads` (one matrix on the pool). Workspace sizes are fixed at construction (on the calling
+// thread); each thread makes its own Scratch.
 template <class T>
 class HermitianEig {
  public:
   using R = lp::Real<T>;
   struct Scratch {
-    std::vector<T> work, tau, vec, reflectors;
+    std::vector<T> work, tau, vec;
     std::vector<R> rwork, e, z;
     std::vector<int> iwork;
   };
@@ -72,30 +72,26 @@ class HermitianEig {
     hh_ = householder<T>();
     if (hh_ && !use_small_eigh<T>(n)) hh_ = nullptr;
     // The split pays from about 512 KiB of matrix (Zen 4, two threads: float64 256^2 5.5 -> 4.7 ms,
-    // complex64 256^2 6.5 -> 5.1; float32 256^2 level; all types 1024^2 a quarter off).
+    // complex64 256^2 6.5 -> 5.1; float32 256^2 level; all types 1024^2 a quarter off); at most one
+    // thread per 128 columns.
     const int64_t bytes = n * n * int64_t(sizeof(T));
-    if (!hh_ && vectors_ && bytes >= 512 * 1024) threads_ = copy_split_threads(threads, n, bytes);
+    if (!hh_ && vectors_ && bytes >= 512 * 1024) threads_ = int(std::clamp<int64_t>(n / 128, 1, threads));
     if (vectors_ && n > 1) lrw_ = int(1 + 4 * n + n * n), liw_ = int(3 + 5 * n);  // (eigh_kernel checks them)
     if (hh_ || n == 0) return;
     T q{}, qa{}, qt{};  // (a query reads no array)
     R qd{}, qe{};
-    lp::hetrd<T>(uplo, int(n), &qa, int(n), &qd, &qe, &qt, &q, -1);
+    lp::hetrd<T>('L', int(n), &qa, int(n), &qd, &qe, &qt, &q, -1);
     lw_ = std::max(1, lp::work_size(q));
-    if (vectors_) {
-      lp::unmtr<T>('L', uplo, 'N', int(n), int(n), &qa, int(n), &qt, &qa, int(n), &q, -1);
-      lwq_ = lp::work_size(q) + kOrmTSize;
-    }
   }
 
   Scratch scratch() const {
     Scratch s;
-    s.work.resize(hh_ ? 0 : std::max<int64_t>(lw_, int64_t(threads_) * lwq_));
+    s.work.resize(hh_ ? 0 : lw_);
     s.tau.resize(std::max<int64_t>(n_, 1));
     s.e.resize(std::max<int64_t>(n_, 1));
     s.rwork.resize(lrw_);
     s.iwork.resize(liw_);
     if (vectors_) s.vec.resize(n_ * n_), s.z.resize(lp::is_cplx<T> ? n_ * n_ : 0);
-    if (vectors_ && !hh_ && uplo_ == 'U') s.reflectors.resize((threads_ - 1) * n_ * n_);
     return s;
   }
 
@@ -105,18 +101,24 @@ class HermitianEig {
     const int64_t n = n_;
     info = 0;
     // The elements read: the table's xsytd2 reads both triangles (the other := the conjugate of
-    // uplo's), LAPACK's xsytrd / xhetrd uplo's.
-    const bool from_diag = !hh_ && uplo_ == 'L', to_diag = !hh_ && uplo_ == 'U';
+    // uplo's), LAPACK's xsytrd / xhetrd the lower one (uplo 'U': the conjugate of the upper copied
+    // there first, in tiles).
     const auto each = [&](auto&& f) {  // f(element, on the diagonal)
       for (int64_t j = 0; j < n; ++j)
-        for (int64_t i = from_diag ? j : 0, end = to_diag ? j + 1 : n; i < end; ++i) f(a[i + j * n], i == j);
+        for (int64_t i = hh_ ? 0 : j; i < n; ++i) f(a[i + j * n], i == j);
     };
-    if (hh_)
+    if (hh_) {
       for (int64_t j = 0; j < n; ++j)
         for (int64_t i = j + 1; i < n; ++i) {
           if (uplo_ == 'L') a[j + i * n] = conj_of(a[i + j * n]);
           else a[i + j * n] = conj_of(a[j + i * n]);
         }
+    } else if (uplo_ == 'U') {
+      for (int64_t j0 = 0; j0 < n; j0 += 32)
+        for (int64_t i0 = j0; i0 < n; i0 += 32)
+          for (int64_t j = j0; j < std::min(n, j0 + 32); ++j)
+            for (int64_t i = std::max(i0, j + 1); i < std::min(n, i0 + 32); ++i) a[i + j * n] = conj_of(a[j + i * n]);
+    }
     R anrm = 0;
     each([&](T& x, bool diag) {
       if constexpr (lp::is_cplx<T>)
@@ -132,7 +134,7 @@ class HermitianEig {
     T* tau = s.tau.data();
     R* e = s.e.data();
     if (hh_) hh_->sytd2(n, a, n, lam, e, tau);
-    else lp::hetrd<T>(uplo_, int(n), a, int(n), lam, e, tau, s.work.data(), lw_);
+    else lp::hetrd<T>('L', int(n), a, int(n), lam, e, tau, s.work.data(), lw_);
     const T* vecs = nullptr;
     if (!vectors_) {
       info = lp::sterf<R>(int(n), lam, e);
@@ -143,18 +145,8 @@ class HermitianEig {
       T* v = s.vec.data();
       if (hh_) {
         if (n > 1) hh_->orm2r_n(n - 1, n, n - 1, a + 1, n, tau, v + 1, n);  // Q = diag(1, H(0) ... H(n-2))
-      } else if (uplo_ == 'L') {  // the same Q from xhetrd's reflectors below the subdiagonal
+      } else {  // the same Q from xhetrd's reflectors below the subdiagonal
         ormqr_left<T>('N', n - 1, n, n - 1, a + 1, n, tau, v + 1, n, threads_);
-      } else {
-        // Each thread its own copy of the reflectors: xunmtr writes what it reads (ormqr's note).
-        const auto reflectors = [&](int t) { return t ? s.reflectors.data() + (t - 1) * n * n : a; };
-        for (int t = 1; t < threads_; ++t) std::copy(a, a + n * n, reflectors(t));
-        cpu::run_spmd(threads_, [&](int t, int T_) {
-          const int64_t c0 = n * t / T_, c1 = n * (t + 1) / T_;
-          if (c0 < c1)
-            lp::unmtr<T>('L', uplo_, 'N', int(n), int(c1 - c0), reflectors(t), int(n), tau, v + c0 * n, int(n),
-                         s.work.data() + int64_t(t) * lwq_, lwq_);
-        });
       }
       vecs = v;
     }
@@ -175,7 +167,7 @@ class HermitianEig {
   char uplo_;
   int64_t n_;
   int threads_ = 1;
-  int lw_ = 1, lwq_ = 1, lrw_ = 1, liw_ = 1;
+  int lw_ = 1, lrw_ = 1, liw_ = 1;
 };
 
 // xstedc's real workspace, 1 + 4n + n^2, is a 32-bit LAPACK size too.
