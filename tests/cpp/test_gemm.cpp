@@ -313,6 +313,48 @@ TEST(Gemm, ThreadCountInvariant) {
   }
 }
 
+// A float32 B packed once (sgemm_pack_b) gives gemm_lowp[kFloat32]'s bits: one or several column
+// blocks and K slices, row blocks past MC, a matrix-vector shape, B transposed or not, 1 and 2 threads.
+TEST(Gemm, PrepackedMatchesFloat32) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd;
+  struct S { int64_t M, N, K; };
+  const S cases[] = {{2, 64, 3}, {128, 1024, 256}, {301, 4100, 300}, {7, 33, 513}, {1, 100, 300}, {150, 17, 1}};
+  for (const S& s : cases)
+    for (const bool bt : {false, true})
+      for (const Isa& isa : isas()) {
+        if (!isa.table.sgemm_prepacked || !isa.table.gemm_lowp[static_cast<int>(kFloat32)]) continue;
+        std::vector<float> a(s.M * s.K), b(s.K * s.N);
+        for (float& x : a) x = nd(rng);
+        for (float& x : b) x = nd(rng);
+        const int64_t b_rs = bt ? 1 : s.N, b_cs = bt ? s.K : 1;  // bt: b holds B^T (N x K, row-major)
+        std::vector<float> packed(isa.table.sgemm_packed_b_words(s.K, s.N));
+        isa.table.sgemm_pack_b(s.K, s.N, b.data(), b_rs, b_cs, packed.data());
+        for (const int threads : {1, 2}) {
+          Threads t(threads);
+          std::vector<float> c1(s.M * s.N, -1.0f), c2(s.M * s.N, -2.0f);
+          cpu::GemmArgs g;
+          g.M = s.M, g.N = s.N, g.K = s.K;
+          g.a = a.data(), g.a_rs = s.K, g.a_cs = 1;
+          g.b = b.data(), g.b_rs = b_rs, g.b_cs = b_cs;
+          g.c = c1.data(), g.c_rs = s.N, g.c_cs = 1;
+          isa.table.gemm_lowp[static_cast<int>(kFloat32)](g);
+          g.b = nullptr, g.c = c2.data();
+          isa.table.sgemm_prepacked(g, packed.data());
+          ASSERT_EQ(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)), 0)
+              << isa.name << " " << s.M << "x" << s.N << "x" << s.K << " bt " << bt << " threads " << threads;
+          double err = 0;  // and the product itself (not just two equal wrong answers)
+          for (int64_t i = 0; i < s.M; i += std::max<int64_t>(1, s.M / 5))
+            for (int64_t j = 0; j < s.N; j += std::max<int64_t>(1, s.N / 7)) {
+              double ref = 0;
+              for (int64_t k = 0; k < s.K; ++k) ref += double(a[i * s.K + k]) * b[k * b_rs + j * b_cs];
+              err = std::max(err, std::abs(ref - c2[i * s.N + j]) / (1 + std::abs(ref)));
+            }
+          EXPECT_LT(err, 1e-5 * std::sqrt(double(s.K))) << isa.name << " " << s.M << "x" << s.N << "x" << s.K;
+        }
+      }
+}
+
 // NaN / infinity propagate, NaN results are kiln's canonical NaN for the dtype (bfloat16 0x7fc0,
 // float16 sign | 0x7e00), overflow rounds to infinity, and vector and scalar epilogues agree.
 TEST(Gemm, NanInfOverflow) {

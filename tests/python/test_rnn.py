@@ -571,11 +571,12 @@ def test_cell_errors(kind):
 
 
 @pytest.mark.parametrize("wname,steps,batch", [("weight_hh_l0", 4, 2), ("weight_hh_l0", 1, 2), ("weight_ih_l0", 1, 2),
-                                               ("weight_ih_l0", 4, 8)])
+                                               ("weight_ih_l0", 4, 8), ("weight_ih_l0", 4, 2)])
 def test_lstm_weight_changes_reach_the_cached_panels(wname, steps, batch):
-    # the fused LSTM keeps packed W_hh panels between calls (rnn.cpp), and W_ih's for the calls whose
-    # steps take the input projection inside (one step, or 8 rows and more): every way of changing the
-    # weight must show in the next call, compared with torch on the same weights
+    # the fused LSTM keeps packed W_hh panels between calls (rnn.cpp), and W_ih's: as panels for the
+    # calls whose steps take the input projection inside (one step, or 8 rows and more), as the GEMM's
+    # packed B for the others (one projection of all steps first): every way of changing the weight
+    # must show in the next call, compared with torch on the same weights
     km, tm = pair("lstm", dtype=torch.float32, input_size=5, hidden_size=16)
     x = torch.randn(steps, batch, 5)
     shape = tuple(getattr(tm, wname).shape)
@@ -621,6 +622,22 @@ def test_lstm_weight_changes_reach_the_cached_panels(wname, steps, batch):
             setattr(km, wname, kiln.nn.Parameter(to_kiln(w)))
         out, _ = km(to_kiln(x), kh)
         close(out, tm(x, hx)[0], 1e-5, change)
+
+
+def test_lstm_step_and_sequence_calls_share_w_ih():
+    """A one-step call (W_ih packed as the steps' panels) and a sequence call (W_ih packed as the GEMM's
+    B) on the same weight, alternately, with an in-place change between: both packings are cached side
+    by side and both follow the change (against torch on the same weights)."""
+    km, tm = pair("lstm", dtype=torch.float32, input_size=24, hidden_size=32)
+    x = torch.randn(5, 2, 24)
+    for round_ in range(3):
+        if round_ == 2:
+            with torch.no_grad():
+                tm.weight_ih_l0.mul_(-0.5)
+            with kiln.no_grad():
+                km.weight_ih_l0.mul_(-0.5)
+        for xs in (x[:1], x, x[:1], x):
+            close(km(to_kiln(xs))[0], tm(xs)[0], 1e-5, f"round {round_} steps {xs.shape[0]}")
 
 
 @pytest.mark.parametrize("steps", [1, 3])

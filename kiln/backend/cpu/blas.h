@@ -19,6 +19,14 @@ bool team_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* 
 void kiln_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
                 int64_t ldb, float* C, int64_t ldc);
 
+// kiln_sgemm with a B packed once (a weight used by many calls): the words a K x N B takes (0 where
+// the table has no such entry: use kiln_sgemm), its packing (B's element (k, n) at b[k * rs + n * cs]),
+// and C (M x N, leading dimension ldc) = A (M x K, row-major, lda) @ B from it, with kiln_sgemm's bits.
+int64_t kiln_sgemm_packed_words(int64_t K, int64_t N);
+void kiln_sgemm_pack_b(int64_t K, int64_t N, const float* b, int64_t rs, int64_t cs, float* dst);
+void kiln_sgemm_prepacked(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* bp, float* C,
+                          int64_t ldc);
+
 // For the runtime's learning (parallel.h), an OpenBLAS call big enough for several threads: a region
 // where kiln's GEMM takes it in a team (`reroutable`), else a call a team would leave on one thread.
 void count_blas_call(bool reroutable);

@@ -159,6 +159,12 @@ struct KernelTable {
   void (*attn_bwd_ds)(const float* p, float* ds, int64_t bq, int64_t bk, const float* d) = nullptr;
   void (*attn_mask)(float* s, int64_t ld, const uint8_t* m, int64_t ldm, int64_t bq, int64_t bk) = nullptr;
   GroupedGemmFn gemm_grouped[kNumDtypes] = {};  // float32, float16, bfloat16
+  // float32 products from a B packed once (blas.h's kiln_sgemm_prepacked): the words a K x N B takes,
+  // its packing (element (k, n) at b[k * b_rs + n * b_cs]), and C = A @ B from it (GemmArgs's A and C;
+  // b unused) with gemm_lowp[kFloat32]'s bits.
+  int64_t (*sgemm_packed_b_words)(int64_t K, int64_t N) = nullptr;
+  void (*sgemm_pack_b)(int64_t K, int64_t N, const float* b, int64_t b_rs, int64_t b_cs, float* dst) = nullptr;
+  void (*sgemm_prepacked)(const GemmArgs& g, const float* bp) = nullptr;
   RandomFn random[static_cast<int>(RandomDist::Count)][kNumDtypes] = {};
   LayerNormFn layer_norm[kNumDtypes] = {};  // float32, float64
   LayerNormBackwardFn layer_norm_backward[kNumDtypes] = {};

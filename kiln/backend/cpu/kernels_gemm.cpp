@@ -498,9 +498,61 @@ void fill_gemm_bf16(KernelTable& t) {
   t.attn_softmax = &attn_softmax_rows;  // (vcvtneps2bf16)
 }
 #else
+// float32 B packed once: every column block of block_n(K) columns for all of K, each as run_block
+// packs it, one after another; then the products from it run compute_rows as gemm's paths do, so
+// they give the same bits.
+using F32Problem = Problem<float, float, float, F32Panels>;
+int64_t prepacked_block_words(int64_t K) {
+  return round_up(block_n<F32Panels>(K), F32Panels::NR) * F32Problem::depth(K);
+}
+int64_t sgemm_packed_b_words(int64_t K, int64_t N) {
+  return ceil_div(N, block_n<F32Panels>(K)) * prepacked_block_words(K);
+}
+void sgemm_pack_b(int64_t K, int64_t N, const float* b, int64_t b_rs, int64_t b_cs, float* dst) {
+  GemmArgs g;
+  g.N = N, g.K = K, g.b = b, g.b_rs = b_rs, g.b_cs = b_cs;
+  const Slicing sl = slicing(K);
+  const F32Problem P{nullptr, b, nullptr, g, sl.kcb, sl.nk};
+  const int64_t ncb = block_n<F32Panels>(K), words = prepacked_block_words(K);
+  for (int64_t jc = 0, blk = 0; jc < N; jc += ncb, ++blk) {
+    const int64_t nc = std::min(ncb, N - jc);
+    pack_b_block(P, b, jc, nc, 0, ceil_div(nc, F32Panels::NR), dst + blk * words);
+  }
+}
+void sgemm_prepacked(const GemmArgs& g, const float* bp) {
+  constexpr int MR = F32Panels::MR, NR = F32Panels::NR;
+  const int64_t M = g.M, N = g.N, K = g.K;
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) return fill_zero(static_cast<float*>(g.c), M, N, g.c_rs, g.c_cs);
+  const Slicing sl = slicing(K);
+  const F32Problem P{static_cast<const float*>(g.a), nullptr, static_cast<float*>(g.c), g, sl.kcb, sl.nk};
+  const int nt = in_parallel_region() ? 1 : get_num_threads();
+  const bool par = nt > 1 && 2.0 * static_cast<double>(M) * N * K >= kParallelFlops;
+  // work items: (column block, row block of mcu rows), about four row blocks a thread
+  const int64_t mcu = std::clamp<int64_t>(round_up(ceil_div(M, 4 * (par ? nt : 1)), MR), MR, F32Panels::MC);
+  const int64_t ncb = block_n<F32Panels>(K), blocks = ceil_div(N, ncb), units = ceil_div(M, mcu);
+  const int64_t items = blocks * units, slots = par ? std::min<int64_t>(nt, items) : 1;
+  const int64_t ldw = round_up(std::min(ncb, N), NR);
+  const int64_t a_sz = round_up(mcu * F32Problem::depth(sl.kcb) + 16, 16), w_sz = sl.nk > 1 ? round_up(mcu * ldw, 16) : 0;
+  const int64_t per_slot = a_sz + w_sz + MR * NR;
+  Scratch scratch = scratch_words(slots * per_slot);
+  std::atomic<int64_t> next{0};
+  parallel_for(slots, 1, [&](int64_t s0, int64_t) {
+    const Slot<F32Panels> sc(scratch.get() + s0 * per_slot, a_sz, 0, w_sz);
+    for (int64_t w; (w = next.fetch_add(1, std::memory_order_relaxed)) < items;) {
+      const int64_t blk = w / units, u = w % units, jc = blk * ncb;
+      compute_rows(P, P.a, P.c, u * mcu, std::min(mcu, M - u * mcu), jc, std::min(ncb, N - jc),
+                   bp + blk * prepacked_block_words(K), sc.Ap, sc.ws, sc.tile);
+    }
+  });
+}
+
 template <class T>
 constexpr auto same = &gemm<T, T, T, F32Panels>;
 void fill_gemm(KernelTable& t) {
+  t.sgemm_packed_b_words = &sgemm_packed_b_words;
+  t.sgemm_pack_b = &sgemm_pack_b;
+  t.sgemm_prepacked = &sgemm_prepacked;
   t.gemm_lowp[static_cast<int>(kFloat16)] = same<Half>;
   t.gemm_lowp[static_cast<int>(kBFloat16)] = same<BFloat16>;
   t.gemm_lowp[static_cast<int>(kFloat8_e4m3fn)] = same<Float8_e4m3fn>;

@@ -137,6 +137,22 @@ void kiln_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* 
   g.c = C, g.c_rs = ldc, g.c_cs = 1;
   cpu_kernels().gemm_lowp[static_cast<int>(kFloat32)](g);
 }
+
+int64_t kiln_sgemm_packed_words(int64_t K, int64_t N) {
+  const auto f = cpu_kernels().sgemm_packed_b_words;
+  return f ? f(K, N) : 0;
+}
+void kiln_sgemm_pack_b(int64_t K, int64_t N, const float* b, int64_t rs, int64_t cs, float* dst) {
+  cpu_kernels().sgemm_pack_b(K, N, b, rs, cs, dst);
+}
+void kiln_sgemm_prepacked(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* bp, float* C,
+                          int64_t ldc) {
+  GemmArgs g;
+  g.M = M, g.N = N, g.K = K;
+  g.a = A, g.a_rs = lda, g.a_cs = 1;
+  g.c = C, g.c_rs = ldc, g.c_cs = 1;
+  cpu_kernels().sgemm_prepacked(g, bp);
+}
 }  // namespace cpu
 
 namespace {

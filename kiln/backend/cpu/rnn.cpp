@@ -75,7 +75,8 @@ bool lstm_pack_fwd(const float* w, int64_t H, int64_t K, float* out) {
 // The forward panels of a weight, kept between calls while the weight is unchanged (inference runs
 // the same weights every call; packing 4H x H floats with a transposition costs more than a short
 // sequence's steps). An entry is named by the weight's storage (held weakly, so a freed storage never
-// matches), offset and version counter, which every in-place write through kiln bumps. Memory shared
+// matches), offset and version counter, which every in-place write through kiln bumps, and by what
+// was packed (`kind`: the fused steps' panels, or W_ih^T for kiln_sgemm_prepacked). Memory shared
 // with numpy or DLPack (a storage that is not resizable) can change behind the counter: packed each
 // call. Stale entries (an older version of a cached storage, or a freed one) are dropped; the cache
 // holds at most 64 MiB of panels.
@@ -83,18 +84,15 @@ struct FwdPanels {
   Tensor panels;
   bool finite;  // every weight finite
 };
-FwdPanels packed_fwd_panels(const Tensor& w, int64_t H, int64_t K) {
-  auto pack = [&] {
-    Tensor wp = make_tensor({4 * H * K}, kFloat32);
-    const bool finite =
-        lstm_pack_fwd(static_cast<const float*>(w.data_ptr()), H, K, static_cast<float*>(wp.data_ptr()));
-    return FwdPanels{wp, finite};
-  };
+enum class PanelKind { kFusedSteps, kGemmB };
+template <class Pack>
+FwdPanels cached_panels(const Tensor& w, PanelKind kind, int64_t H, int64_t K, Pack&& pack) {
   const std::shared_ptr<Storage>& st = w.storage();
   if (st->may_change_outside()) return pack();  // its version cannot tell a change
   struct Entry {
     std::weak_ptr<Storage> storage;
     int64_t offset, H, K;
+    PanelKind kind;
     uint32_t version, epoch;
     FwdPanels panels;
   };
@@ -104,8 +102,8 @@ FwdPanels packed_fwd_panels(const Tensor& w, int64_t H, int64_t K) {
   const int64_t off = w.storage_offset();
   for (size_t i = 0; i < cache->size(); ++i) {
     Entry& e = (*cache)[i];
-    if (e.storage.lock() == st && e.offset == off && e.H == H && e.K == K && e.version == st->version() &&
-        e.epoch == st->export_epoch()) {
+    if (e.storage.lock() == st && e.offset == off && e.H == H && e.K == K && e.kind == kind &&
+        e.version == st->version() && e.epoch == st->export_epoch()) {
       std::rotate(cache->begin(), cache->begin() + static_cast<std::ptrdiff_t>(i), cache->begin() + static_cast<std::ptrdiff_t>(i) + 1);
       return cache->front().panels;
     }
@@ -115,9 +113,9 @@ FwdPanels packed_fwd_panels(const Tensor& w, int64_t H, int64_t K) {
   FwdPanels wp = pack();
   std::erase_if(*cache, [&](const Entry& e) {
     const std::shared_ptr<Storage> s = e.storage.lock();
-    return !s || (s == st && e.offset == off);
+    return !s || (s == st && e.offset == off && e.kind == kind);
   });
-  cache->insert(cache->begin(), Entry{st, off, H, K, version, epoch, wp});
+  cache->insert(cache->begin(), Entry{st, off, H, K, kind, version, epoch, wp});
   int64_t bytes = 0;
   for (size_t i = 0; i < cache->size(); ++i) {
     bytes += (*cache)[i].panels.panels.numel() * 4;
@@ -127,6 +125,25 @@ FwdPanels packed_fwd_panels(const Tensor& w, int64_t H, int64_t K) {
     }
   }
   return wp;
+}
+FwdPanels packed_fwd_panels(const Tensor& w, int64_t H, int64_t K) {
+  return cached_panels(w, PanelKind::kFusedSteps, H, K, [&] {
+    Tensor wp = make_tensor({4 * H * K}, kFloat32);
+    const bool finite =
+        lstm_pack_fwd(static_cast<const float*>(w.data_ptr()), H, K, static_cast<float*>(wp.data_ptr()));
+    return FwdPanels{wp, finite};
+  });
+}
+// W_ih (4H x I, row-major) as kiln_sgemm_prepacked's B = W_ih^T (I x 4H); empty where the kernel
+// table has no prepacked products.
+FwdPanels packed_gemm_b(const Tensor& w, int64_t H, int64_t I) {
+  const int64_t words = cpu::kiln_sgemm_packed_words(I, 4 * H);
+  if (words == 0) return {};
+  return cached_panels(w, PanelKind::kGemmB, H, I, [&] {
+    Tensor wp = make_tensor({words}, kFloat32);
+    cpu::kiln_sgemm_pack_b(I, 4 * H, static_cast<const float*>(w.data_ptr()), 1, I, static_cast<float*>(wp.data_ptr()));
+    return FwdPanels{wp, true};
+  });
 }
 
 void lstm_pack_bwd(const float* w_hh, int64_t H, float* out) {
@@ -276,10 +293,15 @@ void lstm_forward(const TensorList& in_, const Attrs& a, TensorList& out) {
       const FwdPanels wxp = in_step ? packed_fwd_panels(in[3], H, d.I) : FwdPanels{};
       // The projection runs on kiln's GEMM: its bits depend on no thread count, it runs on kiln's
       // threads (not beside them on OpenBLAS's pool), and it is faster (Zen 4, 128 x 1024 x 256, one
-      // thread: 3% per layer against OpenBLAS 0.3.21).
-      if (!in_step && d.I > 0 && T_ * B > 0)
-        cpu::kiln_sgemm(false, true, T_ * B, G, d.I, ptr<T>(in[0]), d.I, ptr<T>(in[3]), d.I, gates, G);
-      else if (!in_step)
+      // thread: 3% per layer against OpenBLAS 0.3.21). W_ih^T is packed once and cached like the
+      // panels (packing it took 5% of a 2x256 LSTM at batch 1 seq 128, one thread); same bits.
+      if (!in_step && d.I > 0 && T_ * B > 0) {
+        const FwdPanels wb = packed_gemm_b(in[3], H, d.I);
+        if (wb.panels.defined())
+          cpu::kiln_sgemm_prepacked(T_ * B, G, d.I, ptr<T>(in[0]), d.I, ptr<float>(wb.panels), gates, G);
+        else
+          cpu::kiln_sgemm(false, true, T_ * B, G, d.I, ptr<T>(in[0]), d.I, ptr<T>(in[3]), d.I, gates, G);
+      } else if (!in_step)
         std::fill(gates, gates + T_ * B * G, 0.0f);
       // a zero initial state (the module's default) with finite W_hh: step 0's recurrent product is 0
       const bool h0_zero = wp.finite && std::all_of(h0, h0 + B * H, [](float v) { return v == 0.0f; });
