@@ -107,18 +107,15 @@ class HermitianEig {
       for (int64_t j = 0; j < n; ++j)
         for (int64_t i = hh_ ? 0 : j; i < n; ++i) f(a[i + j * n], i == j);
     };
-    if (hh_) {
-      for (int64_t j = 0; j < n; ++j)
-        for (int64_t i = j + 1; i < n; ++i) {
-          if (uplo_ == 'L') a[j + i * n] = conj_of(a[i + j * n]);
-          else a[i + j * n] = conj_of(a[j + i * n]);
-        }
-    } else if (uplo_ == 'U') {
+    // the other triangle := the conjugate of uplo's (table: both; LAPACK: the lower one), in tiles
+    if (hh_ || uplo_ == 'U')
       for (int64_t j0 = 0; j0 < n; j0 += 32)
         for (int64_t i0 = j0; i0 < n; i0 += 32)
           for (int64_t j = j0; j < std::min(n, j0 + 32); ++j)
-            for (int64_t i = std::max(i0, j + 1); i < std::min(n, i0 + 32); ++i) a[i + j * n] = conj_of(a[j + i * n]);
-    }
+            for (int64_t i = std::max(i0, j + 1); i < std::min(n, i0 + 32); ++i) {
+              if (uplo_ == 'L') a[j + i * n] = conj_of(a[i + j * n]);
+              else a[i + j * n] = conj_of(a[j + i * n]);
+            }
     R anrm = 0;
     each([&](T& x, bool diag) {
       if constexpr (lp::is_cplx<T>)
