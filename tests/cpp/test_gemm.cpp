@@ -461,9 +461,27 @@ TEST(Gemm, AllCodesRoundTrip) {
   all_codes<Float8_e5m2>();
 }
 
+// The float16 matrix-vector product over k-contiguous rows (decision 67), written out: 64 lanes
+// (lane k mod 64) below K rounded down to 64, combined as (Z0 + Z1) + (Z2 + Z3) over the 16-lane
+// groups, then halves of 8, 4, 2, 1 lanes, then the last K mod 64 terms one after another.
+float f16_row_dot(const Half* x, int64_t xs, const Half* r, int64_t rs, int64_t K) {
+  const int64_t K64 = K / 64 * 64;
+  float lane[64] = {};
+  for (int64_t k = 0; k < K64; ++k)
+    lane[k % 64] = std::fmaf(static_cast<float>(x[k * xs]), static_cast<float>(r[k * rs]), lane[k % 64]);
+  float z[16];
+  for (int l = 0; l < 16; ++l) z[l] = (lane[l] + lane[16 + l]) + (lane[32 + l] + lane[48 + l]);
+  for (int w = 8; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l) z[l] += z[l + w];
+  float y = z[0];
+  for (int64_t k = K64; k < K; ++k) y = std::fmaf(static_cast<float>(x[k * xs]), static_cast<float>(r[k * rs]), y);
+  return y;
+}
+
 // Matrix-vector shapes (M == 1 or N == 1) and tiny products take paths of their own that read the
 // operands in place; every output must still be bit-identical to the same element of the full
-// (packed) product.
+// (packed) product. Except float16 with the matrix's k contiguous: those sum in 64 lanes
+// (f16_row_dot; the packed path's bits below K = 64).
 template <class T>
 void gemv_matches_gemm() {
   std::mt19937 rng(21);
@@ -485,8 +503,12 @@ void gemv_matches_gemm() {
             g.b = b.buf.data(), g.b_rs = b.rs, g.b_cs = b.cs;
             g.c = row.data(), g.c_rs = N, g.c_cs = 1;
             fn(g);
-            for (int64_t j = 0; j < N; ++j)
-              ASSERT_EQ(bits(row[j]), bits(full[i * N + j])) << isa.name << " row " << i << " K=" << K << " j=" << j;
+            for (int64_t j = 0; j < N; ++j) {
+              T want = full[i * N + j];
+              if constexpr (std::is_same_v<T, Half>)
+                if (b.rs == 1) want = Half(f16_row_dot(&a.buf[i * a.rs], a.cs, &b.buf[j * b.cs], 1, K));
+              ASSERT_EQ(bits(row[j]), bits(want)) << isa.name << " row " << i << " K=" << K << " j=" << j;
+            }
           }
           if (K <= 7) {  // a 3 x 3 block: tiny products skip packing, same arithmetic
             std::vector<T> blk(9);
@@ -508,9 +530,12 @@ void gemv_matches_gemm() {
             g.b = b.buf.data() + j * b.cs, g.b_rs = b.rs, g.b_cs = b.cs;
             g.c = col.data(), g.c_rs = 2, g.c_cs = 1;
             fn(g);
-            for (int64_t i = 0; i < M; ++i)
-              ASSERT_EQ(bits(col[i * 2]), bits(full[i * N + j]))
-                  << isa.name << " col " << j << " K=" << K << " i=" << i;
+            for (int64_t i = 0; i < M; ++i) {
+              T want = full[i * N + j];
+              if constexpr (std::is_same_v<T, Half>)
+                if (a.cs == 1) want = Half(f16_row_dot(&b.buf[j * b.cs], b.rs, &a.buf[i * a.rs], 1, K));
+              ASSERT_EQ(bits(col[i * 2]), bits(want)) << isa.name << " col " << j << " K=" << K << " i=" << i;
+            }
           }
         }
       }
@@ -520,6 +545,44 @@ TEST(Gemm, GemvMatchesGemm) {
   gemv_matches_gemm<BFloat16>();
   gemv_matches_gemm<Half>();
   gemv_matches_gemm<Float8_e5m2>();
+}
+
+// The float16 rows' 64 lanes on every table, at K around the lane and slice boundaries, with the
+// vector strided and the rows padded, on one thread and on two; and large, infinite and NaN terms.
+TEST(Gemm, Float16RowsSumIn64Lanes) {
+  std::mt19937 rng(29);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  int compared = 0;
+  for (int64_t K : {1, 63, 64, 65, 127, 128, 129, 255, 256, 257, 1000, 4097})
+    for (int special = 0; special < 2; ++special) {
+      const int64_t N = 70, ld = K + 5, xs = 3;
+      std::vector<Half> x(K * xs), w(N * ld);
+      for (auto& v : x) v = Half(u(rng));
+      for (auto& v : w) v = Half(u(rng));
+      if (special) {  // large terms of alternating sign (outputs past float16's range), an inf and a NaN
+        for (int64_t k = 0; k < K; ++k) x[k * xs] = Half(k % 2 ? -60000.0f : 60000.0f);
+        w[3 * ld] = Half(std::numeric_limits<float>::infinity());
+        w[5 * ld + K - 1] = Half(std::numeric_limits<float>::quiet_NaN());
+      }
+      for (const Isa& isa : isas())
+        for (int threads : {1, 2}) {
+          Threads t(threads);
+          std::vector<Half> y(N, Half(7.0f));
+          cpu::GemmArgs g;  // (1 x K) @ W^T
+          g.M = 1, g.N = N, g.K = K;
+          g.a = x.data(), g.a_rs = K * xs, g.a_cs = xs;
+          g.b = w.data(), g.b_rs = 1, g.b_cs = ld;
+          g.c = y.data(), g.c_rs = N, g.c_cs = 1;
+          isa.table.gemm_lowp[static_cast<int>(kFloat16)](g);
+          for (int64_t j = 0; j < N; ++j, ++compared) {
+            const Half want(f16_row_dot(x.data(), xs, &w[j * ld], 1, K));
+            const bool both_nan = std::isnan(static_cast<float>(y[j])) && std::isnan(static_cast<float>(want));
+            if (!both_nan)
+              ASSERT_EQ(bits(y[j]), bits(want)) << isa.name << " K=" << K << " special " << special << " j=" << j;
+          }
+        }
+    }
+  EXPECT_GT(compared, 1000);
 }
 
 // With vdpbf16ps the sums are the float32 kernel's, k in order (a pair's even k sits in the high
@@ -640,8 +703,7 @@ TEST(Gemm, Float8AllCodesPacked) {
 }
 
 // Large matrix-vector products, split between threads: against the reference, and 1 vs 2 threads.
-// (float16 with k-contiguous rows: the AVX-512 table's 16 x 16 transposes, slices of 250 = 7 blocks
-// of 32, one of 16 and a tail of 10; 48 groups of 16 outputs and 9 left to the 8-wide path.)
+// (float16 with k-contiguous rows: 64 lanes over 960 of the 1000, then a tail of 40.)
 template <class T>
 void gemv_large() {
   std::mt19937 rng(23);

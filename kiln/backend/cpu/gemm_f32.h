@@ -1,8 +1,9 @@
 // The float32 panels of kiln's packed GEMM (included by kernels_gemm.cpp only): every input type is
 // converted to float32 while packing, and the micro-kernel multiplies float32 with fused
 // multiply-adds (AVX-512: 14 x 32 = 28 zmm accumulators; AVX2: 6 x 16 = twelve ymm accumulators,
-// broadcast A, two B loads per k; base ISA: 4 x 8 in plain C++, mul then add). Also the matrix-vector and tiny-product paths, which replay
-// the micro-kernel's arithmetic exactly (see kernels_gemm.cpp).
+// broadcast A, two B loads per k; base ISA: 4 x 8 in plain C++, mul then add). Also the matrix-vector
+// and tiny-product paths, which replay the micro-kernel's arithmetic exactly (see kernels_gemm.cpp),
+// except float16 rows with k contiguous (64 lanes, decision 67).
 #pragma once
 
 #include "kiln/backend/cpu/gemm_elem.h"
@@ -153,13 +154,24 @@ inline void run_ukernel(int64_t, int64_t, int64_t kc, const float* __restrict A,
 
 constexpr int64_t kAxpyCols = 4096;  // GEMV, j-contiguous matrix: columns per pass
 
+// The micro-kernel's multiply-add, for the paths that replay it one element at a time.
+inline float madd(float a, float b, float c) {
+#ifdef KILN_GEMM_AVX2
+  return fma1(a, b, c);
+#else
+  return c + a * b;  // the base micro-kernel's operation (SSE2 has no FMA)
+#endif
+}
+
+
 #ifdef KILN_GEMM_AVX2
 // ---- matrix-vector shapes (M == 1 or N == 1) ----------------------------------------------------
 // y[j] = sum_k x[k] * m(k, j): one row of C against a K x n matrix m (B itself, or A transposed).
 // No packing and no padded micro-tile: the matrix is read once, in place. Every y[j] runs the
 // GEMM path's arithmetic exactly (per K slice a chain acc = fma(x[k], m(k, j), acc) from 0 in k
 // order, slices summed into a float32 total in order), so the result is bit-identical to what
-// the packed path would give for that row or column.
+// the packed path would give for that row or column; except float16 with k contiguous
+// (gemv_rows_f16: 64 lanes).
 
 // Folds one slice's accumulators into the totals (first slice: copy).
 inline __m256 fold(bool first, const float* tot, __m256 acc) {
@@ -250,101 +262,70 @@ void gemv_dot_block(const float* x, const T* const* rows, const Slicing& sl, flo
   }
 }
 
-#ifdef KILN_GEMM_F32_AVX512
-// 16 x 16 float16 elements: r[i] holds elements 0..15 of row i; on return r[e] holds element e of
-// rows 0..15 (interleaves of 16, 32 and 64 bits within the 128-bit lanes, then the lanes joined).
-inline void transpose16x16_epi16(__m256i* r) {
-  __m256i a[16], b[16];
-  for (int p = 0; p < 8; ++p) {  // a[2p] / a[2p+1]: elements 0-3 / 4-7 (and 8-11 / 12-15) of rows 2p, 2p+1
-    a[2 * p] = _mm256_unpacklo_epi16(r[2 * p], r[2 * p + 1]);
-    a[2 * p + 1] = _mm256_unpackhi_epi16(r[2 * p], r[2 * p + 1]);
-  }
-  for (int q = 0; q < 4; ++q)  // b[4q + m]: elements 2m, 2m+1 (and 8+2m, 9+2m) of rows 4q..4q+3
-    for (int h = 0; h < 2; ++h) {
-      b[4 * q + 2 * h] = _mm256_unpacklo_epi32(a[4 * q + h], a[4 * q + 2 + h]);
-      b[4 * q + 2 * h + 1] = _mm256_unpackhi_epi32(a[4 * q + h], a[4 * q + 2 + h]);
-    }
-  for (int h = 0; h < 2; ++h)  // a[8h + n]: element n (lane 1: 8+n) of rows 8h..8h+7
-    for (int m = 0; m < 4; ++m) {
-      a[8 * h + 2 * m] = _mm256_unpacklo_epi64(b[8 * h + m], b[8 * h + 4 + m]);
-      a[8 * h + 2 * m + 1] = _mm256_unpackhi_epi64(b[8 * h + m], b[8 * h + 4 + m]);
-    }
-  for (int n = 0; n < 8; ++n) {
-    r[n] = _mm256_permute2x128_si256(a[n], a[8 + n], 0x20);
-    r[8 + n] = _mm256_permute2x128_si256(a[n], a[8 + n], 0x31);
-  }
+// ---- float16 rows with k contiguous: 64 lanes (decision 67) -------------------------------------
+// These products sum within lanes, as torch's kernel does, not in the packed path's order: a lone
+// row then reads the matrix as one stream, row after row (the packed path's order needs 16 rows
+// read side by side, which ran at 0.75x torch's speed from memory on Zen 4). Every table gives
+// these bits: lane l accumulates fma(x[k], m(k, j), lane) from 0 for k = l mod 64 below K64 (K
+// rounded down to 64), in k order; the lanes combine as S = (Z0 + Z1) + (Z2 + Z3), Zq = lanes
+// 16q..16q+15, then S8 = S[0, 8) + S[8, 16), S4 = S8[0, 4) + S8[4, 8), S2 = S4[0, 2) + S4[2, 4),
+// y = S2[0] + S2[1]; then y = fma(x[k], m(k, j), y) for the last K - K64 k in order. (Products of
+// two float16 values are exact in float32: fma and multiply-then-add agree. Below K = 64 this is
+// the packed path's chain.) The vector is read as float16 (xh): in float32 the loop streamed
+// 15-35% slower.
+
+// y from S8 (8 lanes): the last three steps above.
+inline float sum8_lanes(__m256 s8) {
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
-// gemv_dot_block for float16 rows on AVX-512: G groups of 16 outputs, lane i of group g = output
-// 16 g + i, one zmm chain per group: each output still accumulates acc = fma(x[k], m(k, j), acc)
-// from 0 in k order per slice, the packed path's arithmetic. 16 x 16 blocks are transposed at 16
-// bits, then widened: half the shuffles per element of the float32 transposes. Each row is read a
-// whole line (32 elements) at a time: rows of a power-of-two length (a 4096-wide weight: 8 KiB)
-// all fall in one L1 set, so a half line read now would be evicted before its other half is.
-// (Zen 4, 4096 x 4096, one thread: 6.6 GB/s with the float32 transposes, 16-17 now, 22 when the
-// matrix sits in L3; bound by the shuffles: two groups at once, G = 2, were no faster.)
-template <int G>
-void gemv_dot_block16_f16(const float* x, const Half* const* rows, const Slicing& sl, float* tot) {
-  for (int64_t kb = 0; kb < sl.nk; ++kb) {
-    const int64_t k0 = kb * sl.kcb, k1 = std::min(sl.K, k0 + sl.kcb);
-    __m512 acc[G];
-    for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
-    auto fmas = [&](__m512& a, const __m256i* r, int64_t k) {
-#pragma GCC unroll 16
-      for (int e = 0; e < 16; ++e) a = _mm512_fmadd_ps(_mm512_set1_ps(x[k + e]), _mm512_cvtph_ps(r[e]), a);
+inline float dot64_tail(const float* x, const Half* r, int64_t k, int64_t K, float y) {
+  for (; k < K; ++k) y = fma1(x[k], to_f32(r[k]), y);
+  return y;
+}
+
+// y[j] = row j of m (n rows js apart) . x; xh: x in float16.
+inline void gemv_rows_f16(const float* x, const Half* xh, const Half* m, int64_t js, int64_t n, int64_t K,
+                          float* y) {
+  const int64_t K64 = K / 64 * 64;
+  for (int64_t j = 0; j < n; ++j) {
+    const Half* r = m + j * js;
+#ifdef KILN_GEMM_F32_AVX512
+    auto load16 = [](const Half* p) {
+      return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     };
-    int64_t k = k0;
-    for (; k + 32 <= k1; k += 32)
-#pragma GCC unroll 2
-      for (int g = 0; g < G; ++g) {
-        __m256i r[16], hi[16];
-#pragma GCC unroll 16
-        for (int i = 0; i < 16; ++i) {
-          const __m512i v = _mm512_loadu_si512(reinterpret_cast<const void*>(rows[g * 16 + i] + k));
-          r[i] = _mm512_castsi512_si256(v), hi[i] = _mm512_extracti64x4_epi64(v, 1);
-        }
-        transpose16x16_epi16(r);
-        fmas(acc[g], r, k);
-        transpose16x16_epi16(hi);
-        fmas(acc[g], hi, k + 16);
-      }
-    for (; k + 16 <= k1; k += 16)
-      for (int g = 0; g < G; ++g) {
-        __m256i r[16];
-#pragma GCC unroll 16
-        for (int i = 0; i < 16; ++i) r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[g * 16 + i] + k));
-        transpose16x16_epi16(r);
-        fmas(acc[g], r, k);
-      }
-    for (; k < k1; ++k)
-      for (int g = 0; g < G; ++g) {
-        alignas(64) float v[16];
-        for (int i = 0; i < 16; ++i) v[i] = to_f32(rows[g * 16 + i][k]);
-        acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(x[k]), _mm512_load_ps(v), acc[g]);
-      }
-    for (int g = 0; g < G; ++g) {
-      float* t = tot + 16 * g;
-      _mm512_storeu_ps(t, kb == 0 ? acc[g] : _mm512_add_ps(_mm512_loadu_ps(t), acc[g]));
-    }
+    __m512 a[4];  // a[q]: lanes 16q..16q+15 = Zq
+    for (int q = 0; q < 4; ++q) a[q] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K64; k += 64)
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) a[q] = _mm512_fmadd_ps(load16(xh + k + 16 * q), load16(r + k + 16 * q), a[q]);
+    const __m512 s = _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3]));
+    const float y0 = sum8_lanes(_mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1)));
+#else
+    __m256 a[8];  // a[p]: lanes 8p..8p+7, so Z0 = (a[0], a[1]), ..., Z3 = (a[6], a[7])
+    for (int p = 0; p < 8; ++p) a[p] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K64; k += 64)
+#pragma GCC unroll 8
+      for (int p = 0; p < 8; ++p) a[p] = _mm256_fmadd_ps(load8(xh + k + 8 * p), load8(r + k + 8 * p), a[p]);
+    const __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[4], a[6]));
+    const __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[3]), _mm256_add_ps(a[5], a[7]));
+    const float y0 = sum8_lanes(_mm256_add_ps(lo, hi));
+#endif
+    y[j] = dot64_tail(x, r, K64, K, y0);
   }
 }
-#endif
 
 // tot must have room for n rounded up to 8.
+// xh: the vector in float16 when T is (F32Panels::gemv_x keeps it).
 template <class T>
-void gemv_dot(const float* x, const T* m, int64_t js, int64_t n, const Slicing& sl, float* tot) {
-#ifdef KILN_GEMM_F32_AVX512
-  if constexpr (std::is_same_v<T, Half>) {  // whole groups of 16 outputs; the rest below
-    int64_t j = 0;
-    for (; j + 16 <= n; j += 16) {
-      const Half* rows[16];
-      for (int i = 0; i < 16; ++i) rows[i] = m + (j + i) * js;
-      gemv_dot_block16_f16<1>(x, rows, sl, tot + j);
-    }
-    if (j >= n) return;
-    m += j * js, n -= j, tot += j;
+void gemv_dot(const float* x, const Half* xh, const T* m, int64_t js, int64_t n, const Slicing& sl, float* tot) {
+  if constexpr (std::is_same_v<T, Half>) {
+    gemv_rows_f16(x, xh, m, js, n, sl.K, tot);
+    return;
   }
-#endif
+  (void)xh;
   // Two groups of 8 rows at a time, one when the rows lie a multiple of 4 KiB apart: then they all
   // fall in one L1 set (8 ways), and 16 rows read side by side evict each other's lines before
   // their next elements are read (Zen 4, avx2 table, float16 1 x K @ 4096 x K^T on one thread:
@@ -359,20 +340,63 @@ void gemv_dot(const float* x, const T* m, int64_t js, int64_t n, const Slicing& 
     }
   }
 }
+#else
+// ---- matrix-vector shapes on the base ISA: the same sums one element at a time ----------------
+
+template <class T>
+void gemv_axpy(const float* x, const T* m, int64_t ks, int64_t n, const Slicing& sl, float* tot, float* acc) {
+  for (int64_t kb = 0; kb < sl.nk; ++kb) {
+    const int64_t k0 = kb * sl.kcb, k1 = std::min(sl.K, k0 + sl.kcb);
+    for (int64_t c0 = 0; c0 < n; c0 += kAxpyCols) {  // (acc holds kAxpyCols)
+      const int64_t cn = std::min(kAxpyCols, n - c0);
+      std::fill(acc, acc + cn, 0.0f);
+      for (int64_t k = k0; k < k1; ++k)
+        for (int64_t j = 0; j < cn; ++j) acc[j] = madd(x[k], to_f32(m[k * ks + c0 + j]), acc[j]);
+      for (int64_t j = 0; j < cn; ++j) tot[c0 + j] = kb == 0 ? acc[j] : tot[c0 + j] + acc[j];
+    }
+  }
+}
+
+// float16 rows: the 64 lanes of the AVX2 / AVX-512 kernels (above), lane by lane.
+inline void gemv_rows_f16(const float* x, const Half*, const Half* m, int64_t js, int64_t n, int64_t K, float* y) {
+  const int64_t K64 = K / 64 * 64;
+  for (int64_t j = 0; j < n; ++j) {
+    const Half* r = m + j * js;
+    float lane[64] = {};
+    for (int64_t k = 0; k < K64; k += 64)
+      for (int l = 0; l < 64; ++l) lane[l] = madd(x[k + l], to_f32(r[k + l]), lane[l]);
+    float s[16];
+    for (int l = 0; l < 16; ++l) s[l] = (lane[l] + lane[16 + l]) + (lane[32 + l] + lane[48 + l]);
+    for (int w = 8; w >= 1; w /= 2)
+      for (int l = 0; l < w; ++l) s[l] = s[l] + s[l + w];
+    float v = s[0];
+    for (int64_t k = K64; k < K; ++k) v = madd(x[k], to_f32(r[k]), v);
+    y[j] = v;
+  }
+}
+
+template <class T>
+void gemv_dot(const float* x, const Half* xh, const T* m, int64_t js, int64_t n, const Slicing& sl, float* tot) {
+  if constexpr (std::is_same_v<T, Half>) {
+    gemv_rows_f16(x, xh, m, js, n, sl.K, tot);
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    const T* r = m + j * js;
+    for (int64_t kb = 0; kb < sl.nk; ++kb) {
+      const int64_t k0 = kb * sl.kcb, k1 = std::min(sl.K, k0 + sl.kcb);
+      float acc = 0.0f;
+      for (int64_t k = k0; k < k1; ++k) acc = madd(x[k], to_f32(r[k]), acc);
+      tot[j] = kb == 0 ? acc : tot[j] + acc;
+    }
+  }
+}
 #endif
 
 
 // Tiny products (one K slice, at most kSmallMacs multiply-adds): no packing, one chain per output, the
 // same arithmetic as the micro-kernel's lanes.
 constexpr int64_t kSmallMacs = 64;
-
-inline float madd(float a, float b, float c) {
-#ifdef KILN_GEMM_AVX2
-  return fma1(a, b, c);
-#else
-  return c + a * b;  // the base micro-kernel's operation (SSE2 has no FMA)
-#endif
-}
 
 template <class TA, class TB, class TC>
 void run_small(const GemmArgs& g, const TA* a, const TB* b, TC* c) {
@@ -404,11 +428,7 @@ struct F32Panels {
   static constexpr int64_t NC = 4080;  // widest column block (B is packed for all of K: see block_n)
 #endif
   static_assert(MC % MR == 0 && NC % NR == 0);
-#ifdef KILN_GEMM_AVX2
   static constexpr bool kGemv = true;
-#else
-  static constexpr bool kGemv = false;
-#endif
   static constexpr int64_t kSmallMacs = f32p::kSmallMacs;
   static constexpr int64_t kAxpyCols = f32p::kAxpyCols;
 
@@ -423,21 +443,26 @@ struct F32Panels {
   static void ukernel(int64_t mr, int64_t nr, int64_t kc, const W* A, const W* B, float* tile) {
     f32p::run_ukernel(mr, nr, kc, A, B, tile);
   }
-  // The vector of a GEMV, K elements at stride xs, in the panel element type.
+  // The vector of a GEMV, K elements at stride xs, in the panel element type (xw has room for
+  // gemv_x_words(K)); a float16 vector is also kept as it is, behind it (x_f16).
+  static int64_t gemv_x_words(int64_t K) { return round_up(K + 16, 16) + round_up(ceil_div(K, 2) + 16, 16); }
+  static const Half* x_f16(const W* xw, int64_t K) { return reinterpret_cast<const Half*>(xw + round_up(K + 16, 16)); }
   template <class T>
   static void gemv_x(const T* x, int64_t xs, int64_t K, W* xw) {
     for (int64_t k = 0; k < K; ++k) xw[k] = to_f32(x[k * xs]);
+    if constexpr (std::is_same_v<T, Half>) {
+      Half* xh = const_cast<Half*>(x_f16(xw, K));
+      for (int64_t k = 0; k < K; ++k) xh[k] = x[k * xs];
+    }
   }
-#ifdef KILN_GEMM_AVX2
   template <class T>
   static void gemv_axpy(const W* xw, const T* m, int64_t ks, int64_t n, const Slicing& sl, float* tot, float* acc) {
     f32p::gemv_axpy(xw, m, ks, n, sl, tot, acc);
   }
   template <class T>
   static void gemv_dot(const W* xw, const T* m, int64_t js, int64_t n, const Slicing& sl, float* tot) {
-    f32p::gemv_dot(xw, m, js, n, sl, tot);
+    f32p::gemv_dot(xw, x_f16(xw, sl.K), m, js, n, sl, tot);
   }
-#endif
   template <class TA, class TB, class TC>
   static void small(const GemmArgs& g, const TA* a, const TB* b, TC* c) {
     f32p::run_small(g, a, b, c);

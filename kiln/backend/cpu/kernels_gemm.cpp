@@ -20,7 +20,8 @@
 // same whether it is computed alone or inside a larger product. (Except for bfloat16 and float8 on
 // CPUs with AMX: the tiles add in their own order, and the matrix-vector and tiny paths keep
 // vdpbf16ps, so a row alone can differ in the last bit from the same row of a larger product;
-// decision 45.)
+// decision 45. And float16 matrix-vector products over a k-contiguous matrix: they sum in 64 lanes
+// to read the matrix row after row, the same bits on every table and thread count; decision 67.)
 //
 // The panels (how operands are packed and which micro-kernel multiplies them) are a parameter of
 // the driver: F32Panels (gemm_f32.h) converts every type to float32 for a float32 FMA kernel
@@ -260,8 +261,10 @@ void run_gemv(const Pb& P, const GemvView& v, int64_t bi, int64_t j0, int64_t j1
     using TC = typename Pb::C;
     TC* out = P.c + bi * g.c_bs + j0 * v.os;
     int64_t j = 0;
+#ifdef KILN_GEMM_AVX2
     if (v.os == 1)
       for (; j + 8 <= n; j += 8) store8(out + j, _mm256_loadu_ps(tot + j));
+#endif
     for (; j < n; ++j) out[j * v.os] = from_f32<TC>(tot[j]);
   } else {
     (void)P, (void)v, (void)bi, (void)j0, (void)j1, (void)xw, (void)tot;
@@ -377,7 +380,7 @@ void gemm(const GemmArgs& g) {
   // partial sums when K is sliced. GEMV: the vector in panel elements, the outputs' totals.
   int64_t a_sz, b_sz, w_sz;
   if (gv.ok) {
-    a_sz = round_up(K + 16, 16), b_sz = round_up(std::min(chunk, extent), 64) + 16 + Pn::kAxpyCols + 16, w_sz = 0;
+    a_sz = Pn::gemv_x_words(K), b_sz = round_up(std::min(chunk, extent), 64) + 16 + Pn::kAxpyCols + 16, w_sz = 0;
   } else {
     const BlockScratch bs = block_scratch<Pn>(split_n ? M : chunk, split_n ? chunk : N, K);
     a_sz = bs.a, b_sz = bs.b, w_sz = bs.w;
