@@ -89,16 +89,20 @@ def _grouped_case(Case, experts, tokens=4096, k=1024, n=2816):
                 2.0 * tokens * k * n, "GFLOP/s")
 
 
-_COPY = {}
+_COPY_BYTES = 64 << 20
 
 
-def _copy_gbs():
-    """A copy's bandwidth (read + write of 64 MiB, kiln's clone) at the current thread count."""
-    key = kiln.get_num_threads()
-    if key not in _COPY:
-        big = kiln.ones(64 << 20, dtype=kiln.uint8)
-        _COPY[key] = 2 * (64 << 20) / _kiln_seconds(lambda: big.clone(), repeats=9) / 1e9
-    return _COPY[key]
+def _rate_and_copy(fn, nbytes, rounds=9):
+    """fn's bandwidth and a copy's (read + write of 64 MiB, kiln's clone), timed alternately in
+    the same rounds: this VM's memory rate drifts, and a copy timed once earlier moved the ratio
+    by up to 2x. GB/s from the medians."""
+    big = kiln.ones(_COPY_BYTES, dtype=kiln.uint8)
+    fn(), big.clone()
+    t_fn, t_copy = [], []
+    for _ in range(rounds):
+        t_fn.append(_kiln_seconds(fn, repeats=1))
+        t_copy.append(_kiln_seconds(lambda: big.clone(), repeats=1))
+    return nbytes / statistics.median(t_fn) / 1e9, 2 * _COPY_BYTES / statistics.median(t_copy) / 1e9
 
 
 def _decode_case(Case, tag, n, k):
@@ -115,8 +119,8 @@ def _decode_case(Case, tag, n, k):
     def note():
         kw = kiln.randn(n, k).to(kd)  # written memory (an untouched empty() reads the zero page)
         kx, kb = kiln.randn(1, k).to(kd), kiln.randn(n).to(kd)
-        rate = nbytes / _kiln_seconds(lambda: kiln.nn.functional.linear(kx, kw, kb)) / 1e9
-        return f"{rate / _copy_gbs():.0%} of copy ({_copy_gbs():.1f} GB/s)"
+        rate, copy = _rate_and_copy(lambda: kiln.nn.functional.linear(kx, kw, kb), nbytes)
+        return f"{rate / copy:.0%} of copy ({rate:.1f} / {copy:.1f} GB/s, timed alternately)"
     return Case(f"decode linear {tag} (1x{k}) W ({n}x{k}) + bias", setup, nbytes, "GB/s", note=note)
 
 
