@@ -510,6 +510,38 @@ void gemv_matches_gemm() {
               ASSERT_EQ(bits(row[j]), bits(want)) << isa.name << " row " << i << " K=" << K << " j=" << j;
             }
           }
+          for (int64_t R : {2, 3, 4}) {  // R rows (i0..): (R x K) @ B, and A @ (K x R): a few decode steps
+            const int64_t i0 = 9, j0 = 40;
+            std::vector<T> rows(R * N), cols(M * R);
+            cpu::GemmArgs g;
+            g.M = R, g.N = N, g.K = K;
+            g.a = a.buf.data() + i0 * a.rs, g.a_rs = a.rs, g.a_cs = a.cs;
+            g.b = b.buf.data(), g.b_rs = b.rs, g.b_cs = b.cs;
+            g.c = rows.data(), g.c_rs = N, g.c_cs = 1;
+            fn(g);
+            g.M = M, g.N = R;
+            g.a = a.buf.data(), g.b = b.buf.data() + j0 * b.cs;
+            g.c = cols.data(), g.c_rs = 1, g.c_cs = M;  // (column-major C)
+            fn(g);
+            for (int64_t r = 0; r < R; ++r) {
+              for (int64_t j = 0; j < N; ++j) {
+                T want = full[(i0 + r) * N + j];
+                if constexpr (std::is_same_v<T, Half>)
+                  if (b.rs == 1 && K > 1)  // (K == 1: both strides 1, the packed path)
+                    want = Half(f16_row_dot(&a.buf[(i0 + r) * a.rs], a.cs, &b.buf[j * b.cs], 1, K));
+                ASSERT_EQ(bits(rows[r * N + j]), bits(want)) << isa.name << " R=" << R << " row " << r << " K=" << K
+                                                             << " j=" << j << " layouts " << int(l_a) << "/" << int(l_b);
+              }
+              for (int64_t i = 0; i < M; ++i) {
+                T want = full[i * N + j0 + r];
+                if constexpr (std::is_same_v<T, Half>)
+                  if (a.cs == 1 && K > 1)
+                    want = Half(f16_row_dot(&b.buf[(j0 + r) * b.cs], b.rs, &a.buf[i * a.rs], 1, K));
+                ASSERT_EQ(bits(cols[r * M + i]), bits(want)) << isa.name << " R=" << R << " col " << r << " K=" << K
+                                                             << " i=" << i << " layouts " << int(l_a) << "/" << int(l_b);
+              }
+            }
+          }
           if (K <= 7) {  // a 3 x 3 block: tiny products skip packing, same arithmetic
             std::vector<T> blk(9);
             cpu::GemmArgs g;

@@ -93,3 +93,46 @@ def test_einsum_operand_count():
 def test_einsum(eq, shapes):
     ops = [make(s, "float32", seed=i) for i, s in enumerate(shapes)]
     check(lambda m, *xs: m.einsum(eq, *xs), *ops, rtol=1e-5, atol=1e-5, msg=eq)
+
+
+# ---- decode shapes: F.linear / matmul on 1 to 4 rows (the matrix-vector paths, issue 10) ----------
+
+DECODE_X = [(17,), (1, 17), (2, 17), (3, 1, 17), (4, 17), (5, 17)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("K", [1, 3, 17, 64, 65, 1000])
+@pytest.mark.parametrize("xshape", DECODE_X)
+def test_decode_linear_rows(xshape, K, dtype):
+    """x (..., K) @ W^T + b for the decode shapes, W (N, K) as F.linear holds it, against torch; also a
+    transposed W (its j contiguous), a strided x and no bias."""
+    xshape = xshape[:-1] + (K,)
+    tol = dict(rtol=1e-2, atol=2e-2) if dtype != "float32" else dict(rtol=1e-5, atol=1e-5)
+    x, w, b = make(xshape, dtype, -1, 1), make((70, K), dtype, -1, 1, seed=1), make((70,), dtype, -1, 1, seed=2)
+    check(lambda m, x, w, b: m.nn.functional.linear(x, w, b), x, w, b, msg=f"{xshape}", **tol)
+    check(lambda m, x, w: m.nn.functional.linear(x, w), x, w, msg=f"{xshape} no bias", **tol)
+    wt = make((K, 70), dtype, -1, 1, seed=3)
+    check(lambda m, x, w: m.matmul(x, w), x, wt, msg=f"{xshape} @ (K, N)", **tol)
+    xs = make(xshape[:-1] + (2 * K,), dtype, -1, 1, seed=4)[..., ::2]
+    check(lambda m, x, w, b: m.nn.functional.linear(x, w, b), xs, w, b, msg=f"{xshape} strided x", **tol)
+    check(lambda m, w, x: m.matmul(w, x.reshape(-1, K).t()), w, x, msg=f"W @ x^T {xshape}", **tol)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("rows", [2, 3, 4, 8])
+def test_decode_rows_match_one_row(dtype, rows):
+    """Up to 4 rows run the one-row kernels, so each row has the bits it has alone; bfloat16 keeps them
+    for any number of rows (one chain per output everywhere; not on AMX tiles, decision 45), float16
+    past 4 rows sums in the packed path's order (decision 67)."""
+    K, N = 1000, 300
+    x, w, b = (to_kiln(make(s, dtype, -1, 1, seed=i)) for i, s in enumerate(((rows, K), (N, K), (N,))))
+    y = kiln.nn.functional.linear(x, w, b)
+    same = [bool(kiln.equal(y[i], kiln.nn.functional.linear(x[i:i + 1], w, b)[0])) for i in range(rows)]
+    if rows <= 4:
+        assert all(same), same
+    elif dtype == "bfloat16":
+        with open("/proc/cpuinfo") as f:
+            amx = " amx_bf16" in f.read()
+        assert amx or all(same), same
+    else:
+        assert not all(same)  # (the 64-lane sums differ from the chain in the last bits somewhere)

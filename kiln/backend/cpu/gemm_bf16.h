@@ -254,50 +254,62 @@ inline void slice_pairs(const Slicing& sl, int64_t kb, int64_t& k1, int64_t& q0,
   q0 = k0 / 2, q1 = ceil_div(k1, 2);
 }
 
-// m(k, j) = rows[j][k]: k contiguous, so a row's pairs are words in place. G groups of 16 outputs;
-// 16 x 16 word blocks are transposed in registers so each output still accumulates in pair order.
-template <int G, class T>
-void gemv_dot_block(const uint32_t* xw, const T* const* rows, const Slicing& sl, float* tot) {
+// m(k, j) = rows[j][k]: k contiguous, so a row's pairs are words in place. 16 outputs, R vectors
+// (xw + v * xst; totals at tot + v * tst); 16 x 16 word blocks are transposed in registers (once for
+// all R) so each output still accumulates in pair order.
+template <int R, class T>
+void gemv_dot_block(const uint32_t* xw, int64_t xst, const T* const* rows, const Slicing& sl, float* tot,
+                    int64_t tst) {
   for (int64_t kb = 0; kb < sl.nk; ++kb) {
     int64_t k1, q0, q1;
     slice_pairs(sl, kb, k1, q0, q1);
-    __m512 acc[G];
-    for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
+    __m512 acc[R];
+    for (int v = 0; v < R; ++v) acc[v] = _mm512_setzero_ps();
     int64_t q = q0;
     for (; 2 * q + 32 <= k1; q += 16) {
+      __m512i r[16];
+      for (int i = 0; i < 16; ++i) r[i] = words_in_place(rows[i] + 2 * q);
+      transpose16(r);
 #pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) {
-        __m512i r[16];
-        for (int i = 0; i < 16; ++i) r[i] = words_in_place(rows[g * 16 + i] + 2 * q);
-        transpose16(r);
-        for (int i = 0; i < 16; ++i) acc[g] = _mm512_dpbf16_ps(acc[g], bcast(xw[q + i]), as_bh(r[i]));
-      }
+      for (int v = 0; v < R; ++v)
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; ++i) acc[v] = _mm512_dpbf16_ps(acc[v], bcast(xw[v * xst + q + i]), as_bh(r[i]));
     }
     for (; q < q1; ++q) {
       const bool hi = 2 * q + 1 < k1;
-      for (int g = 0; g < G; ++g) {
-        alignas(64) uint32_t w[16];
-        for (int i = 0; i < 16; ++i) w[i] = pair(rows[g * 16 + i] + 2 * q, 1, hi);
-        acc[g] = _mm512_dpbf16_ps(acc[g], bcast(xw[q]), as_bh(_mm512_load_si512(w)));
-      }
+      alignas(64) uint32_t w[16];
+      for (int i = 0; i < 16; ++i) w[i] = pair(rows[i] + 2 * q, 1, hi);
+      for (int v = 0; v < R; ++v)
+        acc[v] = _mm512_dpbf16_ps(acc[v], bcast(xw[v * xst + q]), as_bh(_mm512_load_si512(w)));
     }
-    for (int g = 0; g < G; ++g) {
-      float* t = tot + g * 16;
-      _mm512_storeu_ps(t, kb == 0 ? acc[g] : _mm512_add_ps(_mm512_loadu_ps(t), acc[g]));
+    for (int v = 0; v < R; ++v) {
+      float* t = tot + v * tst;
+      _mm512_storeu_ps(t, kb == 0 ? acc[v] : _mm512_add_ps(_mm512_loadu_ps(t), acc[v]));
     }
   }
 }
 
-// tot must have room for n rounded up to 16.
-template <class T>
-void gemv_dot(const uint32_t* xw, const T* m, int64_t js, int64_t n, const Slicing& sl, float* tot) {
+// tot + v * tst must have room for n rounded up to 16.
+template <int R, class T>
+void gemv_dot_r(const uint32_t* xw, int64_t xst, const T* m, int64_t js, int64_t n, const Slicing& sl, float* tot,
+                int64_t tst) {
   // One group of 16 rows at a time: two (32 rows read side by side) were slower, most for rows of a
   // power-of-two length, which all fall in one L1 set (Zen 4, bfloat16 1 x 4096 @ 14336 x 4096^T:
   // 14-16 GB/s with two, 20 with one on one thread; 22 and 28 GB/s on two).
   for (int64_t j = 0; j < n; j += 16) {
     const T* rows[16];
     for (int i = 0; i < 16; ++i) rows[i] = m + std::min<int64_t>(j + i, n - 1) * js;  // past n: repeats
-    gemv_dot_block<1>(xw, rows, sl, tot + j);
+    gemv_dot_block<R>(xw, xst, rows, sl, tot + j, tst);
+  }
+}
+template <class T>
+void gemv_dot(const uint32_t* xw, int64_t xst, int R, const T* m, int64_t js, int64_t n, const Slicing& sl,
+              float* tot, int64_t tst) {
+  switch (R) {
+    case 1: gemv_dot_r<1>(xw, xst, m, js, n, sl, tot, tst); break;
+    case 2: gemv_dot_r<2>(xw, xst, m, js, n, sl, tot, tst); break;
+    case 3: gemv_dot_r<3>(xw, xst, m, js, n, sl, tot, tst); break;
+    default: gemv_dot_r<4>(xw, xst, m, js, n, sl, tot, tst); break;
   }
 }
 
@@ -383,8 +395,9 @@ struct Bf16Panels {
     bf16p::gemv_axpy(xw, m, ks, n, sl, tot, acc);
   }
   template <class T>
-  static void gemv_dot(const W* xw, const T* m, int64_t js, int64_t n, const Slicing& sl, float* tot) {
-    bf16p::gemv_dot(xw, m, js, n, sl, tot);
+  static void gemv_dot(const W* xw, int64_t xst, int R, const T* m, int64_t js, int64_t n, const Slicing& sl,
+                       float* tot, int64_t tst) {
+    bf16p::gemv_dot(xw, xst, R, m, js, n, sl, tot, tst);
   }
   template <class TA, class TB, class TC>
   static void small(const GemmArgs& g, const TA* a, const TB* b, TC* c) {

@@ -228,15 +228,18 @@ void gemv_axpy(const float* x, const T* m, int64_t ks, int64_t n, const Slicing&
   }
 }
 
-// m(k, j) = rows[j][k]: k contiguous. G groups of 8 outputs; 8 x 8 blocks are transposed in
-// registers so that each output still accumulates in k order.
-template <int G, class T>
-void gemv_dot_block(const float* x, const T* const* rows, const Slicing& sl, float* tot) {
+// m(k, j) = rows[j][k]: k contiguous. G groups of 8 outputs, R vectors (x_r = x + r * xst, its
+// totals at tot + r * tst); 8 x 8 blocks are transposed in registers (once for all R) so that each
+// output still accumulates in k order.
+template <int G, int R, class T>
+void gemv_dot_block(const float* x, int64_t xst, const T* const* rows, const Slicing& sl, float* tot, int64_t tst) {
   for (int64_t kb = 0; kb < sl.nk; ++kb) {
     const int64_t k0 = kb * sl.kcb, k1 = std::min(sl.K, k0 + sl.kcb);
-    __m256 acc[G];
+    __m256 acc[G][R];
 #pragma GCC unroll 4
-    for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+    for (int g = 0; g < G; ++g)
+#pragma GCC unroll 4
+      for (int v = 0; v < R; ++v) acc[g][v] = _mm256_setzero_ps();
     int64_t k = k0;
     for (; k + 8 <= k1; k += 8) {
 #pragma GCC unroll 4
@@ -245,20 +248,28 @@ void gemv_dot_block(const float* x, const T* const* rows, const Slicing& sl, flo
 #pragma GCC unroll 8
         for (int i = 0; i < 8; ++i) r[i] = load8(rows[g * 8 + i] + k);
         transpose8(r);
+#pragma GCC unroll 4
+        for (int v = 0; v < R; ++v)
 #pragma GCC unroll 8
-        for (int i = 0; i < 8; ++i) acc[g] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + k + i), r[i], acc[g]);
+          for (int i = 0; i < 8; ++i)
+            acc[g][v] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + v * xst + k + i), r[i], acc[g][v]);
       }
     }
     for (; k < k1; ++k) {
 #pragma GCC unroll 4
       for (int g = 0; g < G; ++g) {
-        alignas(32) float v[8];
-        for (int i = 0; i < 8; ++i) v[i] = to_f32(rows[g * 8 + i][k]);
-        acc[g] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + k), _mm256_load_ps(v), acc[g]);
+        alignas(32) float w[8];
+        for (int i = 0; i < 8; ++i) w[i] = to_f32(rows[g * 8 + i][k]);
+        for (int v = 0; v < R; ++v)
+          acc[g][v] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + v * xst + k), _mm256_load_ps(w), acc[g][v]);
       }
     }
 #pragma GCC unroll 4
-    for (int g = 0; g < G; ++g) _mm256_storeu_ps(tot + g * 8, fold(kb == 0, tot + g * 8, acc[g]));
+    for (int g = 0; g < G; ++g)
+      for (int v = 0; v < R; ++v) {
+        float* t = tot + v * tst + g * 8;
+        _mm256_storeu_ps(t, fold(kb == 0, t, acc[g][v]));
+      }
   }
 }
 
@@ -286,46 +297,48 @@ inline float dot64_tail(const float* x, const Half* r, int64_t k, int64_t K, flo
   return y;
 }
 
-// y[j] = row j of m (n rows js apart) . x; xh: x in float16.
-inline void gemv_rows_f16(const float* x, const Half* xh, const Half* m, int64_t js, int64_t n, int64_t K,
-                          float* y) {
+// One row r (K float16) against the vector (x in float32 for the tail, xh in float16).
+inline float dot64_row(const float* x, const Half* xh, const Half* r, int64_t K) {
   const int64_t K64 = K / 64 * 64;
-  for (int64_t j = 0; j < n; ++j) {
-    const Half* r = m + j * js;
 #ifdef KILN_GEMM_F32_AVX512
-    auto load16 = [](const Half* p) {
-      return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-    };
-    __m512 a[4];  // a[q]: lanes 16q..16q+15 = Zq
-    for (int q = 0; q < 4; ++q) a[q] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < K64; k += 64)
+  auto load16 = [](const Half* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  };
+  __m512 a[4];  // a[q]: lanes 16q..16q+15 = Zq
+  for (int q = 0; q < 4; ++q) a[q] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K64; k += 64)
 #pragma GCC unroll 4
-      for (int q = 0; q < 4; ++q) a[q] = _mm512_fmadd_ps(load16(xh + k + 16 * q), load16(r + k + 16 * q), a[q]);
-    const __m512 s = _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3]));
-    const float y0 = sum8_lanes(_mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1)));
+    for (int q = 0; q < 4; ++q) a[q] = _mm512_fmadd_ps(load16(xh + k + 16 * q), load16(r + k + 16 * q), a[q]);
+  const __m512 s = _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3]));
+  const float y = sum8_lanes(_mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1)));
 #else
-    __m256 a[8];  // a[p]: lanes 8p..8p+7, so Z0 = (a[0], a[1]), ..., Z3 = (a[6], a[7])
-    for (int p = 0; p < 8; ++p) a[p] = _mm256_setzero_ps();
-    for (int64_t k = 0; k < K64; k += 64)
+  __m256 a[8];  // a[p]: lanes 8p..8p+7, so Z0 = (a[0], a[1]), ..., Z3 = (a[6], a[7])
+  for (int p = 0; p < 8; ++p) a[p] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < K64; k += 64)
 #pragma GCC unroll 8
-      for (int p = 0; p < 8; ++p) a[p] = _mm256_fmadd_ps(load8(xh + k + 8 * p), load8(r + k + 8 * p), a[p]);
-    const __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[4], a[6]));
-    const __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[3]), _mm256_add_ps(a[5], a[7]));
-    const float y0 = sum8_lanes(_mm256_add_ps(lo, hi));
+    for (int p = 0; p < 8; ++p) a[p] = _mm256_fmadd_ps(load8(xh + k + 8 * p), load8(r + k + 8 * p), a[p]);
+  const __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[4], a[6]));
+  const __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[3]), _mm256_add_ps(a[5], a[7]));
+  const float y = sum8_lanes(_mm256_add_ps(lo, hi));
 #endif
-    y[j] = dot64_tail(x, r, K64, K, y0);
-  }
+  return dot64_tail(x, r, K64, K, y);
 }
 
-// tot must have room for n rounded up to 8.
-// xh: the vector in float16 when T is (F32Panels::gemv_x keeps it).
-template <class T>
-void gemv_dot(const float* x, const Half* xh, const T* m, int64_t js, int64_t n, const Slicing& sl, float* tot) {
-  if constexpr (std::is_same_v<T, Half>) {
-    gemv_rows_f16(x, xh, m, js, n, sl.K, tot);
-    return;
-  }
-  (void)xh;
+// y_v[j] = row j of m (n rows js apart) . x_v for R vectors (x_v = x + v * xst, in float16 at
+// xh + v * xhs; y_v = y + v * ys). Each row is read from memory once: the other vectors find it in
+// L1 (or L2 past 16K elements). (Multiplying a row into all R at once, with the vectors in float32,
+// was 10-60% slower on Zen 4.)
+inline void gemv_rows_f16(const float* x, int64_t xst, const Half* xh, int64_t xhs, int R, const Half* m,
+                          int64_t js, int64_t n, int64_t K, float* y, int64_t ys) {
+  for (int64_t j = 0; j < n; ++j)
+    for (int v = 0; v < R; ++v) y[v * ys + j] = dot64_row(x + v * xst, xh + v * xhs, m + j * js, K);
+}
+
+// R vectors (x + v * xst; in float16 at xh + v * xhs when T is: F32Panels::gemv_x keeps them); the
+// totals at tot + v * tst, each with room for n rounded up to 8.
+template <int R, class T>
+void gemv_dot_r(const float* x, int64_t xst, const T* m, int64_t js, int64_t n, const Slicing& sl, float* tot,
+                int64_t tst) {
   // Two groups of 8 rows at a time, one when the rows lie a multiple of 4 KiB apart: then they all
   // fall in one L1 set (8 ways), and 16 rows read side by side evict each other's lines before
   // their next elements are read (Zen 4, avx2 table, float16 1 x K @ 4096 x K^T on one thread:
@@ -335,8 +348,23 @@ void gemv_dot(const float* x, const Half* xh, const T* m, int64_t js, int64_t n,
     const T* rows[16];
     for (int i = 0; i < 16; ++i) rows[i] = m + std::min<int64_t>(j + i, n - 1) * js;  // past n: repeats
     switch (std::min<int64_t>(gmax, ceil_div(n - j, 8))) {
-      case 2: gemv_dot_block<2>(x, rows, sl, tot + j); break;
-      default: gemv_dot_block<1>(x, rows, sl, tot + j); break;
+      case 2: gemv_dot_block<2, R>(x, xst, rows, sl, tot + j, tst); break;
+      default: gemv_dot_block<1, R>(x, xst, rows, sl, tot + j, tst); break;
+    }
+  }
+}
+template <class T>
+void gemv_dot(const float* x, int64_t xst, const Half* xh, int64_t xhs, int R, const T* m, int64_t js, int64_t n,
+              const Slicing& sl, float* tot, int64_t tst) {
+  if constexpr (std::is_same_v<T, Half>) {
+    gemv_rows_f16(x, xst, xh, xhs, R, m, js, n, sl.K, tot, tst);
+  } else {
+    (void)xh, (void)xhs;
+    switch (R) {
+      case 1: gemv_dot_r<1>(x, xst, m, js, n, sl, tot, tst); break;
+      case 2: gemv_dot_r<2>(x, xst, m, js, n, sl, tot, tst); break;
+      case 3: gemv_dot_r<3>(x, xst, m, js, n, sl, tot, tst); break;
+      default: gemv_dot_r<4>(x, xst, m, js, n, sl, tot, tst); break;
     }
   }
 }
@@ -358,36 +386,38 @@ void gemv_axpy(const float* x, const T* m, int64_t ks, int64_t n, const Slicing&
 }
 
 // float16 rows: the 64 lanes of the AVX2 / AVX-512 kernels (above), lane by lane.
-inline void gemv_rows_f16(const float* x, const Half*, const Half* m, int64_t js, int64_t n, int64_t K, float* y) {
+inline float dot64_row(const float* x, const Half* r, int64_t K) {
   const int64_t K64 = K / 64 * 64;
-  for (int64_t j = 0; j < n; ++j) {
-    const Half* r = m + j * js;
-    float lane[64] = {};
-    for (int64_t k = 0; k < K64; k += 64)
-      for (int l = 0; l < 64; ++l) lane[l] = madd(x[k + l], to_f32(r[k + l]), lane[l]);
-    float s[16];
-    for (int l = 0; l < 16; ++l) s[l] = (lane[l] + lane[16 + l]) + (lane[32 + l] + lane[48 + l]);
-    for (int w = 8; w >= 1; w /= 2)
-      for (int l = 0; l < w; ++l) s[l] = s[l] + s[l + w];
-    float v = s[0];
-    for (int64_t k = K64; k < K; ++k) v = madd(x[k], to_f32(r[k]), v);
-    y[j] = v;
-  }
+  float lane[64] = {};
+  for (int64_t k = 0; k < K64; k += 64)
+    for (int l = 0; l < 64; ++l) lane[l] = madd(x[k + l], to_f32(r[k + l]), lane[l]);
+  float s[16];
+  for (int l = 0; l < 16; ++l) s[l] = (lane[l] + lane[16 + l]) + (lane[32 + l] + lane[48 + l]);
+  for (int w = 8; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l) s[l] = s[l] + s[l + w];
+  float v = s[0];
+  for (int64_t k = K64; k < K; ++k) v = madd(x[k], to_f32(r[k]), v);
+  return v;
 }
 
 template <class T>
-void gemv_dot(const float* x, const Half* xh, const T* m, int64_t js, int64_t n, const Slicing& sl, float* tot) {
-  if constexpr (std::is_same_v<T, Half>) {
-    gemv_rows_f16(x, xh, m, js, n, sl.K, tot);
-    return;
-  }
+void gemv_dot(const float* x, int64_t xst, const Half*, int64_t, int R, const T* m, int64_t js, int64_t n,
+              const Slicing& sl, float* tot, int64_t tst) {
   for (int64_t j = 0; j < n; ++j) {
     const T* r = m + j * js;
-    for (int64_t kb = 0; kb < sl.nk; ++kb) {
-      const int64_t k0 = kb * sl.kcb, k1 = std::min(sl.K, k0 + sl.kcb);
-      float acc = 0.0f;
-      for (int64_t k = k0; k < k1; ++k) acc = madd(x[k], to_f32(r[k]), acc);
-      tot[j] = kb == 0 ? acc : tot[j] + acc;
+    for (int v = 0; v < R; ++v) {
+      const float* xv = x + v * xst;
+      float* t = tot + v * tst + j;
+      if constexpr (std::is_same_v<T, Half>) {
+        *t = dot64_row(xv, r, sl.K);
+      } else {
+        for (int64_t kb = 0; kb < sl.nk; ++kb) {
+          const int64_t k0 = kb * sl.kcb, k1 = std::min(sl.K, k0 + sl.kcb);
+          float acc = 0.0f;
+          for (int64_t k = k0; k < k1; ++k) acc = madd(xv[k], to_f32(r[k]), acc);
+          *t = kb == 0 ? acc : *t + acc;
+        }
+      }
     }
   }
 }
@@ -459,9 +489,12 @@ struct F32Panels {
   static void gemv_axpy(const W* xw, const T* m, int64_t ks, int64_t n, const Slicing& sl, float* tot, float* acc) {
     f32p::gemv_axpy(xw, m, ks, n, sl, tot, acc);
   }
+  // R vectors (xw + r * xst, each as gemv_x left it) against m's n k-contiguous rows; totals at
+  // tot + r * tst.
   template <class T>
-  static void gemv_dot(const W* xw, const T* m, int64_t js, int64_t n, const Slicing& sl, float* tot) {
-    f32p::gemv_dot(xw, x_f16(xw, sl.K), m, js, n, sl, tot);
+  static void gemv_dot(const W* xw, int64_t xst, int R, const T* m, int64_t js, int64_t n, const Slicing& sl,
+                       float* tot, int64_t tst) {
+    f32p::gemv_dot(xw, xst, x_f16(xw, sl.K), 2 * xst, R, m, js, n, sl, tot, tst);
   }
   template <class TA, class TB, class TC>
   static void small(const GemmArgs& g, const TA* a, const TB* b, TC* c) {

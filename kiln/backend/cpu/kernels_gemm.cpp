@@ -219,12 +219,16 @@ void run_block(const Pb& P, int64_t bi, int64_t m0, int64_t m1, int64_t n0, int6
   }
 }
 
-// One GEMV problem: out[j * os] = x (1 x K, stride xs) @ m (K x n, strides rs, cs). Set up by
-// gemv_view when M == 1 or N == 1 and the matrix is contiguous along one of its dimensions.
+// One GEMV problem: out_r[j * os] = x_r (1 x K, stride xs) @ m (K x n, strides rs, cs) for `rows`
+// vectors x_r (xr apart; their outputs orow apart). Set up by gemv_view when M or N is 1 and the
+// matrix is contiguous along one of its dimensions, or when M or N is at most kGemvRows and the
+// matrix's k is contiguous (decode steps of a few tokens: the matrix is read once for all of them).
+constexpr int64_t kGemvRows = 4;
 struct GemvView {
   bool ok = false;
-  bool use_b;              // M == 1: x = A's row, m = B; else N == 1: x = B's column, m = A^T
+  bool use_b;              // x: A's rows, m = B (M small); else x: B's columns, m = A^T (N small)
   int64_t n, xs, rs, cs, os;
+  int64_t rows = 1, xr = 0, orow = 0;
 };
 
 template <class Pn>
@@ -235,37 +239,50 @@ inline GemvView gemv_view(const GemmArgs& g) {
       v = {true, true, g.N, g.a_cs, g.b_rs, g.b_cs, g.c_cs};
     } else if (g.N == 1 && (g.a_rs == 1 || g.a_cs == 1)) {
       v = {true, false, g.M, g.b_rs, g.a_cs, g.a_rs, g.c_rs};
+    } else if (g.M <= kGemvRows && g.b_rs == 1) {
+      v = {true, true, g.N, g.a_cs, 1, g.b_cs, g.c_cs, g.M, g.a_rs, g.c_rs};
+    } else if (g.N <= kGemvRows && g.a_cs == 1) {
+      v = {true, false, g.M, g.b_rs, 1, g.a_rs, g.c_rs, g.N, g.b_cs, g.c_cs};
     }
     if (v.ok && v.cs != 1 && v.rs != 1) v.ok = false;
   }
   return v;
 }
 
-// Outputs [j0, j1) of batch bi. xw: K panel elements; tot: j1 - j0 (rounded up to 64) + 16 floats,
-// then kAxpyCols floats of slice accumulators (64-byte aligned).
+// Scratch words of run_gemv for up to n outputs: the vectors in panel elements, then the outputs'
+// totals per vector, then kAxpyCols floats of slice accumulators (one vector, j-contiguous matrix).
+template <class Pn>
+int64_t gemv_x_stride(int64_t K) { return Pn::gemv_x_words(K); }
+inline int64_t gemv_tot_stride(int64_t n) { return round_up(n, 64) + 16; }
+
+// Outputs [j0, j1) of batch bi; xw and tot: the scratch above (64-byte aligned), for j1 - j0
+// outputs.
 template <class Pb>
 void run_gemv(const Pb& P, const GemvView& v, int64_t bi, int64_t j0, int64_t j1, typename Pb::W* xw, float* tot) {
   using Pn = typename Pb::Pn;
   if constexpr (Pn::kGemv) {
     const GemmArgs& g = P.g;
-    const int64_t n = j1 - j0;
+    const int64_t n = j1 - j0, xst = gemv_x_stride<Pn>(g.K), tst = gemv_tot_stride(n);
     const Slicing sl{g.K, P.kcb, P.nk};
-    // x: A's row and m: B (M == 1), or x: B's column and m: A transposed (N == 1)
+    // x: A's rows and m: B, or x: B's columns and m: A transposed
     auto sums = [&](const auto* x, const auto* m) {
-      Pn::gemv_x(x, v.xs, g.K, xw);
-      if (v.cs == 1) Pn::gemv_axpy(xw, m + j0 * v.cs, v.rs, n, sl, tot, tot + round_up(n, 64) + 16);
-      else Pn::gemv_dot(xw, m + j0 * v.cs, v.cs, n, sl, tot);
+      for (int64_t r = 0; r < v.rows; ++r) Pn::gemv_x(x + r * v.xr, v.xs, g.K, xw + r * xst);
+      if (v.rows == 1 && v.cs == 1) Pn::gemv_axpy(xw, m + j0 * v.cs, v.rs, n, sl, tot, tot + tst);
+      else Pn::gemv_dot(xw, xst, static_cast<int>(v.rows), m + j0 * v.cs, v.cs, n, sl, tot, tst);
     };
     if (v.use_b) sums(P.a + bi * g.a_bs, P.b + bi * g.b_bs);
     else sums(P.b + bi * g.b_bs, P.a + bi * g.a_bs);
     using TC = typename Pb::C;
-    TC* out = P.c + bi * g.c_bs + j0 * v.os;
-    int64_t j = 0;
+    for (int64_t r = 0; r < v.rows; ++r) {
+      TC* out = P.c + bi * g.c_bs + r * v.orow + j0 * v.os;
+      const float* t = tot + r * tst;
+      int64_t j = 0;
 #ifdef KILN_GEMM_AVX2
-    if (v.os == 1)
-      for (; j + 8 <= n; j += 8) store8(out + j, _mm256_loadu_ps(tot + j));
+      if (v.os == 1)
+        for (; j + 8 <= n; j += 8) store8(out + j, _mm256_loadu_ps(t + j));
 #endif
-    for (; j < n; ++j) out[j * v.os] = from_f32<TC>(tot[j]);
+      for (; j < n; ++j) out[j * v.os] = from_f32<TC>(t[j]);
+    }
   } else {
     (void)P, (void)v, (void)bi, (void)j0, (void)j1, (void)xw, (void)tot;
   }
@@ -380,7 +397,8 @@ void gemm(const GemmArgs& g) {
   // partial sums when K is sliced. GEMV: the vector in panel elements, the outputs' totals.
   int64_t a_sz, b_sz, w_sz;
   if (gv.ok) {
-    a_sz = Pn::gemv_x_words(K), b_sz = round_up(std::min(chunk, extent), 64) + 16 + Pn::kAxpyCols + 16, w_sz = 0;
+    a_sz = gv.rows * gemv_x_stride<Pn>(K);
+    b_sz = gv.rows * gemv_tot_stride(std::min(chunk, extent)) + Pn::kAxpyCols + 16, w_sz = 0;
   } else {
     const BlockScratch bs = block_scratch<Pn>(split_n ? M : chunk, split_n ? chunk : N, K);
     a_sz = bs.a, b_sz = bs.b, w_sz = bs.w;

@@ -1,6 +1,7 @@
 // CPU kernel of bmm, the table op behind the whole matmul family (its entry, schema, meta, derivative
 // and the composites are in kiln/ops/matmul.cpp), registered by op name: float32, float64 and complex
-// through OpenBLAS (float32 through kiln's packed GEMM in the runtime: parallel.h's KilnSgemmScope),
+// through OpenBLAS (float32 through kiln's packed GEMM in the runtime: parallel.h's KilnSgemmScope,
+// and through its GEMV for 2-4 rows),
 // float16 / bfloat16 / float8 through kiln's packed GEMM (kernels_gemm.cpp),
 // integers by a plain triple loop. It calls no op (contiguous copies are the cast loop).
 #include <cblas.h>
@@ -170,7 +171,12 @@ void bmm_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs, Tenso
   // in the runtime (parallel.h's KilnSgemmScope), kiln's GEMM, which a team can use (matrix-vector
   // shapes stay with OpenBLAS's GEMV)
   const bool team_f32 = d == kFloat32 && M > 1 && N > 1 && cpu::kiln_sgemm_preferred();
-  if (d == kFloat16 || d == kBFloat16 || is_float8(d) || team_f32) {
+  // 2 to 4 rows against a matrix with k contiguous (a few decode steps through F.linear): kiln's
+  // GEMV reads the matrix once for all of them (OpenBLAS's SGEMM: 4-5 GB/s on 14336 x 4096, kiln
+  // 16-19, Zen 4 one thread); one row stays with OpenBLAS's SGEMV (level with kiln's)
+  const bool rows_f32 = d == kFloat32 && ((M > 1 && M <= 4 && b.strides()[1] == 1) ||
+                                          (N > 1 && N <= 4 && a.strides()[2] == 1));
+  if (d == kFloat16 || d == kBFloat16 || is_float8(d) || team_f32 || rows_f32) {
     // kiln's packed GEMM reads any strides; float8 matches torch's CPU matmul (float32 accumulation)
     if (c.storage() == a.storage() || c.storage() == b.storage()) {  // out= aliasing an input
       Tensor tmp = make_tensor(c.sizes(), d);
