@@ -105,12 +105,12 @@ def _rate_and_copy(fn, nbytes, rounds=9):
     return nbytes / statistics.median(t_fn) / 1e9, 2 * _COPY_BYTES / statistics.median(t_copy) / 1e9
 
 
-def _decode_case(Case, tag, n, k):
+def _decode_case(Case, tag, n, k, rows=1):
     kd, td = DT[tag]
 
     def setup():
         rng = np.random.default_rng(0)
-        w, x, b = (rng.standard_normal(s, dtype=np.float32) for s in ((n, k), (1, k), (n,)))
+        w, x, b = (rng.standard_normal(s, dtype=np.float32) for s in ((n, k), (rows, k), (n,)))
         kw, kx, kb = (kiln.from_numpy(v).to(kd) for v in (w, x, b))
         tw, tx, tb = (torch.from_numpy(v).to(td) for v in (w, x, b))
         return (lambda: kiln.nn.functional.linear(kx, kw, kb)), (lambda: torch.nn.functional.linear(tx, tw, tb))
@@ -118,10 +118,10 @@ def _decode_case(Case, tag, n, k):
 
     def note():
         kw = kiln.randn(n, k).to(kd)  # written memory (an untouched empty() reads the zero page)
-        kx, kb = kiln.randn(1, k).to(kd), kiln.randn(n).to(kd)
+        kx, kb = kiln.randn(rows, k).to(kd), kiln.randn(n).to(kd)
         rate, copy = _rate_and_copy(lambda: kiln.nn.functional.linear(kx, kw, kb), nbytes)
         return f"{rate / copy:.0%} of copy ({rate:.1f} / {copy:.1f} GB/s, timed alternately)"
-    return Case(f"decode linear {tag} (1x{k}) W ({n}x{k}) + bias", setup, nbytes, "GB/s", note=note)
+    return Case(f"decode linear {tag} ({rows}x{k}) W ({n}x{k}) + bias", setup, nbytes, "GB/s", note=note)
 
 
 def _case(Case, name, shapes, tag, flops):
@@ -144,4 +144,5 @@ def gemm_cases(Case, quick):
     for tag in ("f32", "bf16", "f16"):
         for n in ((4096,) if quick else (4096, 14336)):
             cases.append(_decode_case(Case, tag, n, 4096))
+        cases.append(_decode_case(Case, tag, 14336, 4096, rows=4))  # four decode steps at once
     return cases
