@@ -527,7 +527,7 @@ void gemv_matches_gemm() {
               for (int64_t j = 0; j < N; ++j) {
                 T want = full[(i0 + r) * N + j];
                 if constexpr (std::is_same_v<T, Half>)
-                  if (b.rs == 1 && K > 1)  // (K == 1: both strides 1, the packed path)
+                  if (b.rs == 1)
                     want = Half(f16_row_dot(&a.buf[(i0 + r) * a.rs], a.cs, &b.buf[j * b.cs], 1, K));
                 ASSERT_EQ(bits(rows[r * N + j]), bits(want)) << isa.name << " R=" << R << " row " << r << " K=" << K
                                                              << " j=" << j << " layouts " << int(l_a) << "/" << int(l_b);
@@ -535,7 +535,7 @@ void gemv_matches_gemm() {
               for (int64_t i = 0; i < M; ++i) {
                 T want = full[i * N + j0 + r];
                 if constexpr (std::is_same_v<T, Half>)
-                  if (a.cs == 1 && K > 1)
+                  if (a.cs == 1)
                     want = Half(f16_row_dot(&b.buf[(j0 + r) * b.cs], b.rs, &a.buf[i * a.rs], 1, K));
                 ASSERT_EQ(bits(cols[r * M + i]), bits(want)) << isa.name << " R=" << R << " col " << r << " K=" << K
                                                              << " i=" << i << " layouts " << int(l_a) << "/" << int(l_b);
@@ -580,41 +580,82 @@ TEST(Gemm, GemvMatchesGemm) {
 }
 
 // The float16 rows' 64 lanes on every table, at K around the lane and slice boundaries, with the
-// vector strided and the rows padded, on one thread and on two; and large, infinite and NaN terms.
+// vector strided and the rows padded, one to four vectors, on one thread and on two (300 outputs
+// from K = 255: the product is split); and large, infinite and NaN terms.
 TEST(Gemm, Float16RowsSumIn64Lanes) {
   std::mt19937 rng(29);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   int compared = 0;
   for (int64_t K : {1, 63, 64, 65, 127, 128, 129, 255, 256, 257, 1000, 4097})
-    for (int special = 0; special < 2; ++special) {
-      const int64_t N = 70, ld = K + 5, xs = 3;
-      std::vector<Half> x(K * xs), w(N * ld);
-      for (auto& v : x) v = Half(u(rng));
-      for (auto& v : w) v = Half(u(rng));
-      if (special) {  // large terms of alternating sign (outputs past float16's range), an inf and a NaN
-        for (int64_t k = 0; k < K; ++k) x[k * xs] = Half(k % 2 ? -60000.0f : 60000.0f);
-        w[3 * ld] = Half(std::numeric_limits<float>::infinity());
-        w[5 * ld + K - 1] = Half(std::numeric_limits<float>::quiet_NaN());
-      }
-      for (const Isa& isa : isas())
-        for (int threads : {1, 2}) {
-          Threads t(threads);
-          std::vector<Half> y(N, Half(7.0f));
-          cpu::GemmArgs g;  // (1 x K) @ W^T
-          g.M = 1, g.N = N, g.K = K;
-          g.a = x.data(), g.a_rs = K * xs, g.a_cs = xs;
-          g.b = w.data(), g.b_rs = 1, g.b_cs = ld;
-          g.c = y.data(), g.c_rs = N, g.c_cs = 1;
-          isa.table.gemm_lowp[static_cast<int>(kFloat16)](g);
-          for (int64_t j = 0; j < N; ++j, ++compared) {
-            const Half want(f16_row_dot(x.data(), xs, &w[j * ld], 1, K));
-            const bool both_nan = std::isnan(static_cast<float>(y[j])) && std::isnan(static_cast<float>(want));
-            if (!both_nan)
-              ASSERT_EQ(bits(y[j]), bits(want)) << isa.name << " K=" << K << " special " << special << " j=" << j;
-          }
+    for (int special = 0; special < 2; ++special)
+      for (int64_t R : {1, 3, 4}) {
+        const int64_t N = K >= 255 ? 300 : 70, ld = K + 5, xs = 3, xld = K * xs + 7;
+        std::vector<Half> x(R * xld), w(N * ld);
+        for (auto& v : x) v = Half(u(rng));
+        for (auto& v : w) v = Half(u(rng));
+        if (special) {  // large terms of alternating sign (outputs past float16's range), an inf and a NaN
+          for (int64_t k = 0; k < K; ++k) x[k * xs] = Half(k % 2 ? -60000.0f : 60000.0f);
+          w[3 * ld] = Half(std::numeric_limits<float>::infinity());
+          w[5 * ld + K - 1] = Half(std::numeric_limits<float>::quiet_NaN());
         }
+        for (const Isa& isa : isas())
+          for (int threads : {1, 2}) {
+            Threads t(threads);
+            std::vector<Half> y(R * N, Half(7.0f));
+            cpu::GemmArgs g;  // (R x K) @ W^T
+            g.M = R, g.N = N, g.K = K;
+            g.a = x.data(), g.a_rs = xld, g.a_cs = xs;
+            g.b = w.data(), g.b_rs = 1, g.b_cs = ld;
+            g.c = y.data(), g.c_rs = N, g.c_cs = 1;
+            isa.table.gemm_lowp[static_cast<int>(kFloat16)](g);
+            for (int64_t r = 0; r < R; ++r)
+              for (int64_t j = 0; j < N; ++j, ++compared) {
+                const Half got = y[r * N + j], want(f16_row_dot(&x[r * xld], xs, &w[j * ld], 1, K));
+                if (!(std::isnan(static_cast<float>(got)) && std::isnan(static_cast<float>(want))))
+                  ASSERT_EQ(bits(got), bits(want)) << isa.name << " K=" << K << " special " << special << " R=" << R
+                                                   << " threads " << threads << " r=" << r << " j=" << j;
+              }
+          }
+      }
+  EXPECT_GT(compared, 10000);
+}
+
+// Probes of the 64 lanes' order: x = 4096 everywhere and products of 2^24, 1 and -2^24 placed so that
+// the right order gives one answer and the likely wrong ones (other pairings at each level of the
+// tree, the lanes added one after another, the tail folded into a lane, lanes of 128) another: 2^24
+// + 1 rounds back to 2^24 in float32.
+TEST(Gemm, Float16LaneOrderProbes) {
+  struct Probe {
+    const char* what;
+    int64_t K;
+    std::vector<std::pair<int64_t, float>> terms;  // (k, product)
+    float want;
+  };
+  const float big = 16777216.0f;  // 2^24
+  const std::vector<Probe> probes = {
+      {"(Z0 + Z1) + (Z2 + Z3), not (Z0 + Z2) + ...", 64, {{0, big}, {16, 1}, {32, -big}}, 0},
+      {"(Z0 + Z1) + (Z2 + Z3), not in turn", 64, {{0, big}, {16, 1}, {32, 1}, {48, -big}}, 1},
+      {"S[0, 8) + S[8, 16) first", 64, {{0, big}, {8, 1}, {4, -big}}, 0},
+      {"then halves of 4", 64, {{0, big}, {4, 1}, {2, -big}}, 0},
+      {"then halves of 2", 64, {{0, big}, {2, 1}, {1, -big}}, 0},
+      {"the tail after the lanes", 65, {{0, big}, {64, 1}, {1, -big}}, 1},
+      {"lanes of 64 (k and k + 64 share one)", 128, {{0, big}, {64, 1}, {1, -big}}, 0},
+  };
+  for (const Probe& p : probes) {
+    std::vector<Half> x(p.K, Half(4096.0f)), w(p.K, Half(0.0f));
+    for (auto [k, prod] : p.terms) w[k] = Half(prod / 4096.0f);  // 4096, 2^-12, -4096: exact in float16
+    for (const Isa& isa : isas()) {
+      Half y(7.0f);
+      cpu::GemmArgs g;
+      g.M = 1, g.N = 1, g.K = p.K;
+      g.a = x.data(), g.a_rs = p.K, g.a_cs = 1;
+      g.b = w.data(), g.b_rs = 1, g.b_cs = p.K;
+      g.c = &y, g.c_rs = 1, g.c_cs = 1;
+      isa.table.gemm_lowp[static_cast<int>(kFloat16)](g);
+      EXPECT_EQ(static_cast<float>(y), p.want) << isa.name << ": " << p.what;
+      EXPECT_EQ(f16_row_dot(x.data(), 1, w.data(), 1, p.K), p.want) << "reference: " << p.what;
     }
-  EXPECT_GT(compared, 1000);
+  }
 }
 
 // With vdpbf16ps the sums are the float32 kernel's, k in order (a pair's even k sits in the high

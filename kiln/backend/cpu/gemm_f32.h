@@ -165,8 +165,8 @@ inline float madd(float a, float b, float c) {
 
 
 #ifdef KILN_GEMM_AVX2
-// ---- matrix-vector shapes (M == 1 or N == 1) ----------------------------------------------------
-// y[j] = sum_k x[k] * m(k, j): one row of C against a K x n matrix m (B itself, or A transposed).
+// ---- matrix-vector shapes (M or N up to 4: kernels_gemm.cpp's GemvView) -------------------------
+// y[j] = sum_k x[k] * m(k, j): a row of C against a K x n matrix m (B itself, or A transposed).
 // No packing and no padded micro-tile: the matrix is read once, in place. Every y[j] runs the
 // GEMM path's arithmetic exactly (per K slice a chain acc = fma(x[k], m(k, j), acc) from 0 in k
 // order, slices summed into a float32 total in order), so the result is bit-identical to what
@@ -341,8 +341,9 @@ void gemv_dot_r(const float* x, int64_t xst, const T* m, int64_t js, int64_t n, 
                 int64_t tst) {
   // Two groups of 8 rows at a time, one when the rows lie a multiple of 4 KiB apart: then they all
   // fall in one L1 set (8 ways), and 16 rows read side by side evict each other's lines before
-  // their next elements are read (Zen 4, avx2 table, float16 1 x K @ 4096 x K^T on one thread:
-  // K = 4096: 6.8 GB/s with four groups, 10.4 with two, 12.3 with one; K = 4128: 10.9, 15.5, 11.6).
+  // their next elements are read (measured when float16 took this path: Zen 4, avx2 table, 1 x K @
+  // 4096 x K^T on one thread: K = 4096: 6.8 GB/s with four groups, 10.4 with two, 12.3 with one;
+  // K = 4128: 10.9, 15.5, 11.6).
   const int gmax = (js * static_cast<int64_t>(sizeof(T))) % 4096 == 0 ? 1 : 2;
   for (int64_t j = 0; j < n; j += 8 * gmax) {
     const T* rows[16];
@@ -480,10 +481,12 @@ struct F32Panels {
   template <class T>
   static void gemv_x(const T* x, int64_t xs, int64_t K, W* xw) {
     for (int64_t k = 0; k < K; ++k) xw[k] = to_f32(x[k * xs]);
-    if constexpr (std::is_same_v<T, Half>) {
+#ifdef KILN_GEMM_AVX2
+    if constexpr (std::is_same_v<T, Half>) {  // (the base ISA's loops read the float32 copy)
       Half* xh = const_cast<Half*>(x_f16(xw, K));
       for (int64_t k = 0; k < K; ++k) xh[k] = x[k * xs];
     }
+#endif
   }
   template <class T>
   static void gemv_axpy(const W* xw, const T* m, int64_t ks, int64_t n, const Slicing& sl, float* tot, float* acc) {

@@ -13,15 +13,16 @@
 // K slices are summed in a float32 workspace (ws = t0; ws = ws + t1; ...; C = round(ws + t_last)),
 // kept to one MC x ncb block so it stays in L2; with one slice the tile is rounded straight into C.
 // Every element of C sees the same sequence of float operations wherever it falls in the tile grid
-// (edge tiles run the same arithmetic on zero-padded panels), and the matrix-vector (M == 1 or
-// N == 1) and tiny-product paths, which skip packing, replay exactly that sequence too. So neither
+// (edge tiles run the same arithmetic on zero-padded panels), and the matrix-vector (M or N up to
+// kGemvRows) and tiny-product paths, which skip packing, replay exactly that sequence too. So neither
 // the thread count, nor the split of work (batches, row blocks handed out on demand, column
 // ranges; K is never split), nor the path taken can change a bit of the result: a row of C is the
 // same whether it is computed alone or inside a larger product. (Except for bfloat16 and float8 on
 // CPUs with AMX: the tiles add in their own order, and the matrix-vector and tiny paths keep
 // vdpbf16ps, so a row alone can differ in the last bit from the same row of a larger product;
-// decision 45. And float16 matrix-vector products over a k-contiguous matrix: they sum in 64 lanes
-// to read the matrix row after row, the same bits on every table and thread count; decision 67.)
+// decision 45. And float16 matrix-vector products over a k-contiguous matrix from K = 64 on: they
+// sum in 64 lanes to read the matrix row after row, the same bits on every table and thread count;
+// decision 67.)
 //
 // The panels (how operands are packed and which micro-kernel multiplies them) are a parameter of
 // the driver: F32Panels (gemm_f32.h) converts every type to float32 for a float32 FMA kernel
@@ -245,6 +246,7 @@ inline GemvView gemv_view(const GemmArgs& g) {
       v = {true, false, g.M, g.b_rs, 1, g.a_rs, g.c_rs, g.N, g.b_cs, g.c_cs};
     }
     if (v.ok && v.cs != 1 && v.rs != 1) v.ok = false;
+    if (v.ok && v.n == 1 && v.rs == 1) v.cs = 0;  // one output, k contiguous: the dot path (float16's lanes)
   }
   return v;
 }
@@ -267,7 +269,7 @@ void run_gemv(const Pb& P, const GemvView& v, int64_t bi, int64_t j0, int64_t j1
     // x: A's rows and m: B, or x: B's columns and m: A transposed
     auto sums = [&](const auto* x, const auto* m) {
       for (int64_t r = 0; r < v.rows; ++r) Pn::gemv_x(x + r * v.xr, v.xs, g.K, xw + r * xst);
-      if (v.rows == 1 && v.cs == 1) Pn::gemv_axpy(xw, m + j0 * v.cs, v.rs, n, sl, tot, tot + tst);
+      if (v.rows == 1 && v.cs == 1 && v.rs != 1) Pn::gemv_axpy(xw, m + j0 * v.cs, v.rs, n, sl, tot, tot + tst);
       else Pn::gemv_dot(xw, xst, static_cast<int>(v.rows), m + j0 * v.cs, v.cs, n, sl, tot, tst);
     };
     if (v.use_b) sums(P.a + bi * g.a_bs, P.b + bi * g.b_bs);
@@ -371,7 +373,8 @@ void gemm(const GemmArgs& g) {
   Problem<TA, TB, TC, Pn> P{static_cast<const TA*>(g.a), static_cast<const TB*>(g.b), cp, g, 0, 0};
   const Slicing sl = slicing(K);
   P.nk = sl.nk, P.kcb = sl.kcb;
-  const bool small = P.nk == 1 && M * N * K <= Pn::kSmallMacs;
+  // (float16 from K = 64 on: the matrix-vector paths, whose 64 lanes a lone dot product gets too)
+  const bool small = P.nk == 1 && M * N * K <= Pn::kSmallMacs && (K < 64 || !std::is_same_v<TA, Half>);
   const GemvView gv = small ? GemvView{} : gemv_view<Pn>(g);
 
   // Work split. A few products with enough rows: shared packed B, row blocks on demand. Otherwise

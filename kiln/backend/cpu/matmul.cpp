@@ -171,11 +171,11 @@ void bmm_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs, Tenso
   // in the runtime (parallel.h's KilnSgemmScope), kiln's GEMM, which a team can use (matrix-vector
   // shapes stay with OpenBLAS's GEMV)
   const bool team_f32 = d == kFloat32 && M > 1 && N > 1 && cpu::kiln_sgemm_preferred();
-  // 2 to 4 rows against a matrix with k contiguous (a few decode steps through F.linear): kiln's
-  // GEMV reads the matrix once for all of them (OpenBLAS's SGEMM: 4-5 GB/s on 14336 x 4096, kiln
-  // 16-19, Zen 4 one thread); one row stays with OpenBLAS's SGEMV (level with kiln's)
-  const bool rows_f32 = d == kFloat32 && ((M > 1 && M <= 4 && b.strides()[1] == 1) ||
-                                          (N > 1 && N <= 4 && a.strides()[2] == 1));
+  // 2 to 4 rows (or columns) against a matrix with k contiguous (a few decode steps through
+  // F.linear): kiln's GEMV reads the matrix once for all of them (OpenBLAS's SGEMM: 4-5 GB/s on
+  // 14336 x 4096, kiln 16-19, Zen 4 one thread); vector shapes stay with OpenBLAS's SGEMV (level)
+  const bool rows_f32 = d == kFloat32 && M > 1 && N > 1 &&
+                        ((M <= 4 && b.strides()[1] == 1) || (N <= 4 && a.strides()[2] == 1));
   if (d == kFloat16 || d == kBFloat16 || is_float8(d) || team_f32 || rows_f32) {
     // kiln's packed GEMM reads any strides; float8 matches torch's CPU matmul (float32 accumulation)
     if (c.storage() == a.storage() || c.storage() == b.storage()) {  // out= aliasing an input
