@@ -35,6 +35,7 @@
 #include <memory>
 #include <new>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "kiln/backend/cpu/attention_amx.h"
@@ -328,7 +329,11 @@ void gemm_shared(const Pb& P, int nt) {
   constexpr int MR = Pn::MR, NR = Pn::NR;
   const GemmArgs& g = P.g;
   const int64_t M = g.M, N = g.N, K = g.K;
-  const int64_t mcu = std::clamp<int64_t>(round_up(ceil_div(M, 4 * nt), MR), 4 * MR, Pn::MC);  // ~4 row blocks a thread
+  // ~4 row blocks a thread (one slowed by other work on its core takes fewer); 2 where those would
+  // be under 4 micro-rows (256 rows on two threads: 5 blocks of 56 ran 3 against 2)
+  int64_t mcu = round_up(ceil_div(M, 4 * nt), MR);
+  if (mcu < 4 * MR) mcu = round_up(ceil_div(M, 2 * nt), MR);
+  mcu = std::clamp<int64_t>(mcu, 2 * MR, Pn::MC);
   const int64_t units = ceil_div(M, mcu), slots = std::min<int64_t>(nt, units);
   const int64_t ncb_max = block_n<Pn>(K), ncb = round_up(std::min(ncb_max, N), NR);
   const int64_t b_sz = round_up(ncb * ceil_div(K, Pn::KU) + 16, 16);
@@ -344,12 +349,19 @@ void gemm_shared(const Pb& P, int nt) {
     for (int64_t jc = 0; jc < N; jc += ncb_max) {
       const int64_t nc = std::min(ncb_max, N - jc);
       const int64_t panels = ceil_div(nc, NR), groups = ceil_div(panels, 4);
-      std::atomic<int64_t> next_group{0}, next{0};
-      parallel_for(std::min<int64_t>(nt, groups), 1, [&](int64_t, int64_t) {
-        for (int64_t q; (q = next_group.fetch_add(1, std::memory_order_relaxed)) < groups;)
-          pack_b_block(P, b, jc, nc, q * 4, std::min(panels, q * 4 + 4), Bp);
-      });
+      std::atomic<int64_t> next_group{0}, packed{0}, next{0};
+      // One parallel region (each wake-up of a passive pool costs tens of microseconds): the threads
+      // pack B's groups of panels from a counter, wait until every claimed group is packed (a thread
+      // that finishes its groups waits only on groups being packed by running threads), then take
+      // row blocks.
       parallel_for(slots, 1, [&](int64_t s0, int64_t) {
+        for (int64_t q; (q = next_group.fetch_add(1, std::memory_order_relaxed)) < groups;) {
+          pack_b_block(P, b, jc, nc, q * 4, std::min(panels, q * 4 + 4), Bp);
+          packed.fetch_add(1, std::memory_order_release);
+        }
+        for (int spins = 0; packed.load(std::memory_order_acquire) < groups;)  // (yield: more threads than CPUs)
+          if (++spins > 256) std::this_thread::yield();
+          else _mm_pause();
         const Slot<Pn> sc(scratch.get() + b_sz + s0 * per_slot, a_sz, 0, w_sz);  // B: the shared Bp
         for (int64_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < units;)
           compute_rows(P, a, c, u * mcu, std::min(mcu, M - u * mcu), jc, nc, Bp, sc.Ap, sc.ws, sc.tile);
