@@ -318,6 +318,28 @@ struct Slot {
   }
 };
 
+// Rows of gemm_shared's row blocks: about 2 or 4 blocks a thread (more: a thread slowed by other
+// work on its core takes fewer), in whole micro-rows, the size whose blocks dealt out in turn load
+// the threads most evenly (1024 rows on two threads: 8 blocks of 140 rows gave one thread 560 and
+// the other 464, 9 of 126 give 520 and 504; 256 rows: 4 blocks of 70, not 5 of 56).
+inline int64_t shared_block_rows(int64_t M, int64_t MR, int64_t MC, int64_t nt) {
+  const int64_t tiles = ceil_div(M, MR);
+  int64_t best = 0, best_load = 0;
+  for (int64_t per_thread : {4, 2})
+    for (int64_t up = 0; up < 2; ++up) {
+      const int64_t per = std::clamp<int64_t>(tiles / (per_thread * nt) + up, 2, MC / MR);  // micro-rows a block
+      const int64_t units = ceil_div(tiles, per);
+      int64_t load = 0;  // the busiest thread's micro-rows when block u goes to thread u % nt
+      for (int64_t t = 0; t < nt; ++t) {
+        int64_t l = 0;
+        for (int64_t u = t; u < units; u += nt) l += std::min(per, tiles - u * per);
+        load = std::max(load, l);
+      }
+      if (best == 0 || load < best_load) best = per, best_load = load;
+    }
+  return best * MR;
+}
+
 // One or a few large products between threads: each column block of B is packed once, by all of
 // them, into a shared buffer; then the threads take blocks of C's rows from a counter, so a thread
 // slowed down by other work on its core simply takes fewer (nothing is packed twice, and which
@@ -329,11 +351,7 @@ void gemm_shared(const Pb& P, int nt) {
   constexpr int MR = Pn::MR, NR = Pn::NR;
   const GemmArgs& g = P.g;
   const int64_t M = g.M, N = g.N, K = g.K;
-  // ~4 row blocks a thread (one slowed by other work on its core takes fewer); 2 where those would
-  // be under 4 micro-rows (256 rows on two threads: 5 blocks of 56 ran 3 against 2)
-  int64_t mcu = round_up(ceil_div(M, 4 * nt), MR);
-  if (mcu < 4 * MR) mcu = round_up(ceil_div(M, 2 * nt), MR);
-  mcu = std::clamp<int64_t>(mcu, 2 * MR, Pn::MC);
+  const int64_t mcu = shared_block_rows(M, MR, Pn::MC, nt);
   const int64_t units = ceil_div(M, mcu), slots = std::min<int64_t>(nt, units);
   const int64_t ncb_max = block_n<Pn>(K), ncb = round_up(std::min(ncb_max, N), NR);
   const int64_t b_sz = round_up(ncb * ceil_div(K, Pn::KU) + 16, 16);
