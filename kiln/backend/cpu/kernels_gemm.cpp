@@ -252,10 +252,9 @@ inline GemvView gemv_view(const GemmArgs& g) {
   return v;
 }
 
-// Scratch words of run_gemv for up to n outputs: the vectors in panel elements, then the outputs'
-// totals per vector, then kAxpyCols floats of slice accumulators (one vector, j-contiguous matrix).
-template <class Pn>
-int64_t gemv_x_stride(int64_t K) { return Pn::gemv_x_words(K); }
+// Scratch words of run_gemv for up to n outputs: the vectors in panel elements (Pn::gemv_x_words
+// each), then the outputs' totals per vector, then kAxpyCols floats of slice accumulators (one
+// vector, j-contiguous matrix).
 inline int64_t gemv_tot_stride(int64_t n) { return round_up(n, 64) + 16; }
 
 // Outputs [j0, j1) of batch bi; xw and tot: the scratch above (64-byte aligned), for j1 - j0
@@ -265,7 +264,7 @@ void run_gemv(const Pb& P, const GemvView& v, int64_t bi, int64_t j0, int64_t j1
   using Pn = typename Pb::Pn;
   if constexpr (Pn::kGemv) {
     const GemmArgs& g = P.g;
-    const int64_t n = j1 - j0, xst = gemv_x_stride<Pn>(g.K), tst = gemv_tot_stride(n);
+    const int64_t n = j1 - j0, xst = Pn::gemv_x_words(g.K), tst = gemv_tot_stride(n);
     const Slicing sl{g.K, P.kcb, P.nk};
     // x: A's rows and m: B, or x: B's columns and m: A transposed
     auto sums = [&](const auto* x, const auto* m) {
@@ -430,7 +429,7 @@ void gemm(const GemmArgs& g) {
   // partial sums when K is sliced. GEMV: the vector in panel elements, the outputs' totals.
   int64_t a_sz, b_sz, w_sz;
   if (gv.ok) {
-    a_sz = gv.rows * gemv_x_stride<Pn>(K);
+    a_sz = gv.rows * Pn::gemv_x_words(K);
     b_sz = gv.rows * gemv_tot_stride(std::min(chunk, extent)) + Pn::kAxpyCols + 16, w_sz = 0;
   } else {
     const BlockScratch bs = block_scratch<Pn>(split_n ? M : chunk, split_n ? chunk : N, K);
