@@ -21,7 +21,9 @@ int get_num_interop_threads();
 // Called by the pool when it starts its first worker; later set_num_interop_threads calls raise.
 void mark_interop_started();
 
-// The OpenMP runtimes loaded in this process (paths, one per runtime: libgomp, libiomp5, libomp).
+// The OpenMP runtimes loaded in this process (paths, one per runtime: libgomp, libiomp5, libomp),
+// less a libgomp that LLVM's or Intel's runtime stands in for (it has libgomp's entry points and comes
+// first in the global scope, as with LD_PRELOAD=libomp.so.5: libgomp's callers all bind to it).
 // More than one means two thread pools competing for the same CPUs; kiln warns once when it sees
 // that (check_openmp_runtimes, called at set_num_threads and by the Python module at import).
 std::vector<std::string> openmp_runtimes();

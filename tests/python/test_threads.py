@@ -180,10 +180,10 @@ def test_one_runtime_no_warning():
 
 
 def test_second_runtime_warns_once():
-    lib = _llvm_openmp()
+    lib = _llvm_openmp()  # (loaded locally: kiln and OpenBLAS keep libgomp, this one has its own pool)
     r = run_py(f"""
         import ctypes, warnings
-        ctypes.CDLL({lib!r}, mode=ctypes.RTLD_GLOBAL)
+        ctypes.CDLL({lib!r}, mode=ctypes.RTLD_LOCAL)
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
             import kiln
@@ -194,3 +194,24 @@ def test_second_runtime_warns_once():
     n, msg = r.stdout.split("\n", 1)
     assert n == "1"
     assert "2 OpenMP runtimes are loaded" in msg and "libgomp" in msg and "libomp" in msg
+
+
+@pytest.mark.parametrize("how", ["global", "preload"])
+def test_runtime_standing_in_for_libgomp_is_one(how):
+    """LLVM's runtime first in the global scope (loaded RTLD_GLOBAL before kiln, or LD_PRELOAD, as
+    the sanitizer build's tests run): kiln, OpenBLAS and torch all bind libgomp's entry points to it,
+    so libgomp, loaded beside it, runs nothing: one runtime, no warning."""
+    lib = _llvm_openmp()
+    load = f"import ctypes; ctypes.CDLL({lib!r}, mode=ctypes.RTLD_GLOBAL)" if how == "global" else ""
+    r = run_py(f"""
+        {load}
+        import warnings
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            import torch, kiln
+            kiln.set_num_threads(2)
+            assert float((kiln.ones(1 << 20) * 2).sum()) == 2 << 20
+        rts = kiln._C._openmp_runtimes()
+        print(len(rts), rts[0].rsplit("/", 1)[-1].split(".")[0], len([x for x in w if "OpenMP" in str(x.message)]))""",
+               env={"LD_PRELOAD": lib} if how == "preload" else None)
+    assert r.stdout.split() == ["1", "libomp", "0"], r.stdout + r.stderr

@@ -187,7 +187,7 @@ void lu_factor_kernel(const OpDef&, const TensorList& in, const Attrs& a, Tensor
         from_cm(w.data(), m, n, lu + b * m * n);
       }
     });
-  }, n >= kParallelBlasOrder);
+  }, parallel_blas(B, n));
   if (attr<bool>(a, 1))
     raise_on_info(info, A.dim() > 2, "linalg.lu_factor_ex", [](int i) {
       return "U[" + std::to_string(i) + "," + std::to_string(i) + "] is zero and using it on lu_solve would result "
@@ -238,7 +238,7 @@ void lu_solve_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorL
         }
       }
     });
-  }, n >= kParallelBlasOrder);
+  }, parallel_blas(Bn, n));
 }
 KernelRegistrar k_lu_solve{"linalg_lu_solve", DeviceType::CPU, lu_solve_kernel};
 
@@ -280,7 +280,7 @@ void lu_unpack_kernel(const OpDef&, const TensorList& in, const Attrs& a, Tensor
         for (int64_t i = 0; i < m; ++i) P[b * m * m + perm[i] * m + i] = T(1);
       }
     }
-  }, n >= kParallelBlasOrder);
+  }, parallel_blas(Bn, n));
 }
 KernelRegistrar k_lu_unpack{"lu_unpack", DeviceType::CPU, lu_unpack_kernel};
 
@@ -362,7 +362,7 @@ void solve_ex_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorL
         }
       }
     });
-  }, n >= kParallelBlasOrder);
+  }, parallel_blas(std::max(nA, Bn), n));
   if (attr<bool>(a, 1))
     raise_on_info(info, A.dim() > 2, op,
                   [](int) { return std::string("The solver failed because the input matrix is singular."); });
@@ -416,7 +416,7 @@ void inv_ex_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorLis
         }
       }
     });
-  }, n >= kParallelBlasOrder);
+  }, parallel_blas(Bn, n));
   if (attr<bool>(a, 0))
     raise_on_info(info, A.dim() > 2, op, [](int i) {
       return "The diagonal element " + std::to_string(i) +
@@ -478,7 +478,7 @@ void det_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& ou
       for (int64_t i = 0; i < n; ++i) p *= w[i * n + i];
       d[b] = p;
     });
-  }, n >= kParallelBlasOrder);
+  }, parallel_blas(Bn, n));
 }
 KernelRegistrar k_det{"linalg_det", DeviceType::CPU, det_kernel};
 
@@ -504,7 +504,7 @@ void slogdet_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList
       }
       sg[b] = s, la[b] = l;
     });
-  }, A.size(-1) >= kParallelBlasOrder);
+  }, parallel_blas(shape_numel(batch_shape(A, 2)), A.size(-1)));
 }
 KernelRegistrar k_slogdet{"_linalg_slogdet", DeviceType::CPU, slogdet_kernel};
 
@@ -626,7 +626,7 @@ void cholesky_solve_kernel(const OpDef&, const TensorList& in, const Attrs& a, T
         from_cm(wb.data(), n, k, xp + b * n * k);
       }
     });
-  }, n >= kParallelBlasOrder);
+  }, parallel_blas(Bn, n));
 }
 KernelRegistrar k_cholesky_solve{"cholesky_solve", DeviceType::CPU, cholesky_solve_kernel};
 
@@ -655,7 +655,7 @@ void cholesky_inverse_kernel(const OpDef&, const TensorList& in, const Attrs& a,
         from_cm(w.data(), n, n, yp + b * n * n);
       }
     });
-  }, n >= kParallelBlasOrder);
+  }, parallel_blas(Bn, n));
 }
 KernelRegistrar k_cholesky_inverse{"cholesky_inverse", DeviceType::CPU, cholesky_inverse_kernel};
 
@@ -699,7 +699,7 @@ void solve_triangular_kernel(const OpDef&, const TensorList& in, const Attrs& a,
         trsm<T>(left, upper, unit, r, c, ap + ao[b], std::max<int64_t>(n, 1), x, c);
       }
     });
-  }, n >= kParallelBlasOrder);
+  }, parallel_blas(Bn, n));
 }
 KernelRegistrar k_solve_triangular{"linalg_solve_triangular", DeviceType::CPU, solve_triangular_kernel};
 

@@ -387,7 +387,7 @@ void matrix_exp_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorL
     parallel_for(Bn, batch_grain(n, n), [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) expm<T>(n, ap + b * n * n, yp + b * n * n);
     });
-  }, n >= kParallelBlasOrder);
+  }, parallel_blas(Bn, n));
 }
 KernelRegistrar k_matrix_exp{"linalg_matrix_exp", DeviceType::CPU, matrix_exp_kernel};
 

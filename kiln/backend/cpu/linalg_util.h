@@ -28,6 +28,12 @@ namespace lp = cpu::lapack;
 // call at two threads (Zen 4, PASSIVE, float64 dgetrf 384: 1.86 ms on one thread, 1.94 on two; 512:
 // 4.7 -> 3.3; dpotrf 512: 1.9 -> 1.6).
 inline constexpr int64_t kParallelBlasOrder = 512;
+// visit_lapack's parallel_blas for a batch of `batch` matrices of this order: one matrix only. A
+// batch of more is dealt over the threads by parallel_for, and a BLAS call on each thread must then
+// run on that thread alone: OpenBLAS's OpenMP build does so where it sees kiln's region, which it
+// cannot where its OpenMP runtime is not kiln's (clang's libomp beside OpenBLAS's libgomp, unless
+// one stands in for the other); two threads then enter its threaded path at once.
+inline bool parallel_blas(int64_t batch, int64_t order) { return batch == 1 && order >= kParallelBlasOrder; }
 
 // The threads one matrix's factorization is split over: kiln's count, or one in deterministic mode
 // (the splits change the rounding: a share of the columns through a BLAS call of that width, and the

@@ -1,5 +1,6 @@
 #include "kiln/backend/cpu/parallel.h"
 
+#include <dlfcn.h>
 #include <link.h>
 #include <omp.h>
 #include <pthread.h>
@@ -241,13 +242,29 @@ std::vector<std::string> openmp_runtimes() {
         return 0;
       },
       &names);
+  const auto file_of = [](const std::string& n) {
+    std::error_code ec;
+    const std::string r = std::filesystem::canonical(n, ec).string();
+    return ec ? n : r;
+  };
+  // A libgomp stood in for: LLVM's and Intel's runtimes carry libgomp's entry points, and where one of
+  // them comes first in the global scope (LD_PRELOAD, or loaded RTLD_GLOBAL before libgomp's users),
+  // every libgomp caller (kiln's GCC build, OpenBLAS, torch) binds to it and libgomp runs nothing.
+  // (kiln's own calls bound when it was loaded: it must be bound there too.)
+  const auto host_of = [&](void* f) {
+    Dl_info info{};
+    return f && dladdr(f, &info) && info.dli_fname ? file_of(info.dli_fname) : std::string();
+  };
+  const std::string gomp_host = host_of(dlvsym(RTLD_DEFAULT, "GOMP_parallel", "GOMP_4.0"));
+  const std::string gomp_kind = threads_detail::openmp_runtime_kind(gomp_host);
+  const bool gomp_stood_in = (gomp_kind == "libomp" || gomp_kind == "libiomp5") &&
+                             host_of(reinterpret_cast<void*>(&omp_in_parallel)) == gomp_host;
   // one entry per file: libiomp5.so is often a link to libomp.so.5
   std::vector<std::string> real, out;
   for (const auto& n : names) {
-    std::error_code ec;
-    const std::string r = std::filesystem::canonical(n, ec).string();
-    const std::string key = ec ? n : r;
+    const std::string key = file_of(n);
     if (std::find(real.begin(), real.end(), key) != real.end()) continue;
+    if (gomp_stood_in && threads_detail::openmp_runtime_kind(n) == "libgomp") continue;
     real.push_back(key);
     out.push_back(n);
   }
