@@ -113,6 +113,28 @@ int team_size(const Team& team);
 #include <omp.h>
 
 namespace kiln::cpu {
+// The end of a region: the thread that opened it waits for the others spinning (for up to ~100 us,
+// yielding now and then for a machine with more threads than CPUs) before OpenMP's closing barrier,
+// so that it arrives there last and is not put to sleep: a passive pool's sleeper is woken tens of
+// microseconds late on a virtual machine (Zen 4, 2 threads, PASSIVE: an add of 256K floats 64 ->
+// 39 us, bfloat16 matmul 256^3 130 -> 117 us). The others sleep there as before.
+class JoinSpin {
+ public:
+  void arrive() { done_.fetch_add(1, std::memory_order_release); }
+  void wait(int others) {
+    for (int i = 0; done_.load(std::memory_order_acquire) < others && i < kSpins; ++i) {
+      if ((i & 255) == 255) std::this_thread::yield();
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+    }
+  }
+
+ private:
+  static constexpr int kSpins = 4096;  // (a pause: 26 ns on Zen 4, ~40 on recent Intel cores)
+  std::atomic<int> done_{0};
+};
+
 template <class F>
 void parallel_for(int64_t n, int64_t grain, F&& f) {
   if (n <= 0) return;
@@ -147,12 +169,15 @@ void parallel_for(int64_t n, int64_t grain, F&& f) {
   int64_t max_threads = (n + grain - 1) / grain;
   if (max_threads < nt) nt = static_cast<int>(max_threads);
   count_region();
+  JoinSpin join;
 #pragma omp parallel num_threads(nt)
   {
     int t = omp_get_thread_num(), T = omp_get_num_threads();
     int64_t chunk = (n + T - 1) / T;
     int64_t b = t * chunk, e = b + chunk < n ? b + chunk : n;
     if (b < e) f(b, e);
+    if (t == 0) join.wait(T - 1);
+    else join.arrive();
   }
 }
 }  // namespace kiln::cpu
@@ -181,7 +206,13 @@ void run_spmd(int threads, F&& f) {
     return;
   }
   count_region();
+  JoinSpin join;
 #pragma omp parallel num_threads(threads)
-  f(omp_get_thread_num(), omp_get_num_threads());
+  {
+    const int t = omp_get_thread_num(), T = omp_get_num_threads();
+    f(t, T);
+    if (t == 0) join.wait(T - 1);
+    else join.arrive();
+  }
 }
 }  // namespace kiln::cpu
