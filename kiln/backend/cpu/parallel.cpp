@@ -351,6 +351,7 @@ void run_as_team(int threads, const std::function<void()>& body) {
   }
   team_detail::Team team;
   std::exception_ptr error;
+  JoinSpin join;  // (the workers leave within a microsecond of quit: the leader need not sleep)
 #pragma omp parallel num_threads(threads)
   {
     const int t = omp_get_thread_num();
@@ -364,6 +365,7 @@ void run_as_team(int threads, const std::function<void()>& body) {
       }
       team_detail::t_team = nullptr;
       team.quit.store(true, std::memory_order_release);
+      join.wait(team.size - 1);
     } else {
       uint64_t seen = 0;
       int64_t polls = 0;
@@ -379,6 +381,7 @@ void run_as_team(int threads, const std::function<void()>& body) {
           team_detail::spin_pause(polls);
         }
       }
+      join.arrive();
     }
   }
   if (error) std::rethrow_exception(error);
