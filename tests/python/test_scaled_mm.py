@@ -11,7 +11,7 @@ import torch
 import kiln
 import kiln.nn.functional as KF
 import torch.nn.functional as TF
-from helpers import to_kiln, to_torch
+from helpers import kiln_threads, to_kiln, to_torch
 
 E4, E5 = torch.float8_e4m3fn, torch.float8_e5m2
 
@@ -65,6 +65,27 @@ def test_values_against_float64(da, db, rowwise, out_dtype):
         got = kiln._scaled_mm(to_kiln(a), to_kiln(b), to_kiln(sa), to_kiln(sb), out_dtype=KD[out_dtype])
         assert got.dtype == KD[out_dtype] and tuple(got.shape) == (m, n)
         assert_one_rounding(got, reference(a, b, sa, sb), out_dtype, k)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("m,k,n", [(300, 256, 200), (64, 256, 300), (200, 256, 64)])
+def test_epilogue_on_every_split(threads, m, k, n):
+    """The scales, bias and scale_result are applied to each block of rows as the product finishes it
+    (B shared between threads from 224 rows on two threads; else row parts, or column parts with the
+    epilogue after): every row gets them once, in every split."""
+    a, b = f8((m, k), E4, 3), f8((n, k), E5, 4).t()
+    sa, sb = torch.rand(m, 1) + 0.5, torch.rand(1, n) + 0.5
+    bias, sr = torch.randn(n).to(torch.bfloat16), torch.tensor(1.25)
+    ref = reference(a, b, sa, sb, bias.float())
+    with kiln_threads(threads):
+        got = kiln._scaled_mm(to_kiln(a), to_kiln(b), to_kiln(sa), to_kiln(sb), bias=to_kiln(bias),
+                              out_dtype=kiln.bfloat16)
+        assert_one_rounding(got, ref, torch.bfloat16, k)
+        got8 = kiln._scaled_mm(to_kiln(a), to_kiln(b), to_kiln(sa), to_kiln(sb), scale_result=to_kiln(sr),
+                               out_dtype=kiln.float8_e4m3fn)
+        assert_one_rounding(got8, reference(a, b, sa, sb) / 1.25, E4, k)
+        got32 = kiln._scaled_mm(to_kiln(a), to_kiln(b), to_kiln(sa), to_kiln(sb), out_dtype=kiln.float32)
+        assert_one_rounding(got32, reference(a, b, sa, sb), torch.float32, k)
 
 
 def test_saturation_and_overflow():

@@ -51,6 +51,11 @@ struct GemmArgs {
   int64_t b_bs = 0, b_rs = 0, b_cs = 0;
   void* c = nullptr;
   int64_t c_bs = 0, c_rs = 0, c_cs = 0;
+  // Optional, batch 1 only: called with disjoint row ranges [i0, i1) covering C's rows once each is
+  // final, from whichever thread finished it (the float8 product's scales, bias and rounding: inside
+  // the product's own parallel region where it shares B between threads, no region of its own).
+  void (*row_epilogue)(void* ctx, int64_t i0, int64_t i1) = nullptr;
+  void* epilogue_ctx = nullptr;
 };
 using LowpGemmFn = void (*)(const GemmArgs&);
 // Several independent products (batch 1 each, any sizes, strides and K) in one parallel loop over

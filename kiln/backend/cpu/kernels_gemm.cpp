@@ -380,8 +380,11 @@ void gemm_shared(const Pb& P, int nt) {
           if (++spins > 256) std::this_thread::yield();
           else _mm_pause();
         const Slot<Pn> sc(scratch.get() + b_sz + s0 * per_slot, a_sz, 0, w_sz);  // B: the shared Bp
-        for (int64_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < units;)
+        const bool last = jc + ncb_max >= N;
+        for (int64_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < units;) {
           compute_rows(P, a, c, u * mcu, std::min(mcu, M - u * mcu), jc, nc, Bp, sc.Ap, sc.ws, sc.tile);
+          if (last && g.row_epilogue) g.row_epilogue(g.epilogue_ctx, u * mcu, std::min(M, (u + 1) * mcu));
+        }
       });
     }
   }
@@ -449,10 +452,17 @@ void gemm(const GemmArgs& g) {
         if (small) Pn::small(g, P.a + bi * g.a_bs, P.b + bi * g.b_bs, P.c + bi * g.c_bs);
         else if (gv.ok) run_gemv(P, gv, bi, lo, hi, sc.Ap, slot + a_sz);
         else if (split_n) run_block(P, bi, 0, M, lo, hi, sc.Ap, sc.Bp, sc.ws, sc.tile);
-        else run_block(P, bi, lo, hi, 0, N, sc.Ap, sc.Bp, sc.ws, sc.tile);
+        else {
+          run_block(P, bi, lo, hi, 0, N, sc.Ap, sc.Bp, sc.ws, sc.tile);
+          if (g.row_epilogue) g.row_epilogue(g.epilogue_ctx, lo, hi);  // (these rows are final)
+        }
       }
     }
   });
+  if (g.row_epilogue && (small || gv.ok || split_n))  // a job's rows were final only at the end
+    parallel_for(M, std::max<int64_t>(1, kGrainSize / N), [&](int64_t i0, int64_t i1) {
+      g.row_epilogue(g.epilogue_ctx, i0, i1);
+    });
 }
 
 // Grouped products: every item's C = A @ B (batch 1), items of any shapes, in one parallel loop over

@@ -35,19 +35,9 @@ void scaled_mm_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs,
   const bool in_place = c.dtype() == kFloat32;
   Tensor acc = in_place ? c : make_tensor({M, N}, kFloat32);
   float* p = static_cast<float*>(acc.data_ptr());
-  if (K == 0) {
-    cpu::fill(acc, Scalar(0));
-  } else {
-    cpu::GemmArgs g;
-    g.M = M, g.N = N, g.K = K;
-    g.a = a.data_ptr(), g.a_rs = a.strides()[0], g.a_cs = a.strides()[1];
-    g.b = b.data_ptr(), g.b_rs = b.strides()[0], g.b_cs = b.strides()[1];
-    g.c = p, g.c_rs = N, g.c_cs = 1;
-    cpu::cpu_kernels().gemm_f8[a.dtype() == kFloat8_e5m2][b.dtype() == kFloat8_e5m2](g);
-  }
-
   // The epilogue, one pass a row: ((acc * scale_a[i]) * scale_b[j] + bias[j]) * (1 / scale_result),
-  // then rounded once into C (the table's cast loop) unless C is the float32 buffer itself.
+  // then rounded once into C (the table's cast loop) unless C is the float32 buffer itself. A row's
+  // result depends on that row alone, whichever thread runs it.
   const float* pa = static_cast<const float*>(cpu::contiguous_of(sa).data_ptr());
   std::vector<float> col(static_cast<size_t>(N)), bv;
   {
@@ -65,7 +55,7 @@ void scaled_mm_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs,
   const cpu::CastFn cast = in_place ? nullptr : cpu::cpu_kernels().cast[static_cast<int>(kFloat32)][static_cast<int>(c.dtype())];
   char* dst = static_cast<char*>(c.data_ptr());
   const int64_t osize = static_cast<int64_t>(itemsize(c.dtype()));
-  cpu::parallel_for(M, std::max<int64_t>(1, cpu::kGrainSize / std::max<int64_t>(N, 1)), [&](int64_t i0, int64_t i1) {
+  const auto epilogue = [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       float* row = p + i * N;
       const float s_i = pa[tensorwise ? 0 : i];
@@ -76,7 +66,22 @@ void scaled_mm_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs,
         for (int64_t j = 0; j < N; ++j) row[j] = row[j] * inv;
       if (cast) cast(dst + i * N * osize, reinterpret_cast<const char*>(row), N, osize, sizeof(float));
     }
-  });
+  };
+  if (K == 0) {
+    cpu::fill(acc, Scalar(0));
+    cpu::parallel_for(M, std::max<int64_t>(1, cpu::kGrainSize / std::max<int64_t>(N, 1)), epilogue);
+    return;
+  }
+  // The product, with the epilogue run on each block of rows as it is finished (in the product's
+  // region: no region of its own, and the rows still in cache).
+  cpu::GemmArgs g;
+  g.M = M, g.N = N, g.K = K;
+  g.a = a.data_ptr(), g.a_rs = a.strides()[0], g.a_cs = a.strides()[1];
+  g.b = b.data_ptr(), g.b_rs = b.strides()[0], g.b_cs = b.strides()[1];
+  g.c = p, g.c_rs = N, g.c_cs = 1;
+  g.row_epilogue = [](void* ctx, int64_t i0, int64_t i1) { (*static_cast<decltype(epilogue)*>(ctx))(i0, i1); };
+  g.epilogue_ctx = const_cast<void*>(static_cast<const void*>(&epilogue));
+  cpu::cpu_kernels().gemm_f8[a.dtype() == kFloat8_e5m2][b.dtype() == kFloat8_e5m2](g);
 }
 KernelRegistrar k_scaled_mm{"_scaled_mm", DeviceType::CPU, scaled_mm_kernel};
 
