@@ -74,6 +74,10 @@ test-asan-python: asan-build
 	@rm -rf $(ASAN)/pkg && mkdir -p $(ASAN)/pkg && cp -rs $(CURDIR)/python/kiln $(ASAN)/pkg/ && \
 	  find $(ASAN)/pkg/kiln \( -name '_C*.so' -o -name 'libkiln*' -o -name __pycache__ \) -prune -exec rm -rf {} + && \
 	  ln -s $(abspath $(ASAN))/py/* $(ASAN)/pkg/kiln/
+	@omp=$$($(CLANG) -print-file-name=libomp.so.5) && test -f "$$omp" || { echo "libomp.so.5 of $(CLANG) not found"; exit 1; }
+	LD_PRELOAD=$$($(CLANG) -print-file-name=libclang_rt.asan-x86_64.so):$$($(CLANG) -print-file-name=libomp.so.5) \
+	  PYTHONPATH=$(abspath $(ASAN))/pkg ASAN_OPTIONS=detect_leaks=0 $(PY) -c \
+	  "import torch, kiln; r = kiln._C._openmp_runtimes(); assert len(r) == 1, r"
 	LD_PRELOAD=$$($(CLANG) -print-file-name=libclang_rt.asan-x86_64.so):$$($(CLANG) -print-file-name=libomp.so.5) \
 	  PYTHONPATH=$(abspath $(ASAN))/pkg \
 	  ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:handle_segv=0:abort_on_error=1 \

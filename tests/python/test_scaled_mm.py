@@ -68,11 +68,13 @@ def test_values_against_float64(da, db, rowwise, out_dtype):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("m,k,n", [(300, 256, 200), (64, 256, 300), (200, 256, 64)])
+@pytest.mark.parametrize("m,k,n", [(300, 256, 200), (300, 16384, 300), (64, 256, 300), (200, 256, 64),
+                                   (60, 1024, 50), (3, 256, 300), (300, 256, 2), (2, 16, 2), (5, 0, 7)])
 def test_epilogue_on_every_split(threads, m, k, n):
-    """The scales, bias and scale_result are applied to each block of rows as the product finishes it
-    (B shared between threads from 224 rows on two threads; else row parts, or column parts with the
-    epilogue after): every row gets them once, in every split."""
+    """The scales, bias and scale_result reach every row once, whichever way the product splits C:
+    B shared between the threads (from 8 micro-rows a thread: 224 rows on the AVX-512 tables, fewer on
+    the others), with several column blocks of B (K = 16384), row parts, column parts, the
+    matrix-vector and tiny-product paths (the epilogue after them), K = 0."""
     a, b = f8((m, k), E4, 3), f8((n, k), E5, 4).t()
     sa, sb = torch.rand(m, 1) + 0.5, torch.rand(1, n) + 0.5
     bias, sr = torch.randn(n).to(torch.bfloat16), torch.tensor(1.25)

@@ -163,7 +163,10 @@ def test_openmp_runtime_kinds():
 
 
 def _llvm_openmp():
-    found = sorted(glob.glob("/usr/lib/llvm-*/lib/libomp.so.5") + glob.glob("/usr/lib/x86_64-linux-gnu/libomp.so.5"))
+    """The libomp that clang-19 (the sanitizer build's compiler) links, else the newest installed."""
+    found = glob.glob("/usr/lib/llvm-19/lib/libomp.so.5") or sorted(
+        glob.glob("/usr/lib/llvm-*/lib/libomp.so.5"), key=lambda p: int(p.split("llvm-")[1].split("/")[0]))[-1:] \
+        or glob.glob("/usr/lib/x86_64-linux-gnu/libomp.so.5")
     assert found, "LLVM's OpenMP runtime (libomp-19-dev, installed by make build) is missing"
     return found[0]
 

@@ -52,8 +52,9 @@ struct GemmArgs {
   void* c = nullptr;
   int64_t c_bs = 0, c_rs = 0, c_cs = 0;
   // Optional, batch 1 only: called with disjoint row ranges [i0, i1) covering C's rows once each is
-  // final, from whichever thread finished it (the float8 product's scales, bias and rounding: inside
-  // the product's own parallel region where it shares B between threads, no region of its own).
+  // final, from whichever thread finished it (the float8 product's scales, bias and rounding). Where
+  // the product splits C by rows (B shared between the threads, or row parts) that is inside its own
+  // region, right after the rows' last column block; otherwise in a pass over the rows after it.
   void (*row_epilogue)(void* ctx, int64_t i0, int64_t i1) = nullptr;
   void* epilogue_ctx = nullptr;
 };

@@ -396,10 +396,12 @@ void gemm(const GemmArgs& g) {
   using T = TC;
   constexpr int MR = Pn::MR, NR = Pn::NR;
   const int64_t Bn = g.batch, M = g.M, N = g.N, K = g.K;
+  KILN_CHECK(!g.row_epilogue || Bn == 1, Runtime, "gemm", "a row epilogue needs a batch of one product, got ", Bn);
   if (Bn <= 0 || M <= 0 || N <= 0) return;
   T* cp = static_cast<T*>(g.c);
   if (K <= 0) {
     for (int64_t bi = 0; bi < Bn; ++bi) fill_zero(cp + bi * g.c_bs, M, N, g.c_rs, g.c_cs);
+    if (g.row_epilogue) g.row_epilogue(g.epilogue_ctx, 0, M);
     return;
   }
   Problem<TA, TB, TC, Pn> P{static_cast<const TA*>(g.a), static_cast<const TB*>(g.b), cp, g, 0, 0};

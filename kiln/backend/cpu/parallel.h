@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <thread>
@@ -113,7 +114,7 @@ int team_size(const Team& team);
 #include <omp.h>
 
 namespace kiln::cpu {
-// The end of a region: the thread that opened it waits for the others spinning (for up to ~100 us,
+// The end of a region: the thread that opened it waits for the others spinning (for up to 100 us,
 // yielding now and then for a machine with more threads than CPUs) before OpenMP's closing barrier,
 // so that it arrives there last and is not put to sleep: a passive pool's sleeper is woken tens of
 // microseconds late on a virtual machine (Zen 4, 2 threads, PASSIVE: an add of 256K floats 64 ->
@@ -122,17 +123,22 @@ class JoinSpin {
  public:
   void arrive() { done_.fetch_add(1, std::memory_order_release); }
   void wait(int others) {
-    for (int i = 0; done_.load(std::memory_order_acquire) < others && i < kSpins; ++i) {
-      if ((i & 255) == 255) std::this_thread::yield();
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 1; done_.load(std::memory_order_acquire) < others; ++i) {
+      if ((i & 255) == 0) {
+        if (std::chrono::steady_clock::now() - start > std::chrono::microseconds(100)) return;
+        std::this_thread::yield();
+      }
 #if defined(__x86_64__)
       __builtin_ia32_pause();
+#elif defined(__aarch64__)
+      asm volatile("yield");
 #endif
     }
   }
 
  private:
-  static constexpr int kSpins = 4096;  // (a pause: 26 ns on Zen 4, ~40 on recent Intel cores)
-  std::atomic<int> done_{0};
+  alignas(64) std::atomic<int> done_{0};
 };
 
 template <class F>

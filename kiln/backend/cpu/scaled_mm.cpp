@@ -67,13 +67,8 @@ void scaled_mm_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs,
       if (cast) cast(dst + i * N * osize, reinterpret_cast<const char*>(row), N, osize, sizeof(float));
     }
   };
-  if (K == 0) {
-    cpu::fill(acc, Scalar(0));
-    cpu::parallel_for(M, std::max<int64_t>(1, cpu::kGrainSize / std::max<int64_t>(N, 1)), epilogue);
-    return;
-  }
-  // The product, with the epilogue run on each block of rows as it is finished (in the product's
-  // region: no region of its own, and the rows still in cache).
+  // The product, with the epilogue run on each block of rows as it is finished (GemmArgs::row_epilogue:
+  // where the product splits C by rows, inside its region, not in a region of its own; K = 0: zeros).
   cpu::GemmArgs g;
   g.M = M, g.N = N, g.K = K;
   g.a = a.data_ptr(), g.a_rs = a.strides()[0], g.a_cs = a.strides()[1];
