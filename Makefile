@@ -67,6 +67,8 @@ fuzz: asan-build
 # first in the global scope, and OpenBLAS on it would not see kiln's parallel regions, so calls from
 # two of kiln's threads at once would both take its threaded path (they crashed now and then). One
 # runtime, as in the GCC build.
+ASAN_OMP = $(shell $(CLANG) -print-file-name=libomp.so.5)
+ASAN_PRELOAD = $(shell $(CLANG) -print-file-name=libclang_rt.asan-x86_64.so):$(ASAN_OMP)
 ASAN_PY_TESTS := test_abuse.py test_reliability.py test_fuzz_views.py test_fuzz_archive.py test_safetensors.py \
                  test_tensor_protocol.py test_serialization.py test_streams.py test_graphs.py test_compile.py \
                  test_linalg.py
@@ -74,12 +76,10 @@ test-asan-python: asan-build
 	@rm -rf $(ASAN)/pkg && mkdir -p $(ASAN)/pkg && cp -rs $(CURDIR)/python/kiln $(ASAN)/pkg/ && \
 	  find $(ASAN)/pkg/kiln \( -name '_C*.so' -o -name 'libkiln*' -o -name __pycache__ \) -prune -exec rm -rf {} + && \
 	  ln -s $(abspath $(ASAN))/py/* $(ASAN)/pkg/kiln/
-	@omp=$$($(CLANG) -print-file-name=libomp.so.5) && test -f "$$omp" || { echo "libomp.so.5 of $(CLANG) not found"; exit 1; }
-	LD_PRELOAD=$$($(CLANG) -print-file-name=libclang_rt.asan-x86_64.so):$$($(CLANG) -print-file-name=libomp.so.5) \
-	  PYTHONPATH=$(abspath $(ASAN))/pkg ASAN_OPTIONS=detect_leaks=0 $(PY) -c \
+	@test -f "$(ASAN_OMP)" || { echo "libomp.so.5 of $(CLANG) not found"; exit 1; }
+	LD_PRELOAD=$(ASAN_PRELOAD) PYTHONPATH=$(abspath $(ASAN))/pkg ASAN_OPTIONS=detect_leaks=0 $(PY) -c \
 	  "import torch, kiln; r = kiln._C._openmp_runtimes(); assert len(r) == 1, r"
-	LD_PRELOAD=$$($(CLANG) -print-file-name=libclang_rt.asan-x86_64.so):$$($(CLANG) -print-file-name=libomp.so.5) \
-	  PYTHONPATH=$(abspath $(ASAN))/pkg \
+	LD_PRELOAD=$(ASAN_PRELOAD) PYTHONPATH=$(abspath $(ASAN))/pkg \
 	  ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:handle_segv=0:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:abort_on_error=1 \
 	  OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest -q -p no:cacheprovider -n $(JOBS) $(addprefix tests/python/,$(ASAN_PY_TESTS))

@@ -35,7 +35,6 @@
 #include <memory>
 #include <new>
 #include <numeric>
-#include <thread>
 #include <vector>
 
 #include "kiln/backend/cpu/attention_amx.h"
@@ -376,9 +375,7 @@ void gemm_shared(const Pb& P, int nt) {
           pack_b_block(P, b, jc, nc, q * 4, std::min(panels, q * 4 + 4), Bp);
           packed.fetch_add(1, std::memory_order_release);
         }
-        for (int spins = 0; packed.load(std::memory_order_acquire) < groups;)  // (yield: more threads than CPUs)
-          if (++spins > 256) std::this_thread::yield();
-          else _mm_pause();
+        spin_until([&] { return packed.load(std::memory_order_acquire) >= groups; });
         const Slot<Pn> sc(scratch.get() + b_sz + s0 * per_slot, a_sz, 0, w_sz);  // B: the shared Bp
         const bool last = jc + ncb_max >= N;
         for (int64_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < units;) {

@@ -303,9 +303,7 @@ thread_local Team* t_team = nullptr;
 int team_size(const Team& team) { return team.size; }
 
 inline void spin_pause(int64_t& polls) {
-#if defined(__x86_64__)
-  __builtin_ia32_pause();
-#endif
+  cpu_pause();
   if (++polls > (1 << 16)) sched_yield();
 }
 

@@ -56,21 +56,33 @@ void run_spmd(int threads, F&& f);
 // A barrier for the T threads of one run_spmd call: each passes its own count of the rounds it has
 // been through (from 0). The threads spin (they all run at once), and yield the CPU after a few
 // microseconds of it, for a machine with more threads than CPUs (two test processes on two cores).
+// One poll of a spin-wait: the core's hint that this thread spins.
+inline void cpu_pause() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+// Spins until done(): a pause per poll, then (after a few microseconds) the CPU yielded per poll, for
+// a machine with more threads than CPUs.
+template <class Done>
+void spin_until(Done&& done) {
+  for (int spins = 0; !done();) {
+    if (spins == 256) {
+      std::this_thread::yield();
+      continue;
+    }
+    ++spins;
+    cpu_pause();
+  }
+}
 class SpinBarrier {
  public:
   void wait(int threads, int64_t& round) {
     const int64_t target = ++round * threads;
     arrived_.fetch_add(1, std::memory_order_acq_rel);
-    for (int spins = 0; arrived_.load(std::memory_order_acquire) < target;) {
-      if (spins == 256) {
-        std::this_thread::yield();
-        continue;
-      }
-      ++spins;
-#if defined(__x86_64__)
-      __builtin_ia32_pause();
-#endif
-    }
+    spin_until([&] { return arrived_.load(std::memory_order_acquire) >= target; });
   }
 
  private:
@@ -129,11 +141,7 @@ class JoinSpin {
         if (std::chrono::steady_clock::now() - start > std::chrono::microseconds(100)) return;
         std::this_thread::yield();
       }
-#if defined(__x86_64__)
-      __builtin_ia32_pause();
-#elif defined(__aarch64__)
-      asm volatile("yield");
-#endif
+      cpu_pause();
     }
   }
 
