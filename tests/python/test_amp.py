@@ -140,6 +140,17 @@ def test_gradients_flow_through_the_casts():
         np.testing.assert_allclose(to_torch(k).numpy(), t.numpy(), rtol=3e-2, atol=3e-2)
 
 
+def _lstm_bf16_reference(m, x):
+    """torch's LSTM under bfloat16 autocast is oneDNN's bfloat16 primitive, which this CPU lacks (no
+    AVX-512: torch raises). The same math in its place: input and weights rounded to bfloat16, the
+    layer in float32 outside autocast, the output in bfloat16 (the dtype torch gives where it runs)."""
+    ref = copy.deepcopy(m)
+    with torch.no_grad(), torch.autocast("cpu", enabled=False):
+        for p in ref.parameters():
+            p.copy_(p.bfloat16().float())
+        return ref(x.bfloat16().float())[0].bfloat16()
+
+
 @pytest.mark.parametrize("cls", ["LSTM", "RNN", "GRU"])
 def test_recurrent_layers(cls):
     inp = _inputs()
@@ -153,7 +164,12 @@ def test_recurrent_layers(cls):
             tm = m
         x = inp["seq"] if lib is torch else to_kiln(inp["seq"])
         with lib.autocast("cpu", dtype=lib.bfloat16):
-            out[lib] = m(x)[0]
+            try:
+                out[lib] = m(x)[0]
+            except RuntimeError as e:
+                if lib is kiln or cls != "LSTM" or "primitive descriptor" not in str(e):
+                    raise
+                out[lib] = _lstm_bf16_reference(m, x)
     assert str(out[kiln].dtype).split(".")[-1] == str(out[torch].dtype).split(".")[-1]
     np.testing.assert_allclose(to_torch(out[kiln].detach()).float().numpy(), out[torch].detach().float().numpy(),
                                rtol=5e-2, atol=5e-2)

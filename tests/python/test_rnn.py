@@ -821,7 +821,10 @@ def test_lstm_front_end_passes_train_only_when_autograd_records():
 @pytest.mark.parametrize("batch,steps", [(1, 7), (8, 5), (3, 1)])
 def test_lstm_layer_train_false_on_two_threads(batch, steps):
     """The fused steps split the unit blocks between two threads; with train=False the cell states
-    alternate between two buffers: the same bits as train=True, on one thread and on two."""
+    alternate between two buffers: the same bits as train=True, on one thread and on two. (The base
+    table has no fused steps: its recurrent product is OpenBLAS's, whose bits may change with the
+    thread count, as on Zen 3's kernels: there only train=False against train=True is pinned.)"""
+    fused = kiln.cpu_isa() != "base"
     args = _lstm_layer_args(256, 256, batch, steps, torch.float32, False, seed=8)
     want = kiln.ops.lstm_layer(*args, False, train=True)[:3]
     kiln.set_num_threads(2)
@@ -831,7 +834,7 @@ def test_lstm_layer_train_false_on_two_threads(batch, steps):
             got = kiln.ops.lstm_layer(*args, reverse, train=False)[:3]
             for a, b in zip(got, ref):
                 assert torch.equal(to_torch(a), to_torch(b))
-            if not reverse:
+            if not reverse and fused:
                 for a, b in zip(got, want):
                     assert torch.equal(to_torch(a), to_torch(b))
     finally:
