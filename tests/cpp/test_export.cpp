@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <string>
 
 #include "examples/quickstart/model.h"
 #include "kiln/export/archive.h"
@@ -177,8 +178,14 @@ TEST(Export, RuntimeRunsAsOneTeam) {
   const Tensor first = prog.run({idx})[0];
   EXPECT_LT(max_diff(first, want), 1e-5 * scale);
   EXPECT_EQ(prog.stats().team, 1);  // learnt on the first run
-  for (int run = 1; run < 3; ++run)  // with the team: the first run's bits (the same GEMM)
-    EXPECT_EQ(max_diff(prog.run({idx})[0], first), 0.0) << "run " << run;
+  // with the team: the first run's bits (the same GEMM). The base table keeps OpenBLAS's products,
+  // which a team runs on one OpenBLAS thread: their bits may change with OpenBLAS's thread count (on
+  // Zen 3's kernels they do, by an ulp), so there the runs are held to float tolerance.
+  const bool kiln_gemm = std::string(kiln::cpu::cpu_isa()) != "base";
+  for (int run = 1; run < 3; ++run) {
+    if (kiln_gemm) EXPECT_EQ(max_diff(prog.run({idx})[0], first), 0.0) << "run " << run;
+    else EXPECT_LT(max_diff(prog.run({idx})[0], first), 1e-5 * scale) << "run " << run;
+  }
   // deterministic mode: OpenBLAS's products, the same bits on every run and at one thread
   kiln::use_deterministic_algorithms(true);
   kiln::runtime::Program det(ep);
