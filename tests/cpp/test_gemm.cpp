@@ -464,7 +464,8 @@ TEST(Gemm, AllCodesRoundTrip) {
 // The float16 matrix-vector product over k-contiguous rows (decision 67), written out: 64 lanes
 // (lane k mod 64) below K rounded down to 64, combined as (Z0 + Z1) + (Z2 + Z3) over the 16-lane
 // groups, then halves of 8, 4, 2, 1 lanes, then the last K mod 64 terms one after another.
-float f16_row_dot(const Half* x, int64_t xs, const Half* r, int64_t rs, int64_t K) {
+template <class T>
+float f16_row_dot(const T* x, int64_t xs, const T* r, int64_t rs, int64_t K) {
   const int64_t K64 = K / 64 * 64;
   float lane[64] = {};
   for (int64_t k = 0; k < K64; ++k)
@@ -480,8 +481,8 @@ float f16_row_dot(const Half* x, int64_t xs, const Half* r, int64_t rs, int64_t 
 
 // Matrix-vector shapes (M == 1 or N == 1) and tiny products take paths of their own that read the
 // operands in place; every output must still be bit-identical to the same element of the full
-// (packed) product. Except float16 with the matrix's k contiguous: those sum in 64 lanes
-// (f16_row_dot; the packed path's bits below K = 64).
+// (packed) product. Except float16 (and bfloat16 on the float32 panels) with the matrix's k
+// contiguous: those sum in 64 lanes (f16_row_dot; the packed path's bits below K = 64).
 template <class T>
 void gemv_matches_gemm() {
   std::mt19937 rng(21);
@@ -493,6 +494,8 @@ void gemv_matches_gemm() {
         Operand<T> a(1, M, K, l_a, rng), b(1, K, N, l_b, rng);
         for (const Isa& isa : isas()) {
           if (isa.amx && !std::is_same_v<T, Half>) continue;  // (AMX: its own bits; float16 runs the float32 panels)
+          // float16, and bfloat16 on the float32 panels: 64 lanes where the matrix has k contiguous
+          const bool lanes = std::is_same_v<T, Half> || (std::is_same_v<T, BFloat16> && !isa.bf16_dot);
           std::vector<T> full = run(isa.table, a, b);
           auto fn = isa.table.gemm_lowp[static_cast<int>(dtype_of<T>())];
           for (int64_t i : {int64_t(0), M - 1}) {  // row i: (1 x K) @ B
@@ -526,17 +529,13 @@ void gemv_matches_gemm() {
             for (int64_t r = 0; r < R; ++r) {
               for (int64_t j = 0; j < N; ++j) {
                 T want = full[(i0 + r) * N + j];
-                if constexpr (std::is_same_v<T, Half>)
-                  if (b.rs == 1)
-                    want = Half(f16_row_dot(&a.buf[(i0 + r) * a.rs], a.cs, &b.buf[j * b.cs], 1, K));
+                if (lanes && b.rs == 1) want = T(f16_row_dot(&a.buf[(i0 + r) * a.rs], a.cs, &b.buf[j * b.cs], 1, K));
                 ASSERT_EQ(bits(rows[r * N + j]), bits(want)) << isa.name << " R=" << R << " row " << r << " K=" << K
                                                              << " j=" << j << " layouts " << int(l_a) << "/" << int(l_b);
               }
               for (int64_t i = 0; i < M; ++i) {
                 T want = full[i * N + j0 + r];
-                if constexpr (std::is_same_v<T, Half>)
-                  if (a.cs == 1)
-                    want = Half(f16_row_dot(&b.buf[(j0 + r) * b.cs], b.rs, &a.buf[i * a.rs], 1, K));
+                if (lanes && a.cs == 1) want = T(f16_row_dot(&b.buf[(j0 + r) * b.cs], b.rs, &a.buf[i * a.rs], 1, K));
                 ASSERT_EQ(bits(cols[r * M + i]), bits(want)) << isa.name << " R=" << R << " col " << r << " K=" << K
                                                              << " i=" << i << " layouts " << int(l_a) << "/" << int(l_b);
               }
@@ -564,8 +563,7 @@ void gemv_matches_gemm() {
             fn(g);
             for (int64_t i = 0; i < M; ++i) {
               T want = full[i * N + j];
-              if constexpr (std::is_same_v<T, Half>)
-                if (a.cs == 1) want = Half(f16_row_dot(&b.buf[j * b.cs], b.rs, &a.buf[i * a.rs], 1, K));
+              if (lanes && a.cs == 1) want = T(f16_row_dot(&b.buf[j * b.cs], b.rs, &a.buf[i * a.rs], 1, K));
               ASSERT_EQ(bits(col[i * 2]), bits(want)) << isa.name << " col " << j << " K=" << K << " i=" << i;
             }
           }
@@ -582,7 +580,8 @@ TEST(Gemm, GemvMatchesGemm) {
 // The float16 rows' 64 lanes on every table, at K around the lane and slice boundaries, with the
 // vector strided and the rows padded, one to four vectors, on one thread and on two (300 outputs
 // from K = 255: the product is split); and large, infinite and NaN terms.
-TEST(Gemm, Float16RowsSumIn64Lanes) {
+template <class T>
+void rows_sum_in_64_lanes() {
   std::mt19937 rng(29);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   int compared = 0;
@@ -590,35 +589,40 @@ TEST(Gemm, Float16RowsSumIn64Lanes) {
     for (int special = 0; special < 2; ++special)
       for (int64_t R : {1, 3, 4}) {
         const int64_t N = K >= 255 ? 300 : 70, ld = K + 5, xs = 3, xld = K * xs + 7;
-        std::vector<Half> x(R * xld), w(N * ld);
-        for (auto& v : x) v = Half(u(rng));
-        for (auto& v : w) v = Half(u(rng));
+        std::vector<T> x(R * xld), w(N * ld);
+        for (auto& v : x) v = T(u(rng));
+        for (auto& v : w) v = T(u(rng));
         if (special) {  // large terms of alternating sign (outputs past float16's range), an inf and a NaN
-          for (int64_t k = 0; k < K; ++k) x[k * xs] = Half(k % 2 ? -60000.0f : 60000.0f);
-          w[3 * ld] = Half(std::numeric_limits<float>::infinity());
-          w[5 * ld + K - 1] = Half(std::numeric_limits<float>::quiet_NaN());
+          for (int64_t k = 0; k < K; ++k) x[k * xs] = T(k % 2 ? -60000.0f : 60000.0f);
+          w[3 * ld] = T(std::numeric_limits<float>::infinity());
+          w[5 * ld + K - 1] = T(std::numeric_limits<float>::quiet_NaN());
         }
-        for (const Isa& isa : isas())
+        for (const Isa& isa : isas()) {
+          if (std::is_same_v<T, BFloat16> && (isa.bf16_dot || isa.amx)) continue;  // (vdpbf16ps pairs)
           for (int threads : {1, 2}) {
             Threads t(threads);
-            std::vector<Half> y(R * N, Half(7.0f));
+            std::vector<T> y(R * N, T(7.0f));
             cpu::GemmArgs g;  // (R x K) @ W^T
             g.M = R, g.N = N, g.K = K;
             g.a = x.data(), g.a_rs = xld, g.a_cs = xs;
             g.b = w.data(), g.b_rs = 1, g.b_cs = ld;
             g.c = y.data(), g.c_rs = N, g.c_cs = 1;
-            isa.table.gemm_lowp[static_cast<int>(kFloat16)](g);
+            isa.table.gemm_lowp[static_cast<int>(dtype_of<T>())](g);
             for (int64_t r = 0; r < R; ++r)
               for (int64_t j = 0; j < N; ++j, ++compared) {
-                const Half got = y[r * N + j], want(f16_row_dot(&x[r * xld], xs, &w[j * ld], 1, K));
+                const T got = y[r * N + j], want(f16_row_dot(&x[r * xld], xs, &w[j * ld], 1, K));
                 if (!(std::isnan(static_cast<float>(got)) && std::isnan(static_cast<float>(want))))
                   ASSERT_EQ(bits(got), bits(want)) << isa.name << " K=" << K << " special " << special << " R=" << R
                                                    << " threads " << threads << " r=" << r << " j=" << j;
               }
           }
+        }
       }
   EXPECT_GT(compared, 10000);
 }
+
+TEST(Gemm, Float16RowsSumIn64Lanes) { rows_sum_in_64_lanes<Half>(); }
+TEST(Gemm, BFloat16RowsSumIn64Lanes) { rows_sum_in_64_lanes<BFloat16>(); }
 
 // Probes of the 64 lanes' order: x = 4096 everywhere and products of 2^24, 1 and -2^24 placed so that
 // the right order gives one answer and the likely wrong ones (other pairings at each level of the

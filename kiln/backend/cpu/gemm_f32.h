@@ -171,7 +171,7 @@ inline float madd(float a, float b, float c) {
 // GEMM path's arithmetic exactly (per K slice a chain acc = fma(x[k], m(k, j), acc) from 0 in k
 // order, slices summed into a float32 total in order), so the result is bit-identical to what
 // the packed path would give for that row or column; except float16 with k contiguous
-// (gemv_rows_f16: 64 lanes).
+// (gemv_rows_lanes: 64 lanes), and bfloat16 likewise (decision 70).
 
 // Folds one slice's accumulators into the totals (first slice: copy).
 inline __m256 fold(bool first, const float* tot, __m256 acc) {
@@ -273,7 +273,7 @@ void gemv_dot_block(const float* x, int64_t xst, const T* const* rows, const Sli
   }
 }
 
-// ---- float16 rows with k contiguous: 64 lanes (decision 67) -------------------------------------
+// ---- float16 and bfloat16 rows with k contiguous: 64 lanes (decisions 67, 70) -----------------
 // These products sum within lanes, as torch's kernel does, not in the packed path's order: a lone
 // row then reads the matrix as one stream, row after row (the packed path's order needs 16 rows
 // read side by side, which ran at 0.75x torch's speed from memory on Zen 4). Every table gives
@@ -281,9 +281,12 @@ void gemv_dot_block(const float* x, int64_t xst, const T* const* rows, const Sli
 // rounded down to 64), in k order; the lanes combine as S = (Z0 + Z1) + (Z2 + Z3), Zq = lanes
 // 16q..16q+15, then S8 = S[0, 8) + S[8, 16), S4 = S8[0, 4) + S8[4, 8), S2 = S4[0, 2) + S4[2, 4),
 // y = S2[0] + S2[1]; then y = fma(x[k], m(k, j), y) for the last K - K64 k in order. (Products of
-// two float16 values are exact in float32: fma and multiply-then-add agree. Below K = 64 this is
-// the packed path's chain.) The vector is read as float16 (xh): in float32 the loop streamed
-// 15-35% slower.
+// two float16 or two bfloat16 values are exact in float32: fma and multiply-then-add agree. Below
+// K = 64 this is the packed path's chain.) A float16 vector is read as float16 (xh): in float32
+// the loop streamed 15-35% slower; a bfloat16 vector is read as float32 (x). On the AVX512-BF16
+// table bfloat16 takes vdpbf16ps pairs instead (gemm_bf16.h).
+template <class T>
+constexpr bool kLanes64 = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 
 // y from S8 (8 lanes): the last three steps above.
 inline float sum8_lanes(__m256 s8) {
@@ -292,31 +295,43 @@ inline float sum8_lanes(__m256 s8) {
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
-inline float dot64_tail(const float* x, const Half* r, int64_t k, int64_t K, float y) {
+template <class T>
+inline float dot64_tail(const float* x, const T* r, int64_t k, int64_t K, float y) {
   for (; k < K; ++k) y = fma1(x[k], to_f32(r[k]), y);
   return y;
 }
 
-// One row r (K float16) against the vector (x in float32 for the tail, xh in float16).
-inline float dot64_row(const float* x, const Half* xh, const Half* r, int64_t K) {
+// One row r (K float16 or bfloat16) against the vector (x in float32, xh in float16 for float16).
+template <class T>
+inline float dot64_row(const float* x, const Half* xh, const T* r, int64_t K) {
   const int64_t K64 = K / 64 * 64;
 #ifdef KILN_GEMM_F32_AVX512
-  auto load16 = [](const Half* p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  auto load16 = [](const T* p) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    if constexpr (std::is_same_v<T, Half>) return _mm512_cvtph_ps(h);
+    else return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  };
+  auto loadx = [&](int64_t k) {
+    if constexpr (std::is_same_v<T, Half>) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xh + k)));
+    else return _mm512_loadu_ps(x + k);
   };
   __m512 a[4];  // a[q]: lanes 16q..16q+15 = Zq
   for (int q = 0; q < 4; ++q) a[q] = _mm512_setzero_ps();
   for (int64_t k = 0; k < K64; k += 64)
 #pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) a[q] = _mm512_fmadd_ps(load16(xh + k + 16 * q), load16(r + k + 16 * q), a[q]);
+    for (int q = 0; q < 4; ++q) a[q] = _mm512_fmadd_ps(loadx(k + 16 * q), load16(r + k + 16 * q), a[q]);
   const __m512 s = _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3]));
   const float y = sum8_lanes(_mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1)));
 #else
+  auto loadx = [&](int64_t k) {
+    if constexpr (std::is_same_v<T, Half>) return load8(xh + k);
+    else return _mm256_loadu_ps(x + k);
+  };
   __m256 a[8];  // a[p]: lanes 8p..8p+7, so Z0 = (a[0], a[1]), ..., Z3 = (a[6], a[7])
   for (int p = 0; p < 8; ++p) a[p] = _mm256_setzero_ps();
   for (int64_t k = 0; k < K64; k += 64)
 #pragma GCC unroll 8
-    for (int p = 0; p < 8; ++p) a[p] = _mm256_fmadd_ps(load8(xh + k + 8 * p), load8(r + k + 8 * p), a[p]);
+    for (int p = 0; p < 8; ++p) a[p] = _mm256_fmadd_ps(loadx(k + 8 * p), load8(r + k + 8 * p), a[p]);
   const __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[4], a[6]));
   const __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[3]), _mm256_add_ps(a[5], a[7]));
   const float y = sum8_lanes(_mm256_add_ps(lo, hi));
@@ -328,8 +343,9 @@ inline float dot64_row(const float* x, const Half* xh, const Half* r, int64_t K)
 // xh + v * xhs; y_v = y + v * ys). Each row is read from memory once: the other vectors find it in
 // L1 (or L2 past 16K elements). (Multiplying a row into all R at once, with the vectors in float32,
 // was 10-60% slower on Zen 4.)
-inline void gemv_rows_f16(const float* x, int64_t xst, const Half* xh, int64_t xhs, int R, const Half* m,
-                          int64_t js, int64_t n, int64_t K, float* y, int64_t ys) {
+template <class T>
+inline void gemv_rows_lanes(const float* x, int64_t xst, const Half* xh, int64_t xhs, int R, const T* m,
+                            int64_t js, int64_t n, int64_t K, float* y, int64_t ys) {
   for (int64_t j = 0; j < n; ++j)
     for (int v = 0; v < R; ++v) y[v * ys + j] = dot64_row(x + v * xst, xh + v * xhs, m + j * js, K);
 }
@@ -357,8 +373,8 @@ void gemv_dot_r(const float* x, int64_t xst, const T* m, int64_t js, int64_t n, 
 template <class T>
 void gemv_dot(const float* x, int64_t xst, const Half* xh, int64_t xhs, int R, const T* m, int64_t js, int64_t n,
               const Slicing& sl, float* tot, int64_t tst) {
-  if constexpr (std::is_same_v<T, Half>) {
-    gemv_rows_f16(x, xst, xh, xhs, R, m, js, n, sl.K, tot, tst);
+  if constexpr (kLanes64<T>) {
+    gemv_rows_lanes(x, xst, xh, xhs, R, m, js, n, sl.K, tot, tst);
   } else {
     (void)xh, (void)xhs;
     switch (R) {
@@ -386,8 +402,11 @@ void gemv_axpy(const float* x, const T* m, int64_t ks, int64_t n, const Slicing&
   }
 }
 
-// float16 rows: the 64 lanes of the AVX2 / AVX-512 kernels (above), lane by lane.
-inline float dot64_row(const float* x, const Half* r, int64_t K) {
+// float16 and bfloat16 rows: the 64 lanes of the AVX2 / AVX-512 kernels (above), lane by lane.
+template <class T>
+constexpr bool kLanes64 = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+template <class T>
+inline float dot64_row(const float* x, const T* r, int64_t K) {
   const int64_t K64 = K / 64 * 64;
   float lane[64] = {};
   for (int64_t k = 0; k < K64; k += 64)
@@ -409,7 +428,7 @@ void gemv_dot(const float* x, int64_t xst, const Half*, int64_t, int R, const T*
     for (int v = 0; v < R; ++v) {
       const float* xv = x + v * xst;
       float* t = tot + v * tst + j;
-      if constexpr (std::is_same_v<T, Half>) {
+      if constexpr (kLanes64<T>) {
         *t = dot64_row(xv, r, sl.K);
       } else {
         for (int64_t kb = 0; kb < sl.nk; ++kb) {

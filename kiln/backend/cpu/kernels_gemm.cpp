@@ -404,8 +404,10 @@ void gemm(const GemmArgs& g) {
   Problem<TA, TB, TC, Pn> P{static_cast<const TA*>(g.a), static_cast<const TB*>(g.b), cp, g, 0, 0};
   const Slicing sl = slicing(K);
   P.nk = sl.nk, P.kcb = sl.kcb;
-  // (float16 from K = 64 on: the matrix-vector paths, whose 64 lanes a lone dot product gets too)
-  const bool small = P.nk == 1 && M * N * K <= Pn::kSmallMacs && (K < 64 || !std::is_same_v<TA, Half>);
+  // (float16, and bfloat16 on the float32 panels, from K = 64 on: the matrix-vector paths, whose 64
+  // lanes a lone dot product gets too)
+  constexpr bool lanes = std::is_same_v<TA, Half> || (std::is_same_v<TA, BFloat16> && std::is_same_v<Pn, F32Panels>);
+  const bool small = P.nk == 1 && M * N * K <= Pn::kSmallMacs && (K < 64 || !lanes);
   const GemvView gv = small ? GemvView{} : gemv_view<Pn>(g);
 
   // Work split. A few products with enough rows: shared packed B, row blocks on demand. Otherwise
