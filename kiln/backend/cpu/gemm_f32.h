@@ -3,7 +3,7 @@
 // multiply-adds (AVX-512: 14 x 32 = 28 zmm accumulators; AVX2: 6 x 16 = twelve ymm accumulators,
 // broadcast A, two B loads per k; base ISA: 4 x 8 in plain C++, mul then add). Also the matrix-vector
 // and tiny-product paths, which replay the micro-kernel's arithmetic exactly (see kernels_gemm.cpp),
-// except float16 rows with k contiguous (64 lanes, decision 67).
+// except float16 and bfloat16 rows with k contiguous (64 lanes, decisions 67 and 70).
 #pragma once
 
 #include "kiln/backend/cpu/gemm_elem.h"

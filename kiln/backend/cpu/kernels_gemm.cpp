@@ -22,14 +22,16 @@
 // vdpbf16ps, so a row alone can differ in the last bit from the same row of a larger product;
 // decision 45. And float16 matrix-vector products over a k-contiguous matrix from K = 64 on: they
 // sum in 64 lanes to read the matrix row after row, the same bits on every table and thread count;
-// decision 67.)
+// decision 67. bfloat16 likewise on every table but the AVX512-BF16 one, which keeps vdpbf16ps's
+// chain there; decision 70.)
 //
 // The panels (how operands are packed and which micro-kernel multiplies them) are a parameter of
 // the driver: F32Panels (gemm_f32.h) converts every type to float32 for a float32 FMA kernel
 // (AVX2: 6 x 16; base ISA: 4 x 8 in plain C++); Bf16Panels (gemm_bf16.h, built once more for CPUs
 // with AVX512-BF16) keeps bfloat16 pairs and multiplies them with vdpbf16ps (14 x 32). Every panel
 // kind adds the same products in the same order into the same slices (gemm_elem.h: slicing), so
-// bfloat16 gives the same bits on every table, subnormals aside (vdpbf16ps flushes them).
+// bfloat16 gives the same bits on every table, subnormals aside (vdpbf16ps flushes them), except
+// the float32 panels' 64-lane matrix-vector products (decision 70).
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -246,7 +248,7 @@ inline GemvView gemv_view(const GemmArgs& g) {
       v = {true, false, g.M, g.b_rs, 1, g.a_rs, g.c_rs, g.N, g.b_cs, g.c_cs};
     }
     if (v.ok && v.cs != 1 && v.rs != 1) v.ok = false;
-    if (v.ok && v.n == 1 && v.rs == 1) v.cs = 0;  // one output, k contiguous: the dot path (float16's lanes)
+    if (v.ok && v.n == 1 && v.rs == 1) v.cs = 0;  // one output, k contiguous: the dot path (float16's and bfloat16's lanes)
   }
   return v;
 }
