@@ -179,26 +179,37 @@ Tensor multinomial(const Tensor& probs, int64_t n, bool replacement, Generator* 
   int64_t* op = static_cast<int64_t*>(out.data_ptr());
   std::vector<double> cum(static_cast<size_t>(cats));
   for (int64_t r = 0; r < rows; ++r) {
-    std::vector<double> w(pp + r * cats, pp + (r + 1) * cats);
-    for (double x : w)
-      KILN_CHECK(std::isfinite(x) && x >= 0, Runtime, "multinomial", "probability tensor contains either "
-                 "`inf`, `nan` or element < 0");
+    const double* row = pp + r * cats;
+    bool ok = true;
+    for (int64_t c = 0; c < cats; ++c) ok &= std::isfinite(row[c]) && row[c] >= 0;
+    KILN_CHECK(ok, Runtime, "multinomial", "probability tensor contains either `inf`, `nan` or element < 0");
     if (replacement) {  // one cumulative sum, then a binary search a draw
       double total = 0;
       int64_t last = 0;  // the last category of positive weight
       for (int64_t c = 0; c < cats; ++c) {
-        total += w[c];
+        total += row[c];
         cum[c] = total;
-        if (w[c] > 0) last = c;
+        last = row[c] > 0 ? c : last;
       }
       KILN_CHECK(total > 0, Runtime, "multinomial", "invalid multinomial distribution (sum of probabilities <= 0)");
       for (int64_t s = 0; s < n; ++s) {
+        // the first c with cum[c] > target (upper_bound), without branches on the data: halve a
+        // window [lo, lo + len) whose end is known to be past it
+        // (a mask, not a branch: GCC turned the ternary into a jump, mispredicted half the time)
         const double target = up[r * n + s] * total;
-        const int64_t pick = std::upper_bound(cum.begin(), cum.end(), target) - cum.begin();
+        const double* cp = cum.data();
+        int64_t lo = 0, len = cats;
+        while (len > 1) {
+          const int64_t half = len / 2;
+          lo += half & -static_cast<int64_t>(cp[lo + half - 1] <= target);
+          len -= half;
+        }
+        const int64_t pick = lo + static_cast<int64_t>(cp[lo] <= target);
         op[r * n + s] = pick < cats ? pick : last;  // (cum[pick] > target: its weight is positive)
       }
       continue;
     }
+    std::vector<double> w(row, row + cats);
     for (int64_t s = 0; s < n; ++s) {
       double total = 0;
       for (double x : w) total += x;

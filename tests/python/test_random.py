@@ -2,6 +2,7 @@
 count, and distribution moments (values cannot match torch's generator bit for bit)."""
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -29,6 +30,44 @@ def test_seed_reproducible_and_thread_invariant():
     a = kiln.rand(10)
     b = kiln.rand(10)
     assert not kiln.equal(a, b)  # the stream advances
+
+
+def _philox(key, counters):
+    """Philox-4x32-10 (Salmon et al. 2011) of the 64-bit counters (as words 0 and 1; words 2 and 3
+    zero) under a 64-bit key, written out in numpy: the four output words per counter."""
+    M0, M1, W0, W1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57), 0x9E3779B9, 0xBB67AE85
+    mask = np.uint64(0xFFFFFFFF)
+    c = np.asarray(counters, dtype=np.uint64)
+    x0, x1 = c & mask, c >> np.uint64(32)
+    x2, x3 = np.zeros_like(x0), np.zeros_like(x0)
+    k0, k1 = key & 0xFFFFFFFF, key >> 32
+    for _ in range(10):
+        p0, p1 = M0 * x0, M1 * x2
+        x0, x2, x1, x3 = ((p1 >> np.uint64(32)) ^ x1 ^ np.uint64(k0), (p0 >> np.uint64(32)) ^ x3 ^ np.uint64(k1),
+                          p1 & mask, p0 & mask)
+        k0, k1 = (k0 + W0) & 0xFFFFFFFF, (k1 + W1) & 0xFFFFFFFF
+    return x0, x1, x2, x3
+
+
+@pytest.mark.parametrize("offset", [0, 12345, 2**32 - 1, 2**32 - 5, 2**32 - 17, 2**33 - 3, 5 * 2**32 - 9])
+def test_rand_is_philox_across_the_counters_carry(offset):
+    """kiln's generator against Philox written out: float64 element i = 53 bits of block offset + i
+    (words 0 and 1), float32 element 4j + k = the top 24 bits of word k of block offset + j; the
+    blocks are computed 8 or 16 at once in vector lanes, also where the counter's low word carries
+    inside such a group."""
+    seed = 1234
+    state = np.frombuffer(np.array([seed, offset], dtype=np.uint64).tobytes(), dtype=np.uint8).copy()
+    n = 100
+    key = seed  # (the generator's key is its seed)
+    w = _philox(key, np.arange(n, dtype=np.uint64) + np.uint64(offset))
+    kiln.set_rng_state(kiln.from_numpy(state.copy()))
+    d = kiln.rand(n, dtype=kiln.float64).numpy()
+    bits53 = ((w[0] << np.uint64(21)) ^ (w[1] >> np.uint64(11))) & np.uint64((1 << 53) - 1)
+    np.testing.assert_array_equal(d, bits53.astype(np.float64) / 2.0 ** 53)
+    kiln.set_rng_state(kiln.from_numpy(state.copy()))
+    f = kiln.rand(4 * n, dtype=kiln.float32).numpy().reshape(n, 4)
+    for k in range(4):
+        np.testing.assert_array_equal(f[:, k], (w[k] >> np.uint64(8)).astype(np.float32) / np.float32(2.0 ** 24))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])

@@ -28,12 +28,68 @@ struct Words {
   alignas(64) uint32_t w[4][L];
 };
 inline void philox_lanes(uint64_t key, uint64_t c0, Words& out) {
-  uint32_t x0[L], x1[L], x2[L], x3[L];
-  for (int l = 0; l < L; ++l) {
-    const uint64_t c = c0 + static_cast<uint64_t>(l);
-    x0[l] = static_cast<uint32_t>(c), x1[l] = static_cast<uint32_t>(c >> 32), x2[l] = 0, x3[l] = 0;
-  }
+  alignas(64) uint32_t x0[L], x1[L], x2[L], x3[L];
+  auto counters = [&] {
+    for (int l = 0; l < L; ++l) {
+      const uint64_t c = c0 + static_cast<uint64_t>(l);
+      x0[l] = static_cast<uint32_t>(c), x1[l] = static_cast<uint32_t>(c >> 32), x2[l] = 0, x3[l] = 0;
+    }
+  };
   uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
+#if defined(__AVX512F__) || defined(__AVX2__)
+  // The rounds in vector registers (GCC leaves the loop below scalar: 32 x 32 -> 64-bit products
+  // per lane): even lanes' products from mul_epu32 directly, odd lanes' from the words shifted down;
+  // the high and low halves are blended back into lane order.
+#if defined(__AVX512F__)
+  using V = __m512i;
+  auto load = [](const uint32_t* q) { return _mm512_loadu_si512(q); };
+  auto store = [](uint32_t* q, V v) { _mm512_store_si512(q, v); };
+  auto set1 = [](uint32_t v) { return _mm512_set1_epi32(static_cast<int>(v)); };
+  auto mul_hi_lo = [](V x, V m, V& hi, V& lo) {
+    const V e = _mm512_mul_epu32(x, m), o = _mm512_mul_epu32(_mm512_srli_epi64(x, 32), m);
+    hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(e, 32), o);
+    lo = _mm512_mask_blend_epi32(0xAAAA, e, _mm512_slli_epi64(o, 32));
+  };
+  auto xor3 = [](V a, V b, V c) { return _mm512_xor_si512(_mm512_xor_si512(a, b), c); };
+  auto add = [](V a, V b) { return _mm512_add_epi32(a, b); };
+#else
+  using V = __m256i;
+  auto load = [](const uint32_t* q) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)); };
+  auto store = [](uint32_t* q, V v) { _mm256_store_si256(reinterpret_cast<__m256i*>(q), v); };
+  auto set1 = [](uint32_t v) { return _mm256_set1_epi32(static_cast<int>(v)); };
+  auto mul_hi_lo = [](V x, V m, V& hi, V& lo) {
+    const V e = _mm256_mul_epu32(x, m), o = _mm256_mul_epu32(_mm256_srli_epi64(x, 32), m);
+    hi = _mm256_blend_epi32(_mm256_srli_epi64(e, 32), o, 0xAA);
+    lo = _mm256_blend_epi32(e, _mm256_slli_epi64(o, 32), 0xAA);
+  };
+  auto xor3 = [](V a, V b, V c) { return _mm256_xor_si256(_mm256_xor_si256(a, b), c); };
+  auto add = [](V a, V b) { return _mm256_add_epi32(a, b); };
+#endif
+  static_assert(sizeof(V) == L * sizeof(uint32_t));
+  // The counters c0 + l: in registers unless the low words carry within the group (rare; words
+  // written one by one and read back as a vector would stall the load on every call).
+  const uint32_t c_lo = static_cast<uint32_t>(c0);
+  V v0, v1, v2 = set1(0), v3 = set1(0);
+  if (c_lo <= 0xFFFFFFFFu - (L - 1)) {
+    alignas(64) static constexpr uint32_t kIota[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    v0 = add(set1(c_lo), load(kIota)), v1 = set1(static_cast<uint32_t>(c0 >> 32));
+  } else {
+    counters();
+    v0 = load(x0), v1 = load(x1);
+  }
+  const V m0 = set1(0xD2511F53u), m1 = set1(0xCD9E8D57u);
+  for (int r = 0; r < 10; ++r) {
+    V h0, l0, h1, l1;
+    mul_hi_lo(v0, m0, h0, l0);
+    mul_hi_lo(v2, m1, h1, l1);
+    const V n0 = xor3(h1, v1, set1(k0)), n2 = xor3(h0, v3, set1(k1));
+    v1 = l1, v3 = l0, v0 = n0, v2 = n2;
+    k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
+  }
+  store(out.w[0], v0), store(out.w[1], v1), store(out.w[2], v2), store(out.w[3], v3);
+  return;
+#endif
+  counters();
   for (int r = 0; r < 10; ++r) {
     for (int l = 0; l < L; ++l) {
       const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * x0[l];
@@ -110,12 +166,15 @@ inline double u53(uint32_t a, uint32_t b) {  // uniform in [0, 1)
 }
 
 // One Philox block per element, double arithmetic: float64, integers and the other distributions.
+// The blocks come L at a time from philox_lanes (philox()'s values), the rest element by element.
 template <D DIST, class T>
 void fill_scalar(void* out, int64_t begin, int64_t end, const RandomArgs& a) {
   T* p = static_cast<T*>(out);
   const double p0 = a.p0, p1 = a.p1;
-  for (int64_t i = begin; i < end; ++i) {
-    auto r = philox(a.key, a.first + static_cast<uint64_t>(i));
+  Words b;
+  for (int64_t i = begin, l = L; i < end; ++i, ++l) {
+    if (l == L) philox_lanes(a.key, a.first + static_cast<uint64_t>(i), b), l = 0;
+    const uint32_t r[4] = {b.w[0][l], b.w[1][l], b.w[2][l], b.w[3][l]};
     double u = u53(r[0], r[1]);
     double v;
     if constexpr (DIST == D::Uniform) {
