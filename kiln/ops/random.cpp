@@ -193,9 +193,8 @@ Tensor multinomial(const Tensor& probs, int64_t n, bool replacement, Generator* 
       }
       KILN_CHECK(total > 0, Runtime, "multinomial", "invalid multinomial distribution (sum of probabilities <= 0)");
       for (int64_t s = 0; s < n; ++s) {
-        // the first c with cum[c] > target (upper_bound), without branches on the data: halve a
-        // window [lo, lo + len) whose end is known to be past it
-        // (a mask, not a branch: GCC turned the ternary into a jump, mispredicted half the time)
+        // upper_bound (the first c with cum[c] > target) by halving a window [lo, lo + len) that
+        // holds it, stepping by a mask: GCC made a branch of a ternary, mispredicted half the time
         const double target = up[r * n + s] * total;
         const double* cp = cum.data();
         int64_t lo = 0, len = cats;

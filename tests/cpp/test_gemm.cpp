@@ -461,9 +461,10 @@ TEST(Gemm, AllCodesRoundTrip) {
   all_codes<Float8_e5m2>();
 }
 
-// The float16 (and bfloat16, decision 70) matrix-vector product over k-contiguous rows (decision 67), written out: 64 lanes
-// (lane k mod 64) below K rounded down to 64, combined as (Z0 + Z1) + (Z2 + Z3) over the 16-lane
-// groups, then halves of 8, 4, 2, 1 lanes, then the last K mod 64 terms one after another.
+// The float16 (and bfloat16, decision 70) matrix-vector product over k-contiguous rows (decision
+// 67), written out: 64 lanes (lane k mod 64) below K rounded down to 64, combined as (Z0 + Z1) +
+// (Z2 + Z3) over the 16-lane groups, then halves of 8, 4, 2, 1 lanes, then the last K mod 64 terms
+// one after another.
 template <class T>
 float f16_row_dot(const T* x, int64_t xs, const T* r, int64_t rs, int64_t K) {
   const int64_t K64 = K / 64 * 64;
@@ -576,9 +577,10 @@ TEST(Gemm, GemvMatchesGemm) {
   gemv_matches_gemm<Float8_e5m2>();
 }
 
-// The float16 rows' 64 lanes on every table (bfloat16's: on every table without vdpbf16ps), at K around the lane and slice boundaries, with the
-// vector strided and the rows padded, one to four vectors, on one thread and on two (300 outputs
-// from K = 255: the product is split); and large, infinite and NaN terms.
+// The float16 rows' 64 lanes on every table (bfloat16's: on every table without vdpbf16ps), at K
+// around the lane and slice boundaries, with the vector strided and the rows padded, one to four
+// vectors, on one thread and on two (300 outputs from K = 255: the product is split); and large,
+// infinite and NaN terms.
 template <class T>
 void rows_sum_in_64_lanes() {
   std::mt19937 rng(29);

@@ -164,6 +164,10 @@ inline float madd(float a, float b, float c) {
 }
 
 
+// The element types whose rows with k contiguous sum in 64 lanes on these panels (decisions 67, 70).
+template <class T>
+constexpr bool kLanes64 = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
 #ifdef KILN_GEMM_AVX2
 // ---- matrix-vector shapes (M or N up to 4: kernels_gemm.cpp's GemvView) -------------------------
 // y[j] = sum_k x[k] * m(k, j): a row of C against a K x n matrix m (B itself, or A transposed).
@@ -285,8 +289,6 @@ void gemv_dot_block(const float* x, int64_t xst, const T* const* rows, const Sli
 // K = 64 this is the packed path's chain.) A float16 vector is read as float16 (xh): in float32
 // the loop streamed 15-35% slower; a bfloat16 vector is read as float32 (x). On the AVX512-BF16
 // table bfloat16 takes vdpbf16ps pairs instead (gemm_bf16.h).
-template <class T>
-constexpr bool kLanes64 = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 
 // y from S8 (8 lanes): the last three steps above.
 inline float sum8_lanes(__m256 s8) {
@@ -403,8 +405,6 @@ void gemv_axpy(const float* x, const T* m, int64_t ks, int64_t n, const Slicing&
 }
 
 // float16 and bfloat16 rows: the 64 lanes of the AVX2 / AVX-512 kernels (above), lane by lane.
-template <class T>
-constexpr bool kLanes64 = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 template <class T>
 inline float dot64_row(const float* x, const T* r, int64_t K) {
   const int64_t K64 = K / 64 * 64;

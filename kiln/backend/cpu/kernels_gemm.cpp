@@ -408,7 +408,7 @@ void gemm(const GemmArgs& g) {
   P.nk = sl.nk, P.kcb = sl.kcb;
   // (float16, and bfloat16 on the float32 panels, from K = 64 on: the matrix-vector paths, whose 64
   // lanes a lone dot product gets too)
-  constexpr bool lanes = std::is_same_v<TA, Half> || (std::is_same_v<TA, BFloat16> && std::is_same_v<Pn, F32Panels>);
+  constexpr bool lanes = std::is_same_v<Pn, F32Panels> && f32p::kLanes64<TA>;
   const bool small = P.nk == 1 && M * N * K <= Pn::kSmallMacs && (K < 64 || !lanes);
   const GemvView gv = small ? GemvView{} : gemv_view<Pn>(g);
 

@@ -53,9 +53,6 @@ void run_as_team(int threads, const std::function<void()>& body);
 // splits its work itself and syncs its threads (a barrier between steps); f(0, 1) inside a region.
 template <class F>
 void run_spmd(int threads, F&& f);
-// A barrier for the T threads of one run_spmd call: each passes its own count of the rounds it has
-// been through (from 0). The threads spin (they all run at once), and yield the CPU after a few
-// microseconds of it, for a machine with more threads than CPUs (two test processes on two cores).
 // One poll of a spin-wait: the core's hint that this thread spins.
 inline void cpu_pause() {
 #if defined(__x86_64__)
@@ -77,6 +74,9 @@ void spin_until(Done&& done) {
     cpu_pause();
   }
 }
+// A barrier for the T threads of one run_spmd call: each passes its own count of the rounds it has
+// been through (from 0). The threads spin (they all run at once), and yield the CPU after a few
+// microseconds of it, for a machine with more threads than CPUs (two test processes on two cores).
 class SpinBarrier {
  public:
   void wait(int threads, int64_t& round) {
