@@ -588,7 +588,7 @@ void rows_sum_in_64_lanes() {
   int compared = 0;
   for (int64_t K : {1, 63, 64, 65, 127, 128, 129, 255, 256, 257, 1000, 4097})
     for (int special = 0; special < 2; ++special)
-      for (int64_t R : {1, 3, 4}) {
+      for (int64_t R : {1, 2, 3, 4}) {
         const int64_t N = K >= 255 ? 300 : 70, ld = K + 5, xs = 3, xld = K * xs + 7;
         std::vector<T> x(R * xld), w(N * ld);
         for (auto& v : x) v = T(u(rng));
@@ -647,19 +647,22 @@ TEST(Gemm, Float16LaneOrderProbes) {
       {"lanes of 64 (k and k + 64 share one)", 128, {{0, big}, {64, 1}, {1, -big}}, 0},
   };
   for (const Probe& p : probes) {
-    std::vector<Half> x(p.K, Half(4096.0f)), w(p.K, Half(0.0f));
-    for (auto [k, prod] : p.terms) w[k] = Half(prod / 4096.0f);  // 4096, 2^-12, -4096: exact in float16
-    for (const Isa& isa : isas()) {
-      Half y(7.0f);
-      cpu::GemmArgs g;
-      g.M = 1, g.N = 1, g.K = p.K;
-      g.a = x.data(), g.a_rs = p.K, g.a_cs = 1;
-      g.b = w.data(), g.b_rs = 1, g.b_cs = p.K;
-      g.c = &y, g.c_rs = 1, g.c_cs = 1;
-      isa.table.gemm_lowp[static_cast<int>(kFloat16)](g);
-      EXPECT_EQ(static_cast<float>(y), p.want) << isa.name << ": " << p.what;
-      EXPECT_EQ(f16_row_dot(x.data(), 1, w.data(), 1, p.K), p.want) << "reference: " << p.what;
-    }
+    std::vector<Half> x(4 * p.K, Half(4096.0f)), w(5 * p.K, Half(0.0f));  // 5 equal rows
+    for (int64_t j = 0; j < 5; ++j)
+      for (auto [k, prod] : p.terms) w[j * p.K + k] = Half(prod / 4096.0f);  // 4096, 2^-12, -4096: exact
+    EXPECT_EQ(f16_row_dot(x.data(), 1, w.data(), 1, p.K), p.want) << "reference: " << p.what;
+    for (const Isa& isa : isas())
+      for (auto [M, N] : {std::pair<int64_t, int64_t>{1, 1}, {2, 5}, {3, 5}, {4, 5}}) {  // 1 to 4 vectors
+        std::vector<Half> y(M * N, Half(7.0f));
+        cpu::GemmArgs g;
+        g.M = M, g.N = N, g.K = p.K;
+        g.a = x.data(), g.a_rs = p.K, g.a_cs = 1;
+        g.b = w.data(), g.b_rs = 1, g.b_cs = p.K;
+        g.c = y.data(), g.c_rs = N, g.c_cs = 1;
+        isa.table.gemm_lowp[static_cast<int>(kFloat16)](g);
+        for (int64_t i = 0; i < M * N; ++i)
+          EXPECT_EQ(static_cast<float>(y[i]), p.want) << isa.name << ", " << M << " x " << N << ": " << p.what;
+      }
   }
 }
 

@@ -387,7 +387,7 @@ struct Bf16Panels {
   }
   static int64_t gemv_x_words(int64_t K) { return round_up(K + 16, 16); }  // (pairs: K / 2 are used)
   template <class T>
-  static void gemv_x(const T* x, int64_t xs, int64_t K, W* xw) {
+  static void gemv_x(const T* x, int64_t xs, int64_t K, int /*rows*/, W* xw) {
     for (int64_t q = 0; 2 * q < K; ++q) xw[q] = bf16p::pair(x + 2 * q * xs, xs, 2 * q + 1 < K);
   }
   template <class T>

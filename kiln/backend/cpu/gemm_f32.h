@@ -344,7 +344,7 @@ inline float dot64_row(const float* x, const Half* xh, const T* r, int64_t K) {
 // y_v[j] = row j of m (n rows js apart) . x_v for R vectors (x_v = x + v * xst, in float16 at
 // xh + v * xhs; y_v = y + v * ys). Each row is read from memory once: the other vectors find it in
 // L1 (or L2 past 16K elements). (Multiplying a row into all R at once, with the vectors in float32,
-// was 10-60% slower on Zen 4.)
+// was 10-60% slower on Zen 4.) One vector on AVX2, one to four on AVX-512.
 template <class T>
 inline void gemv_rows_lanes(const float* x, int64_t xst, const Half* xh, int64_t xhs, int R, const T* m,
                             int64_t js, int64_t n, int64_t K, float* y, int64_t ys) {
@@ -352,8 +352,133 @@ inline void gemv_rows_lanes(const float* x, int64_t xst, const Half* xh, int64_t
     for (int v = 0; v < R; ++v) y[v * ys + j] = dot64_row(x + v * xst, xh + v * xhs, m + j * js, K);
 }
 
-// R vectors (x + v * xst; in float16 at xh + v * xhs when T is: F32Panels::gemv_x keeps them); the
-// totals at tot + v * tst, each with room for n rounded up to 8.
+#ifndef KILN_GEMM_F32_AVX512
+// Two to four vectors on AVX2: the same 64 lanes and the same bits, computed lane group by lane
+// group. dot64_row holds one pair's 64 lanes in 8 registers, so each vector reread every row and
+// two loads fed each multiply-add (40-50% of copy bandwidth on Zen 3). Here lane group p (lanes
+// 8p..8p+7) of J rows and all R vectors runs in J x R registers: one row load feeds R
+// multiply-adds, one vector load J.
+// - K is taken in segments of kLaneKc (below K64). Per segment, a group of kLaneGroup(R) rows runs
+//   J rows at a time, 8 passes (one per lane group) over the J rows' segment, which stays in L1
+//   across them; the lane groups' accumulators wait in memory between segments.
+// - Every J rows of the group read the vectors' segment from L1. (Reading all of K for J rows at a
+//   time, the vectors came from L2: four rows at 52-62% of copy on Zen 3, against 63-68% with the
+//   group; three rows 74%, two 87%.)
+// - The vectors come in segment-major, then group-major order (gemv_x_lanes), so that each pass
+//   reads them as one stream.
+// - The next group's rows are fetched into L2 while a group runs (RowFetch): the passes over a
+//   segment in L1 miss nothing, so the hardware's prefetchers stop (four rows: 45% of copy
+//   without the fetch).
+constexpr int64_t kLaneKc = 512;
+constexpr int kLaneRows(int R) { return R == 2 ? 4 : 2; }  // J: J x R accumulators + J rows + 1 of 16 registers
+constexpr int kLaneGroup(int R) { return 4 * kLaneRows(R); }
+
+// xp: K floats, the vector x (K elements at stride xs) in that order: segment [k0, k0 + L) of
+// K64 at xp[k0 + p * L / 8 + 8 i + l] = x[k0 + 64 i + 8 p + l]; past K64, x[k] at xp[k].
+template <class T>
+void gemv_x_lanes(const T* x, int64_t xs, int64_t K, float* xp) {
+  const int64_t K64 = K / 64 * 64;
+  for (int64_t k0 = 0; k0 < K64; k0 += kLaneKc) {
+    const int64_t L = std::min(kLaneKc, K64 - k0);
+    for (int64_t i = 0; i < L / 64; ++i)
+      for (int p = 0; p < 8; ++p)
+        for (int l = 0; l < 8; ++l) xp[k0 + p * (L / 8) + 8 * i + l] = to_f32(x[(k0 + 64 * i + 8 * p + l) * xs]);
+  }
+  for (int64_t k = K64; k < K; ++k) xp[k] = to_f32(x[k * xs]);
+}
+
+// The next group's rows, fetched into L2 while a group runs: row after row (rows js_bytes apart),
+// 16 * J bytes per step of lanes_segment (each line twice for J = 2), which covers them as the
+// group's last step ends.
+struct RowFetch {
+  const char *at, *end;  // in the present row
+  int64_t rows_left, js_bytes, row_bytes;
+  void step(int64_t bytes) {
+    _mm_prefetch(at, _MM_HINT_T1);
+    at += bytes;
+    if (at < end) return;
+    if (rows_left > 0) at = end - row_bytes + js_bytes, end = at + row_bytes, --rows_left;
+    else at = end - bytes;  // all fetched: the last line again
+  }
+};
+
+// One segment (L elements, a multiple of 64) of J rows (rows[j]: the segment's start) against the
+// R vectors' segment (xs: its start, vectors xst apart); acc[j][v][p]: lane group p's
+// accumulators (zero when `first`).
+template <int J, int R, class T>
+inline void lanes_segment(const float* xs, int64_t xst, int64_t L, const T* const* rows, RowFetch& pf, bool first,
+                          __m256 (*acc)[R][8]) {
+  static_assert(sizeof(T) == 2);
+  const int64_t L8 = L / 8;
+  for (int p = 0; p < 8; ++p) {
+    __m256 a[J][R];
+#pragma GCC unroll 4
+    for (int j = 0; j < J; ++j)
+#pragma GCC unroll 4
+      for (int v = 0; v < R; ++v) a[j][v] = first ? _mm256_setzero_ps() : acc[j][v][p];
+    const float* xq = xs + p * L8;
+    for (int64_t i = 0; i < L8; i += 8) {
+      __m256 r[J];
+#pragma GCC unroll 4
+      for (int j = 0; j < J; ++j) r[j] = load8(rows[j] + 8 * i + 8 * p);
+      pf.step(16 * J);
+#pragma GCC unroll 4
+      for (int v = 0; v < R; ++v) {
+        __m256 xv = _mm256_load_ps(xq + v * xst + i);
+        __asm__("" : "+x"(xv));  // one load for the J rows (GCC would fold it into each multiply-add)
+#pragma GCC unroll 4
+        for (int j = 0; j < J; ++j) a[j][v] = _mm256_fmadd_ps(xv, r[j], a[j][v]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < J; ++j)
+#pragma GCC unroll 4
+      for (int v = 0; v < R; ++v) acc[j][v][p] = a[j][v];
+  }
+}
+
+// R (2 to 4) vectors in gemv_x_lanes's order, xst apart, against m's n rows (js apart).
+template <int R, class T>
+void gemv_rows_lanes_r(const float* xp, int64_t xst, const T* m, int64_t js, int64_t n, int64_t K, float* y,
+                       int64_t ys) {
+  constexpr int J = kLaneRows(R), G = kLaneGroup(R);
+  const int64_t K64 = K / 64 * 64;
+  __m256 acc[G][R][8];
+  const int64_t row_bytes = K * static_cast<int64_t>(sizeof(T)), js_bytes = js * static_cast<int64_t>(sizeof(T));
+  for (int64_t j0 = 0; j0 < n; j0 += G) {
+    const int64_t g = std::min<int64_t>(G, n - j0);
+    const int64_t g1 = std::min<int64_t>(G, n - j0 - g);  // the next group's rows (none: fetch this one's again)
+    const char* f0 = reinterpret_cast<const char*>(m + (g1 > 0 ? j0 + g : j0) * js);
+    RowFetch pf{f0, f0 + row_bytes, std::max<int64_t>(g1, 1) - 1, js_bytes, row_bytes};
+    for (int64_t k0 = 0; k0 < K64; k0 += kLaneKc) {
+      const int64_t L = std::min(kLaneKc, K64 - k0);
+      for (int64_t q = 0; q < g;) {
+        const int w = q + J <= g ? J : 1;  // J rows, or the group's last ones one at a time
+        const T* rows[J];
+        for (int t = 0; t < w; ++t) rows[t] = m + (j0 + q + t) * js + k0;
+        if (w == J) lanes_segment<J, R>(xp + k0, xst, L, rows, pf, k0 == 0, acc + q);
+        else lanes_segment<1, R>(xp + k0, xst, L, rows, pf, k0 == 0, acc + q);
+        q += w;
+      }
+    }
+    for (int64_t t = 0; t < g; ++t)
+      for (int v = 0; v < R; ++v) {
+        float s = 0.0f;
+        if (K64 > 0) {
+          const __m256* a = acc[t][v];
+          const __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[4], a[6]));
+          const __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[3]), _mm256_add_ps(a[5], a[7]));
+          s = sum8_lanes(_mm256_add_ps(lo, hi));
+        }
+        y[v * ys + j0 + t] = dot64_tail(xp + v * xst, m + (j0 + t) * js, K64, K, s);
+      }
+  }
+}
+#endif
+
+// R vectors (x + v * xst; in float16 at xh + v * xhs when T is: F32Panels::gemv_x keeps them; in
+// gemv_x_lanes's order when R > 1 on AVX2); the totals at tot + v * tst, each with room for n
+// rounded up to 8.
 template <int R, class T>
 void gemv_dot_r(const float* x, int64_t xst, const T* m, int64_t js, int64_t n, const Slicing& sl, float* tot,
                 int64_t tst) {
@@ -376,6 +501,14 @@ template <class T>
 void gemv_dot(const float* x, int64_t xst, const Half* xh, int64_t xhs, int R, const T* m, int64_t js, int64_t n,
               const Slicing& sl, float* tot, int64_t tst) {
   if constexpr (kLanes64<T>) {
+#ifndef KILN_GEMM_F32_AVX512
+    switch (R) {
+      case 1: break;
+      case 2: return gemv_rows_lanes_r<2>(x, xst, m, js, n, sl.K, tot, tst);
+      case 3: return gemv_rows_lanes_r<3>(x, xst, m, js, n, sl.K, tot, tst);
+      default: return gemv_rows_lanes_r<4>(x, xst, m, js, n, sl.K, tot, tst);
+    }
+#endif
     gemv_rows_lanes(x, xst, xh, xhs, R, m, js, n, sl.K, tot, tst);
   } else {
     (void)xh, (void)xhs;
@@ -497,8 +630,15 @@ struct F32Panels {
   // gemv_x_words(K)); a float16 vector is also kept as it is, behind it (x_f16).
   static int64_t gemv_x_words(int64_t K) { return round_up(K + 16, 16) + round_up(ceil_div(K, 2) + 16, 16); }
   static const Half* x_f16(const W* xw, int64_t K) { return reinterpret_cast<const Half*>(xw + round_up(K + 16, 16)); }
+  // `rows` vectors in all (gemv_dot's R): float16 and bfloat16 ones, when more than one, in
+  // gemv_x_lanes's order on AVX2.
   template <class T>
-  static void gemv_x(const T* x, int64_t xs, int64_t K, W* xw) {
+  static void gemv_x(const T* x, int64_t xs, int64_t K, int rows, W* xw) {
+#if defined(KILN_GEMM_AVX2) && !defined(KILN_GEMM_F32_AVX512)
+    if constexpr (f32p::kLanes64<T>)
+      if (rows > 1) return f32p::gemv_x_lanes(x, xs, K, xw);
+#endif
+    (void)rows;
     for (int64_t k = 0; k < K; ++k) xw[k] = to_f32(x[k * xs]);
 #ifdef KILN_GEMM_AVX2
     if constexpr (std::is_same_v<T, Half>) {  // (the base ISA's loops read the float32 copy)

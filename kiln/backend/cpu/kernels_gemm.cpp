@@ -269,7 +269,7 @@ void run_gemv(const Pb& P, const GemvView& v, int64_t bi, int64_t j0, int64_t j1
     const Slicing sl{g.K, P.kcb, P.nk};
     // x: A's rows and m: B, or x: B's columns and m: A transposed
     auto sums = [&](const auto* x, const auto* m) {
-      for (int64_t r = 0; r < v.rows; ++r) Pn::gemv_x(x + r * v.xr, v.xs, g.K, xw + r * xst);
+      for (int64_t r = 0; r < v.rows; ++r) Pn::gemv_x(x + r * v.xr, v.xs, g.K, static_cast<int>(v.rows), xw + r * xst);
       if (v.rows == 1 && v.cs == 1 && v.rs != 1) Pn::gemv_axpy(xw, m + j0 * v.cs, v.rs, n, sl, tot, tot + tst);
       else Pn::gemv_dot(xw, xst, static_cast<int>(v.rows), m + j0 * v.cs, v.cs, n, sl, tot, tst);
     };
