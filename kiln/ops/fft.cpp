@@ -57,6 +57,9 @@ SpecList c2r_meta(const OpDef& op, const SpecList& in, const Attrs& a) {
   const int64_t n = attr<int64_t>(a, 2);
   KILN_CHECK(n >= 1, Runtime, op.name, "Invalid number of data points (", n, ") specified");
   SymShape s = x.sizes();
+  const std::optional<int64_t> have = s[dims.back()].maybe_int();  // (FFTW reads n / 2 + 1 of them)
+  KILN_CHECK(!have || *have >= n / 2 + 1, Runtime, op.name, "_fft_c2r of ", n, " points needs ", n / 2 + 1,
+             " values along dim ", dims.back(), ", but got ", *have);
   s[dims.back()] = n;
   return {{s, to_real(x.dtype())}};
 }

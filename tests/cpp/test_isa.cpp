@@ -254,3 +254,48 @@ TEST(Isa, AttentionBackwardRowStepsAndMask) {
     }
   }
 }
+
+// The real FFT's steps around its half-length complex transform (kernels_fft.cpp), on every table:
+// each output the stated arithmetic (done in long double) to within a few float roundings; unit and
+// strided spectra, M odd and even (the middle bin of the pairs), and the inverse step undoing the
+// forward one (2 z back). (The tables do not give the same bits: GCC's complex-arithmetic patterns
+// for AVX2 regroup the sums, -ffp-contract=off or not.)
+TEST(Isa, FftHalfStepsOnEveryTable) {
+  uint32_t seed = 4242;
+  auto uni = [&] {
+    seed = seed * 1664525u + 1013904223u;
+    return static_cast<float>(static_cast<int32_t>(seed)) / 2147483648.0f;
+  };
+  const long double pi = 3.14159265358979323846264338327950288L;
+  for (int64_t M : {4, 5, 64, 1023}) {
+    const int64_t N = 2 * M;
+    std::vector<float> z(2 * M), w(2 * M);
+    for (auto& v : z) v = uni();
+    for (int64_t k = 0; k < M; ++k) {
+      const long double a = -2.0L * pi * k / N;
+      w[2 * k] = static_cast<float>(std::cos(a)), w[2 * k + 1] = static_cast<float>(std::sin(a));
+    }
+    for (Isa isa : runnable()) {
+      const auto& t = kiln::cpu::kernel_table_for(isa);
+      ASSERT_NE(t.fft_half_f32.r2c_post, nullptr);
+      for (int64_t st : {1, 3}) {
+        std::vector<float> X(2 * (M + 1) * st, 9.0f), back(2 * M);
+        t.fft_half_f32.r2c_post(z.data(), w.data(), M, X.data(), st);
+        t.fft_half_f32.c2r_pre(X.data(), st, w.data(), M, back.data());
+        // X[k] = (Z[k] + conj Z[M-k]) / 2 - i w^k (Z[k] - conj Z[M-k]) / 2, Z[M] = Z[0]
+        for (int64_t k = 0; k <= M; ++k) {
+          const long double ar = z[2 * (k % M)], ai = z[2 * (k % M) + 1], br = z[2 * ((M - k) % M)],
+                            bi = -z[2 * ((M - k) % M) + 1];
+          const long double c = std::cos(-2.0L * pi * k / N), s = std::sin(-2.0L * pi * k / N);
+          const long double orr = (ai - bi) / 2, oi = (br - ar) / 2;
+          const double xr = static_cast<double>((ar + br) / 2 + c * orr - s * oi);
+          const double xi = static_cast<double>((ai + bi) / 2 + c * oi + s * orr);
+          EXPECT_NEAR(X[2 * k * st], xr, 1e-6) << t.isa << " M " << M << " stride " << st << " k " << k;
+          EXPECT_NEAR(X[2 * k * st + 1], xi, 1e-6) << t.isa << " M " << M << " stride " << st << " k " << k;
+        }
+        for (int64_t i = 0; i < 2 * M; ++i)
+          EXPECT_NEAR(back[i], 2.0 * z[i], 4e-6) << t.isa << " M " << M << " stride " << st << " i " << i;
+      }
+    }
+  }
+}

@@ -497,3 +497,47 @@ def test_grad(name, norm):
             ky, kg = _grad(kiln, name, x, kw, w1, w2)
             assert ky.requires_grad, f"{name} {kind} {kw}: output does not require grad"
             close(kg, tg, f"{name} {kind} {kw} gradient")
+
+
+# ---- real transforms of even length as complex ones of half the length -----------------------------
+# (fft.cpp's half_r2c / half_c2r: even lengths >= 8 along a unit-stride real side; the rest takes
+# FFTW's r2c / c2r.) Lengths around the threshold and the middle bin, rows from batch dims and from
+# other transformed dims, strided and offset spectra, the halved dim not innermost, both precisions.
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n", [6, 8, 10, 14, 64, 4096, 4098])
+def test_even_real_lengths(n, dtype):
+    x = rand((3, n), dtype, seed=n)
+    cmp("rfft", x)
+    cmp("irfft", torch.fft.rfft(x), n=n)
+    cmp("irfft", torch.fft.rfft(x), n=n - 1)                     # odd output: FFTW's c2r
+    cmp("rfft", x[:, 1:n - 1], msg="rows at an odd offset")      # read as complex from a 4-byte boundary
+    cmp("rfft", rand((2, 2 * n + 1), dtype)[:, 1:n + 1], msg="rows an odd stride apart")  # FFTW's r2c
+    spec = torch.fft.rfft(rand((4, n), dtype, seed=1))
+    cmp("irfft", spec[::2], n=n, msg="every other row")
+    cmp("irfft", torch.fft.rfft(rand((n, 2), dtype)[:, 0]), n=n, msg="strided spectrum")
+    cmp("rfft", rand((n, 3), dtype), dim=0)                      # halved dim not innermost
+    cmp("irfft", torch.fft.rfft(rand((n, 3), dtype), dim=0), n=n, dim=0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_even_real_nd(dtype):
+    x = rand((2, 6, 16), dtype, seed=5)
+    for dim in [(1, 2), (0, 2), (2, 1), (0, 1, 2), (2, 0)]:
+        cmp("rfftn", x, dim=dim)
+        spec = torch.fft.rfftn(x, dim=dim)
+        cmp("irfftn", spec, s=[x.shape[d] for d in dim], dim=dim)
+    cmp("rfft2", x[:, ::2, :])
+    cmp("irfft2", torch.fft.rfft2(x)[:, :, :5], s=(6, 8))
+
+
+# One-dim complex transforms of contiguous rows (n >= 16) run row by row on kept plans, one per
+# alignment of the rows: rows at an 8-byte offset (complex64), both directions, many rows (split
+# between threads) and one.
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_rows_of_complex_transforms(dtype):
+    x = rand((40, 66), dtype, seed=9)
+    for name in ("fft", "ifft"):
+        cmp(name, x[:, 1:65], msg="rows at an odd offset")
+        cmp(name, x[:, :64])
+        cmp(name, x[:1, 2:18], msg="one row of 16")
+        cmp(name, x[:, 1:65], norm="ortho")

@@ -4,12 +4,17 @@
 // which FFTW lets overwrite its input, works on a contiguous scratch copy). Plans are made with
 // FFTW_ESTIMATE (no timing runs, the same plan every time, so results do not vary between runs) under
 // one lock: FFTW's planner is not thread-safe, its execution is. Batches of more than one transform
-// run in parallel slices, one plan per slice.
+// run in parallel slices, one plan per slice. Real transforms of even length along the last
+// transformed dim run as complex ones of half the length (half_r2c, half_c2r): FFTW's own r2c and
+// c2r took 2.5x the time of that complex transform.
 #include <fftw3.h>
 
 #include <cmath>
 #include <complex>
+#include <map>
+#include <memory>
 #include <mutex>
+#include <tuple>
 #include <vector>
 
 #include "kiln/backend/cpu/kernels.h"
@@ -41,6 +46,10 @@ struct Fftw<double> {
                                     FFTW_ESTIMATE | FFTW_DESTROY_INPUT);
   }
   static void execute(Plan p) { fftw_execute(p); }
+  static void execute_dft(Plan p, double* in, double* out) {
+    fftw_execute_dft(p, reinterpret_cast<Complex*>(in), reinterpret_cast<Complex*>(out));
+  }
+  static int alignment_of(double* p) { return fftw_alignment_of(p); }
   static void destroy(Plan p) { fftw_destroy_plan(p); }
 };
 template <>
@@ -60,6 +69,10 @@ struct Fftw<float> {
                                      FFTW_ESTIMATE | FFTW_DESTROY_INPUT);
   }
   static void execute(Plan p) { fftwf_execute(p); }
+  static void execute_dft(Plan p, float* in, float* out) {
+    fftwf_execute_dft(p, reinterpret_cast<Complex*>(in), reinterpret_cast<Complex*>(out));
+  }
+  static int alignment_of(float* p) { return fftwf_alignment_of(p); }
   static void destroy(Plan p) { fftwf_destroy_plan(p); }
 };
 
@@ -123,6 +136,168 @@ void run(Kind kind, Geometry g, char* in, char* out, int64_t in_item, int64_t ou
   });
 }
 
+// ---- real transforms of even length N as complex ones of length M = N / 2 --------------------
+// Forward: z[n] = x[2n] + i x[2n+1] (the real array read as complex), Z = DFT_M(z); then, with
+// Z[M] = Z[0] and w = exp(-2 pi i / N), Ze = (Z[k] + conj(Z[M-k])) / 2, Zo = -i (Z[k] -
+// conj(Z[M-k])) / 2: X[k] = Ze + w^k Zo for k in [1, M), X[0] = Re Z[0] + Im Z[0], X[M] = Re Z[0] -
+// Im Z[0]. Backward (FFTW's unnormalised c2r: N x[n] = sum over the Hermitian spectrum): with the
+// imaginary parts of X[0] and X[M] dropped (as FFTW and torch do), E = X[k] + conj(X[M-k]),
+// O = (X[k] - conj(X[M-k])) conj(w^k), Z[k] = E + i O; the unnormalised inverse DFT_M of Z gives
+// N (x[2n] + i x[2n+1]). Row by row: Z passes through a one-row scratch that stays in L1 (a whole
+// batch's Z went out to L3 and back), and the steps around the complex transform are the kernel
+// table's (kernels_fft.cpp: vectorised per ISA; on SSE2 they took longer than the transform).
+
+// w^k for k in [0, N/2) (interleaved re, im), computed in long double and rounded once; one table
+// per N, kept.
+template <class R>
+const R* twiddles(int64_t N) {
+  static std::mutex mu;
+  static std::map<int64_t, std::unique_ptr<std::vector<R>>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& t = cache[N];
+  if (!t) {
+    t = std::make_unique<std::vector<R>>(static_cast<size_t>(N));
+    const long double step = -2.0L * 3.14159265358979323846264338327950288L / static_cast<long double>(N);
+    for (int64_t k = 0; k < N / 2; ++k) {
+      (*t)[2 * k] = static_cast<R>(std::cos(step * k));
+      (*t)[2 * k + 1] = static_cast<R>(std::sin(step * k));
+    }
+  }
+  return t->data();
+}
+
+// The offsets (in elements of the input or the output side) of every row: each combination of
+// the dims' indices.
+std::vector<int64_t> row_offsets(const std::vector<fftw_iodim64>& dims, bool out_side) {
+  std::vector<int64_t> offs{0};
+  for (const fftw_iodim64& d : dims) {
+    std::vector<int64_t> next;
+    next.reserve(offs.size() * static_cast<size_t>(d.n));
+    for (int64_t o : offs)
+      for (int64_t i = 0; i < d.n; ++i) next.push_back(o + i * (out_side ? d.os : d.is));
+    offs.swap(next);
+  }
+  return offs;
+}
+
+// Whether the real side (r2c's input, c2r's output) can be read as complex: the halved dim of even
+// length N >= 8 and stride 1, every other stride even.
+bool halvable(const Geometry& g, bool input_side) {
+  const fftw_iodim64& last = g.dims.back();
+  if (last.n % 2 != 0 || last.n < 8 || (input_side ? last.is : last.os) != 1) return false;
+  for (size_t i = 0; i < g.batch.size() + g.dims.size() - 1; ++i) {
+    const fftw_iodim64& d = i < g.batch.size() ? g.batch[i] : g.dims[i - g.batch.size()];
+    if ((input_side ? d.is : d.os) % 2 != 0) return false;
+  }
+  return true;
+}
+
+// The rows of the halved dim: the batch dims and the other transformed dims.
+std::vector<fftw_iodim64> rows_of(const Geometry& g) {
+  std::vector<fftw_iodim64> rows = g.batch;
+  rows.insert(rows.end(), g.dims.begin(), g.dims.end() - 1);
+  return rows;
+}
+
+// DFT_M of one contiguous row, from in to out (R pairs), through FFTW's new-array execute, which
+// may run one plan on many threads at once. The plans (one per length, direction and alignment pair
+// of the arrays: FFTW's condition for reusing a plan) are made once and kept for the process, so a
+// call plans nothing after the first of its kind (planning, even from FFTW's wisdom, took about as
+// long as a 4096-point transform).
+template <class R>
+class RowDft {
+ public:
+  RowDft(int64_t M, int sign) : M_(M), sign_(sign) {}
+  void operator()(R* in, R* out) {
+    const int ai = Fftw<R>::alignment_of(in), ao = Fftw<R>::alignment_of(out);
+    if (!last_ || last_ai_ != ai || last_ao_ != ao) last_ = plan(ai, ao, in, out), last_ai_ = ai, last_ao_ = ao;
+    Fftw<R>::execute_dft(last_, in, out);
+  }
+
+ private:
+  typename Fftw<R>::Plan plan(int ai, int ao, R* in, R* out) {
+    static std::map<std::tuple<int64_t, int, int, int>, typename Fftw<R>::Plan> cache;  // under g_planner
+    std::lock_guard<std::mutex> lock(g_planner);
+    auto& p = cache[{M_, sign_, ai, ao}];
+    if (!p) {
+      const fftw_iodim64 d{M_, 1, 1};
+      p = Fftw<R>::c2c(1, &d, 0, nullptr, in, out, sign_);  // (FFTW_ESTIMATE leaves the arrays alone)
+      KILN_CHECK(p != nullptr, Runtime, "fft", "FFTW could not plan the transform");
+    }
+    return p;
+  }
+  int64_t M_;
+  int sign_;
+  typename Fftw<R>::Plan last_ = nullptr;
+  int last_ai_ = 0, last_ao_ = 0;
+};
+
+// Rows per thread: at least this many complex elements (fewer ran slower on two threads than on
+// one: the second thread's wake-up).
+constexpr int64_t kRowsGrain = 32768;
+
+// A one-dim c2c whose rows are contiguous on both sides (n >= 16): row by row through RowDft's kept
+// plans (a batch plan per call and thread, made under the planner's lock, held two threads to the
+// speed of one at 64 x 1024).
+bool rows_c2c_ok(const Geometry& g) {
+  return g.dims.size() == 1 && g.dims[0].is == 1 && g.dims[0].os == 1 && g.dims[0].n >= 16;
+}
+template <class R>
+void rows_c2c(const Geometry& g, R* in, R* out, int sign) {
+  const int64_t n = g.dims[0].n;
+  const std::vector<int64_t> in_offs = row_offsets(g.batch, false), out_offs = row_offsets(g.batch, true);
+  parallel_for(static_cast<int64_t>(in_offs.size()), std::max<int64_t>(1, kRowsGrain / n), [&](int64_t s, int64_t e) {
+    RowDft<R> dft(n, sign);
+    for (int64_t r = s; r < e; ++r) dft(in + 2 * in_offs[r], out + 2 * out_offs[r]);
+  });
+}
+
+template <class R>
+const KernelTable::FftHalf<R>& half_fns() {
+  if constexpr (sizeof(R) == 4) return cpu_kernels().fft_half_f32;
+  else return cpu_kernels().fft_half_f64;
+}
+
+// r2c: x real (halvable on its input side), X complex; both in R units.
+template <class R>
+void half_r2c(const Geometry& g, R* x, R* X) {
+  const fftw_iodim64 last = g.dims.back();
+  const int64_t M = last.n / 2, os = last.os;
+  const std::vector<fftw_iodim64> rows = rows_of(g);
+  const std::vector<int64_t> in_offs = row_offsets(rows, false), out_offs = row_offsets(rows, true);
+  const R* w = twiddles<R>(last.n);
+  const auto& half = half_fns<R>();
+  parallel_for(static_cast<int64_t>(in_offs.size()), std::max<int64_t>(1, kRowsGrain / M), [&](int64_t s, int64_t e) {
+    RowDft<R> dft(M, FFTW_FORWARD);
+    std::vector<R> scratch(static_cast<size_t>(2 * M));
+    R* zr = scratch.data();
+    for (int64_t r = s; r < e; ++r) {
+      dft(x + in_offs[r], zr);
+      half.r2c_post(zr, w, M, X + 2 * out_offs[r], os);
+    }
+  });
+}
+
+// c2r: X complex, x real (halvable on its output side); both in R units.
+template <class R>
+void half_c2r(const Geometry& g, const R* X, R* x) {
+  const fftw_iodim64 last = g.dims.back();
+  const int64_t M = last.n / 2, is = last.is;
+  const std::vector<fftw_iodim64> rows = rows_of(g);
+  const std::vector<int64_t> in_offs = row_offsets(rows, false), out_offs = row_offsets(rows, true);
+  const R* w = twiddles<R>(last.n);
+  const auto& half = half_fns<R>();
+  parallel_for(static_cast<int64_t>(in_offs.size()), std::max<int64_t>(1, kRowsGrain / M), [&](int64_t s, int64_t e) {
+    RowDft<R> dft(M, FFTW_BACKWARD);
+    std::vector<R> scratch(static_cast<size_t>(2 * M));
+    R* zr = scratch.data();
+    for (int64_t r = s; r < e; ++r) {
+      half.c2r_pre(X + 2 * in_offs[r], is, w, M, zr);
+      dft(zr, x + out_offs[r]);
+    }
+  });
+}
+
 template <class R>
 void scale(Tensor& out, int normalization, int64_t n) {
   if (normalization == 0 || n == 0) return;
@@ -153,10 +328,12 @@ void c2c_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& 
   char* i = static_cast<char*>(x.data_ptr());
   char* o = static_cast<char*>(out[0].data_ptr());
   if (x.dtype() == kComplex64) {
-    run<float>(Kind::C2C, g, i, o, 8, 8, sign);
+    if (rows_c2c_ok(g)) rows_c2c(g, reinterpret_cast<float*>(i), reinterpret_cast<float*>(o), sign);
+    else run<float>(Kind::C2C, g, i, o, 8, 8, sign);
     scale<float>(out[0], norm, g.signal);
   } else {
-    run<double>(Kind::C2C, g, i, o, 16, 16, sign);
+    if (rows_c2c_ok(g)) rows_c2c(g, reinterpret_cast<double*>(i), reinterpret_cast<double*>(o), sign);
+    else run<double>(Kind::C2C, g, i, o, 16, 16, sign);
     scale<double>(out[0], norm, g.signal);
   }
 }
@@ -181,21 +358,75 @@ void r2c_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& 
   Tensor x = readable(in[0]);
   Geometry g = geometry(x, out[0], dims, Kind::R2C);
   char *i = static_cast<char*>(x.data_ptr()), *o = static_cast<char*>(out[0].data_ptr());
-  if (single) run<float>(Kind::R2C, g, i, o, 4, 8, 0), scale<float>(out[0], norm, g.signal);
-  else run<double>(Kind::R2C, g, i, o, 8, 16, 0), scale<double>(out[0], norm, g.signal);
+  if (halvable(g, true)) {
+    // the halved dim as a complex transform of half its length, then the other transformed dims
+    // in place on the output
+    if (single) half_r2c(g, reinterpret_cast<float*>(i), reinterpret_cast<float*>(o));
+    else half_r2c(g, reinterpret_cast<double*>(i), reinterpret_cast<double*>(o));
+    if (g.dims.size() > 1) {
+      Geometry h;
+      h.dims.assign(g.dims.begin(), g.dims.end() - 1);
+      for (auto& d : h.dims) d.is = d.os;
+      h.batch = g.batch;
+      h.batch.push_back({out[0].size(dims.back()), out[0].stride(dims.back()), out[0].stride(dims.back())});
+      for (auto& d : h.batch) d.is = d.os;
+      if (single) run<float>(Kind::C2C, h, o, o, 8, 8, FFTW_FORWARD);
+      else run<double>(Kind::C2C, h, o, o, 16, 16, FFTW_FORWARD);
+    }
+  } else if (single) {
+    run<float>(Kind::R2C, g, i, o, 4, 8, 0);
+  } else {
+    run<double>(Kind::R2C, g, i, o, 8, 16, 0);
+  }
+  if (single) scale<float>(out[0], norm, g.signal);
+  else scale<double>(out[0], norm, g.signal);
 }
 
 // attrs: {dim, normalization, last_dim_size}; FFTW overwrites a c2r input, so it reads a copy
+// (but for one halved dim, which reads the input as it is)
 void c2r_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
   if (out[0].numel() == 0) return;
   const Shape& dims = attr<Shape>(a, 0);
   const int norm = static_cast<int>(attr<int64_t>(a, 1));
+  const bool single = in[0].dtype() == kComplex64;
+  char* o = static_cast<char*>(out[0].data_ptr());
+  if (dims.size() == 1) {
+    const Tensor x = readable(in[0]);
+    const Geometry g = geometry(x, out[0], dims, Kind::C2R);
+    if (halvable(g, false)) {
+      if (single) half_c2r(g, static_cast<const float*>(x.data_ptr()), reinterpret_cast<float*>(o));
+      else half_c2r(g, static_cast<const double*>(x.data_ptr()), reinterpret_cast<double*>(o));
+      if (single) scale<float>(out[0], norm, g.signal);
+      else scale<double>(out[0], norm, g.signal);
+      return;
+    }
+  }
   Tensor x = make_tensor(in[0].sizes(), in[0].dtype());
   cast_copy(x, in[0]);
   Geometry g = geometry(x, out[0], dims, Kind::C2R);
-  char *i = static_cast<char*>(x.data_ptr()), *o = static_cast<char*>(out[0].data_ptr());
-  if (x.dtype() == kComplex64) run<float>(Kind::C2R, g, i, o, 8, 4, 0), scale<float>(out[0], norm, g.signal);
-  else run<double>(Kind::C2R, g, i, o, 16, 8, 0), scale<double>(out[0], norm, g.signal);
+  char* i = static_cast<char*>(x.data_ptr());
+  if (halvable(g, false)) {
+    // the other transformed dims first, in place on the copy; then the halved dim as a complex
+    // transform of half its length
+    if (g.dims.size() > 1) {
+      Geometry h;
+      h.dims.assign(g.dims.begin(), g.dims.end() - 1);
+      for (auto& d : h.dims) d.os = d.is;
+      h.batch = g.batch;
+      h.batch.push_back({x.size(dims.back()), x.stride(dims.back()), x.stride(dims.back())});
+      for (auto& d : h.batch) d.os = d.is;
+      if (single) run<float>(Kind::C2C, h, i, i, 8, 8, FFTW_BACKWARD);
+      else run<double>(Kind::C2C, h, i, i, 16, 16, FFTW_BACKWARD);
+    }
+    if (single) half_c2r(g, reinterpret_cast<const float*>(i), reinterpret_cast<float*>(o));
+    else half_c2r(g, reinterpret_cast<const double*>(i), reinterpret_cast<double*>(o));
+  } else if (single) {
+    run<float>(Kind::C2R, g, i, o, 8, 4, 0);
+  } else {
+    run<double>(Kind::C2R, g, i, o, 16, 8, 0);
+  }
+  if (single) scale<float>(out[0], norm, g.signal);
+  else scale<double>(out[0], norm, g.signal);
 }
 
 KernelRegistrar k_fft_c2c{"_fft_c2c", DeviceType::CPU, c2c_kernel};

@@ -13,7 +13,7 @@
 namespace kiln::cpu {
 
 // The families of each ISA's table: one fill function per per-ISA kernel file (kernels_<family>.cpp).
-#define KILN_FAMILIES(X) X(unary) X(binary) X(reduce) X(copy) X(gemm) X(random) X(norm) X(optim) X(rnn) X(linalg) X(householder) X(attention)
+#define KILN_FAMILIES(X) X(unary) X(binary) X(reduce) X(copy) X(gemm) X(random) X(norm) X(optim) X(rnn) X(linalg) X(householder) X(attention) X(fft)
 
 #define KILN_DECLARE_FILL(family) void fill_##family(KernelTable&);
 #define KILN_DECLARE_ISA(ns) \

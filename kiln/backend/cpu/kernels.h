@@ -216,6 +216,17 @@ struct KernelTable {
   rnn::LstmFusedFwdFn lstm_fused_fwd = nullptr;
   int64_t lstm_fused_units = 8;  // units per block of lstm_fused_fwd's panels (rnn.cpp's lstm_pack_fwd)
   rnn::LstmFusedBwdFn lstm_fused_bwd = nullptr;
+  // A real transform of even length 2M as a complex one of length M (fft.cpp, kernels_fft.cpp): the
+  // spectrum X[0, M] (os complex elements apart) from Z = z[0, M), the transform of the row read as
+  // complex (contiguous); and z (contiguous) from X (is apart) for the inverse. w: w^k = exp(-pi i
+  // k / M), k in [0, M).
+  template <class R>
+  struct FftHalf {
+    void (*r2c_post)(const R* z, const R* w, int64_t M, R* X, int64_t os) = nullptr;
+    void (*c2r_pre)(const R* X, int64_t is, const R* w, int64_t M, R* z) = nullptr;
+  };
+  FftHalf<float> fft_half_f32;
+  FftHalf<double> fft_half_f64;
 };
 
 const KernelTable& cpu_kernels();  // the table of selected_isa() (isa.h)
