@@ -8,6 +8,7 @@ lengths, the last listed dim is the halved one, non-Hermitian input); fftfreq / 
 requires_grad) and fftshift / ifftshift; out=; the gradients of real losses for real and complex
 float64 inputs; and torch's exception classes. The two libraries use different FFT algorithms, so
 values agree within round-off (relative to the largest output), never bit for bit."""
+import numpy as np
 import pytest
 import torch
 
@@ -541,3 +542,15 @@ def test_rows_of_complex_transforms(dtype):
         cmp(name, x[:, :64])
         cmp(name, x[:1, 2:18], msg="one row of 16")
         cmp(name, x[:, 1:65], norm="ortho")
+
+
+def test_c2r_op_needs_half_the_points():
+    """_fft_c2r of n points reads n // 2 + 1 values: fewer is a RuntimeError (torch: an internal
+    assert, also a RuntimeError), not a read past the input."""
+    f = kiln.ops.aten._fft_c2r if hasattr(kiln.ops, "aten") else kiln.ops._fft_c2r
+    x = kiln.from_numpy(np.ones(2, dtype=np.complex64))
+    with pytest.raises(RuntimeError, match="needs 51 values"):
+        f(x, [0], 0, 100)
+    with pytest.raises(RuntimeError):
+        torch._fft_c2r(torch.ones(2, dtype=torch.complex64), [0], 0, 100)
+    assert f(kiln.from_numpy(np.ones(51, dtype=np.complex64)), [0], 0, 100).shape == (100,)
