@@ -209,6 +209,7 @@ class RowDft {
  public:
   RowDft(int64_t M, int sign) : M_(M), sign_(sign) {}
   void operator()(R* in, R* out) {
+    KILN_CHECK(in != out, Runtime, "fft", "internal: a row transform in place");  // (the plans are out of place)
     const int ai = Fftw<R>::alignment_of(in), ao = Fftw<R>::alignment_of(out);
     if (!last_ || last_ai_ != ai || last_ao_ != ao) last_ = plan(ai, ao, in, out), last_ai_ = ai, last_ao_ = ao;
     Fftw<R>::execute_dft(last_, in, out);
@@ -232,15 +233,17 @@ class RowDft {
   int last_ai_ = 0, last_ao_ = 0;
 };
 
-// Rows per thread: at least this many complex elements (fewer ran slower on two threads than on
-// one: the second thread's wake-up).
+// Rows per thread: at least this many complex elements (64 rows of 512 ran slower on two threads
+// than on one: the second thread's wake-up; run's batch split uses the same bound).
 constexpr int64_t kRowsGrain = 32768;
 
 // A one-dim c2c whose rows are contiguous on both sides (n >= 16): row by row through RowDft's kept
 // plans (a batch plan per call and thread, made under the planner's lock, held two threads to the
-// speed of one at 64 x 1024).
-bool rows_c2c_ok(const Geometry& g) {
-  return g.dims.size() == 1 && g.dims[0].is == 1 && g.dims[0].os == 1 && g.dims[0].n >= 16;
+// speed of one at 64 x 1024). Shorter rows stay with FFTW's batch plans, where a call per row would
+// cost more than the row's transform; so does an output on the input (the kept plans are out of
+// place).
+bool rows_c2c_ok(const Geometry& g, const char* in, const char* out) {
+  return g.dims.size() == 1 && g.dims[0].is == 1 && g.dims[0].os == 1 && g.dims[0].n >= 16 && in != out;
 }
 template <class R>
 void rows_c2c(const Geometry& g, R* in, R* out, int sign) {
@@ -269,8 +272,8 @@ void half_r2c(const Geometry& g, R* x, R* X) {
   const auto& half = half_fns<R>();
   parallel_for(static_cast<int64_t>(in_offs.size()), std::max<int64_t>(1, kRowsGrain / M), [&](int64_t s, int64_t e) {
     RowDft<R> dft(M, FFTW_FORWARD);
-    std::vector<R> scratch(static_cast<size_t>(2 * M));
-    R* zr = scratch.data();
+    const Tensor scratch = make_tensor({2 * M}, sizeof(R) == 4 ? kFloat32 : kFloat64);  // (64-byte aligned)
+    R* zr = static_cast<R*>(scratch.data_ptr());
     for (int64_t r = s; r < e; ++r) {
       dft(x + in_offs[r], zr);
       half.r2c_post(zr, w, M, X + 2 * out_offs[r], os);
@@ -289,8 +292,8 @@ void half_c2r(const Geometry& g, const R* X, R* x) {
   const auto& half = half_fns<R>();
   parallel_for(static_cast<int64_t>(in_offs.size()), std::max<int64_t>(1, kRowsGrain / M), [&](int64_t s, int64_t e) {
     RowDft<R> dft(M, FFTW_BACKWARD);
-    std::vector<R> scratch(static_cast<size_t>(2 * M));
-    R* zr = scratch.data();
+    const Tensor scratch = make_tensor({2 * M}, sizeof(R) == 4 ? kFloat32 : kFloat64);  // (64-byte aligned)
+    R* zr = static_cast<R*>(scratch.data_ptr());
     for (int64_t r = s; r < e; ++r) {
       half.c2r_pre(X + 2 * in_offs[r], is, w, M, zr);
       dft(zr, x + out_offs[r]);
@@ -328,11 +331,11 @@ void c2c_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& 
   char* i = static_cast<char*>(x.data_ptr());
   char* o = static_cast<char*>(out[0].data_ptr());
   if (x.dtype() == kComplex64) {
-    if (rows_c2c_ok(g)) rows_c2c(g, reinterpret_cast<float*>(i), reinterpret_cast<float*>(o), sign);
+    if (rows_c2c_ok(g, i, o)) rows_c2c(g, reinterpret_cast<float*>(i), reinterpret_cast<float*>(o), sign);
     else run<float>(Kind::C2C, g, i, o, 8, 8, sign);
     scale<float>(out[0], norm, g.signal);
   } else {
-    if (rows_c2c_ok(g)) rows_c2c(g, reinterpret_cast<double*>(i), reinterpret_cast<double*>(o), sign);
+    if (rows_c2c_ok(g, i, o)) rows_c2c(g, reinterpret_cast<double*>(i), reinterpret_cast<double*>(o), sign);
     else run<double>(Kind::C2C, g, i, o, 16, 16, sign);
     scale<double>(out[0], norm, g.signal);
   }
@@ -358,21 +361,12 @@ void r2c_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& 
   Tensor x = readable(in[0]);
   Geometry g = geometry(x, out[0], dims, Kind::R2C);
   char *i = static_cast<char*>(x.data_ptr()), *o = static_cast<char*>(out[0].data_ptr());
-  if (halvable(g, true)) {
-    // the halved dim as a complex transform of half its length, then the other transformed dims
-    // in place on the output
+  if (g.dims.size() == 1 && halvable(g, true)) {
+    // the halved dim as a complex transform of half its length. (With more dims FFTW's r2c stays:
+    // the other dims' transforms, in place on the output after the halved one, read columns M + 1
+    // apart; 16 x 512 x 512 took 16.8 ms on one thread against FFTW's 12.5.)
     if (single) half_r2c(g, reinterpret_cast<float*>(i), reinterpret_cast<float*>(o));
     else half_r2c(g, reinterpret_cast<double*>(i), reinterpret_cast<double*>(o));
-    if (g.dims.size() > 1) {
-      Geometry h;
-      h.dims.assign(g.dims.begin(), g.dims.end() - 1);
-      for (auto& d : h.dims) d.is = d.os;
-      h.batch = g.batch;
-      h.batch.push_back({out[0].size(dims.back()), out[0].stride(dims.back()), out[0].stride(dims.back())});
-      for (auto& d : h.batch) d.is = d.os;
-      if (single) run<float>(Kind::C2C, h, o, o, 8, 8, FFTW_FORWARD);
-      else run<double>(Kind::C2C, h, o, o, 16, 16, FFTW_FORWARD);
-    }
   } else if (single) {
     run<float>(Kind::R2C, g, i, o, 4, 8, 0);
   } else {
@@ -411,7 +405,7 @@ void c2r_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& 
     if (g.dims.size() > 1) {
       Geometry h;
       h.dims.assign(g.dims.begin(), g.dims.end() - 1);
-      for (auto& d : h.dims) d.os = d.is;
+      for (auto& d : h.dims) d.os = d.is, h.signal *= d.n;  // (signal: run's threading rule)
       h.batch = g.batch;
       h.batch.push_back({x.size(dims.back()), x.stride(dims.back()), x.stride(dims.back())});
       for (auto& d : h.batch) d.os = d.is;

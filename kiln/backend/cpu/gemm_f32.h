@@ -374,7 +374,8 @@ constexpr int kLaneRows(int R) { return R == 2 ? 4 : 2; }  // J: J x R accumulat
 constexpr int kLaneGroup(int R) { return 4 * kLaneRows(R); }
 
 // xp: K floats, the vector x (K elements at stride xs) in that order: segment [k0, k0 + L) of
-// K64 at xp[k0 + p * L / 8 + 8 i + l] = x[k0 + 64 i + 8 p + l]; past K64, x[k] at xp[k].
+// K64 (L a multiple of 64) at xp[k0 + p * (L / 8) + 8 i + l] = x[k0 + 64 i + 8 p + l]; past K64,
+// x[k] at xp[k].
 template <class T>
 void gemv_x_lanes(const T* x, int64_t xs, int64_t K, float* xp) {
   const int64_t K64 = K / 64 * 64;
@@ -447,7 +448,9 @@ void gemv_rows_lanes_r(const float* xp, int64_t xst, const T* m, int64_t js, int
   const int64_t row_bytes = K * static_cast<int64_t>(sizeof(T)), js_bytes = js * static_cast<int64_t>(sizeof(T));
   for (int64_t j0 = 0; j0 < n; j0 += G) {
     const int64_t g = std::min<int64_t>(G, n - j0);
-    const int64_t g1 = std::min<int64_t>(G, n - j0 - g);  // the next group's rows (none: fetch this one's again)
+    // the next group's rows; after the last group, this group's first row (in cache: the fetch
+    // costs nothing) and then its last line, again and again
+    const int64_t g1 = std::min<int64_t>(G, n - j0 - g);
     const char* f0 = reinterpret_cast<const char*>(m + (g1 > 0 ? j0 + g : j0) * js);
     RowFetch pf{f0, f0 + row_bytes, std::max<int64_t>(g1, 1) - 1, js_bytes, row_bytes};
     for (int64_t k0 = 0; k0 < K64; k0 += kLaneKc) {

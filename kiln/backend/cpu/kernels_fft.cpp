@@ -1,7 +1,8 @@
 // The steps around the complex transform when a real transform of even length N = 2M runs as a
 // complex one of length M (fft.cpp's half_r2c / half_c2r, which state the arithmetic). Plain loops
-// that the compiler vectorises for each ISA (the tables agree to within rounding, not in every bit:
-// GCC's complex-arithmetic patterns regroup the sums on AVX2).
+// that the compiler vectorises for each ISA. Unlike the GEMM and layer-norm entries, these differ in
+// the last bits between tables: for AVX2, GCC's vectoriser recognises the interleaved re / im pairs
+// as complex arithmetic and builds them from vaddsubps, which groups the sums otherwise.
 #include "kiln/backend/cpu/isa_util.h"
 
 namespace kiln::cpu::KILN_ISA {
