@@ -237,6 +237,21 @@ class RowDft {
 // than on one: the second thread's wake-up; run's batch split uses the same bound).
 constexpr int64_t kRowsGrain = 32768;
 
+// body(dft, z, in_offset, out_offset) for every row of the last transformed dim (offsets in each
+// side's elements), in parallel: dft runs DFT_M (sign) through kept plans, z is a scratch row of M
+// complex.
+template <class R, class F>
+void each_row(const Geometry& g, int64_t M, int sign, F&& body) {
+  const std::vector<fftw_iodim64> rows = rows_of(g);
+  const std::vector<int64_t> in_offs = row_offsets(rows, false), out_offs = row_offsets(rows, true);
+  parallel_for(static_cast<int64_t>(in_offs.size()), std::max<int64_t>(1, kRowsGrain / M), [&](int64_t s, int64_t e) {
+    RowDft<R> dft(M, sign);
+    const Tensor scratch = make_tensor({2 * M}, sizeof(R) == 4 ? kFloat32 : kFloat64);  // (64-byte aligned)
+    R* z = static_cast<R*>(scratch.data_ptr());
+    for (int64_t r = s; r < e; ++r) body(dft, z, in_offs[r], out_offs[r]);
+  });
+}
+
 // A one-dim c2c whose rows are contiguous on both sides (n >= 16): row by row through RowDft's kept
 // plans (a batch plan per call and thread, made under the planner's lock, held two threads to the
 // speed of one at 64 x 1024). Shorter rows stay with FFTW's batch plans, where a call per row would
@@ -247,12 +262,8 @@ bool rows_c2c_ok(const Geometry& g, const char* in, const char* out) {
 }
 template <class R>
 void rows_c2c(const Geometry& g, R* in, R* out, int sign) {
-  const int64_t n = g.dims[0].n;
-  const std::vector<int64_t> in_offs = row_offsets(g.batch, false), out_offs = row_offsets(g.batch, true);
-  parallel_for(static_cast<int64_t>(in_offs.size()), std::max<int64_t>(1, kRowsGrain / n), [&](int64_t s, int64_t e) {
-    RowDft<R> dft(n, sign);
-    for (int64_t r = s; r < e; ++r) dft(in + 2 * in_offs[r], out + 2 * out_offs[r]);
-  });
+  each_row<R>(g, g.dims[0].n, sign,
+              [&](RowDft<R>& dft, R*, int64_t io, int64_t oo) { dft(in + 2 * io, out + 2 * oo); });
 }
 
 template <class R>
@@ -264,40 +275,24 @@ const KernelTable::FftHalf<R>& half_fns() {
 // r2c: x real (halvable on its input side), X complex; both in R units.
 template <class R>
 void half_r2c(const Geometry& g, R* x, R* X) {
-  const fftw_iodim64 last = g.dims.back();
-  const int64_t M = last.n / 2, os = last.os;
-  const std::vector<fftw_iodim64> rows = rows_of(g);
-  const std::vector<int64_t> in_offs = row_offsets(rows, false), out_offs = row_offsets(rows, true);
-  const R* w = twiddles<R>(last.n);
+  const int64_t M = g.dims.back().n / 2, os = g.dims.back().os;
+  const R* w = twiddles<R>(2 * M);
   const auto& half = half_fns<R>();
-  parallel_for(static_cast<int64_t>(in_offs.size()), std::max<int64_t>(1, kRowsGrain / M), [&](int64_t s, int64_t e) {
-    RowDft<R> dft(M, FFTW_FORWARD);
-    const Tensor scratch = make_tensor({2 * M}, sizeof(R) == 4 ? kFloat32 : kFloat64);  // (64-byte aligned)
-    R* zr = static_cast<R*>(scratch.data_ptr());
-    for (int64_t r = s; r < e; ++r) {
-      dft(x + in_offs[r], zr);
-      half.r2c_post(zr, w, M, X + 2 * out_offs[r], os);
-    }
+  each_row<R>(g, M, FFTW_FORWARD, [&](RowDft<R>& dft, R* z, int64_t io, int64_t oo) {
+    dft(x + io, z);
+    half.r2c_post(z, w, M, X + 2 * oo, os);
   });
 }
 
 // c2r: X complex, x real (halvable on its output side); both in R units.
 template <class R>
 void half_c2r(const Geometry& g, const R* X, R* x) {
-  const fftw_iodim64 last = g.dims.back();
-  const int64_t M = last.n / 2, is = last.is;
-  const std::vector<fftw_iodim64> rows = rows_of(g);
-  const std::vector<int64_t> in_offs = row_offsets(rows, false), out_offs = row_offsets(rows, true);
-  const R* w = twiddles<R>(last.n);
+  const int64_t M = g.dims.back().n / 2, is = g.dims.back().is;
+  const R* w = twiddles<R>(2 * M);
   const auto& half = half_fns<R>();
-  parallel_for(static_cast<int64_t>(in_offs.size()), std::max<int64_t>(1, kRowsGrain / M), [&](int64_t s, int64_t e) {
-    RowDft<R> dft(M, FFTW_BACKWARD);
-    const Tensor scratch = make_tensor({2 * M}, sizeof(R) == 4 ? kFloat32 : kFloat64);  // (64-byte aligned)
-    R* zr = static_cast<R*>(scratch.data_ptr());
-    for (int64_t r = s; r < e; ++r) {
-      half.c2r_pre(X + 2 * in_offs[r], is, w, M, zr);
-      dft(zr, x + out_offs[r]);
-    }
+  each_row<R>(g, M, FFTW_BACKWARD, [&](RowDft<R>& dft, R* z, int64_t io, int64_t oo) {
+    half.c2r_pre(X + 2 * io, is, w, M, z);
+    dft(z, x + oo);
   });
 }
 
