@@ -336,6 +336,56 @@ void c2c_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& 
   }
 }
 
+// A one-sided r2c, in R precision (x readable).
+template <class R>
+void r2c_onesided(const Tensor& x, Tensor& out, const Shape& dims, int norm) {
+  const Geometry g = geometry(x, out, dims, Kind::R2C);
+  R* i = static_cast<R*>(x.data_ptr());
+  R* o = static_cast<R*>(out.data_ptr());
+  // the halved dim as a complex transform of half its length. (With more dims FFTW's r2c stays:
+  // the other dims' transforms, in place on the output after the halved one, read columns M + 1
+  // apart; 16 x 512 x 512 took 16.8 ms on one thread against FFTW's 12.5.)
+  if (g.dims.size() == 1 && halvable(g, true)) half_r2c(g, i, o);
+  else run<R>(Kind::R2C, g, reinterpret_cast<char*>(i), reinterpret_cast<char*>(o), sizeof(R), 2 * sizeof(R), 0);
+  scale<R>(out, norm, g.signal);
+}
+
+// c2r in R precision. FFTW overwrites a c2r input, so it reads a copy; so does the half-length path
+// with more than one dim (the other dims run first, in place on the copy); with one it reads the
+// input as it is.
+template <class R>
+void c2r(const Tensor& in, Tensor& out, const Shape& dims, int norm) {
+  R* o = static_cast<R*>(out.data_ptr());
+  if (dims.size() == 1) {
+    const Tensor x = readable(in);
+    const Geometry g = geometry(x, out, dims, Kind::C2R);
+    if (halvable(g, false)) {
+      half_c2r(g, static_cast<const R*>(x.data_ptr()), o);
+      scale<R>(out, norm, g.signal);
+      return;
+    }
+  }
+  Tensor x = make_tensor(in.sizes(), in.dtype());
+  cast_copy(x, in);
+  const Geometry g = geometry(x, out, dims, Kind::C2R);
+  char* i = static_cast<char*>(x.data_ptr());
+  if (halvable(g, false)) {
+    if (g.dims.size() > 1) {
+      Geometry h;
+      h.dims.assign(g.dims.begin(), g.dims.end() - 1);
+      for (auto& d : h.dims) d.os = d.is, h.signal *= d.n;  // (signal: run's threading rule)
+      h.batch = g.batch;
+      h.batch.push_back({x.size(dims.back()), x.stride(dims.back()), x.stride(dims.back())});
+      for (auto& d : h.batch) d.os = d.is;
+      run<R>(Kind::C2C, h, i, i, 2 * sizeof(R), 2 * sizeof(R), FFTW_BACKWARD);
+    }
+    half_c2r(g, reinterpret_cast<const R*>(i), o);
+  } else {
+    run<R>(Kind::C2R, g, i, reinterpret_cast<char*>(o), 2 * sizeof(R), sizeof(R), 0);
+  }
+  scale<R>(out, norm, g.signal);
+}
+
 // attrs: {dim, normalization, onesided}; a two-sided transform of real input runs as c2c of its
 // complex copy
 void r2c_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
@@ -353,69 +403,17 @@ void r2c_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& 
     else run<double>(Kind::C2C, g, i, o, 16, 16, FFTW_FORWARD), scale<double>(out[0], norm, g.signal);
     return;
   }
-  Tensor x = readable(in[0]);
-  Geometry g = geometry(x, out[0], dims, Kind::R2C);
-  char *i = static_cast<char*>(x.data_ptr()), *o = static_cast<char*>(out[0].data_ptr());
-  if (g.dims.size() == 1 && halvable(g, true)) {
-    // the halved dim as a complex transform of half its length. (With more dims FFTW's r2c stays:
-    // the other dims' transforms, in place on the output after the halved one, read columns M + 1
-    // apart; 16 x 512 x 512 took 16.8 ms on one thread against FFTW's 12.5.)
-    if (single) half_r2c(g, reinterpret_cast<float*>(i), reinterpret_cast<float*>(o));
-    else half_r2c(g, reinterpret_cast<double*>(i), reinterpret_cast<double*>(o));
-  } else if (single) {
-    run<float>(Kind::R2C, g, i, o, 4, 8, 0);
-  } else {
-    run<double>(Kind::R2C, g, i, o, 8, 16, 0);
-  }
-  if (single) scale<float>(out[0], norm, g.signal);
-  else scale<double>(out[0], norm, g.signal);
+  if (single) r2c_onesided<float>(readable(in[0]), out[0], dims, norm);
+  else r2c_onesided<double>(readable(in[0]), out[0], dims, norm);
 }
 
-// attrs: {dim, normalization, last_dim_size}; FFTW overwrites a c2r input, so it reads a copy
-// (but for one halved dim, which reads the input as it is)
+// attrs: {dim, normalization, last_dim_size}
 void c2r_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
   if (out[0].numel() == 0) return;
   const Shape& dims = attr<Shape>(a, 0);
   const int norm = static_cast<int>(attr<int64_t>(a, 1));
-  const bool single = in[0].dtype() == kComplex64;
-  char* o = static_cast<char*>(out[0].data_ptr());
-  if (dims.size() == 1) {
-    const Tensor x = readable(in[0]);
-    const Geometry g = geometry(x, out[0], dims, Kind::C2R);
-    if (halvable(g, false)) {
-      if (single) half_c2r(g, static_cast<const float*>(x.data_ptr()), reinterpret_cast<float*>(o));
-      else half_c2r(g, static_cast<const double*>(x.data_ptr()), reinterpret_cast<double*>(o));
-      if (single) scale<float>(out[0], norm, g.signal);
-      else scale<double>(out[0], norm, g.signal);
-      return;
-    }
-  }
-  Tensor x = make_tensor(in[0].sizes(), in[0].dtype());
-  cast_copy(x, in[0]);
-  Geometry g = geometry(x, out[0], dims, Kind::C2R);
-  char* i = static_cast<char*>(x.data_ptr());
-  if (halvable(g, false)) {
-    // the other transformed dims first, in place on the copy; then the halved dim as a complex
-    // transform of half its length
-    if (g.dims.size() > 1) {
-      Geometry h;
-      h.dims.assign(g.dims.begin(), g.dims.end() - 1);
-      for (auto& d : h.dims) d.os = d.is, h.signal *= d.n;  // (signal: run's threading rule)
-      h.batch = g.batch;
-      h.batch.push_back({x.size(dims.back()), x.stride(dims.back()), x.stride(dims.back())});
-      for (auto& d : h.batch) d.os = d.is;
-      if (single) run<float>(Kind::C2C, h, i, i, 8, 8, FFTW_BACKWARD);
-      else run<double>(Kind::C2C, h, i, i, 16, 16, FFTW_BACKWARD);
-    }
-    if (single) half_c2r(g, reinterpret_cast<const float*>(i), reinterpret_cast<float*>(o));
-    else half_c2r(g, reinterpret_cast<const double*>(i), reinterpret_cast<double*>(o));
-  } else if (single) {
-    run<float>(Kind::C2R, g, i, o, 8, 4, 0);
-  } else {
-    run<double>(Kind::C2R, g, i, o, 16, 8, 0);
-  }
-  if (single) scale<float>(out[0], norm, g.signal);
-  else scale<double>(out[0], norm, g.signal);
+  if (in[0].dtype() == kComplex64) c2r<float>(in[0], out[0], dims, norm);
+  else c2r<double>(in[0], out[0], dims, norm);
 }
 
 KernelRegistrar k_fft_c2c{"_fft_c2c", DeviceType::CPU, c2c_kernel};
