@@ -217,9 +217,10 @@ class RowDft {
 
  private:
   typename Fftw<R>::Plan plan(int ai, int ao, R* in, R* out) {
-    static std::map<std::tuple<int64_t, int, int, int>, typename Fftw<R>::Plan> cache;  // under g_planner
+    // under g_planner; never destroyed (a static map would be, at exit, and leave the plans unreachable)
+    static auto* cache = new std::map<std::tuple<int64_t, int, int, int>, typename Fftw<R>::Plan>();
     std::lock_guard<std::mutex> lock(g_planner);
-    auto& p = cache[{M_, sign_, ai, ao}];
+    auto& p = (*cache)[{M_, sign_, ai, ao}];
     if (!p) {
       const fftw_iodim64 d{M_, 1, 1};
       p = Fftw<R>::c2c(1, &d, 0, nullptr, in, out, sign_);  // (FFTW_ESTIMATE leaves the arrays alone)
