@@ -827,8 +827,8 @@ TEST(Gemm, MatmulFloat8) {
   }
 }
 
-// The row- / column-major copies around LAPACK (transpose_dense): every tile and edge shape, 4- and
-// 8-byte elements, against the element-by-element transpose (bits kept: random bit patterns, NaNs
+// The row- / column-major copies around LAPACK and the transposed copies' blocks (transpose_dense):
+// every tile and edge shape, 2-, 4- and 8-byte elements, against the element-by-element transpose (bits kept: random bit patterns, NaNs
 // among them).
 TEST(Copy, TransposeDense) {
   std::mt19937_64 rng(5);
@@ -838,12 +838,18 @@ TEST(Copy, TransposeDense) {
     ++tables;
     const cpu::KernelTable& t = isa.table;
     ASSERT_NE(t.transpose_dense, nullptr) << isa.name;
-    for (int64_t esize : {4, 8})
+    for (int64_t esize : {2, 4, 8})
       for (int64_t R : {1, 3, 4, 5, 7, 8, 9, 16, 17, 33, 64})
         for (int64_t C : {1, 2, 4, 6, 8, 11, 16, 24, 31, 64}) {
           std::vector<uint64_t> src(static_cast<size_t>(R * C)), dst(src.size(), 0);
           for (auto& x : src) x = rng();
-          if (esize == 4) {
+          if (esize == 2) {
+            std::vector<uint16_t> s2(src.size()), d2(src.size(), 0);
+            for (size_t i = 0; i < src.size(); ++i) s2[i] = static_cast<uint16_t>(src[i]);
+            t.transpose_dense(s2.data(), R, C, C, d2.data(), R, 2);
+            for (int64_t i = 0; i < R; ++i)
+              for (int64_t j = 0; j < C; ++j) ASSERT_EQ(d2[j * R + i], s2[i * C + j]) << isa.name << " 2 " << R << "x" << C;
+          } else if (esize == 4) {
             std::vector<uint32_t> s4(src.size()), d4(src.size(), 0);
             for (size_t i = 0; i < src.size(); ++i) s4[i] = static_cast<uint32_t>(src[i]);
             t.transpose_dense(s4.data(), R, C, C, d4.data(), R, 4);
@@ -857,7 +863,7 @@ TEST(Copy, TransposeDense) {
           ++checked;
         }
   }
-  EXPECT_EQ(checked, tables * 2 * 11 * 10);
+  EXPECT_EQ(checked, tables * 3 * 11 * 10);
   // leading dimensions past the row lengths (a block of rows split off for a thread): the padding
   // is not written
   for (const Isa& isa : isas()) {

@@ -58,9 +58,9 @@ bool blocked_transposed_copy(const Tensor& dst, const Tensor& src, cpu::CastFn f
   const bool same = dst.dtype() == src.dtype();
   auto column = es == 1 ? &column_of<1> : es == 2 ? &column_of<2> : es == 4 ? &column_of<4> : es == 8 ? &column_of<8>
                                                                                                     : &column_of<16>;
-  // same dtype, 4 or 8 bytes: the block transposed in registers (the table's transpose_dense; 1024^2
-  // float32 on Zen 3, one thread: 1.22 ms by the element loop, torch 0.89)
-  const auto tile = same && (es == 4 || es == 8) ? cpu::cpu_kernels().transpose_dense : nullptr;
+  // same dtype, 2, 4 or 8 bytes: the block transposed in registers (the table's transpose_dense;
+  // 1024^2 float32 on Zen 3, one thread: 1.22 ms by the element loop, torch 0.89)
+  const auto tile = same && (es == 2 || es == 4 || es == 8) ? cpu::cpu_kernels().transpose_dense : nullptr;
   cpu::parallel_for(outer * ta, std::max<int64_t>(1, (int64_t{1} << 15) / (kB * n[b])), [&](int64_t w0, int64_t w1) {
     alignas(64) char buf[kB * kB * 16], row[kB * 16];
     for (int64_t w = w0; w < w1; ++w) {

@@ -175,8 +175,8 @@ struct KernelTable {
   LayerNormFn layer_norm[kNumDtypes] = {};  // float32, float64
   LayerNormBackwardFn layer_norm_backward[kNumDtypes] = {};
   OptimUpdateFn optim_update[kNumDtypes] = {};
-  // dst (C x R, leading dimension ldd) := src (R x C, leading dimension lds)^T for elements of esize 4
-  // or 8 bytes, bits kept (AVX2 and AVX-512 tables: tiles transposed in registers; null on base). The
+  // dst (C x R, leading dimension ldd) := src (R x C, leading dimension lds)^T for elements of esize 2,
+  // 4 or 8 bytes, bits kept (AVX2 and AVX-512 tables: tiles transposed in registers; null on base). The
   // row- / column-major copies around LAPACK (linalg_util.h).
   void (*transpose_dense)(const void* src, int64_t R, int64_t C, int64_t lds, void* dst, int64_t ldd,
                           int64_t esize) = nullptr;

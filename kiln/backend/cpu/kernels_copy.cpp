@@ -39,9 +39,9 @@ void for_all(F&& f) {
 }  // namespace
 
 #if defined(__AVX2__)
-// dst (C x R, leading dimension ldd) := src (R x C, leading dimension lds)^T for 4- and 8-byte
-// elements: 8 x 8 (4-byte) or 4 x 4 (8-byte) tiles transposed in registers, the edges element by
-// element. A pure permutation: the bits of every element are kept (NaN payloads included).
+// dst (C x R, leading dimension ldd) := src (R x C, leading dimension lds)^T for 2-, 4- and 8-byte
+// elements: 16 x 16 (2-byte), 8 x 8 (4-byte) or 4 x 4 (8-byte) tiles transposed in registers, the
+// edges element by element. A pure permutation: the bits of every element are kept (NaN payloads included).
 void transpose4(const uint32_t* src, int64_t R, int64_t C, int64_t lds, uint32_t* dst, int64_t ldd) {
   int64_t i0 = 0;
   for (; i0 + 8 <= R; i0 += 8) {
@@ -91,8 +91,47 @@ void transpose8(const uint64_t* src, int64_t R, int64_t C, int64_t lds, uint64_t
   for (int64_t i = i0; i < R; ++i)
     for (int64_t j = 0; j < C; ++j) dst[j * ldd + i] = src[i * lds + j];
 }
+// 2-byte elements: 16 x 16 tiles, 16 rows of one ymm each, interleaved by 16, 32 and 64 bits, then
+// the 128-bit lanes of rows 0-7 and rows 8-15 paired.
+void transpose2(const uint16_t* src, int64_t R, int64_t C, int64_t lds, uint16_t* dst, int64_t ldd) {
+  int64_t i0 = 0;
+  for (; i0 + 16 <= R; i0 += 16) {
+    int64_t j0 = 0;
+    for (; j0 + 16 <= C; j0 += 16) {
+      __m256i r[16], a[16], b[16], d[16];
+      for (int i = 0; i < 16; ++i)
+        r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + (i0 + i) * lds + j0));
+      // a[2p]: rows 2p, 2p+1 interleaved for elements 0-3 of each lane, a[2p+1]: for elements 4-7
+      for (int i = 0; i < 16; i += 2)
+        a[i] = _mm256_unpacklo_epi16(r[i], r[i + 1]), a[i + 1] = _mm256_unpackhi_epi16(r[i], r[i + 1]);
+      // b[4k + m]: rows 4k..4k+3 of elements 2m, 2m+1 of each lane
+      for (int k = 0; k < 16; k += 4)
+        for (int h = 0; h < 2; ++h) {
+          b[k + 2 * h] = _mm256_unpacklo_epi32(a[k + h], a[k + 2 + h]);
+          b[k + 2 * h + 1] = _mm256_unpackhi_epi32(a[k + h], a[k + 2 + h]);
+        }
+      // d[8g + e]: rows 8g..8g+7 of element e of each lane (e in 0..7)
+      for (int g = 0; g < 2; ++g)
+        for (int m = 0; m < 4; ++m) {
+          d[8 * g + 2 * m] = _mm256_unpacklo_epi64(b[8 * g + m], b[8 * g + 4 + m]);
+          d[8 * g + 2 * m + 1] = _mm256_unpackhi_epi64(b[8 * g + m], b[8 * g + 4 + m]);
+        }
+      for (int e = 0; e < 8; ++e) {  // columns e (the low lanes) and e + 8 (the high ones): rows 0-15
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (j0 + e) * ldd + i0),
+                            _mm256_permute2x128_si256(d[e], d[8 + e], 0x20));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (j0 + e + 8) * ldd + i0),
+                            _mm256_permute2x128_si256(d[e], d[8 + e], 0x31));
+      }
+    }
+    for (int64_t i = i0; i < i0 + 16; ++i)
+      for (int64_t j = j0; j < C; ++j) dst[j * ldd + i] = src[i * lds + j];
+  }
+  for (int64_t i = i0; i < R; ++i)
+    for (int64_t j = 0; j < C; ++j) dst[j * ldd + i] = src[i * lds + j];
+}
 void transpose_dense(const void* src, int64_t R, int64_t C, int64_t lds, void* dst, int64_t ldd, int64_t esize) {
-  if (esize == 4) transpose4(static_cast<const uint32_t*>(src), R, C, lds, static_cast<uint32_t*>(dst), ldd);
+  if (esize == 2) transpose2(static_cast<const uint16_t*>(src), R, C, lds, static_cast<uint16_t*>(dst), ldd);
+  else if (esize == 4) transpose4(static_cast<const uint32_t*>(src), R, C, lds, static_cast<uint32_t*>(dst), ldd);
   else transpose8(static_cast<const uint64_t*>(src), R, C, lds, static_cast<uint64_t*>(dst), ldd);
 }
 #endif
