@@ -316,6 +316,14 @@ Tensor readable(const Tensor& t) {
   return t;
 }
 
+// A c2c in R precision, normalised.
+template <class R>
+void c2c(const Geometry& g, char* i, char* o, int sign, Tensor& out, int norm) {
+  if (rows_c2c_ok(g, i, o)) rows_c2c(g, reinterpret_cast<R*>(i), reinterpret_cast<R*>(o), sign);
+  else run<R>(Kind::C2C, g, i, o, 2 * sizeof(R), 2 * sizeof(R), sign);
+  scale<R>(out, norm, g.signal);
+}
+
 // attrs: {dim, normalization, forward}
 void c2c_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& out) {
   if (out[0].numel() == 0) return;
@@ -326,15 +334,8 @@ void c2c_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& 
   Geometry g = geometry(x, out[0], dims, Kind::C2C);
   char* i = static_cast<char*>(x.data_ptr());
   char* o = static_cast<char*>(out[0].data_ptr());
-  if (x.dtype() == kComplex64) {
-    if (rows_c2c_ok(g, i, o)) rows_c2c(g, reinterpret_cast<float*>(i), reinterpret_cast<float*>(o), sign);
-    else run<float>(Kind::C2C, g, i, o, 8, 8, sign);
-    scale<float>(out[0], norm, g.signal);
-  } else {
-    if (rows_c2c_ok(g, i, o)) rows_c2c(g, reinterpret_cast<double*>(i), reinterpret_cast<double*>(o), sign);
-    else run<double>(Kind::C2C, g, i, o, 16, 16, sign);
-    scale<double>(out[0], norm, g.signal);
-  }
+  if (x.dtype() == kComplex64) c2c<float>(g, i, o, sign, out[0], norm);
+  else c2c<double>(g, i, o, sign, out[0], norm);
 }
 
 // A one-sided r2c, in R precision (x readable).

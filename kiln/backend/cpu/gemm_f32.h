@@ -296,6 +296,12 @@ inline float sum8_lanes(__m256 s8) {
   const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
+// y from the 64 lanes in 8 registers (a[p]: lanes 8p..8p+7, so Z0 = (a[0], a[1]), ..., Z3 = (a[6], a[7])).
+inline float sum64_lanes(const __m256* a) {
+  const __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[4], a[6]));
+  const __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[3]), _mm256_add_ps(a[5], a[7]));
+  return sum8_lanes(_mm256_add_ps(lo, hi));
+}
 
 template <class T>
 inline float dot64_tail(const float* x, const T* r, int64_t k, int64_t K, float y) {
@@ -314,7 +320,8 @@ inline float dot64_row(const float* x, const Half* xh, const T* r, int64_t K) {
     else return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   };
   auto loadx = [&](int64_t k) {
-    if constexpr (std::is_same_v<T, Half>) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xh + k)));
+    if constexpr (std::is_same_v<T, Half>)
+      return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xh + k)));
     else return _mm512_loadu_ps(x + k);
   };
   __m512 a[4];  // a[q]: lanes 16q..16q+15 = Zq
@@ -329,14 +336,12 @@ inline float dot64_row(const float* x, const Half* xh, const T* r, int64_t K) {
     if constexpr (std::is_same_v<T, Half>) return load8(xh + k);
     else return _mm256_loadu_ps(x + k);
   };
-  __m256 a[8];  // a[p]: lanes 8p..8p+7, so Z0 = (a[0], a[1]), ..., Z3 = (a[6], a[7])
+  __m256 a[8];  // a[p]: lanes 8p..8p+7 (sum64_lanes)
   for (int p = 0; p < 8; ++p) a[p] = _mm256_setzero_ps();
   for (int64_t k = 0; k < K64; k += 64)
 #pragma GCC unroll 8
     for (int p = 0; p < 8; ++p) a[p] = _mm256_fmadd_ps(loadx(k + 8 * p), load8(r + k + 8 * p), a[p]);
-  const __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[4], a[6]));
-  const __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[3]), _mm256_add_ps(a[5], a[7]));
-  const float y = sum8_lanes(_mm256_add_ps(lo, hi));
+  const float y = sum64_lanes(a);
 #endif
   return dot64_tail(x, r, K64, K, y);
 }
@@ -466,13 +471,7 @@ void gemv_rows_lanes_r(const float* xp, int64_t xst, const T* m, int64_t js, int
     }
     for (int64_t t = 0; t < g; ++t)
       for (int v = 0; v < R; ++v) {
-        float s = 0.0f;
-        if (K64 > 0) {
-          const __m256* a = acc[t][v];
-          const __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[4], a[6]));
-          const __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[3]), _mm256_add_ps(a[5], a[7]));
-          s = sum8_lanes(_mm256_add_ps(lo, hi));
-        }
+        const float s = K64 > 0 ? sum64_lanes(acc[t][v]) : 0.0f;
         y[v * ys + j0 + t] = dot64_tail(xp + v * xst, m + (j0 + t) * js, K64, K, s);
       }
   }
