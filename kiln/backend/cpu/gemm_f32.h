@@ -371,9 +371,19 @@ inline void gemv_rows_lanes(const float* x, int64_t xst, const Half* xh, int64_t
 //   group; three rows 74%, two 87%.)
 // - The vectors come in segment-major, then group-major order (gemv_x_lanes), so that each pass
 //   reads them as one stream.
-// - The next group's rows are fetched into L2 while a group runs (RowFetch): the passes over a
-//   segment in L1 miss nothing, so the hardware's prefetchers stop (four rows: 45% of copy
-//   without the fetch).
+// - While J rows run, the J rows that run next (LaneSets) are fetched into L1, one line per step:
+//   the passes over a segment in L1 miss nothing, so the hardware's prefetchers stop (four rows:
+//   45% of copy with no fetch). (Fetching the next group of rows into L2 instead, 16 * J bytes a
+//   step: prefetcht1 fills L1 too before Zen 4, so on Zen 3 it evicted the segments in use, and
+//   two rows ran at 55-74% of copy, against 82-100% this way; three and four rows within the
+//   noise of this way. Fetching two or more sets ahead, or a steady stream of lines some way
+//   ahead, was slower: the sets' segments fall in the same L1 sets when rows lie a multiple of
+//   4 KiB apart.)
+// - Four rows on one thread are bound by the arithmetic, not by memory: with the rows in L2 or L3
+//   this loop runs at 60-66 GFLOP/s on Zen 3 (80-90 when every set reads the same rows, from L1; the
+//   multiply-adds alone could run at 100), so 14336 x 4096 takes 7.2 ms against copy's 6.4, and
+//   61-74% of copy bandwidth from memory. (Three rows to a set for three or four vectors, the
+//   segment loop unrolled, bfloat16 widened by shift / mask of 16 elements: no faster.)
 constexpr int64_t kLaneKc = 512;
 constexpr int kLaneRows(int R) { return R == 2 ? 4 : 2; }  // J: J x R accumulators + J rows + 1 of 16 registers
 constexpr int kLaneGroup(int R) { return 4 * kLaneRows(R); }
@@ -393,29 +403,46 @@ void gemv_x_lanes(const T* x, int64_t xs, int64_t K, float* xp) {
   for (int64_t k = K64; k < K; ++k) xp[k] = to_f32(x[k * xs]);
 }
 
-// The next group's rows, fetched into L2 while a group runs: row after row (rows js_bytes apart),
-// 16 * J bytes per step of lanes_segment (each line twice for J = 2), which covers them as the
-// group's last step ends.
-struct RowFetch {
-  const char *at, *end;  // in the present row
-  int64_t rows_left, js_bytes, row_bytes;
-  void step(int64_t bytes) {
-    _mm_prefetch(at, _MM_HINT_T1);
-    at += bytes;
-    if (at < end) return;
-    if (rows_left > 0) at = end - row_bytes + js_bytes, end = at + row_bytes, --rows_left;
-    else at = end - bytes;  // all fetched: the last line again
+// The sets of rows in gemv_rows_lanes_r's order: per group of kLaneGroup(R) rows, per segment of
+// K64, J rows at a time (the group's last ones one at a time). `next` steps to the following set;
+// past the last, `done`.
+template <int R>
+struct LaneSets {
+  static constexpr int J = kLaneRows(R), G = kLaneGroup(R);
+  int64_t n, K64, j0 = 0, k0 = 0, q = 0;  // rows j0 + q.., segment [k0, k0 + length())
+  int w = 0;                              // rows in the set
+  LaneSets(int64_t n_, int64_t K64_) : n(n_), K64(K64_) { width(); }
+  bool done() const { return j0 >= n; }
+  int64_t group() const { return std::min<int64_t>(G, n - j0); }
+  int64_t length() const { return std::min(kLaneKc, K64 - k0); }
+  bool ends_group() const { return q + w >= group() && k0 + kLaneKc >= K64; }
+  template <class T>
+  const T* row(const T* m, int64_t js, int t) const {  // t < J; past w: the last row again
+    return m + (j0 + q + std::min(t, w - 1)) * js + k0;
+  }
+  void width() {
+    if (!done()) w = q + J <= group() ? J : 1;
+  }
+  void next() {
+    q += w;
+    if (q >= group()) {
+      q = 0, k0 += kLaneKc;
+      if (k0 >= K64) k0 = 0, j0 += G;
+    }
+    width();
   }
 };
 
 // One segment (L elements, a multiple of 64) of J rows (rows[j]: the segment's start) against the
 // R vectors' segment (xs: its start, vectors xst apart); acc[j][v][p]: lane group p's
-// accumulators (zero when `first`).
-template <int J, int R, class T>
-inline void lanes_segment(const float* xs, int64_t xst, int64_t L, const T* const* rows, RowFetch& pf, bool first,
-                          __m256 (*acc)[R][8]) {
+// accumulators (zero when `first`). Meanwhile the first `lines` 64-byte lines of the JF segments
+// at fetch[] are fetched into L1, one a step, from the segments in turn.
+template <int J, int R, int JF, class T>
+inline void lanes_segment(const float* xs, int64_t xst, int64_t L, const T* const* rows, const T* const* fetch,
+                          int64_t lines, bool first, __m256 (*acc)[R][8]) {
   static_assert(sizeof(T) == 2);
   const int64_t L8 = L / 8;
+  int64_t step = 0;
   for (int p = 0; p < 8; ++p) {
     __m256 a[J][R];
 #pragma GCC unroll 4
@@ -427,7 +454,8 @@ inline void lanes_segment(const float* xs, int64_t xst, int64_t L, const T* cons
       __m256 r[J];
 #pragma GCC unroll 4
       for (int j = 0; j < J; ++j) r[j] = load8(rows[j] + 8 * i + 8 * p);
-      pf.step(16 * J);
+      if (step < lines) _mm_prefetch(reinterpret_cast<const char*>(fetch[step % JF] + step / JF * 32), _MM_HINT_T0);
+      ++step;
 #pragma GCC unroll 4
       for (int v = 0; v < R; ++v) {
         __m256 xv = _mm256_load_ps(xq + v * xst + i);
@@ -450,29 +478,19 @@ void gemv_rows_lanes_r(const float* xp, int64_t xst, const T* m, int64_t js, int
   constexpr int J = kLaneRows(R), G = kLaneGroup(R);
   const int64_t K64 = K / 64 * 64;
   __m256 acc[G][R][8];
-  const int64_t row_bytes = K * static_cast<int64_t>(sizeof(T)), js_bytes = js * static_cast<int64_t>(sizeof(T));
-  for (int64_t j0 = 0; j0 < n; j0 += G) {
-    const int64_t g = std::min<int64_t>(G, n - j0);
-    // the next group's rows; after the last group, this group's first row (in cache: the fetch
-    // costs nothing) and then its last line, again and again
-    const int64_t g1 = std::min<int64_t>(G, n - j0 - g);
-    const char* f0 = reinterpret_cast<const char*>(m + (g1 > 0 ? j0 + g : j0) * js);
-    RowFetch pf{f0, f0 + row_bytes, std::max<int64_t>(g1, 1) - 1, js_bytes, row_bytes};
-    for (int64_t k0 = 0; k0 < K64; k0 += kLaneKc) {
-      const int64_t L = std::min(kLaneKc, K64 - k0);
-      for (int64_t q = 0; q < g;) {
-        const int w = q + J <= g ? J : 1;  // J rows, or the group's last ones one at a time
-        const T* rows[J];
-        for (int t = 0; t < w; ++t) rows[t] = m + (j0 + q + t) * js + k0;
-        if (w == J) lanes_segment<J, R>(xp + k0, xst, L, rows, pf, k0 == 0, acc + q);
-        else lanes_segment<1, R>(xp + k0, xst, L, rows, pf, k0 == 0, acc + q);
-        q += w;
-      }
-    }
-    for (int64_t t = 0; t < g; ++t)
+  LaneSets<R> set(n, K64), ahead(n, K64);  // the set that runs, and the one after it
+  ahead.next();
+  for (; !set.done(); set.next(), ahead.next()) {
+    const T *rows[J], *fetch[J];
+    for (int t = 0; t < J; ++t) rows[t] = set.row(m, js, t), fetch[t] = ahead.done() ? rows[t] : ahead.row(m, js, t);
+    const int64_t L = set.length(), lines = ahead.done() ? 0 : J * (ahead.length() / 32);
+    if (set.w == J) lanes_segment<J, R, J>(xp + set.k0, xst, L, rows, fetch, lines, set.k0 == 0, acc + set.q);
+    else lanes_segment<1, R, J>(xp + set.k0, xst, L, rows, fetch, lines, set.k0 == 0, acc + set.q);
+    if (!set.ends_group()) continue;
+    for (int64_t t = 0; t < set.group(); ++t)
       for (int v = 0; v < R; ++v) {
         const float s = K64 > 0 ? sum64_lanes(acc[t][v]) : 0.0f;
-        y[v * ys + j0 + t] = dot64_tail(xp + v * xst, m + (j0 + t) * js, K64, K, s);
+        y[v * ys + set.j0 + t] = dot64_tail(xp + v * xst, m + (set.j0 + t) * js, K64, K, s);
       }
   }
 }
