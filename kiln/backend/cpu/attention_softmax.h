@@ -61,6 +61,34 @@ inline __m512 exp_nonpos(__m512 x) {
   __m512 e = _mm512_add_ps(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(_mm512_mul_ps(r, r), p, r));
   return _mm512_maskz_scalef_ps(normal, e, n);
 }
+#elif defined(__AVX2__) && defined(__FMA__)
+// The same on 8 lanes, 2^n written into the exponent field (n >= -126 wherever the result is kept).
+inline __m256 exp_nonpos(__m256 x) {
+  const __m256 normal = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33f), _CMP_NLT_UQ);  // (NaN: kept)
+  x = _mm256_max_ps(_mm256_set1_ps(-88.0f), x);  // (NaN stays: max takes its second operand)
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(0.0013814595295116305f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.008368706330657005f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.04166838899254799f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.1666652113199234f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.4999999403953552f));
+  const __m256 e = _mm256_add_ps(_mm256_set1_ps(1.0f), _mm256_fmadd_ps(_mm256_mul_ps(r, r), p, r));
+  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_and_ps(normal, _mm256_mul_ps(e, _mm256_castsi256_ps(bits)));
+}
+// Lanes [0, n) set (n <= 8): the mask of a row's last n < 8 floats, so that they take the same steps.
+inline __m256i first_lanes(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+// The sum of the 8 lanes.
+inline float sum8(__m256 v) {
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
 #endif
 
 inline bool attn_softmax_rows(float* s, int64_t bq, int64_t bk, float scale, float* mx, float* l, float* alpha, BFloat16* pb) {
@@ -141,6 +169,26 @@ inline bool attn_softmax_rows(float* s, int64_t bq, int64_t bk, float scale, flo
         else row[j] = p;
       }
       l[i] = l[i] * alpha[i] + t;
+      continue;
+    }
+#elif defined(__AVX2__) && defined(__FMA__)
+    {  // one pass: exponent and row sum
+      const __m256 vs = _mm256_set1_ps(scale), vmu = _mm256_set1_ps(mu);
+      __m256 acc = _mm256_setzero_ps();
+      for (j = 0; j + 8 <= bk; j += 8) {
+        const __m256 p = exp_nonpos(_mm256_fmsub_ps(_mm256_loadu_ps(row + j), vs, vmu));
+        acc = _mm256_add_ps(acc, p);
+        _mm256_storeu_ps(row + j, p);
+      }
+      if (j < bk) {  // (masked-off lanes load 0 and add 0)
+        const __m256i km = first_lanes(bk - j);
+        const __m256 p = _mm256_and_ps(_mm256_castsi256_ps(km),
+                                       exp_nonpos(_mm256_fmsub_ps(_mm256_maskload_ps(row + j, km), vs, vmu)));
+        acc = _mm256_add_ps(acc, p);
+        _mm256_maskstore_ps(row + j, km, p);
+      }
+      l[i] = l[i] * alpha[i] + sum8(acc);
+      if (pb) round_bf16(pb + i * bk, row, bk);
       continue;
     }
 #endif

@@ -150,8 +150,9 @@ struct KernelTable {
                   float* s) = nullptr;
   void (*attn_pv)(const BFloat16* p, int64_t bq, int64_t bk, const uint32_t* vp, int64_t j0, int64_t Ev,
                   float* acc) = nullptr;
-  // ... and its float32 tile products with AVX-512 (kernels_attention.cpp; null elsewhere): K^T (or V^T)
-  // packed in 32-key panels ([S/32][E][32]) and s = Q K^T from it (bq a multiple of 8, bk, j0 and S of 32);
+  // ... and its float32 tile products with AVX-512 or AVX2 (kernels_attention.cpp; null on the base
+  // table): K^T (or V^T) packed in 32-key panels ([S/32][E][32]) and s = Q K^T from it (bq a multiple
+  // of 8, bk, j0 and S of 32);
   // C (m x n) += alpha * op(A) B with B row-major, read in place, op(A) = A (m x k) or, when ta, A^T for
   // an A of k x m; m a multiple of 8, n of 32.
   void (*attn_pack_kt_f32)(const float* k, int64_t S, int64_t E, float* dst) = nullptr;
