@@ -371,14 +371,15 @@ inline void gemv_rows_lanes(const float* x, int64_t xst, const Half* xh, int64_t
 //   group; three rows 74%, two 87%.)
 // - The vectors come in segment-major, then group-major order (gemv_x_lanes), so that each pass
 //   reads them as one stream.
-// - While J rows run, the J rows that run next (LaneSets) are fetched into L1, one line per step:
-//   the passes over a segment in L1 miss nothing, so the hardware's prefetchers stop (four rows:
-//   45% of copy with no fetch). (Fetching the next group of rows into L2 instead, 16 * J bytes a
-//   step: prefetcht1 fills L1 too before Zen 4, so on Zen 3 it evicted the segments in use, and
-//   two rows ran at 55-74% of copy, against 82-100% this way; three and four rows within the
-//   noise of this way. Fetching two or more sets ahead, or a steady stream of lines some way
-//   ahead, was slower: the sets' segments fall in the same L1 sets when rows lie a multiple of
-//   4 KiB apart.)
+// - The rows are fetched ahead of their use: the passes over a segment in L1 miss nothing, so the
+//   hardware's prefetchers stop (four rows: 45% of copy with no fetch). Two vectors fetch the next
+//   set's segments into L1 while a set runs (SetFetch); three and four fetch the next group's rows
+//   with prefetcht1 (GroupFetch), which on Zen 3 fills L1 as well and evicts segments in use, but
+//   fetches far enough ahead for their slower sets. Zen 3, one thread, 14336 x 4096: two rows
+//   7.3-7.7 ms with SetFetch against 9.7-10.9 with GroupFetch (65-74% of copy -> 82-100%); three
+//   and four rows 4-10% slower with SetFetch (its lead, one set, is too short for them; two or more
+//   sets ahead, or a steady stream of lines some way ahead, was slower again: the sets' segments
+//   fall in the same L1 sets when rows lie a multiple of 4 KiB apart).
 // - Four rows on one thread are bound by the arithmetic, not by memory: with the rows in L2 or L3
 //   this loop runs at 60-66 GFLOP/s on Zen 3 (80-90 when every set reads the same rows, from L1; the
 //   multiply-adds alone could run at 100), so 14336 x 4096 takes 7.2 ms against copy's 6.4, and
@@ -387,6 +388,7 @@ inline void gemv_rows_lanes(const float* x, int64_t xst, const Half* xh, int64_t
 constexpr int64_t kLaneKc = 512;
 constexpr int kLaneRows(int R) { return R == 2 ? 4 : 2; }  // J: J x R accumulators + J rows + 1 of 16 registers
 constexpr int kLaneGroup(int R) { return 4 * kLaneRows(R); }
+constexpr bool kFetchSets(int R) { return R == 2; }  // SetFetch, else GroupFetch
 
 // xp: K floats, the vector x (K elements at stride xs) in that order: segment [k0, k0 + L) of
 // K64 (L a multiple of 64) at xp[k0 + p * (L / 8) + 8 i + l] = x[k0 + 64 i + 8 p + l]; past K64,
@@ -433,16 +435,41 @@ struct LaneSets {
   }
 };
 
+// The rows fetched ahead while a set runs, one prefetch per step of lanes_segment. SetFetch: the next
+// set's segments into L1, one 64-byte line a step from the segments in turn (`lines` in all).
+// GroupFetch: the next group's rows, row after row (js_bytes apart), 16 * J bytes a step, which
+// covers them as the group's last step ends (prefetcht1: into L2 from Zen 4 on, into L1 as well
+// before it).
+template <int J, class T>
+struct SetFetch {
+  const T* seg[J];
+  int64_t lines = 0, at = 0;
+  void step() {
+    if (at < lines) _mm_prefetch(reinterpret_cast<const char*>(seg[at % J] + at / J * 32), _MM_HINT_T0);
+    ++at;
+  }
+};
+template <int J>
+struct GroupFetch {
+  const char *at, *end;  // in the present row
+  int64_t rows_left, js_bytes, row_bytes;
+  void step() {
+    _mm_prefetch(at, _MM_HINT_T1);
+    at += 16 * J;
+    if (at < end) return;
+    if (rows_left > 0) at = end - row_bytes + js_bytes, end = at + row_bytes, --rows_left;
+    else at = end - 16 * J;  // all fetched: the last line again
+  }
+};
+
 // One segment (L elements, a multiple of 64) of J rows (rows[j]: the segment's start) against the
 // R vectors' segment (xs: its start, vectors xst apart); acc[j][v][p]: lane group p's
-// accumulators (zero when `first`). Meanwhile the first `lines` 64-byte lines of the JF segments
-// at fetch[] are fetched into L1, one a step, from the segments in turn.
-template <int J, int R, int JF, class T>
-inline void lanes_segment(const float* xs, int64_t xst, int64_t L, const T* const* rows, const T* const* fetch,
-                          int64_t lines, bool first, __m256 (*acc)[R][8]) {
+// accumulators (zero when `first`); `fetch` steps once per step.
+template <int J, int R, class T, class Fetch>
+inline void lanes_segment(const float* xs, int64_t xst, int64_t L, const T* const* rows, Fetch& fetch, bool first,
+                          __m256 (*acc)[R][8]) {
   static_assert(sizeof(T) == 2);
   const int64_t L8 = L / 8;
-  int64_t step = 0;
   for (int p = 0; p < 8; ++p) {
     __m256 a[J][R];
 #pragma GCC unroll 4
@@ -454,8 +481,7 @@ inline void lanes_segment(const float* xs, int64_t xst, int64_t L, const T* cons
       __m256 r[J];
 #pragma GCC unroll 4
       for (int j = 0; j < J; ++j) r[j] = load8(rows[j] + 8 * i + 8 * p);
-      if (step < lines) _mm_prefetch(reinterpret_cast<const char*>(fetch[step % JF] + step / JF * 32), _MM_HINT_T0);
-      ++step;
+      fetch.step();
 #pragma GCC unroll 4
       for (int v = 0; v < R; ++v) {
         __m256 xv = _mm256_load_ps(xq + v * xst + i);
@@ -480,12 +506,31 @@ void gemv_rows_lanes_r(const float* xp, int64_t xst, const T* m, int64_t js, int
   __m256 acc[G][R][8];
   LaneSets<R> set(n, K64), ahead(n, K64);  // the set that runs, and the one after it
   ahead.next();
+  GroupFetch<J> group{};
+  const int64_t row_bytes = K * static_cast<int64_t>(sizeof(T)), js_bytes = js * static_cast<int64_t>(sizeof(T));
   for (; !set.done(); set.next(), ahead.next()) {
-    const T *rows[J], *fetch[J];
-    for (int t = 0; t < J; ++t) rows[t] = set.row(m, js, t), fetch[t] = ahead.done() ? rows[t] : ahead.row(m, js, t);
-    const int64_t L = set.length(), lines = ahead.done() ? 0 : J * (ahead.length() / 32);
-    if (set.w == J) lanes_segment<J, R, J>(xp + set.k0, xst, L, rows, fetch, lines, set.k0 == 0, acc + set.q);
-    else lanes_segment<1, R, J>(xp + set.k0, xst, L, rows, fetch, lines, set.k0 == 0, acc + set.q);
+    const T* rows[J];
+    for (int t = 0; t < J; ++t) rows[t] = set.row(m, js, t);
+    const int64_t L = set.length();
+    auto run = [&](auto& fetch) {
+      if (set.w == J) lanes_segment<J, R>(xp + set.k0, xst, L, rows, fetch, set.k0 == 0, acc + set.q);
+      else lanes_segment<1, R>(xp + set.k0, xst, L, rows, fetch, set.k0 == 0, acc + set.q);
+    };
+    if constexpr (kFetchSets(R)) {
+      SetFetch<J, T> fetch;
+      if (!ahead.done()) {
+        for (int t = 0; t < J; ++t) fetch.seg[t] = ahead.row(m, js, t);
+        fetch.lines = J * (ahead.length() / 32);
+      }
+      run(fetch);
+    } else {
+      if (set.k0 == 0 && set.q == 0) {  // a new group: fetch the next (after the last: this one's first row, in cache)
+        const int64_t g1 = std::min<int64_t>(G, n - set.j0 - set.group());
+        const char* f0 = reinterpret_cast<const char*>(m + (g1 > 0 ? set.j0 + set.group() : set.j0) * js);
+        group = {f0, f0 + row_bytes, std::max<int64_t>(g1, 1) - 1, js_bytes, row_bytes};
+      }
+      run(group);
+    }
     if (!set.ends_group()) continue;
     for (int64_t t = 0; t < set.group(); ++t)
       for (int v = 0; v < R; ++v) {
