@@ -1,12 +1,12 @@
 """Matrix-multiply benchmarks for `make bench` (issue 10): square matmul in float32, float16 and
 bfloat16 at 64, 256 and 1024 (and 2048 in the full run); float8 _scaled_mm, tensor-wise and row-wise,
 to bfloat16; _grouped_mm in bfloat16 for 8 and 64 experts (4096 tokens, K = 1024, N = 2816); and the
-decode shapes: F.linear of one row against 4096 x 4096 and 14336 x 4096 weights (and of two and four
-rows against the larger), whose rate is the weight bytes read per second, noted against a copy's
-bandwidth in the same run. Rows in float16 /
-bfloat16 / float8 also note kiln's rate as a multiple of kiln's own float32 (float8: bfloat16) rate on
-the same shape, measured in the same run (the issue's targets are stated that way). float16 in torch
-has no fast CPU path without AVX512-FP16: its 2048 case is a single long call."""
+decode shapes: F.linear of one row against 4096 x 4096 and 14336 x 4096 weights (and of four rows,
+and two in bfloat16, against the larger), whose rate is the weight bytes read per second, noted
+against a copy's bandwidth in the same run. Rows in float16 / bfloat16 / float8 also note kiln's rate
+as a multiple of kiln's own float32 (float8: bfloat16) rate on the same shape, measured in the same run
+(the issue's targets are stated that way). float16 in torch has no fast CPU path without AVX512-FP16:
+its 2048 case is a single long call."""
 import statistics
 import time
 

@@ -162,44 +162,47 @@ TEST(Isa, AttentionFloat32TileProducts) {
     ASSERT_NE(t.attn_mm_f32, nullptr);
     for (int64_t E : {64, 40, 8})
       for (int64_t bq : {8, 16, 24, 40}) {
-      const int64_t S = 96, j0 = 32, bk = 64;
-      std::vector<float> k(S * E), kt(S * E), q(bq * E), s(bq * bk);
-      for (auto& x : k) x = uni();
-      for (auto& x : q) x = uni();
-      t.attn_pack_kt_f32(k.data(), S, E, kt.data());
-      for (int64_t n = 0; n < S; ++n)
-        for (int64_t e = 0; e < E; ++e)
-          ASSERT_EQ(kt[(n / 32) * 32 * E + e * 32 + n % 32], k[n * E + e]) << "E " << E << " key " << n << " e " << e;
-      t.attn_qk_f32(q.data(), bq, E, kt.data(), j0, bk, s.data());
-      for (int64_t i = 0; i < bq; ++i)
-        for (int64_t j = 0; j < bk; ++j) {
-          double want = 0;
-          for (int64_t e = 0; e < E; ++e) want += double(q[i * E + e]) * k[(j0 + j) * E + e];
-          EXPECT_NEAR(s[i * bk + j], want, 1e-5 * E) << "E " << E << " bq " << bq << " (" << i << ", " << j << ")";
-        }
+        const int64_t S = 96, j0 = 32, bk = 64;
+        // (s with a sentinel row past bq: a row tile must not run past the last row)
+        std::vector<float> k(S * E), kt(S * E), q(bq * E), s((bq + 1) * bk, 7.0f);
+        for (auto& x : k) x = uni();
+        for (auto& x : q) x = uni();
+        t.attn_pack_kt_f32(k.data(), S, E, kt.data());
+        for (int64_t n = 0; n < S; ++n)
+          for (int64_t e = 0; e < E; ++e)
+            ASSERT_EQ(kt[(n / 32) * 32 * E + e * 32 + n % 32], k[n * E + e]) << "E " << E << " key " << n;
+        t.attn_qk_f32(q.data(), bq, E, kt.data(), j0, bk, s.data());
+        for (int64_t i = 0; i < bq; ++i)
+          for (int64_t j = 0; j < bk; ++j) {
+            double want = 0;
+            for (int64_t e = 0; e < E; ++e) want += double(q[i * E + e]) * k[(j0 + j) * E + e];
+            EXPECT_NEAR(s[i * bk + j], want, 1e-5 * E) << "E " << E << " bq " << bq << " (" << i << ", " << j << ")";
+          }
+        for (int64_t j = 0; j < bk; ++j) EXPECT_EQ(s[bq * bk + j], 7.0f) << "past bq " << bq;
       }
     for (bool ta : {false, true})
       for (float alpha : {1.0f, 0.125f})
         for (int64_t kk : {24, 200})
           for (int64_t m : {8, 16, 40}) {
-          const int64_t n = 64, lda = ta ? m + 3 : kk + 5, ldb = n + 7, ldc = n + 1;
-          std::vector<float> a((ta ? kk : m) * lda), b(kk * ldb), c(m * ldc);
-          for (auto& x : a) x = uni();
-          for (auto& x : b) x = uni();
-          for (auto& x : c) x = uni();
-          const std::vector<float> c0 = c;
-          t.attn_mm_f32(ta, m, n, kk, alpha, a.data(), lda, b.data(), ldb, c.data(), ldc);
-          for (int64_t i = 0; i < m; ++i)
-            for (int64_t j = 0; j < ldc; ++j) {
-              if (j >= n) {
-                EXPECT_EQ(c[i * ldc + j], c0[i * ldc + j]) << "past n";
-                continue;
+            const int64_t n = 64, lda = ta ? m + 3 : kk + 5, ldb = n + 7, ldc = n + 1;
+            // (c with a sentinel row past m)
+            std::vector<float> a((ta ? kk : m) * lda), b(kk * ldb), c((m + 1) * ldc);
+            for (auto& x : a) x = uni();
+            for (auto& x : b) x = uni();
+            for (auto& x : c) x = uni();
+            const std::vector<float> c0 = c;
+            t.attn_mm_f32(ta, m, n, kk, alpha, a.data(), lda, b.data(), ldb, c.data(), ldc);
+            for (int64_t i = 0; i <= m; ++i)
+              for (int64_t j = 0; j < ldc; ++j) {
+                if (i == m || j >= n) {
+                  EXPECT_EQ(c[i * ldc + j], c0[i * ldc + j]) << "past m or n, m " << m;
+                  continue;
+                }
+                double sum = 0;
+                for (int64_t p = 0; p < kk; ++p) sum += double(ta ? a[p * lda + i] : a[i * lda + p]) * b[p * ldb + j];
+                EXPECT_NEAR(c[i * ldc + j], c0[i * ldc + j] + alpha * sum, 1e-5 * kk)
+                    << "ta " << ta << " alpha " << alpha << " k " << kk << " m " << m << " (" << i << ", " << j << ")";
               }
-              double sum = 0;
-              for (int64_t p = 0; p < kk; ++p) sum += double(ta ? a[p * lda + i] : a[i * lda + p]) * b[p * ldb + j];
-              EXPECT_NEAR(c[i * ldc + j], c0[i * ldc + j] + alpha * sum, 1e-5 * kk)
-                  << "ta " << ta << " alpha " << alpha << " k " << kk << " m " << m << " (" << i << ", " << j << ")";
-            }
           }
   }
   if (kiln::cpu::isa_supported(Isa::Avx2)) EXPECT_GT(tables, 0);
@@ -207,8 +210,8 @@ TEST(Isa, AttentionFloat32TileProducts) {
 
 // FlexAttention's float32 backward row steps and mask application (AVX-512 and AVX2 tables): rows
 // whose lse is -inf give zeros, masked scores (-inf) give 0, exponents below -87.33 give 0 (above
-// it, the value), NaN stays NaN, widths with and without a 16 tail; dS = P (dP - D); the mask on
-// a tile whose rows are further apart than its width, leaving the rest alone.
+// it, the value), NaN stays NaN, widths with and without a tail past the vectors; dS = P (dP - D);
+// the mask on a tile whose rows are further apart than its width, leaving the rest alone.
 TEST(Isa, AttentionBackwardRowStepsAndMask) {
   const float ninf = -std::numeric_limits<float>::infinity();
   uint32_t seed = 4242;
@@ -216,9 +219,11 @@ TEST(Isa, AttentionBackwardRowStepsAndMask) {
     seed = seed * 1664525u + 1013904223u;
     return static_cast<float>(static_cast<int32_t>(seed)) / 2147483648.0f;
   };
+  int tables = 0;
   for (Isa isa : runnable()) {
     const auto& t = kiln::cpu::kernel_table_for(isa);
     if (!t.attn_bwd_p) continue;
+    ++tables;
     ASSERT_NE(t.attn_bwd_ds, nullptr);
     ASSERT_NE(t.attn_mask, nullptr);
     for (int64_t bk : {16, 37, 5}) {
@@ -227,9 +232,9 @@ TEST(Isa, AttentionBackwardRowStepsAndMask) {
       std::vector<float> s(bq * bk), lse = {1.5f, ninf, -0.5f, 2.0f};
       for (auto& x : s) x = 4.0f * uni();
       s[0] = ninf, s[2 * bk + bk - 1] = ninf;
-      // exponents (x * scale - lse[3]) of -87.2 (kept), -87.5 and -100 (0), and NaN
-      s[3 * bk] = 4.0f * (2.0f - 87.2f), s[3 * bk + 1] = 4.0f * (2.0f - 87.5f), s[3 * bk + 2] = 4.0f * (2.0f - 100.0f);
-      s[3 * bk + 3] = std::numeric_limits<float>::quiet_NaN();
+      // exponents (x * scale - lse[3]) of -87.32 (kept), -87.335 and -100 (0), and NaN
+      s[3 * bk] = 4.0f * (2.0f - 87.32f), s[3 * bk + 1] = 4.0f * (2.0f - 87.335f);
+      s[3 * bk + 2] = 4.0f * (2.0f - 100.0f), s[3 * bk + 3] = std::numeric_limits<float>::quiet_NaN();
       const std::vector<float> s0 = s;
       t.attn_bwd_p(s.data(), bq, bk, scale, lse.data());
       for (int64_t i = 0; i < bq; ++i)
@@ -242,10 +247,14 @@ TEST(Isa, AttentionBackwardRowStepsAndMask) {
           const double e = double(x) * scale - lse[i];
           const double want = lse[i] == ninf || x == ninf || e < -87.33 ? 0.0 : std::exp(e);
           // (the exponent is rounded to float first: 0.5 ulp of |e| relative)
-          if (want == 0.0) EXPECT_EQ(s[i * bk + j], 0.0f) << "bk " << bk << " (" << i << ", " << j << ")";
-          else EXPECT_NEAR(s[i * bk + j], want, (1e-6 + 6e-8 * std::abs(e)) * want) << "bk " << bk << " (" << i << ", " << j << ")";
+          if (want == 0.0)
+            EXPECT_EQ(s[i * bk + j], 0.0f) << "bk " << bk << " (" << i << ", " << j << ")";
+          else
+            EXPECT_NEAR(s[i * bk + j], want, (1e-6 + 6e-8 * std::abs(e)) * want)
+                << "bk " << bk << " (" << i << ", " << j << ")";
         }
-      if (bk >= 5) EXPECT_GT(s[3 * bk], 0.0f) << "exp(-87.2)";
+      EXPECT_GT(s[3 * bk], 0.0f) << "exp(-87.32)";
+      EXPECT_EQ(s[3 * bk + 1], 0.0f) << "exp(-87.335)";
       std::vector<float> ds(bq * bk), d = {0.5f, -1.0f, 0.0f, 2.0f};
       for (auto& x : ds) x = uni();
       const std::vector<float> ds0 = ds;
@@ -268,6 +277,7 @@ TEST(Isa, AttentionBackwardRowStepsAndMask) {
         }
     }
   }
+  if (kiln::cpu::isa_supported(Isa::Avx2)) EXPECT_GT(tables, 0);
 }
 
 // The real FFT's steps around its half-length complex transform (kernels_fft.cpp), on every table:

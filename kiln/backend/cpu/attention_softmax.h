@@ -62,12 +62,14 @@ inline __m512 exp_nonpos(__m512 x) {
   return _mm512_maskz_scalef_ps(normal, e, n);
 }
 #elif defined(__AVX2__) && defined(__FMA__)
-// The same on 8 lanes, 2^n written into the exponent field (n >= -126 wherever the result is kept).
+// The same on 8 lanes, 2^n written into the exponent field (n >= -126 wherever the result is kept;
+// n capped at 128, whose field gives +inf: x past 88.37, which a caller's x <= 0 rules out).
 inline __m256 exp_nonpos(__m256 x) {
   const __m256 normal = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33f), _CMP_NLT_UQ);  // (NaN: kept)
   x = _mm256_max_ps(_mm256_set1_ps(-88.0f), x);  // (NaN stays: max takes its second operand)
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 n = _mm256_min_ps(_mm256_set1_ps(128.0f),
+                                 _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
   r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
   __m256 p = _mm256_set1_ps(0.0013814595295116305f);

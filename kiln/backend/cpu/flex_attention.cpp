@@ -56,7 +56,7 @@ struct Call {
   bool lowp() const { return qh != nullptr; }
   // ... and on AMX with every size a multiple of 32, K^T and V packed once for the forward's tiles
   const uint32_t *ktp = nullptr, *vp = nullptr;
-  // float32 with AVX-512 and S, Ev multiples of 32: K^T packed for the forward's tiles, each 32-key
+  // float32 with AVX-512 or AVX2 and S, Ev multiples of 32: K^T packed for the forward's tiles, each 32-key
   // panel by the first task that needs it (in cache for its tile; panels no tile visits never are),
   // kt_state[kv head * S / 32 + panel] 0 (not yet), 1 (being packed), 2 (packed). The backward packs
   // each kv block's K^T and V^T when it starts on it.
@@ -524,7 +524,7 @@ void bwd_tile(const BwdCall<T>& c, int64_t b, int64_t h, int64_t i0, int64_t bq,
   const T* lse = c.lse + row0;
   const T* D = c.D + row0;
   const cpu::KernelTable& kt = cpu::cpu_kernels();
-  bool fused = false;  // float32 with AVX-512: the row steps in one pass each
+  bool fused = false;  // float32 with AVX-512 or AVX2: the row steps in one pass each
   if constexpr (std::is_same_v<T, float>) fused = kt.attn_bwd_p != nullptr;
   if (fused) {
     if constexpr (std::is_same_v<T, float>) kt.attn_bwd_p(P, bq, bk, pscale, lse);
@@ -585,7 +585,7 @@ void backward_t(const OpDef& op, const TensorList& in, const Attrs& a, TensorLis
                  in[6].sizes() == Shape({B, Hq, L}),
              Runtime, op.name, "grad_out, out and lse must match the forward's outputs");
   Tensor dO = operand(in[0], ct), O = operand(in[5], ct), lse = operand(in[6], ct);
-  // float32 with AVX-512, E and Ev multiples of 32: the tile products, each kv block's K^T and V^T packed
+  // float32 with AVX-512 or AVX2, E and Ev multiples of 32: the tile products, each kv block's K^T and V^T
   // by its worker (in cache for its tiles) when its first tile comes
   bool ftiles = false;
   if constexpr (std::is_same_v<T, float>)

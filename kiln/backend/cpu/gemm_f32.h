@@ -375,16 +375,18 @@ inline void gemv_rows_lanes(const float* x, int64_t xst, const Half* xh, int64_t
 //   hardware's prefetchers stop (four rows: 45% of copy with no fetch). Two vectors fetch the next
 //   set's segments into L1 while a set runs (SetFetch); three and four fetch the next group's rows
 //   with prefetcht1 (GroupFetch), which on Zen 3 fills L1 as well and evicts segments in use, but
-//   fetches far enough ahead for their slower sets. Zen 3, one thread, 14336 x 4096: two rows
-//   7.3-7.7 ms with SetFetch against 9.7-10.9 with GroupFetch (65-74% of copy -> 82-100%); three
-//   and four rows 4-10% slower with SetFetch (its lead, one set, is too short for them; two or more
-//   sets ahead, or a steady stream of lines some way ahead, was slower again: the sets' segments
-//   fall in the same L1 sets when rows lie a multiple of 4 KiB apart).
-// - Four rows on one thread are bound by the arithmetic, not by memory: with the rows in L2 or L3
-//   this loop runs at 60-66 GFLOP/s on Zen 3 (80-90 when every set reads the same rows, from L1; the
-//   multiply-adds alone could run at 100), so 14336 x 4096 takes 7.2 ms against copy's 6.4, and
-//   61-74% of copy bandwidth from memory. (Three rows to a set for three or four vectors, the
-//   segment loop unrolled, bfloat16 widened by shift / mask of 16 elements: no faster.)
+//   fetches far enough ahead for their slower sets. Zen 3, 14336 x 4096, one thread: two vectors
+//   7.2-7.7 ms with SetFetch against 10.1-10.6 with GroupFetch (65-74% of copy -> 82-100%); with
+//   SetFetch three vectors were 4% slower (one thread) and four 7% (two threads): its lead, one set,
+//   is too short for them. (Two or more sets ahead, or a steady stream of lines some way ahead, was
+//   slower again: the sets' segments fall in the same L1 sets when rows lie a multiple of 4 KiB
+//   apart.)
+// - Four vectors on one thread are bound by the arithmetic, not by memory: with the matrix in L2 or
+//   L3 this loop runs at 60-66 GFLOP/s on Zen 3 (80-90 when every set reads the same rows, from L1;
+//   the multiply-adds alone could run at 100), so the arithmetic alone takes 7.2 ms of a 14336 x
+//   4096 product against copy's 6.4; from memory four vectors reach 61-78% of copy bandwidth.
+//   (Three rows to a set for three or four vectors, the segment loop unrolled, bfloat16 widened by
+//   shift / mask of 16 elements: no faster.)
 constexpr int64_t kLaneKc = 512;
 constexpr int kLaneRows(int R) { return R == 2 ? 4 : 2; }  // J: J x R accumulators + J rows + 1 of 16 registers
 constexpr int kLaneGroup(int R) { return 4 * kLaneRows(R); }

@@ -299,7 +299,8 @@ void bwd_p(float* p, int64_t bq, int64_t bk, float scale, const float* lse) {
     }
     const __m256 vl = _mm256_set1_ps(lse[i]);
     int64_t j = 0;
-    for (; j + 8 <= bk; j += 8) _mm256_storeu_ps(row + j, exp_nonpos(_mm256_fmsub_ps(_mm256_loadu_ps(row + j), vs, vl)));
+    for (; j + 8 <= bk; j += 8)
+      _mm256_storeu_ps(row + j, exp_nonpos(_mm256_fmsub_ps(_mm256_loadu_ps(row + j), vs, vl)));
     if (j < bk) {
       const __m256i km = first_lanes(bk - j);
       _mm256_maskstore_ps(row + j, km, exp_nonpos(_mm256_fmsub_ps(_mm256_maskload_ps(row + j, km), vs, vl)));
