@@ -531,6 +531,21 @@ def test_even_real_nd(dtype):
     cmp("irfft2", torch.fft.rfft2(x)[:, :, :5], s=(6, 8))
 
 
+# n-dim real transforms: the dims other than the halved one run 16 columns (bins) at a time through a
+# transposed scratch block (fft.cpp's other_dims_c2c): bins past one block and a partial last block,
+# the halved dim not innermost (bins a stride apart), three dims, and enough blocks to split between
+# threads.
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_real_nd_column_blocks(dtype):
+    x = rand((3, 20, 70), dtype, seed=11)
+    for dim in [(1, 2), (0, 1, 2), (2, 1), (0, 2)]:
+        cmp("rfftn", x, dim=dim)
+        cmp("irfftn", torch.fft.rfftn(x, dim=dim), s=[x.shape[d] for d in dim], dim=dim)
+    big = rand((8, 128, 130), dtype, seed=12)
+    cmp("rfft2", big)
+    cmp("irfft2", torch.fft.rfft2(big), s=(128, 130))
+
+
 # One-dim complex transforms of contiguous rows (n >= 16) run row by row on kept plans, one per
 # alignment of the rows: rows at an 8-byte offset (complex64), both directions, many rows (split
 # between threads) and one.
