@@ -531,12 +531,12 @@ def test_even_real_nd(dtype):
     cmp("irfft2", torch.fft.rfft2(x)[:, :, :5], s=(6, 8))
 
 
-# n-dim real transforms: the dims other than the halved one run 16 columns (bins) at a time through a
-# transposed scratch block (fft.cpp's other_dims_c2c): bins past one block and a partial last block,
-# the halved dim not innermost (bins a stride apart), three dims, and enough blocks to split between
-# threads.
+# n-dim transforms: the dims other than the last (the halved one of a real transform) run 16 columns
+# at a time through a transposed scratch block (fft.cpp's other_dims_c2c): columns past one block and
+# a partial last block, the last dim not innermost (columns a stride apart), three dims, and enough
+# blocks to split between threads; complex ones too.
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_real_nd_column_blocks(dtype):
+def test_nd_column_blocks(dtype):
     x = rand((3, 20, 70), dtype, seed=11)
     for dim in [(1, 2), (0, 1, 2), (2, 1), (0, 2)]:
         cmp("rfftn", x, dim=dim)
@@ -544,6 +544,12 @@ def test_real_nd_column_blocks(dtype):
     big = rand((8, 128, 130), dtype, seed=12)
     cmp("rfft2", big)
     cmp("irfft2", torch.fft.rfft2(big), s=(128, 130))
+    cdt = "complex64" if dtype == "float32" else "complex128"
+    z = rand((3, 20, 70), cdt, seed=13)
+    for dim in [(1, 2), (0, 1, 2), (0, 2)]:
+        cmp("fftn", z, dim=dim)
+        cmp("ifftn", z, dim=dim)
+    cmp("fft2", rand((8, 128, 130), cdt, seed=14))
 
 
 # One-dim complex transforms of contiguous rows (n >= 16) run row by row on kept plans, one per

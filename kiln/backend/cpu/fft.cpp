@@ -254,17 +254,18 @@ void each_row(const Geometry& g, int64_t M, int sign, F&& body) {
   });
 }
 
-// A one-dim c2c whose rows are contiguous on both sides (n >= 16): row by row through RowDft's kept
-// plans (a batch plan per call and thread, made under the planner's lock, held two threads to the
-// speed of one at 64 x 1024). Shorter rows stay with FFTW's batch plans, where a call per row would
-// cost more than the row's transform; so does an output on the input (the kept plans are out of
-// place).
+// A c2c whose last transformed dim is contiguous on both sides (n >= 16): that dim row by row
+// through RowDft's kept plans (a batch plan per call and thread, made under the planner's lock, held
+// two threads to the speed of one at 64 x 1024), the other rows of the batch and the other
+// transformed dims alike; then any other dims column block by column block (other_dims_c2c, below).
+// Shorter rows stay with FFTW's plans, where a call per row would cost more than the row's
+// transform; so does an output on the input (the kept plans are out of place).
 bool rows_c2c_ok(const Geometry& g, const char* in, const char* out) {
-  return g.dims.size() == 1 && g.dims[0].is == 1 && g.dims[0].os == 1 && g.dims[0].n >= 16 && in != out;
+  return g.dims.back().is == 1 && g.dims.back().os == 1 && g.dims.back().n >= 16 && in != out;
 }
 template <class R>
 void rows_c2c(const Geometry& g, R* in, R* out, int sign) {
-  each_row<R>(g, g.dims[0].n, sign,
+  each_row<R>(g, g.dims.back().n, sign,
               [&](RowDft<R>& dft, R*, int64_t io, int64_t oo) { dft(in + 2 * io, out + 2 * oo); });
 }
 
@@ -298,18 +299,18 @@ void half_c2r(const Geometry& g, const R* X, R* x) {
   });
 }
 
-// ---- the other dims of an n-dim real transform, column block by column block ------------------
-// Besides the halved dim, each transformed dim of an n-dim r2c (after it) or c2r (before it) is a
-// c2c in place on the complex array, along its columns: n points `st` complex apart, for every row
-// offset (the other dims' combinations) and each of `cols` columns (the halved dim's bins, `cst`
-// apart). kColBlock columns at a time are copied into contiguous rows of a scratch block, run
+// ---- the other dims of an n-dim transform, column block by column block ------------------------
+// Besides the last (the halved one of a real transform), each transformed dim of an n-dim c2c or r2c
+// (after the last) or c2r (before it) is a c2c in place on the complex array, along its columns: n
+// points `st` complex apart, for every row offset (the other dims' combinations) and each of `cols`
+// columns (the last dim's elements or bins, `cst` apart). kColBlock columns at a time are copied into contiguous rows of a scratch block, run
 // through RowDft's kept plans, and copied back. (One FFTW plan for all the columns, in place, went
 // through the array a column at a time, out of cache: 16 x 512 x 512 r2c took 16.8 ms against
 // FFTW's own n-dim r2c's 12.5; plans over blocks of 16 columns in place were no faster.)
 constexpr int64_t kColBlock = 16;
 
 // The transformed dims but the last, as c2c in place on `a` (complex, R pairs): out_side picks the
-// strides (the output's for r2c, the input's for c2r), `cols` the last dim's bins.
+// strides (the output's for c2c and r2c, the input's for c2r), `cols` the last dim's size.
 template <class R>
 void other_dims_c2c(const Geometry& g, bool out_side, R* a, int64_t cols, int sign) {
   using C = std::complex<R>;
@@ -376,8 +377,12 @@ Tensor readable(const Tensor& t) {
 // A c2c in R precision, normalised.
 template <class R>
 void c2c(const Geometry& g, char* i, char* o, int sign, Tensor& out, int norm) {
-  if (rows_c2c_ok(g, i, o)) rows_c2c(g, reinterpret_cast<R*>(i), reinterpret_cast<R*>(o), sign);
-  else run<R>(Kind::C2C, g, i, o, 2 * sizeof(R), 2 * sizeof(R), sign);
+  if (rows_c2c_ok(g, i, o)) {
+    rows_c2c(g, reinterpret_cast<R*>(i), reinterpret_cast<R*>(o), sign);
+    other_dims_c2c(g, true, reinterpret_cast<R*>(o), g.dims.back().n, sign);
+  } else {
+    run<R>(Kind::C2C, g, i, o, 2 * sizeof(R), 2 * sizeof(R), sign);
+  }
   scale<R>(out, norm, g.signal);
 }
 
