@@ -550,6 +550,10 @@ def test_nd_column_blocks(dtype):
         cmp("fftn", z, dim=dim)
         cmp("ifftn", z, dim=dim)
     cmp("fft2", rand((8, 128, 130), cdt, seed=14))
+    # one dim along the columns (a contiguous batch dim): fft.cpp's columns_c2c
+    cmp("fft", z, dim=1)
+    cmp("ifft", rand((8, 128, 130), cdt, seed=15), dim=1)
+    cmp("fft", z.transpose(1, 2), dim=2, msg="the columns' dim not last")
 
 
 # One-dim complex transforms of contiguous rows (n >= 16) run row by row on kept plans, one per

@@ -309,13 +309,49 @@ void half_c2r(const Geometry& g, const R* X, R* x) {
 // FFTW's own n-dim r2c's 12.5; plans over blocks of 16 columns in place were no faster.)
 constexpr int64_t kColBlock = 16;
 
+// One column transform per column: n points, `sti` complex apart in `in` and `sto` in `out` (which
+// may be `in`), at row offsets ioffs[r] / ooffs[r] and `cols` columns csi / cso apart.
+template <class R>
+void column_blocks(const std::complex<R>* in, int64_t sti, int64_t csi, const std::vector<int64_t>& ioffs,
+                   std::complex<R>* out, int64_t sto, int64_t cso, const std::vector<int64_t>& ooffs, int64_t n,
+                   int64_t cols, int sign) {
+  using C = std::complex<R>;
+  const int64_t blocks = (cols + kColBlock - 1) / kColBlock;
+  // the copies as the table's transposes in registers (complex64, adjacent columns)
+  const auto tile = sizeof(C) == 8 ? cpu_kernels().transpose_dense : nullptr;
+  const auto gather = csi == 1 ? tile : nullptr, scatter = cso == 1 ? tile : nullptr;
+  parallel_for(static_cast<int64_t>(ioffs.size()) * blocks, std::max<int64_t>(1, kRowsGrain / (n * kColBlock)),
+               [&](int64_t s, int64_t e) {
+                 RowDft<R> dft(n, sign);
+                 // kColBlock rows of n, ld apart (64 bytes past a multiple of 4 KiB: rows that lie a
+                 // multiple apart share L1's sets, and the copies touch all of them at once), then
+                 // their transforms
+                 const int64_t ld = n + 64 / static_cast<int64_t>(sizeof(C));
+                 const Tensor scratch = make_tensor({4 * kColBlock * ld}, sizeof(R) == 4 ? kFloat32 : kFloat64);
+                 C* z = static_cast<C*>(scratch.data_ptr());
+                 C* y = z + kColBlock * ld;
+                 for (int64_t t = s; t < e; ++t) {
+                   const int64_t c0 = t % blocks * kColBlock, w = std::min(kColBlock, cols - c0);
+                   const C* src = in + ioffs[t / blocks] + c0 * csi;
+                   C* dst = out + ooffs[t / blocks] + c0 * cso;
+                   if (gather) gather(src, n, w, sti, z, ld, sizeof(C));
+                   else
+                     for (int64_t r = 0; r < n; ++r)
+                       for (int64_t c = 0; c < w; ++c) z[c * ld + r] = src[r * sti + c * csi];
+                   for (int64_t c = 0; c < w; ++c) dft(reinterpret_cast<R*>(z + c * ld), reinterpret_cast<R*>(y + c * ld));
+                   if (scatter) scatter(y, w, n, ld, dst, sto, sizeof(C));
+                   else
+                     for (int64_t r = 0; r < n; ++r)
+                       for (int64_t c = 0; c < w; ++c) dst[r * sto + c * cso] = y[c * ld + r];
+                 }
+               });
+}
+
 // The transformed dims but the last, as c2c in place on `a` (complex, R pairs): out_side picks the
 // strides (the output's for c2c and r2c, the input's for c2r), `cols` the last dim's size.
 template <class R>
 void other_dims_c2c(const Geometry& g, bool out_side, R* a, int64_t cols, int sign) {
-  using C = std::complex<R>;
-  C* ac = reinterpret_cast<C*>(a);
-  const int64_t blocks = (cols + kColBlock - 1) / kColBlock;
+  auto* ac = reinterpret_cast<std::complex<R>*>(a);
   const int64_t cst = out_side ? g.dims.back().os : g.dims.back().is;
   for (size_t k = 0; k + 1 < g.dims.size(); ++k) {
     const fftw_iodim64& d = g.dims[k];
@@ -324,35 +360,27 @@ void other_dims_c2c(const Geometry& g, bool out_side, R* a, int64_t cols, int si
     for (size_t j = 0; j + 1 < g.dims.size(); ++j)
       if (j != k) rows.push_back(g.dims[j]);
     const std::vector<int64_t> offs = row_offsets(rows, out_side);
-    const int64_t n = d.n, st = out_side ? d.os : d.is;
-    // the copies as the table's transposes in registers (complex64, adjacent columns)
-    const auto tile = sizeof(C) == 8 && cst == 1 ? cpu_kernels().transpose_dense : nullptr;
-    parallel_for(static_cast<int64_t>(offs.size()) * blocks, std::max<int64_t>(1, kRowsGrain / (n * kColBlock)),
-                 [&](int64_t s, int64_t e) {
-                   RowDft<R> dft(n, sign);
-                   // kColBlock rows of n, ld apart (64 bytes past a multiple of 4 KiB: rows that lie a
-                   // multiple apart share L1's sets, and the copies touch all of them at once), then
-                   // their transforms
-                   const int64_t ld = n + 64 / static_cast<int64_t>(sizeof(C));
-                   const Tensor scratch = make_tensor({4 * kColBlock * ld}, sizeof(R) == 4 ? kFloat32 : kFloat64);
-                   C* z = static_cast<C*>(scratch.data_ptr());
-                   C* y = z + kColBlock * ld;
-                   for (int64_t t = s; t < e; ++t) {
-                     const int64_t c0 = t % blocks * kColBlock, w = std::min(kColBlock, cols - c0);
-                     C* base = ac + offs[t / blocks] + c0 * cst;
-                     if (tile) tile(base, n, w, st, z, ld, sizeof(C));
-                     else
-                       for (int64_t r = 0; r < n; ++r)
-                         for (int64_t c = 0; c < w; ++c) z[c * ld + r] = base[r * st + c * cst];
-                     for (int64_t c = 0; c < w; ++c)
-                       dft(reinterpret_cast<R*>(z + c * ld), reinterpret_cast<R*>(y + c * ld));
-                     if (tile) tile(y, w, n, ld, base, st, sizeof(C));
-                     else
-                       for (int64_t r = 0; r < n; ++r)
-                         for (int64_t c = 0; c < w; ++c) base[r * st + c * cst] = y[c * ld + r];
-                   }
-                 });
+    const int64_t st = out_side ? d.os : d.is;
+    column_blocks<R>(ac, st, cst, offs, ac, st, cst, offs, d.n, cols, sign);
   }
+}
+
+// A one-dim c2c along a strided dim (16 points or more) with a batch dim contiguous on both sides:
+// that batch dim's elements are the columns (FFTW's plan for it went through the array a column at
+// a time).
+int columns_c2c_at(const Geometry& g, const char* in, const char* out) {
+  if (g.dims.size() != 1 || g.dims[0].n < 16 || in == out) return -1;
+  for (size_t b = 0; b < g.batch.size(); ++b)
+    if (g.batch[b].is == 1 && g.batch[b].os == 1) return static_cast<int>(b);
+  return -1;
+}
+template <class R>
+void columns_c2c(const Geometry& g, int cb, R* in, R* out, int sign) {
+  std::vector<fftw_iodim64> rows = g.batch;
+  rows.erase(rows.begin() + cb);
+  const fftw_iodim64 &d = g.dims[0], &c = g.batch[static_cast<size_t>(cb)];
+  column_blocks<R>(reinterpret_cast<std::complex<R>*>(in), d.is, 1, row_offsets(rows, false),
+                   reinterpret_cast<std::complex<R>*>(out), d.os, 1, row_offsets(rows, true), d.n, c.n, sign);
 }
 
 template <class R>
@@ -380,6 +408,8 @@ void c2c(const Geometry& g, char* i, char* o, int sign, Tensor& out, int norm) {
   if (rows_c2c_ok(g, i, o)) {
     rows_c2c(g, reinterpret_cast<R*>(i), reinterpret_cast<R*>(o), sign);
     other_dims_c2c(g, true, reinterpret_cast<R*>(o), g.dims.back().n, sign);
+  } else if (const int cb = columns_c2c_at(g, i, o); cb >= 0) {
+    columns_c2c(g, cb, reinterpret_cast<R*>(i), reinterpret_cast<R*>(o), sign);
   } else {
     run<R>(Kind::C2C, g, i, o, 2 * sizeof(R), 2 * sizeof(R), sign);
   }
