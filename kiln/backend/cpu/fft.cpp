@@ -303,10 +303,11 @@ void half_c2r(const Geometry& g, const R* X, R* x) {
 // Besides the last (the halved one of a real transform), each transformed dim of an n-dim c2c or r2c
 // (after the last) or c2r (before it) is a c2c in place on the complex array, along its columns: n
 // points `st` complex apart, for every row offset (the other dims' combinations) and each of `cols`
-// columns (the last dim's elements or bins, `cst` apart). kColBlock columns at a time are copied into contiguous rows of a scratch block, run
-// through RowDft's kept plans, and copied back. (One FFTW plan for all the columns, in place, went
-// through the array a column at a time, out of cache: 16 x 512 x 512 r2c took 16.8 ms against
-// FFTW's own n-dim r2c's 12.5; plans over blocks of 16 columns in place were no faster.)
+// columns (the last dim's elements or bins, `cst` apart). kColBlock columns at a time are copied
+// into contiguous rows of a scratch block, run through RowDft's kept plans, and copied back. (One
+// FFTW plan for all the columns, in place, went through the array a column at a time, out of cache:
+// 16 x 512 x 512 r2c took 16.8 ms against FFTW's own n-dim r2c's 12.5; plans over blocks of 16
+// columns in place were no faster.)
 constexpr int64_t kColBlock = 16;
 
 // One column transform per column: n points, `sti` complex apart in `in` and `sto` in `out` (which
@@ -338,7 +339,8 @@ void column_blocks(const std::complex<R>* in, int64_t sti, int64_t csi, const st
                    else
                      for (int64_t r = 0; r < n; ++r)
                        for (int64_t c = 0; c < w; ++c) z[c * ld + r] = src[r * sti + c * csi];
-                   for (int64_t c = 0; c < w; ++c) dft(reinterpret_cast<R*>(z + c * ld), reinterpret_cast<R*>(y + c * ld));
+                   for (int64_t c = 0; c < w; ++c)
+                     dft(reinterpret_cast<R*>(z + c * ld), reinterpret_cast<R*>(y + c * ld));
                    if (scatter) scatter(y, w, n, ld, dst, sto, sizeof(C));
                    else
                      for (int64_t r = 0; r < n; ++r)
