@@ -14,7 +14,7 @@ import torch
 
 import kiln
 from kiln import fft as kfft
-from helpers import dname, kdt, make, to_kiln, to_torch
+from helpers import dname, kdt, kiln_threads, make, to_kiln, to_torch
 
 FFT = {torch: torch.fft, kiln: kfft}
 C2C = ["fft", "ifft"]
@@ -532,28 +532,33 @@ def test_even_real_nd(dtype):
 
 
 # n-dim transforms: the dims other than the last (the halved one of a real transform) run 16 columns
-# at a time through a transposed scratch block (fft.cpp's other_dims_c2c): columns past one block and
-# a partial last block, the last dim not innermost (columns a stride apart), three dims, and enough
-# blocks to split between threads; complex ones too.
+# at a time through a transposed scratch block (fft.cpp's column_blocks): columns past one block and
+# a partial last block, three dims, a transformed dim of size 1, columns a stride apart (the copies
+# element by element), and enough blocks to split between four threads; complex ones too, and one
+# dim along a contiguous batch dim's columns.
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_nd_column_blocks(dtype):
     x = rand((3, 20, 70), dtype, seed=11)
     for dim in [(1, 2), (0, 1, 2), (2, 1), (0, 2)]:
         cmp("rfftn", x, dim=dim)
         cmp("irfftn", torch.fft.rfftn(x, dim=dim), s=[x.shape[d] for d in dim], dim=dim)
-    big = rand((8, 128, 130), dtype, seed=12)
-    cmp("rfft2", big)
-    cmp("irfft2", torch.fft.rfft2(big), s=(128, 130))
+    xt = x.transpose(1, 2)  # the halved dim (1) contiguous in the input, its bins 20 apart in the output
+    cmp("rfftn", xt, dim=(2, 1), msg="bins a stride apart")
+    cmp("irfftn", torch.fft.rfftn(xt, dim=(2, 1)), s=(20, 70), dim=(2, 1), msg="bins a stride apart")
     cdt = "complex64" if dtype == "float32" else "complex128"
     z = rand((3, 20, 70), cdt, seed=13)
     for dim in [(1, 2), (0, 1, 2), (0, 2)]:
         cmp("fftn", z, dim=dim)
         cmp("ifftn", z, dim=dim)
-    cmp("fft2", rand((8, 128, 130), cdt, seed=14))
-    # one dim along the columns (a contiguous batch dim): fft.cpp's columns_c2c
-    cmp("fft", z, dim=1)
-    cmp("ifft", rand((8, 128, 130), cdt, seed=15), dim=1)
-    cmp("fft", z.transpose(1, 2), dim=2, msg="the columns' dim not last")
+    cmp("fftn", rand((3, 1, 70), cdt, seed=16), dim=(0, 1, 2), msg="a transformed dim of size 1")
+    cmp("fft", z, dim=1)  # fft.cpp's columns_c2c
+    cmp("fft", z.transpose(1, 2), dim=2, msg="no batch dim contiguous on both sides: FFTW's plan")
+    with kiln_threads(4):
+        big = rand((8, 128, 130), dtype, seed=12)
+        cmp("rfft2", big)
+        cmp("irfft2", torch.fft.rfft2(big), s=(128, 130))
+        cmp("fft2", rand((8, 128, 130), cdt, seed=14))
+        cmp("ifft", rand((8, 128, 130), cdt, seed=15), dim=1)
 
 
 # One-dim complex transforms of contiguous rows (n >= 16) run row by row on kept plans, one per

@@ -1,13 +1,14 @@
 // The FFT kernels (torch's _fft_c2c, _fft_r2c, _fft_c2r; the ops and the public functions are in
-// kiln/ops/fft.cpp) on FFTW 3: one guru plan per call over the transformed dims, every other dim a
-// batch ("howmany") dim, both with the tensors' own strides, so strided inputs need no copy (c2r,
-// which FFTW lets overwrite its input, works on a contiguous scratch copy). Plans are made with
+// kiln/ops/fft.cpp) on FFTW 3. In general one guru plan per call over the transformed dims, every
+// other dim a batch ("howmany") dim, both with the tensors' own strides, so strided inputs need no
+// copy (c2r, which FFTW lets overwrite its input, works on a contiguous scratch copy); the common
+// layouts go row by row and column block by column block through kept plans instead (below). Plans are made with
 // FFTW_ESTIMATE (no timing runs, the same plan every time, so results do not vary between runs) under
 // one lock: FFTW's planner is not thread-safe, its execution is. Batches of more than one transform
 // run in parallel slices, one plan per slice. Real transforms of even length along the last
 // transformed dim run as complex ones of half the length (half_r2c, half_c2r): FFTW's own r2c and
-// c2r took 2.5x the time of that complex transform; their other dims run column block by column
-// block (other_dims_c2c).
+// c2r took 2.5x the time of that complex transform. The other dims of n-dim transforms, and one-dim
+// complex ones along a strided dim, run column block by column block (column_blocks).
 #include <fftw3.h>
 
 #include <cmath>
@@ -255,9 +256,10 @@ void each_row(const Geometry& g, int64_t M, int sign, F&& body) {
 }
 
 // A c2c whose last transformed dim is contiguous on both sides (n >= 16): that dim row by row
-// through RowDft's kept plans (a batch plan per call and thread, made under the planner's lock, held
-// two threads to the speed of one at 64 x 1024), the other rows of the batch and the other
-// transformed dims alike; then any other dims column block by column block (other_dims_c2c, below).
+// through RowDft's kept plans (instead of a batch plan per call and thread: made under the planner's
+// lock, those held two threads to the speed of one at 64 x 1024), for every combination of the batch
+// dims and the other transformed dims; then the other dims column block by column block
+// (other_dims_c2c, below).
 // Shorter rows stay with FFTW's plans, where a call per row would cost more than the row's
 // transform; so does an output on the input (the kept plans are out of place).
 bool rows_c2c_ok(const Geometry& g, const char* in, const char* out) {
@@ -307,11 +309,20 @@ void half_c2r(const Geometry& g, const R* X, R* x) {
 // into contiguous rows of a scratch block, run through RowDft's kept plans, and copied back. (One
 // FFTW plan for all the columns, in place, went through the array a column at a time, out of cache:
 // 16 x 512 x 512 r2c took 16.8 ms against FFTW's own n-dim r2c's 12.5; plans over blocks of 16
-// columns in place were no faster.)
-constexpr int64_t kColBlock = 16;
+// columns in place were no faster.) Columns longer than kColMaxN keep FFTW's plans: their block
+// is out of cache anyway, and the scratch would grow with them.
+constexpr int64_t kColBlock = 16, kColMaxN = 1 << 14;
 
-// One column transform per column: n points, `sti` complex apart in `in` and `sto` in `out` (which
-// may be `in`), at row offsets ioffs[r] / ooffs[r] and `cols` columns csi / cso apart.
+// Whether the transformed dims but the last may run in column blocks.
+bool columns_ok(const Geometry& g) {
+  for (size_t k = 0; k + 1 < g.dims.size(); ++k)
+    if (g.dims[k].n > kColMaxN) return false;
+  return true;
+}
+
+// One column transform per column: n points, `sti` complex apart in `in` and `sto` in `out` (in
+// place when they are the same array with the same strides and offsets), at row offsets ioffs[r] /
+// ooffs[r] and `cols` columns csi / cso apart.
 template <class R>
 void column_blocks(const std::complex<R>* in, int64_t sti, int64_t csi, const std::vector<int64_t>& ioffs,
                    std::complex<R>* out, int64_t sto, int64_t cso, const std::vector<int64_t>& ooffs, int64_t n,
@@ -324,13 +335,15 @@ void column_blocks(const std::complex<R>* in, int64_t sti, int64_t csi, const st
   parallel_for(static_cast<int64_t>(ioffs.size()) * blocks, std::max<int64_t>(1, kRowsGrain / (n * kColBlock)),
                [&](int64_t s, int64_t e) {
                  RowDft<R> dft(n, sign);
-                 // kColBlock rows of n, ld apart (64 bytes past a multiple of 4 KiB: rows that lie a
-                 // multiple apart share L1's sets, and the copies touch all of them at once), then
-                 // their transforms
-                 const int64_t ld = n + 64 / static_cast<int64_t>(sizeof(C));
-                 const Tensor scratch = make_tensor({4 * kColBlock * ld}, sizeof(R) == 4 ? kFloat32 : kFloat64);
+                 // up to kColBlock rows of n, ld apart (n rounded up to 64 bytes, plus 64: rows a
+                 // multiple of 4 KiB apart would share L1's sets, and the copies touch all of them at
+                 // once; an even ld keeps every row's alignment, so RowDft keeps its plan), then their
+                 // transforms
+                 const int64_t per_line = 64 / static_cast<int64_t>(sizeof(C)), wmax = std::min(kColBlock, cols);
+                 const int64_t ld = (n + per_line - 1) / per_line * per_line + per_line;
+                 const Tensor scratch = make_tensor({4 * wmax * ld}, sizeof(R) == 4 ? kFloat32 : kFloat64);
                  C* z = static_cast<C*>(scratch.data_ptr());
-                 C* y = z + kColBlock * ld;
+                 C* y = z + wmax * ld;
                  for (int64_t t = s; t < e; ++t) {
                    const int64_t c0 = t % blocks * kColBlock, w = std::min(kColBlock, cols - c0);
                    const C* src = in + ioffs[t / blocks] + c0 * csi;
@@ -367,11 +380,11 @@ void other_dims_c2c(const Geometry& g, bool out_side, R* a, int64_t cols, int si
   }
 }
 
-// A one-dim c2c along a strided dim (16 points or more) with a batch dim contiguous on both sides:
-// that batch dim's elements are the columns (FFTW's plan for it went through the array a column at
-// a time).
+// A one-dim c2c along a strided dim (16 to kColMaxN points) with a batch dim contiguous on both
+// sides: that batch dim's elements are the columns (FFTW's plan for it went through the array a
+// column at a time).
 int columns_c2c_at(const Geometry& g, const char* in, const char* out) {
-  if (g.dims.size() != 1 || g.dims[0].n < 16 || in == out) return -1;
+  if (g.dims.size() != 1 || g.dims[0].n < 16 || g.dims[0].n > kColMaxN || in == out) return -1;
   for (size_t b = 0; b < g.batch.size(); ++b)
     if (g.batch[b].is == 1 && g.batch[b].os == 1) return static_cast<int>(b);
   return -1;
@@ -407,7 +420,7 @@ Tensor readable(const Tensor& t) {
 // A c2c in R precision, normalised.
 template <class R>
 void c2c(const Geometry& g, char* i, char* o, int sign, Tensor& out, int norm) {
-  if (rows_c2c_ok(g, i, o)) {
+  if (rows_c2c_ok(g, i, o) && columns_ok(g)) {
     rows_c2c(g, reinterpret_cast<R*>(i), reinterpret_cast<R*>(o), sign);
     other_dims_c2c(g, true, reinterpret_cast<R*>(o), g.dims.back().n, sign);
   } else if (const int cb = columns_c2c_at(g, i, o); cb >= 0) {
@@ -440,7 +453,7 @@ void r2c_onesided(const Tensor& x, Tensor& out, const Shape& dims, int norm) {
   R* o = static_cast<R*>(out.data_ptr());
   // the halved dim as a complex transform of half its length, then any other dims column block by
   // column block on the output
-  if (halvable(g, true)) {
+  if (halvable(g, true) && columns_ok(g)) {
     half_r2c(g, i, o);
     other_dims_c2c(g, true, o, g.dims.back().n / 2 + 1, FFTW_FORWARD);
   } else {
@@ -468,7 +481,7 @@ void c2r(const Tensor& in, Tensor& out, const Shape& dims, int norm) {
   cast_copy(x, in);
   const Geometry g = geometry(x, out, dims, Kind::C2R);
   char* i = static_cast<char*>(x.data_ptr());
-  if (halvable(g, false)) {
+  if (halvable(g, false) && columns_ok(g)) {
     other_dims_c2c(g, false, reinterpret_cast<R*>(i), x.size(dims.back()), FFTW_BACKWARD);
     half_c2r(g, reinterpret_cast<const R*>(i), o);
   } else {
