@@ -535,13 +535,16 @@ def test_even_real_nd(dtype):
 # at a time through a transposed scratch block (fft.cpp's column_blocks): columns past one block and
 # a partial last block, three dims, a transformed dim of size 1, columns a stride apart (the copies
 # element by element), and enough blocks to split between four threads; complex ones too, and one
-# dim along a contiguous batch dim's columns.
+# dim along a contiguous batch dim's columns. (Dims of 3 points keep FFTW's plans.)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_nd_column_blocks(dtype):
     x = rand((3, 20, 70), dtype, seed=11)
     for dim in [(1, 2), (0, 1, 2), (2, 1), (0, 2)]:
         cmp("rfftn", x, dim=dim)
         cmp("irfftn", torch.fft.rfftn(x, dim=dim), s=[x.shape[d] for d in dim], dim=dim)
+    x3 = rand((16, 18, 40), dtype, seed=17)  # three dims, two in column blocks
+    cmp("rfftn", x3)
+    cmp("irfftn", torch.fft.rfftn(x3), s=(16, 18, 40))
     xt = x.transpose(1, 2)  # the halved dim (1) contiguous in the input, its bins 20 apart in the output
     cmp("rfftn", xt, dim=(2, 1), msg="bins a stride apart")
     cmp("irfftn", torch.fft.rfftn(xt, dim=(2, 1)), s=(20, 70), dim=(2, 1), msg="bins a stride apart")
@@ -550,7 +553,8 @@ def test_nd_column_blocks(dtype):
     for dim in [(1, 2), (0, 1, 2), (0, 2)]:
         cmp("fftn", z, dim=dim)
         cmp("ifftn", z, dim=dim)
-    cmp("fftn", rand((3, 1, 70), cdt, seed=16), dim=(0, 1, 2), msg="a transformed dim of size 1")
+    cmp("fftn", rand((16, 18, 40), cdt, seed=18))
+    cmp("fftn", rand((20, 1, 70), cdt, seed=16), dim=(0, 1, 2), msg="a transformed dim of size 1")
     cmp("fft", z, dim=1)  # fft.cpp's columns_c2c
     cmp("fft", z.transpose(1, 2), dim=2, msg="no batch dim contiguous on both sides: FFTW's plan")
     with kiln_threads(4):

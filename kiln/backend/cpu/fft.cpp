@@ -309,14 +309,15 @@ void half_c2r(const Geometry& g, const R* X, R* x) {
 // into contiguous rows of a scratch block, run through RowDft's kept plans, and copied back. (One
 // FFTW plan for all the columns, in place, went through the array a column at a time, out of cache:
 // 16 x 512 x 512 r2c took 16.8 ms against FFTW's own n-dim r2c's 12.5; plans over blocks of 16
-// columns in place were no faster.) Columns longer than kColMaxN keep FFTW's plans: their block
-// is out of cache anyway, and the scratch would grow with them.
+// columns in place were no faster.) Columns of 2 to 15 points keep FFTW's plans, as short rows do
+// (rows_c2c_ok), and so do columns longer than kColMaxN: their block is out of cache anyway, and the
+// scratch would grow with them.
 constexpr int64_t kColBlock = 16, kColMaxN = 1 << 14;
 
 // Whether the transformed dims but the last may run in column blocks.
 bool columns_ok(const Geometry& g) {
   for (size_t k = 0; k + 1 < g.dims.size(); ++k)
-    if (g.dims[k].n > kColMaxN) return false;
+    if (g.dims[k].n > kColMaxN || (g.dims[k].n > 1 && g.dims[k].n < 16)) return false;
   return true;
 }
 
