@@ -381,6 +381,26 @@ void other_dims_c2c(const Geometry& g, bool out_side, R* a, int64_t cols, int si
   }
 }
 
+// f(h, in, out) over the batch: once for the whole of g when it has no batch dims, or when one
+// batch entry's transform is larger than kSliceBytes; otherwise once per batch entry, in parallel,
+// h without batch dims, so that the entry's passes (rows, then columns) find it in L2. ie / oe: R
+// per element on each side (2 complex, 1 real). (fft2 c64 16 x 256 x 256 on two threads: 3.3 ->
+// 1.8 ms.)
+constexpr int64_t kSliceBytes = 512 << 10;
+template <class R, class F>
+void by_slices(const Geometry& g, R* in, int64_t ie, R* out, int64_t oe, F&& f) {
+  if (g.dims.size() < 2 || g.batch.empty() || g.signal * 2 * static_cast<int64_t>(sizeof(R)) > kSliceBytes) {
+    f(g, in, out);
+    return;
+  }
+  Geometry h = g;
+  h.batch.clear();
+  const std::vector<int64_t> io = row_offsets(g.batch, false), oo = row_offsets(g.batch, true);
+  parallel_for(static_cast<int64_t>(io.size()), 1, [&](int64_t s, int64_t e) {
+    for (int64_t b = s; b < e; ++b) f(h, in + ie * io[b], out + oe * oo[b]);
+  });
+}
+
 // A one-dim c2c along a strided dim (16 to kColMaxN points) with a batch dim contiguous on both
 // sides: that batch dim's elements are the columns (FFTW's plan for it went through the array a
 // column at a time).
@@ -422,8 +442,10 @@ Tensor readable(const Tensor& t) {
 template <class R>
 void c2c(const Geometry& g, char* i, char* o, int sign, Tensor& out, int norm) {
   if (rows_c2c_ok(g, i, o) && columns_ok(g)) {
-    rows_c2c(g, reinterpret_cast<R*>(i), reinterpret_cast<R*>(o), sign);
-    other_dims_c2c(g, true, reinterpret_cast<R*>(o), g.dims.back().n, sign);
+    by_slices<R>(g, reinterpret_cast<R*>(i), 2, reinterpret_cast<R*>(o), 2, [&](const Geometry& h, R* si, R* so) {
+      rows_c2c(h, si, so, sign);
+      other_dims_c2c(h, true, so, h.dims.back().n, sign);
+    });
   } else if (const int cb = columns_c2c_at(g, i, o); cb >= 0) {
     columns_c2c(g, cb, reinterpret_cast<R*>(i), reinterpret_cast<R*>(o), sign);
   } else {
@@ -455,8 +477,10 @@ void r2c_onesided(const Tensor& x, Tensor& out, const Shape& dims, int norm) {
   // the halved dim as a complex transform of half its length, then any other dims column block by
   // column block on the output
   if (halvable(g, true) && columns_ok(g)) {
-    half_r2c(g, i, o);
-    other_dims_c2c(g, true, o, g.dims.back().n / 2 + 1, FFTW_FORWARD);
+    by_slices<R>(g, i, 1, o, 2, [&](const Geometry& h, R* si, R* so) {
+      half_r2c(h, si, so);
+      other_dims_c2c(h, true, so, h.dims.back().n / 2 + 1, FFTW_FORWARD);
+    });
   } else {
     run<R>(Kind::R2C, g, reinterpret_cast<char*>(i), reinterpret_cast<char*>(o), sizeof(R), 2 * sizeof(R), 0);
   }
@@ -483,8 +507,10 @@ void c2r(const Tensor& in, Tensor& out, const Shape& dims, int norm) {
   const Geometry g = geometry(x, out, dims, Kind::C2R);
   char* i = static_cast<char*>(x.data_ptr());
   if (halvable(g, false) && columns_ok(g)) {
-    other_dims_c2c(g, false, reinterpret_cast<R*>(i), x.size(dims.back()), FFTW_BACKWARD);
-    half_c2r(g, reinterpret_cast<const R*>(i), o);
+    by_slices<R>(g, reinterpret_cast<R*>(i), 2, o, 1, [&](const Geometry& h, R* si, R* so) {
+      other_dims_c2c(h, false, si, x.size(dims.back()), FFTW_BACKWARD);
+      half_c2r(h, si, so);
+    });
   } else {
     run<R>(Kind::C2R, g, i, reinterpret_cast<char*>(o), 2 * sizeof(R), sizeof(R), 0);
   }
