@@ -396,7 +396,7 @@ void by_slices(const Geometry& g, R* in, int64_t ie, R* out, int64_t oe, F&& f) 
   Geometry h = g;
   h.batch.clear();
   const std::vector<int64_t> io = row_offsets(g.batch, false), oo = row_offsets(g.batch, true);
-  parallel_for(static_cast<int64_t>(io.size()), 1, [&](int64_t s, int64_t e) {
+  parallel_for(static_cast<int64_t>(io.size()), std::max<int64_t>(1, kRowsGrain / g.signal), [&](int64_t s, int64_t e) {
     for (int64_t b = s; b < e; ++b) f(h, in + ie * io[b], out + oe * oo[b]);
   });
 }
