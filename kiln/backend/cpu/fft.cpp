@@ -2,10 +2,10 @@
 // kiln/ops/fft.cpp) on FFTW 3. In general one guru plan per call over the transformed dims, every
 // other dim a batch ("howmany") dim, both with the tensors' own strides, so strided inputs need no
 // copy (c2r, which FFTW lets overwrite its input, works on a contiguous scratch copy); the common
-// layouts go row by row and column block by column block through kept plans instead (below). Plans are made with
-// FFTW_ESTIMATE (no timing runs, the same plan every time, so results do not vary between runs) under
-// one lock: FFTW's planner is not thread-safe, its execution is. Batches of more than one transform
-// run in parallel slices, one plan per slice. Real transforms of even length along the last
+// layouts go row by row and column block by column block through kept plans instead (below). Plans
+// are made with FFTW_ESTIMATE (no timing runs, the same plan every time, so results do not vary
+// between runs) under one lock: FFTW's planner is not thread-safe, its execution is. Batches of more
+// than one transform run in parallel slices, one plan per slice. Real transforms of even length along the last
 // transformed dim run as complex ones of half the length (half_r2c, half_c2r): FFTW's own r2c and
 // c2r took 2.5x the time of that complex transform. The other dims of n-dim transforms, and one-dim
 // complex ones along a strided dim, run column block by column block (column_blocks).

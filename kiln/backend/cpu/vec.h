@@ -292,10 +292,10 @@ struct VecD {
 // every input (checked for all floats in [-104, 89], subnormal results included); 2^n is applied in
 // two steps so results down to 2^-149 come out right. NaN stays NaN (max/min take x second), +-inf
 // give inf and 0. Inline, unlike SLEEF's call, so the kernels that use it are not split by a call.
+// exp_reduced gives exp(r) and n (exp(x) = exp(r) 2^n); exp_impl applies 2^n.
 template <class V>
-inline V exp_impl(V x) {
-  x = V::min(V::set1(100.0f), V::max(V::set1(-104.0f), x));
-  V n = V::round_int(x * V::set1(1.44269504088896341f));
+inline V exp_reduced(V x, V& n) {
+  n = V::round_int(x * V::set1(1.44269504088896341f));
   V r = x - n * V::set1(0.693359375f);
   r = r - n * V::set1(-2.12194440e-4f);
   V p = V::set1(0.0013814595295116305f);
@@ -303,7 +303,14 @@ inline V exp_impl(V x) {
   p = p * r + V::set1(0.04166838899254799f);
   p = p * r + V::set1(0.1666652113199234f);
   p = p * r + V::set1(0.4999999403953552f);
-  return (V::set1(1.0f) + (r + r * r * p)).mul_pow2(n);
+  return V::set1(1.0f) + (r + r * r * p);
+}
+template <class V>
+inline V exp_impl(V x) {
+  x = V::min(V::set1(100.0f), V::max(V::set1(-104.0f), x));
+  V n;
+  const V e = exp_reduced(x, n);
+  return e.mul_pow2(n);
 }
 #if defined(__AVX2__)
 inline VecF8 VecF8::exp() const { return exp_impl(*this); }
