@@ -282,15 +282,6 @@ inline int bdsdc(char uplo, char compq, int n, R* d, R* e, R* u, int ldu, R* vt,
   else LAPACK_dbdsdc(&uplo, &compq, &n, d, e, u, &ldu, vt, &ldvt, &q, &iq, work, iwork, &info);
   return info;
 }
-// C := op(Q) C / C op(Q) (vect 'Q') or with P (vect 'P') for gebrd's reflectors of a matrix with k
-// columns ('Q') or rows ('P'); a is written and restored, as ormqr's.
-template <class T>
-inline int ormbr(char vect, char side, char trans, int m, int n, int k, T* a, int lda, const T* tau, T* c, int ldc,
-                 T* work, int lwork) {
-  int info = 0;
-  KILN_LAPACK_CALL2(ormbr, unmbr, &vect, &side, &trans, &m, &n, &k, a, &lda, tau, c, &ldc, work, &lwork, &info);
-  return info;
-}
 // SVD (divide and conquer): jobz 'N', 'S' or 'A'.
 template <class T>
 inline int gesdd(char jobz, int m, int n, T* a, int lda, Real<T>* s, T* u, int ldu, T* vt, int ldvt, T* work,

@@ -308,23 +308,25 @@ lp::Real<T> range_scale(const T* p, int64_t count) {
 
 // One matrix not far from square (max(m, n) < 5/3 min(m, n)) with its singular vectors, on the pool:
 // xgesdd's own steps for it (dgesdd's path 5, zgesdd's path 6, or their m < n forms) by hand, the
-// two back-transformations split over the threads (U by columns, Vh by rows), each thread with its
-// own copy of the reflectors (Zen 4, float64 1024^2: xgebrd 175 ms, xbdsdc 150, xormbr Q 81 and P
-// 60). OpenBLAS stays on one thread throughout: xbdsdc on its threads gained 150 -> 126 ms, but
-// lowering its count again right after, where kiln's OpenMP runtime is not OpenBLAS's (the ASan
-// build), crashed the split calls now and then. a: column-major, within xgesdd's unscaled range.
+// two back-transformations on ormqr_left (block reflectors as two GEMMs, each split by columns over
+// the threads), as eigh's. Zen 4, float64 1024^2: xgebrd 175 ms, xbdsdc 150, xormbr Q 81 and P 60.
+// P's reflectors, stored by rows (conjugated), become columns of their conjugate transpose, and
+// Vh = Vb^H P^H is computed as (P Vb)^H. OpenBLAS stays on one thread throughout. (Before, each
+// thread ran LAPACK's xormbr on its share with its own copy of the reflectors: the sanitizer
+// build's Python run crashed in it now and then, also with one OpenMP runtime, decision 74.)
+// a: column-major, within xgesdd's unscaled range; u (m x uc) and vt (vr x n) column-major.
 inline constexpr int64_t kSvdOnPool = 256;
 template <class T>
-int svd_on_pool(int64_t m, int64_t n, bool full, T* a, lp::Real<T>* s, T* u, int64_t ldu, T* vt, int64_t ldvt,
-                int threads) {
+int svd_on_pool(int64_t m, int64_t n, bool full, T* a, lp::Real<T>* s, T* u, T* vt, int threads) {
   using R = lp::Real<T>;
-  const int64_t k = std::min(m, n), uc = full ? m : k, vr = full ? n : k;
+  const int64_t k = std::min(m, n), uc = full ? m : k, vr = full ? n : k, ldu = m, ldvt = vr;
   std::vector<R> e(k);
   std::vector<T> tauq(k), taup(k);
   T q{};
   lp::gebrd<T>(int(m), int(n), a, int(m), s, e.data(), tauq.data(), taup.data(), &q, -1);
   std::vector<T> work(std::max(1, lp::work_size(q)));
   lp::gebrd<T>(int(m), int(n), a, int(m), s, e.data(), tauq.data(), taup.data(), work.data(), int(work.size()));
+  work = {};
   // The bidiagonal SVD: into U's and Vh's leading k x k blocks (real ones first where T is complex);
   // with full matrices the rest of the larger one is the identity's.
   std::fill(u, u + ldu * uc, T(0));
@@ -333,37 +335,39 @@ int svd_on_pool(int64_t m, int64_t n, bool full, T* a, lp::Real<T>* s, T* u, int
     for (int64_t i = k; i < m; ++i) u[i + i * ldu] = T(1);
   if (n > k && full)
     for (int64_t i = k; i < n; ++i) vt[i + i * ldvt] = T(1);
-  std::vector<R> bw(3 * k * k + 4 * k), ub(lp::is_cplx<T> ? k * k : 0), vb(lp::is_cplx<T> ? k * k : 0);
-  std::vector<int> iw(8 * k);
-  R* ur = lp::is_cplx<T> ? ub.data() : reinterpret_cast<R*>(u);
-  R* vr_ = lp::is_cplx<T> ? vb.data() : reinterpret_cast<R*>(vt);
-  const int64_t ldur = lp::is_cplx<T> ? k : ldu, ldvr = lp::is_cplx<T> ? k : ldvt;
-  const int info = lp::bdsdc<R>(m >= n ? 'U' : 'L', 'I', int(k), s, e.data(), ur, int(ldur), vr_, int(ldvr),
-                                bw.data(), iw.data());
-  if (info != 0) return info;
-  if constexpr (lp::is_cplx<T>)
-    for (int64_t j = 0; j < k; ++j)
-      for (int64_t i = 0; i < k; ++i) u[i + j * ldu] = ub[i + j * k], vt[i + j * ldvt] = vb[i + j * k];
-  const char tr = lp::is_cplx<T> ? 'C' : 'T';
-  lp::ormbr<T>('Q', 'L', 'N', int(m), int(uc), int(n), a, int(m), tauq.data(), u, int(ldu), &q, -1);
-  int lw = lp::work_size(q);
-  lp::ormbr<T>('P', 'R', tr, int(vr), int(n), int(m), a, int(m), taup.data(), vt, int(ldvt), &q, -1);
-  lw = std::max(lw, lp::work_size(q)) + kOrmTSize;
-  threads = copy_split_threads(threads, std::max(uc, vr), m * n * int64_t(sizeof(T)));
-  work.assign(int64_t(threads) * lw, T(0));
-  std::vector<T> copies((threads - 1) * m * n);
-  const auto reflectors = [&](int t) { return t ? copies.data() + (t - 1) * m * n : a; };
-  for (int t = 1; t < threads; ++t) std::copy(a, a + m * n, reflectors(t));
-  cpu::run_spmd(threads, [&](int t, int T_) {
-    T* w = work.data() + int64_t(t) * lw;
-    const int64_t c0 = uc * t / T_, c1 = uc * (t + 1) / T_, r0 = vr * t / T_, r1 = vr * (t + 1) / T_;
-    if (c0 < c1)
-      lp::ormbr<T>('Q', 'L', 'N', int(m), int(c1 - c0), int(n), reflectors(t), int(m), tauq.data(), u + c0 * ldu,
-                   int(ldu), w, lw);
-    if (r0 < r1)
-      lp::ormbr<T>('P', 'R', tr, int(r1 - r0), int(n), int(m), reflectors(t), int(m), taup.data(), vt + r0,
-                   int(ldvt), w, lw);
-  });
+  {
+    std::vector<R> bw(3 * k * k + 4 * k), ub(lp::is_cplx<T> ? k * k : 0), vb(lp::is_cplx<T> ? k * k : 0);
+    std::vector<int> iw(8 * k);
+    R* ur = lp::is_cplx<T> ? ub.data() : reinterpret_cast<R*>(u);
+    R* vr_ = lp::is_cplx<T> ? vb.data() : reinterpret_cast<R*>(vt);
+    const int64_t ldur = lp::is_cplx<T> ? k : ldu, ldvr = lp::is_cplx<T> ? k : ldvt;
+    const int info = lp::bdsdc<R>(m >= n ? 'U' : 'L', 'I', int(k), s, e.data(), ur, int(ldur), vr_, int(ldvr),
+                                  bw.data(), iw.data());
+    if (info != 0) return info;
+    if constexpr (lp::is_cplx<T>)
+      for (int64_t j = 0; j < k; ++j)
+        for (int64_t i = 0; i < k; ++i) u[i + j * ldu] = ub[i + j * k], vt[i + j * ldvt] = vb[i + j * k];
+  }
+  // U := Q Ub. Q = H(0) ... H(k-1) below the diagonal (m >= n), or H(0) ... H(m-2) below the
+  // subdiagonal (m < n).
+  if (m >= n) ormqr_left<T>('N', m, uc, n, a, m, tauq.data(), u, ldu, threads);
+  else ormqr_left<T>('N', m - 1, uc, m - 1, a + 1, m, tauq.data(), u + 1, ldu, threads);
+  // Vh^H := P Vb. P = G(0) ... G(p-1), G(i) = I - taup(i) v v^H with v's tail stored conjugated in
+  // row i right of the superdiagonal (m >= n: p = n - 1, v's unit at i + 1) or of the diagonal
+  // (m < n: p = m, unit at i): their conjugate transpose holds them as columns, as xgeqrf's.
+  const int64_t off = m >= n ? 1 : 0, p = m >= n ? n - 1 : m, rows = n - off;
+  std::vector<T> refl(rows * p), y(n * vr);
+  for (int64_t j = 0; j < p; ++j)
+    for (int64_t r = j + 1; r < rows; ++r) refl[r + j * rows] = cj(a[j + (r + off) * m]);
+  const auto conj_all = [](std::vector<T>& x) {
+    if constexpr (lp::is_cplx<T>)
+      for (T& v : x) v = std::conj(v);
+  };
+  to_cm(vt, n, vr, y.data());  // (vt: column-major vr x n, so row-major n x vr)
+  conj_all(y);
+  ormqr_left<T>('N', rows, vr, p, refl.data(), rows, taup.data(), y.data() + off, n, threads);
+  conj_all(y);
+  from_cm(y.data(), n, vr, vt);
   return 0;
 }
 
@@ -426,7 +430,7 @@ void svd_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& 
           for (const T& x : w) anrm = std::max(anrm, R(std::abs(x)));
         const R smlnum = std::sqrt(std::numeric_limits<R>::min()) / std::numeric_limits<R>::epsilon();
         if (on_pool && anrm >= smlnum && anrm <= 1 / smlnum) {
-          ip[b] = svd_on_pool<T>(m, n, full, w.data(), s, u.data(), m, vt.data(), vr, linalg_threads());
+          ip[b] = svd_on_pool<T>(m, n, full, w.data(), s, u.data(), vt.data(), linalg_threads());
         } else {
           ip[b] = lp::gesdd<T>(jobz, int(m), int(n), w.data(), int(m), s, u.data(), ldu, vt.data(), ldvt, work.data(),
                                lw, rwork.data(), iwork.data());

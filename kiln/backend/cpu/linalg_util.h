@@ -40,20 +40,6 @@ inline bool parallel_blas(int64_t batch, int64_t order) { return batch == 1 && o
 // blocked LU, the Cholesky and the svd path taken only on more than one thread).
 inline int linalg_threads() { return are_deterministic_algorithms_enabled() ? 1 : get_num_threads(); }
 
-// The threads a back-transformation of `cols` columns is split over when each thread past the first
-// works on its own copy of `copy_bytes` of reflectors: at most one per 128 columns, and the copies
-// within 256 MiB (or one copy).
-inline int copy_split_threads(int threads, int64_t cols, int64_t copy_bytes) {
-  int64_t t = std::min<int64_t>(threads, std::max<int64_t>(1, cols / 128));
-  const int64_t budget = std::max<int64_t>(int64_t(256) << 20, copy_bytes);
-  t = std::min<int64_t>(t, 1 + budget / std::max<int64_t>(copy_bytes, 1));
-  return int(std::max<int64_t>(t, 1));
-}
-
-// LAPACK's xormqr / xormlq want room for their block reflector's T (64 x 65) beyond what xormtr and
-// xormbr's workspace queries ask for; with less they shrink the block, down to the unblocked code.
-inline constexpr int kOrmTSize = 65 * 64;
-
 // f<T>() for the LAPACK type of d, with OpenBLAS on one thread unless parallel_blas (SerialBlas).
 template <class F>
 inline void visit_lapack(Dtype d, const char* op, F&& f, bool parallel_blas = false) {
