@@ -107,7 +107,8 @@ def main(path):
         put(f"special-reduce:amax:{dt}", kiln.amax(sx, 1))
         put(f"special-reduce:softmax:{dt}", kiln.softmax(sx, 1))
 
-        # GEMM: the float32/float64 calls go to OpenBLAS; float16/bfloat16 to kiln's packed GEMM
+        # GEMM: float64 and the float32 vector products go to OpenBLAS; float16/bfloat16 and small float32
+        # products to kiln's packed GEMM (OpenBLAS on the base table)
         a = _k(_inputs(67 * 45, 3, -1, 1, special=False), dt).view(67, 45)
         b = _k(_inputs(45 * 131, 4, -1, 1, special=False), dt).view(45, 131)
         put(f"gemm:mm:{dt}", kiln.mm(a, b))

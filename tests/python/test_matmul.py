@@ -135,3 +135,28 @@ def test_decode_rows_match_one_row(dtype, rows):
         with open("/proc/cpuinfo") as f:
             amx = " amx_bf16" in f.read()
         assert amx or all(same), same
+
+
+@pytest.mark.parametrize("shape", [(64, 64, 64), (96, 45, 131), (4096 // 64, 64, 64)])
+def test_small_float32_products_on_kilns_gemm(shape):
+    """Small float32 products (up to 2^24 multiply-adds, K at most 4 min(M, N)) run on kiln's packed GEMM
+    (decision 75): close to a float64 product, and a block of rows or columns computed alone (still a
+    small product) gives the same bits as inside the whole product, on one and two threads."""
+    M, K, N = shape
+    a, b = make((M, K), "float32", low=-1, high=1), make((K, N), "float32", low=-1, high=1, seed=1)
+    ka, kb = to_kiln(a), to_kiln(b)
+    ref = a.double() @ b.double()
+    outs = []
+    for threads in (1, 2):
+        prev = kiln.get_num_threads()
+        kiln.set_num_threads(threads)
+        try:
+            whole = torch.from_dlpack(kiln.mm(ka, kb))
+            rows = torch.from_dlpack(kiln.mm(ka[5:37], kb))
+            cols = torch.from_dlpack(kiln.mm(ka, kb[:, 3:35]))
+        finally:
+            kiln.set_num_threads(prev)
+        assert ((whole.double() - ref).abs() <= 1e-5 * K).all()
+        assert torch.equal(rows, whole[5:37]) and torch.equal(cols, whole[:, 3:35])
+        outs.append(whole)
+    assert torch.equal(outs[0], outs[1])

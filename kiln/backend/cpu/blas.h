@@ -9,8 +9,14 @@
 
 namespace kiln::cpu {
 
+// Whether kiln's packed GEMM takes a float32 product (M, N > 1) outside the runtime too: up to 2^24
+// multiply-adds (256^3) and K at most 4 min(M, N), where it beats OpenBLAS's SGEMM on one and two
+// threads (decision 75). Never in deterministic mode or on the base table (matmul.cpp).
+bool kiln_sgemm_small(int64_t M, int64_t N, int64_t K);
+
 // C = op(A) op(B) on kiln's packed GEMM under a KilnSgemmScope (parallel.h: the runtime, where a
-// team leaves OpenBLAS one thread); false (nothing done) otherwise (matmul.cpp).
+// team leaves OpenBLAS one thread) or for a kiln_sgemm_small product; false (nothing done)
+// otherwise (matmul.cpp).
 bool team_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
                 int64_t ldb, float* C, int64_t ldc);
 

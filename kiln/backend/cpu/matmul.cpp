@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 
 #include "kiln/backend/cpu/blas.h"
 #include "kiln/backend/cpu/kernels.h"
@@ -122,9 +123,14 @@ void count_blas_call(bool reroutable) {
   if (reroutable) count_region();
   else count_blas_serialised();
 }
+bool kiln_sgemm_small(int64_t M, int64_t N, int64_t K) {
+  if (M <= 1 || N <= 1 || are_deterministic_algorithms_enabled() || std::strcmp(cpu_kernels().isa, "base") == 0)
+    return false;
+  return double(M) * double(N) * double(K) <= double(int64_t(1) << 24) && K <= 4 * std::min(M, N);
+}
 bool team_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
                 int64_t ldb, float* C, int64_t ldc) {
-  if (!kiln_sgemm_preferred()) return false;
+  if (!kiln_sgemm_preferred() && !kiln_sgemm_small(M, N, K)) return false;
   kiln_sgemm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
   return true;
 }
@@ -170,7 +176,7 @@ void bmm_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs, Tenso
   Dtype d = a.dtype();
   // in the runtime (parallel.h's KilnSgemmScope), kiln's GEMM, which a team can use (matrix-vector
   // shapes stay with OpenBLAS's GEMV)
-  const bool team_f32 = d == kFloat32 && M > 1 && N > 1 && cpu::kiln_sgemm_preferred();
+  const bool team_f32 = d == kFloat32 && M > 1 && N > 1 && (cpu::kiln_sgemm_preferred() || cpu::kiln_sgemm_small(M, N, K));
   // 2 to 4 rows (or columns) against a matrix with k contiguous (a few decode steps through
   // F.linear): kiln's GEMV reads the matrix once for all of them (OpenBLAS's SGEMM: 4-5 GB/s on
   // 14336 x 4096, kiln 16-19, Zen 4 one thread); vector shapes stay with OpenBLAS's SGEMV (level)
