@@ -142,6 +142,8 @@ def test_small_float32_products_on_kilns_gemm(shape):
     """Small float32 products (up to 2^24 multiply-adds, K at most 4 min(M, N)) run on kiln's packed GEMM
     (decision 75): close to a float64 product, and a block of rows or columns computed alone (still a
     small product) gives the same bits as inside the whole product, on one and two threads."""
+    if kiln.cpu_isa() == "base":
+        pytest.skip("the base table keeps OpenBLAS (its GEMM is plain C++)")
     M, K, N = shape
     a, b = make((M, K), "float32", low=-1, high=1), make((K, N), "float32", low=-1, high=1, seed=1)
     ka, kb = to_kiln(a), to_kiln(b)

@@ -76,6 +76,11 @@ struct VecF8 {
     __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, h), bias), 23));
     return {_mm256_mul_ps(_mm256_mul_ps(v, s1), s2)};
   }
+  // this * 2^n in one step, for integral n in [-126, 127] (2^n a normal float)
+  VecF8 mul_pow2_normal(VecF8 n) const {
+    return {_mm256_mul_ps(v, _mm256_castsi256_ps(_mm256_slli_epi32(
+                                 _mm256_add_epi32(_mm256_cvtps_epi32(n.v), _mm256_set1_epi32(127)), 23)))};
+  }
   VecF8 expm1() const { return {Sleef_expm1f8_u10avx2(v)}; }
   VecF8 log() const { return {Sleef_logf8_u10avx2(v)}; }
   VecF8 log1p() const { return {Sleef_log1pf8_u10avx2(v)}; }
@@ -133,6 +138,7 @@ struct VecF {
     __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_sub_epi32(ni, h), bias), 23));
     return {_mm512_mul_ps(_mm512_mul_ps(v, s1), s2)};
   }
+  VecF mul_pow2_normal(VecF n) const { return {_mm512_scalef_ps(v, n.v)}; }  // (exact for such n too)
   VecF expm1() const { return {Sleef_expm1f16_u10avx512f(v)}; }
   VecF log() const { return {Sleef_logf16_u10avx512f(v)}; }
   VecF log1p() const { return {Sleef_log1pf16_u10avx512f(v)}; }
@@ -189,6 +195,9 @@ struct VecF {
     __m128 s1 = _mm_castsi128_ps(_mm_slli_epi32(_mm_add_epi32(h, bias), 23));
     __m128 s2 = _mm_castsi128_ps(_mm_slli_epi32(_mm_add_epi32(_mm_sub_epi32(ni, h), bias), 23));
     return {_mm_mul_ps(_mm_mul_ps(v, s1), s2)};
+  }
+  VecF mul_pow2_normal(VecF n) const {
+    return {_mm_mul_ps(v, _mm_castsi128_ps(_mm_slli_epi32(_mm_add_epi32(_mm_cvtps_epi32(n.v), _mm_set1_epi32(127)), 23)))};
   }
   VecF expm1() const { return {Sleef_expm1f4_u10sse2(v)}; }
   VecF log() const { return {Sleef_logf4_u10sse2(v)}; }
@@ -312,6 +321,14 @@ inline V exp_impl(V x) {
   const V e = exp_reduced(x, n);
   return e.mul_pow2(n);
 }
+// exp(x) for x <= 0 (NaN stays NaN) with 2^n in one step: exp_impl's bits where exp(x) is a normal
+// float (x >= -87.33), 0 below (where exp_impl gives subnormals), in 6 fewer operations.
+template <class V>
+inline V exp_nonpos_fast(V x) {
+  V n;
+  const V e = exp_reduced(V::max(V::set1(-87.33f), x), n);  // (max takes its second operand for a NaN)
+  return V::select_lt(x, V::set1(-87.33f), V::set1(0.0f), e.mul_pow2_normal(n));
+}
 #if defined(__AVX2__)
 inline VecF8 VecF8::exp() const { return exp_impl(*this); }
 #endif
@@ -329,7 +346,7 @@ inline VecF VecF::exp() const { return exp_impl(*this); }
 inline VecF normal_cdf_fast(VecF x, VecF* gauss = nullptr) {
   const VecF one = VecF::set1(1.0f), half = VecF::set1(0.5f);
   VecF z = x.abs() * VecF::set1(0.70710678118654752f);
-  VecF e = (VecF::set1(0.0f) - z * z).exp();
+  VecF e = exp_nonpos_fast(VecF::set1(0.0f) - z * z);
   VecF t = one / (VecF::set1(0.3275911f) * z + one);
   VecF P = VecF::set1(-0.14166226983070374f);
   P = P * t + VecF::set1(0.4988775849342346f);
