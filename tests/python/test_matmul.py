@@ -137,11 +137,12 @@ def test_decode_rows_match_one_row(dtype, rows):
         assert amx or all(same), same
 
 
-@pytest.mark.parametrize("shape", [(64, 64, 64), (96, 45, 131), (4096 // 64, 64, 64)])
+@pytest.mark.parametrize("shape", [(64, 64, 64), (96, 45, 131), (4096, 64, 64)])
 def test_small_float32_products_on_kilns_gemm(shape):
     """Small float32 products (up to 2^24 multiply-adds, K at most 4 min(M, N)) run on kiln's packed GEMM
     (decision 75): close to a float64 product, and a block of rows or columns computed alone (still a
-    small product) gives the same bits as inside the whole product, on one and two threads."""
+    small product) gives the same bits as inside the whole product, on one and two threads (OpenBLAS's SGEMM
+    fails these equalities: the check was run against the build before the routing)."""
     if kiln.cpu_isa() == "base":
         pytest.skip("the base table keeps OpenBLAS (its GEMM is plain C++)")
     M, K, N = shape

@@ -627,7 +627,7 @@ void fill_gemm(KernelTable& t) {
   t.gemm_lowp[static_cast<int>(kBFloat16)] = same<BFloat16>;
   t.gemm_lowp[static_cast<int>(kFloat8_e4m3fn)] = same<Float8_e4m3fn>;
   t.gemm_lowp[static_cast<int>(kFloat8_e5m2)] = same<Float8_e5m2>;
-  t.gemm_lowp[static_cast<int>(kFloat32)] = same<float>;  // bmm's in a team (else OpenBLAS); tests
+  t.gemm_lowp[static_cast<int>(kFloat32)] = same<float>;  // bmm's in a team and small ones (else OpenBLAS); tests
   fill_float8<F32Panels>(t);
   t.gemm_bf16_f32 = &gemm<BFloat16, BFloat16, float, F32Panels>;
   t.gemm_grouped[static_cast<int>(kFloat32)] = &gemm_grouped<float, F32Panels>;

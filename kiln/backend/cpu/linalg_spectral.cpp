@@ -309,7 +309,8 @@ lp::Real<T> range_scale(const T* p, int64_t count) {
 // One matrix not far from square (max(m, n) < 5/3 min(m, n)) with its singular vectors, on the pool:
 // xgesdd's own steps for it (dgesdd's path 5, zgesdd's path 6, or their m < n forms) by hand, the
 // two back-transformations on ormqr_left (block reflectors as two GEMMs, each split by columns over
-// the threads), as eigh's. Zen 4, float64 1024^2: xgebrd 175 ms, xbdsdc 150, xormbr Q 81 and P 60.
+// the threads), as eigh's. Zen 4, float64 1024^2, xgesdd's own steps on one thread: xgebrd 175 ms,
+// xbdsdc 150, the back-transformations (xormbr) Q 81 and P 60.
 // P's reflectors, stored by rows (conjugated), become columns of their conjugate transpose, and
 // Vh = Vb^H P^H is computed as (P Vb)^H. OpenBLAS stays on one thread throughout. (Before, each
 // thread ran LAPACK's xormbr on its share with its own copy of the reflectors: the sanitizer
@@ -324,9 +325,10 @@ int svd_on_pool(int64_t m, int64_t n, bool full, T* a, lp::Real<T>* s, T* u, T* 
   std::vector<T> tauq(k), taup(k);
   T q{};
   lp::gebrd<T>(int(m), int(n), a, int(m), s, e.data(), tauq.data(), taup.data(), &q, -1);
-  std::vector<T> work(std::max(1, lp::work_size(q)));
-  lp::gebrd<T>(int(m), int(n), a, int(m), s, e.data(), tauq.data(), taup.data(), work.data(), int(work.size()));
-  work = {};
+  {
+    std::vector<T> work(std::max(1, lp::work_size(q)));
+    lp::gebrd<T>(int(m), int(n), a, int(m), s, e.data(), tauq.data(), taup.data(), work.data(), int(work.size()));
+  }
   // The bidiagonal SVD: into U's and Vh's leading k x k blocks (real ones first where T is complex);
   // with full matrices the rest of the larger one is the identity's.
   std::fill(u, u + ldu * uc, T(0));

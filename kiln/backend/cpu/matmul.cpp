@@ -1,7 +1,7 @@
 // CPU kernel of bmm, the table op behind the whole matmul family (its entry, schema, meta, derivative
 // and the composites are in kiln/ops/matmul.cpp), registered by op name: float32, float64 and complex
 // through OpenBLAS (float32 through kiln's packed GEMM in the runtime: parallel.h's KilnSgemmScope,
-// and through its GEMV for 2-4 rows),
+// for small products: kiln_sgemm_small, and through its GEMV for 2-4 rows),
 // float16 / bfloat16 / float8 through kiln's packed GEMM (kernels_gemm.cpp),
 // integers by a plain triple loop. It calls no op (contiguous copies are the cast loop).
 #include <cblas.h>
@@ -174,9 +174,10 @@ void bmm_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs, Tenso
     return;
   }
   Dtype d = a.dtype();
-  // in the runtime (parallel.h's KilnSgemmScope), kiln's GEMM, which a team can use (matrix-vector
-  // shapes stay with OpenBLAS's GEMV)
-  const bool team_f32 = d == kFloat32 && M > 1 && N > 1 && (cpu::kiln_sgemm_preferred() || cpu::kiln_sgemm_small(M, N, K));
+  // in the runtime (parallel.h's KilnSgemmScope), kiln's GEMM, which a team can use, and for a small
+  // product everywhere (decision 75; matrix-vector shapes stay with OpenBLAS's GEMV)
+  const bool team_f32 =
+      d == kFloat32 && M > 1 && N > 1 && (cpu::kiln_sgemm_preferred() || cpu::kiln_sgemm_small(M, N, K));
   // 2 to 4 rows (or columns) against a matrix with k contiguous (a few decode steps through
   // F.linear): kiln's GEMV reads the matrix once for all of them (OpenBLAS's SGEMM: 4-5 GB/s on
   // 14336 x 4096, kiln 16-19, Zen 4 one thread); vector shapes stay with OpenBLAS's SGEMV (level)

@@ -321,8 +321,8 @@ inline V exp_impl(V x) {
   const V e = exp_reduced(x, n);
   return e.mul_pow2(n);
 }
-// exp(x) for x <= 0 (NaN stays NaN) with 2^n in one step: exp_impl's bits where exp(x) is a normal
-// float (x >= -87.33), 0 below (where exp_impl gives subnormals), in 6 fewer operations.
+// exp(x) for x <= 0 (NaN stays NaN) with 2^n in one step, in 6 fewer operations: exp_impl's bits
+// for x >= -87.33, 0 below (where exp_impl gives subnormals, and the few normals of [-87.3365, -87.33)).
 template <class V>
 inline V exp_nonpos_fast(V x) {
   V n;
