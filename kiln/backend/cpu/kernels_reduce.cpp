@@ -185,13 +185,17 @@ void inner(char* out, const char* in, int64_t M, int64_t Rn) {
     o[m] = static_cast<O>(finish<OP>(reduce_run<run_op<OP>(), T, A>(x + m * Rn, Rn), Rn));
 }
 
-// out[o, j] = reduce_r in[o, r, j] for j < Jc; rows are J apart.
+// out[o, j] = reduce_r in[o, r, j] for j < Jc; rows are J apart. Up to 1024 columns at a time, so
+// that a row of up to 4 KiB of float32 is read whole and in order (256 at a time read a quarter of
+// every 4 KiB row before the next: float32 sum over dim 0 of 1024 x 1024, one thread on Zen 3,
+// 135-171 -> 84-119 us; 2048 x 2048 918-943 -> 522-680 us). Each column's order of additions does
+// not depend on the block's width: the same bits.
 template <R OP_, class T>
 void outer(char* out, const char* in, int64_t O_, int64_t Rn, int64_t Jc, int64_t J) {
   constexpr R OP = run_op<OP_>();
   using O = out_t<OP_, T>;
   using A = acc_t<OP, T>;
-  constexpr int64_t kRows = 16, kCols = 256;  // rows summed into part; 16 parts into mid; mids into total
+  constexpr int64_t kRows = 16, kCols = 1024;  // rows summed into part; 16 parts into mid; mids into total
   A total[kCols], mid[kCols], part[kCols];
   for (int64_t o = 0; o < O_; ++o) {
     const T* x = reinterpret_cast<const T*>(in) + o * Rn * J;
