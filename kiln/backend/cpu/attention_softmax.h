@@ -62,17 +62,10 @@ inline __m512 exp_nonpos(__m512 x) {
   return _mm512_maskz_scalef_ps(normal, e, n);
 }
 #elif defined(__AVX2__) && defined(__FMA__)
-// The same on 8 lanes: vec.h's reduction and polynomial (exp_reduced) on x kept within [-87.33, 88],
-// where exp is normal and finite, 2^n written into the exponent field in one step (vec.h's two-step
-// exp_impl cost 3-5% of the causal f32 forward at L=4096), then 0 below -87.33. NaN stays NaN.
-inline __m256 exp_nonpos(__m256 x) {
-  const __m256 normal = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33f), _CMP_NLT_UQ);  // (NaN: kept)
-  // (max and min take their second operand for a NaN)
-  VecF8 n;
-  const VecF8 e = exp_reduced(VecF8::min(VecF8::set1(88.0f), VecF8::max(VecF8::set1(-87.33f), VecF8{x})), n);
-  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n.v), _mm256_set1_epi32(127)), 23);
-  return _mm256_and_ps(normal, _mm256_mul_ps(e.v, _mm256_castsi256_ps(bits)));
-}
+// The same on 8 lanes: vec.h's exp_nonpos_fast (2^n written into the exponent field in one step;
+// vec.h's two-step exp_impl cost 3-5% of the causal f32 forward at L=4096), 0 below -87.33. NaN
+// stays NaN.
+inline __m256 exp_nonpos(__m256 x) { return exp_nonpos_fast(VecF8{x}).v; }
 // Lanes [0, n) set (n <= 8): the mask of a row's last n < 8 floats, so that they take the same steps.
 inline __m256i first_lanes(int64_t n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));

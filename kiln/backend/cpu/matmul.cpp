@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
-#include <cstring>
 
 #include "kiln/backend/cpu/blas.h"
 #include "kiln/backend/cpu/kernels.h"
@@ -124,8 +123,7 @@ void count_blas_call(bool reroutable) {
   else count_blas_serialised();
 }
 bool kiln_sgemm_small(int64_t M, int64_t N, int64_t K) {
-  if (M <= 1 || N <= 1 || are_deterministic_algorithms_enabled() || std::strcmp(cpu_kernels().isa, "base") == 0)
-    return false;
+  if (M <= 1 || N <= 1 || !kiln_sgemm_usable()) return false;
   return double(M) * double(N) * double(K) <= double(int64_t(1) << 24) && K <= 4 * std::min(M, N);
 }
 bool team_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,

@@ -336,7 +336,10 @@ void count_region() { ++t_regions; }
 int64_t blas_serialised_in_team() { return t_serialised; }
 void count_blas_serialised() { ++t_serialised; }
 KilnSgemmScope::KilnSgemmScope() : saved_(t_kiln_sgemm) {
-  t_kiln_sgemm = !are_deterministic_algorithms_enabled() && std::strcmp(cpu_kernels().isa, "base") != 0;
+  t_kiln_sgemm = kiln_sgemm_usable();
+}
+bool kiln_sgemm_usable() {
+  return !are_deterministic_algorithms_enabled() && std::strcmp(cpu_kernels().isa, "base") != 0;
 }
 KilnSgemmScope::~KilnSgemmScope() { t_kiln_sgemm = saved_; }
 bool kiln_sgemm_preferred() { return t_kiln_sgemm; }

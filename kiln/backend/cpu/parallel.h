@@ -111,6 +111,9 @@ class KilnSgemmScope {
   bool saved_;
 };
 bool kiln_sgemm_preferred();
+// Whether kiln's GEMM may take float32 products at all: not in deterministic mode (OpenBLAS's bits
+// are the ones kept there) nor on the base table (its GEMM is plain C++).
+bool kiln_sgemm_usable();
 // Whether this thread leads a team (outside its jobs): parallel_for hands its chunks to the team.
 bool leads_team();
 namespace team_detail {
