@@ -3,7 +3,8 @@ bfloat16 at 64, 256 and 1024 (and 2048 in the full run); float8 _scaled_mm, tens
 to bfloat16; _grouped_mm in bfloat16 for 8 and 64 experts (4096 tokens, K = 1024, N = 2816); and the
 decode shapes: F.linear of one row against 4096 x 4096 and 14336 x 4096 weights (and of four rows,
 and two in bfloat16, against the larger), whose rate is the weight bytes read per second, noted
-against a copy's bandwidth in the same run. Rows in float16 / bfloat16 / float8 also note kiln's rate
+against a copy's bandwidth in the same run, and one row on float8 weights with per-row scales
+(_scaled_mm, as Float8Linear runs it; torch runs the same call). Rows in float16 / bfloat16 / float8 also note kiln's rate
 as a multiple of kiln's own float32 (float8: bfloat16) rate on the same shape, measured in the same run
 (the issue's targets are stated that way). float16 in torch has no fast CPU path without AVX512-FP16:
 its 2048 case is a single long call."""
@@ -125,6 +126,37 @@ def _decode_case(Case, tag, n, k, rows=1):
     return Case(f"decode linear {tag} ({rows}x{k}) W ({n}x{k}) + bias", setup, nbytes, "GB/s", note=note)
 
 
+def _decode_f8_case(Case, n, k, rows=1):
+    """A decode step on float8 weights with per-row scales (Float8Linear's frozen product): the
+    activations' rows quantised to float8 with their own scales, then _scaled_mm row-wise to bfloat16
+    with the bias; torch runs the same _scaled_mm call. GB/s of the weight's bytes (one a weight)."""
+    def operands(m, dt, f8):
+        rng = np.random.default_rng(0)
+        w, x = rng.standard_normal((n, k), dtype=np.float32), rng.standard_normal((rows, k), dtype=np.float32)
+        b = rng.standard_normal((n,), dtype=np.float32)
+        sw = np.abs(w).max(1, keepdims=True) / 448
+        sx = np.abs(x).max(1, keepdims=True) / 448
+        wq = m.from_numpy(w / sw).to(f8)
+        xq = m.from_numpy(x / sx).to(f8)
+        return (xq, wq.t(), m.from_numpy(sx.astype(np.float32)), m.from_numpy(sw.T.copy().astype(np.float32)),
+                m.from_numpy(b).to(dt))
+
+    def setup():
+        ka, kb, ksa, ksb, kbias = operands(kiln, kiln.bfloat16, kiln.float8_e4m3fn)
+        ta, tb, tsa, tsb, tbias = operands(torch, torch.bfloat16, torch.float8_e4m3fn)
+        return (lambda: kiln._scaled_mm(ka, kb, ksa, ksb, bias=kbias, out_dtype=kiln.bfloat16)), \
+            (lambda: torch._scaled_mm(ta, tb, tsa, tsb, bias=tbias, out_dtype=torch.bfloat16))
+    nbytes = n * k
+
+    def note():
+        ka, kb, ksa, ksb, kbias = operands(kiln, kiln.bfloat16, kiln.float8_e4m3fn)
+        rate, copy = _rate_and_copy(lambda: kiln._scaled_mm(ka, kb, ksa, ksb, bias=kbias, out_dtype=kiln.bfloat16),
+                                    nbytes)
+        return f"{rate / copy:.0%} of copy ({rate:.1f} / {copy:.1f} GB/s, timed alternately)"
+    return Case(f"decode _scaled_mm fp8 row-wise ({rows}x{k}) W ({n}x{k}) + bias -> bf16", setup, nbytes, "GB/s",
+                note=note)
+
+
 def _case(Case, name, shapes, tag, flops):
     def setup():
         ks, ts = _operands(shapes, tag)
@@ -148,4 +180,6 @@ def gemm_cases(Case, quick):
         if tag == "bf16":
             cases.append(_decode_case(Case, tag, 14336, 4096, rows=2))  # two decode steps at once
         cases.append(_decode_case(Case, tag, 14336, 4096, rows=4))  # four decode steps at once
+    for n in ((4096,) if quick else (4096, 14336)):
+        cases.append(_decode_f8_case(Case, n, 4096))
     return cases

@@ -68,12 +68,12 @@ inline float f8e4m3fn_to_f32(uint8_t b) {
 }
 
 // torch 2.13's CPU conversion saturates: values that round past 448 (infinities included) give
-// +-448; NaN gives 0x7f.
+// +-448; NaN gives 0x7f with its sign (0xff for -NaN).
 inline uint8_t f32_to_f8e4m3fn(float f) {
   uint32_t x = f32_bits(f);
   uint8_t sign = static_cast<uint8_t>((x >> 24) & 0x80);
   uint32_t ax = x & 0x7fffffffu;
-  if (ax > 0x7f800000u) return 0x7f;                // NaN
+  if (ax > 0x7f800000u) return sign | 0x7f;         // NaN
   if (ax >= 0x43e80000u) return sign | 0x7e;         // >= 464 rounds past 448: saturate
   if (ax < (121u << 23)) {                     // below 2^-6: subnormal, let the FPU round
     float r = f32_from_bits(ax) + f32_from_bits(141u << 23);

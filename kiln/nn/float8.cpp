@@ -87,5 +87,47 @@ std::string Float8Linear::extra_repr() const {
          std::string(dtype_name(float8_dtype)) + (frozen() ? ", frozen" : "");
 }
 
+namespace functional {
+
+Tensor scaled_mm(const Tensor& mat_a, const Tensor& mat_b, const Tensor& scale_a, ScalingType scale_recipe_a,
+                 const Tensor& scale_b, ScalingType scale_recipe_b, const ScaledMMOptions& o) {
+  constexpr const char* op = "scaled_mm";
+  KILN_CHECK(!(o.swizzle_a && o.swizzle_b &&
+               (*o.swizzle_a == SwizzleType::SWIZZLE_32_4_4 || *o.swizzle_b == SwizzleType::SWIZZLE_32_4_4)),
+             Value, op, "CPU does not support swizzle.");  // torch's check: both given, one a swizzle
+  KILN_CHECK(mat_a.dim() == 2, Value, op, "mat_a must be a matrix");
+  KILN_CHECK(mat_b.dim() == 2, Value, op, "mat_b must be a matrix");
+  const int64_t M = mat_a.sizes()[0], K = mat_a.sizes()[1], N = mat_b.sizes()[1];
+  KILN_CHECK(K == mat_b.sizes()[0], Value, op, "mat_a and mat_b shapes cannot be multiplied (", M, "x", K, " and ",
+             mat_b.sizes()[0], "x", N, ")");
+  const bool tensorwise = scale_recipe_a == ScalingType::TensorWise;
+  KILN_CHECK(scale_recipe_a == scale_recipe_b && (tensorwise || scale_recipe_a == ScalingType::RowWise), Value, op,
+             "Invalid scaling configuration.\n- For TensorWise scaling, a and b should be float8, scales should be "
+             "float and singletons.\n- For RowWise scaling, a and b should be float8, scales should be float, scale_a "
+             "should be (", M, ", 1) and scale_b should be (1, ", N, "), and both should be contiguous.\nGot "
+             "mat_a.dtype()=", dtype_name(mat_a.dtype()), ", scale_a.size()=", scale_a.sizes(), ", mat_b.dtype()=",
+             dtype_name(mat_b.dtype()), " and scale_b.size()=", scale_b.sizes());
+  Tensor sa = scale_a, sb = scale_b;
+  if (tensorwise) {
+    KILN_CHECK(sa.numel() == 1 && sa.dtype() == kFloat32, Value, op, "scale_a must have 1 Float element");
+    KILN_CHECK(sb.numel() == 1 && sb.dtype() == kFloat32, Value, op, "scale_b must have 1 Float element");
+    sa = reshape(sa, {}), sb = reshape(sb, {});  // (_scaled_mm takes at most 2 dims)
+  } else {
+    KILN_CHECK(sa.dim() > 0 && sb.dim() > 0, Index, op, "Dimension specified as 0 but tensor has no dimensions");
+    KILN_CHECK(sa.dim() > 1 && sb.dim() > 1, Index, op,
+               "Dimension out of range (expected to be in range of [-1, 0], but got 1)");
+  }
+  const auto& cd = o.contraction_dim;
+  KILN_CHECK(cd.empty() || (cd.size() == 2 && cd[0] == 1 && cd[1] == 0), Value, op,
+             "mat_a and mat_b shapes cannot be multiplied (", M, "x", K, " and ", K, "x", N,
+             ") with contraction dims mat_a: ", cd.empty() ? std::string("None") : std::to_string(cd[0]),
+             ", mat_b: ", cd.size() < 2 ? std::string("None") : std::to_string(cd[1]));
+  KILN_CHECK(!o.bias.defined() || o.bias.numel() == N, Value, op, "Bias must be size ", N, " but got ",
+             o.bias.defined() ? o.bias.numel() : 0);
+  if (K == 0) return zeros({M, N}, TensorOptions().dtype(o.output_dtype.value_or(mat_a.dtype())));
+  return _scaled_mm(mat_a, mat_b, sa, sb, o.bias, Tensor(), o.output_dtype, o.use_fast_accum);
+}
+
+}  // namespace functional
 }  // namespace nn
 }  // namespace kiln

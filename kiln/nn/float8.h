@@ -2,7 +2,9 @@
 // and a drop-in for nn::Linear whose product runs in float8 (_scaled_mm, row-wise scales).
 #pragma once
 
+#include <optional>
 #include <tuple>
+#include <vector>
 
 #include "kiln/nn/module.h"
 
@@ -36,5 +38,41 @@ class Float8Linear : public Module {
   Dtype float8_dtype;
 };
 
+namespace functional {
+
+// torch.nn.functional.ScalingType / SwizzleType (the same values). The CPU takes TensorWise and RowWise
+// scales, and no swizzle.
+enum class ScalingType : int {
+  TensorWise = 0,
+  RowWise = 1,
+  BlockWise1x16 = 2,
+  BlockWise1x32 = 3,
+  BlockWise1x128 = 4,
+  BlockWise128x128 = 5
+};
+enum class SwizzleType : int { NO_SWIZZLE = 0, SWIZZLE_32_4_4 = 1 };
+
+// scaled_mm's keyword arguments, with torch's defaults.
+struct ScaledMMOptions {
+  std::optional<SwizzleType> swizzle_a, swizzle_b;
+  Tensor bias;
+  std::optional<Dtype> output_dtype = kBFloat16;  // nullopt: mat_a's float8 dtype
+  std::vector<int64_t> contraction_dim;           // {} or {1, 0}
+  bool use_fast_accum = false;
+};
+
+// torch.nn.functional.scaled_mm on the CPU: mat_a @ mat_b for float8 matrices with TensorWise (one
+// float32 element each, any rank) or RowWise ((M, 1) and (1, N)) scales, on _scaled_mm
+// (differentiable in mat_a, mat_b and the bias), with torch's checks and error classes; K = 0 gives
+// zeros, the bias not added (as torch's).
+Tensor scaled_mm(const Tensor& mat_a, const Tensor& mat_b, const Tensor& scale_a, ScalingType scale_recipe_a,
+                 const Tensor& scale_b, ScalingType scale_recipe_b, const ScaledMMOptions& options = {});
+// torch.nn.functional.grouped_mm: _grouped_mm (kiln/ops/ops.h) under its public name.
+inline Tensor grouped_mm(const Tensor& mat_a, const Tensor& mat_b, const Tensor& offs = Tensor(),
+                         const Tensor& bias = Tensor(), std::optional<Dtype> out_dtype = std::nullopt) {
+  return _grouped_mm(mat_a, mat_b, offs, bias, out_dtype);
+}
+
+}  // namespace functional
 }  // namespace nn
 }  // namespace kiln

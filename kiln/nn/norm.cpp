@@ -129,6 +129,18 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   KILN_AUTOCAST(kLowerPrecision, linear, x, w, b);
   KILN_CHECK(w.dim() == 2 || w.dim() == 1, Runtime, "linear", "weight must be 1-D or 2-D, got ", w.dim(), "-D");
   if (x.dim() == 2 && w.dim() == 2 && b.defined()) return addmm(b, x, t(w));
+  // torch's fused path: a contiguous input of another rank with a bias of one row goes through addmm
+  // as (rows, K), so bfloat16 / float16 round once there too (decode steps (K) and (B, 1, K) included)
+  if (w.dim() == 2 && b.defined() && x.dim() != 2 && x.dim() >= 1 && x.is_contiguous() &&
+      (b.dim() == 1 || (x.dim() == 3 && b.dim() == 2 && b.sizes()[0] == 1))) {
+    const SymShape xs = x.sym_sizes();
+    SymInt rows = 1;
+    for (size_t i = 0; i + 1 < xs.size(); ++i) rows = rows * xs[i];
+    Tensor y = addmm(b, reshape_symint(x, {rows, xs.back()}), t(w));
+    SymShape ys(xs.begin(), xs.end() - 1);
+    ys.push_back(y.sym_size(1));
+    return reshape_symint(y, ys);
+  }
   Tensor y = matmul(x, w.dim() == 2 ? t(w) : w);
   return b.defined() ? add(y, b) : y;
 }

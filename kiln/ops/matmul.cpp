@@ -29,6 +29,26 @@ SpecList bmm_meta(const OpDef&, const SpecList& in, const Attrs&) {
 OpDef op_bmm{"bmm", kOutExactDtype, bmm_meta, {}};  // kernel: backend/cpu/matmul.cpp
 OpRegistrar reg_bmm{op_bmm, "bmm(Tensor self, Tensor mat2) -> Tensor", kFunctionAndMethod};
 
+// beta * self + alpha * (batch1 @ batch2) in bfloat16 or float16, rounded once from the product's
+// float32 sums, as torch's addmm / baddbmm / linear with a bias round (the composites below send
+// those dtypes here; mm then add would round twice). self comes expanded to the output's shape.
+SpecList fused_baddbmm_meta(const OpDef& op, const SpecList& in, const Attrs&) {
+  const TensorSpec &c = in[0], &a = in[1], &b = in[2];
+  SpecList p = bmm_meta(op, {a, b}, {});
+  KILN_CHECK(c.dtype() == a.dtype() && (a.dtype() == kBFloat16 || a.dtype() == kFloat16), Runtime, op.name,
+             "expected bfloat16 or float16 operands of one dtype, got ", dtype_name(c.dtype()), ", ",
+             dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+  KILN_CHECK(c.dim() == 3 && c.sizes()[0] == a.sizes()[0] && c.sizes()[1] == a.sizes()[1] &&
+                 c.sizes()[2] == b.sizes()[2],
+             Runtime, op.name, "self must have the product's shape [", a.sizes()[0], ", ", a.sizes()[1], ", ",
+             b.sizes()[2], "], got ", c.sizes());
+  return p;
+}
+OpDef op_fused_baddbmm{"_fused_baddbmm", 0, fused_baddbmm_meta, {}};  // kernel: backend/cpu/matmul.cpp
+OpRegistrar reg_fused_baddbmm{
+    op_fused_baddbmm, "_fused_baddbmm(Tensor self, Tensor batch1, Tensor batch2, Scalar beta, Scalar alpha) -> Tensor",
+    kFunctionVariant};
+
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
   KILN_CHECK(a.dtype() == b.dtype(), Runtime, op, "expected m1 and m2 to have the same dtype, but got: ",
              dtype_name(a.dtype()), " != ", dtype_name(b.dtype()));
@@ -38,13 +58,19 @@ void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
 
 Tensor bmm(const Tensor& a, const Tensor& b) { return dispatch1(op_bmm, {a, b}); }
 
-Tensor mm(const Tensor& a, const Tensor& b) {
-  KILN_AUTOCAST(kLowerPrecision, mm, a, b);
+namespace {
+void check_mm(const Tensor& a, const Tensor& b) {
   KILN_CHECK(a.dim() == 2, Runtime, "mm", "self must be a matrix");
   KILN_CHECK(b.dim() == 2, Runtime, "mm", "mat2 must be a matrix");
   KILN_CHECK(a.sym_size(1) == b.sym_size(0), Runtime, "mm", "mat1 and mat2 shapes cannot be multiplied (",
              a.sym_size(0), "x", a.sym_size(1), " and ", b.sym_size(0), "x", b.sym_size(1), ")");
   check_same_dtype("mm", a, b);
+}
+}  // namespace
+
+Tensor mm(const Tensor& a, const Tensor& b) {
+  KILN_AUTOCAST(kLowerPrecision, mm, a, b);
+  check_mm(a, b);
   return squeeze(bmm(unsqueeze(a, 0), unsqueeze(b, 0)), Shape{0});
 }
 
@@ -124,18 +150,44 @@ static Tensor axpby(const Tensor& c, const Tensor& prod, const Scalar& beta, con
   return add(cb, p);
 }
 
+// bfloat16 / float16 operands of one dtype and real scalars: one rounding (_fused_baddbmm).
+static bool fused_lowp(const Tensor& c, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+  return (a.dtype() == kBFloat16 || a.dtype() == kFloat16) && b.dtype() == a.dtype() && c.dtype() == a.dtype() &&
+         !beta.is_complex() && !alpha.is_complex();
+}
+static Tensor fused_baddbmm(const Tensor& c, const Tensor& a, const Tensor& b, const Scalar& beta,
+                            const Scalar& alpha) {
+  SymShape s{a.sym_size(0), a.sym_size(1), b.sym_size(2)};
+  return dispatch1(op_fused_baddbmm, {expand_symint(c, s), a, b}, {beta, alpha});
+}
+
 Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
   KILN_AUTOCAST(kLowerPrecision, addmm, c, a, b, beta, alpha);
+  if (fused_lowp(c, a, b, beta, alpha)) {
+    check_mm(a, b);
+    SymShape s{a.sym_size(0), b.sym_size(1)};
+    return squeeze(fused_baddbmm(unsqueeze(expand_symint(c, s), 0), unsqueeze(a, 0), unsqueeze(b, 0), beta, alpha),
+                   Shape{0});
+  }
   Tensor p = mm(a, b);
   return axpby(expand_symint(c, p.sym_sizes()), p, beta, alpha);
 }
 Tensor baddbmm(const Tensor& c, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
   KILN_AUTOCAST(kLowerPrecision, baddbmm, c, a, b, beta, alpha);
+  if (fused_lowp(c, a, b, beta, alpha) && a.dim() == 3 && b.dim() == 3) return fused_baddbmm(c, a, b, beta, alpha);
   Tensor p = bmm(a, b);
   return axpby(expand_symint(c, p.sym_sizes()), p, beta, alpha);
 }
 Tensor addbmm(const Tensor& c, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
   KILN_AUTOCAST(kLowerPrecision, addbmm, c, a, b, beta, alpha);
+  if (fused_lowp(c, a, b, beta, alpha) && a.dim() == 3 && b.dim() == 3 && a.sizes()[0] > 0 &&
+      a.sizes()[0] == b.sizes()[0]) {
+    // torch's order: one addmm a batch into the result, rounded each time (beta on the first only)
+    Tensor r = c;
+    for (int64_t i = 0; i < a.sizes()[0]; ++i)
+      r = addmm(r, select(a, 0, i), select(b, 0, i), i == 0 ? beta : Scalar(1), alpha);
+    return r;
+  }
   Tensor p = sum(bmm(a, b), Shape{0});
   return axpby(expand_symint(c, p.sym_sizes()), p, beta, alpha);
 }
@@ -219,6 +271,15 @@ TensorList bmm_grad(const GradCtx& c, const TensorList& go) {
   return {c.needs[0] ? bmm(g, h(b)) : Tensor(), c.needs[1] ? bmm(h(a), g) : Tensor()};
 }
 DerivativeRegistrar d_bmm{op_bmm, bmm_grad, 0b11, 0};
+// torch's addmm / baddbmm derivative: d self = beta G, d batch1 = alpha G B^T, d batch2 = alpha A^T G.
+TensorList fused_baddbmm_grad(const GradCtx& c, const TensorList& go) {
+  const Tensor &g = go[0], &a = c.in[1], &b = c.in[2];
+  const Scalar beta = attr<Scalar>(c.attrs, 0), alpha = attr<Scalar>(c.attrs, 1);
+  auto scaled = [](const Tensor& t, const Scalar& s) { return s.to_double() == 1.0 ? t : mul(t, s); };
+  return {c.needs[0] ? scaled(g, beta) : Tensor(), c.needs[1] ? scaled(bmm(g, transpose(b, 1, 2)), alpha) : Tensor(),
+          c.needs[2] ? scaled(bmm(transpose(a, 1, 2), g), alpha) : Tensor()};
+}
+DerivativeRegistrar d_fused_baddbmm{op_fused_baddbmm, fused_baddbmm_grad, 0b110, 0};
 }  // namespace
 
 // ---- composites with torch's schemas (ops/composite.h): their public forms come from these -------

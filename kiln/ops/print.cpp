@@ -57,7 +57,11 @@ Formatter make_formatter(const std::vector<double>& vals, Dtype d) {
       else f.sci = mx / mn > 1000.0 || mx > 1.0e8 || mn < 1.0e-4;
     }
   }
-  for (double v : vals) f.width = std::max<int>(f.width, static_cast<int>(f.fmt_real(v).size()));
+  // torch's width: over every value of an integer or bool tensor, over the nonzero finite ones of a
+  // floating tensor (nan, inf and zeros are padded to it, or printed whole where longer)
+  for (double v : vals)
+    if (!f.floating || (std::isfinite(v) && v != 0))
+      f.width = std::max<int>(f.width, static_cast<int>(f.fmt_real(v).size()));
   return f;
 }
 
@@ -89,7 +93,7 @@ struct Printer {
   }
   std::string elem(const char* p) const {
     std::string s = !fr.floating && !fr.is_bool ? int_at(p) : fr.fmt_real(real_at(p));
-    std::string r = std::string(fr.width - s.size(), ' ') + s;
+    std::string r = std::string(s.size() < static_cast<size_t>(fr.width) ? fr.width - s.size() : 0, ' ') + s;
     if (!cx) return r;
     std::string is = fi.fmt_real(imag_at(p));  // torch: imaginary part unpadded, sign kept
     return r + (is[0] == '-' || is[0] == '+' ? "" : "+") + is + "j";

@@ -46,6 +46,9 @@ SpecList scaled_mm_meta(const OpDef& op, const SpecList& in, const Attrs& attrs)
              "Got mat_a.dtype()=", c10_name(a.dtype()), ", scale_a.dtype()=", c10_name(sa.dtype()),
              ", scale_a.size()=", sa.sizes(), ", mat_b.dtype()=", c10_name(b.dtype()), ", scale_b.dtype()=",
              c10_name(sb.dtype()), " and scale_b.size()=", sb.sizes());
+  for (const TensorSpec* s : {&sa, &sb})  // torch transposes a one-element scale on the way
+    KILN_CHECK(!tensorwise || s->dim() <= 2, Runtime, op.name, "t() expects a tensor with <= 2 dimensions, but self is ",
+               s->dim(), "D");
   KILN_CHECK(a.dim() == 2, Runtime, op.name, "mat1 must be a matrix");
   KILN_CHECK(b.dim() == 2, Runtime, op.name, "mat2 must be a matrix");
   KILN_CHECK(bool(a.size(1) == b.size(0)), Runtime, op.name, "mat_a and mat_b shapes cannot be multiplied (",

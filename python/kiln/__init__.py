@@ -49,6 +49,7 @@ __version__ = "0.1.0"
 
 _scaled_mm = _C._scaled_mm  # torch._scaled_mm (float8 products with scales); also kiln.nn.functional.scaled_mm
 _grouped_mm = _C._grouped_mm  # torch._grouped_mm (mixture-of-experts products); also kiln.nn.functional.grouped_mm
+_fused_baddbmm = _C._fused_baddbmm  # beta * self + alpha * (batch1 @ batch2) rounded once (bfloat16 / float16)
 # the samplers kiln.distributions stands on (kiln/ops/random_dist.h), torch's private names
 _standard_gamma, _standard_gamma_grad, _sample_dirichlet = _C._standard_gamma, _C._standard_gamma_grad, _C._sample_dirichlet
 

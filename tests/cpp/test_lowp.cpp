@@ -3,6 +3,8 @@
 // with plain float32 ops (the Python suite compares them with torch).
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "kiln/kiln.h"
 #include "kiln/nn/nn.h"
 
@@ -28,6 +30,65 @@ TEST(Lowp, ScaledMmRowwiseWithBiasAndGradient) {
   EXPECT_LT(max_diff(a.grad(), mul(mm(mul(g, sb), t(b32)), sa)), 1e-4f);
   EXPECT_EQ(a.grad().dtype(), kFloat32);  // kept wide, not rounded to float8
   EXPECT_THROW(_scaled_mm(a.detach(), b.detach(), ones({9}), ones({7})), Error);
+}
+
+// nn::functional::scaled_mm / grouped_mm / quantize_float8: the C++ forms of torch.nn.functional's.
+ErrorKind kind_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.kind();
+  }
+  ADD_FAILURE() << "no error";
+  return ErrorKind::Assertion;
+}
+
+TEST(Lowp, FunctionalScaledMmRecipesAndErrors) {
+  namespace F = nn::functional;
+  manual_seed(3);
+  Tensor x = randn({6, 32}), w = randn({5, 32});
+  auto [a, sa] = quantize_float8(x, kFloat8_e4m3fn, true);   // (6, 32), (6, 1)
+  auto [bt, sbt] = quantize_float8(w, kFloat8_e4m3fn, true);  // (5, 32), (5, 1)
+  Tensor b = t(bt), sb = t(sbt);                              // (32, 5), (1, 5)
+  Tensor row = F::scaled_mm(a, b, sa, F::ScalingType::RowWise, sb, F::ScalingType::RowWise);
+  EXPECT_EQ(row.dtype(), kBFloat16);
+  EXPECT_TRUE(equal(row, _scaled_mm(a, b, sa, sb, Tensor(), Tensor(), kBFloat16)));
+  EXPECT_LT(max_diff(row, mm(x, t(w))), 0.25f);  // float8 rounding of x and w
+  EXPECT_LT(max_diff(dequantize_float8(a, sa), x), 0.07f * amax(abs(x)).item<float>());
+  auto [at, sat] = quantize_float8(x);  // tensor-wise: one scale, shape ()
+  F::ScaledMMOptions o;
+  o.output_dtype = kFloat32, o.bias = ones({5});
+  Tensor tw = F::scaled_mm(at, b, reshape(sat, {1, 1, 1}), F::ScalingType::TensorWise, ones({1}),
+                           F::ScalingType::TensorWise, o);  // one element of any rank
+  EXPECT_TRUE(equal(tw, _scaled_mm(at, b, sat, ones({}), ones({5}), Tensor(), kFloat32)));
+  // torch's error classes: swizzles (both given, one a swizzle), shapes, bias size, recipes
+  auto rw = [&](const F::ScaledMMOptions& opt) {
+    return [&, opt] { F::scaled_mm(a, b, sa, F::ScalingType::RowWise, sb, F::ScalingType::RowWise, opt); };
+  };
+  F::ScaledMMOptions sw;
+  sw.swizzle_a = F::SwizzleType::NO_SWIZZLE, sw.swizzle_b = F::SwizzleType::SWIZZLE_32_4_4;
+  EXPECT_EQ(kind_of(rw(sw)), ErrorKind::Value);
+  sw.swizzle_b.reset();
+  EXPECT_NO_THROW(rw(sw)());
+  F::ScaledMMOptions bad_bias;
+  bad_bias.bias = ones({4});
+  EXPECT_EQ(kind_of(rw(bad_bias)), ErrorKind::Value);
+  EXPECT_EQ(kind_of([&] { F::scaled_mm(a, b, sa, F::ScalingType::RowWise, sb, F::ScalingType::TensorWise); }),
+            ErrorKind::Value);
+  EXPECT_EQ(kind_of([&] { F::scaled_mm(a, t(a), sa, F::ScalingType::RowWise, sb, F::ScalingType::RowWise); }),
+            ErrorKind::Value);
+  EXPECT_EQ(kind_of([&] { F::scaled_mm(a, b, ones({}), F::ScalingType::RowWise, ones({}), F::ScalingType::RowWise); }),
+            ErrorKind::Index);
+  // K = 0: zeros, the bias not added (torch's scaled_mm; _scaled_mm adds it)
+  F::ScaledMMOptions k0;
+  k0.bias = ones({5});
+  Tensor z = F::scaled_mm(narrow(a, 1, 0, 0), narrow(b, 0, 0, 0), ones({}), F::ScalingType::TensorWise, ones({}),
+                          F::ScalingType::TensorWise, k0);
+  EXPECT_TRUE(equal(z, zeros({6, 5}, kBFloat16)));
+  // grouped_mm: _grouped_mm under torch's functional name
+  int32_t ends[2] = {2, 6};
+  Tensor ga = randn({6, 8}), gb = randn({2, 8, 3}), offs = clone(from_blob(ends, {2}, {1}, kInt32));
+  EXPECT_TRUE(equal(F::grouped_mm(ga, gb, offs), _grouped_mm(ga, gb, offs)));
 }
 
 TEST(Lowp, GroupedMmLayoutsAgainstLoops) {

@@ -123,3 +123,25 @@ def _grouped_mm_samples(dtype, grad):
 LOWP_OPS.append(entry("_grouped_mm", _grouped_mm_samples, dtypes=("float32", "bfloat16", "float16"),
                       supports_grad=False, method=False, tol={"float32": (1e-5, 1e-4), "bfloat16": (2.0 ** -7, 1e-2),
                                                               "float16": (2.0 ** -10, 1e-3)}))
+
+
+# ---- _fused_baddbmm: beta * self + alpha * (batch1 @ batch2), rounded once, for bfloat16 / float16
+# (the table op under addmm / baddbmm / addbmm / F.linear with a bias); torch's baddbmm is the same
+# arithmetic. The one rounding and the derivative are tested in test_matmul.py.
+def _fused_baddbmm_samples(dtype, grad):
+    r = lambda *shape, seed: T(shape, dtype, -2.0, 2.0, seed=seed)  # noqa: E731
+    out = [S(r(2, 5, 7, seed=1), r(2, 5, 33, seed=2), r(2, 33, 7, seed=3), 1, 1, desc="beta 1 alpha 1"),
+           S(r(1, 17, 3, seed=4), r(1, 17, 64, seed=5), r(1, 64, 3, seed=6), 0.5, 2, desc="beta 0.5 alpha 2"),
+           S(r(1, 1, 300, seed=7), r(1, 1, 1000, seed=8), r(1, 300, 1000, seed=9).transpose(1, 2), 1, 1,
+             desc="one row, W^T"),
+           S(r(3, 4, 6, seed=10), r(3, 4, 0, seed=11), r(3, 0, 6, seed=12), 2, 1, desc="K = 0"),
+           S(r(2, 0, 6, seed=13), r(2, 0, 5, seed=14), r(2, 5, 6, seed=15), 1, 1, desc="empty M"),
+           S(r(1, 6, 1, seed=16).expand(2, 6, 9), r(2, 6, 17, seed=17), r(2, 17, 9, seed=18), 1, 1,
+             desc="broadcast self"),
+           S(r(1, 3, 4, seed=19) * float("nan"), r(1, 3, 5, seed=20), r(1, 5, 4, seed=21), 0, 3, desc="beta 0 ignores nan")]
+    return out
+
+
+LOWP_OPS.append(entry("_fused_baddbmm", _fused_baddbmm_samples, dtypes=("bfloat16", "float16"), supports_grad=False,
+                      method=False, torch_fn=lambda c, a, b, beta, alpha: torch.baddbmm(c, a, b, beta=beta, alpha=alpha),
+                      tol={"bfloat16": (2.0 ** -7, 1e-2), "float16": (2.0 ** -10, 1e-3)}))

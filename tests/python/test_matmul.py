@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import kiln
-from helpers import check, make, to_kiln
+from helpers import check, make, to_kiln, to_torch
 
 SHAPES = [((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)), ((2, 3), (3, 4)), ((5, 2, 3), (3, 4)),
           ((2, 3), (5, 3, 4)), ((5, 2, 3), (5, 3, 4)), ((5, 1, 2, 3), (4, 3, 2)), ((3,), (5, 3, 4)),
@@ -135,6 +135,99 @@ def test_decode_rows_match_one_row(dtype, rows):
         with open("/proc/cpuinfo") as f:
             amx = " amx_bf16" in f.read()
         assert amx or all(same), same
+
+
+# ---- bfloat16 / float16 with an added term: one rounding, as torch (_fused_baddbmm) ---------------
+
+def _rounded_once(dtype, terms):
+    """Sum of float64 terms rounded to float32, then to dtype: a product summed exactly in float32
+    and rounded once (what torch's addmm gives here: measured 100% on these shapes)."""
+    return sum(terms).to(torch.float32).to(dtype)
+
+
+def _agreement(k, ref):
+    """Fraction of kiln's elements equal to ref's, and the largest distance in units of ref's ulp
+    after 1e-4 of slack (the float32 sums' own error, which shows where a result cancels to near 0)."""
+    got = to_torch(k).to(torch.float64)
+    r = ref.to(torch.float64)
+    ulp = torch.nextafter(ref.abs(), torch.tensor(float("inf"), dtype=ref.dtype)).to(torch.float64) - r.abs()
+    return (got == r).double().mean().item(), (((got - r).abs() - 1e-4).clamp(min=0) / ulp).max().item()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_lowp_added_term_rounds_once(dtype):
+    """addmm, baddbmm, addbmm and F.linear with a bias in bfloat16 / float16: beta * c + alpha * (A @ B)
+    from the float32 sums, rounded once (mm then add rounded twice: 70-75% of elements agreed). Checked
+    against float64 math rounded once (ISA-independent: float32 sums in another order can move an
+    element by one ulp), and against torch within one ulp; NaN in c with beta = 0 is ignored."""
+    f64 = torch.float64
+    a, b, c = make((64, 256), dtype, -2, 2), make((256, 48), dtype, -2, 2, seed=1), make((64, 48), dtype, -8, 8, seed=2)
+    acc = a.to(f64) @ b.to(f64)
+    bias = make((48,), dtype, -8, 8, seed=3)
+    cases = [("addmm", lambda m, c, a, b: m.addmm(c, a, b), (c, a, b), [acc, c.to(f64)]),
+             ("addmm bias", lambda m, c, a, b: m.addmm(c, a, b), (bias, a, b), [acc, bias.to(f64)]),
+             ("addmm beta alpha", lambda m, c, a, b: m.addmm(c, a, b, beta=0.5, alpha=2), (c, a, b),
+              [(2 * acc).to(torch.float32).to(f64), (0.5 * c.to(f64)).to(torch.float32).to(f64)]),
+             ("addmm beta 0", lambda m, c, a, b: m.addmm(c, a, b, beta=0, alpha=3), (c * float("nan"), a, b),
+              [(3 * acc).to(torch.float32).to(f64)]),
+             ("addmm b^T", lambda m, c, a, b: m.addmm(c, a, b.t().contiguous().t()), (c, a, b), [acc, c.to(f64)])]
+    A, B = make((3, 32, 100), dtype, -2, 2, seed=4), make((3, 100, 24), dtype, -2, 2, seed=5)
+    C = make((3, 32, 24), dtype, -8, 8, seed=6)
+    accb = A.to(f64) @ B.to(f64)
+    cases.append(("baddbmm", lambda m, c, a, b: m.baddbmm(c, a, b), (C, A, B), [accb, C.to(f64)]))
+    cases.append(("baddbmm broadcast c", lambda m, c, a, b: m.baddbmm(c, a, b), (C[0, 0], A, B), [accb, C[0, 0].to(f64)]))
+    W = make((48, 256), dtype, -2, 2, seed=7)
+    for shape in [(256,), (1, 256), (5, 256), (2, 7, 256), (1, 1, 256), (2, 3, 4, 256)]:
+        x = make(shape, dtype, -2, 2, seed=8)
+        cases.append((f"linear {shape}", lambda m, x, w, b: m.nn.functional.linear(x, w, b), (x, W, bias),
+                      [x.to(f64) @ W.to(f64).t(), bias.to(f64)]))
+    for name, fn, args, terms in cases:
+        ref = _rounded_once(dtype, terms)
+        k = fn(kiln, *(to_kiln(t) for t in args))
+        t = fn(torch, *args)
+        assert k.shape == tuple(t.shape) and k.dtype == to_kiln(t).dtype, name
+        same, ulps = _agreement(k, ref)
+        assert same >= 0.98 and ulps <= 1, f"{name}: {same:.3f} of elements as rounded once, {ulps} ulp at most"
+        same_t, ulps_t = _agreement(k, t)
+        assert same_t >= 0.97 and ulps_t <= 1, f"{name}: {same_t:.3f} as torch's, {ulps_t} ulp at most"
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_lowp_added_term_torch_orders(dtype):
+    """Where torch rounds more than once, so does kiln: addbmm adds one batch's product at a time into
+    the result (rounded each time), and F.linear on a non-contiguous input of rank 3 runs matmul, then
+    adds the bias. Gradients of addmm / baddbmm match torch's."""
+    f64, f32 = torch.float64, torch.float32
+    A, B = make((3, 16, 80), dtype, -2, 2), make((3, 80, 12), dtype, -2, 2, seed=1)
+    c = make((16, 12), dtype, -8, 8, seed=2)
+    r = c
+    for i in range(3):  # torch: result.addmm_(batch1[i], batch2[i], beta if i == 0 else 1, alpha)
+        r = _rounded_once(dtype, [(0.5 * (A[i].to(f64) @ B[i].to(f64))).to(f32).to(f64),
+                                  (2 * r.to(f64)).to(f32).to(f64) if i == 0 else r.to(f64)])
+    k = kiln.addbmm(*(to_kiln(t) for t in (c, A, B)), beta=2, alpha=0.5)
+    same, ulps = _agreement(k, r)
+    assert same >= 0.98 and ulps <= 1, f"addbmm: {same:.3f}, {ulps} ulp"
+    assert _agreement(k, torch.addbmm(c, A, B, beta=2, alpha=0.5))[0] >= 0.97
+    x = make((7, 2, 80), dtype, -2, 2, seed=3).transpose(0, 1)
+    W, bias = make((12, 80), dtype, -2, 2, seed=4), make((12,), dtype, -8, 8, seed=5)
+    twice = ((x.to(f64) @ W.to(f64).t()).to(f32).to(dtype).to(f64) + bias.to(f64)).to(f32).to(dtype)
+    k = kiln.nn.functional.linear(*(to_kiln(t) for t in (x, W, bias)))
+    same, ulps = _agreement(k, twice)
+    assert same >= 0.98 and ulps <= 1, f"linear, non-contiguous x: {same:.3f}, {ulps} ulp"
+    # gradients (beta, alpha scale them as torch's)
+    ta, tb, tc = (t.clone().requires_grad_(True) for t in (A, B, make((3, 16, 12), dtype, -8, 8, seed=6)))
+    torch.baddbmm(tc, ta, tb, beta=0.5, alpha=2).sum().backward()
+    ka, kb, kc = (to_kiln(t.detach()).requires_grad_(True) for t in (ta, tb, tc))
+    kiln.baddbmm(kc, ka, kb, beta=0.5, alpha=2).sum().backward()
+    for kt, tt in ((ka, ta), (kb, tb), (kc, tc)):
+        assert _agreement(kt.grad, tt.grad)[1] <= 1
+    x2, W2 = make((5, 80), dtype, -2, 2, seed=7).requires_grad_(True), W.clone().requires_grad_(True)
+    b2 = bias.clone().requires_grad_(True)
+    torch.nn.functional.linear(x2, W2, b2).sum().backward()
+    kx, kw, kb2 = (to_kiln(t.detach()).requires_grad_(True) for t in (x2, W2, b2))
+    kiln.nn.functional.linear(kx, kw, kb2).sum().backward()
+    for kt, tt in ((kx, x2), (kw, W2), (kb2, b2)):
+        assert _agreement(kt.grad, tt.grad)[1] <= 1
 
 
 @pytest.mark.parametrize("shape", [(64, 64, 64), (96, 45, 131), (4096, 64, 64)])

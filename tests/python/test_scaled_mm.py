@@ -150,6 +150,79 @@ def test_functional_enums_and_recipes():
             KF.scaled_mm(to_kiln(a), to_kiln(b), *[to_kiln(x) if isinstance(x, torch.Tensor) else x for x in kargs])
 
 
+def test_functional_and_op_errors_as_torch():
+    """F.scaled_mm's and _scaled_mm's refusals with torch's classes and messages: swizzles (refused when
+    both are given and one swizzles), operands that are not matrices or do not multiply, a bias of
+    the wrong size, integer recipes, row-wise scales whose second stride is not 1 (a size-1 dim's
+    too), one-element scales of rank 3 given to _scaled_mm (F.scaled_mm takes them); and F.scaled_mm's
+    zeros for K = 0 where _scaled_mm adds the bias."""
+    a, b = f8((4, 16), E4, 1), f8((8, 16), E4, 2).t()
+    one = torch.tensor(1.0)
+    K, T = KF.ScalingType, TF.ScalingType
+    KS, TS = KF.SwizzleType, TF.SwizzleType
+
+    def both(tfn, kfn, exc, match):
+        with pytest.raises(exc, match=match):
+            tfn(torch, TF, T, TS)
+        with pytest.raises(exc, match=match) as e:
+            kfn(kiln, KF, K, KS)
+        assert type(e.value) is exc
+
+    def same(fn):  # fn(module, F, ScalingType, SwizzleType, convert) runs in both
+        t = fn(torch, TF, T, TS, lambda x: x)
+        k = fn(kiln, KF, K, KS, to_kiln)
+        assert tuple(k.shape) == tuple(t.shape) and str(k.dtype).split(".")[-1] == str(t.dtype).split(".")[-1]
+        assert torch.equal(to_torch(k).float(), t.float())
+
+    def tw(m, F, S, Z, x, y, **kw):
+        return F.scaled_mm(x, y, m.tensor(1.0), S.TensorWise, m.tensor(1.0), S.TensorWise, **kw)
+    ka, kb = to_kiln(a), to_kiln(b)
+    for sw_a, sw_b in (("SWIZZLE_32_4_4", "SWIZZLE_32_4_4"), ("NO_SWIZZLE", "SWIZZLE_32_4_4"),
+                       ("SWIZZLE_32_4_4", "NO_SWIZZLE")):
+        both(lambda m, F, S, Z: tw(m, F, S, Z, a, b, swizzle_a=getattr(Z, sw_a), swizzle_b=getattr(Z, sw_b)),
+             lambda m, F, S, Z: tw(m, F, S, Z, ka, kb, swizzle_a=getattr(Z, sw_a), swizzle_b=getattr(Z, sw_b)),
+             ValueError, "CPU does not support swizzle")
+    for sw_a, sw_b in (("SWIZZLE_32_4_4", None), (None, "SWIZZLE_32_4_4"), ("NO_SWIZZLE", "NO_SWIZZLE")):
+        same(lambda m, F, S, Z, c: tw(m, F, S, Z, c(a), c(b), swizzle_a=sw_a and getattr(Z, sw_a),
+                                       swizzle_b=sw_b and getattr(Z, sw_b)))
+    a12 = f8((4, 12), E4, 3)
+    for x, y, kx, ky, match in ((a12, b, to_kiln(a12), kb, r"mat_a and mat_b shapes cannot be multiplied \(4x12 and 16x8\)"),
+                                (a.reshape(2, 2, 16), b, ka.reshape(2, 2, 16), kb, "mat_a must be a matrix"),
+                                (a[0], b, ka[0], kb, "mat_a must be a matrix"),
+                                (a, b.reshape(2, 8, 8), ka, kb.reshape(2, 8, 8), "mat_b must be a matrix")):
+        both(lambda m, F, S, Z: tw(m, F, S, Z, x, y), lambda m, F, S, Z: tw(m, F, S, Z, kx, ky), ValueError, match)
+    both(lambda m, F, S, Z: tw(m, F, S, Z, a, b, bias=m.zeros(7, dtype=m.bfloat16)),
+         lambda m, F, S, Z: tw(m, F, S, Z, ka, kb, bias=m.zeros(7, dtype=m.bfloat16)), ValueError,
+         "Bias must be size 8 but got 7")
+    both(lambda m, F, S, Z: F.scaled_mm(a, b, one, 0, one, 0), lambda m, F, S, Z: F.scaled_mm(ka, kb, kiln.tensor(1.0), 0,
+         kiln.tensor(1.0), 0), AttributeError, "'int' object has no attribute 'value'")
+    # row-wise scales: the second stride must be 1, even for a dimension of size 1
+    both(lambda m, F, S, Z: m._scaled_mm(a, b, m.ones(1, 4).t(), m.ones(1, 8), out_dtype=m.bfloat16),
+         lambda m, F, S, Z: m._scaled_mm(ka, kb, m.ones(1, 4).t(), m.ones(1, 8), out_dtype=m.bfloat16), ValueError,
+         r"expected scale_a.stride\(1\) to be 1, but got 4")
+    b1 = f8((1, 16), E4, 4).t()
+    kb1 = to_kiln(b1)
+    both(lambda m, F, S, Z: m._scaled_mm(a, b1, m.ones(4, 1), m.ones(1, 2)[:, ::2], out_dtype=m.bfloat16),
+         lambda m, F, S, Z: m._scaled_mm(ka, kb1, m.ones(4, 1), m.ones(1, 2)[:, ::2], out_dtype=m.bfloat16),
+         ValueError, r"expected scale_b.stride\(1\) to be 1, but got 2")
+    both(lambda m, F, S, Z: m._scaled_mm(a, b, m.ones(1, 1, 1), m.ones(1, 1, 1), out_dtype=m.bfloat16),
+         lambda m, F, S, Z: m._scaled_mm(ka, kb, m.ones(1, 1, 1), m.ones(1, 1, 1), out_dtype=m.bfloat16),
+         RuntimeError, "t\\(\\) expects a tensor with <= 2 dimensions, but self is 3D")
+    same(lambda m, F, S, Z, c: F.scaled_mm(c(a), c(b), m.ones(1, 1, 1), S.TensorWise, m.ones(1, 1, 1), S.TensorWise))
+    # K = 0: F.scaled_mm gives zeros (bias or not), _scaled_mm the bias
+    a0, b0 = a[:, :0], b[:0]
+    for recipe in ("TensorWise", "RowWise"):
+        def f(m, F, S, Z, c, recipe=recipe):
+            sa, sb = (m.tensor(1.0), m.tensor(1.0)) if recipe == "TensorWise" else (m.ones(4, 1), m.ones(1, 8))
+            return F.scaled_mm(c(a0), c(b0), sa, getattr(S, recipe), sb, getattr(S, recipe),
+                               bias=m.ones(8, dtype=m.bfloat16))
+        same(f)
+    same(lambda m, F, S, Z, c: F.scaled_mm(c(a0), c(b0), m.tensor(1.0), S.TensorWise, m.tensor(1.0), S.TensorWise,
+                                           output_dtype=None))
+    same(lambda m, F, S, Z, c: m._scaled_mm(c(a0), c(b0), m.tensor(1.0), m.tensor(1.0),
+                                            bias=m.ones(8, dtype=m.bfloat16), out_dtype=m.bfloat16))
+
+
 def _grads_f64(a, b, sa, sb, bias, inv_sr, g):
     A, B = a.double().requires_grad_(), b.double().requires_grad_()
     bb = bias.double().requires_grad_() if bias is not None else None
@@ -271,3 +344,25 @@ def test_float8_linear_forward_backward_and_freeze(f8):
     with kiln.no_grad():
         assert torch.equal(to_torch(m(x.detach())), to_torch(y.detach()))
     assert "frozen" in repr(m)
+
+
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.bfloat16, kiln.float16])
+@pytest.mark.parametrize("shape", [(24,), (1, 24), (3, 1, 24), (4, 24)])
+def test_float8_linear_decode_shapes(dtype, shape):
+    """A frozen Float8Linear on the decode shapes (K), (1, K), (B, 1, K) and up to four rows, in
+    float32, bfloat16 and float16: each row quantised with its own scale, the product against the
+    float8 weight and its per-row scales, against the same arithmetic in float64 (rounded to the
+    layer's dtype at the end)."""
+    kiln.manual_seed(5)
+    m = kiln.nn.Float8Linear(24, 10, dtype=dtype)
+    m.freeze()
+    x = kiln.randn(*shape).to(dtype)
+    with kiln.no_grad():
+        y = m(x)
+    assert tuple(y.shape) == shape[:-1] + (10,) and y.dtype == dtype
+    xq, sx = _torch_quantize(to_torch(x).float().reshape(-1, 24), E4, True)
+    sd = m.state_dict()
+    ws = to_torch(sd["weight_f8"]).double() * to_torch(sd["weight_scale"]).double()
+    want = ((xq.double() * sx.double()) @ ws.t() + to_torch(sd["bias"]).double()).reshape(shape[:-1] + (10,))
+    tol = 1e-5 if dtype == kiln.float32 else 1e-2
+    assert torch.allclose(to_torch(y).double(), want, rtol=tol, atol=tol)

@@ -76,6 +76,20 @@ def test_float8_all_codes(dtype):
     check(lambda m, x: x.to(kdt(dtype) if m is kiln else tdt(dtype)), probes, exact=True)
 
 
+@pytest.mark.parametrize("dtype", ["float8_e4m3fn", "float8_e5m2"])
+@pytest.mark.parametrize("src", ["float32", "float64", "float16", "float8_e5m2"])
+def test_float8_nan_keeps_its_sign(src, dtype):
+    """A NaN's sign survives the conversion to float8 as in torch's (e4m3fn: 0x7f / 0xff), bits compared
+    (equal_nan would not see the sign). Every e5m2 NaN code is a source too."""
+    if src == "float8_e5m2":
+        x = torch.tensor([0x7D, 0x7E, 0x7F, 0xFD, 0xFE, 0xFF], dtype=torch.uint8).view(torch.float8_e5m2)
+    else:
+        x = torch.tensor([float("nan"), -float("nan"), 1.0]).to(tdt(src))
+    want = x.to(tdt(dtype)).view(torch.uint8)
+    got = to_torch(to_kiln(x).to(kdt(dtype)).view(kiln.uint8))
+    assert torch.equal(got, want), f"{got.tolist()} != {want.tolist()}"
+
+
 def test_half_bfloat16_from_float_exhaustive_sample():
     g = torch.Generator().manual_seed(0)
     bits = torch.randint(-2**31, 2**31, (200000,), generator=g, dtype=torch.int64).to(torch.int32)
@@ -259,6 +273,18 @@ def test_repr_matches_torch(dtype):
         want = repr(x).replace("torch.", "kiln.")
         got = repr(to_kiln(x))
         assert got == want, f"\nkiln : {got}\ntorch: {want}"
+
+
+@pytest.mark.parametrize("vals", [[float("inf"), 1.0], [-0.0, 0.00195], [float("-inf"), 2.0], [-0.0, 1.0],
+                                  [float("nan"), 1.5, 100.0], [1.0, 10.0, float("nan")], [float("inf")] * 2,
+                                  [-0.0, 0.0], [float("nan"), -1e-5, 3e5], [1e9, float("-inf"), 0.0]])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float8_e4m3fn"])
+def test_repr_width_over_nonzero_finite_values(vals, dtype):
+    """torch sizes a floating tensor's columns over its nonzero finite values only: inf, nan and zeros
+    are padded to that width, or printed whole where longer."""
+    x = torch.tensor(vals).to(getattr(torch, dtype))
+    for t in (x, torch.complex(x.float(), x.float().flip(0)) if dtype == "float32" else x):
+        assert repr(to_kiln(t)) == repr(t).replace("torch.", "kiln.")
 
 
 INFER_CASES = [  # written against `m` (torch or kiln) and numpy

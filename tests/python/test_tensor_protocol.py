@@ -852,7 +852,8 @@ def test_trapezoid_grads():
 FINFO_ATTRS = ["bits", "eps", "max", "min", "tiny", "smallest_normal", "resolution", "dtype"]
 
 
-@pytest.mark.parametrize("dt", ["float16", "bfloat16", "float32", "float64", "complex64", "complex128"])
+@pytest.mark.parametrize("dt", ["float16", "bfloat16", "float32", "float64", "complex64", "complex128", "float8_e4m3fn",
+                                "float8_e5m2"])
 def test_finfo(dt):
     kf, tf = kiln.finfo(kdt(dt)), torch.finfo(tdt(dt))
     for a in FINFO_ATTRS:

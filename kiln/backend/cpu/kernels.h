@@ -138,8 +138,11 @@ struct KernelTable {
   // The same GEMM for float8 operands of either format ([A is e5m2][B is e5m2]) into a float32 C: the
   // scaled float8 products (_scaled_mm) apply their scales to it.
   LowpGemmFn gemm_f8[2][2] = {};
-  // bfloat16 A and B into a float32 C (AMX tiles where the CPU has them): FlexAttention's bfloat16 tiles.
+  // bfloat16 A and B into a float32 C (AMX tiles where the CPU has them): FlexAttention's bfloat16 tiles
+  // and _fused_baddbmm; float16 A and B into a float32 C: _fused_baddbmm. Each gives the float32 sums
+  // that gemm_lowp rounds for the same dtype.
   LowpGemmFn gemm_bf16_f32 = nullptr;
+  LowpGemmFn gemm_f16_f32 = nullptr;
   // FlexAttention's online-softmax step of a float32 tile of unscaled scores (kernels_attention.cpp).
   AttnSoftmaxFn attn_softmax = nullptr;
   // FlexAttention's bfloat16 forward products on AMX (attention_amx.h; null without AMX): K^T and V

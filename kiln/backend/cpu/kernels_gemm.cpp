@@ -630,6 +630,7 @@ void fill_gemm(KernelTable& t) {
   t.gemm_lowp[static_cast<int>(kFloat32)] = same<float>;  // bmm's in a team and small ones (else OpenBLAS); tests
   fill_float8<F32Panels>(t);
   t.gemm_bf16_f32 = &gemm<BFloat16, BFloat16, float, F32Panels>;
+  t.gemm_f16_f32 = &gemm<Half, Half, float, F32Panels>;
   t.gemm_grouped[static_cast<int>(kFloat32)] = &gemm_grouped<float, F32Panels>;
   t.gemm_grouped[static_cast<int>(kFloat16)] = &gemm_grouped<Half, F32Panels>;
   t.gemm_grouped[static_cast<int>(kBFloat16)] = &gemm_grouped<BFloat16, F32Panels>;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <vector>
 
 #include "kiln/backend/cpu/blas.h"
 #include "kiln/backend/cpu/kernels.h"
@@ -237,6 +238,58 @@ void bmm_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs, Tenso
   });
 }
 KernelRegistrar k_bmm{"bmm", DeviceType::CPU, bmm_kernel};
+
+// _fused_baddbmm (bfloat16 / float16; kiln/ops/matmul.cpp): the product's float32 sums, then per row
+// (beta * c) + (alpha * acc) in float32 (beta 0: alpha * acc, c not read; a factor of 1 skipped) and
+// one rounding, the arithmetic of torch's CPU gemm for these dtypes. A batch of one runs the rows'
+// epilogue inside the product (GemmArgs::row_epilogue) while they are in cache.
+void fused_baddbmm_kernel(const OpDef&, const TensorList& in, const Attrs& attrs, TensorList& out) {
+  const Tensor &c = in[0], &a = in[1], &b = in[2];
+  Tensor& o = out[0];
+  const int64_t Bn = a.sizes()[0], M = a.sizes()[1], K = a.sizes()[2], N = b.sizes()[2];
+  if (o.numel() == 0) return;
+  const float beta = static_cast<float>(attr<Scalar>(attrs, 0).to_double());
+  const float alpha = static_cast<float>(attr<Scalar>(attrs, 1).to_double());
+  Tensor acc = make_tensor({Bn, M, N}, kFloat32);
+  float* p = static_cast<float*>(acc.data_ptr());
+  const auto& kt = cpu::cpu_kernels();
+  const int d = static_cast<int>(o.dtype());
+  const cpu::CastFn to_f32 = kt.cast[d][static_cast<int>(kFloat32)], from_f32 = kt.cast[static_cast<int>(kFloat32)][d];
+  const int64_t sz = static_cast<int64_t>(itemsize(o.dtype()));
+  const char* cp = static_cast<const char*>(c.data_ptr());
+  char* op = static_cast<char*>(o.data_ptr());
+  const auto epilogue = [&](int64_t r0, int64_t r1) {  // rows r0.. of all Bn * M
+    std::vector<float> cr(beta != 0.0f ? static_cast<size_t>(N) : 0);
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t bi = r / M, i = r % M;
+      float* row = p + r * N;
+      if (alpha != 1.0f)
+        for (int64_t j = 0; j < N; ++j) row[j] = alpha * row[j];
+      if (beta != 0.0f) {
+        to_f32(reinterpret_cast<char*>(cr.data()), cp + (bi * c.strides()[0] + i * c.strides()[1]) * sz, N,
+               sizeof(float), c.strides()[2] * sz);
+        if (beta != 1.0f)
+          for (int64_t j = 0; j < N; ++j) cr[j] = beta * cr[j];
+        for (int64_t j = 0; j < N; ++j) row[j] = cr[j] + row[j];
+      }
+      from_f32(op + (bi * o.strides()[0] + i * o.strides()[1]) * sz, reinterpret_cast<const char*>(row), N,
+               o.strides()[2] * sz, sizeof(float));
+    }
+  };
+  cpu::GemmArgs g;
+  g.batch = Bn, g.M = M, g.N = N, g.K = K;
+  g.a = a.data_ptr(), g.a_bs = a.strides()[0], g.a_rs = a.strides()[1], g.a_cs = a.strides()[2];
+  g.b = b.data_ptr(), g.b_bs = b.strides()[0], g.b_rs = b.strides()[1], g.b_cs = b.strides()[2];
+  g.c = p, g.c_bs = M * N, g.c_rs = N, g.c_cs = 1;
+  if (Bn == 1) {
+    g.row_epilogue = [](void* ctx, int64_t i0, int64_t i1) { (*static_cast<decltype(epilogue)*>(ctx))(i0, i1); };
+    g.epilogue_ctx = const_cast<void*>(static_cast<const void*>(&epilogue));
+  }
+  (o.dtype() == kBFloat16 ? kt.gemm_bf16_f32 : kt.gemm_f16_f32)(g);
+  if (Bn > 1)
+    cpu::parallel_for(Bn * M, std::max<int64_t>(1, cpu::kGrainSize / N), epilogue);
+}
+KernelRegistrar k_fused_baddbmm{"_fused_baddbmm", DeviceType::CPU, fused_baddbmm_kernel};
 
 }  // namespace
 }  // namespace kiln

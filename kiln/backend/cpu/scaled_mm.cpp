@@ -27,6 +27,10 @@ void scaled_mm_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs,
              "Invalid scaling configuration: for RowWise scaling, scale_a (", a.sizes()[0], ", 1) and scale_b (1, ",
              b.sizes()[1], ") should both be contiguous. Got scale_a.stride()=", sa.strides(),
              " and scale_b.stride()=", sb.strides());
+  if (!tensorwise) {  // torch checks the second stride itself too, even of a dimension of size 1 (not empty)
+    KILN_CHECK(sa.numel() == 0 || sa.strides()[1] == 1, Value, op.name, "expected scale_a.stride(1) to be 1, but got ", sa.strides()[1]);
+    KILN_CHECK(sb.numel() == 0 || sb.strides()[1] == 1, Value, op.name, "expected scale_b.stride(1) to be 1, but got ", sb.strides()[1]);
+  }
   Tensor& c = out[0];
   const int64_t M = a.sizes()[0], K = a.sizes()[1], N = b.sizes()[1];
   if (c.numel() == 0) return;

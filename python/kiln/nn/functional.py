@@ -377,9 +377,23 @@ def scaled_mm(mat_a, mat_b, scale_a, scale_recipe_a, scale_b, scale_recipe_b, sw
                 raise _scaling_error(mat_a, mat_b, scale_a, scale_b)
             return x[0]
         return x
+    def recipe(r):
+        r = one(r)
+        if not isinstance(r, ScalingType):  # torch reads the enum's .value
+            raise AttributeError(f"'{type(r).__name__}' object has no attribute 'value'")
+        return r
     scale_a, scale_b = one(scale_a), one(scale_b)
-    recipe_a, recipe_b = ScalingType(int(one(scale_recipe_a))), ScalingType(int(one(scale_recipe_b)))
-    one(swizzle_a), one(swizzle_b)
+    recipe_a, recipe_b = recipe(scale_recipe_a), recipe(scale_recipe_b)
+    swizzle_a, swizzle_b = one(swizzle_a), one(swizzle_b)
+    # torch's CPU check: both swizzles given and one of them a swizzle
+    if swizzle_a is not None and swizzle_b is not None and SwizzleType.SWIZZLE_32_4_4 in (swizzle_a, swizzle_b):
+        raise ValueError("CPU does not support swizzle.")
+    for name, m in (("mat_a", mat_a), ("mat_b", mat_b)):
+        if m.dim() != 2:
+            raise ValueError(f"{name} must be a matrix")
+    if mat_a.shape[1] != mat_b.shape[0]:
+        raise ValueError(f"mat_a and mat_b shapes cannot be multiplied ({mat_a.shape[0]}x{mat_a.shape[1]} and "
+                         f"{mat_b.shape[0]}x{mat_b.shape[1]})")
     if recipe_a != recipe_b or recipe_a not in (ScalingType.TensorWise, ScalingType.RowWise):
         raise _scaling_error(mat_a, mat_b, scale_a, scale_b)
     if recipe_a == ScalingType.TensorWise:
@@ -395,6 +409,12 @@ def scaled_mm(mat_a, mat_b, scale_a, scale_recipe_a, scale_b, scale_recipe_b, sw
         raise ValueError(f"mat_a and mat_b shapes cannot be multiplied ({mat_a.shape[0]}x{mat_a.shape[1]} and "
                          f"{mat_b.shape[0]}x{mat_b.shape[1]}) with contraction dims mat_a: {dims[0]}, "
                          f"mat_b: {dims[1]}")
+    if bias is not None and bias.numel() != mat_b.shape[1]:
+        raise ValueError(f"Bias must be size {mat_b.shape[1]} but got {bias.numel()}")
+    if recipe_a == ScalingType.TensorWise:  # one element each, any rank (torch's _scaled_mm takes <= 2 dims)
+        scale_a, scale_b = scale_a.reshape(()), scale_b.reshape(())
+    if mat_a.shape[1] == 0:  # torch's scaled_mm gives zeros for K = 0, bias or not (_scaled_mm adds the bias)
+        return _C.zeros(mat_a.shape[0], mat_b.shape[1], dtype=output_dtype or mat_a.dtype)
     return _C._scaled_mm(mat_a, mat_b, scale_a, scale_b, bias=bias, out_dtype=output_dtype,
                          use_fast_accum=use_fast_accum)
 

@@ -601,7 +601,7 @@ def _rnn(c, ins, attrs, outs, orig):
 
 _HANDLERS = {
     "add.Tensor": _add_sub("Add"), "sub.Tensor": _add_sub("Sub"), "expand": _expand, "permute": _permute,
-    "transpose.int": _transpose, "bmm": _matmul, "mm": _matmul, "matmul": _matmul, "addmm": _addmm,
+    "transpose.int": _transpose, "bmm": _matmul, "mm": _matmul, "matmul": _matmul, "addmm": _addmm, "_fused_baddbmm": _addmm,
     "slice.Tensor": _slice, "select.int": _select, "cat": _cat, "full": _full, "to.dtype": _to,
     "arange.start_step": _arange, "embedding": _embedding, "softmax.int": _softmax("Softmax"),
     "log_softmax.int": _softmax("LogSoftmax"), "gelu": _gelu, "silu": _silu, "rsqrt": _rsqrt,
