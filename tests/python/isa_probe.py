@@ -129,6 +129,14 @@ def main(path):
     put("convert:float64->float16", _k(conv, "float64").to(kiln.float16))
     put("convert:bfloat16->float32", x32.to(kiln.bfloat16).to(kiln.float32))
     put("convert:float16->float32", x32.to(kiln.float16).to(kiln.float32))
+    # every float16 code, and float32 NaNs with payloads, as integers (bits compared exactly: the F16C
+    # paths must keep the scalar conversion's NaN bits)
+    codes = kiln.from_numpy(np.arange(65536, dtype=np.uint16).view(np.int16).copy()).view(kiln.float16)
+    put("convert-bits:float16 codes->float32", codes.to(kiln.float32).view(kiln.int32))
+    nans = np.array([0x7F800001, 0x7FC00001, 0xFFC01234, 0x7FFFFFFF, 0xFF800001, 0x7FA00000, 0x7FC00000,
+                     0x3F800000] * 3, dtype=np.uint32).view(np.int32)
+    put("convert-bits:float32 NaN payloads->float16", kiln.from_numpy(nans.copy()).view(kiln.float32)
+        .to(kiln.float16).view(kiln.int16))
 
     # random numbers: the counter-based generator must give the same stream on every table
     kiln.manual_seed(1234)

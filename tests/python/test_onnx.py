@@ -85,6 +85,16 @@ def test_linear_stack_and_activations():
     check(m, (kiln.randn(2, 8),), ({0: Dim("batch")},), [(kiln.randn(b, 8),) for b in (1, 3, 257)])
 
 
+def test_float16_linear_stack():
+    """float16 Linear layers on a rank-3 input export through _fused_baddbmm (the bias added before the
+    one rounding) as MatMul and Add, which onnxruntime runs to the same values."""
+    kiln.manual_seed(4)
+    m = kiln.nn.Sequential(kiln.nn.Linear(8, 16), kiln.nn.ReLU(), kiln.nn.Linear(16, 4)).to(kiln.float16)
+    proto = check(m, (kiln.randn(3, 5, 8).to(kiln.float16),), ({0: Dim("batch")},),
+                  [(kiln.randn(b, 5, 8).to(kiln.float16),) for b in (1, 3)], tol=2e-3)
+    assert {"MatMul", "Add"} <= {n.op_type for n in proto.graph.node}
+
+
 def test_conv_nets():
     kiln.manual_seed(3)
     m1 = kiln.nn.Sequential(kiln.nn.Conv1d(4, 8, 3, padding=1), kiln.nn.BatchNorm1d(8), kiln.nn.ReLU(),

@@ -258,18 +258,27 @@ void fused_baddbmm_kernel(const OpDef&, const TensorList& in, const Attrs& attrs
   const int64_t sz = static_cast<int64_t>(itemsize(o.dtype()));
   const char* cp = static_cast<const char*>(c.data_ptr());
   char* op = static_cast<char*>(o.data_ptr());
+  // beta * c's row in float32; converted once per batch where c's rows repeat (a bias)
+  auto c_row = [&](int64_t bi, int64_t i, float* dst) {
+    to_f32(reinterpret_cast<char*>(dst), cp + (bi * c.strides()[0] + i * c.strides()[1]) * sz, N, sizeof(float),
+           c.strides()[2] * sz);
+    if (beta != 1.0f)
+      for (int64_t j = 0; j < N; ++j) dst[j] = beta * dst[j];
+  };
+  const bool rows_repeat = beta != 0.0f && c.strides()[1] == 0;
+  const int64_t cached = rows_repeat ? (c.strides()[0] == 0 ? 1 : Bn) : 0;
+  std::vector<float> cache(static_cast<size_t>(cached * N));
+  for (int64_t bi = 0; bi < cached; ++bi) c_row(bi, 0, cache.data() + bi * N);
   const auto epilogue = [&](int64_t r0, int64_t r1) {  // rows r0.. of all Bn * M
-    std::vector<float> cr(beta != 0.0f ? static_cast<size_t>(N) : 0);
+    std::vector<float> own(beta != 0.0f && !rows_repeat ? static_cast<size_t>(N) : 0);
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t bi = r / M, i = r % M;
       float* row = p + r * N;
       if (alpha != 1.0f)
         for (int64_t j = 0; j < N; ++j) row[j] = alpha * row[j];
       if (beta != 0.0f) {
-        to_f32(reinterpret_cast<char*>(cr.data()), cp + (bi * c.strides()[0] + i * c.strides()[1]) * sz, N,
-               sizeof(float), c.strides()[2] * sz);
-        if (beta != 1.0f)
-          for (int64_t j = 0; j < N; ++j) cr[j] = beta * cr[j];
+        const float* cr = rows_repeat ? cache.data() + (cached > 1 ? bi : 0) * N : own.data();
+        if (!rows_repeat) c_row(bi, i, own.data());
         for (int64_t j = 0; j < N; ++j) row[j] = cr[j] + row[j];
       }
       from_f32(op + (bi * o.strides()[0] + i * o.strides()[1]) * sz, reinterpret_cast<const char*>(row), N,
