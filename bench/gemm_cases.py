@@ -129,7 +129,7 @@ def _decode_case(Case, tag, n, k, rows=1):
 def _decode_f8_case(Case, n, k, rows=1):
     """A decode step on float8 weights with per-row scales (Float8Linear's frozen product): the
     activations' rows quantised to float8 with their own scales, then _scaled_mm row-wise to bfloat16
-    with the bias; torch runs the same _scaled_mm call. GB/s of the weight's bytes (one a weight)."""
+    with the bias; torch runs the same _scaled_mm call. GB/s of the weight's bytes (one byte a weight)."""
     def operands(m, dt, f8):
         rng = np.random.default_rng(0)
         w, x = rng.standard_normal((n, k), dtype=np.float32), rng.standard_normal((rows, k), dtype=np.float32)

@@ -129,10 +129,11 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   KILN_AUTOCAST(kLowerPrecision, linear, x, w, b);
   KILN_CHECK(w.dim() == 2 || w.dim() == 1, Runtime, "linear", "weight must be 1-D or 2-D, got ", w.dim(), "-D");
   if (x.dim() == 2 && w.dim() == 2 && b.defined()) return addmm(b, x, t(w));
-  // torch's fused path: a contiguous input of another rank with a bias of one row goes through addmm
-  // as (rows, K), so bfloat16 / float16 round once there too (decode steps (K) and (B, 1, K) included)
+  // torch's fused path: a contiguous input of another rank with a bias of one row ((N) or (1, N)) goes
+  // through addmm as (rows, K), so bfloat16 / float16 round once there too (decode steps (K) and
+  // (B, 1, K) included); the output drops the bias's row dim, as torch's does
   if (w.dim() == 2 && b.defined() && x.dim() != 2 && x.dim() >= 1 && x.is_contiguous() &&
-      (b.dim() == 1 || (x.dim() == 3 && b.dim() == 2 && b.sizes()[0] == 1))) {
+      (b.dim() == 1 || (b.dim() == 2 && b.sizes()[0] == 1 && b.sizes()[1] == w.sizes()[0]))) {
     const SymShape xs = x.sym_sizes();
     SymInt rows = 1;
     for (size_t i = 0; i + 1 < xs.size(); ++i) rows = rows * xs[i];

@@ -180,8 +180,8 @@ Tensor baddbmm(const Tensor& c, const Tensor& a, const Tensor& b, const Scalar& 
 }
 Tensor addbmm(const Tensor& c, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
   KILN_AUTOCAST(kLowerPrecision, addbmm, c, a, b, beta, alpha);
-  if (fused_lowp(c, a, b, beta, alpha) && a.dim() == 3 && b.dim() == 3 && a.sizes()[0] > 0 &&
-      a.sizes()[0] == b.sizes()[0]) {
+  if (fused_lowp(c, a, b, beta, alpha) && a.dim() == 3 && b.dim() == 3 && !a.has_symbolic_sizes() &&
+      !b.has_symbolic_sizes() && a.sizes()[0] > 0 && a.sizes()[0] == b.sizes()[0] && a.sizes()[2] == b.sizes()[1]) {
     // torch's order: one addmm a batch into the result, rounded each time (beta on the first only)
     Tensor r = c;
     for (int64_t i = 0; i < a.sizes()[0]; ++i)

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import kiln
-from helpers import check, make, to_kiln, to_torch
+from helpers import check, kiln_threads, make, to_kiln, to_torch
 
 SHAPES = [((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)), ((2, 3), (3, 4)), ((5, 2, 3), (3, 4)),
           ((2, 3), (5, 3, 4)), ((5, 2, 3), (5, 3, 4)), ((5, 1, 2, 3), (4, 3, 2)), ((3,), (5, 3, 4)),
@@ -145,6 +145,13 @@ def _rounded_once(dtype, terms):
     return sum(terms).to(torch.float32).to(dtype)
 
 
+def _on_two_threads(m, fn):
+    if m is not kiln:
+        return fn()
+    with kiln_threads(2):
+        return fn()
+
+
 def _agreement(k, ref):
     """Fraction of kiln's elements equal to ref's, and the largest distance in units of ref's ulp
     after 1e-4 of slack (the float32 sums' own error, which shows where a result cancels to near 0)."""
@@ -176,6 +183,11 @@ def test_lowp_added_term_rounds_once(dtype):
     accb = A.to(f64) @ B.to(f64)
     cases.append(("baddbmm", lambda m, c, a, b: m.baddbmm(c, a, b), (C, A, B), [accb, C.to(f64)]))
     cases.append(("baddbmm broadcast c", lambda m, c, a, b: m.baddbmm(c, a, b), (C[0, 0], A, B), [accb, C[0, 0].to(f64)]))
+    cases.append(("baddbmm c (B, 1, N)", lambda m, c, a, b: m.baddbmm(c, a, b), (C[:, :1], A, B), [accb, C[:, :1].to(f64)]))
+    # big enough for the threads to share one packed B (the epilogue runs inside the product's region)
+    A2, B2, c2 = make((512, 256), dtype, -2, 2, seed=22), make((256, 64), dtype, -2, 2, seed=23), make((64,), dtype, -8, 8, seed=24)
+    cases.append(("addmm 512 x 256 x 64, two threads", lambda m, c, a, b: _on_two_threads(m, lambda: m.addmm(c, a, b)),
+                  (c2, A2, B2), [A2.to(f64) @ B2.to(f64), c2.to(f64)]))
     W = make((48, 256), dtype, -2, 2, seed=7)
     for shape in [(256,), (1, 256), (5, 256), (2, 7, 256), (1, 1, 256), (2, 3, 4, 256)]:
         x = make(shape, dtype, -2, 2, seed=8)
@@ -214,11 +226,28 @@ def test_lowp_added_term_torch_orders(dtype):
     k = kiln.nn.functional.linear(*(to_kiln(t) for t in (x, W, bias)))
     same, ulps = _agreement(k, twice)
     assert same >= 0.98 and ulps <= 1, f"linear, non-contiguous x: {same:.3f}, {ulps} ulp"
+    # a bias of shape (1, N) is fused at any rank (a 1-D input then gives (N,)); (1, 1) is not
+    for xs, bs, fused in (((80,), (1, 12), True), ((2, 3, 5, 80), (1, 12), True), ((2, 3, 80), (1, 1), False)):
+        x, b = make(xs, dtype, -2, 2, seed=8), make(bs, dtype, -8, 8, seed=9)
+        p = x.to(f64) @ W.to(f64).t()
+        want = _rounded_once(dtype, [p, b.to(f64)]) if fused else \
+            (p.to(f32).to(dtype).to(f64) + b.to(f64)).to(f32).to(dtype)
+        t = torch.nn.functional.linear(x, W, b)
+        k = kiln.nn.functional.linear(*(to_kiln(v) for v in (x, W, b)))
+        assert tuple(k.shape) == tuple(t.shape) == tuple(want.reshape(t.shape).shape), (xs, bs)
+        same, ulps = _agreement(k, want.reshape(t.shape))
+        assert same >= 0.98 and ulps <= 1, f"linear {xs} bias {bs}: {same:.3f}, {ulps} ulp"
     # gradients (beta, alpha scale them as torch's)
     ta, tb, tc = (t.clone().requires_grad_(True) for t in (A, B, make((3, 16, 12), dtype, -8, 8, seed=6)))
     torch.baddbmm(tc, ta, tb, beta=0.5, alpha=2).sum().backward()
     ka, kb, kc = (to_kiln(t.detach()).requires_grad_(True) for t in (ta, tb, tc))
     kiln.baddbmm(kc, ka, kb, beta=0.5, alpha=2).sum().backward()
+    for kt, tt in ((ka, ta), (kb, tb), (kc, tc)):
+        assert _agreement(kt.grad, tt.grad)[1] <= 1
+    ta, tb, tc = (t.clone().requires_grad_(True) for t in (A[0], B[0], make((16, 12), dtype, -8, 8, seed=10)))
+    torch.addmm(tc, ta, tb, beta=0.5, alpha=2).sum().backward()
+    ka, kb, kc = (to_kiln(t.detach()).requires_grad_(True) for t in (ta, tb, tc))
+    kiln.addmm(kc, ka, kb, beta=0.5, alpha=2).sum().backward()
     for kt, tt in ((ka, ta), (kb, tb), (kc, tc)):
         assert _agreement(kt.grad, tt.grad)[1] <= 1
     x2, W2 = make((5, 80), dtype, -2, 2, seed=7).requires_grad_(True), W.clone().requires_grad_(True)

@@ -76,8 +76,8 @@ def test_float8_all_codes(dtype):
     check(lambda m, x: x.to(kdt(dtype) if m is kiln else tdt(dtype)), probes, exact=True)
 
 
-@pytest.mark.parametrize("dtype", ["float8_e4m3fn", "float8_e5m2"])
-@pytest.mark.parametrize("src", ["float32", "float64", "float16", "float8_e5m2"])
+@pytest.mark.parametrize("src,dtype", [(s, d) for s in ("float32", "float64", "float16", "float8_e5m2")
+                                       for d in ("float8_e4m3fn", "float8_e5m2") if s != d])
 def test_float8_nan_keeps_its_sign(src, dtype):
     """A NaN's sign survives the conversion to float8 as in torch's (e4m3fn: 0x7f / 0xff), bits compared
     (equal_nan would not see the sign). Every e5m2 NaN code is a source too."""
