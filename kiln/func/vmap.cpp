@@ -300,6 +300,7 @@ class Replay {
     if (name == "permute") return permute_rule(n, in);
     if (name == "repeat") return repeat_rule(n, in);
     if (name == "bmm") return bmm_rule(in);
+    if (name == "_fused_baddbmm") return fused_baddbmm_rule(op, n, in);
     if (TensorList r; conv_family(n, in, r)) return r;
     if (auto it = dim_ops().find(name); it != dim_ops().end()) {
       if (TensorList r; dim_rule(n, in, it->second, r)) return r;
@@ -444,6 +445,17 @@ class Replay {
 
   // bmm over (b, n, k) x (b, k, m) per example: the batch folds into bmm's batch or into the rows /
   // columns of the unbatched side's partner
+  // _fused_baddbmm (bfloat16 / float16 addmm, baddbmm, linear with a bias): the vmap batch folded into
+  // the op's own batch dim, unbatched operands expanded to it, so each example's product and
+  // rounding are those it has alone.
+  TensorList fused_baddbmm_rule(const OpDef& op, const Node& n, const std::vector<BVal>& in) {
+    const Tensor a = materialize(in[1], B_);
+    const int64_t bb = a.size(1);
+    auto fold = [&](const Tensor& t) { return reshape(t, {B_ * bb, t.size(2), t.size(3)}); };
+    TensorList r = dispatch(op, {fold(materialize(in[0], B_)), fold(a), fold(materialize(in[2], B_))}, n.attrs);
+    return {reshape(r[0], {B_, bb, r[0].size(1), r[0].size(2)})};
+  }
+
   TensorList bmm_rule(const std::vector<BVal>& in) {
     const BVal &a = in[0], &c = in[1];
     const int64_t b = a.batched ? a.t.size(1) : a.t.size(0);

@@ -320,6 +320,29 @@ def test_matmul_rank_combinations(xs, ys, in_dims, dtype):
     _both(lambda lib: lambda a, b: lib.matmul(a, b), x, y, in_dims=in_dims)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("in_dims", [(0, None, None), (0, 0, 0), (None, 0, None), (None, None, 0)])
+def test_lowp_linear_addmm_baddbmm_batch_rule(dtype, in_dims):
+    """bfloat16 / float16 linear with a bias, addmm and baddbmm go through _fused_baddbmm's rule (no
+    per-example loop), each example with the bits it has alone (and torch's values)."""
+    def inp(shape, d, seed):
+        return rnd(*shape, dtype=dtype, seed=seed) if d is None else rnd(*(shape[:d] + (B,) + shape[d:]), dtype=dtype, seed=seed)
+    x, w, b = inp((5, 16), in_dims[0], 1), inp((8, 16), in_dims[1], 2), inp((8,), in_dims[2], 3)
+    kiln._C._vmap_stats()  # (reset)
+    k, _ = _both(lambda lib: lambda x, w, b: lib.nn.functional.linear(x, w, b), x, w, b, in_dims=in_dims,
+                 rtol=1e-2, atol=1e-2)
+    _, loops, looped = _stats()
+    assert "_fused_baddbmm" not in looped, looped
+    for i in range(B):
+        pick = [v.select(d, i) if d is not None else v for v, d in zip((x, w, b), in_dims)]
+        assert kiln.equal(k[i], kiln.nn.functional.linear(*(to_kiln(v) for v in pick)))
+    c, bb = inp((5, 8), in_dims[2], 4), inp((3, 5, 16), in_dims[0], 5)
+    _both(lambda lib: lambda c, a, m: lib.addmm(c, a, m.t(), beta=0.5, alpha=2), c, x, w,
+          in_dims=(in_dims[2], in_dims[0], in_dims[1]), rtol=1e-2, atol=1e-2)
+    _both(lambda lib: lambda c, a, m: lib.baddbmm(c, a, m.t().expand(3, 16, 8)), c, bb, w,
+          in_dims=(in_dims[2], in_dims[0], in_dims[1]), rtol=1e-2, atol=1e-2)
+
+
 @pytest.mark.parametrize("in_dims", [(0, 0), (0, None), (None, 0), (1, 0)])
 def test_explicit_matmul_ops(in_dims):
     def inp(shape, d, seed):
