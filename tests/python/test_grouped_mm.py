@@ -113,6 +113,23 @@ def test_bias(layout):
         kiln._grouped_mm(_k(a), _k(b), offs=_k(offs), bias=kiln.zeros(n + 1))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_lowp_bias_rounds_once(layout, dtype):
+    """float16 / bfloat16 with a bias: the products summed in float32, the bias added there and one
+    rounding, as kiln's addmm / baddbmm (and torch's) round; rows / columns past offs[-1] stay zero.
+    Against the float64 loop rounded once (float32 sums in another order may move an element by one
+    unit in the last place)."""
+    a, b, offs = _case(layout, dtype=dtype, seed=11)
+    n = b.shape[-1]
+    bias = (torch.randn(n) if layout == "3Dx2D" else torch.randn(3, n)).to(dtype) * 8
+    got = to_torch(KF.grouped_mm(_k(a), _k(b), offs=_k(offs), bias=_k(bias))).double()
+    want = _loop(layout, a, b, offs, bias).to(torch.float32).to(dtype).double()
+    ulp = torch.nextafter(want.abs().to(dtype), torch.tensor(float("inf"), dtype=dtype)).double() - want.abs()
+    assert (got == want).double().mean().item() >= 0.97
+    assert bool(((got - want).abs() <= ulp + 1e-4).all())
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_backward_against_loop(layout, with_bias):

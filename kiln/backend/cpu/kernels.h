@@ -52,11 +52,18 @@ struct GemmArgs {
   void* c = nullptr;
   int64_t c_bs = 0, c_rs = 0, c_cs = 0;
   // Optional, batch 1 only: called with disjoint row ranges [i0, i1) covering C's rows once each is
-  // final, from whichever thread finished it (the float8 product's scales, bias and rounding). Where
-  // the product splits C by rows (B shared between the threads, or row parts) that is inside its own
-  // region, right after the rows' last column block; otherwise in a pass over the rows after it.
+  // final, from whichever thread finished it (the float8 product's scales, bias and rounding;
+  // _fused_baddbmm's beta * c + alpha * acc and rounding). Where the product splits C by rows (B
+  // shared between the threads, or row parts) that is inside its own region, right after the rows'
+  // last column block; otherwise in a pass over the rows after it.
   void (*row_epilogue)(void* ctx, int64_t i0, int64_t i1) = nullptr;
   void* epilogue_ctx = nullptr;
+  // Sets row_epilogue to call f(i0, i1); f must outlive the product.
+  template <class F>
+  void set_row_epilogue(F& f) {
+    row_epilogue = [](void* ctx, int64_t i0, int64_t i1) { (*static_cast<F*>(ctx))(i0, i1); };
+    epilogue_ctx = const_cast<void*>(static_cast<const void*>(&f));
+  }
 };
 using LowpGemmFn = void (*)(const GemmArgs&);
 // Several independent products (batch 1 each, any sizes, strides and K) in one parallel loop over
@@ -169,6 +176,8 @@ struct KernelTable {
   void (*attn_bwd_ds)(const float* p, float* ds, int64_t bq, int64_t bk, const float* d) = nullptr;
   void (*attn_mask)(float* s, int64_t ld, const uint8_t* m, int64_t ldm, int64_t bq, int64_t bk) = nullptr;
   GroupedGemmFn gemm_grouped[kNumDtypes] = {};  // float32, float16, bfloat16
+  // The same for float16 / bfloat16 items into float32 C (grouped_mm's bias, added before rounding).
+  GroupedGemmFn gemm_grouped_f32[kNumDtypes] = {};
   // float32 products from a B packed once (blas.h's kiln_sgemm_prepacked): the words a K x N B takes,
   // its packing (element (k, n) at b[k * b_rs + n * b_cs]), and C = A @ B from it (GemmArgs's A and C;
   // b unused) with gemm_lowp[kFloat32]'s bits.

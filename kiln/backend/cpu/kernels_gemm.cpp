@@ -475,9 +475,9 @@ void gemm(const GemmArgs& g) {
 // Grouped products: every item's C = A @ B (batch 1), items of any shapes, in one parallel loop over
 // (item, column block) work items taken from a counter; each packs its part of B and runs all of its
 // rows (run_block), so each element sees the same arithmetic as in a plain product of its item.
-template <class T, class Pn>
+template <class T, class Pn, class TC = T>
 void gemm_grouped(const GemmArgs* items, int64_t count) {
-  using Pb = Problem<T, T, T, Pn>;
+  using Pb = Problem<T, T, TC, Pn>;
   constexpr int MR = Pn::MR, NR = Pn::NR;
   struct Work { int64_t item, m0, m1, n0, n1; };
   std::vector<Work> work;
@@ -487,7 +487,7 @@ void gemm_grouped(const GemmArgs* items, int64_t count) {
     const GemmArgs& g = items[i];
     if (g.M <= 0 || g.N <= 0) continue;
     if (g.K <= 0) {
-      fill_zero(static_cast<T*>(g.c), g.M, g.N, g.c_rs, g.c_cs);
+      fill_zero(static_cast<TC*>(g.c), g.M, g.N, g.c_rs, g.c_cs);
       continue;
     }
     const int64_t ncb = block_n<Pn>(g.K);
@@ -517,7 +517,7 @@ void gemm_grouped(const GemmArgs* items, int64_t count) {
       const Work& wk = work[w];
       const GemmArgs& g = items[wk.item];
       const Slicing sl = slicing(g.K);
-      Pb P{static_cast<const T*>(g.a), static_cast<const T*>(g.b), static_cast<T*>(g.c), g, sl.kcb, sl.nk};
+      Pb P{static_cast<const T*>(g.a), static_cast<const T*>(g.b), static_cast<TC*>(g.c), g, sl.kcb, sl.nk};
       run_block(P, 0, wk.m0, wk.m1, wk.n0, wk.n1, sc.Ap, sc.Bp, sc.ws, sc.tile);
     }
   });
@@ -538,6 +538,7 @@ template <class Pn>
 [[maybe_unused]] void fill_pairs(KernelTable& t) {
   t.gemm_lowp[static_cast<int>(kBFloat16)] = &gemm<BFloat16, BFloat16, BFloat16, Pn>;
   t.gemm_grouped[static_cast<int>(kBFloat16)] = &gemm_grouped<BFloat16, Pn>;
+  t.gemm_grouped_f32[static_cast<int>(kBFloat16)] = &gemm_grouped<BFloat16, Pn, float>;
   t.gemm_lowp[static_cast<int>(kFloat8_e4m3fn)] = &gemm<Float8_e4m3fn, Float8_e4m3fn, Float8_e4m3fn, Pn>;
   t.gemm_lowp[static_cast<int>(kFloat8_e5m2)] = &gemm<Float8_e5m2, Float8_e5m2, Float8_e5m2, Pn>;
   t.gemm_bf16_f32 = &gemm<BFloat16, BFloat16, float, Pn>;
@@ -634,6 +635,8 @@ void fill_gemm(KernelTable& t) {
   t.gemm_grouped[static_cast<int>(kFloat32)] = &gemm_grouped<float, F32Panels>;
   t.gemm_grouped[static_cast<int>(kFloat16)] = &gemm_grouped<Half, F32Panels>;
   t.gemm_grouped[static_cast<int>(kBFloat16)] = &gemm_grouped<BFloat16, F32Panels>;
+  t.gemm_grouped_f32[static_cast<int>(kFloat16)] = &gemm_grouped<Half, F32Panels, float>;
+  t.gemm_grouped_f32[static_cast<int>(kBFloat16)] = &gemm_grouped<BFloat16, F32Panels, float>;
 }
 #endif
 

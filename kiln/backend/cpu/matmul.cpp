@@ -291,8 +291,7 @@ void fused_baddbmm_kernel(const OpDef&, const TensorList& in, const Attrs& attrs
   g.b = b.data_ptr(), g.b_bs = b.strides()[0], g.b_rs = b.strides()[1], g.b_cs = b.strides()[2];
   g.c = p, g.c_bs = M * N, g.c_rs = N, g.c_cs = 1;
   if (Bn == 1) {
-    g.row_epilogue = [](void* ctx, int64_t i0, int64_t i1) { (*static_cast<decltype(epilogue)*>(ctx))(i0, i1); };
-    g.epilogue_ctx = const_cast<void*>(static_cast<const void*>(&epilogue));
+    g.set_row_epilogue(epilogue);
   }
   (o.dtype() == kBFloat16 ? kt.gemm_bf16_f32 : kt.gemm_f16_f32)(g);
   if (Bn > 1)

@@ -78,8 +78,7 @@ void scaled_mm_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs,
   g.a = a.data_ptr(), g.a_rs = a.strides()[0], g.a_cs = a.strides()[1];
   g.b = b.data_ptr(), g.b_rs = b.strides()[0], g.b_cs = b.strides()[1];
   g.c = p, g.c_rs = N, g.c_cs = 1;
-  g.row_epilogue = [](void* ctx, int64_t i0, int64_t i1) { (*static_cast<decltype(epilogue)*>(ctx))(i0, i1); };
-  g.epilogue_ctx = const_cast<void*>(static_cast<const void*>(&epilogue));
+  g.set_row_epilogue(epilogue);
   cpu::cpu_kernels().gemm_f8[a.dtype() == kFloat8_e5m2][b.dtype() == kFloat8_e5m2](g);
 }
 KernelRegistrar k_scaled_mm{"_scaled_mm", DeviceType::CPU, scaled_mm_kernel};
