@@ -99,6 +99,12 @@ def build_cases(quick):
         cases.append(Case(f"transpose copy {tag} {rows}x{rows} (x.t().contiguous())",
                           make_setup([shape], tag, lambda x: x.t().contiguous(), lambda x: x.t().contiguous()),
                           2 * rows * rows * DTYPES[tag][2], "GB/s"))
+    n = 1 << 20  # dtype conversions (x.to(dtype)): float16 on F16C, bfloat16 by shifts
+    for src, dst in (("f32", "f16"), ("f16", "f32"), ("f32", "bf16"), ("bf16", "f32")):
+        kd, td = DTYPES[dst][0], DTYPES[dst][1]
+        cases.append(Case(f"cast {src}->{dst} {human(n)}",
+                          make_setup([(n,)], src, lambda x, kd=kd: x.to(kd), lambda x, td=td: x.to(td)),
+                          n * (DTYPES[src][2] + DTYPES[dst][2]), "GB/s"))
     from gemm_cases import gemm_cases
     cases += gemm_cases(Case, quick)
     n = 1 << 20 if quick else 20_000_000
