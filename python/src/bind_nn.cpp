@@ -2,6 +2,7 @@
 #include <nanobind/stl/function.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/vector.h>
 
 #include "common.h"
 #include "kiln/nn/nn.h"
@@ -93,6 +94,21 @@ void bind_nn(nb::module_& m) {
     auto [q, s] = kiln::quantize_float8(x, dtype.is_none() ? kFloat8_e4m3fn : dt(dtype), rowwise);
     return nb::make_tuple(q, s);
   }, "x"_a, "dtype"_a.none() = nb::none(), "rowwise"_a = false);
+  // torch.nn.functional.scaled_mm's checks and call (kiln/nn/float8.h); kiln.nn.functional.scaled_mm
+  // unwraps its lists and enums into these ints
+  nnm.def("scaled_mm", [](const Tensor& a, const Tensor& b, const Tensor& sa, int ra, const Tensor& sb, int rb,
+                          nb::handle swizzle_a, nb::handle swizzle_b, nb::handle bias, nb::handle output_dtype,
+                          std::vector<int64_t> contraction_dim, bool use_fast_accum) {
+    namespace F = nn::functional;
+    F::ScaledMMOptions o;
+    if (!swizzle_a.is_none()) o.swizzle_a = static_cast<F::SwizzleType>(nb::cast<int>(swizzle_a));
+    if (!swizzle_b.is_none()) o.swizzle_b = static_cast<F::SwizzleType>(nb::cast<int>(swizzle_b));
+    if (!bias.is_none()) o.bias = nb::cast<Tensor>(bias);
+    o.output_dtype = output_dtype.is_none() ? std::nullopt : std::optional<Dtype>(dt(output_dtype));
+    o.contraction_dim = std::move(contraction_dim), o.use_fast_accum = use_fast_accum;
+    return F::scaled_mm(a, b, sa, static_cast<F::ScalingType>(ra), sb, static_cast<F::ScalingType>(rb), o);
+  }, "mat_a"_a, "mat_b"_a, "scale_a"_a, "scale_recipe_a"_a, "scale_b"_a, "scale_recipe_b"_a, "swizzle_a"_a.none(),
+     "swizzle_b"_a.none(), "bias"_a.none(), "output_dtype"_a.none(), "contraction_dim"_a, "use_fast_accum"_a);
   nnm.def("dequantize_float8", [](const Tensor& q, const Tensor& s, nb::handle dtype) {
     return kiln::dequantize_float8(q, s, dtype.is_none() ? kFloat32 : dt(dtype));
   }, "q"_a, "scale"_a, "dtype"_a.none() = nb::none());

@@ -370,53 +370,27 @@ def _scaling_error(mat_a, mat_b, scale_a, scale_b):
 def scaled_mm(mat_a, mat_b, scale_a, scale_recipe_a, scale_b, scale_recipe_b, swizzle_a=None, swizzle_b=None,
               bias=None, output_dtype=_C.bfloat16, contraction_dim=(), use_fast_accum=False):
     """mat_a @ mat_b for float8 operands with their scales (torch.nn.functional.scaled_mm): TensorWise
-    or RowWise recipes, on kiln._scaled_mm (differentiable in mat_a, mat_b and bias)."""
+    or RowWise recipes, on kiln._scaled_mm (differentiable in mat_a, mat_b and bias). The checks and
+    the call are C++'s kiln::nn::functional::scaled_mm; here only torch's one-element lists and enums
+    are unwrapped."""
     def one(x):
         if isinstance(x, (list, tuple)):
             if len(x) != 1:
                 raise _scaling_error(mat_a, mat_b, scale_a, scale_b)
             return x[0]
         return x
+
     def recipe(r):
         r = one(r)
         if not isinstance(r, ScalingType):  # torch reads the enum's .value
             raise AttributeError(f"'{type(r).__name__}' object has no attribute 'value'")
-        return r
+        return int(r)
     scale_a, scale_b = one(scale_a), one(scale_b)
     recipe_a, recipe_b = recipe(scale_recipe_a), recipe(scale_recipe_b)
     swizzle_a, swizzle_b = one(swizzle_a), one(swizzle_b)
-    # torch's CPU check: both swizzles given and one of them a swizzle
-    if swizzle_a is not None and swizzle_b is not None and SwizzleType.SWIZZLE_32_4_4 in (swizzle_a, swizzle_b):
-        raise ValueError("CPU does not support swizzle.")
-    for name, m in (("mat_a", mat_a), ("mat_b", mat_b)):
-        if m.dim() != 2:
-            raise ValueError(f"{name} must be a matrix")
-    if mat_a.shape[1] != mat_b.shape[0]:
-        raise ValueError(f"mat_a and mat_b shapes cannot be multiplied ({mat_a.shape[0]}x{mat_a.shape[1]} and "
-                         f"{mat_b.shape[0]}x{mat_b.shape[1]})")
-    if recipe_a != recipe_b or recipe_a not in (ScalingType.TensorWise, ScalingType.RowWise):
-        raise _scaling_error(mat_a, mat_b, scale_a, scale_b)
-    if recipe_a == ScalingType.TensorWise:
-        for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
-            if s.numel() != 1 or s.dtype != _C.float32:
-                raise ValueError(f"{name} must have 1 Float element")
-    elif scale_a.dim() == 0 or scale_b.dim() == 0:
-        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
-    elif scale_a.dim() == 1 or scale_b.dim() == 1:
-        raise IndexError("Dimension out of range (expected to be in range of [-1, 0], but got 1)")
-    if len(contraction_dim) not in (0, 2) or (len(contraction_dim) == 2 and tuple(contraction_dim) != (1, 0)):
-        dims = list(contraction_dim) + [None, None]
-        raise ValueError(f"mat_a and mat_b shapes cannot be multiplied ({mat_a.shape[0]}x{mat_a.shape[1]} and "
-                         f"{mat_b.shape[0]}x{mat_b.shape[1]}) with contraction dims mat_a: {dims[0]}, "
-                         f"mat_b: {dims[1]}")
-    if bias is not None and bias.numel() != mat_b.shape[1]:
-        raise ValueError(f"Bias must be size {mat_b.shape[1]} but got {bias.numel()}")
-    if recipe_a == ScalingType.TensorWise:  # one element each, any rank (torch's _scaled_mm takes <= 2 dims)
-        scale_a, scale_b = scale_a.reshape(()), scale_b.reshape(())
-    if mat_a.shape[1] == 0:  # torch's scaled_mm gives zeros for K = 0, bias or not (_scaled_mm adds the bias)
-        return _C.zeros(mat_a.shape[0], mat_b.shape[1], dtype=output_dtype or mat_a.dtype)
-    return _C._scaled_mm(mat_a, mat_b, scale_a, scale_b, bias=bias, out_dtype=output_dtype,
-                         use_fast_accum=use_fast_accum)
+    return _C._nn.scaled_mm(mat_a, mat_b, scale_a, recipe_a, scale_b, recipe_b,
+                            None if swizzle_a is None else int(swizzle_a), None if swizzle_b is None else int(swizzle_b),
+                            bias, output_dtype, list(contraction_dim), use_fast_accum)
 
 
 def grouped_mm(mat_a, mat_b, *, offs=None, bias=None, out_dtype=None):
