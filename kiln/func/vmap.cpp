@@ -443,11 +443,10 @@ class Replay {
     return dispatch(*n.op, {x}, a);
   }
 
-  // bmm over (b, n, k) x (b, k, m) per example: the batch folds into bmm's batch or into the rows /
-  // columns of the unbatched side's partner
   // _fused_baddbmm (bfloat16 / float16 addmm, baddbmm, linear with a bias): the vmap batch folded into
   // the op's own batch dim, unbatched operands expanded to it, so each example's product and
-  // rounding are those it has alone.
+  // rounding are those it has alone (an unbatched operand with more than one matrix is copied B
+  // times by the fold; addmm and linear have one, a view).
   TensorList fused_baddbmm_rule(const OpDef& op, const Node& n, const std::vector<BVal>& in) {
     const Tensor a = materialize(in[1], B_);
     const int64_t bb = a.size(1);
@@ -456,6 +455,8 @@ class Replay {
     return {reshape(r[0], {B_, bb, r[0].size(1), r[0].size(2)})};
   }
 
+  // bmm over (b, n, k) x (b, k, m) per example: the batch folds into bmm's batch or into the rows /
+  // columns of the unbatched side's partner
   TensorList bmm_rule(const std::vector<BVal>& in) {
     const BVal &a = in[0], &c = in[1];
     const int64_t b = a.batched ? a.t.size(1) : a.t.size(0);

@@ -321,7 +321,8 @@ def test_matmul_rank_combinations(xs, ys, in_dims, dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("in_dims", [(0, None, None), (0, 0, 0), (None, 0, None), (None, None, 0)])
+@pytest.mark.parametrize("in_dims", [(0, None, None), (0, 0, 0), (None, 0, None), (None, None, 0), (1, None, 0),
+                                     (None, 1, 0)])
 def test_lowp_linear_addmm_baddbmm_batch_rule(dtype, in_dims):
     """bfloat16 / float16 linear with a bias, addmm and baddbmm go through _fused_baddbmm's rule (no
     per-example loop), each example with the bits it has alone (and torch's values)."""

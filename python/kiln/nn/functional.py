@@ -385,11 +385,14 @@ def scaled_mm(mat_a, mat_b, scale_a, scale_recipe_a, scale_b, scale_recipe_b, sw
         if not isinstance(r, ScalingType):  # torch reads the enum's .value
             raise AttributeError(f"'{type(r).__name__}' object has no attribute 'value'")
         return int(r)
+    def swizzle(z):
+        z = one(z)
+        if z is not None and not isinstance(z, SwizzleType):
+            raise AttributeError(f"'{type(z).__name__}' object has no attribute 'value'")
+        return None if z is None else int(z)
     scale_a, scale_b = one(scale_a), one(scale_b)
     recipe_a, recipe_b = recipe(scale_recipe_a), recipe(scale_recipe_b)
-    swizzle_a, swizzle_b = one(swizzle_a), one(swizzle_b)
-    return _C._nn.scaled_mm(mat_a, mat_b, scale_a, recipe_a, scale_b, recipe_b,
-                            None if swizzle_a is None else int(swizzle_a), None if swizzle_b is None else int(swizzle_b),
+    return _C._nn.scaled_mm(mat_a, mat_b, scale_a, recipe_a, scale_b, recipe_b, swizzle(swizzle_a), swizzle(swizzle_b),
                             bias, output_dtype, list(contraction_dim), use_fast_accum)
 
 
