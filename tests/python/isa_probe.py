@@ -137,6 +137,8 @@ def main(path):
                      0x3F800000] * 3, dtype=np.uint32).view(np.int32)
     put("convert-bits:float32 NaN payloads->float16", kiln.from_numpy(nans.copy()).view(kiln.float32)
         .to(kiln.float16).view(kiln.int16))
+    put("convert-bits:float32 NaN payloads->bfloat16", kiln.from_numpy(nans.copy()).view(kiln.float32)
+        .to(kiln.bfloat16).view(kiln.int16))
 
     # random numbers: the counter-based generator must give the same stream on every table
     kiln.manual_seed(1234)

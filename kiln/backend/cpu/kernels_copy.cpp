@@ -20,10 +20,11 @@ void cast_loop(char* out, const char* in, int64_t n, int64_t os, int64_t is) {
       T* __restrict o = reinterpret_cast<T*>(out);
       const F* __restrict x = reinterpret_cast<const F*>(in);
       int64_t i = 0;
-#if defined(__F16C__)
+#if defined(__F16C__) && defined(__AVX2__)
       // float32 <-> float16 eight at a time with the F16C instructions (12x the scalar loop), which
       // round and widen as the scalar conversions do except for NaN payloads: lanes holding a NaN
-      // take the scalar conversion's bits (float16: sign | 0x7e00; float32: the payload kept as is)
+      // take the scalar conversion's bits (float16: sign | 0x7e00; float32: the payload kept as is);
+      // float32 -> bfloat16 by the scalar conversion's integer rounding, eight at a time
       if constexpr (std::is_same_v<F, float> && std::is_same_v<T, Half>) {
         for (; i + 8 <= n; i += 8) {
           const __m256 v = _mm256_loadu_ps(x + i);
@@ -32,6 +33,18 @@ void cast_loop(char* out, const char* in, int64_t n, int64_t os, int64_t is) {
           _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i), h);
           if (!_mm256_testz_ps(nan, nan)) [[unlikely]]
             for (int64_t l = i; l < i + 8; ++l) o[l] = convert<T>(x[l]);
+        }
+      } else if constexpr (std::is_same_v<F, float> && std::is_same_v<T, BFloat16>) {
+        // round to nearest even on the bits, NaN to 0x7fc0: the scalar conversion, eight at a time
+        const __m256i one = _mm256_set1_epi32(1), half = _mm256_set1_epi32(0x7fff), qnan = _mm256_set1_epi32(0x7fc0);
+        for (; i + 8 <= n; i += 8) {
+          const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
+          __m256i r = _mm256_add_epi32(b, _mm256_add_epi32(half, _mm256_and_si256(_mm256_srli_epi32(b, 16), one)));
+          r = _mm256_srli_epi32(r, 16);
+          const __m256 v = _mm256_castsi256_ps(b);
+          r = _mm256_blendv_epi8(r, qnan, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i),
+                           _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
         }
       } else if constexpr (std::is_same_v<F, Half> && std::is_same_v<T, float>) {
         const __m128i mag = _mm_set1_epi16(0x7fff), inf = _mm_set1_epi16(0x7c00);
