@@ -42,10 +42,12 @@ void scaled_mm_kernel(const OpDef& op, const TensorList& in, const Attrs& attrs,
   // The epilogue, one pass a row: ((acc * scale_a[i]) * scale_b[j] + bias[j]) * (1 / scale_result),
   // then rounded once into C (the table's cast loop) unless C is the float32 buffer itself. A row's
   // result depends on that row alone, whichever thread runs it.
-  const float* pa = static_cast<const float*>(cpu::contiguous_of(sa).data_ptr());
+  const Tensor sa_c = cpu::contiguous_of(sa);  // (held: a copy would die with the expression)
+  const float* pa = static_cast<const float*>(sa_c.data_ptr());
   std::vector<float> col(static_cast<size_t>(N)), bv;
   {
-    const float* pb = static_cast<const float*>(cpu::contiguous_of(sb).data_ptr());
+    const Tensor sb_c = cpu::contiguous_of(sb);
+    const float* pb = static_cast<const float*>(sb_c.data_ptr());
     for (int64_t j = 0; j < N; ++j) col[j] = pb[tensorwise ? 0 : j];
   }
   if (bias.defined()) {
