@@ -94,16 +94,25 @@ def _grouped_case(Case, experts, tokens=4096, k=1024, n=2816):
 _COPY_BYTES = 64 << 20
 
 
-def _rate_and_copy(fn, nbytes, rounds=9):
+def _cold_seconds(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def _rate_and_copy(fn, nbytes, rounds=11):
     """fn's bandwidth and a copy's (read + write of 64 MiB, kiln's clone), timed alternately in
     the same rounds: this VM's memory rate drifts, and a copy timed once earlier moved the ratio
-    by up to 2x. GB/s from the medians."""
+    by up to 2x. Each call is timed once, right after the other's (no warm-up call): the copy
+    leaves none of fn's weight in the caches, as in a model's decode step, whose weights are read
+    once per token (timed after a warm-up call, a 16 MiB weight sat partly in Zen 3's L3 and read
+    at up to 1.3x its cold rate). GB/s from the medians."""
     big = kiln.ones(_COPY_BYTES, dtype=kiln.uint8)
     fn(), big.clone()
     t_fn, t_copy = [], []
     for _ in range(rounds):
-        t_fn.append(_kiln_seconds(fn, repeats=1))
-        t_copy.append(_kiln_seconds(lambda: big.clone(), repeats=1))
+        t_fn.append(_cold_seconds(fn))
+        t_copy.append(_cold_seconds(lambda: big.clone()))
     return nbytes / statistics.median(t_fn) / 1e9, 2 * _COPY_BYTES / statistics.median(t_copy) / 1e9
 
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 #include <vector>
+#include <xmmintrin.h>
 
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/parallel.h"
@@ -465,8 +466,8 @@ TEST(Gemm, AllCodesRoundTrip) {
 // 67), written out: 64 lanes (lane k mod 64) below K rounded down to 64, combined as (Z0 + Z1) +
 // (Z2 + Z3) over the 16-lane groups, then halves of 8, 4, 2, 1 lanes, then the last K mod 64 terms
 // one after another.
-template <class T>
-float f16_row_dot(const T* x, int64_t xs, const T* r, int64_t rs, int64_t K) {
+template <class T, class U>
+float f16_row_dot(const T* x, int64_t xs, const U* r, int64_t rs, int64_t K) {
   const int64_t K64 = K / 64 * 64;
   float lane[64] = {};
   for (int64_t k = 0; k < K64; ++k)
@@ -482,8 +483,8 @@ float f16_row_dot(const T* x, int64_t xs, const T* r, int64_t rs, int64_t K) {
 
 // Matrix-vector shapes (M == 1 or N == 1) and tiny products take paths of their own that read the
 // operands in place; every output must still be bit-identical to the same element of the full
-// (packed) product. Except float16 (and bfloat16 on the float32 panels) with the matrix's k
-// contiguous: those sum in 64 lanes (f16_row_dot; the packed path's bits below K = 64).
+// (packed) product. Except float16 (and bfloat16 and float8 on the float32 panels) with the matrix's
+// k contiguous: those sum in 64 lanes (f16_row_dot; the packed path's bits below K = 64).
 template <class T>
 void gemv_matches_gemm() {
   std::mt19937 rng(21);
@@ -495,8 +496,8 @@ void gemv_matches_gemm() {
         Operand<T> a(1, M, K, l_a, rng), b(1, K, N, l_b, rng);
         for (const Isa& isa : isas()) {
           if (isa.amx && !std::is_same_v<T, Half>) continue;  // (AMX: its own bits; float16 runs the float32 panels)
-          // float16, and bfloat16 on the float32 panels: 64 lanes where the matrix has k contiguous
-          const bool lanes = std::is_same_v<T, Half> || (std::is_same_v<T, BFloat16> && !isa.bf16_dot);
+          // float16, and bfloat16 and float8 on the float32 panels: 64 lanes where the matrix has k contiguous
+          const bool lanes = std::is_same_v<T, Half> || !isa.bf16_dot;
           std::vector<T> full = run(isa.table, a, b);
           auto fn = isa.table.gemm_lowp[static_cast<int>(dtype_of<T>())];
           for (int64_t i : {int64_t(0), M - 1}) {  // row i: (1 x K) @ B
@@ -721,7 +722,9 @@ TEST(Gemm, Float8PairsToFloat32) {
                 ASSERT_LE(std::fabs(c[i * N + j] - ref), K * 0x1p-24 * mag + 1e-30)
                     << isa.name << " pair " << ia << ib << " M=" << M << " N=" << N << " K=" << K;
               }
-            if (!isa.amx) results.push_back(c);  // (AMX: its own bits, checked above against the sum)
+            // (AMX: its own bits, checked above against the sum; vdpbf16ps: one chain per output where
+            // the other tables sum a k-contiguous matrix's rows in 64 lanes, decision 77)
+            if (!isa.amx && !(isa.bf16_dot && K >= 64 && (M <= 4 || N <= 4))) results.push_back(c);
           }
           for (size_t r = 1; r < results.size(); ++r)
             ASSERT_EQ(std::memcmp(results[0].data(), results[r].data(), results[0].size() * 4), 0)
@@ -732,6 +735,87 @@ TEST(Gemm, Float8PairsToFloat32) {
         check(a5, b4, 1, 0);
         check(a5, b5, 1, 1);
       }
+}
+
+// float8 rows with k contiguous sum in 64 lanes on the tables without vdpbf16ps (decision 77; the
+// float32 result of _scaled_mm's product, so no rounding hides the order): every pairing of the
+// formats, random codes over their whole range (subnormals included), K around the lane and slice
+// boundaries, one and four vectors as A's rows or as B's columns, one and two threads; rows with a
+// NaN (either format), an inf (e5m2), a vector with an inf; and with DAZ set on the calling thread
+// (the AVX2 kernel reads float8 subnormals as float32 subnormals, so it must step aside).
+template <class TX, class TW>
+void float8_rows_sum_in_64_lanes(int ix, int iw) {
+  std::mt19937 rng(31 + 2 * ix + iw);
+  auto code = [&](auto tag) {  // a random finite code
+    using T = decltype(tag);
+    for (;;) {
+      const uint8_t b = static_cast<uint8_t>(rng());
+      const bool special = std::is_same_v<T, Float8_e4m3fn> ? (b & 0x7f) == 0x7f : (b & 0x7c) == 0x7c;
+      if (!special) return T::from_bits(b);
+    }
+  };
+  int compared = 0;
+  for (int64_t K : {1, 63, 64, 65, 127, 128, 129, 255, 256, 257, 1000, 2049})
+    for (int mode = 0; mode < 3; ++mode)  // 0: finite codes, 1: NaN / inf terms, 2: DAZ set
+      for (int64_t R : {1, 4})
+        for (bool as_cols : {false, true}) {
+          if (mode == 2 && K % 64 == 1) continue;  // (fewer DAZ cases)
+          const int64_t N = K >= 255 ? 300 : 70, ld = K + 5, xs = 3, xld = K * xs + 7;
+          std::vector<TX> x(R * xld);
+          std::vector<TW> w(N * ld);
+          for (auto& v : x) v = code(TX{});
+          for (auto& v : w) v = code(TW{});
+          if (mode == 1) {
+            w[3 * ld + K / 2] = TW::from_bits(0x7f);  // NaN (both formats)
+            w[6 * ld] = TW::from_bits(0xff);
+            if (std::is_same_v<TW, Float8_e5m2>) w[5 * ld + K - 1] = TW::from_bits(0x7c);  // inf
+            if (std::is_same_v<TX, Float8_e5m2> && R > 1) x[xld + (K / 3) * xs] = TX::from_bits(0xfc);  // -inf: vector 1
+          }
+          const bool daz = mode == 2;
+          std::vector<float> want(R * N);
+          for (int64_t r = 0; r < R; ++r)
+            for (int64_t j = 0; j < N; ++j) want[r * N + j] = f16_row_dot(&x[r * xld], xs, &w[j * ld], 1, K);
+          for (const Isa& isa : isas()) {
+            if (isa.bf16_dot || isa.amx) continue;  // (vdpbf16ps pairs, AMX tiles: one chain per output)
+            for (int threads : {1, 2}) {
+              Threads t(threads);
+              std::vector<float> y(R * N, 7.0f);
+              cpu::GemmArgs g;
+              if (!as_cols) {  // (R x K) @ W^T
+                g.M = R, g.N = N, g.K = K;
+                g.a = x.data(), g.a_rs = xld, g.a_cs = xs;
+                g.b = w.data(), g.b_rs = 1, g.b_cs = ld;
+                g.c = y.data(), g.c_rs = N, g.c_cs = 1;
+              } else {  // W @ (K x R), C column-major
+                g.M = N, g.N = R, g.K = K;
+                g.a = w.data(), g.a_rs = ld, g.a_cs = 1;
+                g.b = x.data(), g.b_rs = xs, g.b_cs = xld;
+                g.c = y.data(), g.c_rs = 1, g.c_cs = N;
+              }
+              const unsigned csr = _mm_getcsr();
+              if (daz) _mm_setcsr(csr | 0x40);
+              if (!as_cols) isa.table.gemm_f8[ix][iw](g);
+              else isa.table.gemm_f8[iw][ix](g);
+              _mm_setcsr(csr);
+              for (int64_t r = 0; r < R; ++r)
+                for (int64_t j = 0; j < N; ++j, ++compared) {
+                  const float got = y[r * N + j], ref = want[r * N + j];
+                  if (!(std::isnan(got) && std::isnan(ref)))
+                    ASSERT_EQ(bits(got), bits(ref)) << isa.name << " pair " << ix << iw << " K=" << K << " mode " << mode
+                                                     << " R=" << R << " cols " << as_cols << " threads " << threads
+                                                     << " r=" << r << " j=" << j;
+                }
+            }
+          }
+        }
+  EXPECT_GT(compared, 100000);
+}
+
+TEST(Gemm, Float8RowsSumIn64Lanes) {
+  float8_rows_sum_in_64_lanes<Float8_e4m3fn, Float8_e4m3fn>(0, 0);
+  float8_rows_sum_in_64_lanes<Float8_e4m3fn, Float8_e5m2>(0, 1);
+  float8_rows_sum_in_64_lanes<Float8_e5m2, Float8_e4m3fn>(1, 0);
+  float8_rows_sum_in_64_lanes<Float8_e5m2, Float8_e5m2>(1, 1);
 }
 
 // Every float8 code through the packed paths' conversions (row-major and column-major panels, A

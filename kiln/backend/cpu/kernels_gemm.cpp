@@ -264,9 +264,11 @@ template <class Pb>
 void run_gemv(const Pb& P, const GemvView& v, int64_t bi, int64_t j0, int64_t j1, typename Pb::W* xw, float* tot) {
   using Pn = typename Pb::Pn;
   // F32Panels::gemv_x picks the vectors' layout by their type, gemv_dot its reader by the matrix's
-  // (the lanes' order for float16 / bfloat16): the two must agree.
+  // (the lanes' order for two to four float16 / bfloat16 vectors; a float8 vector's scaled copy for
+  // float8 rows): the two must agree.
   static_assert(!std::is_same_v<Pn, F32Panels> ||
-                f32p::kLanes64<typename Pb::A> == f32p::kLanes64<typename Pb::B>);
+                (f32p::kLaneVectors<typename Pb::A> == f32p::kLaneVectors<typename Pb::B> &&
+                 f32p::kFloat8<typename Pb::A> == f32p::kFloat8<typename Pb::B>));
   if constexpr (Pn::kGemv) {
     const GemmArgs& g = P.g;
     const int64_t n = j1 - j0, xst = Pn::gemv_x_words(g.K), tst = gemv_tot_stride(n);
