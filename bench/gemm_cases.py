@@ -191,4 +191,5 @@ def gemm_cases(Case, quick):
         cases.append(_decode_case(Case, tag, 14336, 4096, rows=4))  # four decode steps at once
     for n in ((4096,) if quick else (4096, 14336)):
         cases.append(_decode_f8_case(Case, n, 4096))
+    cases.append(_decode_f8_case(Case, 14336, 4096, rows=4))  # four decode steps at once
     return cases

@@ -740,7 +740,7 @@ TEST(Gemm, Float8PairsToFloat32) {
 // float8 rows with k contiguous sum in 64 lanes on the tables without vdpbf16ps (decision 77; the
 // float32 result of _scaled_mm's product, so no rounding hides the order): every pairing of the
 // formats, random codes over their whole range (subnormals included), K around the lane and slice
-// boundaries, one and four vectors as A's rows or as B's columns, one and two threads; rows with a
+// boundaries, one, two and four vectors as A's rows or as B's columns, one and two threads; rows with a
 // NaN (either format), an inf (e5m2), a vector with an inf; and with DAZ set on the calling thread
 // (the AVX2 kernel reads float8 subnormals as float32 subnormals, so it must step aside).
 template <class TX, class TW>
@@ -757,9 +757,9 @@ void float8_rows_sum_in_64_lanes(int ix, int iw) {
   int compared = 0;
   for (int64_t K : {1, 63, 64, 65, 127, 128, 129, 255, 256, 257, 1000, 2049})
     for (int mode = 0; mode < 3; ++mode)  // 0: finite codes, 1: NaN / inf terms, 2: DAZ set
-      for (int64_t R : {1, 4})
+      for (int64_t R : {1, 2, 4})  // (the one-row kernel; J = 4 rows to a set; J = 2)
         for (bool as_cols : {false, true}) {
-          if (mode == 2 && K % 64 == 1) continue;  // (fewer DAZ cases)
+          if (mode == 2 && (K % 64 == 1 || R == 2)) continue;  // (fewer DAZ cases)
           const int64_t N = K >= 255 ? 300 : 70, ld = K + 5, xs = 3, xld = K * xs + 7;
           std::vector<TX> x(R * xld);
           std::vector<TW> w(N * ld);
@@ -769,7 +769,7 @@ void float8_rows_sum_in_64_lanes(int ix, int iw) {
             w[3 * ld + K / 2] = TW::from_bits(0x7f);  // NaN (both formats)
             w[6 * ld] = TW::from_bits(0xff);
             if (std::is_same_v<TW, Float8_e5m2>) w[5 * ld + K - 1] = TW::from_bits(0x7c);  // inf
-            if (std::is_same_v<TX, Float8_e5m2> && R > 1) x[xld + (K / 3) * xs] = TX::from_bits(0xfc);  // -inf: vector 1
+            if (std::is_same_v<TX, Float8_e5m2> && R > 1) x[xld + (K / 3) * xs] = TX::from_bits(0xfc);  // -inf in vector 1
           }
           const bool daz = mode == 2;
           std::vector<float> want(R * N);

@@ -115,6 +115,29 @@ def test_nan_propagates():
     assert torch.isnan(got[1]).all() and not torch.isnan(got[[0, 2, 3]]).any()
 
 
+@pytest.mark.parametrize("da,db", [(E4, E4), (E4, E5), (E5, E4), (E5, E5)])
+@pytest.mark.parametrize("m", [1, 2, 4])
+def test_decode_rows_with_nan_and_inf(da, db, m):
+    """The decode shapes (up to four rows against a column-major mat2, K >= 64: the 64-lane kernels,
+    decision 77) with NaN and inf among the weights and an inf in a row: NaN, inf and finite outputs
+    where torch has them, the finite ones within the float32 sum's error of torch's."""
+    k, n = 300, 24
+    a, w = f8((m, k), da, 5), f8((n, k), db, 6)
+    w[3, 150] = torch.tensor(float("nan")).to(db)
+    w[7, 0] = torch.tensor(448.0 if db == E4 else float("inf")).to(db)  # (e4m3fn has no inf)
+    if da == E5 and m > 1:
+        a[1, 40] = torch.tensor(float("-inf")).to(da)
+    b = w.t()
+    sa, sb = torch.rand(m, 1) + 0.5, torch.rand(1, n) + 0.5
+    want = torch._scaled_mm(a, b, sa, sb, out_dtype=torch.float32)
+    got = to_torch(kiln._scaled_mm(to_kiln(a), to_kiln(b), to_kiln(sa), to_kiln(sb), out_dtype=kiln.float32))
+    assert torch.equal(torch.isnan(got), torch.isnan(want))
+    assert torch.isnan(got[:, 3]).all()
+    fin = torch.isfinite(want)
+    assert torch.equal(got[~fin & ~torch.isnan(want)], want[~fin & ~torch.isnan(want)])  # the infs, signs included
+    assert torch.allclose(got[fin], want[fin], rtol=k * 2.0 ** -22, atol=1e-6)
+
+
 def test_functional_enums_and_recipes():
     assert [(e.name, int(e)) for e in KF.ScalingType] == [(e.name, int(e.value)) for e in
                                                             TF.ScalingType.__members__.values()]

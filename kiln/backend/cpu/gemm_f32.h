@@ -315,6 +315,28 @@ inline float dot64_tail(const float* x, const T* r, int64_t k, int64_t K, float 
 }
 
 #ifndef KILN_GEMM_F32_AVX512
+// Whether the thread reads float32 subnormal inputs as zero (MXCSR's DAZ).
+inline bool daz() { return (_mm_getcsr() & 0x40) != 0; }
+
+// dot64_row's sum with every element widened by load8 (the vector x in float32, xh in float16 for
+// float16).
+template <class T>
+inline float dot64_load8(const float* x, const Half* xh, const T* r, int64_t K) {
+  const int64_t K64 = K / 64 * 64;
+  auto loadx = [&](int64_t k) {
+    if constexpr (std::is_same_v<T, Half>) return load8(xh + k);
+    else return _mm256_loadu_ps(x + k);
+  };
+  __m256 a[8];  // a[p]: lanes 8p..8p+7 (sum64_lanes)
+  for (int p = 0; p < 8; ++p) a[p] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < K64; k += 64)
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; ++p) a[p] = _mm256_fmadd_ps(loadx(k + 8 * p), load8(r + k + 8 * p), a[p]);
+  return dot64_tail(x, r, K64, K, sum64_lanes(a));
+}
+#endif
+
+#ifndef KILN_GEMM_F32_AVX512
 // float8 rows (decision 77), 32 bytes at a time, with shifts and masks in place (no shuffles): a
 // 32-bit lane holds bytes e0..e3 (e3 on top); shifting a 16-bit half right (arithmetic) by 4
 // (e4m3fn) or 3 (e5m2) spreads its top byte's sign over float32's top exponent bits, and masking
@@ -334,7 +356,24 @@ struct F8Bits {
   static constexpr uint32_t mask = e4 ? 0x87f00000u : 0x8fe00000u;
   static constexpr uint8_t special = e4 ? 0xfe : 0xf8;  // doubled bytes from here up: NaN / inf
   static constexpr float unscale = e4 ? 0x1p56f : 0x1p48f;  // 2^120 / 2^64, 2^112 / 2^64
+  // 8 bytes in order (lanes_segment): each sign-extended to 32 bits, shifted left so that the
+  // exponent lands in float32's low exponent bits, masked: the same floats as above.
+  static constexpr int lane_shift = e4 ? 20 : 21;
+  static constexpr uint32_t lane_mask = e4 ? 0x87ffffffu : 0x8fffffffu;
 };
+
+// Whether the float8 bytes p[0, L) (L a multiple of 32) hold one that F8Bits's shifts do not convert.
+template <class T>
+inline bool f8_special(const T* p, int64_t L) {
+  const uint8_t* b = reinterpret_cast<const uint8_t*>(p);
+  __m256i seen = _mm256_setzero_si256();
+  for (int64_t k = 0; k < L; k += 32) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + k));
+    seen = _mm256_max_epu8(seen, _mm256_add_epi8(v, v));
+  }
+  const __m256i top = _mm256_set1_epi8(static_cast<char>(F8Bits<T>::special));
+  return _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_max_epu8(seen, top), seen)) != 0;
+}
 
 // x * 2^64 for dot64_f8 (x: float8 values, K64 of them), each 32 in the order of f0..f3 above:
 // xs[k0 + 8q + j] = x[k0 + 4j + q] * 2^64 (exact: a float8 value times 2^64 is far below float32's
@@ -418,26 +457,17 @@ inline float dot64_row(const float* x, const Half* xh, const T* r, int64_t K) {
     for (int q = 0; q < 4; ++q) a[q] = _mm512_fmadd_ps(loadx(k + 16 * q), load16(r + k + 16 * q), a[q]);
   const __m512 s = _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3]));
   const float y = sum8_lanes(_mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1)));
+  return dot64_tail(x, r, K64, K, y);
 #else
   if constexpr (kFloat8<T>) {  // (xh: f8_x_scaled's copy of x, F32Panels::gemv_x)
-    if ((_mm_getcsr() & 0x40) == 0) {  // (DAZ would read the float8 subnormals as zero)
+    if (!daz()) {  // (DAZ would read the float8 subnormals as zero)
       const float y = dot64_f8(reinterpret_cast<const float*>(xh), r, K64);
       if (!std::isnan(y)) return dot64_tail(x, r, K64, K, y);
     }
-    // (a byte the shift does not convert, or a NaN sum: load8's loop below gives the same bits)
+    // (a byte the shifts do not convert, or a NaN sum: load8's loop gives the same bits)
   }
-  auto loadx = [&](int64_t k) {
-    if constexpr (std::is_same_v<T, Half>) return load8(xh + k);
-    else return _mm256_loadu_ps(x + k);
-  };
-  __m256 a[8];  // a[p]: lanes 8p..8p+7 (sum64_lanes)
-  for (int p = 0; p < 8; ++p) a[p] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < K64; k += 64)
-#pragma GCC unroll 8
-    for (int p = 0; p < 8; ++p) a[p] = _mm256_fmadd_ps(loadx(k + 8 * p), load8(r + k + 8 * p), a[p]);
-  const float y = sum64_lanes(a);
+  return dot64_load8(x, xh, r, K);
 #endif
-  return dot64_tail(x, r, K64, K, y);
 }
 
 // y_v[j] = row j of m (n rows js apart) . x_v for R vectors (x_v = x + v * xst, in float16 at
@@ -489,16 +519,18 @@ constexpr bool kFetchSets(int R) { return R == 2; }  // SetFetch, else GroupFetc
 // xp: K floats, the vector x (K elements at stride xs) in that order: segment [k0, k0 + L) of
 // K64 (L a multiple of 64) at xp[k0 + p * (L / 8) + 8 i + l] = x[k0 + 64 i + 8 p + l]; past K64,
 // x[k] at xp[k].
+// (float8: every value times 2^64, for F8Bits's floats; exact.)
 template <class T>
 void gemv_x_lanes(const T* x, int64_t xs, int64_t K, float* xp) {
   const int64_t K64 = K / 64 * 64;
+  const float scale = kFloat8<T> ? 0x1p64f : 1.0f;
   for (int64_t k0 = 0; k0 < K64; k0 += kLaneKc) {
     const int64_t L = std::min(kLaneKc, K64 - k0);
     for (int64_t i = 0; i < L / 64; ++i)
       for (int p = 0; p < 8; ++p)
-        for (int l = 0; l < 8; ++l) xp[k0 + p * (L / 8) + 8 * i + l] = to_f32(x[(k0 + 64 * i + 8 * p + l) * xs]);
+        for (int l = 0; l < 8; ++l) xp[k0 + p * (L / 8) + 8 * i + l] = to_f32(x[(k0 + 64 * i + 8 * p + l) * xs]) * scale;
   }
-  for (int64_t k = K64; k < K; ++k) xp[k] = to_f32(x[k * xs]);
+  for (int64_t k = K64; k < K; ++k) xp[k] = to_f32(x[k * xs]) * scale;
 }
 
 // The sets of rows in gemv_rows_lanes_r's order: per group of kLaneGroup(R) rows, per segment of
@@ -533,28 +565,30 @@ struct LaneSets {
 
 // The rows fetched ahead while a set runs, one prefetch per step of lanes_segment. SetFetch: the next
 // set's segments into L1, one 64-byte line a step from the segments in turn (`lines` in all).
-// GroupFetch: the next group's rows, row after row (js_bytes apart), 16 * J bytes a step, which
+// GroupFetch: the next group's rows, row after row (js_bytes apart), 8 elements of J rows a step, which
 // covers them as the group's last step ends (prefetcht1: into L2 from Zen 4 on, into L1 as well
 // before it).
 template <int J, class T>
 struct SetFetch {
+  static constexpr int64_t kLine = 64 / sizeof(T);  // elements
   const T* seg[J];
   int64_t lines = 0, at = 0;
   void step() {
-    if (at < lines) _mm_prefetch(reinterpret_cast<const char*>(seg[at % J] + at / J * 32), _MM_HINT_T0);
+    if (at < lines) _mm_prefetch(reinterpret_cast<const char*>(seg[at % J] + at / J * kLine), _MM_HINT_T0);
     ++at;
   }
 };
-template <int J>
+template <int J, class T>
 struct GroupFetch {
+  static constexpr int64_t kStep = 8 * J * sizeof(T);  // bytes: 8 elements of J rows a step
   const char *at, *end;  // in the present row
   int64_t rows_left, js_bytes, row_bytes;
   void step() {
     _mm_prefetch(at, _MM_HINT_T1);
-    at += 16 * J;
+    at += kStep;
     if (at < end) return;
     if (rows_left > 0) at = end - row_bytes + js_bytes, end = at + row_bytes, --rows_left;
-    else at = end - 16 * J;  // all fetched: the last line again
+    else at = end - kStep;  // all fetched: the last line again
   }
 };
 
@@ -564,7 +598,16 @@ struct GroupFetch {
 template <int J, int R, class T, class Fetch>
 inline void lanes_segment(const float* xs, int64_t xst, int64_t L, const T* const* rows, Fetch& fetch, bool first,
                           __m256 (*acc)[R][8]) {
-  static_assert(sizeof(T) == 2);
+  // (float8: F8Bits's floats, 2^-120 w or 2^-112 w, against vectors kept times 2^64)
+  auto load = [](const T* p) {
+    if constexpr (kFloat8<T>) {
+      const __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+      return _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(v, F8Bits<T>::lane_shift),
+                                                  _mm256_set1_epi32(static_cast<int>(F8Bits<T>::lane_mask))));
+    } else {
+      return load8(p);
+    }
+  };
   const int64_t L8 = L / 8;
   for (int p = 0; p < 8; ++p) {
     __m256 a[J][R];
@@ -576,7 +619,7 @@ inline void lanes_segment(const float* xs, int64_t xst, int64_t L, const T* cons
     for (int64_t i = 0; i < L8; i += 8) {
       __m256 r[J];
 #pragma GCC unroll 4
-      for (int j = 0; j < J; ++j) r[j] = load8(rows[j] + 8 * i + 8 * p);
+      for (int j = 0; j < J; ++j) r[j] = load(rows[j] + 8 * i + 8 * p);
       fetch.step();
 #pragma GCC unroll 4
       for (int v = 0; v < R; ++v) {
@@ -593,16 +636,20 @@ inline void lanes_segment(const float* xs, int64_t xst, int64_t L, const T* cons
   }
 }
 
-// R (2 to 4) vectors in gemv_x_lanes's order, xst apart, against m's n rows (js apart).
+// R (2 to 4) vectors in gemv_x_lanes's order, xst apart, against m's n rows (js apart); xn: the
+// vectors for the last K - K64 elements (xp itself, whose order is plain there; for float8, the
+// vectors as they are, while xp holds them times 2^64, and a row with a byte that F8Bits's shifts
+// do not convert takes dot64_load8 on them).
 template <int R, class T>
-void gemv_rows_lanes_r(const float* xp, int64_t xst, const T* m, int64_t js, int64_t n, int64_t K, float* y,
-                       int64_t ys) {
+void gemv_rows_lanes_r(const float* xp, int64_t xst, const float* xn, const T* m, int64_t js, int64_t n, int64_t K,
+                       float* y, int64_t ys) {
   constexpr int J = kLaneRows(R), G = kLaneGroup(R);
   const int64_t K64 = K / 64 * 64;
   __m256 acc[G][R][8];
+  bool special[G] = {};  // (float8)
   LaneSets<R> set(n, K64), ahead(n, K64);  // the set that runs, and the one after it
   ahead.next();
-  GroupFetch<J> group{};
+  GroupFetch<J, T> group{};
   const int64_t row_bytes = K * static_cast<int64_t>(sizeof(T)), js_bytes = js * static_cast<int64_t>(sizeof(T));
   for (; !set.done(); set.next(), ahead.next()) {
     const T* rows[J];
@@ -616,7 +663,7 @@ void gemv_rows_lanes_r(const float* xp, int64_t xst, const T* m, int64_t js, int
       SetFetch<J, T> fetch;
       if (!ahead.done()) {
         for (int t = 0; t < J; ++t) fetch.seg[t] = ahead.row(m, js, t);
-        fetch.lines = J * (ahead.length() / 32);
+        fetch.lines = J * (ahead.length() / SetFetch<J, T>::kLine);
       }
       run(fetch);
     } else {
@@ -627,12 +674,23 @@ void gemv_rows_lanes_r(const float* xp, int64_t xst, const T* m, int64_t js, int
       }
       run(group);
     }
+    if constexpr (kFloat8<T>)  // (the set's segments, in L1)
+      for (int t = 0; t < set.w; ++t) special[set.q + t] = (set.k0 == 0 ? false : special[set.q + t]) || f8_special(rows[t], L);
     if (!set.ends_group()) continue;
-    for (int64_t t = 0; t < set.group(); ++t)
+    for (int64_t t = 0; t < set.group(); ++t) {
+      const T* row = m + (set.j0 + t) * js;
       for (int v = 0; v < R; ++v) {
-        const float s = K64 > 0 ? sum64_lanes(acc[t][v]) : 0.0f;
-        y[v * ys + set.j0 + t] = dot64_tail(xp + v * xst, m + (set.j0 + t) * js, K64, K, s);
+        float s = K64 > 0 ? sum64_lanes(acc[t][v]) : 0.0f;
+        if constexpr (kFloat8<T>) {
+          s *= F8Bits<T>::unscale;
+          if (special[t] || std::isnan(s)) {  // (load8's loop: the same bits)
+            y[v * ys + set.j0 + t] = dot64_load8(xn + v * xst, nullptr, row, K);
+            continue;
+          }
+        }
+        y[v * ys + set.j0 + t] = dot64_tail(xn + v * xst, row, K64, K, s);
       }
+    }
   }
 }
 #endif
@@ -663,11 +721,13 @@ void gemv_dot(const float* x, int64_t xst, const Half* xh, int64_t xhs, int R, c
               const Slicing& sl, float* tot, int64_t tst) {
   if constexpr (kLanes64<T>) {
 #ifndef KILN_GEMM_F32_AVX512
-    if constexpr (kLaneVectors<T>) switch (R) {
-      case 1: break;
-      case 2: return gemv_rows_lanes_r<2>(x, xst, m, js, n, sl.K, tot, tst);
-      case 3: return gemv_rows_lanes_r<3>(x, xst, m, js, n, sl.K, tot, tst);
-      default: return gemv_rows_lanes_r<4>(x, xst, m, js, n, sl.K, tot, tst);
+    // (float8: the vectors times 2^64 in gemv_x_lanes's order at xh, as floats; not with DAZ set,
+    // which would read F8Bits's subnormal floats as zero)
+    const float* xp = kFloat8<T> ? reinterpret_cast<const float*>(xh) : x;
+    if (R > 1 && !(kFloat8<T> && daz())) switch (R) {
+      case 2: return gemv_rows_lanes_r<2>(xp, xst, x, m, js, n, sl.K, tot, tst);
+      case 3: return gemv_rows_lanes_r<3>(xp, xst, x, m, js, n, sl.K, tot, tst);
+      default: return gemv_rows_lanes_r<4>(xp, xst, x, m, js, n, sl.K, tot, tst);
     }
 #endif
     gemv_rows_lanes(x, xst, xh, xhs, R, m, js, n, sl.K, tot, tst);
@@ -789,7 +849,8 @@ struct F32Panels {
   }
   // The vector of a GEMV, K elements at stride xs, in the panel element type (xw has room for
   // gemv_x_words(K)); behind it, a second form (x_f16) on AVX2: a float16 vector as it is, a float8
-  // one times 2^64 in float32, in dot64_f8's order (f8_x_scaled).
+  // one times 2^64 in float32, in dot64_f8's order (f8_x_scaled) or, one of several, in
+  // gemv_x_lanes's.
   static int64_t gemv_x_words(int64_t K) { return 2 * round_up(K + 16, 16); }
   static const Half* x_f16(const W* xw, int64_t K) { return reinterpret_cast<const Half*>(xw + round_up(K + 16, 16)); }
   // `rows` vectors in all (gemv_dot's R): float16 and bfloat16 ones, when more than one, in
@@ -808,8 +869,11 @@ struct F32Panels {
       for (int64_t k = 0; k < K; ++k) xh[k] = x[k * xs];
     }
 #ifndef KILN_GEMM_F32_AVX512
-    if constexpr (f32p::kFloat8<T>)
-      f32p::f8_x_scaled(xw, K / 64 * 64, const_cast<float*>(reinterpret_cast<const float*>(x_f16(xw, K))));
+    if constexpr (f32p::kFloat8<T>) {
+      float* x8 = const_cast<float*>(reinterpret_cast<const float*>(x_f16(xw, K)));
+      if (rows > 1) f32p::gemv_x_lanes(x, xs, K, x8);
+      else f32p::f8_x_scaled(xw, K / 64 * 64, x8);
+    }
 #endif
 #endif
   }
