@@ -11,7 +11,9 @@
 #include <string>
 #include <utility>
 #include <vector>
+#if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
+#endif
 
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/parallel.h"
@@ -740,9 +742,11 @@ TEST(Gemm, Float8PairsToFloat32) {
 // float8 rows with k contiguous sum in 64 lanes on the tables without vdpbf16ps (decision 77; the
 // float32 result of _scaled_mm's product, so no rounding hides the order): every pairing of the
 // formats, random codes over their whole range (subnormals included), K around the lane and slice
-// boundaries, one, two and four vectors as A's rows or as B's columns, one and two threads; rows with a
-// NaN (either format), an inf (e5m2), a vector with an inf; and with DAZ set on the calling thread
-// (the AVX2 kernel reads float8 subnormals as float32 subnormals, so it must step aside).
+// boundaries, one to four vectors as A's rows or as B's columns, one and two threads; rows with a
+// NaN (either format) or an inf (e5m2), first and last in the lane-group kernel's groups and sets;
+// vectors with an inf or a NaN; and with DAZ set on the calling thread, rows of subnormal codes
+// among the others (the AVX2 kernels read float8 subnormals as float32 subnormals, so DAZ must be
+// cleared while they run, and restored).
 template <class TX, class TW>
 void float8_rows_sum_in_64_lanes(int ix, int iw) {
   std::mt19937 rng(31 + 2 * ix + iw);
@@ -754,22 +758,39 @@ void float8_rows_sum_in_64_lanes(int ix, int iw) {
       if (!special) return T::from_bits(b);
     }
   };
+  auto subnormal = [&](auto tag) {  // a random nonzero code with a zero exponent field
+    using T = decltype(tag);
+    const uint32_t r = static_cast<uint32_t>(rng());
+    const uint8_t m = std::is_same_v<T, Float8_e4m3fn> ? 1 + r % 7 : 1 + r % 3;
+    return T::from_bits(static_cast<uint8_t>(((r >> 8) & 1) << 7 | m));
+  };
   int compared = 0;
-  for (int64_t K : {1, 63, 64, 65, 127, 128, 129, 255, 256, 257, 1000, 2049})
-    for (int mode = 0; mode < 3; ++mode)  // 0: finite codes, 1: NaN / inf terms, 2: DAZ set
-      for (int64_t R : {1, 2, 4})  // (the one-row kernel; J = 4 rows to a set; J = 2)
+  for (int64_t K : {1, 63, 64, 65, 128, 255, 257, 1000})
+    for (int mode = 0; mode < 4; ++mode)  // 0: finite codes, 1: NaN / inf rows, 2: DAZ set, 3: NaN / inf in vectors
+      for (int64_t R : {1, 2, 3, 4})  // (the one-row kernel; J = 4 rows to a set; J = 2)
         for (bool as_cols : {false, true}) {
-          if (mode == 2 && (K % 64 == 1 || R == 2)) continue;  // (fewer DAZ cases)
+          if (mode >= 2 && (K % 64 == 1 || R == 3)) continue;  // (fewer cases)
           const int64_t N = K >= 255 ? 300 : 70, ld = K + 5, xs = 3, xld = K * xs + 7;
           std::vector<TX> x(R * xld);
           std::vector<TW> w(N * ld);
           for (auto& v : x) v = code(TX{});
           for (auto& v : w) v = code(TW{});
-          if (mode == 1) {
+          if (mode == 1) {  // (groups of 8 or 16 rows, sets of 1 to 4: rows 0, 6, 20, N - 1, N - 2)
             w[3 * ld + K / 2] = TW::from_bits(0x7f);  // NaN (both formats)
             w[6 * ld] = TW::from_bits(0xff);
-            if (std::is_same_v<TW, Float8_e5m2>) w[5 * ld + K - 1] = TW::from_bits(0x7c);  // inf
-            if (std::is_same_v<TX, Float8_e5m2> && R > 1) x[xld + (K / 3) * xs] = TX::from_bits(0xfc);  // -inf in vector 1
+            w[20 * ld + K - 1] = TW::from_bits(0x7f);
+            w[(N - 1) * ld + K / 3] = TW::from_bits(0xff);
+            if (std::is_same_v<TW, Float8_e5m2>) {
+              w[5 * ld + K - 1] = TW::from_bits(0x7c);  // inf
+              w[(N - 2) * ld] = TW::from_bits(0xfc);
+            }
+          }
+          if (mode == 2)
+            for (int64_t j = 0; j < N; j += 3)
+              for (int64_t k = 0; k < K; ++k) w[j * ld + k] = subnormal(TW{});
+          if (mode == 3) {  // vector 0: inf (e5m2) or NaN; the last: NaN
+            x[(K / 3) * xs] = TX::from_bits(std::is_same_v<TX, Float8_e5m2> ? 0x7c : 0x7f);
+            if (R > 1) x[(R - 1) * xld] = TX::from_bits(0xff);
           }
           const bool daz = mode == 2;
           std::vector<float> want(R * N);
@@ -792,11 +813,18 @@ void float8_rows_sum_in_64_lanes(int ix, int iw) {
                 g.b = x.data(), g.b_rs = xs, g.b_cs = xld;
                 g.c = y.data(), g.c_rs = 1, g.c_cs = N;
               }
+#if defined(__x86_64__) || defined(__i386__)
               const unsigned csr = _mm_getcsr();
               if (daz) _mm_setcsr(csr | 0x40);
+#endif
               if (!as_cols) isa.table.gemm_f8[ix][iw](g);
               else isa.table.gemm_f8[iw][ix](g);
+#if defined(__x86_64__) || defined(__i386__)
+              const unsigned after = _mm_getcsr();
               _mm_setcsr(csr);
+              // (the control bits; the low six are the sticky exception flags)
+              ASSERT_EQ(after & ~0x3fu, (daz ? (csr | 0x40) : csr) & ~0x3fu) << isa.name << " left MXCSR changed";
+#endif
               for (int64_t r = 0; r < R; ++r)
                 for (int64_t j = 0; j < N; ++j, ++compared) {
                   const float got = y[r * N + j], ref = want[r * N + j];

@@ -3,7 +3,7 @@
 // multiply-adds (AVX-512: 14 x 32 = 28 zmm accumulators; AVX2: 6 x 16 = twelve ymm accumulators,
 // broadcast A, two B loads per k; base ISA: 4 x 8 in plain C++, mul then add). Also the matrix-vector
 // and tiny-product paths, which replay the micro-kernel's arithmetic exactly (see kernels_gemm.cpp),
-// except float16 and bfloat16 rows with k contiguous (64 lanes, decisions 67 and 70).
+// except float16, bfloat16 and float8 rows with k contiguous (64 lanes, decisions 67, 70 and 77).
 #pragma once
 
 #include "kiln/backend/cpu/gemm_elem.h"
@@ -180,7 +180,7 @@ constexpr bool kLanes64 = kLaneVectors<T> || kFloat8<T>;
 // GEMM path's arithmetic exactly (per K slice a chain acc = fma(x[k], m(k, j), acc) from 0 in k
 // order, slices summed into a float32 total in order), so the result is bit-identical to what
 // the packed path would give for that row or column; except float16 with k contiguous
-// (gemv_rows_lanes: 64 lanes), and bfloat16 likewise (decision 70).
+// (gemv_rows_lanes: 64 lanes), and bfloat16 and float8 likewise (decisions 70, 77).
 
 // Folds one slice's accumulators into the totals (first slice: copy).
 inline __m256 fold(bool first, const float* tot, __m256 acc) {
@@ -282,7 +282,7 @@ void gemv_dot_block(const float* x, int64_t xst, const T* const* rows, const Sli
   }
 }
 
-// ---- float16 and bfloat16 rows with k contiguous: 64 lanes (decisions 67, 70) -----------------
+// ---- float16, bfloat16 and float8 rows with k contiguous: 64 lanes (decisions 67, 70, 77) ------
 // These products sum within lanes, as torch's kernel does, not in the packed path's order: a lone
 // row then reads the matrix as one stream, row after row (the packed path's order needs 16 rows
 // read side by side, which ran at 0.75x torch's speed from memory on Zen 4). Every table gives
@@ -290,10 +290,11 @@ void gemv_dot_block(const float* x, int64_t xst, const T* const* rows, const Sli
 // rounded down to 64), in k order; the lanes combine as S = (Z0 + Z1) + (Z2 + Z3), Zq = lanes
 // 16q..16q+15, then S8 = S[0, 8) + S[8, 16), S4 = S8[0, 4) + S8[4, 8), S2 = S4[0, 2) + S4[2, 4),
 // y = S2[0] + S2[1]; then y = fma(x[k], m(k, j), y) for the last K - K64 k in order. (Products of
-// two float16 or two bfloat16 values are exact in float32: fma and multiply-then-add agree. Below
-// K = 64 this is the packed path's chain.) A float16 vector is read as float16 (xh): in float32
-// the loop streamed 15-35% slower; a bfloat16 vector is read as float32 (x). On the AVX512-BF16
-// table bfloat16 takes vdpbf16ps pairs instead (gemm_bf16.h).
+// two float16, two bfloat16 or two float8 values are exact in float32: fma and multiply-then-add
+// agree. Below K = 64 this is the packed path's chain.) A float16 vector is read as float16 (xh):
+// in float32 the loop streamed 15-35% slower; a bfloat16 vector is read as float32 (x); a float8
+// one as float32, and times 2^64 by the AVX2 kernels (dot64_f8). On the AVX512-BF16 table bfloat16
+// and float8 take vdpbf16ps pairs instead (gemm_bf16.h).
 
 // y from S8 (8 lanes): the last three steps above.
 inline float sum8_lanes(__m256 s8) {
@@ -315,9 +316,6 @@ inline float dot64_tail(const float* x, const T* r, int64_t k, int64_t K, float 
 }
 
 #ifndef KILN_GEMM_F32_AVX512
-// Whether the thread reads float32 subnormal inputs as zero (MXCSR's DAZ).
-inline bool daz() { return (_mm_getcsr() & 0x40) != 0; }
-
 // dot64_row's sum with every element widened by load8 (the vector x in float32, xh in float16 for
 // float16).
 template <class T>
@@ -388,11 +386,12 @@ inline void f8_x_scaled(const float* x, int64_t K64, float* xs) {
 // of x, which holds float8 values: F32Panels::gemv_x of the other float8 operand); NaN when the
 // row holds a byte the shifts do not convert (the caller then takes load8's loop). The lanes sum
 // x * 2^64 * 2^-120 w (e4m3fn; 2^-112 w for e5m2): each product of two float8 values is a multiple
-// of 2^-25 below 2^26 in magnitude, so every scaled product and partial sum is exactly 2^-56
-// (2^-48) times the unscaled one, far from float32's subnormals and overflow (where rounding
-// commutes with a power of two), and S scaled back has the unscaled lanes' bits. (The float8
-// subnormals are float32 subnormals here: no slower on Zen 3. With DAZ set, which would read them
-// as zero, dot64_row takes load8's loop.)
+// of 2^-32 below 2^32 in magnitude, so every scaled product and partial sum is exactly 2^-56
+// (2^-48) times the unscaled one (a multiple of 2^-81 below 2^-16, and sums of fewer than 2^40 of
+// them), far from float32's subnormals and overflow (where rounding commutes with a power of two),
+// and S scaled back has the unscaled lanes' bits. (The float8 subnormals are float32 subnormals
+// here: no slower on Zen 3. gemv_dot clears DAZ around these kernels, which would read them as
+// zero.)
 template <class T>
 inline float dot64_f8(const float* xs, const T* r, int64_t K64) {
   using B = F8Bits<T>;
@@ -402,8 +401,9 @@ inline float dot64_f8(const float* xs, const T* r, int64_t K64) {
   const __m256i M = _mm256_set1_epi32(static_cast<int>(B::mask));
   const uint8_t* rb = reinterpret_cast<const uint8_t*>(r);
   for (int64_t k = 0; k < K64; k += 64) {
-    // (2 KiB ahead, past the row's end into the next row: 5-15% faster from memory on Zen 3)
-    _mm_prefetch(reinterpret_cast<const char*>(rb + k + 2048), _MM_HINT_T0);
+    // (2 KiB ahead, past the row's end into the next row: 5-15% faster from memory on Zen 3; the
+    // address as an integer, since it may lie past the allocation)
+    _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(rb) + k + 2048), _MM_HINT_T0);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rb + k + 32 * h));
@@ -440,10 +440,13 @@ inline float dot64_row(const float* x, const Half* xh, const T* r, int64_t K) {
   const int64_t K64 = K / 64 * 64;
 #ifdef KILN_GEMM_F32_AVX512
   auto load16 = [](const T* p) {
-    if constexpr (kFloat8<T>) return _mm512_insertf32x8(_mm512_castps256_ps512(load8(p)), load8(p + 8), 1);
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    if constexpr (std::is_same_v<T, Half>) return _mm512_cvtph_ps(h);
-    else return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    if constexpr (kFloat8<T>) {
+      return _mm512_insertf32x8(_mm512_castps256_ps512(load8(p)), load8(p + 8), 1);
+    } else {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+      if constexpr (std::is_same_v<T, Half>) return _mm512_cvtph_ps(h);
+      else return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
   };
   auto loadx = [&](int64_t k) {
     if constexpr (std::is_same_v<T, Half>)
@@ -459,11 +462,9 @@ inline float dot64_row(const float* x, const Half* xh, const T* r, int64_t K) {
   const float y = sum8_lanes(_mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1)));
   return dot64_tail(x, r, K64, K, y);
 #else
-  if constexpr (kFloat8<T>) {  // (xh: f8_x_scaled's copy of x, F32Panels::gemv_x)
-    if (!daz()) {  // (DAZ would read the float8 subnormals as zero)
-      const float y = dot64_f8(reinterpret_cast<const float*>(xh), r, K64);
-      if (!std::isnan(y)) return dot64_tail(x, r, K64, K, y);
-    }
+  if constexpr (kFloat8<T>) {  // (xh: f8_x_scaled's copy of x, F32Panels::gemv_x; DAZ clear: gemv_dot)
+    const float y = dot64_f8(reinterpret_cast<const float*>(xh), r, K64);
+    if (!std::isnan(y)) return dot64_tail(x, r, K64, K, y);
     // (a byte the shifts do not convert, or a NaN sum: load8's loop gives the same bits)
   }
   return dot64_load8(x, xh, r, K);
@@ -523,14 +524,17 @@ constexpr bool kFetchSets(int R) { return R == 2; }  // SetFetch, else GroupFetc
 template <class T>
 void gemv_x_lanes(const T* x, int64_t xs, int64_t K, float* xp) {
   const int64_t K64 = K / 64 * 64;
-  const float scale = kFloat8<T> ? 0x1p64f : 1.0f;
+  auto value = [&](int64_t k) {
+    if constexpr (kFloat8<T>) return to_f32(x[k * xs]) * 0x1p64f;
+    else return to_f32(x[k * xs]);
+  };
   for (int64_t k0 = 0; k0 < K64; k0 += kLaneKc) {
     const int64_t L = std::min(kLaneKc, K64 - k0);
     for (int64_t i = 0; i < L / 64; ++i)
       for (int p = 0; p < 8; ++p)
-        for (int l = 0; l < 8; ++l) xp[k0 + p * (L / 8) + 8 * i + l] = to_f32(x[(k0 + 64 * i + 8 * p + l) * xs]) * scale;
+        for (int l = 0; l < 8; ++l) xp[k0 + p * (L / 8) + 8 * i + l] = value(k0 + 64 * i + 8 * p + l);
   }
-  for (int64_t k = K64; k < K; ++k) xp[k] = to_f32(x[k * xs]) * scale;
+  for (int64_t k = K64; k < K; ++k) xp[k] = value(k);
 }
 
 // The sets of rows in gemv_rows_lanes_r's order: per group of kLaneGroup(R) rows, per segment of
@@ -721,10 +725,22 @@ void gemv_dot(const float* x, int64_t xst, const Half* xh, int64_t xhs, int R, c
               const Slicing& sl, float* tot, int64_t tst) {
   if constexpr (kLanes64<T>) {
 #ifndef KILN_GEMM_F32_AVX512
-    // (float8: the vectors times 2^64 in gemv_x_lanes's order at xh, as floats; not with DAZ set,
-    // which would read F8Bits's subnormal floats as zero)
+    // float8: the vectors times 2^64 at xh, as floats (one: f8_x_scaled's order; more:
+    // gemv_x_lanes's), and DAZ clear while the kernels run, since it would read F8Bits's subnormal
+    // floats as zero (nothing else here meets a subnormal: the bits are the same either way). As
+    // lut16 does in kernels_unary.cpp.
+    struct DazClear {
+      unsigned csr = kFloat8<T> ? _mm_getcsr() : 0;
+      DazClear() {
+        if (kFloat8<T> && (csr & 0x40)) _mm_setcsr(csr & ~0x40u);
+      }
+      ~DazClear() {
+        if (kFloat8<T> && (csr & 0x40)) _mm_setcsr(csr);
+      }
+    } daz_clear;
     const float* xp = kFloat8<T> ? reinterpret_cast<const float*>(xh) : x;
-    if (R > 1 && !(kFloat8<T> && daz())) switch (R) {
+    switch (R) {
+      case 1: break;
       case 2: return gemv_rows_lanes_r<2>(xp, xst, x, m, js, n, sl.K, tot, tst);
       case 3: return gemv_rows_lanes_r<3>(xp, xst, x, m, js, n, sl.K, tot, tst);
       default: return gemv_rows_lanes_r<4>(xp, xst, x, m, js, n, sl.K, tot, tst);
@@ -758,7 +774,7 @@ void gemv_axpy(const float* x, const T* m, int64_t ks, int64_t n, const Slicing&
   }
 }
 
-// float16 and bfloat16 rows: the 64 lanes of the AVX2 / AVX-512 kernels (above), lane by lane.
+// float16, bfloat16 and float8 rows: the 64 lanes of the AVX2 / AVX-512 kernels (above), lane by lane.
 template <class T>
 inline float dot64_row(const float* x, const T* r, int64_t K) {
   const int64_t K64 = K / 64 * 64;

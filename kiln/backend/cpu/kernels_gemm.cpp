@@ -23,7 +23,7 @@
 // decision 45. And float16 matrix-vector products over a k-contiguous matrix from K = 64 on: they
 // sum in 64 lanes to read the matrix row after row, the same bits on every table and thread count;
 // decision 67. bfloat16 likewise on every table but the AVX512-BF16 one, which keeps vdpbf16ps's
-// chain there; decision 70.)
+// chain there; decision 70. And float8 as bfloat16; decision 77.)
 //
 // The panels (how operands are packed and which micro-kernel multiplies them) are a parameter of
 // the driver: F32Panels (gemm_f32.h) converts every type to float32 for a float32 FMA kernel
@@ -248,7 +248,7 @@ inline GemvView gemv_view(const GemmArgs& g) {
       v = {true, false, g.M, g.b_rs, 1, g.a_rs, g.c_rs, g.N, g.b_cs, g.c_cs};
     }
     if (v.ok && v.cs != 1 && v.rs != 1) v.ok = false;
-    if (v.ok && v.n == 1 && v.rs == 1) v.cs = 0;  // one output, k contiguous: the dot path (float16's and bfloat16's lanes)
+    if (v.ok && v.n == 1 && v.rs == 1) v.cs = 0;  // one output, k contiguous: the dot path (the 64 lanes)
   }
   return v;
 }
@@ -412,8 +412,8 @@ void gemm(const GemmArgs& g) {
   Problem<TA, TB, TC, Pn> P{static_cast<const TA*>(g.a), static_cast<const TB*>(g.b), cp, g, 0, 0};
   const Slicing sl = slicing(K);
   P.nk = sl.nk, P.kcb = sl.kcb;
-  // (float16, and bfloat16 on the float32 panels, from K = 64 on: the matrix-vector paths, whose 64
-  // lanes a lone dot product gets too)
+  // (float16, and bfloat16 and float8 on the float32 panels, from K = 64 on: the matrix-vector
+  // paths, whose 64 lanes a lone dot product gets too)
   constexpr bool lanes = std::is_same_v<Pn, F32Panels> && f32p::kLanes64<TA>;
   const bool small = P.nk == 1 && M * N * K <= Pn::kSmallMacs && (K < 64 || !lanes);
   const GemvView gv = small ? GemvView{} : gemv_view<Pn>(g);
