@@ -332,9 +332,7 @@ inline float dot64_load8(const float* x, const Half* xh, const T* r, int64_t K) 
     for (int p = 0; p < 8; ++p) a[p] = _mm256_fmadd_ps(loadx(k + 8 * p), load8(r + k + 8 * p), a[p]);
   return dot64_tail(x, r, K64, K, sum64_lanes(a));
 }
-#endif
 
-#ifndef KILN_GEMM_F32_AVX512
 // float8 rows (decision 77), 32 bytes at a time, with shifts and masks in place (no shuffles): a
 // 32-bit lane holds bytes e0..e3 (e3 on top); shifting a 16-bit half right (arithmetic) by 4
 // (e4m3fn) or 3 (e5m2) spreads its top byte's sign over float32's top exponent bits, and masking
@@ -679,7 +677,7 @@ void gemv_rows_lanes_r(const float* xp, int64_t xst, const float* xn, const T* m
       run(group);
     }
     if constexpr (kFloat8<T>)  // (the set's segments, in L1)
-      for (int t = 0; t < set.w; ++t) special[set.q + t] = (set.k0 == 0 ? false : special[set.q + t]) || f8_special(rows[t], L);
+      for (int t = 0; t < set.w; ++t) special[set.q + t] = (set.k0 != 0 && special[set.q + t]) || f8_special(rows[t], L);
     if (!set.ends_group()) continue;
     for (int64_t t = 0; t < set.group(); ++t) {
       const T* row = m + (set.j0 + t) * js;
@@ -734,8 +732,8 @@ void gemv_dot(const float* x, int64_t xst, const Half* xh, int64_t xhs, int R, c
       DazClear() {
         if (kFloat8<T> && (csr & 0x40)) _mm_setcsr(csr & ~0x40u);
       }
-      ~DazClear() {
-        if (kFloat8<T> && (csr & 0x40)) _mm_setcsr(csr);
+      ~DazClear() {  // (DAZ alone: the exception flags raised meanwhile stay)
+        if (kFloat8<T> && (csr & 0x40)) _mm_setcsr(_mm_getcsr() | 0x40);
       }
     } daz_clear;
     const float* xp = kFloat8<T> ? reinterpret_cast<const float*>(xh) : x;
