@@ -574,7 +574,7 @@ template <int J, class T>
 struct SetFetch {
   static constexpr int64_t kLine = 64 / sizeof(T);  // elements
   const T* seg[J];
-  int64_t lines = 0, at = 0;
+  uint64_t lines = 0, at = 0;  // (unsigned: % and / by J, a power of two, are a mask and a shift)
   void step() {
     if (at < lines) _mm_prefetch(reinterpret_cast<const char*>(seg[at % J] + at / J * kLine), _MM_HINT_T0);
     ++at;
@@ -665,7 +665,7 @@ void gemv_rows_lanes_r(const float* xp, int64_t xst, const float* xn, const T* m
       SetFetch<J, T> fetch;
       if (!ahead.done()) {
         for (int t = 0; t < J; ++t) fetch.seg[t] = ahead.row(m, js, t);
-        fetch.lines = J * (ahead.length() / SetFetch<J, T>::kLine);
+        fetch.lines = static_cast<uint64_t>(J * (ahead.length() / SetFetch<J, T>::kLine));
       }
       run(fetch);
     } else {
