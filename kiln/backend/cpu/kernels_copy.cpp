@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "kiln/backend/cpu/isa_util.h"
+#include "kiln/backend/cpu/vec.h"
 #include "kiln/core/convert.h"
 
 namespace kiln::cpu::KILN_ISA {
@@ -35,17 +36,8 @@ void cast_loop(char* out, const char* in, int64_t n, int64_t os, int64_t is) {
             for (int64_t l = i; l < i + 8; ++l) o[l] = convert<T>(x[l]);
         }
       } else if constexpr (std::is_same_v<F, float> && std::is_same_v<T, BFloat16>) {
-        // round to nearest even on the bits, NaN to 0x7fc0: the scalar conversion, eight at a time
-        const __m256i one = _mm256_set1_epi32(1), half = _mm256_set1_epi32(0x7fff), qnan = _mm256_set1_epi32(0x7fc0);
-        for (; i + 8 <= n; i += 8) {
-          const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
-          __m256i r = _mm256_add_epi32(b, _mm256_add_epi32(half, _mm256_and_si256(_mm256_srli_epi32(b, 16), one)));
-          r = _mm256_srli_epi32(r, 16);
-          const __m256 v = _mm256_castsi256_ps(b);
-          r = _mm256_blendv_epi8(r, qnan, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i),
-                           _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
-        }
+        // (vec.h's store: round to nearest even on the bits, NaN to 0x7fc0, as the scalar conversion)
+        for (; i + VecF::N <= n; i += VecF::N) store_from_float(o + i, VecF::load(x + i));
       } else if constexpr (std::is_same_v<F, Half> && std::is_same_v<T, float>) {
         const __m128i mag = _mm_set1_epi16(0x7fff), inf = _mm_set1_epi16(0x7c00);
         for (; i + 8 <= n; i += 8) {
