@@ -178,7 +178,7 @@ void lu_factor_kernel(const OpDef&, const TensorList& in, const Attrs& a, Tensor
       return;
     }
     parallel_for(B, batch_grain(m, n), [&](int64_t b0, int64_t b1) {
-      std::vector<T> w(m * n);
+      std::vector<T> w = lapack_matrix<T>(m, n);
       for (int64_t b = b0; b < b1; ++b) {
         ip[b] = 0;
         if (k == 0) continue;
@@ -217,7 +217,7 @@ void lu_solve_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorL
     T* xp = static_cast<T*>(X.data_ptr());
     const char trans_left = adjoint ? (lp::is_cplx<T> ? 'C' : 'T') : 'N';
     parallel_for(Bn, batch_grain(n, n + k), [&](int64_t b0, int64_t b1) {
-      std::vector<T> wl(n * n), wb(n * k);
+      std::vector<T> wl = lapack_matrix<T>(n, n), wb = lapack_matrix<T>(n, k);
       for (int64_t b = b0; b < b1; ++b) {
         to_cm(lp_ + lo[b], n, n, wl.data());
         const int* p = pp + lo[b] / n;
@@ -230,7 +230,7 @@ void lu_solve_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorL
         } else if (!adjoint) {  // X A = B: A^T X^T = B^T, and B^T column-major is B's row-major memory
           std::copy(src, src + n * k, wb.data());
           lp::getrs<T>('T', int(n), int(k), wl.data(), int(n), p, wb.data(), int(n));
-          std::copy(wb.begin(), wb.end(), dst);
+          std::copy(wb.begin(), wb.begin() + n * k, dst);
         } else {  // X A^H = B: A X^H = B^H, B^H column-major is conj of B's memory
           for (int64_t i = 0; i < n * k; ++i) wb[i] = cj(src[i]);
           lp::getrs<T>('N', int(n), int(k), wl.data(), int(n), p, wb.data(), int(n));
@@ -333,7 +333,7 @@ void solve_ex_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorL
     }
     // each matrix of A is factored once (column-major factors kept for the solves), then every
     // matrix of the broadcast batch is solved with its A's factors
-    std::vector<T> fac(nA * n * n);
+    std::vector<T> fac = lapack_matrix<T>(n, nA * n);  // (the matrices side by side)
     parallel_for(nA, batch_grain(n, n), [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) {
         if (n == 0) continue;
@@ -344,7 +344,7 @@ void solve_ex_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorL
     });
     if (n == 0 || k == 0) return;
     parallel_for(Bn, batch_grain(n, k), [&](int64_t b0, int64_t b1) {
-      std::vector<T> wb(n * k);
+      std::vector<T> wb = lapack_matrix<T>(n, k);
       for (int64_t b = b0; b < b1; ++b) {
         const int64_t ia = a_off(b) / (n * n);
         const T* w = fac.data() + ia * n * n;
@@ -358,7 +358,7 @@ void solve_ex_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorL
         } else {  // X A = B: A^T X^T = B^T, and B^T column-major is B's row-major memory
           std::copy(src, src + n * k, wb.data());
           lp::getrs<T>('T', int(n), int(k), w, int(n), p, wb.data(), int(n));
-          std::copy(wb.begin(), wb.end(), dst);
+          std::copy(wb.begin(), wb.begin() + n * k, dst);
         }
       }
     });
@@ -395,11 +395,11 @@ void inv_ex_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorLis
     }
     parallel_for(Bn, batch_grain(n, n), [&](int64_t b0, int64_t b1) {
       std::vector<int> ipiv(n);
-      std::vector<T> work(lwork);
+      std::vector<T> work = lapack_vector<T>(lwork), wv = lapack_matrix<T>(n, n);
       for (int64_t b = b0; b < b1; ++b) {
         ip[b] = 0;
         if (n == 0) continue;
-        T* w = yp + b * n * n;
+        T* w = wv.data();
         std::copy(ap + b * n * n, ap + (b + 1) * n * n, w);
         const bool blocked = blocked_lu(Bn, n, n);
         ip[b] = getrf_any<T>(n, n, w, n, ipiv.data(), blocked);
@@ -408,12 +408,13 @@ void inv_ex_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorLis
         if (ip[b] == 0 && blocked && n < kParallelBlasOrder) getri_team<T>(n, w, ipiv.data(), linalg_threads());
         else if (ip[b] == 0) ip[b] = lp::getri<T>(int(n), w, int(n), ipiv.data(), work.data(), lwork);
         if (ip[b] != 0) {  // torch's info is the first zero pivot of A's LU, not of A^T's: A itself again
-          std::vector<T> cm(n * n);
+          std::vector<T> cm = lapack_matrix<T>(n, n);
           to_cm(ap + b * n * n, n, n, cm.data());
           ip[b] = lp::getrf<T>(int(n), int(n), cm.data(), int(n), ipiv.data());
           if (ip[b] == 0) ip[b] = lp::getri<T>(int(n), cm.data(), int(n), ipiv.data(), work.data(), lwork);
           if (ip[b] == 0) from_cm(cm.data(), n, n, w);
         }
+        std::copy(w, w + n * n, yp + b * n * n);
       }
     });
   }, parallel_blas(Bn, n));
@@ -445,7 +446,7 @@ void lu_each(const char* op, const Tensor& A, T* lu, int* pp, F&& fn) {
     return;
   }
   parallel_for(Bn, batch_grain(n, n), [&](int64_t b0, int64_t b1) {
-    std::vector<T> w(n * n);
+    std::vector<T> w = lapack_matrix<T>(n, n);
     for (int64_t b = b0; b < b1; ++b) {
       int swaps = 0;
       if (n > 0) {
@@ -513,7 +514,7 @@ KernelRegistrar k_slogdet{"_linalg_slogdet", DeviceType::CPU, slogdet_kernel};
 // The row-major Hermitian A read as a column-major matrix is A^T = conj(A): its Cholesky factor with
 // the other uplo is the transpose of A's, which read back row-major is A's factor itself (conj(A) =
 // U^H U gives A = U^T conj(U), so L = U^T; likewise U = L'^T for upper). So each matrix is factored
-// in the output's memory with the uplo flipped, with no transposed copies (they were 20% of a 1024 x
+// in a copy (lapack_matrix: see there) with the uplo flipped, with no transposed copies (they were 20% of a 1024 x
 // 1024 factorization).
 //
 // From order kBlockedCholesky on, with more than one thread, a right-looking blocked Cholesky runs
@@ -578,10 +579,11 @@ void cholesky_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorL
     T* lp_ = static_cast<T*>(L.data_ptr());
     int* ip = static_cast<int*>(info.data_ptr());
     parallel_for(Bn, batch_grain(n, n), [&](int64_t b0, int64_t b1) {
+      std::vector<T> wv = lapack_matrix<T>(n, n);
       for (int64_t b = b0; b < b1; ++b) {
         ip[b] = 0;
         if (n == 0) continue;
-        T* w = lp_ + b * n * n;
+        T* w = wv.data();
         std::copy(ap + b * n * n, ap + (b + 1) * n * n, w);
         ip[b] = blocked ? potrf_blocked<T>(flipped, n, w, n, threads) : lp::potrf<T>(flipped, int(n), w, int(n));
         // OpenBLAS's potrf takes a NaN pivot (only `ajj <= 0` fails); reference LAPACK and MKL (torch) stop
@@ -591,6 +593,7 @@ void cholesky_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorL
         for (int64_t i = 0; i < n; ++i)  // the other triangle (row-major now) is zero
           for (int64_t j = 0; j < n; ++j)
             if (upper ? j < i : j > i) w[i * n + j] = T(0);
+        std::copy(w, w + n * n, lp_ + b * n * n);
       }
     });
   });
@@ -618,7 +621,7 @@ void cholesky_solve_kernel(const OpDef&, const TensorList& in, const Attrs& a, T
     const T* bp = static_cast<const T*>(Bm.data_ptr());
     T* xp = static_cast<T*>(X.data_ptr());
     parallel_for(Bn, batch_grain(n, n + k), [&](int64_t b0, int64_t b1) {
-      std::vector<T> wl(n * n), wb(n * k);
+      std::vector<T> wl = lapack_matrix<T>(n, n), wb = lapack_matrix<T>(n, k);
       for (int64_t b = b0; b < b1; ++b) {
         to_cm(lp_ + lo[b], n, n, wl.data());
         to_cm(bp + bo[b], n, k, wb.data());
@@ -642,7 +645,7 @@ void cholesky_inverse_kernel(const OpDef&, const TensorList& in, const Attrs& a,
     const T* lp_ = static_cast<const T*>(L.data_ptr());
     T* yp = static_cast<T*>(Y.data_ptr());
     parallel_for(Bn, batch_grain(n, n), [&](int64_t b0, int64_t b1) {
-      std::vector<T> w(n * n);
+      std::vector<T> w = lapack_matrix<T>(n, n);
       for (int64_t b = b0; b < b1; ++b) {
         to_cm(lp_ + b * n * n, n, n, w.data());
         lp::potri<T>(upper ? 'U' : 'L', int(n), w.data(), int(n));

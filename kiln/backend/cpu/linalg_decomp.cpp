@@ -55,7 +55,7 @@ bool geqrf_blocked(int64_t m, int64_t n, T* a, int64_t lda, T* tau, int threads,
   const auto* hh = householder<T>();
   const int64_t mn = std::min(m, n), nb = std::min(kQrBlock, std::max<int64_t>(mn, 1));
   // per panel (two at once: the next one is factored while the last one is applied): T and V
-  std::vector<T> tf(2 * nb * nb), vf(2 * m * nb), work(threads * std::max<int64_t>(n, 1) * nb);
+  std::vector<T> tf(2 * nb * nb), vf(2 * m * nb), work = lapack_vector<T>(threads * std::max<int64_t>(n, 1) * nb);
   auto half = [&](int64_t k0) { return k0 / nb % 2; };
   auto panel = [&](int64_t k0) {  // factor the panel at k0, form its T and its explicit V
     const int64_t kb = std::min(nb, mn - k0);
@@ -147,7 +147,7 @@ template <class T>
 void orgqr_blocked(int64_t m, int64_t n, int64_t k, T* a, int64_t lda, const T* tau, int threads) {
   const auto* hh = householder<T>();
   const int64_t nb = kQrBlock;
-  std::vector<T> tf(nb * nb), vf(m * nb), work(threads * std::max<int64_t>(n, 1) * nb);
+  std::vector<T> tf(nb * nb), vf(m * nb), work = lapack_vector<T>(threads * std::max<int64_t>(n, 1) * nb);
   const int64_t last = k > 0 ? (k - 1) / nb * nb : 0;  // the last block: unblocked, with the columns after it
   auto zero_above = [&](int64_t r, int64_t c0, int64_t c1) {
     for (int64_t j = c0; j < c1; ++j) std::fill(a + j * lda, a + j * lda + r, T(0));
@@ -200,7 +200,8 @@ void qr_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& o
       lw = std::max(lw, lp::work_size(q));
     }
     parallel_for(Bn, batch_grain(m, n), [&](int64_t b0, int64_t b1) {
-      std::vector<T> w(m * n), tau(std::max<int64_t>(k, 1)), q(want_q ? m * qc : 0), work(lw);
+      std::vector<T> w = lapack_matrix<T>(m, n), tau = lapack_vector<T>(std::max<int64_t>(k, 1)),
+                     q = lapack_matrix<T>(m, want_q ? qc : 0), work = lapack_vector<T>(lw);
       for (int64_t b = b0; b < b1; ++b) {
         if (m > 0 && n > 0) {
           to_cm(ap + b * m * n, m, n, w.data());
@@ -239,7 +240,7 @@ void geqrf_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& 
     lp::geqrf<T>(int(m), int(n), qa.data(), int(m), qt.data(), &q, -1);
     const int lw = std::max(1, lp::work_size(q));
     parallel_for(Bn, batch_grain(m, n), [&](int64_t b0, int64_t b1) {
-      std::vector<T> w(m * n), work(lw);
+      std::vector<T> w = lapack_matrix<T>(m, n), work = lapack_vector<T>(lw);
       for (int64_t b = b0; b < b1; ++b) {
         to_cm(ap + b * m * n, m, n, w.data());
         lp::geqrf<T>(int(m), int(n), w.data(), int(m), tp + b * k, work.data(), lw);
@@ -265,7 +266,7 @@ void householder_kernel(const OpDef&, const TensorList& in, const Attrs&, Tensor
     lp::orgqr<T>(int(m), int(n), int(k), qa.data(), int(m), qt.data(), &q, -1);
     const int lw = std::max(1, lp::work_size(q));
     parallel_for(Bn, batch_grain(m, n), [&](int64_t b0, int64_t b1) {
-      std::vector<T> w(m * n), work(lw);
+      std::vector<T> w = lapack_matrix<T>(m, n), work = lapack_vector<T>(lw);
       for (int64_t b = b0; b < b1; ++b) {
         to_cm(ap + b * m * n, m, n, w.data());
         lp::orgqr<T>(int(m), int(n), int(k), w.data(), int(m), tp + b * k, work.data(), lw);
@@ -295,7 +296,7 @@ void ormqr_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList
     lp::ormqr<T>(side, trans, int(r), int(c), int(k), qa.data(), int(mq), qt.data(), qc.data(), int(r), &q, -1);
     const int lw = std::max(1, lp::work_size(q));
     parallel_for(Bn, batch_grain(r, c), [&](int64_t b0, int64_t b1) {
-      std::vector<T> wa(mq * na), wc(r * c), work(lw);
+      std::vector<T> wa = lapack_matrix<T>(mq, na), wc = lapack_matrix<T>(r, c), work = lapack_vector<T>(lw);
       for (int64_t b = b0; b < b1; ++b) {
         to_cm(ap + b * mq * na, mq, na, wa.data());
         to_cm(cp + b * r * c, r, c, wc.data());
@@ -357,7 +358,7 @@ void expm(int64_t n, const T* a, T* y) {
   for (int64_t i = 0; i < nn; ++i) V[i] += R_(b[6]) * A6[i] + R_(b[4]) * A4[i] + R_(b[2]) * A2[i];
   for (int64_t i = 0; i < n; ++i) V[i * n + i] += R_(b[0]);
   // (V - U) X = (V + U), column-major for LAPACK
-  std::vector<T> P(nn), Q(nn);
+  std::vector<T> P = lapack_matrix<T>(n, n), Q = lapack_matrix<T>(n, n);
   std::vector<int> ipiv(n);
   to_cm(V.data(), n, n, P.data());
   to_cm(U.data(), n, n, Q.data());

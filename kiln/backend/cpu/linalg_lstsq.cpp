@@ -90,7 +90,7 @@ template <class T>
 struct GelsyScratch {
   GelsyScratch(int64_t m, int64_t n, int lw)
       : tau(std::max<int64_t>(std::min(m, n), 1)), tau2(tau.size()), xmin(tau.size()), xmax(tau.size()),
-        perm(std::max<int64_t>(n, 1)), work(lw), f(std::max<int64_t>(n, 1) * kQpsBlock),
+        perm(std::max<int64_t>(n, 1)), work(lapack_vector<T>(lw)), f(std::max<int64_t>(n, 1) * kQpsBlock),
         qps(kQpsBlock * (1 + std::max<int64_t>(n, 1))), vn(2 * std::max<int64_t>(n, 1)), jpvt(std::max<int64_t>(n, 1)) {}
   std::vector<T> tau, tau2, xmin, xmax, perm, work, f, qps;
   std::vector<lp::Real<T>> vn;
@@ -365,7 +365,7 @@ void lstsq_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList
     const int own_threads =
         Bn == 1 && mn >= kGelsyOnPool && !cpu::in_parallel_region() ? linalg_threads() : 1;
     parallel_for(Bn, batch_grain(m, n), [&](int64_t b0, int64_t b1) {
-      std::vector<T> wa(m * n), wb(ldb * k), work(own ? 1 : lw);
+      std::vector<T> wa = lapack_matrix<T>(m, n), wb = lapack_matrix<T>(ldb, k), work = lapack_vector<T>(own ? 1 : lw);
       std::optional<GelsyScratch<T>> gs;
       if (own) gs.emplace(m, n, lw_own);
       std::vector<R> s(mn), rwork(std::max(lrw, 1));

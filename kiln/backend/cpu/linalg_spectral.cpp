@@ -86,12 +86,12 @@ class HermitianEig {
 
   Scratch scratch() const {
     Scratch s;
-    s.work.resize(hh_ ? 0 : lw_);
-    s.tau.resize(std::max<int64_t>(n_, 1));
+    s.work = lapack_vector<T>(hh_ ? 0 : lw_);
+    s.tau = lapack_vector<T>(std::max<int64_t>(n_, 1));
     s.e.resize(std::max<int64_t>(n_, 1));
     s.rwork.resize(lrw_);
     s.iwork.resize(liw_);
-    if (vectors_) s.vec.resize(n_ * n_), s.z.resize(lp::is_cplx<T> ? n_ * n_ : 0);
+    if (vectors_) s.vec = lapack_matrix<T>(n_, n_), s.z.resize(lp::is_cplx<T> ? n_ * n_ : 0);
     return s;
   }
 
@@ -209,7 +209,7 @@ void eigh_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList&
     const bool one = Bn == 1 && !cpu::in_parallel_region();  // one matrix: the pool on its steps
     const HermitianEig<T> eig(v, uplo, n, one ? linalg_threads() : 1);
     parallel_for(Bn, batch_grain(n, n), [&](int64_t b0, int64_t b1) {
-      std::vector<T> w(n * n);
+      std::vector<T> w = lapack_matrix<T>(n, n);
       auto scratch = eig.scratch();
       for (int64_t b = b0; b < b1; ++b) {
         to_cm(ap + b * n * n, n, n, w.data());
@@ -253,7 +253,8 @@ void eig_kernel(const OpDef&, const TensorList& in, const Attrs&, TensorList& ou
     }
     const int lw = std::max(1, lp::work_size(wq));
     parallel_for(Bn, batch_grain(n, n), [&](int64_t b0, int64_t b1) {
-      std::vector<T> w(n * n), vr(n * n), work(lw), ev(n);
+      std::vector<T> w = lapack_matrix<T>(n, n), vr = lapack_matrix<T>(n, n), work = lapack_vector<T>(lw),
+                     ev = lapack_vector<T>(n);
       std::vector<R> wi(n), rwork(2 * n);
       for (int64_t b = b0; b < b1; ++b) {
         to_cm(ap + b * n * n, n, n, w.data());
@@ -326,7 +327,7 @@ int svd_on_pool(int64_t m, int64_t n, bool full, T* a, lp::Real<T>* s, T* u, T* 
   T q{};
   lp::gebrd<T>(int(m), int(n), a, int(m), s, e.data(), tauq.data(), taup.data(), &q, -1);
   {
-    std::vector<T> work(std::max(1, lp::work_size(q)));
+    std::vector<T> work = lapack_vector<T>(std::max(1, lp::work_size(q)));
     lp::gebrd<T>(int(m), int(n), a, int(m), s, e.data(), tauq.data(), taup.data(), work.data(), int(work.size()));
   }
   // The bidiagonal SVD: into U's and Vh's leading k x k blocks (real ones first where T is complex);
@@ -358,7 +359,7 @@ int svd_on_pool(int64_t m, int64_t n, bool full, T* a, lp::Real<T>* s, T* u, T* 
   // row i right of the superdiagonal (m >= n: p = n - 1, v's unit at i + 1) or of the diagonal
   // (m < n: p = m, unit at i): their conjugate transpose holds them as columns, as xgeqrf's.
   const int64_t off = m >= n ? 1 : 0, p = m >= n ? n - 1 : m, rows = n - off;
-  std::vector<T> refl(rows * p), y(n * vr);
+  std::vector<T> refl = lapack_matrix<T>(rows, p), y = lapack_matrix<T>(n, vr);
   for (int64_t j = 0; j < p; ++j)
     for (int64_t r = j + 1; r < rows; ++r) refl[r + j * rows] = cj(a[j + (r + off) * m]);
   const auto conj_all = [](std::vector<T>& x) {
@@ -418,7 +419,8 @@ void svd_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList& 
     const int64_t mx = std::max(m, n);
     const int64_t lrw = uv ? k * std::max(5 * k + 7, 2 * mx + 2 * k + 1) : 7 * k;
     parallel_for(Bn, batch_grain(m, n), [&](int64_t b0, int64_t b1) {  // (on_pool: Bn is 1, this thread)
-      std::vector<T> w(m * n), u(uv ? m * uc : 1), vt(uv ? vr * n : 1), work(lw);
+      std::vector<T> w = lapack_matrix<T>(m, n), work = lapack_vector<T>(lw);
+      std::vector<T> u = uv ? lapack_matrix<T>(m, uc) : std::vector<T>(1), vt = uv ? lapack_matrix<T>(vr, n) : std::vector<T>(1);
       std::vector<R> rwork(lp::is_cplx<T> ? lrw : 1);
       std::vector<int> iwork(8 * k);
       for (int64_t b = b0; b < b1; ++b) {
@@ -501,7 +503,8 @@ void pinv_kernel(const OpDef&, const TensorList& in, const Attrs& a, TensorList&
     const std::optional<HermitianEig<T>> eig =
         herm ? std::optional<HermitianEig<T>>(std::in_place, true, 'L', n, eig_threads) : std::nullopt;
     parallel_for(Bn, batch_grain(m, n), [&](int64_t b0, int64_t b1) {
-      std::vector<T> w(m * n), u(herm ? 1 : m * k), vt(herm ? 1 : k * n), c(m * n), work(lw);
+      std::vector<T> w = lapack_matrix<T>(m, n), work = lapack_vector<T>(lw), c(m * n);
+      std::vector<T> u = herm ? std::vector<T>(1) : lapack_matrix<T>(m, k), vt = herm ? std::vector<T>(1) : lapack_matrix<T>(k, n);
       auto scratch = herm ? eig->scratch() : typename HermitianEig<T>::Scratch{};
       std::vector<R> s(std::max(k, n)), rwork(lrw);
       std::vector<int> iwork(liw);

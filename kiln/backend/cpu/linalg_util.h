@@ -74,6 +74,25 @@ void run_shared(int threads, F&& f) {
   });
 }
 
+// A column-major working matrix (rows x cols, zeros) that LAPACK and OpenBLAS are handed. OpenBLAS
+// 0.3.21's complex GEMV without transpose (the Haswell / Zen kernel that xlarf on the right, xlabrd
+// and others call) loads from the column after its matrix's last and the element after its vector's
+// last (OpenBLAS issue 4013): up to a column past the end when that matrix ends the buffer, which
+// faults where the next page is unmapped (the sanitizer build's allocator now and then; a guard-page
+// malloc every time). A complex matrix therefore carries a spare column and 64 bytes, zeros; real
+// ones, which those kernels do not overread, none. size() counts them: take rows * cols for the matrix.
+template <class T>
+std::vector<T> lapack_matrix(int64_t rows, int64_t cols) {
+  const int64_t spare = lp::is_cplx<T> ? std::max<int64_t>(rows, 1) + int64_t(64 / sizeof(T)) : 0;
+  return std::vector<T>(rows * cols + spare);
+}
+// A vector LAPACK is handed (a workspace, which can be such a GEMV's vector): 64 spare bytes, zeros,
+// where T is complex.
+template <class T>
+std::vector<T> lapack_vector(int64_t n) {
+  return std::vector<T>(n + (lp::is_cplx<T> ? int64_t(64 / sizeof(T)) : 0));
+}
+
 template <class T>
 T cj(T x) {
   if constexpr (lp::is_cplx<T>) return std::conj(x);
