@@ -47,21 +47,34 @@ void random_fill(const Tensor& t, int dist, double p0, double p1, Generator* gen
                    {static_cast<int64_t>(dist), p0, p1, static_cast<int64_t>(key), static_cast<int64_t>(start)});
 }
 
+// rand / randn's tensor: floating or complex (torch draws a complex tensor's real and imaginary parts
+// as two elements of its real dtype)
 Tensor float_tensor(const Shape& size, TensorOptions o, const char* op) {
   Dtype d = o.dtype_or_default();
-  KILN_CHECK(is_floating(d) && !is_float8(d), NotImplemented, op, op, " expects a floating point dtype, got ",
-             dtype_name(d));
+  KILN_CHECK((is_floating(d) && !is_float8(d)) || is_complex(d), NotImplemented, op, op,
+             " expects a floating point or complex dtype, got ", dtype_name(d));
   return make_tensor(size, d, o.device_);
 }
 
+// A complex tensor's parts as a real tensor (view_as_real), others as they are: what uniform and
+// normal draws fill.
+Tensor parts_of(const Tensor& t) { return is_complex(t.dtype()) ? view_as_real(t) : t; }
+
 // The fills of a continuous distribution refuse integral and bool tensors, as torch's: NotImplementedError
 // (its uniform_, normal_ and log_normal_ kernels lack those dtypes) or RuntimeError (cauchy_, exponential_).
-void check_continuous(const Tensor& t, const char* op, bool not_implemented) {
-  if (!is_integral(t.dtype(), true)) return;
+// Only uniform_ and normal_ take a complex tensor (complex_ok): log_normal_ raises NotImplementedError
+// there, cauchy_ and exponential_ RuntimeError, as torch's.
+void check_continuous(const Tensor& t, const char* op, bool not_implemented, bool complex_ok = false) {
+  const Dtype d = t.dtype();
+  if (is_complex(d) && !complex_ok) {
+    if (not_implemented) raise_dtype_unsupported(op, d);
+  } else if (!is_integral(d, true)) {
+    return;
+  }
   if (not_implemented)
-    KILN_FAIL(NotImplemented, op, op, " expects a floating point tensor, got ", dtype_name(t.dtype()));
+    KILN_FAIL(NotImplemented, op, op, " expects a floating point tensor, got ", dtype_name(d));
   KILN_FAIL(Runtime, op, op, " draws from a continuous probability distribution: dtype must be a floating point "
-            "but you specified ", dtype_name(t.dtype()));
+            "but you specified ", dtype_name(d));
 }
 
 // bernoulli_'s tensor (torch's bernoulli_scalar / bernoulli_tensor kernels): bool, integral or floating
@@ -74,12 +87,13 @@ void check_bernoulli_self(const Tensor& t, const char* op) {
 
 Tensor rand(const Shape& size, TensorOptions o, Generator* g) {
   Tensor t = float_tensor(size, o, "rand");
-  random_fill(t, kUniform, 0.0, 1.0, g);
+  random_fill(parts_of(t), kUniform, 0.0, 1.0, g);
   return t;
 }
+// complex: each part N(0, 1/2), so that E|z|^2 = 1 (torch's)
 Tensor randn(const Shape& size, TensorOptions o, Generator* g) {
   Tensor t = float_tensor(size, o, "randn");
-  random_fill(t, kNormal, 0.0, 1.0, g);
+  random_fill(parts_of(t), kNormal, 0.0, is_complex(t.dtype()) ? std::sqrt(0.5) : 1.0, g);
   return t;
 }
 Tensor randint(int64_t low, int64_t high, const Shape& size, TensorOptions o, Generator* g) {
@@ -101,17 +115,19 @@ Tensor randperm(int64_t n, TensorOptions o, Generator* g) {
   return o.dtype_ == Dtype::Undefined || o.dtype_ == kInt64 ? out : to_dtype(out, o.dtype_);
 }
 
+// complex: each part uniform on [from, to)
 const Tensor& uniform_(const Tensor& t, double from, double to, Generator* g) {
-  check_continuous(t, "uniform_", true);
+  check_continuous(t, "uniform_", true, true);
   KILN_CHECK(from <= to, Runtime, "uniform_", "uniform_ expects to return a [from, to) range, but found from=", from,
              " > to=", to);
-  random_fill(t, kUniform, from, to, g);
+  random_fill(parts_of(t), kUniform, from, to, g);
   return t;
 }
+// complex: each part N(mean, std^2 / 2) (torch's: the mean on both parts)
 const Tensor& normal_(const Tensor& t, double mean, double std, Generator* g) {
-  check_continuous(t, "normal_", true);
+  check_continuous(t, "normal_", true, true);
   KILN_CHECK(std >= 0, Runtime, "normal_", "normal expects std >= 0.0, but found std ", std);
-  random_fill(t, kNormal, mean, std, g);
+  random_fill(parts_of(t), kNormal, mean, is_complex(t.dtype()) ? std * std::sqrt(0.5) : std, g);
   return t;
 }
 const Tensor& exponential_(const Tensor& t, double lambd, Generator* g) {
@@ -127,6 +143,7 @@ const Tensor& log_normal_(const Tensor& t, double mean, double std, Generator* g
   return t;
 }
 const Tensor& geometric_(const Tensor& t, double p, Generator* g) {
+  if (is_complex(t.dtype())) raise_dtype_unsupported("geometric_", t.dtype());
   KILN_CHECK(p > 0 && p < 1, Runtime, "geometric_", "geometric_ expects p to be in (0, 1), but got p=", p);
   random_fill(t, kGeometric, p, 0, g);
   return t;

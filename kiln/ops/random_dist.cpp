@@ -98,6 +98,16 @@ Tensor normal(const Tensor& mean, const Tensor& std, Generator* g) {
   const char* op = "normal";
   // torch's dtype: the mean's (a Python-number mean: the std's)
   Dtype d = mean.is_wrapped_number() ? std.dtype() : mean.dtype();
+  KILN_CHECK(!is_complex(std.dtype()), Runtime, op, "normal expects standard deviation to be non-complex");
+  if (is_complex(d)) {  // torch's: mean + std z, z's parts N(0, 1/2) (normal_ on the complex output)
+    Shape s = broadcast_shapes(mean.sizes(), std.sizes(), op);
+    const Tensor sd = to_dtype(std, to_real(d));
+    if (!sd.is_meta() && sd.numel() > 0)
+      KILN_CHECK(all(ge(sd, Scalar(0))).item<bool>(), Runtime, op, "normal expects all elements of std >= 0.0");
+    Tensor z = empty(s, TensorOptions(d).device(mean.device()));
+    normal_(z, 0.0, 1.0, g);
+    return add(mul(z, sd), mean);
+  }
   if (!is_floating(d)) raise_dtype_unsupported("normal_kernel_cpu", d);
   sampler_dtype(op, d);
   Shape s = broadcast_shapes(mean.sizes(), std.sizes(), op);
@@ -109,8 +119,9 @@ Tensor normal(const Tensor& mean, const Tensor& std, Generator* g) {
 
 // ---- torch's public schemas
 namespace {
-Tensor number(const Attrs& a, size_t i, const Tensor& like) {
-  return scalar_tensor(Scalar(attr<double>(a, i)), like.dtype(), true);
+Tensor number(const Attrs& a, size_t i, const Tensor& like) {  // (a complex tensor's: its real dtype)
+  const Dtype d = like.dtype();
+  return scalar_tensor(Scalar(attr<double>(a, i)), is_complex(d) ? to_real(d) : d, true);
 }
 Composite c_standard_gamma{"_standard_gamma(Tensor self, Generator? generator=None) -> Tensor",
                            [](const TensorList& in, const Attrs& a) -> TensorList {

@@ -252,3 +252,70 @@ def test_set_num_threads_argument_errors_like_torch(lib):
         with pytest.raises(cls):
             lib.set_num_threads(bad)
     assert lib.get_num_threads() == old
+
+
+def _parts_moments(z):
+    """(mean, std) of the real parts and of the imaginary parts of a complex tensor of either library."""
+    x = torch.view_as_real(torch.from_numpy(z.numpy().copy()) if not isinstance(z, torch.Tensor) else z).double()
+    return [(x[..., i].mean().item(), x[..., i].std().item()) for i in (0, 1)]
+
+
+@pytest.mark.parametrize("lib", [torch, kiln], ids=["torch", "kiln"])
+@pytest.mark.parametrize("dt", ["complex64", "complex128"])
+def test_complex_draws_like_torch(lib, dt):
+    # torch draws a complex tensor's parts as elements of its real dtype: rand's uniform on [0, 1),
+    # randn's N(0, 1/2) (E|z|^2 = 1), normal_(mean, std) N(mean, std^2 / 2) with the mean on both parts,
+    # normal(complex mean, std) = mean + std z
+    d = getattr(lib, dt)
+    lib.manual_seed(1)
+    n = 200000
+    u = lib.rand(n, dtype=d)
+    assert u.dtype == d and u.shape == (n,)
+    for m, s in _parts_moments(u):
+        assert abs(m - 0.5) < 0.01 and abs(s - math.sqrt(1 / 12)) < 0.01
+    assert lib.all(u.real >= 0).item() and lib.all(u.imag < 1).item()
+    for z in (lib.randn(n, dtype=d), lib.randn_like(lib.zeros(n, dtype=d)), lib.normal(0.0, 1.0, size=(n,), dtype=d)):
+        assert z.dtype == d
+        for m, s in _parts_moments(z):
+            assert abs(m) < 0.01 and abs(s - math.sqrt(0.5)) < 0.01
+    assert lib.rand_like(lib.zeros(2, 3, dtype=d)).shape == (2, 3)
+    x = lib.empty(n, dtype=d)
+    assert x.normal_(1.0, 2.0) is x
+    for m, s in _parts_moments(x):
+        assert abs(m - 1) < 0.02 and abs(s - math.sqrt(2)) < 0.02
+    (re_lo, re_hi), (im_lo, im_hi) = [(p.min().item(), p.max().item()) for p in (x.uniform_(-1, 3).real, x.imag)]
+    assert -1 <= re_lo < -0.99 and 2.99 < re_hi < 3 and -1 <= im_lo < -0.99 and 2.99 < im_hi < 3
+    y = lib.normal(lib.full((n,), 1 + 2j, dtype=d), 2.0)
+    (m_re, s_re), (m_im, s_im) = _parts_moments(y)
+    assert y.dtype == d and abs(m_re - 1) < 0.02 and abs(m_im - 2) < 0.02 and abs(s_re - math.sqrt(2)) < 0.02
+    y = lib.normal(lib.zeros(n, dtype=d), lib.full((n,), 2.0))
+    assert y.dtype == d and abs(_parts_moments(y)[1][1] - math.sqrt(2)) < 0.02
+    # a strided view is filled in place, its base's other elements untouched
+    base = lib.zeros(4, 6, dtype=d)
+    base.t()[::2].normal_()
+    assert (base[:, 0::2] != 0).all().item() and (base[:, 1::2] == 0).all().item()
+    z = lib.randn(2, 3, dtype=d, requires_grad=True)
+    assert z.requires_grad and z.is_leaf
+
+
+@pytest.mark.parametrize("lib", [torch, kiln], ids=["torch", "kiln"])
+def test_complex_draw_errors_like_torch(lib):
+    x = lib.zeros(3, dtype=lib.complex64)
+    with pytest.raises(RuntimeError, match="from=3 > to=1"):
+        x.uniform_(3, 1)
+    with pytest.raises(RuntimeError, match="std >= 0.0"):
+        x.normal_(0, -1)
+    for fill in ("cauchy_", "exponential_"):
+        with pytest.raises(RuntimeError):
+            getattr(x, fill)()
+    with pytest.raises(NotImplementedError):
+        x.log_normal_()
+    with pytest.raises(NotImplementedError):
+        x.geometric_(0.5)
+    for mean, std in ((x, lib.ones(3, dtype=lib.complex64)), (1.0, lib.ones(3, dtype=lib.complex64)),
+                      (lib.ones(3), lib.ones(3, dtype=lib.complex64))):
+        with pytest.raises(RuntimeError, match="non-complex"):
+            lib.normal(mean, std)
+    with pytest.raises(RuntimeError, match="std >= 0.0"):
+        lib.normal(x, -1.0)
+    assert x.tolist() == [0j, 0j, 0j]  # none of the refused calls wrote x
