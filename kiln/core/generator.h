@@ -9,7 +9,9 @@
 namespace kiln {
 
 // The distributions of the random_fill_ op (its `dist` attribute; the kernels: backend/cpu).
-enum class RandomDist : int { Uniform, Normal, Bernoulli, Exponential, LogNormal, Geometric, Cauchy, Randint, Count };
+// Randint: integers in [p0, p1); FromTo (Tensor.random_): integers in [p0, p1], both ends read as
+// int64 (p1 from 2^63 on: INT64_MAX), every int64 value when that span is 2^64.
+enum class RandomDist : int { Uniform, Normal, Bernoulli, Exponential, LogNormal, Geometric, Cauchy, Randint, FromTo, Count };
 
 class Generator;
 namespace detail {

@@ -271,6 +271,11 @@ Tensor randint(int64_t low, int64_t high, const Shape& size, TensorOptions o = k
 Tensor randperm(int64_t n, TensorOptions o = kInt64, Generator* g = nullptr);
 void manual_seed(uint64_t seed);
 const Tensor& uniform_(const Tensor& t, double from = 0, double to = 1, Generator* g = nullptr);
+// Tensor.random_: integers drawn uniformly into t's dtype, from [from, to) with `to`; without it from
+// `from` to the largest integer the dtype holds (2^digits for floating dtypes, the maximum for integral
+// ones, 1 for bool) inclusive; from = INT64_MIN without `to`: every int64 value. random_(t): from 0.
+const Tensor& random_(const Tensor& t, int64_t from, std::optional<int64_t> to, Generator* g = nullptr);
+const Tensor& random_(const Tensor& t, Generator* g = nullptr);
 const Tensor& normal_(const Tensor& t, double mean = 0, double std = 1, Generator* g = nullptr);
 const Tensor& exponential_(const Tensor& t, double lambd = 1, Generator* g = nullptr);
 const Tensor& log_normal_(const Tensor& t, double mean = 1, double std = 2, Generator* g = nullptr);

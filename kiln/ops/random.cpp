@@ -1,8 +1,14 @@
 // Random ops on the counter-based generator (Philox; the fills are kernels_random.cpp).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
 
 #include "kiln/core/convert.h"
+#include "kiln/core/finfo.h"
+#include "kiln/core/warning.h"
 #include "kiln/core/generator.h"
 #include "kiln/func/vmap.h"
 #include "kiln/ops/composite.h"
@@ -25,7 +31,8 @@ namespace {
 constexpr int kUniform = static_cast<int>(RandomDist::Uniform), kNormal = static_cast<int>(RandomDist::Normal),
               kExponential = static_cast<int>(RandomDist::Exponential),
               kLogNormal = static_cast<int>(RandomDist::LogNormal), kGeometric = static_cast<int>(RandomDist::Geometric),
-              kCauchy = static_cast<int>(RandomDist::Cauchy), kRandint = static_cast<int>(RandomDist::Randint);
+              kCauchy = static_cast<int>(RandomDist::Cauchy), kRandint = static_cast<int>(RandomDist::Randint),
+              kFromTo = static_cast<int>(RandomDist::FromTo);
 
 // The table op every random function reduces to: fills its input (in place) with draws of one
 // distribution. attrs {dist, p0, p1, key, first counter}: the generator's state is reserved by the
@@ -116,6 +123,128 @@ Tensor randperm(int64_t n, TensorOptions o, Generator* g) {
 }
 
 // complex: each part uniform on [from, to)
+// ---- Tensor.random_ (torch's random_from_to): its bounds are moved to integers the floating dtype
+// holds (update_from / update_to), then checked against the dtype's range.
+namespace {
+int digits_of(Dtype d) { return 1 - std::ilogb(finfo_eps(d)); }  // (float32 24, float64 53, float16 11, bfloat16 8)
+
+// v rounded to the floating dtype d and back, as torch's static_cast<int64_t>(static_cast<scalar_t>(v))
+// does on x86-64 (int64 -> float, then float -> float16 / bfloat16: two roundings; a value past
+// int64's range reads as INT64_MIN there).
+int64_t through_dtype(Dtype d, int64_t v) {
+  double r = d == kFloat64 ? static_cast<double>(v) : static_cast<double>(static_cast<float>(v));
+  if (d == kFloat16) r = static_cast<float>(Half(static_cast<float>(r)));
+  if (d == kBFloat16) r = static_cast<float>(BFloat16(static_cast<float>(r)));
+  return r >= 9223372036854775808.0 || r < -9223372036854775808.0 ? INT64_MIN : static_cast<int64_t>(r);
+}
+int64_t update_from(Dtype d, int64_t from) {  // the lowest integer >= from that d holds (about)
+  if (from == INT64_MAX) return from;
+  const int64_t up = through_dtype(d, from + 1);
+  if (up < from) {
+    int64_t f = from + 1 < 0 ? -(from + 1) : from + 1;
+    int n = 0;
+    while (f >>= 1) ++n;
+    from = up + (int64_t(1) << (n - digits_of(d) + 1));
+  }
+  return from;
+}
+int64_t update_to(Dtype d, int64_t to) {  // one past the highest integer < to that d holds (about)
+  const int64_t down = through_dtype(d, to - 1);
+  if (down >= to) {
+    int64_t t = to - 1 < 0 ? -(to - 1) : to - 1;
+    int n = 0;
+    while (t >>= 1) ++n;
+    to = down - (int64_t(1) << (n - digits_of(d) + 1));
+  }
+  return to;
+}
+int64_t integral_max(Dtype d) {
+  switch (d) {
+    case kBool: return 1;
+    case kUInt8: return 255;
+    case kInt8: return 127;
+    case kInt16: return 32767;
+    case kInt32: return 2147483647;
+    case kUInt16: return 65535;
+    case kUInt32: return 4294967295;
+    default: return INT64_MAX;  // (int64; uint64's values up to it)
+  }
+}
+int64_t integral_min(Dtype d) {
+  switch (d) {
+    case kBool: case kUInt8: case kUInt16: case kUInt32: case kUInt64: return 0;
+    case kInt8: return -128;
+    case kInt16: return -32768;
+    case kInt32: return -2147483647 - 1;
+    default: return INT64_MIN;
+  }
+}
+// torch's check_from_to_in_range: both ends within the dtype's range; a floating dtype warns past
+// +-2^digits, where not every integer is held
+void check_random_bounds(Dtype d, int64_t from, int64_t to_inc) {
+  const char* op = "random_";
+  if (is_floating(d)) {
+    const double max = -finfo_min(d);
+    KILN_CHECK(double(from) >= -max && double(from) <= max, Runtime, op, "from is out of bounds for ", dtype_name(d));
+    KILN_CHECK(double(to_inc) >= -max && double(to_inc) <= max, Runtime, op, "to - 1 is out of bounds for ",
+               dtype_name(d));
+    const int digits = digits_of(d);
+    const int64_t lim = int64_t(1) << digits;
+    for (auto [v, name] : {std::pair{from, "from"}, std::pair{to_inc, "to - 1"}})
+      if (v < -lim || v > lim)
+        warn(WarningKind::User, std::string(name) + " is out of bounds [-(2^" + std::to_string(digits) + "), 2^" +
+                                    std::to_string(digits) + "]. Due to precision limitations " + std::string(dtype_name(d)) +
+                                    " can support discrete uniform distribution only within this range.");
+    return;
+  }
+  KILN_CHECK(from >= integral_min(d) && from <= integral_max(d), Runtime, op, "from is out of bounds for ",
+             dtype_name(d));
+  KILN_CHECK(to_inc >= integral_min(d) && to_inc <= integral_max(d), Runtime, op, "to - 1 is out of bounds for ",
+             dtype_name(d));
+}
+}  // namespace
+
+const Tensor& random_(const Tensor& t, int64_t from, std::optional<int64_t> to, Generator* g) {
+  const char* op = "random_";
+  const Dtype d = t.dtype();
+  if (is_float8(d)) raise_dtype_unsupported(op, d);
+  KILN_CHECK(!is_complex(d), Runtime, op, "random_ handles only integral, floating-point and boolean types, got ",
+             dtype_name(d));
+  const bool fp = is_floating(d);
+  int64_t to_inc = 0;  // [from, to_inc]
+  if (to) {
+    int64_t hi = *to;
+    KILN_CHECK(from < hi, Runtime, op, "random_ expects 'from' to be less than 'to', but got from=", from, " >= to=", hi);
+    if (fp) {
+      from = update_from(d, from), hi = update_to(d, hi);
+      KILN_CHECK(from < hi, Runtime, op, "random_ expects 'from' casted to dtype to be less than 'to' casted to dtype, "
+                 "but got from=", from, " >= to=", hi);
+    }
+    to_inc = hi - 1;
+    check_random_bounds(d, from, to_inc);
+  } else if (from != INT64_MIN) {
+    // (uint64: its maximum read as int64, -1, which the bounds refuse, as torch's)
+    to_inc = fp ? int64_t(1) << digits_of(d) : d == kUInt64 ? -1 : integral_max(d);
+    if (fp) {
+      from = update_from(d, from);
+      KILN_CHECK(from < to_inc, Runtime, op, "random_ expects 'from' casted to dtype to be less than or equal to "
+                 "'to_inc' casted to dtype, but got from=", from, " > to_inc=", to_inc);
+    }
+    check_random_bounds(d, from, to_inc);
+  } else {  // from INT64_MIN and no to: every int64 value (the span 2^64), in t's dtype
+    to_inc = INT64_MAX;
+  }
+  if (t.numel() == 0) return t;
+  // (the kernel reads both ends as int64: exact for |from|, |to_inc| up to 2^53 and for INT64_MAX)
+  random_fill(t, kFromTo, static_cast<double>(from), static_cast<double>(to_inc), g);
+  return t;
+}
+const Tensor& random_(const Tensor& t, Generator* g) {
+  const Dtype d = t.dtype();
+  if (is_complex(d) || is_float8(d) || d == kUInt16 || d == kUInt32 || d == kUInt64) raise_dtype_unsupported("random_", d);
+  return random_(t, 0, std::nullopt, g);
+}
+
 const Tensor& uniform_(const Tensor& t, double from, double to, Generator* g) {
   check_continuous(t, "uniform_", true, true);
   KILN_CHECK(from <= to, Runtime, "uniform_", "uniform_ expects to return a [from, to) range, but found from=", from,
@@ -323,6 +452,24 @@ KILN_FILL(cauchy, "float median=0, float sigma=1", cauchy_(x, attr<double>(a, 0)
 KILN_FILL(exponential, "float lambd=1", exponential_(x, attr<double>(a, 0), generator_attr(a, 1)))
 KILN_FILL(geometric, "float p", geometric_(x, attr<double>(a, 0), generator_attr(a, 1)))
 #undef KILN_FILL
+// Tensor.random_(), random_(to), random_(from, to): in place only, as torch has it
+#define KILN_RANDOM_FILL(name, schema_args, call)                                                            \
+  Composite c_##name{schema_args, [](const TensorList& in, const Attrs& a) -> TensorList {                   \
+                       Tensor t = empty_like(in[0]);                                                        \
+                       const Tensor& x = t;                                                                 \
+                       return {call};                                                                       \
+                     },                                                                                     \
+                     kInplaceVariant, 0, [](const TensorList& in, const Attrs& a) -> TensorList {           \
+                       const Tensor& x = in[0];                                                             \
+                       return {call};                                                                       \
+                     }};
+KILN_RANDOM_FILL(random, "random(Tensor self, *, Generator? generator=None) -> Tensor", random_(x, generator_attr(a, 0)))
+KILN_RANDOM_FILL(random_to, "random.to(Tensor self, int to, *, Generator? generator=None) -> Tensor",
+                 random_(x, 0, attr<int64_t>(a, 0), generator_attr(a, 1)))
+KILN_RANDOM_FILL(random_from, "random.from(Tensor self, int from, int? to, *, Generator? generator=None) -> Tensor",
+                 random_(x, attr<int64_t>(a, 0), std::holds_alternative<int64_t>(a[1]) ? std::optional<int64_t>(
+                     attr<int64_t>(a, 1)) : std::nullopt, generator_attr(a, 2)))
+#undef KILN_RANDOM_FILL
 Composite c_bernoulli{"bernoulli(Tensor self, *, Generator? generator=None) -> Tensor",
                       [](const TensorList& in, const Attrs& a) -> TensorList {
                         return {bernoulli(in[0], generator_attr(a, 0))};

@@ -319,3 +319,67 @@ def test_complex_draw_errors_like_torch(lib):
     with pytest.raises(RuntimeError, match="std >= 0.0"):
         lib.normal(x, -1.0)
     assert x.tolist() == [0j, 0j, 0j]  # none of the refused calls wrote x
+
+
+@pytest.mark.parametrize("lib", [torch, kiln], ids=["torch", "kiln"])
+def test_random_from_to_like_torch(lib):
+    lib.manual_seed(2)
+    n = 20000
+    # random_(): [0, 2^digits] for floating dtypes, [0, max] for integral ones, {0, 1} for bool
+    for dt, hi in (("float32", 2 ** 24), ("float64", 2 ** 53), ("float16", 2 ** 11), ("bfloat16", 2 ** 8),
+                   ("int64", 2 ** 63 - 1), ("int32", 2 ** 31 - 1), ("int16", 2 ** 15 - 1), ("int8", 127),
+                   ("uint8", 255), ("bool", 1)):
+        x = lib.empty(n, dtype=getattr(lib, dt))
+        assert x.random_() is x and x.dtype == getattr(lib, dt)
+        v = x.to(lib.float64) if dt != "int64" else x
+        lo_v, hi_v = v.min().item(), v.max().item()
+        assert 0 <= lo_v and hi_v <= hi and hi_v > hi * 0.99 and lo_v < hi * 0.01, (dt, lo_v, hi_v)
+        assert (v == v.round()).all().item()
+    # random_(to) and random_(from, to): [from, to), every value drawn
+    assert sorted(set(lib.empty(n).random_(5).tolist())) == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert sorted(set(lib.empty(n, dtype=lib.int8).random_(-3, 4).tolist())) == list(range(-3, 4))
+    assert sorted(set(lib.empty(n, dtype=lib.bool).random_(0, 2).tolist())) == [False, True]
+    assert set(lib.empty(n, dtype=lib.bool).random_(1, None).tolist()) == {True}
+    # random_(from, None): from `from` to the dtype's top, inclusive
+    v = lib.empty(n).random_(2 ** 24 - 1, None)
+    assert set(v.tolist()) == {2.0 ** 24 - 1, 2.0 ** 24}
+    v = lib.empty(n, dtype=lib.uint8).random_(250, None)
+    assert sorted(set(v.tolist())) == list(range(250, 256))
+    big = lib.empty(n, dtype=lib.int64).random_(-2 ** 63, None)  # every int64 value
+    assert big.min().item() < -2 ** 62 and big.max().item() > 2 ** 62
+    # a strided view in place, the rest of its base untouched
+    base = lib.zeros(4, 6)
+    base.t()[::2].random_(1, 3)
+    assert set(base[:, 0::2].flatten().tolist()) <= {1.0, 2.0} and (base[:, 1::2] == 0).all().item()
+    g = lib.Generator().manual_seed(4)
+    a = lib.empty(50).random_(100, generator=g)
+    g.manual_seed(4)
+    assert lib.equal(a, lib.empty(50).random_(100, generator=g))
+
+
+@pytest.mark.parametrize("lib", [torch, kiln], ids=["torch", "kiln"])
+def test_random_from_to_errors_like_torch(lib):
+    x = lib.zeros(3)
+    for args in ((0, 0), (5, 3), (-1,)):
+        with pytest.raises(RuntimeError, match="expects 'from' to be less than 'to'"):
+            x.random_(*args)
+    with pytest.raises(RuntimeError, match="less than or equal to 'to_inc'"):
+        x.random_(2 ** 24 + 1, None)
+    for dt, args, name in (("uint8", (-1, 5), "from"), ("int8", (0, 300), "to - 1"), ("bool", (0, 3), "to - 1"),
+                           ("float16", (70000,), "to - 1"), ("uint64", (5, None), "to - 1")):
+        with pytest.raises(RuntimeError, match=f"{name} is out of bounds for"):
+            lib.zeros(3, dtype=getattr(lib, dt)).random_(*args)
+    with pytest.raises(RuntimeError, match="from is out of bounds for"):  # checked before the empty return
+        lib.zeros(0, dtype=lib.uint8).random_(-1, 5)
+    with pytest.warns(UserWarning, match=r"to - 1 is out of bounds \[-\(2\^24\), 2\^24\]"):
+        x.random_(0, 2 ** 25)
+    with pytest.raises(NotImplementedError):
+        lib.zeros(3, dtype=lib.complex64).random_()
+    with pytest.raises(RuntimeError, match="only integral, floating-point and boolean"):
+        lib.zeros(3, dtype=lib.complex64).random_(0, 3)
+    for dt in ("float8_e4m3fn", "uint16", "uint32", "uint64"):
+        with pytest.raises(NotImplementedError):
+            lib.zeros(3, dtype=getattr(lib, dt)).random_()
+    with pytest.raises(RuntimeError, match="leaf Variable"):
+        lib.zeros(3, requires_grad=True).random_()
+    assert x.tolist() == [2 ** 24, 2 ** 24, 2 ** 24] or x.max().item() < 2 ** 25

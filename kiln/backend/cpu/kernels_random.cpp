@@ -9,6 +9,7 @@
 //   a value;
 // - everything else (float64, the other distributions, integers) uses block f + i, one element each.
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "kiln/backend/cpu/isa_util.h"
@@ -167,10 +168,16 @@ inline double u53(uint32_t a, uint32_t b) {  // uniform in [0, 1)
 
 // One Philox block per element, double arithmetic: float64, integers and the other distributions.
 // The blocks come L at a time from philox_lanes (philox()'s values), the rest element by element.
+inline int64_t int64_of(double v) {  // (saturating: 2^63 and up, INT64_MAX)
+  return v >= 9223372036854775808.0 ? INT64_MAX : v <= -9223372036854775808.0 ? INT64_MIN : static_cast<int64_t>(v);
+}
+
 template <D DIST, class T>
 void fill_scalar(void* out, int64_t begin, int64_t end, const RandomArgs& a) {
   T* p = static_cast<T*>(out);
   const double p0 = a.p0, p1 = a.p1;
+  // FromTo: [lo, lo + span) in 64-bit arithmetic; span 0 stands for 2^64
+  const uint64_t lo = static_cast<uint64_t>(int64_of(p0)), span = static_cast<uint64_t>(int64_of(p1)) - lo + 1;
   Words b;
   for (int64_t i = begin, l = L; i < end; ++i, ++l) {
     if (l == L) philox_lanes(a.key, a.first + static_cast<uint64_t>(i), b), l = 0;
@@ -195,10 +202,14 @@ void fill_scalar(void* out, int64_t begin, int64_t end, const RandomArgs& a) {
       if (v < 1) v = 1;
     } else if constexpr (DIST == D::Cauchy) {
       v = p0 + p1 * std::tan(M_PI * (u - 0.5));
-    } else {  // Randint in [p0, p1)
+    } else if constexpr (DIST == D::Randint) {  // in [p0, p1)
       const uint64_t range = static_cast<uint64_t>(p1 - p0);
       const uint64_t x = (static_cast<uint64_t>(r[0]) << 32) | r[1];
       p[i] = convert<T>(static_cast<int64_t>(p0) + static_cast<int64_t>(x % range));
+      continue;
+    } else {  // FromTo: in [p0, p1]
+      const uint64_t x = (static_cast<uint64_t>(r[0]) << 32) | r[1];
+      p[i] = convert<T>(static_cast<int64_t>(lo + (span ? x % span : x)));
       continue;
     }
     p[i] = convert<T>(v);
