@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "kiln/core/visit.h"
@@ -352,6 +353,97 @@ Tensor atleast_3d(const Tensor& x) {
   return x.dim() == 2 ? unsqueeze(x, 2) : x;
 }
 
+TensorList tensor_split(const Tensor& x, int64_t sections, int64_t dim) {
+  const char* op = "tensor_split";
+  KILN_CHECK(x.dim() > 0, Runtime, op, "tensor_split expected at least a 1-dimensional tensor, but got a tensor with ",
+             x.dim(), " dims");
+  const int64_t d = wrap_dim(dim, x.dim(), op);
+  KILN_CHECK(sections > 0, Runtime, op, "number of sections must be larger than 0, got ", sections);
+  const int64_t n = x.size(d), base = n / sections, longer = n % sections;
+  TensorList out;
+  for (int64_t i = 0, start = 0; i < sections; ++i) {
+    const int64_t len = base + (i < longer ? 1 : 0);
+    out.push_back(slice(x, d, start, start + len));
+    start += len;
+  }
+  return out;
+}
+TensorList tensor_split(const Tensor& x, const Shape& indices, int64_t dim) {
+  const char* op = "tensor_split";
+  KILN_CHECK(x.dim() > 0, Runtime, op, "tensor_split expected at least a 1-dimensional tensor, but got a tensor with ",
+             x.dim(), " dims");
+  const int64_t d = wrap_dim(dim, x.dim(), op);
+  TensorList out;
+  std::optional<int64_t> start = 0;
+  for (int64_t end : indices) {
+    out.push_back(slice(x, d, start, end));
+    start = end;
+  }
+  out.push_back(slice(x, d, start, std::nullopt));
+  return out;
+}
+TensorList tensor_split(const Tensor& x, const Tensor& indices_or_sections, int64_t dim) {
+  const char* op = "tensor_split";
+  const Tensor& t = indices_or_sections;
+  KILN_CHECK(t.device().type == DeviceType::CPU, Runtime, op, "tensor_split expected tensor_indices_or_sections to be "
+             "on cpu, but it's on ", device_str(t.device()));
+  KILN_CHECK(t.dtype() == kInt64, Runtime, op, "tensor_split expected tensor_indices_or_sections to have dtype of long, "
+             "but got ", dtype_name(t.dtype()));
+  KILN_CHECK(t.dim() <= 1, Runtime, op, "tensor_split expected tensor_indices_or_sections to be a zero-dimensional or "
+             "one-dimensional tensor, but got a tensor with ", t.dim(), " dims");
+  const Tensor c = contiguous(t);
+  const int64_t* p = static_cast<const int64_t*>(c.data_ptr());
+  if (t.dim() == 0) return tensor_split(x, p[0], dim);
+  return tensor_split(x, Shape(p, p + c.numel()), dim);
+}
+
+namespace {
+// hsplit / vsplit / dsplit: x at least `min_dim`-d, split along `d`
+int64_t split_dim(const Tensor& x, const char* name, int64_t min_dim, int64_t d) {
+  KILN_CHECK(x.dim() >= min_dim, Runtime, name, "torch.", name, " requires a tensor with at least ", min_dim,
+             " dimension, but got a tensor with ", x.dim(), " dimensions!");
+  return d;
+}
+TensorList split_sections(const Tensor& x, const char* name, int64_t d, int64_t sections) {
+  KILN_CHECK(sections != 0 && x.size(d) % sections == 0, Runtime, name, "torch.", name,
+             " attempted to split along dimension ", d, ", but the size of the dimension ", x.size(d),
+             " is not divisible by the split_size ", sections, "!");
+  return tensor_split(x, sections, d);
+}
+}  // namespace
+
+TensorList hsplit(const Tensor& x, int64_t sections) {
+  return split_sections(x, "hsplit", split_dim(x, "hsplit", 1, x.dim() == 1 ? 0 : 1), sections);
+}
+TensorList hsplit(const Tensor& x, const Shape& indices) {
+  return tensor_split(x, indices, split_dim(x, "hsplit", 1, x.dim() == 1 ? 0 : 1));
+}
+TensorList vsplit(const Tensor& x, int64_t sections) { return split_sections(x, "vsplit", split_dim(x, "vsplit", 2, 0), sections); }
+TensorList vsplit(const Tensor& x, const Shape& indices) { return tensor_split(x, indices, split_dim(x, "vsplit", 2, 0)); }
+TensorList dsplit(const Tensor& x, int64_t sections) { return split_sections(x, "dsplit", split_dim(x, "dsplit", 3, 2), sections); }
+TensorList dsplit(const Tensor& x, const Shape& indices) { return tensor_split(x, indices, split_dim(x, "dsplit", 3, 2)); }
+
+Tensor dstack(const TensorList& ts) {
+  KILN_CHECK(!ts.empty(), Runtime, "dstack", "dstack expects a non-empty TensorList");
+  TensorList u;
+  for (const Tensor& t : ts) u.push_back(atleast_3d(t));
+  return cat(u, 2);
+}
+Tensor column_stack(const TensorList& ts) {
+  KILN_CHECK(!ts.empty(), Runtime, "column_stack", "column_stack expects a non-empty TensorList");
+  TensorList u;
+  for (const Tensor& t : ts) u.push_back(t.dim() <= 1 ? reshape(t, {t.numel(), 1}) : t);
+  return hstack(u);
+}
+Tensor fliplr(const Tensor& x) {
+  KILN_CHECK(x.dim() >= 2, Runtime, "fliplr", "Input must be >= 2-d.");
+  return flip(x, {1});
+}
+Tensor flipud(const Tensor& x) {
+  KILN_CHECK(x.dim() >= 1, Runtime, "flipud", "Input must be >= 1-d.");
+  return flip(x, {0});
+}
+
 Tensor clamp_min(const Tensor& x, const Scalar& lo) { return clamp(x, lo, std::nullopt); }
 Tensor clamp_max(const Tensor& x, const Scalar& hi) { return clamp(x, std::nullopt, hi); }
 Tensor clamp_min(const Tensor& x, const Tensor& lo) { return clamp(x, lo, Tensor()); }
@@ -484,6 +576,55 @@ Composite c_atleast_2d{"atleast_2d(Tensor self) -> Tensor",
 Composite c_atleast_3d{"atleast_3d(Tensor self) -> Tensor",
                        [](const TensorList& in, const Attrs&) -> TensorList { return {atleast_3d(in[0])}; },
                        kFunctionVariant};
+
+Composite c_tensor_split_s{"tensor_split.sections(Tensor(a -> *) self, SymInt sections, int dim=0) -> Tensor(a)[]",
+                           [](const TensorList& in, const Attrs& a) -> TensorList {
+                             return tensor_split(in[0], attr<int64_t>(a, 0), attr<int64_t>(a, 1));
+                           },
+                           kFunctionAndMethod};
+// (the tensor form before the list: a tensor would be read as a list of ints)
+Composite c_tensor_split_t{"tensor_split.tensor_indices_or_sections(Tensor(a -> *) self, Tensor tensor_indices_or_sections, "
+                           "int dim=0) -> Tensor(a)[]",
+                           [](const TensorList& in, const Attrs& a) -> TensorList {
+                             return tensor_split(in[0], in[1], attr<int64_t>(a, 0));
+                           },
+                           kFunctionAndMethod};
+Composite c_tensor_split_i{"tensor_split.indices(Tensor(a -> *) self, SymInt[] indices, int dim=0) -> Tensor(a)[]",
+                           [](const TensorList& in, const Attrs& a) -> TensorList {
+                             return tensor_split(in[0], attr<Shape>(a, 0), attr<int64_t>(a, 1));
+                           },
+                           kFunctionAndMethod};
+#define KILN_XSPLIT(name)                                                                                       \
+  Composite c_##name##_int{#name ".int(Tensor(a -> *) self, int sections) -> Tensor(a)[]",                      \
+                           [](const TensorList& in, const Attrs& a) -> TensorList {                             \
+                             return name(in[0], attr<int64_t>(a, 0));                                           \
+                           },                                                                                   \
+                           kFunctionAndMethod};                                                                 \
+  Composite c_##name##_array{#name ".array(Tensor(a -> *) self, int[] indices) -> Tensor(a)[]",                 \
+                             [](const TensorList& in, const Attrs& a) -> TensorList {                           \
+                               return name(in[0], attr<Shape>(a, 0));                                           \
+                             },                                                                                 \
+                             kFunctionAndMethod};
+KILN_XSPLIT(hsplit)
+KILN_XSPLIT(vsplit)
+KILN_XSPLIT(dsplit)
+#undef KILN_XSPLIT
+Composite c_split_with_sizes{"split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]",
+                             [](const TensorList& in, const Attrs& a) -> TensorList {
+                               return split_with_sizes(in[0], attr<Shape>(a, 0), attr<int64_t>(a, 1));
+                             },
+                             kFunctionAndMethod};
+Composite c_dstack{"dstack(Tensor[] tensors) -> Tensor",
+                   [](const TensorList& in, const Attrs&) -> TensorList { return {dstack(in)}; }, kFunctionVariant};
+Composite c_column_stack{"column_stack(Tensor[] tensors) -> Tensor",
+                         [](const TensorList& in, const Attrs&) -> TensorList { return {column_stack(in)}; },
+                         kFunctionVariant};
+Composite c_row_stack{"row_stack(Tensor[] tensors) -> Tensor",
+                      [](const TensorList& in, const Attrs&) -> TensorList { return {vstack(in)}; }, kFunctionVariant};
+Composite c_fliplr{"fliplr(Tensor self) -> Tensor",
+                   [](const TensorList& in, const Attrs&) -> TensorList { return {fliplr(in[0])}; }, kFunctionAndMethod};
+Composite c_flipud{"flipud(Tensor self) -> Tensor",
+                   [](const TensorList& in, const Attrs&) -> TensorList { return {flipud(in[0])}; }, kFunctionAndMethod};
 
 TensorList clamp_min_s(const TensorList& in, const Attrs& a) { return {clamp_min(in[0], attr<Scalar>(a, 0))}; }
 TensorList clamp_max_s(const TensorList& in, const Attrs& a) { return {clamp_max(in[0], attr<Scalar>(a, 0))}; }

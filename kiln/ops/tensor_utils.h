@@ -55,6 +55,28 @@ Tensor atleast_1d(const Tensor& x);
 Tensor atleast_2d(const Tensor& x);
 Tensor atleast_3d(const Tensor& x);
 
+// torch.tensor_split: views of x along dim, in `sections` parts whose sizes differ by at most one (the
+// first size % sections ones longer), or cut before each of `indices` (as slices: negative from the end,
+// clamped, an index below the last giving an empty part); a tensor: 0-d int64 sections, 1-d indices.
+TensorList tensor_split(const Tensor& x, int64_t sections, int64_t dim = 0);
+TensorList tensor_split(const Tensor& x, const Shape& indices, int64_t dim = 0);
+TensorList tensor_split(const Tensor& x, const Tensor& indices_or_sections, int64_t dim = 0);
+// torch.hsplit / vsplit / dsplit: tensor_split along dim 1 (dim 0 for a 1-d x), 0 and 2; a number of
+// sections must divide that dimension.
+TensorList hsplit(const Tensor& x, int64_t sections);
+TensorList hsplit(const Tensor& x, const Shape& indices);
+TensorList vsplit(const Tensor& x, int64_t sections);
+TensorList vsplit(const Tensor& x, const Shape& indices);
+TensorList dsplit(const Tensor& x, int64_t sections);
+TensorList dsplit(const Tensor& x, const Shape& indices);
+// torch.dstack: the tensors made at least 3-d, joined along dim 2; column_stack: 0-d and 1-d ones as
+// columns (n, 1), joined along dim 1 (hstack).
+Tensor dstack(const TensorList& ts);
+Tensor column_stack(const TensorList& ts);
+// torch.fliplr (dim 1, x at least 2-d) and flipud (dim 0, x at least 1-d).
+Tensor fliplr(const Tensor& x);
+Tensor flipud(const Tensor& x);
+
 // clamp with one bound (the result dtype promotes with the bound as clamp's does).
 Tensor clamp_min(const Tensor& x, const Scalar& min);
 Tensor clamp_min(const Tensor& x, const Tensor& min);
