@@ -208,6 +208,17 @@ ActivationSpec activation_spec(const std::string& name, const std::vector<double
     return mk([lo, hi](const Tensor& x) { return hardtanh(x, lo, hi); },
               "min_val=" + pyfloat(lo) + ", max_val=" + pyfloat(hi));
   }
+  if (name == "Tanhshrink") return mk([](const Tensor& x) { return tanhshrink(x); });
+  if (name == "Hardshrink" || name == "Softshrink") {
+    double l = arg(0, 0.5);
+    Fn f = name == "Hardshrink" ? Fn([l](const Tensor& x) { return hardshrink(x, l); })
+                                : Fn([l](const Tensor& x) { return softshrink(x, l); });
+    return ActivationSpec{f, pyfloat(l)};
+  }
+  if (name == "GLU") {
+    int64_t d = static_cast<int64_t>(arg(0, -1));
+    return ActivationSpec{[d](const Tensor& x) { return glu(x, d); }, "dim=" + std::to_string(d)};
+  }
   if (name == "Threshold") {
     KILN_CHECK(a.size() >= 2, Value, "Threshold", "Threshold needs threshold and value");
     double t = a[0], v = a[1];

@@ -208,6 +208,7 @@ KILN_ACTIVATION_PLAIN(Sigmoid)
 KILN_ACTIVATION_PLAIN(Tanh)
 KILN_ACTIVATION_PLAIN(LogSigmoid)
 KILN_ACTIVATION_PLAIN(Softsign)
+KILN_ACTIVATION_PLAIN(Tanhshrink)
 #undef KILN_ACTIVATION_INPLACE
 #undef KILN_ACTIVATION_PLAIN
 struct LeakyReLU : Activation {
@@ -233,6 +234,15 @@ struct Hardtanh : Activation {
 struct Threshold : Activation {
   Threshold(double threshold, double value, bool inplace = false)
       : Activation("Threshold", {threshold, value}, inplace) {}
+};
+struct Hardshrink : Activation {
+  explicit Hardshrink(double lambd = 0.5) : Activation("Hardshrink", {lambd}) {}
+};
+struct Softshrink : Activation {
+  explicit Softshrink(double lambd = 0.5) : Activation("Softshrink", {lambd}) {}
+};
+struct GLU : Activation {
+  explicit GLU(int64_t dim = -1) : Activation("GLU", {static_cast<double>(dim)}) {}
 };
 struct Softmax : Activation {
   explicit Softmax(int64_t dim) : Activation("Softmax", {static_cast<double>(dim)}) {}

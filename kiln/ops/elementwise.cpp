@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "kiln/core/finfo.h"
 #include "kiln/ops/composite.h"
 #include "kiln/ops/elementwise_detail.h"
 #include "kiln/ops/ops.h"
@@ -333,6 +334,27 @@ Tensor hardtanh(const Tensor& x, double lo, double hi) {
 // torch.nn.functional.softsign is this composite; rounding each step the same way matches it.
 Tensor softsign(const Tensor& x) { return div(x, add(abs(x), Scalar(1))); }
 Tensor threshold(const Tensor& x, double thr, double value) { return un(op_threshold, x, {Scalar(thr), Scalar(value)}); }
+Tensor hardshrink(const Tensor& x, double lambd) {  // (NaN passes, as torch's)
+  if (!is_floating(x.dtype())) raise_dtype_unsupported("hardshrink", x.dtype());
+  return where(logical_and(ge(x, Scalar(-lambd)), le(x, Scalar(lambd))), zeros_like(x), x);
+}
+Tensor softshrink(const Tensor& x, double lambd) {  // (inside: x * 0, which keeps x's sign and a NaN, as torch's)
+  const Dtype d = x.dtype();
+  if (!is_floating(d)) raise_dtype_unsupported("softshrink", d);
+  const double max = -finfo_min(d);
+  KILN_CHECK(lambd >= 0 && lambd <= max, Runtime, "softshrink", "lambda must be in range [0, ", max,
+             "] for input dtype ", dtype_name(d), ", but found ", lambd);
+  return where(gt(abs(x), Scalar(lambd)), sub(x, mul(sign(x), Scalar(lambd))), mul(x, Scalar(0)));
+}
+Tensor tanhshrink(const Tensor& x) { return sub(x, tanh(x)); }
+Tensor glu(const Tensor& x, int64_t dim) {
+  const char* op = "glu";
+  if (!is_floating(x.dtype())) raise_dtype_unsupported(op, x.dtype());
+  KILN_CHECK(x.dim() > 0, Runtime, op, "glu does not support scalars because halving size must be even");
+  const int64_t d = wrap_dim(dim, x.dim(), op), n = x.size(d);
+  KILN_CHECK(n % 2 == 0, Runtime, op, "Halving dimension must be even, but dimension ", d, " is size ", n);
+  return mul(narrow(x, d, 0, n / 2), sigmoid(narrow(x, d, n / 2, n / 2)));
+}
 
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) { return dispatch1(op_where, {c, a, b}); }
 
@@ -476,6 +498,18 @@ Composite c_threshold{"threshold(Tensor self, Scalar threshold, Scalar value) ->
                         return {threshold(in[0], dbl(a, 0), dbl(a, 1))};
                       },
                       kFunctionVariant};
+Composite c_hardshrink{"hardshrink(Tensor self, Scalar lambd=0.5) -> Tensor",
+                       [](const TensorList& in, const Attrs& a) -> TensorList { return {hardshrink(in[0], dbl(a, 0))}; },
+                       kFunctionAndMethod};
+Composite c_softshrink{"softshrink(Tensor self, Scalar lambd=0.5) -> Tensor",
+                       [](const TensorList& in, const Attrs& a) -> TensorList { return {softshrink(in[0], dbl(a, 0))}; },
+                       kFunctionVariant};
+Composite c_tanhshrink{"tanhshrink(Tensor self) -> Tensor",
+                       [](const TensorList& in, const Attrs&) -> TensorList { return {tanhshrink(in[0])}; },
+                       kFunctionVariant};
+Composite c_glu{"glu(Tensor self, int dim=-1) -> Tensor",
+                [](const TensorList& in, const Attrs& a) -> TensorList { return {glu(in[0], attr<int64_t>(a, 0))}; },
+                kFunctionVariant};
 CompositeTags t_leaky_relu{c_leaky_relu, kOutExactDtype}, t_elu{c_elu, kOutExactDtype}, t_gelu{c_gelu, kOutExactDtype};
 CompositeTags t_softplus{c_softplus, kOutExactDtype}, t_hardtanh{c_hardtanh, kOutExactDtype};
 // lerp: the Tensor weight first (a 0-dim tensor would also pass as a Scalar)

@@ -161,6 +161,13 @@ Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
 Tensor softsign(const Tensor& x);
 Tensor hardtanh(const Tensor& x, double min_val = -1.0, double max_val = 1.0);
 Tensor threshold(const Tensor& x, double threshold, double value);
+// torch.nn.functional's shrinkage activations (floating x): hardshrink zeroes [-lambd, lambd];
+// softshrink also moves the rest lambd towards zero (lambd >= 0); tanhshrink is x - tanh(x).
+Tensor hardshrink(const Tensor& x, double lambd = 0.5);
+Tensor softshrink(const Tensor& x, double lambd = 0.5);
+Tensor tanhshrink(const Tensor& x);
+// F.glu: a * sigmoid(b), a and b the halves of x along dim (its size even).
+Tensor glu(const Tensor& x, int64_t dim = -1);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor lerp(const Tensor& a, const Tensor& b, const Tensor& weight);
 Tensor lerp(const Tensor& a, const Tensor& b, const Scalar& weight);

@@ -20,6 +20,10 @@ silu = _C.silu
 mish = _C.mish
 softplus = _C.softplus
 softsign = _C.softsign
+hardshrink = _C.hardshrink
+softshrink = _C.softshrink
+tanhshrink = _C.tanhshrink
+glu = _C.glu
 hardsigmoid = _C.hardsigmoid
 hardswish = _C.hardswish
 logsigmoid = _C.logsigmoid
@@ -59,6 +63,11 @@ def softmax(input, dim=None, dtype=None):
 
 def log_softmax(input, dim=None, dtype=None):
     return _C.log_softmax(input, dim, dtype)
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    """torch.nn.functional.softmin: softmax of -input."""
+    return _C.softmax(-input, dim, dtype)
 
 
 def pad(input, pad, mode="constant", value=None):

@@ -238,3 +238,7 @@ Threshold = _activation("Threshold", ["threshold", "value"], [None, None], has_i
 Softmax = _activation("Softmax", ["dim"], [None])
 LogSoftmax = _activation("LogSoftmax", ["dim"], [None])
 Softmin = _activation("Softmin", ["dim"], [None])
+Hardshrink = _activation("Hardshrink", ["lambd"], [0.5])
+Softshrink = _activation("Softshrink", ["lambd"], [0.5])
+Tanhshrink = _activation("Tanhshrink")
+GLU = _activation("GLU", ["dim"], [-1])
