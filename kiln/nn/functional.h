@@ -19,6 +19,14 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
                 std::optional<double> eps = std::nullopt);
 // Zeroes elements with probability p and scales the rest by 1/(1-p) when training.
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
+// Whole channels of x (N, C, *) zeroed with probability p, the rest scaled by 1/(1-p), when training
+// (torch's feature_dropout).
+Tensor feature_dropout(const Tensor& x, double p = 0.5, bool training = true);
+// torch.nn.functional.dropout1d ((N, C, L) or unbatched (C, L)), dropout2d ((N, C, H, W); a 3-d input
+// is read as (N, C, L), torch's rule) and dropout3d ((N, C, D, H, W) or unbatched (C, D, H, W)).
+Tensor dropout1d(const Tensor& x, double p = 0.5, bool training = true);
+Tensor dropout2d(const Tensor& x, double p = 0.5, bool training = true);
+Tensor dropout3d(const Tensor& x, double p = 0.5, bool training = true);
 
 // x / max(||x||_p over dim, eps) (torch.nn.functional.normalize).
 Tensor normalize(const Tensor& x, double p = 2.0, int64_t dim = 1, double eps = 1e-12);

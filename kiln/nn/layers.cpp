@@ -164,6 +164,33 @@ Dropout::Dropout(double p, bool inplace) : Module("Dropout"), p(p), inplace(inpl
 }
 std::string Dropout::extra_repr() const { return "p=" + pyfloat(p) + ", inplace=" + pybool(inplace); }
 
+FeatureDropout::FeatureDropout(std::string name, int64_t spatial_dims, double p, bool inplace)
+    : Module(std::move(name)), spatial_dims(spatial_dims), p(p), inplace(inplace) {
+  KILN_CHECK(p >= 0 && p <= 1, Value, this->name().c_str(), "dropout probability has to be between 0 and 1, but got ", p);
+}
+Tensor FeatureDropout::forward(const Tensor& x) {
+  return spatial_dims == 1 ? F::dropout1d(x, p, is_training())
+         : spatial_dims == 2 ? F::dropout2d(x, p, is_training())
+                             : F::dropout3d(x, p, is_training());
+}
+std::string FeatureDropout::extra_repr() const { return "p=" + pyfloat(p) + ", inplace=" + pybool(inplace); }
+
+// ---- padding ------------------------------------------------------------------------------------
+Pad::Pad(std::string name, int64_t dims, std::string mode, Shape padding, double value)
+    : Module(std::move(name)), dims(dims), mode(std::move(mode)), padding(std::move(padding)), value(value) {}
+Pad::Pad(std::string name, int64_t dims, std::string mode, int64_t padding, double value)
+    : Pad(std::move(name), dims, std::move(mode), Shape(static_cast<size_t>(2 * dims), padding), value) {}
+Tensor Pad::forward(const Tensor& x) {
+  if (mode == "circular")  // (torch's CircularPadNd checks the rank itself)
+    KILN_CHECK(x.dim() == dims + 1 || x.dim() == dims + 2, Value, name().c_str(), "expected ", dims + 1, "D or ",
+               dims + 2, "D input (got ", x.dim(), "D input)");
+  return pad(x, padding, mode, mode == "constant" ? std::optional<double>(value) : std::nullopt);
+}
+std::string Pad::extra_repr() const {
+  if (name().rfind("ConstantPad", 0) == 0) return "padding=" + tuple_str(padding) + ", value=" + pyfloat(value);
+  return tuple_str(padding);
+}
+
 // ---- activations --------------------------------------------------------------------------------
 ActivationSpec activation_spec(const std::string& name, const std::vector<double>& a, bool inplace,
                                const std::string& approximate) {

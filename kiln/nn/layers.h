@@ -155,6 +155,69 @@ class Dropout : public Module {
   bool inplace;
 };
 
+// nn::Dropout1d / Dropout2d / Dropout3d: whole channels zeroed while training (F::dropout1d / 2d / 3d).
+class FeatureDropout : public Module {
+ public:
+  FeatureDropout(std::string name, int64_t spatial_dims, double p = 0.5, bool inplace = false);
+  Tensor forward(const Tensor& x);
+  std::string extra_repr() const override;
+  int64_t spatial_dims;
+  double p;
+  bool inplace;
+};
+struct Dropout1d : FeatureDropout {
+  explicit Dropout1d(double p = 0.5, bool inplace = false) : FeatureDropout("Dropout1d", 1, p, inplace) {}
+};
+struct Dropout2d : FeatureDropout {
+  explicit Dropout2d(double p = 0.5, bool inplace = false) : FeatureDropout("Dropout2d", 2, p, inplace) {}
+};
+struct Dropout3d : FeatureDropout {
+  explicit Dropout3d(double p = 0.5, bool inplace = false) : FeatureDropout("Dropout3d", 3, p, inplace) {}
+};
+
+// torch's padding modules: F::pad over the last 1-3 dimensions with the module's mode; padding
+// (left, right[, top, bottom[, front, back]]), or one int for every side.
+//   nn::ReflectionPad2d pad({1, 1, 2, 0});  pad.forward(x);
+class Pad : public Module {
+ public:
+  Pad(std::string name, int64_t dims, std::string mode, Shape padding, double value = 0);
+  Pad(std::string name, int64_t dims, std::string mode, int64_t padding, double value = 0);
+  Tensor forward(const Tensor& x);
+  std::string extra_repr() const override;
+  int64_t dims;
+  std::string mode;
+  Shape padding;
+  double value;
+};
+#define KILN_PAD_MODULE(Name, D, Mode)                                                       \
+  struct Name : Pad {                                                                       \
+    explicit Name(Shape padding) : Pad(#Name, D, Mode, std::move(padding)) {}               \
+    explicit Name(int64_t padding) : Pad(#Name, D, Mode, padding) {}                        \
+    Name(std::initializer_list<int64_t> padding) : Pad(#Name, D, Mode, Shape(padding)) {}   \
+  };
+#define KILN_CONSTANT_PAD_MODULE(Name, D)                                                    \
+  struct Name : Pad {                                                                       \
+    Name(Shape padding, double value) : Pad(#Name, D, "constant", std::move(padding), value) {} \
+    Name(int64_t padding, double value) : Pad(#Name, D, "constant", padding, value) {}      \
+  };
+KILN_PAD_MODULE(ZeroPad1d, 1, "constant")
+KILN_PAD_MODULE(ZeroPad2d, 2, "constant")
+KILN_PAD_MODULE(ZeroPad3d, 3, "constant")
+KILN_PAD_MODULE(ReflectionPad1d, 1, "reflect")
+KILN_PAD_MODULE(ReflectionPad2d, 2, "reflect")
+KILN_PAD_MODULE(ReflectionPad3d, 3, "reflect")
+KILN_PAD_MODULE(ReplicationPad1d, 1, "replicate")
+KILN_PAD_MODULE(ReplicationPad2d, 2, "replicate")
+KILN_PAD_MODULE(ReplicationPad3d, 3, "replicate")
+KILN_PAD_MODULE(CircularPad1d, 1, "circular")
+KILN_PAD_MODULE(CircularPad2d, 2, "circular")
+KILN_PAD_MODULE(CircularPad3d, 3, "circular")
+KILN_CONSTANT_PAD_MODULE(ConstantPad1d, 1)
+KILN_CONSTANT_PAD_MODULE(ConstantPad2d, 2)
+KILN_CONSTANT_PAD_MODULE(ConstantPad3d, 3)
+#undef KILN_PAD_MODULE
+#undef KILN_CONSTANT_PAD_MODULE
+
 // An activation's function and its repr text, by torch's class name and arguments (`inplace` is
 // accepted and only shown in the repr, as kiln's activations are out-of-place).
 struct ActivationSpec {

@@ -159,9 +159,43 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   KILN_CHECK(p >= 0 && p <= 1, Value, "dropout", "dropout probability has to be between 0 and 1, but got ", p);
   if (!training || p == 0) return x;
   if (p == 1) return mul(x, zeros_like(x));
-  Tensor keep = ge(rand(x.sizes(), like(x, is_floating(x.dtype()) ? x.dtype() : kFloat32)), Scalar(p));
+  // (the mask in x's floating dtype: a bool mask times the scale would be float32, and a float64
+  // input would be scaled by 1 / (1 - p) rounded to float32)
+  const Dtype d = is_floating(x.dtype()) ? x.dtype() : kFloat32;
+  Tensor keep = to_dtype(ge(rand(x.sizes(), like(x, d)), Scalar(p)), d);
   return mul(x, mul(keep, Scalar(1.0 / (1.0 - p))));
 }
+
+Tensor feature_dropout(const Tensor& x, double p, bool training) {
+  KILN_CHECK(p >= 0 && p <= 1, Value, "dropout", "dropout probability has to be between 0 and 1, but got ", p);
+  KILN_CHECK(x.dim() >= 2, Runtime, "feature_dropout", "Feature dropout requires at least 2 dimensions in the input");
+  if (!training || p == 0) return x;
+  Shape ms(x.sizes().begin(), x.sizes().begin() + 2);  // (N, C, 1, ...)
+  ms.resize(x.dim(), 1);
+  const Dtype d = is_floating(x.dtype()) ? x.dtype() : kFloat32;
+  if (p == 1) return mul(x, zeros(ms, like(x, d)));
+  Tensor keep = to_dtype(ge(rand(ms, like(x, d)), Scalar(p)), d);  // (in x's dtype: see dropout)
+  return mul(x, mul(keep, Scalar(1.0 / (1.0 - p))));
+}
+namespace {
+// dropout1d / 3d: an unbatched input (one dim short of `batched`) as a batch of one
+Tensor channel_dropout(const char* op, const Tensor& x, double p, bool training, int64_t batched) {
+  KILN_CHECK(p >= 0 && p <= 1, Value, op, "dropout probability has to be between 0 and 1, but got ", p);
+  if (x.dim() == batched - 1) return squeeze(feature_dropout(unsqueeze(x, 0), p, training), Shape{0});
+  return feature_dropout(x, p, training);
+}
+}  // namespace
+Tensor dropout1d(const Tensor& x, double p, bool training) {
+  KILN_CHECK(x.dim() == 2 || x.dim() == 3, Runtime, "dropout1d", "dropout1d: Expected 2D or 3D input, but received a ",
+             x.dim(), "D input. Note that dropout1d exists to provide channel-wise dropout on inputs with 1 spatial "
+             "dimension, a channel dimension, and an optional batch dimension (i.e. 2D or 3D inputs).");
+  return channel_dropout("dropout1d", x, p, training, 3);
+}
+Tensor dropout2d(const Tensor& x, double p, bool training) {
+  KILN_CHECK(p >= 0 && p <= 1, Value, "dropout2d", "dropout probability has to be between 0 and 1, but got ", p);
+  return feature_dropout(x, p, training);
+}
+Tensor dropout3d(const Tensor& x, double p, bool training) { return channel_dropout("dropout3d", x, p, training, 5); }
 
 }  // namespace nn::functional
 
@@ -195,6 +229,11 @@ Composite c_dropout{"dropout(Tensor input, float p=0.5, bool training=True, bool
                       return {r};
                     },
                     kFunctionVariant};
+Composite c_feature_dropout{"feature_dropout(Tensor input, float p, bool train) -> Tensor",
+                            [](const TensorList& in, const Attrs& a) -> TensorList {
+                              return {feature_dropout(in[0], attr<double>(a, 0), attr<bool>(a, 1))};
+                            },
+                            kFunctionVariant};
 }  // namespace
 
 }  // namespace kiln

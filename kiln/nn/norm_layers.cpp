@@ -347,6 +347,9 @@ void BatchNorm1d::check_input_dim(const Tensor& x) const {
 void BatchNorm2d::check_input_dim(const Tensor& x) const {
   KILN_CHECK(x.dim() == 4, Value, "BatchNorm2d", "expected 4D input (got ", x.dim(), "D input)");
 }
+void BatchNorm3d::check_input_dim(const Tensor& x) const {
+  KILN_CHECK(x.dim() == 5, Value, "BatchNorm3d", "expected 5D input (got ", x.dim(), "D input)");
+}
 
 // ---- GroupNorm ----------------------------------------------------------------------------------
 GroupNorm::GroupNorm(int64_t g, int64_t c, double eps, bool affine, bool bias, Dtype dtype)

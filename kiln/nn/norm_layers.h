@@ -103,6 +103,20 @@ class BatchNorm2d : public BatchNorm {
   void check_input_dim(const Tensor& x) const override;
 };
 
+// (N, C, D, H, W)
+class BatchNorm3d : public BatchNorm {
+ public:
+  explicit BatchNorm3d(int64_t num_features, double eps = 1e-5,
+                       std::optional<double> momentum = 0.1, bool affine = true,
+                       bool track_running_stats = true, bool bias = true,
+                       Dtype dtype = Dtype::Undefined)
+      : BatchNorm("BatchNorm3d", num_features, eps, momentum, affine, track_running_stats, bias,
+                  dtype) {}
+
+ protected:
+  void check_input_dim(const Tensor& x) const override;
+};
+
 class GroupNorm : public Module {
  public:
   GroupNorm(int64_t num_groups, int64_t num_channels, double eps = 1e-5, bool affine = true,

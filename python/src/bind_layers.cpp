@@ -106,6 +106,13 @@ void bind_norm_conv(nb::module_& nnm) {
                     nb::handle d) { bn_init(s, n, eps, mom, a, t, b, d); },
           "num_features"_a, "eps"_a = 1e-5, "momentum"_a.none() = 0.1, "affine"_a = true,
           "track_running_stats"_a = true, "bias"_a = true, "dtype"_a.none() = nb::none());
+  nb::class_<BatchNorm3d, BatchNorm>(nnm, "BatchNorm3d")
+      .def(
+          "__init__",
+          [bn_init](BatchNorm3d* s, int64_t n, double eps, nb::handle mom, bool a, bool t, bool b,
+                    nb::handle d) { bn_init(s, n, eps, mom, a, t, b, d); },
+          "num_features"_a, "eps"_a = 1e-5, "momentum"_a.none() = 0.1, "affine"_a = true,
+          "track_running_stats"_a = true, "bias"_a = true, "dtype"_a.none() = nb::none());
   nb::class_<InstanceNorm, Module>(nnm, "InstanceNorm")
       .def("forward", &InstanceNorm::forward)
       .def("reset_parameters", &InstanceNorm::reset_parameters)

@@ -104,3 +104,54 @@ TEST(NnExtras, HoldersAndLossModules) {
   nn::ModuleList list(fc, std::make_shared<nn::Tanh>());
   EXPECT_EQ(list.named_parameters().size(), 2u);
 }
+
+// The padding modules, channel dropout, BatchNorm3d and the shrink / GLU activations from C++ (values
+// against torch: tests/python/test_pad_dropout_modules.py, test_shrink_glu.py).
+namespace {
+Tensor vec(std::vector<float> v) {
+  return clone(from_blob(v.data(), Shape{static_cast<int64_t>(v.size())}, Shape{1}, kFloat32));
+}
+float at(const Tensor& t, int64_t i, int64_t j, int64_t k) {
+  return select(select(select(t, 0, i), 0, j), 0, k).item<float>();
+}
+}  // namespace
+
+TEST(NnExtras, PaddingDropoutNdBatchNorm3dAndShrinkModules) {
+  Tensor x = reshape(arange(Scalar(6), TensorOptions(kFloat32)), {1, 2, 3});  // [[0 1 2] [3 4 5]]
+  EXPECT_EQ(nn::ZeroPad2d(1).forward(x).sizes(), (Shape{1, 4, 5}));
+  Tensor r = nn::ReflectionPad1d({2, 1}).forward(x);  // rows [2 1 0 1 2 1], [5 4 3 4 5 4]
+  EXPECT_EQ(r.sizes(), (Shape{1, 2, 6}));
+  EXPECT_EQ(at(r, 0, 0, 0), 2.0f);
+  EXPECT_EQ(at(r, 0, 1, 5), 4.0f);
+  Tensor rep = nn::ReplicationPad1d({1, 2}).forward(x);
+  EXPECT_EQ(at(rep, 0, 1, 5), 5.0f);
+  Tensor c = nn::ConstantPad1d(1, 3.5).forward(x);
+  EXPECT_EQ(at(c, 0, 0, 0), 3.5f);
+  EXPECT_EQ(nn::CircularPad1d(1).forward(x).sizes(), (Shape{1, 2, 5}));
+  EXPECT_THROW(nn::CircularPad2d(1).forward(x.reshape({6})), Error);
+  EXPECT_EQ(nn::ZeroPad2d({1, 2, 3, 4}).repr(), "ZeroPad2d((1, 2, 3, 4))");
+  EXPECT_EQ(nn::ConstantPad2d(1, 2.5).repr(), "ConstantPad2d(padding=(1, 1, 1, 1), value=2.5)");
+
+  manual_seed(3);
+  nn::Dropout2d drop(0.5);
+  Tensor ones_in = ones({8, 16, 3, 3});
+  Tensor y = drop.forward(ones_in);
+  Tensor per_channel = amax(y, Shape{2, 3});  // a channel is all 0 or all 2
+  EXPECT_TRUE(equal(per_channel, amin(y, Shape{2, 3})));
+  EXPECT_TRUE(all(logical_or(eq(per_channel, Scalar(0)), eq(per_channel, Scalar(2)))).item<bool>());
+  drop.eval();
+  EXPECT_TRUE(equal(drop.forward(ones_in), ones_in));
+  EXPECT_EQ(nn::Dropout1d(0.5).forward(ones({4, 7})).sizes(), (Shape{4, 7}));  // unbatched (C, L)
+  EXPECT_EQ(nn::Dropout3d(0.25).repr(), "Dropout3d(p=0.25, inplace=False)");
+
+  nn::BatchNorm3d bn(2);
+  Tensor v = randn({3, 2, 2, 2, 2});
+  Tensor z = bn.forward(v);
+  EXPECT_TRUE(allclose(mean(z, Shape{0, 2, 3, 4}), zeros({2}), 1e-5, 1e-5));
+  EXPECT_THROW(bn.forward(randn({3, 2, 2})), Error);
+
+  Tensor s = vec({-1.0f, -0.25f, 0.25f, 2.0f});
+  EXPECT_TRUE(equal(nn::Hardshrink(0.5).forward(s), vec({-1.0f, 0.0f, 0.0f, 2.0f})));
+  EXPECT_TRUE(equal(nn::Softshrink(0.5).forward(s), vec({-0.5f, 0.0f, 0.0f, 1.5f})));
+  EXPECT_EQ(nn::GLU(0).forward(s).sizes(), (Shape{2}));
+}

@@ -70,6 +70,66 @@ def softmin(input, dim=None, _stacklevel=3, dtype=None):
     return _C.softmax(-input, dim, dtype)
 
 
+def _check_p(p):
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+
+
+def _feature_dropout(input, p, training, inplace):
+    result = _C.feature_dropout(input, p, training)
+    if inplace and result is not input:
+        return input.copy_(result)
+    return result
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    """torch.nn.functional.dropout1d: whole channels of (N, C, L) or (C, L) zeroed while training."""
+    _check_p(p)
+    d = input.dim()
+    if d not in (2, 3):
+        raise RuntimeError(f"dropout1d: Expected 2D or 3D input, but received a {d}D input. Note that dropout1d "
+                           "exists to provide channel-wise dropout on inputs with 1 spatial dimension, a channel "
+                           "dimension, and an optional batch dimension (i.e. 2D or 3D inputs).")
+    if d == 2:
+        return _feature_dropout(input.unsqueeze(0), p, training, inplace).squeeze(0)
+    return _feature_dropout(input, p, training, inplace)
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """torch.nn.functional.dropout2d: whole channels of (N, C, H, W) zeroed while training; a 3-D input is
+    read as (N, C, L) (torch's rule, with its warning)."""
+    _check_p(p)
+    d = input.dim()
+    if d not in (3, 4):
+        _warnings.warn(f"dropout2d: Received a {d}-D input to dropout2d, which is deprecated and will result in an "
+                       "error in a future release. To retain the behavior and silence this warning, please use "
+                       "dropout instead. Note that dropout2d exists to provide channel-wise dropout on inputs with 2 "
+                       "spatial dimensions, a channel dimension, and an optional batch dimension (i.e. 3D or 4D "
+                       "inputs).")
+    if d == 3:
+        _warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout "
+                       "behavior is desired - input is interpreted as shape (N, C, L), where C is the channel dim. "
+                       "This behavior will change in a future release to interpret the input as one without a batch "
+                       "dimension, i.e. shape (C, H, W). To maintain the 1D channel-wise dropout behavior, please "
+                       "switch to using dropout1d instead.")
+    return _feature_dropout(input, p, training, inplace)
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    """torch.nn.functional.dropout3d: whole channels of (N, C, D, H, W) or (C, D, H, W) zeroed while training."""
+    _check_p(p)
+    d = input.dim()
+    if d not in (4, 5):
+        _warnings.warn(f"dropout3d: Received a {d}-D input to dropout3d, which is deprecated and will result in an "
+                       "error in a future release. To retain the behavior and silence this warning, please use "
+                       "dropout instead. Note that dropout3d exists to provide channel-wise dropout on inputs with 3 "
+                       "spatial dimensions, a channel dimension, and an optional batch dimension (i.e. 4D or 5D "
+                       "inputs).")
+    if d == 4:
+        return _feature_dropout(input.unsqueeze(0), p, training, inplace).squeeze(0)
+    return _feature_dropout(input, p, training, inplace)
+
+
 def pad(input, pad, mode="constant", value=None):
     """torch.nn.functional.pad: modes constant (any number of dims, negative pads crop), reflect,
     replicate and circular (the last 1-3 dims of a (batched) input)."""

@@ -242,3 +242,83 @@ Hardshrink = _activation("Hardshrink", ["lambd"], [0.5])
 Softshrink = _activation("Softshrink", ["lambd"], [0.5])
 Tanhshrink = _activation("Tanhshrink")
 GLU = _activation("GLU", ["dim"], [-1])
+
+
+# ---- channel-wise dropout and the padding modules (kiln::nn::Dropout1d ... and kiln::nn::Pad in C++) ----
+from . import functional as _F  # noqa: E402
+from .module import Module as _Module  # noqa: E402
+
+
+class _DropoutNd(_Module):
+    _fn = None
+
+    def __init__(self, p=0.5, inplace=False):
+        super().__init__()
+        if p < 0 or p > 1:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        self.p, self.inplace = p, inplace
+
+    def extra_repr(self):
+        return f"p={self.p}, inplace={self.inplace}"
+
+    def forward(self, input):
+        return type(self)._fn(input, self.p, self.training, self.inplace)
+
+
+class Dropout1d(_DropoutNd):
+    _fn = staticmethod(_F.dropout1d)
+
+
+class Dropout2d(_DropoutNd):
+    _fn = staticmethod(_F.dropout2d)
+
+
+class Dropout3d(_DropoutNd):
+    _fn = staticmethod(_F.dropout3d)
+
+
+def _ntuple(padding, n):
+    if isinstance(padding, int):
+        return (padding,) * n
+    return tuple(padding)
+
+
+class _PadNd(_Module):
+    _dims, _mode = 1, "constant"
+
+    def __init__(self, padding):
+        super().__init__()
+        self.padding = _ntuple(padding, 2 * self._dims)
+
+    def forward(self, input):
+        if self._mode == "circular" and input.dim() not in (self._dims + 1, self._dims + 2):
+            raise ValueError(f"expected {self._dims + 1}D or {self._dims + 2}D input (got {input.dim()}D input)")
+        return _F.pad(input, self.padding, self._mode, 0.0 if self._mode == "constant" else None)
+
+    def extra_repr(self):
+        return f"{self.padding}"
+
+
+class _ConstantPadNd(_PadNd):
+    def __init__(self, padding, value):
+        super().__init__(padding)
+        self.value = value
+
+    def forward(self, input):
+        return _F.pad(input, self.padding, "constant", self.value)
+
+    def extra_repr(self):
+        return f"padding={self.padding}, value={self.value}"
+
+
+def _pad_class(name, dims, mode, base=_PadNd):
+    return type(name, (base,), {"_dims": dims, "_mode": mode, "__module__": __name__})
+
+
+ZeroPad1d, ZeroPad2d, ZeroPad3d = (_pad_class(f"ZeroPad{d}d", d, "constant") for d in (1, 2, 3))
+ReflectionPad1d, ReflectionPad2d, ReflectionPad3d = (_pad_class(f"ReflectionPad{d}d", d, "reflect") for d in (1, 2, 3))
+ReplicationPad1d, ReplicationPad2d, ReplicationPad3d = (_pad_class(f"ReplicationPad{d}d", d, "replicate")
+                                                        for d in (1, 2, 3))
+CircularPad1d, CircularPad2d, CircularPad3d = (_pad_class(f"CircularPad{d}d", d, "circular") for d in (1, 2, 3))
+ConstantPad1d, ConstantPad2d, ConstantPad3d = (_pad_class(f"ConstantPad{d}d", d, "constant", _ConstantPadNd)
+                                               for d in (1, 2, 3))
