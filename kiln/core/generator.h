@@ -9,8 +9,8 @@
 namespace kiln {
 
 // The distributions of the random_fill_ op (its `dist` attribute; the kernels: backend/cpu).
-// Randint: integers in [p0, p1); FromTo (Tensor.random_): integers in [p0, p1], both ends read as
-// int64 (p1 from 2^63 on: INT64_MAX), every int64 value when that span is 2^64.
+// Randint: integers in [p0, p1); FromTo (Tensor.random_): integers in [lo, hi] (random_fill_'s int
+// attributes, exact), every int64 value when that span is 2^64.
 enum class RandomDist : int { Uniform, Normal, Bernoulli, Exponential, LogNormal, Geometric, Cauchy, Randint, FromTo, Count };
 
 class Generator;

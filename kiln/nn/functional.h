@@ -23,7 +23,7 @@ Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
 // (torch's feature_dropout).
 Tensor feature_dropout(const Tensor& x, double p = 0.5, bool training = true);
 // torch.nn.functional.dropout1d ((N, C, L) or unbatched (C, L)), dropout2d ((N, C, H, W); a 3-d input
-// is read as (N, C, L), torch's rule) and dropout3d ((N, C, D, H, W) or unbatched (C, D, H, W)).
+// is read as (N, C, L), torch's rule) and dropout3d ((N, C, D, H, W); any other rank as unbatched).
 Tensor dropout1d(const Tensor& x, double p = 0.5, bool training = true);
 Tensor dropout2d(const Tensor& x, double p = 0.5, bool training = true);
 Tensor dropout3d(const Tensor& x, double p = 0.5, bool training = true);

@@ -193,7 +193,6 @@ class Pad : public Module {
   struct Name : Pad {                                                                       \
     explicit Name(Shape padding) : Pad(#Name, D, Mode, std::move(padding)) {}               \
     explicit Name(int64_t padding) : Pad(#Name, D, Mode, padding) {}                        \
-    Name(std::initializer_list<int64_t> padding) : Pad(#Name, D, Mode, Shape(padding)) {}   \
   };
 #define KILN_CONSTANT_PAD_MODULE(Name, D)                                                    \
   struct Name : Pad {                                                                       \

@@ -166,22 +166,22 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   return mul(x, mul(keep, Scalar(1.0 / (1.0 - p))));
 }
 
-Tensor feature_dropout(const Tensor& x, double p, bool training) {
-  KILN_CHECK(p >= 0 && p <= 1, Value, "dropout", "dropout probability has to be between 0 and 1, but got ", p);
+Tensor feature_dropout(const Tensor& x, double p, bool training) {  // (torch's order of checks)
+  KILN_CHECK(p >= 0 && p <= 1, Runtime, "dropout", "dropout probability has to be between 0 and 1, but got ", p);
+  if (!training || p == 0 || x.numel() == 0) return x;
+  if (p == 1) return mul(x, zeros({}, like(x, x.dtype())));
   KILN_CHECK(x.dim() >= 2, Runtime, "feature_dropout", "Feature dropout requires at least 2 dimensions in the input");
-  if (!training || p == 0) return x;
   Shape ms(x.sizes().begin(), x.sizes().begin() + 2);  // (N, C, 1, ...)
   ms.resize(x.dim(), 1);
   const Dtype d = is_floating(x.dtype()) ? x.dtype() : kFloat32;
-  if (p == 1) return mul(x, zeros(ms, like(x, d)));
   Tensor keep = to_dtype(ge(rand(ms, like(x, d)), Scalar(p)), d);  // (in x's dtype: see dropout)
   return mul(x, mul(keep, Scalar(1.0 / (1.0 - p))));
 }
 namespace {
-// dropout1d / 3d: an unbatched input (one dim short of `batched`) as a batch of one
+// dropout1d / 3d: any input of another rank than `batched` as a batch of one (torch's rule)
 Tensor channel_dropout(const char* op, const Tensor& x, double p, bool training, int64_t batched) {
   KILN_CHECK(p >= 0 && p <= 1, Value, op, "dropout probability has to be between 0 and 1, but got ", p);
-  if (x.dim() == batched - 1) return squeeze(feature_dropout(unsqueeze(x, 0), p, training), Shape{0});
+  if (x.dim() != batched) return squeeze(feature_dropout(unsqueeze(x, 0), p, training), Shape{0});
   return feature_dropout(x, p, training);
 }
 }  // namespace

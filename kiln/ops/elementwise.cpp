@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <string_view>
+#include <tuple>
 
 #include "kiln/core/finfo.h"
 #include "kiln/ops/composite.h"
@@ -334,9 +335,14 @@ Tensor hardtanh(const Tensor& x, double lo, double hi) {
 // torch.nn.functional.softsign is this composite; rounding each step the same way matches it.
 Tensor softsign(const Tensor& x) { return div(x, add(abs(x), Scalar(1))); }
 Tensor threshold(const Tensor& x, double thr, double value) { return un(op_threshold, x, {Scalar(thr), Scalar(value)}); }
+namespace {
+bool reduced_float(Dtype d) { return d == kFloat16 || d == kBFloat16; }
+}  // namespace
 Tensor hardshrink(const Tensor& x, double lambd) {  // (NaN passes, as torch's)
-  if (!is_floating(x.dtype())) raise_dtype_unsupported("hardshrink", x.dtype());
-  return where(logical_and(ge(x, Scalar(-lambd)), le(x, Scalar(lambd))), zeros_like(x), x);
+  const Dtype d = x.dtype();
+  if (!is_floating(d)) raise_dtype_unsupported("hardshrink", d);
+  const double l = scalar_tensor(Scalar(lambd), d).item<double>();  // torch's: lambd in x's dtype
+  return where(logical_and(ge(x, Scalar(-l)), le(x, Scalar(l))), zeros_like(x), x);
 }
 Tensor softshrink(const Tensor& x, double lambd) {  // (inside: x * 0, which keeps x's sign and a NaN, as torch's)
   const Dtype d = x.dtype();
@@ -344,15 +350,86 @@ Tensor softshrink(const Tensor& x, double lambd) {  // (inside: x * 0, which kee
   const double max = -finfo_min(d);
   KILN_CHECK(lambd >= 0 && lambd <= max, Runtime, "softshrink", "lambda must be in range [0, ", max,
              "] for input dtype ", dtype_name(d), ", but found ", lambd);
+  if (reduced_float(d)) return to_dtype(softshrink(to_dtype(x, kFloat32), lambd), d);  // (rounded once, as torch's)
   return where(gt(abs(x), Scalar(lambd)), sub(x, mul(sign(x), Scalar(lambd))), mul(x, Scalar(0)));
 }
 Tensor tanhshrink(const Tensor& x) { return sub(x, tanh(x)); }
+namespace {
+Tensor angle_scale(const char* op, const Tensor& x, double factor) {
+  KILN_CHECK(!is_complex(x.dtype()), Runtime, op, op, " is not supported for complex tensors.");
+  const Tensor f = is_integral(x.dtype(), true) ? to_dtype(x, default_dtype()) : x;
+  return mul(f, Scalar(factor));
+}
+Dtype float_power_dtype(Dtype a, Dtype b) { return is_complex(a) || is_complex(b) ? kComplex128 : kFloat64; }
+}  // namespace
+Tensor deg2rad(const Tensor& x) { return angle_scale("deg2rad", x, M_PI / 180.0); }
+Tensor rad2deg(const Tensor& x) { return angle_scale("rad2deg", x, 180.0 / M_PI); }
+Tensor float_power(const Tensor& x, const Tensor& e) {
+  const Dtype d = float_power_dtype(x.dtype(), e.dtype());
+  return pow(to_dtype(x, d), to_dtype(e, d));
+}
+Tensor float_power(const Tensor& x, const Scalar& e) {
+  const Dtype d = float_power_dtype(x.dtype(), e.is_complex() ? kComplex128 : kFloat64);
+  return pow(to_dtype(x, d), e);
+}
+Tensor float_power(const Scalar& x, const Tensor& e) {
+  const Dtype d = float_power_dtype(x.is_complex() ? kComplex128 : kFloat64, e.dtype());
+  return pow(scalar_tensor(x, d), to_dtype(e, d));
+}
+Tensor ldexp(const Tensor& x, const Tensor& other) {  // x * 2^other in the promoted dtype (integral: the default)
+  Dtype d = result_type(x, other);
+  if (is_integral(d, true)) d = default_dtype();
+  return mul(to_dtype(x, d), pow(scalar_tensor(Scalar(2.0), d), to_dtype(other, d)));
+}
+std::tuple<Tensor, Tensor> frexp(const Tensor& x) {
+  KILN_CHECK(is_floating(x.dtype()) && !is_float8(x.dtype()), Runtime, "frexp",
+             "torch.frexp() only supports floating-point dtypes");
+  // in float64, where every power of two that scales a float32 / float64 value is held in two steps
+  const Tensor xd = to_dtype(x, kFloat64);
+  const Tensor regular = logical_and(isfinite(xd), ne(xd, Scalar(0)));
+  const Tensor a = where(regular, abs(xd), ones_like(xd));
+  Tensor e = add(floor(log2(a)), Scalar(1));  // (log2 may be one off near a power of two: fixed below)
+  const Tensor h = floor(mul(neg(e), Scalar(0.5)));
+  Tensor m = mul(mul(where(regular, xd, ones_like(xd)), exp2(h)), exp2(sub(neg(e), h)));
+  const Tensor low = lt(abs(m), Scalar(0.5)), high = ge(abs(m), Scalar(1));
+  m = where(low, mul(m, Scalar(2)), where(high, mul(m, Scalar(0.5)), m));
+  e = where(low, sub(e, Scalar(1)), where(high, add(e, Scalar(1)), e));
+  return {to_dtype(where(regular, m, xd), x.dtype()), to_dtype(where(regular, e, zeros_like(e)), kInt32)};
+}
+Tensor isreal(const Tensor& x) {
+  if (!is_complex(x.dtype())) return ones_like(x, kBool);
+  return eq(imag(x), Scalar(0));
+}
+Tensor dist(const Tensor& x, const Tensor& y, const Scalar& p) { return vector_norm(sub(x, y), p.to_double()); }
+Tensor renorm(const Tensor& x, const Scalar& p, int64_t dim, const Scalar& maxnorm) {
+  const char* op = "renorm";
+  const double pv = p.to_double(), mx = maxnorm.to_double();
+  KILN_CHECK(pv > 0, Runtime, op, "renorm: non-positive-norm not supported");
+  KILN_CHECK(mx >= 0, Runtime, op, "renorm: expected maxnorm to be >= 0 but got ", mx);
+  KILN_CHECK(x.dim() > 1, Runtime, op, "renorm: input needs at least 2 dimensions, got ", x.dim(), " dimensions");
+  const int64_t d = wrap_dim(dim, x.dim(), op);
+  Shape others;
+  for (int64_t i = 0; i < x.dim(); ++i)
+    if (i != d) others.push_back(i);
+  // torch's factor: maxnorm / (norm + 1e-7) where the norm exceeds maxnorm, computed without gradient
+  // through the comparison
+  // the norms in torch's accumulation type (float64 for float32 on the CPU, float32 for the half types;
+  // complex: its real type's); an integral x raises in vector_norm, as torch's
+  const Dtype xd = x.dtype();
+  const Dtype acc = xd == kFloat32 || xd == kFloat64 ? kFloat64 : xd == kComplex64 || xd == kComplex128 ? kComplex128
+                    : is_floating(xd) ? kFloat32 : xd;
+  const Tensor norm = vector_norm(to_dtype(x, acc), pv, others, true);
+  const Tensor factor = where(gt(norm, Scalar(mx)), div(scalar_tensor(Scalar(mx), norm.dtype()),
+                                                         add(norm, Scalar(1e-7))), ones_like(norm));
+  return mul(x, to_dtype(factor, is_complex(xd) ? to_real(xd) : xd));
+}
 Tensor glu(const Tensor& x, int64_t dim) {
   const char* op = "glu";
   if (!is_floating(x.dtype())) raise_dtype_unsupported(op, x.dtype());
   KILN_CHECK(x.dim() > 0, Runtime, op, "glu does not support scalars because halving size must be even");
   const int64_t d = wrap_dim(dim, x.dim(), op), n = x.size(d);
   KILN_CHECK(n % 2 == 0, Runtime, op, "Halving dimension must be even, but dimension ", d, " is size ", n);
+  if (reduced_float(x.dtype())) return to_dtype(glu(to_dtype(x, kFloat32), d), x.dtype());  // (rounded once)
   return mul(narrow(x, d, 0, n / 2), sigmoid(narrow(x, d, n / 2, n / 2)));
 }
 
@@ -498,6 +575,60 @@ Composite c_threshold{"threshold(Tensor self, Scalar threshold, Scalar value) ->
                         return {threshold(in[0], dbl(a, 0), dbl(a, 1))};
                       },
                       kFunctionVariant};
+Composite c_deg2rad{"deg2rad(Tensor self) -> Tensor",
+                    [](const TensorList& in, const Attrs&) -> TensorList { return {deg2rad(in[0])}; }, kAllVariants};
+Composite c_rad2deg{"rad2deg(Tensor self) -> Tensor",
+                    [](const TensorList& in, const Attrs&) -> TensorList { return {rad2deg(in[0])}; }, kAllVariants};
+// float_power_: self must already hold the float64 (complex128) result, as torch's
+TensorList float_power_inplace(const Tensor& self, const Tensor& r) {
+  KILN_CHECK(self.dtype() == r.dtype(), Runtime, "float_power_", "the base given to float_power_ has dtype ",
+             dtype_name(self.dtype()), " but the operation's result requires dtype ", dtype_name(r.dtype()));
+  return {copy_(self, r)};
+}
+Composite c_float_power_tt{"float_power.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor",
+                           [](const TensorList& in, const Attrs&) -> TensorList { return {float_power(in[0], in[1])}; },
+                           kAllVariants, 0,
+                           [](const TensorList& in, const Attrs&) -> TensorList {
+                             return float_power_inplace(in[0], float_power(in[0], in[1]));
+                           }};
+Composite c_float_power_ts{"float_power.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor",
+                           [](const TensorList& in, const Attrs& a) -> TensorList {
+                             return {float_power(in[0], sc(a, 0))};
+                           },
+                           kAllVariants, 0,
+                           [](const TensorList& in, const Attrs& a) -> TensorList {
+                             return float_power_inplace(in[0], float_power(in[0], sc(a, 0)));
+                           }};
+Composite c_float_power_st{"float_power.Scalar(Scalar self, Tensor exponent) -> Tensor",
+                           [](const TensorList& in, const Attrs& a) -> TensorList {
+                             return {float_power(sc(a, 0), in[0])};
+                           },
+                           kFunctionVariant};
+Composite c_ldexp{"ldexp.Tensor(Tensor self, Tensor other) -> Tensor",
+                  [](const TensorList& in, const Attrs&) -> TensorList { return {ldexp(in[0], in[1])}; }, kAllVariants};
+Composite c_frexp{"frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)",
+                  [](const TensorList& in, const Attrs&) -> TensorList {
+                    auto [m, e] = frexp(in[0]);
+                    return {m, e};
+                  },
+                  kFunctionAndMethod};
+Composite c_isreal{"isreal(Tensor self) -> Tensor",
+                   [](const TensorList& in, const Attrs&) -> TensorList { return {isreal(in[0])}; }, kFunctionVariant};
+Composite c_dist{"dist(Tensor self, Tensor other, Scalar p=2) -> Tensor",
+                 [](const TensorList& in, const Attrs& a) -> TensorList { return {dist(in[0], in[1], sc(a, 0))}; },
+                 kFunctionAndMethod};
+Composite c_renorm{"renorm(Tensor self, Scalar p, int dim, Scalar maxnorm) -> Tensor",
+                   [](const TensorList& in, const Attrs& a) -> TensorList {
+                     return {renorm(in[0], sc(a, 0), attr<int64_t>(a, 1), sc(a, 2))};
+                   },
+                   kAllVariants};
+Composite c_positive{"positive(Tensor(a) self) -> Tensor(a)",
+                     [](const TensorList& in, const Attrs&) -> TensorList {
+                       KILN_CHECK(in[0].dtype() != kBool, Runtime, "positive",
+                                  "The `+` operator, on a bool tensor is not supported.");
+                       return {in[0]};
+                     },
+                     kFunctionAndMethod};
 Composite c_hardshrink{"hardshrink(Tensor self, Scalar lambd=0.5) -> Tensor",
                        [](const TensorList& in, const Attrs& a) -> TensorList { return {hardshrink(in[0], dbl(a, 0))}; },
                        kFunctionAndMethod};

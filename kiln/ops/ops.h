@@ -168,6 +168,24 @@ Tensor softshrink(const Tensor& x, double lambd = 0.5);
 Tensor tanhshrink(const Tensor& x);
 // F.glu: a * sigmoid(b), a and b the halves of x along dim (its size even).
 Tensor glu(const Tensor& x, int64_t dim = -1);
+// torch.deg2rad / rad2deg: x * pi / 180 and x * 180 / pi (integral x in the default dtype; complex refused).
+Tensor deg2rad(const Tensor& x);
+Tensor rad2deg(const Tensor& x);
+// torch.float_power: pow in float64 (complex128 when either side is complex).
+Tensor float_power(const Tensor& x, const Tensor& exponent);
+Tensor float_power(const Tensor& x, const Scalar& exponent);
+Tensor float_power(const Scalar& x, const Tensor& exponent);
+// torch.ldexp: x * 2^other (the result dtype promotes with a floating one).
+Tensor ldexp(const Tensor& x, const Tensor& other);
+// torch.frexp (floating x): mantissa in (-1, -0.5] U [0.5, 1) of x's dtype and int32 exponent with
+// x = mantissa * 2^exponent; zero, inf and NaN keep x as mantissa with exponent 0.
+std::tuple<Tensor, Tensor> frexp(const Tensor& x);
+// torch.isreal: true where the imaginary part is zero (every element of a real tensor).
+Tensor isreal(const Tensor& x);
+// torch.dist: the p-norm of x - y (broadcast).
+Tensor dist(const Tensor& x, const Tensor& y, const Scalar& p = 2);
+// torch.renorm: each slice along dim whose p-norm exceeds maxnorm scaled down to it.
+Tensor renorm(const Tensor& x, const Scalar& p, int64_t dim, const Scalar& maxnorm);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor lerp(const Tensor& a, const Tensor& b, const Tensor& weight);
 Tensor lerp(const Tensor& a, const Tensor& b, const Scalar& weight);

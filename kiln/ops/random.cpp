@@ -42,16 +42,18 @@ SpecList random_meta(const OpDef&, const SpecList& in, const Attrs&) { return {{
 
 OpDef op_random_fill{"random_fill_", kRandom, random_meta, {}};  // kernel: backend/cpu/random.cpp
 OpRegistrar reg_random_fill{op_random_fill,
-                              "random_fill_(Tensor(a!) self, int dist, float p0, float p1, int key, int first) -> Tensor(a!)"};
+                              "random_fill_(Tensor(a!) self, int dist, float p0, float p1, int key, int first, int lo=0, "
+                              "int hi=0) -> Tensor(a!)"};
 // The values do not depend on the tensor's old ones: no gradient flows through (zeros, as torch).
 TensorList random_backward(const GradCtx&, const TensorList& g) { return {zeros_like(g[0])}; }
 DerivativeRegistrar d_random_fill{op_random_fill, random_backward, 0, 0};
 
-void random_fill(const Tensor& t, int dist, double p0, double p1, Generator* gen) {
+// lo / hi: FromTo's integer bounds (the other distributions read p0 / p1)
+void random_fill(const Tensor& t, int dist, double p0, double p1, Generator* gen, int64_t lo = 0, int64_t hi = 0) {
   Generator& g = gen ? *gen : default_generator();
   auto [key, start] = g.reserve(static_cast<uint64_t>(t.numel()));
   dispatch_inplace(op_random_fill, t, {t},
-                   {static_cast<int64_t>(dist), p0, p1, static_cast<int64_t>(key), static_cast<int64_t>(start)});
+                   {static_cast<int64_t>(dist), p0, p1, static_cast<int64_t>(key), static_cast<int64_t>(start), lo, hi});
 }
 
 // rand / randn's tensor: floating or complex (torch draws a complex tensor's real and imaginary parts
@@ -231,12 +233,14 @@ const Tensor& random_(const Tensor& t, int64_t from, std::optional<int64_t> to, 
                  "'to_inc' casted to dtype, but got from=", from, " > to_inc=", to_inc);
     }
     check_random_bounds(d, from, to_inc);
-  } else {  // from INT64_MIN and no to: every int64 value (the span 2^64), in t's dtype
+  } else {  // from INT64_MIN and no to: every int64 value (the span 2^64), for the dtypes torch takes
+    if (d == kInt8 || d == kInt16 || d == kInt32 || d == kUInt8)
+      KILN_FAIL(Runtime, op, "random_full_64_bits_range_kernel_cpu handles only int64, double, float and bfloat16");
+    if (d != kInt64 && d != kFloat32 && d != kFloat64 && d != kBFloat16) raise_dtype_unsupported(op, d);
     to_inc = INT64_MAX;
   }
   if (t.numel() == 0) return t;
-  // (the kernel reads both ends as int64: exact for |from|, |to_inc| up to 2^53 and for INT64_MAX)
-  random_fill(t, kFromTo, static_cast<double>(from), static_cast<double>(to_inc), g);
+  random_fill(t, kFromTo, static_cast<double>(from), static_cast<double>(to_inc), g, from, to_inc);
   return t;
 }
 const Tensor& random_(const Tensor& t, Generator* g) {

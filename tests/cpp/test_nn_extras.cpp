@@ -130,6 +130,7 @@ TEST(NnExtras, PaddingDropoutNdBatchNorm3dAndShrinkModules) {
   EXPECT_EQ(nn::CircularPad1d(1).forward(x).sizes(), (Shape{1, 2, 5}));
   EXPECT_THROW(nn::CircularPad2d(1).forward(x.reshape({6})), Error);
   EXPECT_EQ(nn::ZeroPad2d({1, 2, 3, 4}).repr(), "ZeroPad2d((1, 2, 3, 4))");
+  EXPECT_EQ(nn::ZeroPad1d{2}.padding, (Shape{2, 2}));  // one int for every side, braces or not
   EXPECT_EQ(nn::ConstantPad2d(1, 2.5).repr(), "ConstantPad2d(padding=(1, 1, 1, 1), value=2.5)");
 
   manual_seed(3);

@@ -70,6 +70,33 @@ def test_channel_dropout_zeroes_whole_channels(fn, shape, p):
             assert 0.05 < (lo == 0).double().mean().item() < 0.6
 
 
+@pytest.mark.parametrize("shape", [(6, 3), (4, 3, 6), (5,), (2, 3, 4, 5)])
+def test_dropout3d_reads_every_rank_but_5_as_unbatched(shape):
+    # torch's rule: the input is a batch of one, so its first dim holds the channels: the mask has one
+    # entry per index of that dim (each element of a 1-D input)
+    for lib, F in ((torch, TF), (kiln, KF)):
+        lib.manual_seed(3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            y = F.dropout3d(lib.ones(shape, dtype=lib.float64), 0.5, True)
+        rows = y.reshape(shape[0], -1)
+        assert lib.equal(rows.amin(1), rows.amax(1)) and tuple(y.shape) == shape
+
+
+@pytest.mark.parametrize("lib,F", [(torch, TF), (kiln, KF)], ids=["torch", "kiln"])
+def test_channel_dropout_early_returns_like_torch(lib, F):
+    x = lib.ones(5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert lib.equal(F.dropout2d(x, 0.5, False), x)  # not training: no rank check
+        assert lib.equal(F.dropout2d(x, 0.0, True), x)
+        assert lib.equal(F.dropout2d(x, 1.0, True), lib.zeros(5))
+        assert F.dropout2d(lib.ones(0, 3), 0.5, True).shape == (0, 3)
+    for fn, shape in ((F.dropout1d, (4, 5)), (F.dropout3d, (3, 2, 2, 2))):  # unbatched, in place: input itself
+        z = lib.ones(shape)
+        assert fn(z, 0.5, True, inplace=True) is z
+
+
 def test_channel_dropout_gradient_and_inplace():
     kiln.manual_seed(1)
     x = kiln.ones(4, 8, 3, dtype=kiln.float64, requires_grad=True)

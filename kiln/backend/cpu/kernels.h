@@ -83,6 +83,7 @@ using kiln::RandomDist;  // core/generator.h
 struct RandomArgs {
   double p0 = 0, p1 = 0;  // the distribution's two parameters (from/to, mean/std, p, lambda, ...)
   uint64_t key = 0, first = 0;
+  int64_t lo = 0, hi = 0;  // FromTo's integers [lo, hi] (exact where p0 / p1 would round)
 };
 using RandomFn = void (*)(void* out, int64_t begin, int64_t end, const RandomArgs& args);
 

@@ -168,16 +168,12 @@ inline double u53(uint32_t a, uint32_t b) {  // uniform in [0, 1)
 
 // One Philox block per element, double arithmetic: float64, integers and the other distributions.
 // The blocks come L at a time from philox_lanes (philox()'s values), the rest element by element.
-inline int64_t int64_of(double v) {  // (saturating: 2^63 and up, INT64_MAX)
-  return v >= 9223372036854775808.0 ? INT64_MAX : v <= -9223372036854775808.0 ? INT64_MIN : static_cast<int64_t>(v);
-}
-
 template <D DIST, class T>
 void fill_scalar(void* out, int64_t begin, int64_t end, const RandomArgs& a) {
   T* p = static_cast<T*>(out);
   const double p0 = a.p0, p1 = a.p1;
   // FromTo: [lo, lo + span) in 64-bit arithmetic; span 0 stands for 2^64
-  const uint64_t lo = static_cast<uint64_t>(int64_of(p0)), span = static_cast<uint64_t>(int64_of(p1)) - lo + 1;
+  const uint64_t lo = static_cast<uint64_t>(a.lo), span = static_cast<uint64_t>(a.hi) - lo + 1;
   Words b;
   for (int64_t i = begin, l = L; i < end; ++i, ++l) {
     if (l == L) philox_lanes(a.key, a.first + static_cast<uint64_t>(i), b), l = 0;

@@ -90,9 +90,11 @@ template <class T>
 struct GelsyScratch {
   GelsyScratch(int64_t m, int64_t n, int lw)
       : tau(std::max<int64_t>(std::min(m, n), 1)), tau2(tau.size()), xmin(tau.size()), xmax(tau.size()),
-        perm(std::max<int64_t>(n, 1)), work(lapack_vector<T>(lw)), f(std::max<int64_t>(n, 1) * kQpsBlock),
+        perm(std::max<int64_t>(n, 1)), work(lapack_vector<T>(lw)), lwork(lw), f(std::max<int64_t>(n, 1) * kQpsBlock),
         qps(kQpsBlock * (1 + std::max<int64_t>(n, 1))), vn(2 * std::max<int64_t>(n, 1)), jpvt(std::max<int64_t>(n, 1)) {}
-  std::vector<T> tau, tau2, xmin, xmax, perm, work, f, qps;
+  std::vector<T> tau, tau2, xmin, xmax, perm, work;
+  int lwork;  // (work's size as LAPACK was told it: without lapack_vector's spare)
+  std::vector<T> f, qps;
   std::vector<lp::Real<T>> vn;
   std::vector<int64_t> jpvt;
 };
@@ -271,7 +273,7 @@ int64_t gelsy_kiln(const cpu::KernelTable::Householder<T>& hh, int64_t m, int64_
     if (rank == 0) {
       zero_rows(0, std::max(m, n));
     } else {
-      const int lw = int(s.work.size());
+      const int lw = s.lwork;
       if (rank < n) lp::tzrzf<T>(int(rank), int(n), wa, int(m), s.tau2.data(), s.work.data(), lw);
       hh.orm2r_t(m, k, mn, wa, m, s.tau.data(), wb, ldb);
       // (xtrsm as xgelsy: a zero pivot accepted at rcond <= 0 gives inf / NaN)

@@ -327,8 +327,9 @@ int svd_on_pool(int64_t m, int64_t n, bool full, T* a, lp::Real<T>* s, T* u, T* 
   T q{};
   lp::gebrd<T>(int(m), int(n), a, int(m), s, e.data(), tauq.data(), taup.data(), &q, -1);
   {
-    std::vector<T> work = lapack_vector<T>(std::max(1, lp::work_size(q)));
-    lp::gebrd<T>(int(m), int(n), a, int(m), s, e.data(), tauq.data(), taup.data(), work.data(), int(work.size()));
+    const int lw = std::max(1, lp::work_size(q));
+    std::vector<T> work = lapack_vector<T>(lw);
+    lp::gebrd<T>(int(m), int(n), a, int(m), s, e.data(), tauq.data(), taup.data(), work.data(), lw);
   }
   // The bidiagonal SVD: into U's and Vh's leading k x k blocks (real ones first where T is complex);
   // with full matrices the rest of the larger one is the identity's.

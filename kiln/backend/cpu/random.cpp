@@ -15,6 +15,7 @@ void random_kernel(const OpDef&, const TensorList&, const Attrs& a, TensorList& 
   cpu::RandomArgs args;
   args.p0 = attr<double>(a, 1), args.p1 = attr<double>(a, 2);
   args.key = static_cast<uint64_t>(attr<int64_t>(a, 3)), args.first = static_cast<uint64_t>(attr<int64_t>(a, 4));
+  if (a.size() > 6) args.lo = attr<int64_t>(a, 5), args.hi = attr<int64_t>(a, 6);
   cpu::RandomFn fn = cpu::cpu_kernels().random[dist][static_cast<int>(c.dtype())];
   if (!fn) raise_dtype_unsupported("random", c.dtype());
   void* p = c.data_ptr();

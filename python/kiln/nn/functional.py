@@ -75,8 +75,10 @@ def _check_p(p):
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
 
 
-def _feature_dropout(input, p, training, inplace):
-    result = _C.feature_dropout(input, p, training)
+def _feature_dropout(input, p, training, inplace, unbatched=False):
+    result = _C.feature_dropout(input.unsqueeze(0) if unbatched else input, p, training)
+    if unbatched:
+        result = result.squeeze(0)
     if inplace and result is not input:
         return input.copy_(result)
     return result
@@ -90,9 +92,7 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
         raise RuntimeError(f"dropout1d: Expected 2D or 3D input, but received a {d}D input. Note that dropout1d "
                            "exists to provide channel-wise dropout on inputs with 1 spatial dimension, a channel "
                            "dimension, and an optional batch dimension (i.e. 2D or 3D inputs).")
-    if d == 2:
-        return _feature_dropout(input.unsqueeze(0), p, training, inplace).squeeze(0)
-    return _feature_dropout(input, p, training, inplace)
+    return _feature_dropout(input, p, training, inplace, unbatched=d == 2)
 
 
 def dropout2d(input, p=0.5, training=True, inplace=False):
@@ -125,9 +125,7 @@ def dropout3d(input, p=0.5, training=True, inplace=False):
                        "dropout instead. Note that dropout3d exists to provide channel-wise dropout on inputs with 3 "
                        "spatial dimensions, a channel dimension, and an optional batch dimension (i.e. 4D or 5D "
                        "inputs).")
-    if d == 4:
-        return _feature_dropout(input.unsqueeze(0), p, training, inplace).squeeze(0)
-    return _feature_dropout(input, p, training, inplace)
+    return _feature_dropout(input, p, training, inplace, unbatched=d != 5)  # (torch's: every rank but 5)
 
 
 def pad(input, pad, mode="constant", value=None):
