@@ -92,27 +92,18 @@ void bind_norm_conv(nb::module_& nnm) {
     using T = std::remove_pointer_t<decltype(self)>;
     new (self) T(n, eps, opt_d(mom), affine, track, bias, dt(dtype));
   };
-  nb::class_<BatchNorm1d, BatchNorm>(nnm, "BatchNorm1d")
-      .def(
-          "__init__",
-          [bn_init](BatchNorm1d* s, int64_t n, double eps, nb::handle mom, bool a, bool t, bool b,
-                    nb::handle d) { bn_init(s, n, eps, mom, a, t, b, d); },
-          "num_features"_a, "eps"_a = 1e-5, "momentum"_a.none() = 0.1, "affine"_a = true,
-          "track_running_stats"_a = true, "bias"_a = true, "dtype"_a.none() = nb::none());
-  nb::class_<BatchNorm2d, BatchNorm>(nnm, "BatchNorm2d")
-      .def(
-          "__init__",
-          [bn_init](BatchNorm2d* s, int64_t n, double eps, nb::handle mom, bool a, bool t, bool b,
-                    nb::handle d) { bn_init(s, n, eps, mom, a, t, b, d); },
-          "num_features"_a, "eps"_a = 1e-5, "momentum"_a.none() = 0.1, "affine"_a = true,
-          "track_running_stats"_a = true, "bias"_a = true, "dtype"_a.none() = nb::none());
-  nb::class_<BatchNorm3d, BatchNorm>(nnm, "BatchNorm3d")
-      .def(
-          "__init__",
-          [bn_init](BatchNorm3d* s, int64_t n, double eps, nb::handle mom, bool a, bool t, bool b,
-                    nb::handle d) { bn_init(s, n, eps, mom, a, t, b, d); },
-          "num_features"_a, "eps"_a = 1e-5, "momentum"_a.none() = 0.1, "affine"_a = true,
-          "track_running_stats"_a = true, "bias"_a = true, "dtype"_a.none() = nb::none());
+#define KILN_BIND_BATCH_NORM(C)                                                                               \
+  nb::class_<C, BatchNorm>(nnm, #C)                                                                             \
+      .def("__init__",                                                                                          \
+           [bn_init](C* s, int64_t n, double eps, nb::handle mom, bool a, bool t, bool b, nb::handle d) {       \
+             bn_init(s, n, eps, mom, a, t, b, d);                                                               \
+           },                                                                                                   \
+           "num_features"_a, "eps"_a = 1e-5, "momentum"_a.none() = 0.1, "affine"_a = true,                      \
+           "track_running_stats"_a = true, "bias"_a = true, "dtype"_a.none() = nb::none());
+  KILN_BIND_BATCH_NORM(BatchNorm1d)
+  KILN_BIND_BATCH_NORM(BatchNorm2d)
+  KILN_BIND_BATCH_NORM(BatchNorm3d)
+#undef KILN_BIND_BATCH_NORM
   nb::class_<InstanceNorm, Module>(nnm, "InstanceNorm")
       .def("forward", &InstanceNorm::forward)
       .def("reset_parameters", &InstanceNorm::reset_parameters)
