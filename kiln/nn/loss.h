@@ -7,6 +7,7 @@
 // clamped logs and gradient); the rest are composites of kiln ops.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "kiln/nn/functional.h"
@@ -55,6 +56,43 @@ Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const T
 // max(0, -target * (x1 - x2) + margin)
 Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Tensor& target,
                            double margin = 0.0, const std::string& reduction = "mean");
+
+// exp(x) - t x (log_input), else x - t log(x + eps); `full` adds Stirling's term
+// t log t - t + 0.5 log(2 pi t) where t > 1.
+Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, bool log_input = true, bool full = false,
+                        double eps = 1e-8, const std::string& reduction = "mean");
+// 0.5 (log v + (x - t)^2 / v) (+ 0.5 log 2 pi when `full`), v = max(var, eps) (var's gradient taken
+// as if unclamped, torch's rule). var: input's shape, input's shape without its last dim, or one size
+// differing by a 1; a number means that variance everywhere. Negative variances raise ValueError.
+Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var, bool full = false,
+                         double eps = 1e-6, const std::string& reduction = "mean");
+Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, double var, bool full = false,
+                         double eps = 1e-6, const std::string& reduction = "mean");
+// x where target == 1, max(0, margin - x) where target == -1 (other targets: both terms).
+Tensor hinge_embedding_loss(const Tensor& input, const Tensor& target, double margin = 1.0,
+                            const std::string& reduction = "mean");
+// log(1 + exp(-target x)), in x's shape and dtype.
+Tensor soft_margin_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
+// -(t log_sigmoid(x) + (1 - t) log_sigmoid(-x)) * weight, averaged over the last (class) dim.
+Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target, const Tensor& weight = Tensor(),
+                                   const std::string& reduction = "mean");
+// Per sample: sum over classes d != y of weight[y] max(0, margin - x[y] + x[d])^p / C, p 1 or 2.
+// input (N, C), (C,) or 0-dim (float32 / float64); target int64 (N,) / (1,) / ().
+Tensor multi_margin_loss(const Tensor& input, const Tensor& target, double p = 1, double margin = 1.0,
+                         const Tensor& weight = Tensor(), const std::string& reduction = "mean");
+// Per sample: sum over listed targets j and unlisted classes d of max(0, 1 - x[j] + x[d]) / C. target
+// int64 of input's shape (N, C) or (C,): class indices, the list ending at the first -1.
+Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
+// max(0, margin + d(a, p) - d(a, n)), d = pairwise_distance(., ., p, eps); `swap` uses
+// min(d(a, n), d(p, n)). margin must be > 0.
+Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
+                           double margin = 1.0, double p = 2.0, double eps = 1e-6, bool swap = false,
+                           const std::string& reduction = "mean");
+// The same with any distance (empty: pairwise_distance).
+using DistanceFunction = std::function<Tensor(const Tensor&, const Tensor&)>;
+Tensor triplet_margin_with_distance_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
+                                         const DistanceFunction& distance_function = {}, double margin = 1.0,
+                                         bool swap = false, const std::string& reduction = "mean");
 
 // Connectionist temporal classification. log_probs (T, N, C) or (T, C); targets padded (N, S) or
 // concatenated 1-D; one input and one target length per batch entry. 'mean' divides each loss by

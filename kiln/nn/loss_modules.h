@@ -22,6 +22,8 @@ namespace F = functional;
   };
 KILN_REDUCTION_LOSS(MSELoss, mse_loss)
 KILN_REDUCTION_LOSS(L1Loss, l1_loss)
+KILN_REDUCTION_LOSS(SoftMarginLoss, soft_margin_loss)
+KILN_REDUCTION_LOSS(MultiLabelMarginLoss, multilabel_margin_loss)
 #undef KILN_REDUCTION_LOSS
 
 class SmoothL1Loss : public Module {
@@ -141,6 +143,98 @@ class CTCLoss : public Module {
   int64_t blank;
   std::string reduction;
   bool zero_infinity;
+};
+
+class PoissonNLLLoss : public Module {
+ public:
+  explicit PoissonNLLLoss(bool log_input = true, bool full = false, double eps = 1e-8,
+                          std::string reduction = "mean")
+      : Module("PoissonNLLLoss"), log_input(log_input), full(full), eps(eps), reduction(std::move(reduction)) {}
+  Tensor forward(const Tensor& input, const Tensor& target) {
+    return F::poisson_nll_loss(input, target, log_input, full, eps, reduction);
+  }
+  bool log_input, full;
+  double eps;
+  std::string reduction;
+};
+
+class GaussianNLLLoss : public Module {
+ public:
+  explicit GaussianNLLLoss(bool full = false, double eps = 1e-6, std::string reduction = "mean")
+      : Module("GaussianNLLLoss"), full(full), eps(eps), reduction(std::move(reduction)) {}
+  Tensor forward(const Tensor& input, const Tensor& target, const Tensor& var) {
+    return F::gaussian_nll_loss(input, target, var, full, eps, reduction);
+  }
+  Tensor forward(const Tensor& input, const Tensor& target, double var) {
+    return F::gaussian_nll_loss(input, target, var, full, eps, reduction);
+  }
+  bool full;
+  double eps;
+  std::string reduction;
+};
+
+class HingeEmbeddingLoss : public Module {
+ public:
+  explicit HingeEmbeddingLoss(double margin = 1.0, std::string reduction = "mean")
+      : Module("HingeEmbeddingLoss"), margin(margin), reduction(std::move(reduction)) {}
+  Tensor forward(const Tensor& input, const Tensor& target) {
+    return F::hinge_embedding_loss(input, target, margin, reduction);
+  }
+  double margin;
+  std::string reduction;
+};
+
+class MultiLabelSoftMarginLoss : public Module {
+ public:
+  explicit MultiLabelSoftMarginLoss(const Tensor& weight = {}, std::string reduction = "mean")
+      : Module("MultiLabelSoftMarginLoss"), reduction(std::move(reduction)) {
+    register_buffer("weight", weight);
+  }
+  Tensor forward(const Tensor& input, const Tensor& target) {
+    return F::multilabel_soft_margin_loss(input, target, buffer("weight"), reduction);
+  }
+  std::string reduction;
+};
+
+// p must be 1 or 2 and weight one-dimensional (ValueError at construction, as torch).
+class MultiMarginLoss : public Module {
+ public:
+  explicit MultiMarginLoss(int64_t p = 1, double margin = 1.0, const Tensor& weight = {},
+                           std::string reduction = "mean");
+  Tensor forward(const Tensor& input, const Tensor& target) {
+    return F::multi_margin_loss(input, target, static_cast<double>(p), margin, buffer("weight"), reduction);
+  }
+  int64_t p;
+  double margin;
+  std::string reduction;
+};
+
+// margin must be > 0 (ValueError at construction).
+class TripletMarginLoss : public Module {
+ public:
+  explicit TripletMarginLoss(double margin = 1.0, double p = 2.0, double eps = 1e-6, bool swap = false,
+                             std::string reduction = "mean");
+  Tensor forward(const Tensor& anchor, const Tensor& positive, const Tensor& negative) {
+    return F::triplet_margin_loss(anchor, positive, negative, margin, p, eps, swap, reduction);
+  }
+  double margin, p, eps;
+  bool swap;
+  std::string reduction;
+};
+
+// distance_function empty: pairwise_distance (torch's PairwiseDistance()). margin must be > 0.
+class TripletMarginWithDistanceLoss : public Module {
+ public:
+  explicit TripletMarginWithDistanceLoss(F::DistanceFunction distance_function = {}, double margin = 1.0,
+                                         bool swap = false, std::string reduction = "mean");
+  Tensor forward(const Tensor& anchor, const Tensor& positive, const Tensor& negative) {
+    return F::triplet_margin_with_distance_loss(anchor, positive, negative, distance_function, margin, swap,
+                                                reduction);
+  }
+  F::DistanceFunction distance_function;
+  double margin;
+  bool swap;
+  std::string reduction;
 };
 
 }  // namespace kiln::nn

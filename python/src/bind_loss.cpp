@@ -157,6 +157,91 @@ void bind_loss(nb::module_& m) {
       },
       "log_probs"_a, "targets"_a, "input_lengths"_a, "target_lengths"_a, "blank"_a = 0,
       "reduction"_a = "mean", "zero_infinity"_a = false);
+  m.def(
+      "_poisson_nll_loss",
+      [](const Tensor& x, const Tensor& t, bool log_input, bool full, double eps, const std::string& reduction) {
+        nb::gil_scoped_release g;
+        return F::poisson_nll_loss(x, t, log_input, full, eps, reduction);
+      },
+      "input"_a, "target"_a, "log_input"_a = true, "full"_a = false, "eps"_a = 1e-8, "reduction"_a = "mean");
+  m.def(
+      "_gaussian_nll_loss",
+      [](const Tensor& x, const Tensor& t, nb::handle var, bool full, double eps, const std::string& reduction) {
+        if (nb::isinstance<Tensor>(var)) {
+          Tensor v = nb::cast<Tensor>(var);
+          nb::gil_scoped_release g;
+          return F::gaussian_nll_loss(x, t, v, full, eps, reduction);
+        }
+        if (!PyFloat_Check(var.ptr()) && !is_int(var))
+          throw nb::type_error((std::string("gaussian_nll_loss(): argument 'var' must be Tensor or float, not ") +
+                                nb::type_name(var.type()).c_str())
+                                   .c_str());
+        const double v = nb::cast<double>(var);
+        nb::gil_scoped_release g;
+        return F::gaussian_nll_loss(x, t, v, full, eps, reduction);
+      },
+      "input"_a, "target"_a, "var"_a, "full"_a = false, "eps"_a = 1e-6, "reduction"_a = "mean");
+  m.def(
+      "_hinge_embedding_loss",
+      [](const Tensor& x, const Tensor& t, double margin, const std::string& reduction) {
+        nb::gil_scoped_release g;
+        return F::hinge_embedding_loss(x, t, margin, reduction);
+      },
+      "input"_a, "target"_a, "margin"_a = 1.0, "reduction"_a = "mean");
+  m.def(
+      "_soft_margin_loss",
+      [](const Tensor& x, const Tensor& t, const std::string& reduction) {
+        nb::gil_scoped_release g;
+        return F::soft_margin_loss(x, t, reduction);
+      },
+      "input"_a, "target"_a, "reduction"_a = "mean");
+  m.def(
+      "_multilabel_soft_margin_loss",
+      [](const Tensor& x, const Tensor& t, nb::handle w, const std::string& reduction) {
+        Tensor wt = opt_t(w);
+        nb::gil_scoped_release g;
+        return F::multilabel_soft_margin_loss(x, t, wt, reduction);
+      },
+      "input"_a, "target"_a, "weight"_a.none() = nb::none(), "reduction"_a = "mean");
+  m.def(
+      "_multi_margin_loss",
+      [](const Tensor& x, const Tensor& t, double p, double margin, nb::handle w, const std::string& reduction) {
+        Tensor wt = opt_t(w);
+        nb::gil_scoped_release g;
+        return F::multi_margin_loss(x, t, p, margin, wt, reduction);
+      },
+      "input"_a, "target"_a, "p"_a = 1.0, "margin"_a = 1.0, "weight"_a.none() = nb::none(),
+      "reduction"_a = "mean");
+  m.def(
+      "_multilabel_margin_loss",
+      [](const Tensor& x, const Tensor& t, const std::string& reduction) {
+        nb::gil_scoped_release g;
+        return F::multilabel_margin_loss(x, t, reduction);
+      },
+      "input"_a, "target"_a, "reduction"_a = "mean");
+  m.def(
+      "_triplet_margin_loss",
+      [](const Tensor& a, const Tensor& p, const Tensor& n, double margin, double norm, double eps, bool swap,
+         const std::string& reduction) {
+        nb::gil_scoped_release g;
+        return F::triplet_margin_loss(a, p, n, margin, norm, eps, swap, reduction);
+      },
+      "anchor"_a, "positive"_a, "negative"_a, "margin"_a = 1.0, "p"_a = 2.0, "eps"_a = 1e-6, "swap"_a = false,
+      "reduction"_a = "mean");
+  // distance_function is a Python callable: it runs with the GIL held, so this one keeps it.
+  m.def(
+      "_triplet_margin_with_distance_loss",
+      [](const Tensor& a, const Tensor& p, const Tensor& n, nb::handle fn, double margin, bool swap,
+         const std::string& reduction) {
+        F::DistanceFunction dist;
+        if (!fn.is_none()) {
+          nb::object f = nb::borrow(fn);
+          dist = [f](const Tensor& x, const Tensor& y) { return nb::cast<Tensor>(f(x, y)); };
+        }
+        return F::triplet_margin_with_distance_loss(a, p, n, dist, margin, swap, reduction);
+      },
+      "anchor"_a, "positive"_a, "negative"_a, "distance_function"_a.none() = nb::none(), "margin"_a = 1.0,
+      "swap"_a = false, "reduction"_a = "mean");
 }
 
 }  // namespace kiln::py

@@ -156,3 +156,37 @@ TEST(NnExtras, PaddingDropoutNdBatchNorm3dAndShrinkModules) {
   EXPECT_TRUE(equal(nn::Softshrink(0.5).forward(s), vec({-0.5f, 0.0f, 0.0f, 1.5f})));
   EXPECT_EQ(nn::GLU(0).forward(s).sizes(), (Shape{2}));
 }
+
+TEST(NnExtras, MarginAndLikelihoodLossModules) {
+  // torch's documented examples and values worked by hand
+  Tensor x = reshape(vec({0.1f, 0.2f, 0.4f, 0.8f}), {1, 4});
+  Tensor cls = full({1}, Scalar(3), kInt64);
+  EXPECT_NEAR(nn::MultiMarginLoss().forward(x, cls).item<double>(), (0.3 + 0.4 + 0.6) / 4, 1e-6);
+  Tensor labels = reshape(to_dtype(vec({3.0f, 0.0f, -1.0f, 1.0f}), kInt64), {1, 4});
+  EXPECT_NEAR(nn::MultiLabelMarginLoss().forward(x, labels).item<double>(), 0.85, 1e-6);
+  EXPECT_THROW(nn::MultiMarginLoss(3), Error);
+  EXPECT_THROW(F::multi_margin_loss(x, full({1}, Scalar(4), kInt64)), Error);  // target out of range
+
+  EXPECT_NEAR(nn::HingeEmbeddingLoss().forward(vec({0.5f, 2.0f}), vec({1.0f, -1.0f})).item<double>(), 0.25, 1e-7);
+  EXPECT_NEAR(nn::SoftMarginLoss().forward(vec({0.0f}), vec({1.0f})).item<double>(), std::log(2.0), 1e-7);
+  EXPECT_NEAR(nn::PoissonNLLLoss().forward(vec({0.0f}), vec({1.0f})).item<double>(), 1.0, 1e-7);
+  Tensor e = full({3}, Scalar(std::exp(1.0)));
+  EXPECT_NEAR(nn::GaussianNLLLoss().forward(e, e, e).item<double>(), 0.5, 1e-6);
+  EXPECT_NEAR(nn::GaussianNLLLoss().forward(e, e, std::exp(1.0)).item<double>(), 0.5, 1e-6);
+  EXPECT_THROW(nn::GaussianNLLLoss().forward(e, e, -1.0), Error);
+  EXPECT_NEAR(nn::MultiLabelSoftMarginLoss().forward(vec({0.0f, 0.0f}), vec({1.0f, 0.0f})).item<double>(),
+              std::log(2.0), 1e-7);
+
+  Tensor a = reshape(vec({0.0f, 0.0f, 3.0f, 4.0f}), {2, 2});
+  EXPECT_NEAR(nn::TripletMarginLoss(1.0, 2.0, 0.0).forward(a, a, a).item<double>(), 1.0, 1e-6);
+  int calls = 0;
+  nn::TripletMarginWithDistanceLoss l1([&](const Tensor& u, const Tensor& v) {
+    ++calls;
+    return sum(abs(sub(u, v)), Shape{1});
+  }, 0.5, /*swap=*/true);
+  Tensor far = add(a, Scalar(1));  // L1 distance 2 from a
+  EXPECT_NEAR(l1.forward(a, a, far).item<double>(), 0.0, 1e-7);
+  EXPECT_EQ(calls, 3);
+  EXPECT_THROW(nn::TripletMarginLoss(0.0), Error);
+  EXPECT_THROW(nn::TripletMarginWithDistanceLoss({}, -1.0), Error);
+}

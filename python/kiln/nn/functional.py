@@ -373,6 +373,51 @@ def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, red
     return _C._margin_ranking_loss(input1, input2, target, margin, _reduction(size_average, reduce, reduction))
 
 
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
+                     reduction="mean"):
+    return _C._poisson_nll_loss(input, target, log_input, full, eps, _reduction(size_average, reduce, reduction))
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    """var: a tensor (input's shape, input's shape without its last dim, or one size differing by a 1)
+    or a non-negative number."""
+    return _C._gaussian_nll_loss(input, target, var, full, eps, reduction)
+
+
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
+    return _C._hinge_embedding_loss(input, target, margin, _reduction(size_average, reduce, reduction))
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    return _C._soft_margin_loss(input, target, _reduction(size_average, reduce, reduction))
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    return _C._multilabel_soft_margin_loss(input, target, weight, _reduction(size_average, reduce, reduction))
+
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
+                      reduction="mean"):
+    return _C._multi_margin_loss(input, target, p, margin, weight, _reduction(size_average, reduce, reduction))
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    return _C._multilabel_margin_loss(input, target, _reduction(size_average, reduce, reduction))
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,
+                        reduce=None, reduction="mean"):
+    return _C._triplet_margin_loss(anchor, positive, negative, margin, p, eps, swap,
+                                   _reduction(size_average, reduce, reduction))
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin=1.0,
+                                      swap=False, reduction="mean"):
+    """distance_function(x1, x2) -> Tensor of distances; None: pairwise_distance."""
+    return _C._triplet_margin_with_distance_loss(anchor, positive, negative, distance_function, margin, swap,
+                                                 reduction)
+
+
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
     """input_lengths / target_lengths: integer tensors or tuples of ints."""
     return _C._ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, reduction, zero_infinity)
