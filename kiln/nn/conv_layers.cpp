@@ -351,8 +351,8 @@ std::string Fold::extra_repr() const {
 // ---- Upsample -----------------------------------------------------------------------------------
 Upsample::Upsample(std::optional<IntOrTuple> size, std::optional<std::vector<double>> scale_factor,
                    std::string mode, std::optional<bool> align_corners,
-                   std::optional<bool> recompute, bool scale_scalar)
-    : Module("Upsample"),
+                   std::optional<bool> recompute, bool scale_scalar, std::string name)
+    : Module(std::move(name)),
       size(std::move(size)),
       scale_factor(std::move(scale_factor)),
       mode(std::move(mode)),

@@ -240,7 +240,8 @@ class Upsample : public Module {
   Upsample(std::optional<IntOrTuple> size,
            std::optional<std::vector<double>> scale_factor = std::nullopt,
            std::string mode = "nearest", std::optional<bool> align_corners = std::nullopt,
-           std::optional<bool> recompute_scale_factor = std::nullopt, bool scale_scalar = true);
+           std::optional<bool> recompute_scale_factor = std::nullopt, bool scale_scalar = true,
+           std::string name = "Upsample");
   Tensor forward(const Tensor& x);
   std::string extra_repr() const override;
   std::optional<IntOrTuple> size;

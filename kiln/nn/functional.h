@@ -46,6 +46,32 @@ Tensor weight_norm(const Tensor& v, const Tensor& g, int64_t dim = 0);
 // max(0, x) + weight * min(0, x), weight one value or one per channel (dim 1).
 Tensor prelu(const Tensor& x, const Tensor& weight);
 
+// (functional_extras.cpp) Power-average pooling: (sum of x^p over each window)^(1/p), p = +-inf the
+// max (min) of |x|; kernel_size / stride one value or one per spatial dim (stride empty: kernel_size).
+Tensor lp_pool1d(const Tensor& x, double norm_type, const Shape& kernel_size, const Shape& stride = {},
+                 bool ceil_mode = false);
+Tensor lp_pool2d(const Tensor& x, double norm_type, const Shape& kernel_size, const Shape& stride = {},
+                 bool ceil_mode = false);
+Tensor lp_pool3d(const Tensor& x, double norm_type, const Shape& kernel_size, const Shape& stride = {},
+                 bool ceil_mode = false);
+// The inverse of max_pool*d's indices: each value of x (N, C, *) or (C, *) placed at its int64 index
+// in a zero output plane of output_size (empty: (in - 1) * stride + kernel - 2 * padding).
+Tensor max_unpool1d(const Tensor& x, const Tensor& indices, const Shape& kernel_size, const Shape& stride = {},
+                    const Shape& padding = {0}, const Shape& output_size = {});
+Tensor max_unpool2d(const Tensor& x, const Tensor& indices, const Shape& kernel_size, const Shape& stride = {},
+                    const Shape& padding = {0}, const Shape& output_size = {});
+Tensor max_unpool3d(const Tensor& x, const Tensor& indices, const Shape& kernel_size, const Shape& stride = {},
+                    const Shape& padding = {0}, const Shape& output_size = {});
+// (N, C, *) with C = g * k: channel g' * k + j moves to j * g + g'.
+Tensor channel_shuffle(const Tensor& x, int64_t groups);
+// Dropout that keeps SELU's self-normalisation: dropped values set to SELU's negative saturation,
+// then an affine map restoring mean and variance; feature_: whole channels of (N, C, *).
+Tensor alpha_dropout(const Tensor& x, double p = 0.5, bool training = false);
+Tensor feature_alpha_dropout(const Tensor& x, double p = 0.5, bool training = false);
+// Randomized leaky ReLU: slopes drawn from U(lower, upper) while training, (lower + upper) / 2 in eval.
+Tensor rrelu(const Tensor& x, double lower = 1.0 / 8, double upper = 1.0 / 3, bool training = false,
+             Generator* generator = nullptr);
+
 // Sampling grids (grid_sample.cpp): theta (N, 2, 3) or (N, 3, 4) -> grid (N, H, W, 2) or
 // (N, D, H, W, 3) for size (N, C, [D,] H, W).
 Tensor affine_grid(const Tensor& theta, const Shape& size, bool align_corners = false);

@@ -7,6 +7,7 @@
 #include "kiln/nn/functional.h"
 #include "kiln/nn/init.h"
 #include "kiln/nn/layers.h"
+#include "kiln/nn/layers_extra.h"
 #include "kiln/nn/loss.h"
 #include "kiln/nn/loss_modules.h"
 #include "kiln/nn/module.h"

@@ -251,6 +251,27 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
                         zero_infinity)
 
 
+# torch's top-level in-place activations (kiln.nn.functional's)
+def relu_(input):
+    return input.relu_()
+
+
+def celu_(input, alpha=1.0):
+    return nn.functional.celu_(input, alpha)
+
+
+def selu_(input):
+    return nn.functional.selu_(input)
+
+
+def threshold_(input, threshold, value):
+    return nn.functional.threshold_(input, threshold, value)
+
+
+def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
+    return nn.functional.rrelu_(input, lower, upper, training, generator)
+
+
 from . import hub  # noqa: E402,F401
 
 _tensor_protocol.wrap_methods()  # last: every Tensor method is in place

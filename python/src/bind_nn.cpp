@@ -217,6 +217,31 @@ void bind_nn(nb::module_& m) {
     return init::trunc_normal_(t, mean, std, a, b);
   }, "tensor"_a, "mean"_a = 0.0, "std"_a = 1.0, "a"_a = -2.0, "b"_a = 2.0);
   im.def("orthogonal_", [](const Tensor& t, double gain) { return init::orthogonal_(t, gain); }, "tensor"_a, "gain"_a = 1.0);
+  // F.lp_pool1d / 2d / 3d and F.max_unpool1d / 2d / 3d (kiln/nn/functional_extras.cpp); sizes as an int
+  // or a sequence, None for a default.
+  m.def(
+      "_lp_pool",
+      [](int64_t nd, const Tensor& x, double p, nb::handle k, nb::handle s, bool ceil_mode) {
+        Shape ks = shape_or_int(k), ss = s.is_none() ? Shape{} : shape_or_int(s);
+        nb::gil_scoped_release g;
+        if (nd == 1) return F::lp_pool1d(x, p, ks, ss, ceil_mode);
+        if (nd == 2) return F::lp_pool2d(x, p, ks, ss, ceil_mode);
+        return F::lp_pool3d(x, p, ks, ss, ceil_mode);
+      },
+      "nd"_a, "input"_a, "norm_type"_a, "kernel_size"_a, "stride"_a.none() = nb::none(), "ceil_mode"_a = false);
+  m.def(
+      "_max_unpool",
+      [](int64_t nd, const Tensor& x, const Tensor& indices, nb::handle k, nb::handle s, nb::handle p,
+         nb::handle out) {
+        Shape ks = shape_or_int(k), ss = s.is_none() ? Shape{} : shape_or_int(s), ps = shape_or_int(p);
+        Shape os = out.is_none() ? Shape{} : shape_or_int(out);
+        nb::gil_scoped_release g;
+        if (nd == 1) return F::max_unpool1d(x, indices, ks, ss, ps, os);
+        if (nd == 2) return F::max_unpool2d(x, indices, ks, ss, ps, os);
+        return F::max_unpool3d(x, indices, ks, ss, ps, os);
+      },
+      "nd"_a, "input"_a, "indices"_a, "kernel_size"_a, "stride"_a.none() = nb::none(), "padding"_a = 0,
+      "output_size"_a.none() = nb::none());
 }
 
 }  // namespace kiln::py

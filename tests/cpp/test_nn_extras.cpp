@@ -190,3 +190,43 @@ TEST(NnExtras, MarginAndLikelihoodLossModules) {
   EXPECT_THROW(nn::TripletMarginLoss(0.0), Error);
   EXPECT_THROW(nn::TripletMarginWithDistanceLoss({}, -1.0), Error);
 }
+
+TEST(NnExtras, UnpoolLpPoolShuffleAlphaDropoutRReLUModules) {
+  Tensor x = reshape(arange(Scalar(16), TensorOptions(kFloat32)), {1, 1, 4, 4});
+  auto [pooled, idx] = max_pool2d_with_indices(x, {2, 2});
+  nn::MaxUnpool2d unpool(2);
+  Tensor back = unpool.forward(pooled, idx);
+  EXPECT_EQ(back.sizes(), (Shape{1, 1, 4, 4}));
+  EXPECT_EQ(sum(back).item<double>(), 5.0 + 7 + 13 + 15);  // the maxima, in place; zeros elsewhere
+  EXPECT_EQ(at(reshape(back, {1, 1, 16}), 0, 0, 15), 15.0f);
+  EXPECT_EQ(unpool.repr(), "MaxUnpool2d(kernel_size=(2, 2), stride=(2, 2), padding=(0, 0))");
+  EXPECT_EQ(nn::MaxUnpool2d(2).forward(pooled, idx, {5, 5}).sizes(), (Shape{1, 1, 5, 5}));
+  EXPECT_THROW(unpool.forward(pooled, mul(idx, Scalar(100))), Error);  // index past the plane
+
+  // LPPool with p = 1: the window sums of |x| (all positive here)
+  Tensor lp = nn::LPPool2d(1.0, 2).forward(x);
+  EXPECT_NEAR(at(reshape(lp, {1, 1, 4}), 0, 0, 0), 0.0f + 1 + 4 + 5, 1e-4);
+  EXPECT_EQ(nn::LPPool1d(2.0, 3, 2).repr(), "LPPool1d(norm_type=2, kernel_size=3, stride=2, ceil_mode=False)");
+
+  Tensor c = reshape(arange(Scalar(6), TensorOptions(kFloat32)), {1, 6, 1});
+  EXPECT_TRUE(equal(reshape(nn::ChannelShuffle(3).forward(c), {6}), vec({0, 2, 4, 1, 3, 5})));
+
+  nn::AlphaDropout ad(0.2);
+  ad.eval();
+  EXPECT_TRUE(equal(ad.forward(c), c));
+  EXPECT_EQ(ad.repr(), "AlphaDropout(p=0.2, inplace=False)");
+  EXPECT_THROW(nn::FeatureAlphaDropout(1.5), Error);
+
+  nn::RReLU rr;
+  rr.eval();
+  EXPECT_NEAR(rr.forward(vec({-24.0f})).item<double>(), -24.0 * (1.0 / 8 + 1.0 / 3) / 2, 1e-5);
+  rr.train();
+  const double y = rr.forward(vec({-1.0f})).item<double>();
+  EXPECT_TRUE(y <= -0.125 + 1e-6 && y >= -1.0 / 3 - 1e-6);
+  EXPECT_EQ(rr.repr(), "RReLU(lower=0.125, upper=0.3333333333333333)");
+
+  EXPECT_EQ(nn::UpsamplingNearest2d(std::nullopt, std::vector<double>{2.0}).forward(x).sizes(), (Shape{1, 1, 8, 8}));
+  EXPECT_EQ(nn::UpsamplingBilinear2d(nn::IntOrTuple(Shape{3, 5})).forward(x).sizes(), (Shape{1, 1, 3, 5}));
+  EXPECT_EQ(nn::UpsamplingNearest2d(std::nullopt, std::vector<double>{2.0}).repr(),
+            "UpsamplingNearest2d(scale_factor=2.0, mode='nearest')");
+}

@@ -9,23 +9,13 @@ layer_norm = _C.layer_norm
 rms_norm = _C.rms_norm
 dropout = _C.dropout
 
-relu = _C.relu
-relu6 = _C.relu6
-leaky_relu = _C.leaky_relu
-elu = _C.elu
-selu = _C.selu
-celu = _C.celu
 gelu = _C.gelu
-silu = _C.silu
-mish = _C.mish
 softplus = _C.softplus
 softsign = _C.softsign
 hardshrink = _C.hardshrink
 softshrink = _C.softshrink
 tanhshrink = _C.tanhshrink
 glu = _C.glu
-hardsigmoid = _C.hardsigmoid
-hardswish = _C.hardswish
 logsigmoid = _C.logsigmoid
 sigmoid = _C.sigmoid
 tanh = _C.tanh
@@ -38,10 +28,114 @@ prelu = _C.prelu
 local_response_norm = _C.local_response_norm
 
 
-def hardtanh(input, min_val=-1.0, max_val=1.0):
+# ---- activations with torch's `inplace` argument and in-place forms ------------------------------------
+def _in_place(input, result):
+    """Writes an activation's result into input (torch's relu_ / elu_ / ...). The activation ran on a
+    copy, so what its gradient saved is not the tensor overwritten here."""
+    return input.copy_(result)
+
+
+def relu(input, inplace=False):
+    return input.relu_() if inplace else _C.relu(input)
+
+
+def relu_(input):
+    return input.relu_()
+
+
+def relu6(input, inplace=False):
+    return _in_place(input, _C.relu6(input.clone())) if inplace else _C.relu6(input)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    return elu_(input, alpha) if inplace else _C.elu(input, alpha)
+
+
+def elu_(input, alpha=1.0):
+    return _in_place(input, _C.elu(input.clone(), alpha))
+
+
+def selu(input, inplace=False):
+    return selu_(input) if inplace else _C.selu(input)
+
+
+def selu_(input):
+    return _in_place(input, _C.selu(input.clone()))
+
+
+def celu(input, alpha=1.0, inplace=False):
+    return celu_(input, alpha) if inplace else _C.celu(input, alpha)
+
+
+def celu_(input, alpha=1.0):
+    return _in_place(input, _C.celu(input.clone(), alpha))
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    return leaky_relu_(input, negative_slope) if inplace else _C.leaky_relu(input, negative_slope)
+
+
+def leaky_relu_(input, negative_slope=0.01):
+    return _in_place(input, _C.leaky_relu(input.clone(), negative_slope))
+
+
+def silu(input, inplace=False):
+    return _in_place(input, _C.silu(input.clone())) if inplace else _C.silu(input)
+
+
+def mish(input, inplace=False):
+    return _in_place(input, _C.mish(input.clone())) if inplace else _C.mish(input)
+
+
+def hardsigmoid(input, inplace=False):
+    return _in_place(input, _C.hardsigmoid(input.clone())) if inplace else _C.hardsigmoid(input)
+
+
+def hardswish(input, inplace=False):
+    return _in_place(input, _C.hardswish(input.clone())) if inplace else _C.hardswish(input)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     if min_val > max_val:  # torch.nn.functional.hardtanh's check
         raise ValueError(f"min_val cannot be greater than max_val, got min_val={min_val} and max_val={max_val}")
-    return _C.hardtanh(input, min_val, max_val)
+    return hardtanh_(input, min_val, max_val) if inplace else _C.hardtanh(input, min_val, max_val)
+
+
+def hardtanh_(input, min_val=-1.0, max_val=1.0):
+    return _in_place(input, _C.hardtanh(input.clone(), min_val, max_val))
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    return rrelu_(input, lower, upper, training) if inplace else _C.rrelu(input, lower, upper, training)
+
+
+def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
+    return _in_place(input, _C.rrelu(input.clone(), lower, upper, training, generator=generator))
+
+
+def threshold_(input, threshold, value):
+    return input.masked_fill_(input <= threshold, value)
+
+
+channel_shuffle = _C.channel_shuffle
+native_channel_shuffle = _C.native_channel_shuffle
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """Dropout for SELU networks: dropped values take SELU's negative saturation and an affine map keeps
+    the mean and variance."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    r = _C.alpha_dropout(input, p, training)
+    return input.copy_(r) if inplace and r is not input else r
+
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """alpha_dropout of whole channels of (N, C, *)."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    r = _C.feature_alpha_dropout(input, p, training)
+    return input.copy_(r) if inplace and r is not input else r
 
 
 def threshold(input, threshold, value, inplace=False):
@@ -230,6 +324,32 @@ def adaptive_max_pool3d(input, output_size, return_indices=False):
 
 adaptive_max_pool1d_with_indices = _C.adaptive_max_pool1d
 adaptive_max_pool2d_with_indices = _C.adaptive_max_pool2d
+
+
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """(sum over each window of x^p)^(1/p); norm_type inf / -inf: the max / min of |x|."""
+    return _C._lp_pool(1, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    return _C._lp_pool(2, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    return _C._lp_pool(3, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """Places each value at its max_pool1d index in a zero output (output_size: its default or within a stride of it)."""
+    return _C._max_unpool(1, input, indices, kernel_size, stride, padding, output_size)
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    return _C._max_unpool(2, input, indices, kernel_size, stride, padding, output_size)
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    return _C._max_unpool(3, input, indices, kernel_size, stride, padding, output_size)
 adaptive_max_pool3d_with_indices = _C.adaptive_max_pool3d
 
 
@@ -273,7 +393,20 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    _warnings.warn("`nn.functional.upsample` is deprecated. Use `nn.functional.interpolate` instead.", stacklevel=2)
     return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    _warnings.warn("`nn.functional.upsample_nearest` is deprecated. Use `nn.functional.interpolate` instead.",
+                   stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    _warnings.warn("`nn.functional.upsample_bilinear` is deprecated. Use `nn.functional.interpolate` instead.",
+                   stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
 
 
 # ---- losses (kiln/nn/loss.h, bound in python/src/bind_loss.cpp) ---------------------------------------

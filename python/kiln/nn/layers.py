@@ -322,3 +322,110 @@ ReplicationPad1d, ReplicationPad2d, ReplicationPad3d = (_pad_class(f"Replication
 CircularPad1d, CircularPad2d, CircularPad3d = (_pad_class(f"CircularPad{d}d", d, "circular") for d in (1, 2, 3))
 ConstantPad1d, ConstantPad2d, ConstantPad3d = (_pad_class(f"ConstantPad{d}d", d, "constant", _ConstantPadNd)
                                                for d in (1, 2, 3))
+
+
+# ---- alpha dropout, RReLU, LPPool, MaxUnpool, ChannelShuffle, the Upsampling modules (kiln::nn's C++
+# classes of the same names; here modules over kiln.nn.functional) ----
+class AlphaDropout(_DropoutNd):
+    _fn = staticmethod(_F.alpha_dropout)
+
+
+class FeatureAlphaDropout(_DropoutNd):
+    _fn = staticmethod(_F.feature_alpha_dropout)
+
+
+class RReLU(_Module):
+    __constants__ = ["lower", "upper", "inplace"]
+
+    def __init__(self, lower=1.0 / 8, upper=1.0 / 3, inplace=False):
+        super().__init__()
+        self.lower, self.upper, self.inplace = lower, upper, inplace
+
+    def forward(self, input):
+        return _F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self):
+        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")
+
+
+class _LPPoolNd(_Module):
+    __constants__ = ["norm_type", "kernel_size", "stride", "ceil_mode"]
+    _fn = None
+
+    def __init__(self, norm_type, kernel_size, stride=None, ceil_mode=False):
+        super().__init__()
+        self.norm_type, self.kernel_size, self.stride, self.ceil_mode = norm_type, kernel_size, stride, ceil_mode
+
+    def forward(self, input):
+        return type(self)._fn(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
+
+    def extra_repr(self):
+        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"ceil_mode={self.ceil_mode}")
+
+
+class LPPool1d(_LPPoolNd):
+    _fn = staticmethod(_F.lp_pool1d)
+
+
+class LPPool2d(_LPPoolNd):
+    _fn = staticmethod(_F.lp_pool2d)
+
+
+class LPPool3d(_LPPoolNd):
+    _fn = staticmethod(_F.lp_pool3d)
+
+
+class _MaxUnpoolNd(_Module):
+    _dims, _fn = 1, None
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size = _ntuple(kernel_size, self._dims)
+        self.stride = _ntuple(stride if stride is not None else kernel_size, self._dims)
+        self.padding = _ntuple(padding, self._dims)
+
+    def forward(self, input, indices, output_size=None):
+        return type(self)._fn(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    _dims, _fn = 1, staticmethod(_F.max_unpool1d)
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    _dims, _fn = 2, staticmethod(_F.max_unpool2d)
+
+
+class MaxUnpool3d(_MaxUnpoolNd):
+    _dims, _fn = 3, staticmethod(_F.max_unpool3d)
+
+
+class ChannelShuffle(_Module):
+    __constants__ = ["groups"]
+
+    def __init__(self, groups):
+        super().__init__()
+        self.groups = groups
+
+    def forward(self, input):
+        return _F.channel_shuffle(input, self.groups)
+
+    def extra_repr(self):
+        return f"groups={self.groups}"
+
+
+from .norm_conv import Upsample as _Upsample  # noqa: E402
+
+
+class UpsamplingNearest2d(_Upsample):
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(_Upsample):
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
