@@ -8,6 +8,7 @@
 // noise); in eval it is leaky_relu with the mean slope.
 #include <cmath>
 
+#include "kiln/amp/autocast.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/format.h"
 #include "kiln/nn/functional.h"
@@ -85,7 +86,7 @@ Tensor unpool(const char* op, int64_t nd, const Tensor& x, const Tensor& indices
   const char* what = nd == 2 ? "(height, width)" : "(depth, height, width)";
   const char* count = nd == 2 ? "two" : "three";
   KILN_CHECK(indices.dtype() == kInt64, Runtime, op, "elements in indices should be type int64 but got: ",
-             dtype_name(indices.dtype()));
+             shape_detail::torch_type_name(indices.dtype()));
   KILN_CHECK(static_cast<int64_t>(out.size()) == nd, Runtime, op, "There should be exactly ", count,
              " elements ", what, " in output_size, but got ", out.size(), " elements.");
   KILN_CHECK(x.dim() == nd + 1 || x.dim() == nd + 2, Runtime, op, "Input to max_unpooling", nd, "d should be a ",
@@ -112,6 +113,8 @@ Tensor unpool(const char* op, int64_t nd, const Tensor& x, const Tensor& indices
     KILN_CHECK(lo >= 0 && hi < plane, Runtime, op, "Found an invalid max index: ", bad,
                " (output volumes are of size ", sizes, ")");
   }
+  if (!is_floating(x.dtype()) || is_float8(x.dtype()))
+    shape_detail::not_implemented(op, nd == 2 ? "max_unpool2d" : "max_unpool3d", x.dtype());
   Tensor y = scatter(zeros({n, c, plane}, TensorOptions(x.dtype())), 2, idx, src);
   Shape shape = batched ? Shape{n, c} : Shape{c};
   shape.insert(shape.end(), out.begin(), out.end());
@@ -143,7 +146,8 @@ Tensor alpha_dropout_impl(const Tensor& x, double p, bool train, bool feature) {
   if (p == 1) return mul(x, zeros({}, TensorOptions(x.dtype())));
   Shape ms = x.sizes();
   if (feature) {
-    KILN_CHECK(x.dim() >= 2, Runtime, "feature_alpha_dropout", "Feature dropout requires at least 2 dimensions in the input");
+    KILN_CHECK(x.dim() >= 2, Runtime, "feature_alpha_dropout",
+               "Feature dropout requires at least 2 dimensions in the input");
     ms = Shape(x.sizes().begin(), x.sizes().begin() + 2);
     ms.resize(x.dim(), 1);
   }
@@ -153,8 +157,9 @@ Tensor alpha_dropout_impl(const Tensor& x, double p, bool train, bool feature) {
   const double a = 1.0 / std::sqrt((kAlpha * kAlpha * p + 1) * (1 - p));
   Tensor b = add(mul(sub(keep, Scalar(1)), Scalar(kAlpha * a)), Scalar(kAlpha * a * p));
   Tensor r = add(mul(x, mul(keep, Scalar(a))), b);
-  KILN_CHECK(can_cast(r.dtype(), x.dtype()), Runtime, "alpha_dropout", "result type ", dtype_name(r.dtype()),
-             " can't be cast to the desired output type ", dtype_name(x.dtype()));
+  KILN_CHECK(can_cast(r.dtype(), x.dtype()), Runtime, "alpha_dropout", "result type ",
+             shape_detail::torch_type_name(r.dtype()), " can't be cast to the desired output type ",
+             shape_detail::torch_type_name(x.dtype()));
   return r;
 }
 
@@ -172,14 +177,17 @@ Tensor lp_pool3d(const Tensor& x, double norm_type, const Shape& kernel_size, co
 
 Tensor max_unpool1d(const Tensor& x, const Tensor& indices, const Shape& kernel_size, const Shape& stride,
                     const Shape& padding, const Shape& output_size) {
+  KILN_AUTOCAST(kFp32, max_unpool1d, x, indices, kernel_size, stride, padding, output_size);
   return max_unpool(1, x, indices, kernel_size, stride, padding, output_size);
 }
 Tensor max_unpool2d(const Tensor& x, const Tensor& indices, const Shape& kernel_size, const Shape& stride,
                     const Shape& padding, const Shape& output_size) {
+  KILN_AUTOCAST(kFp32, max_unpool2d, x, indices, kernel_size, stride, padding, output_size);
   return max_unpool(2, x, indices, kernel_size, stride, padding, output_size);
 }
 Tensor max_unpool3d(const Tensor& x, const Tensor& indices, const Shape& kernel_size, const Shape& stride,
                     const Shape& padding, const Shape& output_size) {
+  KILN_AUTOCAST(kFp32, max_unpool3d, x, indices, kernel_size, stride, padding, output_size);
   return max_unpool(3, x, indices, kernel_size, stride, padding, output_size);
 }
 
@@ -195,7 +203,8 @@ Tensor channel_shuffle(const Tensor& x, int64_t groups) {
   Shape split = x.sizes();
   split[1] = c / groups;
   split.insert(split.begin() + 1, groups);  // (N, g, C / g, *) -> (N, C / g, g, *)
-  return reshape(transpose(reshape(x, split), 1, 2), x.sizes());
+  // a new contiguous tensor, as torch's (groups 1 or C would otherwise give a view of x)
+  return reshape(clone(transpose(reshape(x, split), 1, 2), MemoryFormat::Contiguous), x.sizes());
 }
 
 Tensor alpha_dropout(const Tensor& x, double p, bool training) { return alpha_dropout_impl(x, p, training, false); }

@@ -88,6 +88,10 @@ Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, const s
 Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
                            double margin = 1.0, double p = 2.0, double eps = 1e-6, bool swap = false,
                            const std::string& reduction = "mean");
+// torch.triplet_margin_loss (the op under F's): any margin, torch's integer reduction (1 mean, 2 sum,
+// any other none).
+Tensor triplet_margin_loss_op(const Tensor& anchor, const Tensor& positive, const Tensor& negative, double margin,
+                              double p, double eps, bool swap, int64_t reduction);
 // The same with any distance (empty: pairwise_distance).
 using DistanceFunction = std::function<Tensor(const Tensor&, const Tensor&)>;
 Tensor triplet_margin_with_distance_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,

@@ -38,21 +38,30 @@ int64_t python_reduction(const std::string& r) {
   KILN_FAIL(Value, "loss", r, " is not valid");
 }
 
-// The checks of torch's multi_margin / multilabel_margin kernels: input (N, C) with C > 0, (C,)
-// with C > 0, or 0-dim (one class); float32 / float64 only; returns {N, C}.
-std::pair<int64_t, int64_t> margin_frames(const char* op, const char* kernel, const Tensor& x) {
+// The shape check of torch's multi_margin / multilabel_margin kernels: input (N, C) with C > 0, (C,)
+// with C > 0, or 0-dim (one class); returns {N, C}.
+std::pair<int64_t, int64_t> margin_frames(const char* op, const Tensor& x) {
   const int64_t nd = x.dim();
   const bool ok = (nd == 2 && x.sizes()[1] != 0) || (nd == 1 && x.sizes()[0] != 0) || nd == 0;
   KILN_CHECK(ok, Runtime, op, "Expected non-empty vector or matrix with optional 0-dim batch size, but got: ",
              shape_str(x.sizes()));
-  const Dtype d = x.dtype();
-  if (d != kFloat32 && d != kFloat64) shape_detail::not_implemented(op, kernel, d);
   if (nd <= 1) return {1, nd == 0 ? 1 : x.sizes()[0]};
   return {x.sizes()[0], x.sizes()[1]};
 }
 
-void check_long_target(const char* op, const Tensor& t) {
+// The dtype checks, which torch's kernels make after returning early for an empty input: float32 /
+// float64 input, int64 target.
+void check_margin_dtypes(const char* op, const char* kernel, const Tensor& x, const Tensor& t) {
+  if (x.dtype() != kFloat32 && x.dtype() != kFloat64) shape_detail::not_implemented(op, kernel, x.dtype());
   KILN_CHECK(t.dtype() == kInt64, Runtime, op, "expected scalar type Long but found ", tname(t.dtype()));
+}
+
+// An empty batch (N = 0): torch returns its output unwritten; kiln the mean (NaN) or sum (0) of nothing.
+Tensor empty_batch(const Tensor& x, int64_t c, int64_t red, bool batched) {
+  Tensor rows = zeros({0}, TensorOptions(x.dtype()));
+  if (is_floating(x.dtype()) || is_complex(x.dtype())) rows = sum(reshape(x, {0, c}), Shape{1});  // (x's graph)
+  if (red == kMean && !is_floating(rows.dtype())) return zeros({}, TensorOptions(x.dtype()));
+  return red == kNone ? (batched ? rows : reshape(rows, {})) : apply_reduction(rows, red);
 }
 
 // (N, C) -> per-row losses reduced: 'none' keeps (N,) when `batched`, else a 0-dim result.
@@ -138,7 +147,7 @@ Tensor soft_margin_loss(const Tensor& input, const Tensor& target, const std::st
   KILN_AUTOCAST(kFp32, soft_margin_loss, input, target, reduction);
   const char* op = "soft_margin_loss";
   const int64_t red = reduction_enum(reduction);
-  // torch: log(1 + exp(-x * t)) computed in place in a tensor of x's shape and dtype
+  // torch: log1p(exp(-x * t)) computed in place in a tensor of x's shape and dtype
   Tensor nx = neg(input);
   const Shape b = broadcast_shapes(input.sizes(), target.sizes(), op);
   KILN_CHECK(b == input.sizes(), Runtime, op, "output with shape ", shape_str(input.sizes()),
@@ -149,7 +158,7 @@ Tensor soft_margin_loss(const Tensor& input, const Tensor& target, const std::st
   KILN_CHECK(is_floating(out) || is_complex(out), Runtime, op,
              "result type Float can't be cast to the desired output type ", tname(out));
   Tensor z = to_dtype(mul(nx, target), out);
-  return apply_reduction(log(add(exp(z), Scalar(1))), red);
+  return apply_reduction(log1p(exp(z)), red);
 }
 
 Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
@@ -170,20 +179,21 @@ Tensor multi_margin_loss(const Tensor& input, const Tensor& target, double p, do
   const int64_t red = reduction_enum(reduction);
   KILN_CHECK(p == 1 || p == 2, Value, op, "only p == 1 and p == 2 supported");
   KILN_CHECK(!weight.defined() || weight.dim() == 1, Value, op, "weight must be one-dimensional");
-  auto [n, c] = margin_frames(op, "multi_margin_loss_cpu_kernel", input);
+  auto [n, c] = margin_frames(op, input);
   KILN_CHECK(target.dim() <= 1 && target.numel() == n, Runtime, op,
              "multi_margin_loss: target tensor should be 1-D with size equal to the number of input samples "
              "(batch size). Expected target size [", n, "], but got ", shape_str(target.sizes()),
              ". Input has shape ", shape_str(input.sizes()), ".");
-  if (weight.defined()) {
+  if (weight.defined())
     KILN_CHECK(weight.numel() == c, Runtime, op, "inconsistent weight size, expected ", c, " but got ",
                shape_str(weight.sizes()));
+  if (n == 0) return empty_batch(input, c, red, target.dim() > 0);
+  check_margin_dtypes(op, "multi_margin_loss_cpu_kernel", input, target);
+  if (weight.defined())
     KILN_CHECK(weight.dtype() == input.dtype(), Runtime, op, "expected scalar type ", tname(input.dtype()),
                " but found ", tname(weight.dtype()));
-  }
-  check_long_target(op, target);
   Tensor t = reshape(target, {n, 1});
-  if (n > 0) {
+  {
     NoGradGuard ng;
     KILN_CHECK(!any(logical_or(lt(t, Scalar(0)), ge(t, Scalar(c)))).item<bool>(), Runtime, op,
                "target out of range");
@@ -191,11 +201,11 @@ Tensor multi_margin_loss(const Tensor& input, const Tensor& target, double p, do
   Tensor x = reshape(input, {n, c});
   // z = margin - x[target] + x, over the classes other than the target
   Tensor z = add(rsub(gather(x, 1, t), Scalar(margin)), x);
-  Tensor h = where(gt(z, Scalar(0)), z, zeros_like(z));  // torch's `z > 0`: a NaN z adds nothing
-  if (p == 2) h = mul(h, h);
+  Tensor h = p == 2 ? mul(z, z) : z;
   if (weight.defined()) h = mul(h, reshape(index_select(weight, 0, reshape(t, {n})), {n, 1}));
+  // torch adds a hinge only where z > 0 (a NaN z, or a NaN / inf weight on a zero hinge, adds nothing)
   Tensor is_target = eq(unsqueeze(arange(Scalar(0), Scalar(c), Scalar(1), kInt64), 0), t);
-  h = where(is_target, zeros_like(h), h);
+  h = where(logical_and(gt(z, Scalar(0)), logical_not(is_target)), h, zeros_like(h));
   Tensor rows = true_divide(sum(h, Shape{1}), Scalar(c));
   return reduce_rows(rows, red, target.dim() > 0);
 }
@@ -204,16 +214,17 @@ Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, const s
   KILN_AUTOCAST(kFp32, multilabel_margin_loss, input, target, reduction);
   const char* op = "multilabel_margin_loss";
   const int64_t red = reduction_enum(reduction);
-  auto [n, c] = margin_frames(op, "multilabel_margin_loss_forward_out_frame", input);
+  auto [n, c] = margin_frames(op, input);
   const bool shape_ok = input.dim() <= 1 ? target.dim() <= 1 && target.numel() == c
                                          : target.dim() == 2 && target.sizes() == input.sizes();
   KILN_CHECK(shape_ok, Runtime, op, "inconsistent target size: ", shape_str(target.sizes()),
              " for input of size: ", shape_str(input.sizes()));
-  check_long_target(op, target);
+  if (n == 0) return empty_batch(input, c, red, target.dim() > 1);
+  check_margin_dtypes(op, "multilabel_margin_loss_forward_out_frame", input, target);
   Tensor x = reshape(input, {n, c}), t = reshape(target, {n, c});
   int64_t k = 0;  // the most targets in a row: each row's targets end at its first -1
   Tensor valid;
-  if (n > 0) {
+  {
     NoGradGuard ng;
     KILN_CHECK(!any(logical_or(lt(t, Scalar(-1)), ge(t, Scalar(c)))).item<bool>(), Runtime, op,
                "argument #2 'target' is out of range");
@@ -222,7 +233,7 @@ Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, const s
   }
   Tensor rows;
   if (k == 0) {
-    rows = sum(mul(x, Scalar(0)), Shape{1});
+    rows = sum(where(zeros_like(x, kBool), x, zeros_like(x)), Shape{1});  // (zeros, still x's graph)
   } else {
     Tensor vk = narrow(valid, 1, 0, k);
     Tensor tk = where(vk, narrow(t, 1, 0, k), zeros_like(narrow(t, 1, 0, k)));  // (N, K), -1 read as 0
@@ -240,7 +251,6 @@ namespace {
 
 Tensor triplet_common(const char* op, const Tensor& anchor, const Tensor& positive, const Tensor& negative,
                       double margin, bool swap, int64_t red, const DistanceFunction& dist) {
-  KILN_CHECK(margin > 0, Value, op, "margin must be greater than 0, got ", margin);
   KILN_CHECK(anchor.dim() == positive.dim() && positive.dim() == negative.dim(), Runtime, op,
              "The anchor, positive, and negative tensors are expected to have the same number of dimensions, "
              "but got: anchor ", anchor.dim(), "D, positive ", positive.dim(), "D, and negative ", negative.dim(),
@@ -258,7 +268,14 @@ Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const T
                            double p, double eps, bool swap, const std::string& reduction) {
   KILN_AUTOCAST(kFp32, triplet_margin_loss, anchor, positive, negative, margin, p, eps, swap, reduction);
   const int64_t red = reduction_enum(reduction);
-  return triplet_common("triplet_margin_loss", anchor, positive, negative, margin, swap, red,
+  KILN_CHECK(!(margin <= 0), Value, "triplet_margin_loss", "margin must be greater than 0, got ", margin);
+  return triplet_margin_loss_op(anchor, positive, negative, margin, p, eps, swap, red);
+}
+
+Tensor triplet_margin_loss_op(const Tensor& anchor, const Tensor& positive, const Tensor& negative, double margin,
+                              double p, double eps, bool swap, int64_t reduction) {
+  KILN_AUTOCAST(kFp32, triplet_margin_loss_op, anchor, positive, negative, margin, p, eps, swap, reduction);
+  return triplet_common("triplet_margin_loss", anchor, positive, negative, margin, swap, reduction,
                         [&](const Tensor& a, const Tensor& b) { return pairwise_distance(a, b, p, eps); });
 }
 
@@ -266,6 +283,8 @@ Tensor triplet_margin_with_distance_loss(const Tensor& anchor, const Tensor& pos
                                          const DistanceFunction& distance_function, double margin, bool swap,
                                          const std::string& reduction) {
   const int64_t red = reduction_enum(reduction);
+  KILN_CHECK(!(margin <= 0), Value, "triplet_margin_with_distance_loss", "margin must be greater than 0, got ",
+             margin);
   DistanceFunction dist = distance_function;
   if (!dist) dist = [](const Tensor& a, const Tensor& b) { return pairwise_distance(a, b); };
   return triplet_common("triplet_margin_with_distance_loss", anchor, positive, negative, margin, swap, red, dist);
@@ -285,8 +304,8 @@ MultiMarginLoss::MultiMarginLoss(int64_t p, double margin, const Tensor& weight,
 
 TripletMarginLoss::TripletMarginLoss(double margin, double p, double eps, bool swap, std::string reduction)
     : Module("TripletMarginLoss"), margin(margin), p(p), eps(eps), swap(swap), reduction(std::move(reduction)) {
-  KILN_CHECK(margin > 0, Value, "TripletMarginLoss", "TripletMarginLoss: expected margin to be greater than 0, got ",
-             margin, " instead");
+  KILN_CHECK(!(margin <= 0), Value, "TripletMarginLoss",
+             "TripletMarginLoss: expected margin to be greater than 0, got ", margin, " instead");
 }
 
 TripletMarginWithDistanceLoss::TripletMarginWithDistanceLoss(F::DistanceFunction distance_function, double margin,
@@ -296,7 +315,7 @@ TripletMarginWithDistanceLoss::TripletMarginWithDistanceLoss(F::DistanceFunction
       margin(margin),
       swap(swap),
       reduction(std::move(reduction)) {
-  KILN_CHECK(margin > 0, Value, "TripletMarginWithDistanceLoss",
+  KILN_CHECK(!(margin <= 0), Value, "TripletMarginWithDistanceLoss",
              "TripletMarginWithDistanceLoss: expected margin to be greater than 0, got ", margin, " instead");
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kiln/core/visit.h"
+#include "kiln/autograd/autograd.h"
 #include "kiln/ops/composite.h"
 #include "kiln/ops/linalg.h"
 #include "kiln/ops/ops.h"
@@ -144,6 +145,43 @@ Tensor cdist(const Tensor& x1, const Tensor& x2, double p, const std::string& co
   // (B..., P, 1, M) - (B..., 1, R, M), reduced over M
   Tensor d = sub(unsqueeze(a, -2), unsqueeze(b, -3));
   return vector_norm(d, p, Shape{-1});
+}
+
+Tensor pdist(const Tensor& x, double p) {
+  const char* op = "pdist";
+  KILN_CHECK(x.dim() == 2, Runtime, op, "pdist only supports 2D tensors, got: ", x.dim(), "D");
+  KILN_CHECK(is_floating(x.dtype()), Runtime, op, "pdist only supports floating-point dtypes");
+  KILN_CHECK(p >= 0, Runtime, op, "pdist only supports non-negative p values");
+  if (x.dtype() != kFloat32 && x.dtype() != kFloat64) shape_detail::not_implemented(op, "pdist", x.dtype());
+  const int64_t n = x.size(0);
+  Tensor pairs = triu_indices(n, n, 1);  // rows i < j, in torch's order
+  Tensor diff = sub(index_select(x, 0, select(pairs, 0, 0)), index_select(x, 0, select(pairs, 0, 1)));
+  // The value is the p-norm of each row of diff; the gradient is torch's _pdist_backward's, which
+  // differs from the norm's where it is not smooth: 0 where the distance is 0 (or, for p < 1, where
+  // a difference is 0), and for p = inf the whole gradient to every coordinate that attains the max.
+  // value + sum(w * (diff - diff.detach())) carries that gradient w (computed without grad) exactly.
+  Tensor dist, w;
+  {
+    NoGradGuard ng;
+    Tensor d = detach(diff), a = abs(d);
+    dist = vector_norm(d, p, Shape{1});
+    Tensor dk = unsqueeze(dist, 1);
+    if (p == 0) {
+      w = zeros_like(d);
+    } else if (p == 1) {
+      w = sign(d);
+    } else if (std::isinf(p)) {
+      w = mul(sign(d), to_dtype(eq(a, dk), d.dtype()));
+    } else {
+      // sign(d) |d|^(p-1) / dist^(p-1) (for p = 2: d / dist)
+      w = div(mul(sign(d), pow(a, Scalar(p - 1))), pow(dk, Scalar(p - 1)));
+      Tensor zero = eq(dk, Scalar(0));
+      if (p < 1) zero = logical_or(zero, eq(d, Scalar(0)));
+      w = masked_fill(w, zero, Scalar(0));
+    }
+  }
+  if (!diff.requires_grad()) return dist;
+  return add(dist, sum(mul(w, sub(diff, detach(diff))), Shape{1}));
 }
 
 Tensor cov(const Tensor& x, int64_t correction, const Tensor& fweights, const Tensor& aweights) {
@@ -497,6 +535,9 @@ Composite c_triu_indices{"triu_indices(int row, int col, int offset=0, *, Scalar
                                                               attr<int64_t>(a, 2), options_attr(a, 3)), a, 5);
                          },
                          kFunctionVariant};
+Composite c_pdist{"pdist(Tensor input, float p=2) -> Tensor",
+                  [](const TensorList& in, const Attrs& a) -> TensorList { return {pdist(in[0], attr<double>(a, 0))}; },
+                  kFunctionVariant};
 Composite c_cdist{"cdist(Tensor x1, Tensor x2, float p=2., str compute_mode=\"use_mm_for_euclid_dist_if_necessary\") "
                   "-> Tensor",
                   [](const TensorList& in, const Attrs& a) -> TensorList {

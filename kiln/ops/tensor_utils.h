@@ -22,6 +22,18 @@ Tensor cartesian_prod(const TensorList& tensors);
 Tensor tril_indices(int64_t row, int64_t col, int64_t offset = 0, TensorOptions options = kInt64);
 Tensor triu_indices(int64_t row, int64_t col, int64_t offset = 0, TensorOptions options = kInt64);
 
+// The p-norm distances between the rows i < j of x (N, M): N (N - 1) / 2 values in row-major pair
+// order (torch.pdist); float32 / float64, p >= 0. Its gradient is torch's (see tensor_utils.cpp).
+Tensor pdist(const Tensor& x, double p = 2);
+// torch's window functions (windows.cpp), of a floating dtype (default: the default dtype); periodic
+// windows are the first window_length values of the symmetric window one longer.
+Tensor hann_window(int64_t window_length, bool periodic = true, TensorOptions options = {});
+Tensor hamming_window(int64_t window_length, bool periodic = true, double alpha = 0.54, double beta = 0.46,
+                      TensorOptions options = {});
+Tensor blackman_window(int64_t window_length, bool periodic = true, TensorOptions options = {});
+Tensor bartlett_window(int64_t window_length, bool periodic = true, TensorOptions options = {});
+Tensor kaiser_window(int64_t window_length, bool periodic = true, double beta = 12.0, TensorOptions options = {});
+
 // p-norm distances between the rows of x1 (B..., P, M) and x2 (B..., R, M): (B..., P, R), batch dims
 // broadcast. compute_mode is torch's string: "use_mm_for_euclid_dist_if_necessary" (p = 2 through
 // matrix products when P or R > 25), "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist".

@@ -211,43 +211,50 @@ def sinc_(input):
 # torch's top-level loss ops: the functions of kiln.nn.functional, with torch's integer reduction
 # (0 'none', 1 'mean', 2 'sum'). Its schemas say reduction=Mean, but its Python argument parser reads
 # that default as 0: a call without one is unreduced, which is what torch 2.13 returns and kiln follows.
-def _reduction_name(reduction):
-    names = ("none", "mean", "sum")
-    if isinstance(reduction, _builtins.bool) or not isinstance(reduction, _builtins.int) or not 0 <= reduction <= 2:
-        raise ValueError(f"{reduction} is not a valid value for reduction")
-    return names[reduction]
+def _reduction_name(reduction, op):
+    """torch's integer reduction: 1 'mean', 2 'sum', any other int 'none' (its kernels test for Mean and Sum)."""
+    if isinstance(reduction, _builtins.bool) or not isinstance(reduction, _builtins.int):
+        raise TypeError(f"{op}(): argument 'reduction' must be int, not {type(reduction).__name__}")
+    return {1: "mean", 2: "sum"}.get(reduction, "none")
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None, reduction=0):
-    return _C._binary_cross_entropy_with_logits(input, target, weight, _reduction_name(reduction), pos_weight)
+    red = _reduction_name(reduction, "binary_cross_entropy_with_logits")
+    return _C._binary_cross_entropy_with_logits(input, target, weight, red, pos_weight)
 
 
 def cosine_embedding_loss(input1, input2, target, margin=0.0, reduction=0):
-    return _C._cosine_embedding_loss(input1, input2, target, margin, _reduction_name(reduction))
+    red = _reduction_name(reduction, "cosine_embedding_loss")
+    return _C._cosine_embedding_loss(input1, input2, target, margin, red)
 
 
 def margin_ranking_loss(input1, input2, target, margin=0.0, reduction=0):
-    return _C._margin_ranking_loss(input1, input2, target, margin, _reduction_name(reduction))
+    red = _reduction_name(reduction, "margin_ranking_loss")
+    return _C._margin_ranking_loss(input1, input2, target, margin, red)
 
 
 def hinge_embedding_loss(input, target, margin=1.0, reduction=0):
-    return _C._hinge_embedding_loss(input, target, margin, _reduction_name(reduction))
+    return _C._hinge_embedding_loss(input, target, margin, _reduction_name(reduction, "hinge_embedding_loss"))
 
 
 def kl_div(input, target, reduction=0, *, log_target=False):
-    return _C._kl_div(input, target, _reduction_name(reduction), log_target)
+    return _C._kl_div(input, target, _reduction_name(reduction, "kl_div"), log_target)
 
 
 def poisson_nll_loss(input, target, log_input, full, eps, reduction):
-    return _C._poisson_nll_loss(input, target, log_input, full, eps, _reduction_name(reduction))
+    red = _reduction_name(reduction, "poisson_nll_loss")
+    return _C._poisson_nll_loss(input, target, log_input, full, eps, red)
 
 
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, reduction=0):
-    return _C._triplet_margin_loss(anchor, positive, negative, margin, p, eps, swap, _reduction_name(reduction))
+    # (the op: no margin check, which torch makes in F.triplet_margin_loss and the module only)
+    _reduction_name(reduction, "triplet_margin_loss")
+    return _C._triplet_margin_loss_op(anchor, positive, negative, margin, p, eps, swap, reduction)
 
 
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction=0, zero_infinity=False):
-    return _C._ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, _reduction_name(reduction),
+    red = _reduction_name(reduction, "ctc_loss")
+    return _C._ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, red,
                         zero_infinity)
 
 

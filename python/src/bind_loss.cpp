@@ -228,6 +228,14 @@ void bind_loss(nb::module_& m) {
       },
       "anchor"_a, "positive"_a, "negative"_a, "margin"_a = 1.0, "p"_a = 2.0, "eps"_a = 1e-6, "swap"_a = false,
       "reduction"_a = "mean");
+  m.def(
+      "_triplet_margin_loss_op",
+      [](const Tensor& a, const Tensor& p, const Tensor& n, double margin, double norm, double eps, bool swap,
+         int64_t reduction) {
+        nb::gil_scoped_release g;
+        return F::triplet_margin_loss_op(a, p, n, margin, norm, eps, swap, reduction);
+      },
+      "anchor"_a, "positive"_a, "negative"_a, "margin"_a, "p"_a, "eps"_a, "swap"_a, "reduction"_a);
   // distance_function is a Python callable: it runs with the GIL held, so this one keeps it.
   m.def(
       "_triplet_margin_with_distance_loss",

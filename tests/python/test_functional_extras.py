@@ -82,6 +82,7 @@ def test_lp_pool_signs_and_errors():
     same(lambda L, x: L.nn.functional.lp_pool2d(x, 2, 3), rnd(1, 1, 2, 2))  # window larger than input
     same(lambda L, x: L.nn.functional.lp_pool2d(x, 2, (2, 2, 2)), rnd(1, 1, 4, 4))
     same(lambda L, x: L.nn.functional.lp_pool1d(x, 2, 0), x)
+    same(lambda L, x: L.nn.functional.lp_pool1d(x, 0, 2), x)  # ZeroDivisionError
     same(lambda L, x: L.nn.functional.lp_pool2d(x, 2, 2), rnd(1, 1, 4, 4, dtype=torch.float64), grad=(0,))
 
 
@@ -127,6 +128,10 @@ def test_max_unpool_errors():
     same(lambda L, y, i: L.nn.functional.max_unpool2d(y, i, 2), rnd(6, 6), torch.zeros(6, 6, dtype=torch.int64))
     same(lambda L, y, i: L.nn.functional.max_unpool3d(y, i, 2, stride=0), rnd(1, 1, 2, 2, 2),
          torch.zeros(1, 1, 2, 2, 2, dtype=torch.int64))
+    for dt in (torch.int32, torch.int64, torch.complex64):
+        same(f, y.to(dt), idx)  # NotImplementedError
+    with torch.autocast("cpu", dtype=torch.bfloat16), kiln.autocast("cpu", dtype=kiln.bfloat16):
+        same(f, y.bfloat16(), idx)  # float32 under autocast, as torch
     y1, i1 = TF.max_pool1d(rnd(1, 2, 8), 2, return_indices=True)
     same(lambda L, y, i: L.nn.functional.max_unpool1d(y, i, 2), y1, i1 * 10)
 
@@ -150,6 +155,13 @@ def test_channel_shuffle_like_torch():
     same(lambda L, x: L.channel_shuffle(x, 2), rnd(2, 6))
     same(lambda L, x: L.channel_shuffle(x, 2), torch.arange(24).reshape(2, 6, 2))
     assert repr(kiln.nn.ChannelShuffle(2)) == repr(torch.nn.ChannelShuffle(2))
+    for g in (1, 6):  # a new contiguous tensor even where the shuffle moves nothing, as torch's
+        k = _k(rnd(2, 6, 3).transpose(1, 2).contiguous()).transpose(1, 2)
+        y = kiln.channel_shuffle(k, g)
+        before = k.numpy().copy()
+        y.add_(100)
+        np.testing.assert_array_equal(k.numpy(), before)
+        assert y.is_contiguous()
 
 
 # ---- alpha dropout ----------------------------------------------------------------------------------------
@@ -307,3 +319,27 @@ def test_upsampling_modules_and_deprecated_functions():
     for fn in ("upsample_nearest", "upsample_bilinear", "upsample"):
         with pytest.warns(UserWarning, match="deprecated"):
             getattr(KF, fn)(_k(x), scale_factor=2)
+
+
+# ---- pdist ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("p", [2.0, 1.0, 0.0, 0.5, 3.0, float("inf")])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_pdist_like_torch(p, dtype):
+    x = rnd(7, 4, dtype=dtype)
+    same(lambda L, x: L.pdist(x, p), x, grad=(0,))
+    same(lambda L, x: L.nn.functional.pdist(x, p), x.t().contiguous().t()[:, :3], grad=(0,))
+    # ties and zero distances: torch's pdist gradient (0 at a zero distance; for p = inf every tied
+    # coordinate gets the whole gradient), not the norm's
+    t = torch.tensor([[0.0, 0.0, 1.0], [0.0, 0.0, 1.0], [1.0, 1.0, 0.0], [2.0, -1.0, 0.0]], dtype=dtype)
+    same(lambda L, x: L.pdist(x, p), t, grad=(0,))
+
+
+def test_pdist_shapes_and_errors():
+    for shape in [(1, 3), (0, 3), (4, 0), (2, 1)]:
+        same(lambda L, x: L.pdist(x), rnd(*shape), grad=(0,) if shape[0] > 1 and shape[1] > 0 else ())
+    same(lambda L, x: L.pdist(x), rnd(2, 3, 4))
+    same(lambda L, x: L.pdist(x), rnd(4))
+    same(lambda L, x: L.pdist(x, -1.0), rnd(4, 3))
+    same(lambda L, x: L.pdist(x), torch.ones(3, 2, dtype=torch.int64))
+    same(lambda L, x: L.pdist(x), rnd(3, 2, dtype=torch.float16))
+    same(lambda L, x: L.pdist(x), rnd(3, 2, dtype=torch.complex64))

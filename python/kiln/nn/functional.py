@@ -22,6 +22,7 @@ tanh = _C.tanh
 normalize = _C.normalize
 cosine_similarity = _C.cosine_similarity
 pairwise_distance = _C.pairwise_distance
+pdist = _C.pdist
 pixel_shuffle = _C.pixel_shuffle
 pixel_unshuffle = _C.pixel_unshuffle
 prelu = _C.prelu
@@ -328,19 +329,26 @@ adaptive_max_pool2d_with_indices = _C.adaptive_max_pool2d
 
 def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     """(sum over each window of x^p)^(1/p); norm_type inf / -inf: the max / min of |x|."""
+    if norm_type == 0:  # (torch's 1.0 / norm_type)
+        raise ZeroDivisionError("float division by zero")
     return _C._lp_pool(1, input, norm_type, kernel_size, stride, ceil_mode)
 
 
 def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    if norm_type == 0:  # (torch's 1.0 / norm_type)
+        raise ZeroDivisionError("float division by zero")
     return _C._lp_pool(2, input, norm_type, kernel_size, stride, ceil_mode)
 
 
 def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    if norm_type == 0:  # (torch's 1.0 / norm_type)
+        raise ZeroDivisionError("float division by zero")
     return _C._lp_pool(3, input, norm_type, kernel_size, stride, ceil_mode)
 
 
 def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
-    """Places each value at its max_pool1d index in a zero output (output_size: its default or within a stride of it)."""
+    """Places each value at its max_pool1d index in a zero output (output_size: the default or within a
+    stride of it)."""
     return _C._max_unpool(1, input, indices, kernel_size, stride, padding, output_size)
 
 
