@@ -25,6 +25,28 @@ Tensor triu_indices(int64_t row, int64_t col, int64_t offset = 0, TensorOptions 
 // The p-norm distances between the rows i < j of x (N, M): N (N - 1) / 2 values in row-major pair
 // order (torch.pdist); float32 / float64, p >= 0. Its gradient is torch's (see tensor_utils.cpp).
 Tensor pdist(const Tensor& x, double p = 2);
+// (tensor_extras.cpp) beta * self + alpha * outer(vec1, vec2) (beta = 0 ignores self; bool: or / and).
+Tensor addr(const Tensor& self, const Tensor& vec1, const Tensor& vec2, const Scalar& beta = 1,
+            const Scalar& alpha = 1);
+// A copy of self with src written into its diagonal / select / slice view (src of that view's shape).
+Tensor diagonal_scatter(const Tensor& self, const Tensor& src, int64_t offset = 0, int64_t dim1 = 0,
+                        int64_t dim2 = 1);
+Tensor select_scatter(const Tensor& self, const Tensor& src, int64_t dim, int64_t index);
+Tensor slice_scatter(const Tensor& self, const Tensor& src, int64_t dim = 0, std::optional<int64_t> start = std::nullopt,
+                     std::optional<int64_t> end = std::nullopt, int64_t step = 1);
+// Reduces source's slices along dim into self's slices at index ("prod", "mean", "amax", "amin").
+Tensor index_reduce(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                    const std::string& reduce, bool include_self = true);
+Tensor narrow_copy(const Tensor& self, int64_t dim, int64_t start, int64_t length);
+// Sums self down to `size`, which must broadcast to self's shape (Tensor.sum_to_size).
+Tensor sum_to_size(const Tensor& self, const Shape& size);
+// Writes fill_value on the main diagonal of a matrix or of an equal-sided tensor (wrap: a tall
+// matrix's diagonal restarts every cols + 1 rows).
+const Tensor& fill_diagonal_(const Tensor& self, const Scalar& fill_value, bool wrap = false);
+// The coordinates in `shape` of flat indices (floor division and modulo: negative indices wrap).
+TensorList unravel_index(const Tensor& indices, const Shape& shape);
+// The r-element combinations of a 1-d tensor's values, in lexicographic order of positions.
+Tensor combinations(const Tensor& self, int64_t r = 2, bool with_replacement = false);
 // torch's window functions (windows.cpp), of a floating dtype (default: the default dtype); periodic
 // windows are the first window_length values of the symmetric window one longer.
 Tensor hann_window(int64_t window_length, bool periodic = true, TensorOptions options = {});

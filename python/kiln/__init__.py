@@ -1,5 +1,6 @@
 """kiln: a small, fast deep-learning framework with torch-shaped names."""
 import builtins as _builtins
+import warnings as _warnings
 
 from . import _C
 from ._C import *  # noqa: F401,F403
@@ -65,10 +66,13 @@ greater, greater_equal, less, less_equal = _C.gt, _C.ge, _C.lt, _C.le
 not_equal = _C.ne
 fix = _C.trunc
 for _n, _t in [("absolute", "abs"), ("arccos", "acos"), ("arcsin", "asin"), ("arctan", "atan"),
+               ("arccosh", "acosh"), ("arcsinh", "asinh"), ("arctanh", "atanh"), ("arctan2", "atan2"),
                ("negative", "neg"), ("multiply", "mul"), ("divide", "div"), ("subtract", "sub"),
                ("greater", "gt"), ("greater_equal", "ge"), ("less", "lt"), ("less_equal", "le"),
                ("not_equal", "ne"), ("fix", "trunc")]:
     setattr(Tensor, _n, getattr(Tensor, _t))
+    if hasattr(Tensor, _t + "_"):  # and the in-place form (torch's x.arccos_(), x.multiply_(y), ...)
+        setattr(Tensor, _n + "_", getattr(Tensor, _t + "_"))
 del _n, _t
 
 
@@ -277,6 +281,137 @@ def threshold_(input, threshold, value):
 
 def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
     return nn.functional.rrelu_(input, lower, upper, training, generator)
+
+
+# torch's tensor predicates and small utilities
+def is_nonzero(input):
+    return input.is_nonzero()
+
+
+def is_same_size(input, other):
+    return input.is_same_size(other)
+
+
+def is_signed(input):
+    return input.is_signed()
+
+
+def is_floating_point(input):
+    return input.is_floating_point()
+
+
+def is_complex(input):
+    return input.is_complex()
+
+
+def resolve_conj(input):
+    return input  # (kiln's conj materialises: no tensor carries a pending conjugation)
+
+
+def resolve_neg(input):
+    return input  # (nor a pending negation)
+
+
+def unravel_index(indices, shape):
+    """The coordinates of flat indices in `shape` (an int or a sequence), a tuple of int64 tensors."""
+    if not isinstance(indices, Tensor):
+        raise AttributeError(f"'{type(indices).__name__}' object has no attribute 'is_complex'")
+    if isinstance(shape, _builtins.int):
+        shape = (shape,)
+    elif not isinstance(shape, (tuple, list, Size)):
+        raise TypeError(f"expected 'shape' to be int or sequence of ints, but got {type(shape)}")
+    for d in shape:
+        if isinstance(d, _builtins.bool) or not isinstance(d, _builtins.int):
+            raise TypeError(f"expected 'shape' sequence to only contain ints, but got {type(d)}")
+    return tuple(_C.unravel_index(indices, list(shape)))
+
+
+def empty_strided(size, stride, *, dtype=None, device=None, requires_grad=False, **_ignored):
+    """An uninitialised tensor with the given strides (its storage spans what they reach)."""
+    size, stride = tuple(size), tuple(stride)
+    if len(size) != len(stride):
+        raise RuntimeError(f"mismatch in length of strides and shape: {len(size)} vs {len(stride)}")
+    span = 1 if _builtins.all(s > 0 for s in size) else 0
+    for n, st in zip(size, stride):
+        if n == 0:
+            span = 0
+        elif st < 0:
+            raise RuntimeError(f"as_strided: Negative strides are not supported at the moment, got strides: "
+                               f"{list(stride)}")
+        else:
+            span += (n - 1) * st if span else 0
+    base = empty(span, dtype=dtype, device=device)
+    t = base.as_strided(size, stride)
+    return t.requires_grad_() if requires_grad else t
+
+
+def randint_like(input, low=0, high=None, *, dtype=None, generator=None, requires_grad=False, **_ignored):
+    """torch.randint_like(input, high) or (input, low, high): input's shape, its dtype unless given."""
+    if high is None:
+        low, high = 0, low
+    t = randint(low, high, tuple(input.shape), dtype=dtype if dtype is not None else input.dtype,
+                generator=generator)
+    return t.requires_grad_() if requires_grad else t
+
+
+def cond(pred, true_fn, false_fn, operands=()):
+    """torch.cond run eagerly: true_fn(*operands) if pred else false_fn(*operands); pred a bool or a
+    one-element tensor."""
+    if isinstance(pred, Tensor):
+        if pred.numel() != 1:
+            raise RuntimeError(f"Expected pred to be bool or single-element tensor, but got {pred}.")
+        pred = _builtins.bool(pred.item())
+    elif not isinstance(pred, (_builtins.bool, _builtins.int)):
+        raise RuntimeError(f"Expected pred to be bool or tensor, but got {pred}.")
+    if not callable(true_fn) or not callable(false_fn):
+        raise RuntimeError("Expect both branches to be callable.")
+    if not isinstance(operands, (tuple, list)):
+        raise RuntimeError(f"Expect operands to be a tuple of possibly nested dict/list/tuple that only "
+                           f"consists of tensor leaves, but got {operands}.")
+    return true_fn(*operands) if pred else false_fn(*operands)
+
+
+def chain_matmul(*matrices, out=None):
+    """Deprecated in torch: linalg.multi_dot of the matrices."""
+    _warnings.warn("torch.chain_matmul is deprecated and will be removed in a future PyTorch release. Use "
+                   "torch.linalg.multi_dot instead, which accepts a list of two or more tensors rather than "
+                   "multiple parameters.", stacklevel=2)
+    if len(matrices) == 1:
+        r = matrices[0].clone()
+    else:
+        r = linalg.multi_dot(list(matrices))
+    return r if out is None else out.copy_(r)
+
+
+# Tensor methods torch has that are aliases or predicates here
+def _is_nonzero(self):
+    n = self.numel()
+    if n == 0:
+        raise RuntimeError("Boolean value of Tensor with no values is ambiguous")
+    if n > 1:
+        raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+    return _builtins.bool(self.item() != 0)
+
+
+def _is_signed(self):
+    return self.dtype not in (uint8, uint16, uint32, uint64, bool) and not str(self.dtype).startswith(
+        "kiln.float8")
+
+
+Tensor.is_nonzero = _is_nonzero
+Tensor.is_same_size = lambda self, other: tuple(self.shape) == tuple(other.shape)
+Tensor.is_signed = _is_signed
+Tensor.type_as = lambda self, other: self.to(other.dtype)
+Tensor.resolve_conj = lambda self: self
+Tensor.resolve_neg = lambda self: self
+Tensor.is_conj = lambda self: False
+Tensor.is_neg = lambda self: False
+Tensor.isreal = lambda self: _C.isreal(self)
+Tensor.unsafe_chunk = lambda self, chunks, dim=0: self.chunk(chunks, dim)
+Tensor.unsafe_split = lambda self, split_size, dim=0: self.split(split_size, dim)
+Tensor.unsafe_split_with_sizes = lambda self, split_sizes, dim=0: self.split_with_sizes(split_sizes, dim)
+Tensor.new_empty_strided = lambda self, size, stride, *, dtype=None, device=None, requires_grad=False, **kw: \
+    empty_strided(size, stride, dtype=self.dtype if dtype is None else dtype, requires_grad=requires_grad)
 
 
 from . import hub  # noqa: E402,F401

@@ -67,3 +67,38 @@ TEST(TensorUtils, Values) {
   EXPECT_EQ(select(select(bd, 0, 2), 0, 2).item<double>(), 3.0);
   EXPECT_THROW(cdist(a, randn({5, 4}, kFloat64)), Error);
 }
+
+TEST(TensorUtils, WindowsPdistAddrCombinationsUnravel) {
+  // symmetric hann of 5: 0, 0.5, 1, 0.5, 0; periodic of 4 is its first four
+  Tensor h = hann_window(5, /*periodic=*/false, kFloat64);
+  EXPECT_NEAR(select(h, 0, 1).item<double>(), 0.5, 1e-15);
+  EXPECT_NEAR(select(h, 0, 2).item<double>(), 1.0, 1e-15);
+  EXPECT_LT(max_abs_diff(hann_window(4, true, kFloat64), narrow(h, 0, 0, 4)), 1e-15);
+  EXPECT_NEAR(select(bartlett_window(5, false, kFloat64), 0, 1).item<double>(), 0.5, 1e-15);
+  EXPECT_NEAR(select(kaiser_window(3, false, 0.0, kFloat64), 0, 0).item<double>(), 1.0, 1e-15);  // beta 0: flat
+  EXPECT_THROW(hann_window(-1), Error);
+  EXPECT_THROW(blackman_window(4, true, kInt64), Error);
+
+  Tensor pts = reshape(arange(Scalar(6), TensorOptions(kFloat64)), {3, 2});  // (0,1) (2,3) (4,5)
+  Tensor pd = pdist(pts);
+  EXPECT_EQ(pd.sizes(), (Shape{3}));
+  EXPECT_NEAR(select(pd, 0, 2).item<double>(), std::sqrt(8.0), 1e-12);  // rows 1 and 2
+  EXPECT_THROW(pdist(pts, -1), Error);
+
+  Tensor v1 = arange(Scalar(1), Scalar(3), Scalar(1), TensorOptions(kFloat64));  // [1, 2]
+  Tensor v2 = arange(Scalar(1), Scalar(4), Scalar(1), TensorOptions(kFloat64));  // [1, 2, 3]
+  Tensor r = addr(ones({2, 3}, TensorOptions(kFloat64)), v1, v2, 2, 3);
+  EXPECT_NEAR(select(select(r, 0, 1), 0, 2).item<double>(), 2 + 3 * 2 * 3, 1e-12);
+
+  Tensor c = combinations(arange(Scalar(4), TensorOptions(kInt64)), 3);
+  EXPECT_EQ(c.sizes(), (Shape{4, 3}));
+  TensorList rc = unravel_index(full({}, Scalar(7), TensorOptions(kInt64)), {2, 4});
+  ASSERT_EQ(rc.size(), 2u);
+  EXPECT_EQ(rc[0].item<int64_t>(), 1);
+  EXPECT_EQ(rc[1].item<int64_t>(), 3);
+
+  Tensor m = zeros({3, 3});
+  fill_diagonal_(m, 4);
+  EXPECT_EQ(sum(m).item<double>(), 12.0);
+  EXPECT_EQ(sum_to_size(ones({2, 3}), {1, 3}).sizes(), (Shape{1, 3}));
+}

@@ -1,0 +1,268 @@
+"""addr, diagonal/select/slice_scatter, index_reduce, narrow_copy, sum_to_size, fill_diagonal_, unravel_index,
+combinations, empty_strided, randint_like, cond, chain_matmul, and torch's alias / predicate methods, against
+torch 2.13."""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import kiln
+
+
+def _k(t):
+    if t.dtype in (torch.float16, torch.bfloat16):
+        return kiln.from_numpy(t.detach().double().numpy()).to(getattr(kiln, str(t.dtype).split(".")[-1]))
+    return kiln.from_numpy(t.detach().contiguous().numpy().copy())
+
+
+def _conv(a):
+    if isinstance(a, torch.Tensor):
+        return _k(a)
+    if isinstance(a, (list, tuple)):
+        return type(a)(_conv(v) for v in a)
+    return a
+
+
+def _check(k, t, rtol=1e-6, atol=1e-6):
+    if isinstance(t, (tuple, list)):
+        assert isinstance(k, (tuple, list)) and len(k) == len(t)
+        for a, b in zip(k, t):
+            _check(a, b, rtol, atol)
+        return
+    assert str(k.dtype).split(".")[-1] == str(t.dtype).split(".")[-1], (k.dtype, t.dtype)
+    assert tuple(k.shape) == tuple(t.shape), (tuple(k.shape), tuple(t.shape))
+    exact = not (t.is_floating_point() or t.is_complex())
+    a = k.detach().numpy() if exact else k.detach().to(kiln.float64).numpy()
+    b = t.detach().numpy() if exact else t.detach().double().numpy()
+    np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
+
+
+def same(fn, *args, grad=(), **kw):
+    targs = [a.detach().clone().requires_grad_(i in grad) if isinstance(a, torch.Tensor) else a
+             for i, a in enumerate(args)]
+    kargs = [_conv(a) for a in args]
+    for i in grad:
+        kargs[i].requires_grad_(True)
+    try:
+        want = fn(torch, *targs, **kw)
+    except Exception as e:  # noqa: BLE001
+        with pytest.raises(type(e)):
+            fn(kiln, *kargs, **kw)
+        return
+    got = fn(kiln, *kargs, **kw)
+    _check(got, want)
+    if grad:
+        g = torch.linspace(-1, 2, want.numel()).reshape(want.shape).to(want.dtype)
+        want.backward(g)
+        got.backward(_k(g))
+        for i in grad:
+            _check(kargs[i].grad, targs[i].grad)
+
+
+def rnd(*shape, dtype=torch.float32, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).to(dtype)
+
+
+def test_addr_like_torch():
+    m, a, b = rnd(3, 4), rnd(3, seed=1), rnd(4, seed=2)
+    same(lambda L, m, a, b: L.addr(m, a, b), m, a, b, grad=(0, 1, 2))
+    same(lambda L, m, a, b: L.addr(m, a, b, beta=0.5, alpha=-2), m, a, b, grad=(0, 1, 2))
+    same(lambda L, m, a, b: m.addr(a, b, beta=2), m, a, b)
+    same(lambda L, m, a, b: L.addr(m, a, b), rnd(4), a, b, grad=(0,))  # self broadcasts
+    same(lambda L, m, a, b: L.addr(m, a, b, beta=0), torch.full((3, 4), float("nan")), a, b)  # NaN ignored
+    same(lambda L, m, a, b: L.addr(m, a, b), m, a.double(), b)
+    same(lambda L, m, a, b: L.addr(m, a, b), m.long(), a.long(), b.long())
+    same(lambda L, m, a, b: L.addr(m, a, b, beta=0.5), m.long(), a.long(), b.long())
+    same(lambda L, m, a, b: L.addr(m, a, b, alpha=0.5), m.long(), a.long(), b.long())
+    for beta, alpha in [(True, True), (False, True), (True, False), (2, 3)]:
+        same(lambda L, m, a, b: L.addr(m, a, b, beta=beta, alpha=alpha), m > 0, a > 0, b > 0)
+    same(lambda L, m, a, b: L.addr(m, a, b), m, a[None], b)
+    same(lambda L, m, a, b: L.addr(m, a, b), rnd(2, 4), a, b)
+
+    def inplace(L, m, a, b):
+        r = m.clone()
+        assert r.addr_(a, b, alpha=3) is r
+        return r
+    same(inplace, m, a, b)
+    same(inplace, m.long(), a, b)  # float result into int64: RuntimeError
+
+
+@pytest.mark.parametrize("case", [
+    ("diagonal_scatter", (4, 5), (4,), dict(offset=1)),
+    ("diagonal_scatter", (4, 5), (3,), dict(offset=-1)),
+    ("diagonal_scatter", (2, 3, 3), (2, 3), dict(dim1=1, dim2=2)),
+    ("select_scatter", (4, 5), (5,), dict(dim=0, index=2)),
+    ("select_scatter", (4, 5), (4,), dict(dim=1, index=-1)),
+    ("slice_scatter", (6, 4), (2, 4), dict(start=2, end=4)),
+    ("slice_scatter", (6, 4), (6, 2), dict(dim=1, step=2)),
+    ("slice_scatter", (6, 4), (6, 4), dict()),
+    ("slice_scatter", (6, 4), (3, 4), dict(start=-3)),
+])
+def test_scatter_views_like_torch(case):
+    name, xs, ss, kw = case
+    x, s = rnd(*xs), rnd(*ss, seed=1)
+    same(lambda L, x, s: getattr(L, name)(x, s, **kw), x, s, grad=(0, 1))
+    same(lambda L, x, s: getattr(x, name)(s, **kw), x, s)
+    same(lambda L, x, s: getattr(L, name)(x, s, **kw), x, s.double())  # src cast into self's dtype
+    bad = rnd(*(d + 1 for d in ss), seed=2)
+    same(lambda L, x, s: getattr(L, name)(x, s, **kw), x, bad)  # size mismatch
+
+
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_index_reduce_like_torch(reduce, include_self):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch: "index_reduce() is in beta"
+        x, src = rnd(5, 3), rnd(4, 3, seed=1)
+        idx = torch.tensor([0, 4, 0, 2])
+        same(lambda L, x, i, s: L.index_reduce(x, 0, i, s, reduce, include_self=include_self), x, idx, src)
+        same(lambda L, x, i, s: x.index_reduce(1, i, s, reduce, include_self=include_self), rnd(3, 5), idx,
+             rnd(3, 4, seed=1))
+        same(lambda L, x, i, s: L.index_reduce(x, 0, i, s, reduce), x, idx.int(), src)
+
+        def inplace(L, x, i, s):
+            r = x.clone()
+            assert r.index_reduce_(0, i, s, reduce, include_self=include_self) is r
+            return r
+        same(inplace, x, idx, src)
+        same(lambda L, x, i, s: L.index_reduce(x, 0, i, s, reduce), x.long(), idx, src.long())
+
+
+def test_index_reduce_errors():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        x, src = rnd(5, 3), rnd(4, 3, seed=1)
+        f = lambda L, x, i, s, r="amax": L.index_reduce(x, 0, i, s, r)  # noqa: E731
+        same(f, x, torch.tensor([0, 4, 0, 2]), src, "sum")
+        same(f, x, torch.tensor([0, 5, 0, 2]), src)
+        same(f, x, torch.tensor([-1, 0, 0, 2]), src)
+        same(f, x, torch.tensor([0, 4, 0]), src)
+        same(f, x, torch.tensor([0.0, 4, 0, 2]), src)
+        same(f, x, torch.tensor([0, 4, 0, 2]), src.double())
+
+
+def test_narrow_copy_sum_to_size():
+    x = rnd(4, 5)
+    same(lambda L, x: L.narrow_copy(x, 1, 1, 3), x)
+    same(lambda L, x: x.narrow_copy(0, 2, 2), x)
+    same(lambda L, x: L.narrow_copy(x, 1, 4, 3), x)
+    y = kiln.narrow_copy(_k(x), 1, 0, 2)
+    assert y.is_contiguous()
+    y.add_(1)
+    np.testing.assert_array_equal(_k(x).numpy(), x.numpy())  # a copy
+    z = rnd(2, 3, 4)
+    for size in [(3, 4), (1, 4), (3, 1), (1, 1), (2, 1, 4), (2, 3, 4), (4,), ()]:
+        same(lambda L, z: z.sum_to_size(size), z, grad=(0,))
+        same(lambda L, z: z.sum_to_size(*size), z) if size else None
+    same(lambda L, z: z.sum_to_size((2, 4)), z)
+    same(lambda L, z: z.sum_to_size((5, 2, 3, 4)), z)
+
+
+def test_fill_diagonal_like_torch():
+    for shape, wrap in [((3, 5), False), ((5, 3), False), ((7, 3), True), ((7, 3), False), ((8, 2), True),
+                        ((4, 4), True), ((3, 3, 3), False), ((2, 2, 2, 2), False)]:
+        def f(L, x):
+            r = x.clone()
+            assert r.fill_diagonal_(2.5, wrap=wrap) is r
+            return r
+        same(f, torch.zeros(shape))
+    same(lambda L, x: x.clone().fill_diagonal_(1), torch.zeros(3, 4, 5))
+    same(lambda L, x: x.clone().fill_diagonal_(1), torch.zeros(3))
+    same(lambda L, x: x.t().clone().t().fill_diagonal_(7), torch.zeros(3, 4))  # a strided matrix
+    k = _k(torch.zeros(4, 6))
+    k[:, 1:4].fill_diagonal_(5)  # a view: written through to k
+    t = torch.zeros(4, 6)
+    t[:, 1:4].fill_diagonal_(5)
+    _check(k, t)
+
+
+def test_unravel_index_like_torch():
+    for idx, shape in [(torch.tensor([4, 1, 5]), (2, 3)), (torch.tensor(5), (2, 3)), (torch.tensor([3]).int(), 4),
+                       (torch.tensor([[7, 0], [23, 11]]), (2, 3, 4)), (torch.tensor([-1, -6]), (2, 3)),
+                       (torch.tensor([6]), (2, 3)), (torch.tensor([0, 0]), ()), (torch.tensor(5), torch.Size([6]))]:
+        want = torch.unravel_index(idx, shape)
+        got = kiln.unravel_index(_k(idx), tuple(shape) if isinstance(shape, torch.Size) else shape)
+        _check(got, want)
+    for idx, shape in [(torch.tensor(1.0), (2, 3)), (torch.tensor(True), (2,)), (torch.tensor(1), (2, -3)),
+                       (torch.tensor(1), "ab"), (torch.tensor(1), (2.0, 3))]:
+        with pytest.raises(Exception) as e:
+            torch.unravel_index(idx, shape)
+        with pytest.raises(type(e.value)):
+            kiln.unravel_index(_k(idx), shape)
+
+
+def test_combinations_like_torch():
+    x = torch.tensor([3.0, 1.0, 4.0, 1.5])
+    for r in range(0, 6):
+        for rep in (False, True):
+            same(lambda L, x: L.combinations(x, r, with_replacement=rep), x)
+    same(lambda L, x: L.combinations(x), torch.arange(0))
+    same(lambda L, x: L.combinations(x), torch.arange(1))
+    same(lambda L, x: L.combinations(x, 2), torch.arange(5), grad=())
+    same(lambda L, x: L.combinations(x, 2), x, grad=(0,))
+    same(lambda L, x: L.combinations(x), torch.ones(2, 2))
+    same(lambda L, x: L.combinations(x, -1), x)
+
+
+def test_aliases_and_predicates():
+    x = torch.tensor([0.25, 0.5, 0.75])
+    for name in ["arccosh", "arcsinh", "arctanh"]:
+        same(lambda L, x: getattr(x + 1 if name == "arccosh" else x, name)(), x)
+    same(lambda L, x: x.arctan2(x + 1), x)
+    for name, args in [("arccos_", ()), ("arcsin_", ()), ("arctan_", ()), ("absolute_", ()), ("negative_", ()),
+                       ("multiply_", (2.0,)), ("divide_", (2.0,)), ("subtract_", (1.0,)), ("fix_", ()),
+                       ("arcsinh_", ()), ("arctanh_", ()), ("arctan2_", (torch.tensor(2.0),))]:
+        def f(L, x):
+            r = x.clone()
+            assert getattr(r, name)(*_conv(args) if L is kiln else args) is r
+            return r
+        same(f, x)
+    for name in ["greater_", "greater_equal_", "less_", "less_equal_", "not_equal_"]:
+        same(lambda L, x: getattr(x.clone(), name)(0.5), x)
+    for lib, T in ((torch, x), (kiln, _k(x))):
+        assert lib.is_nonzero(T[1:2]) and not lib.is_nonzero(T[:1] * 0)
+        assert T[:1].is_nonzero()
+        with pytest.raises(RuntimeError):
+            T.is_nonzero()
+        with pytest.raises(RuntimeError):
+            T[:0].is_nonzero()
+        assert lib.is_same_size(T, T * 2) and not T.is_same_size(T[:2])
+        assert lib.is_signed(T) and T.is_signed() and not T.to(lib.uint8).is_signed() and not (T > 0).is_signed()
+        assert lib.is_floating_point(T) and not lib.is_complex(T)
+        assert lib.resolve_conj(T) is T and lib.resolve_neg(T) is T
+        assert T.resolve_conj() is T and not T.is_conj() and not T.is_neg()
+        assert T.type_as(T.to(lib.float64)).dtype == lib.float64
+        assert [tuple(c.shape) for c in T.unsafe_chunk(2)] == [(2,), (1,)]
+        assert [tuple(c.shape) for c in T.unsafe_split(2)] == [(2,), (1,)]
+        assert [tuple(c.shape) for c in T.unsafe_split_with_sizes([1, 2])] == [(1,), (2,)]
+        assert T.isreal().all()
+
+
+def test_empty_strided_randint_like_cond_chain_matmul():
+    for size, stride in [((2, 3), (1, 2)), ((2, 3), (3, 1)), ((0, 3), (3, 1)), ((), ()), ((4,), (0,))]:
+        for lib in (torch, kiln):
+            t = lib.empty_strided(size, stride, dtype=lib.float64)
+            assert tuple(t.shape) == size and tuple(t.stride()) == stride and t.dtype == lib.float64
+        k = _k(torch.ones(1)).new_empty_strided(size, stride)
+        assert tuple(k.shape) == size and tuple(k.stride()) == stride
+    with pytest.raises(RuntimeError):
+        kiln.empty_strided((2, 3), (1,))
+    x = _k(torch.zeros(50, 40, dtype=torch.int32))
+    r = kiln.randint_like(x, 10)
+    assert r.dtype == kiln.int32 and tuple(r.shape) == (50, 40) and r.min().item() >= 0 and r.max().item() == 9
+    r = kiln.randint_like(x, -3, 3, dtype=kiln.int64)
+    assert r.dtype == kiln.int64 and r.min().item() == -3 and r.max().item() == 2
+    assert kiln.randint_like(_k(torch.zeros(3)), 5).dtype == kiln.float32
+    a = _k(torch.tensor([1.0, 2.0]))
+    assert kiln.cond(a.sum() > 0, lambda v: v * 2, lambda v: v * 3, (a,)).tolist() == [2.0, 4.0]
+    assert kiln.cond(False, lambda v: v * 2, lambda v: v * 3, (a,)).tolist() == [3.0, 6.0]
+    with pytest.raises(RuntimeError):
+        kiln.cond(a > 0, lambda v: v, lambda v: v, (a,))
+    m = [rnd(3, 4), rnd(4, 5, seed=1), rnd(5, 2, seed=2)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _check(kiln.chain_matmul(*_conv(m)), torch.chain_matmul(*m), 1e-5, 1e-5)
+        _check(kiln.chain_matmul(_k(m[0])), torch.chain_matmul(m[0]))
+    with pytest.warns(UserWarning, match="chain_matmul is deprecated"):
+        kiln.chain_matmul(*_conv(m))
