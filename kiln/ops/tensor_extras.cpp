@@ -9,6 +9,7 @@
 #include "kiln/ops/composite.h"
 #include "kiln/ops/ops.h"
 #include "kiln/ops/shape.h"
+#include "kiln/ops/sort.h"
 #include "kiln/ops/tensor_utils.h"
 
 namespace kiln {
@@ -197,6 +198,84 @@ Tensor combinations(const Tensor& self, int64_t r, bool with_replacement) {
 
 namespace {
 
+// torch's histogramdd checks for one dimension (input float32 / float64; weight of input's shape and
+// dtype), and the counting: each value in [edges[0], edges[-1]] falls in the bin upper_bound(edges, x)
+// - 1, the last edge closing the last bin; values outside (and NaN) are not counted.
+std::tuple<Tensor, Tensor> histogram_core(const Tensor& self, const Tensor& edges, const Tensor& weight,
+                                          bool density) {
+  const int64_t nbins = edges.numel() - 1;
+  Tensor x = reshape(self, {-1});
+  Tensor w = weight.defined() ? reshape(weight, {-1}) : ones_like(x);
+  Tensor lo = select(edges, 0, 0), hi = select(edges, 0, nbins);
+  Tensor in = logical_and(ge(x, lo), le(x, hi));
+  Tensor pos = sub(searchsorted(edges, contiguous(x), false, /*right=*/true), Scalar(1));
+  pos = clamp(pos, Scalar(0), Scalar(nbins - 1));  // (the last edge; outside values are masked below)
+  Tensor hist = scatter_add(zeros({nbins}, TensorOptions(self.dtype())), 0, pos,
+                            where(in, w, zeros_like(w)));
+  if (density) {
+    Tensor widths = sub(narrow(edges, 0, 1, nbins), narrow(edges, 0, 0, nbins));
+    hist = div(hist, mul(sum(hist), widths));
+  }
+  return {hist, edges};
+}
+
+void check_hist_inputs(const Tensor& self, const Tensor& weight) {
+  const char* op = "histogram";
+  if (self.dtype() != kFloat32 && self.dtype() != kFloat64) shape_detail::not_implemented(op, "histogramdd", self.dtype());
+  if (!weight.defined()) return;
+  KILN_CHECK(weight.dtype() == self.dtype(), Runtime, op, "torch.histogramdd: if weight tensor is provided, input "
+             "tensor and weight tensor should have the same dtype, but got input(", tname(self.dtype()),
+             "), and weight(", tname(weight.dtype()), ")");
+  KILN_CHECK(weight.sizes() == self.sizes(), Runtime, op, "torch.histogramdd: if weight tensor is provided it should "
+             "have the same shape as the input tensor excluding its innermost dimension, but got input with shape [",
+             self.numel(), ", 1] and weight with shape ", shape_list(weight.sizes()));
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor> histogram(const Tensor& self, const Tensor& bins, const Tensor& weight, bool density) {
+  const char* op = "histogram";
+  check_hist_inputs(self, weight);
+  KILN_CHECK(bins.dtype() == self.dtype(), Runtime, op, "torch.histogramdd: input tensor and bins tensors should "
+             "have the same dtype, but got input with dtype ", tname(self.dtype()),
+             " and bins for dimension 0 with dtype ", tname(bins.dtype()));
+  KILN_CHECK(bins.dim() == 1, Runtime, op, "torch.histogramdd: bins tensor should have one dimension, but got ",
+             bins.dim(), " dimensions in the bins tensor for dimension 0");
+  KILN_CHECK(bins.numel() > 0, Runtime, op, "torch.histogramdd: bins tensor should have at least 1 element, but "
+             "got 0 elements in the bins tensor for dimension 0");
+  KILN_CHECK(bins.numel() > 1, Runtime, op, "torch.histogram(): bins must be > 0, but got 0 for dimension 0");
+  return histogram_core(self, contiguous(bins), weight, density);
+}
+
+std::tuple<Tensor, Tensor> histogram(const Tensor& self, int64_t bins, std::optional<std::vector<double>> range,
+                                     const Tensor& weight, bool density) {
+  const char* op = "histogram";
+  check_hist_inputs(self, weight);
+  KILN_CHECK(bins > 0, Runtime, op, "torch.histogram(): bins must be > 0, but got ", bins, " for dimension 0");
+  double lo = 0, hi = 1;  // (an empty input without a range: [0, 1], torch's)
+  if (range) {
+    KILN_CHECK(range->size() == 2, Runtime, op, "torch.histogramdd: for a 1-dimensional histogram range should "
+               "have 2 elements, but got ", range->size());
+    lo = (*range)[0];
+    hi = (*range)[1];
+  } else if (self.numel() > 0) {
+    lo = amin(self).item<double>();
+    hi = amax(self).item<double>();
+  }
+  KILN_CHECK(std::isfinite(lo) && std::isfinite(hi), Runtime, op, "torch.histogramdd: dimension 0's range [",
+             lo, ", ", hi, "] is not finite");
+  KILN_CHECK(lo <= hi, Runtime, op, "torch.histogramdd: min should not exceed max, but got min ", lo,
+             " max ", hi, " for dimension 0");
+  if (lo == hi) {  // an empty range widens by a half on each side, as numpy's
+    lo -= 0.5;
+    hi += 0.5;
+  }
+  Tensor edges = linspace(Scalar(lo), Scalar(hi), bins + 1, TensorOptions(self.dtype()));
+  return histogram_core(self, edges, weight, density);
+}
+
+namespace {
+
 Composite c_addr{"addr(Tensor self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
                  [](const TensorList& in, const Attrs& a) -> TensorList {
                    return {addr(in[0], in[1], in[2], attr<Scalar>(a, 0), attr<Scalar>(a, 1))};
@@ -250,6 +329,23 @@ Composite c_unravel_index{"unravel_index(Tensor indices, int[] shape) -> Tensor[
                             return unravel_index(in[0], attr<Shape>(a, 0));
                           },
                           kFunctionVariant};
+Composite c_histogram_bins{
+    "histogram.bins_tensor(Tensor self, Tensor bins, *, Tensor? weight=None, bool density=False) -> "
+    "(Tensor hist, Tensor bin_edges)",
+    [](const TensorList& in, const Attrs& a) -> TensorList {
+      auto [h, e] = histogram(in[0], in[1], in[2], attr<bool>(a, 0));
+      return {h, e};
+    },
+    kFunctionAndMethod};
+Composite c_histogram_ct{
+    "histogram.bin_ct(Tensor self, int bins=100, *, float[]? range=None, Tensor? weight=None, bool density=False) -> "
+    "(Tensor hist, Tensor bin_edges)",
+    [](const TensorList& in, const Attrs& a) -> TensorList {
+      auto [h, e] = histogram(in[0], attr<int64_t>(a, 0), opt_attr<std::vector<double>>(a, 1), in[1],
+                              attr<bool>(a, 2));
+      return {h, e};
+    },
+    kFunctionAndMethod};
 Composite c_combinations{"combinations(Tensor self, int r=2, bool with_replacement=False) -> Tensor",
                          [](const TensorList& in, const Attrs& a) -> TensorList {
                            return {combinations(in[0], attr<int64_t>(a, 0), attr<bool>(a, 1))};

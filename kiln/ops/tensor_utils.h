@@ -6,6 +6,8 @@
 
 #include <optional>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "kiln/core/tensor.h"
 #include "kiln/dispatch/op.h"
@@ -45,6 +47,14 @@ Tensor sum_to_size(const Tensor& self, const Shape& size);
 const Tensor& fill_diagonal_(const Tensor& self, const Scalar& fill_value, bool wrap = false);
 // The coordinates in `shape` of flat indices (floor division and modulo: negative indices wrap).
 TensorList unravel_index(const Tensor& indices, const Shape& shape);
+// torch.histogram of float32 / float64 values: (hist, bin_edges). bins: the edges (1-d, increasing),
+// or a count of equal bins over `range` (default: the data's min and max). Values outside the edges
+// and NaN are not counted; density divides by the total times the bin width.
+std::tuple<Tensor, Tensor> histogram(const Tensor& self, const Tensor& bins, const Tensor& weight = Tensor(),
+                                     bool density = false);
+std::tuple<Tensor, Tensor> histogram(const Tensor& self, int64_t bins = 100,
+                                     std::optional<std::vector<double>> range = std::nullopt,
+                                     const Tensor& weight = Tensor(), bool density = false);
 // The r-element combinations of a 1-d tensor's values, in lexicographic order of positions.
 Tensor combinations(const Tensor& self, int64_t r = 2, bool with_replacement = false);
 // torch's window functions (windows.cpp), of a floating dtype (default: the default dtype); periodic

@@ -266,3 +266,44 @@ def test_empty_strided_randint_like_cond_chain_matmul():
         _check(kiln.chain_matmul(_k(m[0])), torch.chain_matmul(m[0]))
     with pytest.warns(UserWarning, match="chain_matmul is deprecated"):
         kiln.chain_matmul(*_conv(m))
+
+
+# ---- histogram -------------------------------------------------------------------------------------------
+def _hist(L, x, *args, **kw):
+    r = L.histogram(x, *args, **kw)
+    assert type(r).__name__ == "histogram" and r.hist is r[0] and r.bin_edges is r[1]
+    return r
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_histogram_like_torch(dtype):
+    x = torch.tensor([1.0, 2, 1, 2.5, 4, 4, 0.3, 3.999, 2.0000001], dtype=dtype)
+    w = rnd(9, seed=3, dtype=dtype).abs()
+    for args, kw in [((3,), {}), ((7,), {}), ((1,), {}), ((4,), {"range": (0.0, 3.0)}), ((4,), {"range": (2.0, 2.0)}),
+                     ((3,), {"weight": w}), ((3,), {"weight": w, "density": True}), ((5,), {"density": True}),
+                     ((torch.tensor([0.0, 1, 2, 4], dtype=dtype),), {}),
+                     ((torch.tensor([0.0, 1, 2, 4], dtype=dtype),), {"weight": w, "density": True}),
+                     ((torch.tensor([1.5, 2.5], dtype=dtype),), {})]:
+        same(lambda L, x: tuple(_hist(L, x, *_conv(args) if L is kiln else args,
+                                      **({k: _conv(v) for k, v in kw.items()} if L is kiln else kw))), x)
+    same(lambda L, x: tuple(x.histogram(4)), x)
+    same(lambda L, x: tuple(L.histogram(x, 3)), x.reshape(3, 3))
+    same(lambda L, x: tuple(L.histogram(x, 3)), torch.tensor([], dtype=dtype))
+    same(lambda L, x: tuple(L.histogram(x, 2)), torch.tensor([2.0, 2.0], dtype=dtype))
+    same(lambda L, x: tuple(L.histogram(x, 2, range=(0.0, 4.0))), torch.tensor([float("nan"), 1, 5], dtype=dtype))
+    # 100 bins over random data: the linear edges and the last, closed bin as torch's
+    y = rnd(5000, seed=7, dtype=dtype)
+    same(lambda L, x: tuple(L.histogram(x)), y)
+
+
+def test_histogram_errors():
+    x = torch.tensor([1.0, 2, 3])
+    for args, kw in [((x.long(), 3), {}), ((x.half(), 3), {}), ((x, 0), {}), ((x, 3), {"range": (3.0, 1.0)}),
+                     ((torch.tensor([float("nan"), 1.0]), 2), {}), ((torch.tensor([float("inf"), 1.0]), 2), {}),
+                     ((x, torch.tensor([1.0, 2]).double()), {}), ((x, torch.tensor([])), {}),
+                     ((x, torch.tensor([[1.0, 2]])), {}), ((x, torch.tensor([2.0])), {}),
+                     ((x, 2), {"weight": torch.ones(2)}), ((x, 2), {"weight": torch.ones(3).double()})]:
+        with pytest.raises(Exception) as e:
+            torch.histogram(*args, **kw)
+        with pytest.raises(type(e.value)):
+            kiln.histogram(*_conv(args), **{k: _conv(v) for k, v in kw.items()})
