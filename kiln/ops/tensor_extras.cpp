@@ -2,6 +2,7 @@
 // sum_to_size, fill_diagonal_, unravel_index and combinations: composites of kiln ops with torch 2.13's
 // schemas, argument checks and dtype rules. The *_scatter ops write src into a view of a copy of
 // self, so their gradients are autograd's (src's through the view, self's outside it).
+#include <complex>
 #include <cstring>
 #include <functional>
 
@@ -42,25 +43,31 @@ Tensor addr(const Tensor& self, const Tensor& vec1, const Tensor& vec2, const Sc
   KILN_CHECK(vec1.dim() == 1, Runtime, op, "addr: Expected 1-D argument vec1, but got ", vec1.dim(), "-D");
   KILN_CHECK(vec2.dim() == 1, Runtime, op, "addr: Expected 1-D argument vec2, but got ", vec2.dim(), "-D");
   const Dtype d = result_type(TensorList{self, vec1, vec2});
+  if (is_integral(d, true)) {  // (bool included, as torch's check)
+    KILN_CHECK(!beta.is_floating() && !beta.is_complex(), Runtime, op,
+               "For integral input tensors, argument beta must not be a floating point number.");
+    KILN_CHECK(!alpha.is_floating() && !alpha.is_complex(), Runtime, op,
+               "For integral input tensors, argument alpha must not be a floating point number.");
+  }
+  if (!is_complex(d))
+    KILN_CHECK(!beta.is_complex() && !alpha.is_complex(), Runtime, op, "value cannot be converted to type ",
+               dtype_name(d), " without overflow");
+  // a scalar is zero / one only when every part is (complex ones have an imaginary part)
+  auto is_zero = [](const Scalar& v) { return v.to_complex() == std::complex<double>(0, 0); };
+  auto is_one = [](const Scalar& v) { return v.to_complex() == std::complex<double>(1, 0); };
   if (d == kBool) {
     // torch: (beta && self) || (alpha && vec1 outer vec2)
     Tensor prod = logical_and(unsqueeze(vec1, 1), unsqueeze(vec2, 0));
-    Tensor r = alpha.to_double() != 0 ? prod : zeros_like(prod);
+    Tensor r = !is_zero(alpha) ? prod : zeros_like(prod);
     Tensor s = expand(self, r.sizes());
-    return beta.to_double() != 0 ? logical_or(s, r) : logical_or(r, zeros_like(r));
-  }
-  if (is_integral(d, false)) {
-    KILN_CHECK(!beta.is_floating(), Runtime, op,
-               "For integral input tensors, argument beta must not be a floating point number.");
-    KILN_CHECK(!alpha.is_floating(), Runtime, op,
-               "For integral input tensors, argument alpha must not be a floating point number.");
+    return !is_zero(beta) ? logical_or(s, r) : logical_or(r, zeros_like(r));
   }
   Tensor prod = mul(unsqueeze(vec1, 1), unsqueeze(vec2, 0));
-  Tensor scaled = alpha.to_double() == 1 ? prod : mul(prod, alpha);
+  Tensor scaled = is_one(alpha) ? prod : mul(prod, alpha);
   Tensor s = expand(self, prod.sizes());  // (torch: self must broadcast to (n, m))
-  // beta = 0: self is ignored, its NaN / inf included
-  if (beta.to_double() == 0) return to_dtype(scaled, d);
-  return add(beta.to_double() == 1 ? s : mul(s, beta), scaled);
+  // beta = 0: self is ignored, its NaN / inf included (its gradient is then zero)
+  if (is_zero(beta)) return to_dtype(add(scaled, where(zeros_like(s, kBool), s, zeros_like(s))), d);
+  return add(is_one(beta) ? s : mul(s, beta), scaled);
 }
 
 Tensor diagonal_scatter(const Tensor& self, const Tensor& src, int64_t offset, int64_t dim1, int64_t dim2) {
@@ -74,6 +81,7 @@ Tensor select_scatter(const Tensor& self, const Tensor& src, int64_t dim, int64_
 
 Tensor slice_scatter(const Tensor& self, const Tensor& src, int64_t dim, std::optional<int64_t> start,
                      std::optional<int64_t> end, int64_t step) {
+  KILN_CHECK(step > 0, Runtime, "slice_scatter", "slice step must be positive");
   return scatter_into("slice_scatter", self, src, [&](const Tensor& t) { return slice(t, dim, start, end, step); });
 }
 
@@ -90,6 +98,13 @@ Tensor index_reduce(const Tensor& self, int64_t dim, const Tensor& index, const 
   KILN_CHECK(dim >= -nd && dim < nd, Index, op, "Dimension out of range (expected to be in range of [", -nd, ", ",
              nd - 1, "], but got ", dim, ")");
   const int64_t d = dim < 0 ? dim + nd : dim;
+  // source: self's shape but along dim (0-dim only with a 0-dim self)
+  bool same_rank = self.dim() == 0 ? source.dim() <= 1 : source.dim() == self.dim();
+  for (int64_t i = 0; same_rank && i < self.dim(); ++i)
+    same_rank = i == d || source.sizes()[i] == self.sizes()[i];
+  KILN_CHECK(same_rank, Runtime, op, "index_reduce_(): source tensor shape must match self tensor shape, excluding "
+             "the specified dimension. Got self.shape = ", shape_list(self.sizes()), " source.shape = ",
+             shape_list(source.sizes()));
   const int64_t src_len = source.dim() == 0 ? 1 : source.sizes()[d];
   KILN_CHECK(index.numel() == src_len, Runtime, op, "index_reduce_(): Number of indices (", index.numel(),
              ") should be equal to source.size(dim): (", src_len, "), for dim: ", dim);
@@ -183,7 +198,7 @@ Tensor combinations(const Tensor& self, int64_t r, bool with_replacement) {
   if (r == 0) return empty({0}, TensorOptions(self.dtype()));
   const int64_t n = self.numel();
   if (n == 0 || (!with_replacement && r > n)) return empty({0, r}, TensorOptions(self.dtype()));
-  if (r == 1) return unsqueeze(self, 1);
+  if (r == 1) return clone(unsqueeze(self, 1), MemoryFormat::Contiguous);
   // every r-tuple of positions, kept where they increase (strictly, or not with replacement)
   TensorList grids(r, arange(Scalar(n), TensorOptions(kInt64)));
   Tensor idx = cartesian_prod(grids);  // (n^r, r), lexicographic: torch's order

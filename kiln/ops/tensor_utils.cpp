@@ -10,6 +10,7 @@
 
 #include "kiln/core/visit.h"
 #include "kiln/autograd/autograd.h"
+#include "kiln/autograd/function.h"
 #include "kiln/ops/composite.h"
 #include "kiln/ops/linalg.h"
 #include "kiln/ops/ops.h"
@@ -147,41 +148,89 @@ Tensor cdist(const Tensor& x1, const Tensor& x2, double p, const std::string& co
   return vector_norm(d, p, Shape{-1});
 }
 
+namespace {
+
+// torch's _pdist_backward factor for one difference d of a pair at distance `dist`: 0 at a zero
+// distance (and, for p < 1, at a zero difference); sign(d) for p = 1; for p = inf the whole
+// gradient to each coordinate that attains the max; else sign(d) |d|^(p-1) / dist^(p-1).
+Tensor pdist_factor(const Tensor& d, const Tensor& dist, double p) {
+  Tensor dk = unsqueeze(dist, 1), a = abs(d);
+  if (p == 0) return zeros_like(d);
+  if (p == 1) return sign(d);
+  if (std::isinf(p)) return mul(sign(d), to_dtype(eq(a, dk), d.dtype()));
+  Tensor w = div(mul(sign(d), pow(a, Scalar(p - 1))), pow(dk, Scalar(p - 1)));
+  Tensor zero = eq(dk, Scalar(0));
+  if (p < 1) zero = logical_or(zero, eq(d, Scalar(0)));
+  return masked_fill(w, zero, Scalar(0));
+}
+
+// The rows i < j of x, one row i at a time (N (N - 1) / 2 distances, (N - i - 1, M) work each).
+Tensor pdist_values(const Tensor& x, double p) {
+  const int64_t n = x.size(0);
+  TensorList parts;
+  for (int64_t i = 0; i + 1 < n; ++i) {
+    Tensor d = sub(unsqueeze(select(x, 0, i), 0), narrow(x, 0, i + 1, n - i - 1));
+    parts.push_back(vector_norm(d, p, Shape{1}));
+  }
+  if (parts.empty()) return empty({0}, TensorOptions(x.dtype()));
+  return cat(parts, 0);
+}
+
+// Its gradient's own gradient is not defined in torch ("the derivative for '_pdist_backward' is not
+// implemented"); kiln raises the same when a graph is built through it.
+struct PdistBackwardOp : autograd::Function<PdistBackwardOp> {
+  static const char* name() { return "PdistBackward_"; }
+  static TensorList forward(autograd::AutogradContext*, const TensorList& in, Tensor grad) {
+    return {std::move(grad)};
+  }
+  static TensorList backward(autograd::AutogradContext*, const TensorList&) {
+    KILN_FAIL(NotImplemented, "pdist", "the derivative for '_pdist_backward' is not implemented.");
+  }
+};
+
+struct Pdist : autograd::Function<Pdist> {
+  static const char* name() { return "Pdist"; }
+  static TensorList forward(autograd::AutogradContext* ctx, const TensorList& in, double p) {
+    Tensor dist = pdist_values(in[0], p);
+    ctx->save_for_backward({in[0], dist});
+    ctx->saved_data["p"] = p;
+    return {dist};
+  }
+  static TensorList backward(autograd::AutogradContext* ctx, const TensorList& g) {
+    TensorList s = ctx->get_saved_variables();
+    const Tensor &x = s[0], &dist = s[1];
+    const double p = std::get<double>(ctx->saved_data["p"]);
+    const bool graph = grad_mode_enabled();
+    Tensor grad;
+    {
+      NoGradGuard ng;
+      const int64_t n = x.size(0);
+      grad = zeros_like(x);
+      int64_t k = 0;
+      for (int64_t i = 0; i + 1 < n; ++i) {
+        const int64_t m = n - i - 1;
+        Tensor d = sub(unsqueeze(select(x, 0, i), 0), narrow(x, 0, i + 1, m));
+        Tensor c = mul(pdist_factor(d, narrow(dist, 0, k, m), p), unsqueeze(narrow(g[0], 0, k, m), 1));
+        add_(select(grad, 0, i), sum(c, Shape{0}));
+        sub_(narrow(grad, 0, i + 1, m), c);
+        k += m;
+      }
+    }
+    // create_graph: the gradient carries a node that refuses a second derivative, as torch's
+    if (graph && (requires_grad(g[0]) || requires_grad(x))) grad = PdistBackwardOp::apply({g[0], x}, grad)[0];
+    return {grad};
+  }
+};
+
+}  // namespace
+
 Tensor pdist(const Tensor& x, double p) {
   const char* op = "pdist";
   KILN_CHECK(x.dim() == 2, Runtime, op, "pdist only supports 2D tensors, got: ", x.dim(), "D");
   KILN_CHECK(is_floating(x.dtype()), Runtime, op, "pdist only supports floating-point dtypes");
   KILN_CHECK(p >= 0, Runtime, op, "pdist only supports non-negative p values");
   if (x.dtype() != kFloat32 && x.dtype() != kFloat64) shape_detail::not_implemented(op, "pdist", x.dtype());
-  const int64_t n = x.size(0);
-  Tensor pairs = triu_indices(n, n, 1);  // rows i < j, in torch's order
-  Tensor diff = sub(index_select(x, 0, select(pairs, 0, 0)), index_select(x, 0, select(pairs, 0, 1)));
-  // The value is the p-norm of each row of diff; the gradient is torch's _pdist_backward's, which
-  // differs from the norm's where it is not smooth: 0 where the distance is 0 (or, for p < 1, where
-  // a difference is 0), and for p = inf the whole gradient to every coordinate that attains the max.
-  // value + sum(w * (diff - diff.detach())) carries that gradient w (computed without grad) exactly.
-  Tensor dist, w;
-  {
-    NoGradGuard ng;
-    Tensor d = detach(diff), a = abs(d);
-    dist = vector_norm(d, p, Shape{1});
-    Tensor dk = unsqueeze(dist, 1);
-    if (p == 0) {
-      w = zeros_like(d);
-    } else if (p == 1) {
-      w = sign(d);
-    } else if (std::isinf(p)) {
-      w = mul(sign(d), to_dtype(eq(a, dk), d.dtype()));
-    } else {
-      // sign(d) |d|^(p-1) / dist^(p-1) (for p = 2: d / dist)
-      w = div(mul(sign(d), pow(a, Scalar(p - 1))), pow(dk, Scalar(p - 1)));
-      Tensor zero = eq(dk, Scalar(0));
-      if (p < 1) zero = logical_or(zero, eq(d, Scalar(0)));
-      w = masked_fill(w, zero, Scalar(0));
-    }
-  }
-  if (!diff.requires_grad()) return dist;
-  return add(dist, sum(mul(w, sub(diff, detach(diff))), Shape{1}));
+  return Pdist::apply({x}, p)[0];
 }
 
 Tensor cov(const Tensor& x, int64_t correction, const Tensor& fweights, const Tensor& aweights) {

@@ -1,6 +1,7 @@
-// torch's window functions (hann, hamming, blackman, bartlett, kaiser) and pdist, as composites of
-// kiln ops written in torch's order (an arange in the requested dtype, then one op at a time), so
-// that float16 / bfloat16 windows round as torch's do.
+// torch's window functions (hann, hamming, blackman, bartlett, kaiser), as composites of kiln ops
+// written in torch's order (an arange in the requested dtype, then one op at a time, each constant
+// first rounded to that dtype as torch's scalar arguments are), so that float16 / bfloat16 windows
+// round as torch's do.
 #include <cmath>
 #include <numbers>
 
@@ -40,12 +41,15 @@ Tensor window(const char* op, int64_t n, bool periodic, const TensorOptions& o, 
   return periodic ? narrow(w, 0, 0, m - 1) : w;
 }
 
+// A constant as torch's in-place ops take it: rounded to the tensor's dtype first.
+Tensor k(double v, const Tensor& like) { return full({}, Scalar(v), TensorOptions(like.dtype())); }
+
 }  // namespace
 
 Tensor hamming_window(int64_t n, bool periodic, double alpha, double beta, TensorOptions o) {
   return window("hamming_window", n, periodic, o, [&](const Tensor& i, int64_t m) {
-    Tensor c = cos(mul(i, Scalar(std::numbers::pi * 2.0 / static_cast<double>(m - 1))));
-    return add(mul(c, Scalar(-beta)), Scalar(alpha));
+    Tensor c = cos(mul(i, k(std::numbers::pi * 2.0 / static_cast<double>(m - 1), i)));
+    return add(mul(c, k(-beta, i)), k(alpha, i));
   });
 }
 
@@ -56,18 +60,18 @@ Tensor hann_window(int64_t n, bool periodic, TensorOptions o) {
 
 Tensor blackman_window(int64_t n, bool periodic, TensorOptions o) {
   return window("blackman_window", n, periodic, o, [](const Tensor& i, int64_t m) {
-    Tensor x = mul(i, Scalar(std::numbers::pi / static_cast<double>(m - 1)));
-    Tensor a = mul(cos(mul(x, Scalar(4))), Scalar(0.08));
-    Tensor b = mul(cos(mul(x, Scalar(2))), Scalar(0.5));
-    return add(sub(a, b), Scalar(0.42));
+    Tensor x = mul(i, k(std::numbers::pi / static_cast<double>(m - 1), i));
+    Tensor a = mul(cos(mul(x, k(4, i))), k(0.08, i));
+    Tensor b = mul(cos(mul(x, k(2, i))), k(0.5, i));
+    return add(sub(a, b), k(0.42, i));
   });
 }
 
 Tensor bartlett_window(int64_t n, bool periodic, TensorOptions o) {
   return window("bartlett_window", n, periodic, o, [](const Tensor& i, int64_t m) {
-    Tensor w = mul(i, Scalar(2.0 / static_cast<double>(m - 1)));
+    Tensor w = mul(i, k(2.0 / static_cast<double>(m - 1), i));
     const int64_t half = ((m - 1) >> 1) + 1;  // the rising half; the rest is 2 - w
-    return cat({narrow(w, 0, 0, half), rsub(narrow(w, 0, half, m - half), Scalar(2))}, 0);
+    return cat({narrow(w, 0, 0, half), add(neg(narrow(w, 0, half, m - half)), k(2, i))}, 0);
   });
 }
 

@@ -345,9 +345,11 @@ def empty_strided(size, stride, *, dtype=None, device=None, requires_grad=False,
     return t.requires_grad_() if requires_grad else t
 
 
-def randint_like(input, low=0, high=None, *, dtype=None, generator=None, requires_grad=False, **_ignored):
+def randint_like(input, low=None, high=None, *, dtype=None, generator=None, requires_grad=False, **_ignored):
     """torch.randint_like(input, high) or (input, low, high): input's shape, its dtype unless given."""
     if high is None:
+        if low is None:
+            raise TypeError("randint_like() missing 1 required positional arguments: \"high\"")
         low, high = 0, low
     t = randint(low, high, tuple(input.shape), dtype=dtype if dtype is not None else input.dtype,
                 generator=generator)
@@ -371,16 +373,28 @@ def cond(pred, true_fn, false_fn, operands=()):
     return true_fn(*operands) if pred else false_fn(*operands)
 
 
+_chain_matmul_warned = False
+
+
 def chain_matmul(*matrices, out=None):
-    """Deprecated in torch: linalg.multi_dot of the matrices."""
-    _warnings.warn("torch.chain_matmul is deprecated and will be removed in a future PyTorch release. Use "
-                   "torch.linalg.multi_dot instead, which accepts a list of two or more tensors rather than "
-                   "multiple parameters.", stacklevel=2)
-    if len(matrices) == 1:
-        r = matrices[0].clone()
-    else:
-        r = linalg.multi_dot(list(matrices))
-    return r if out is None else out.copy_(r)
+    """Deprecated in torch: linalg.multi_dot of two-dimensional matrices (warns once)."""
+    global _chain_matmul_warned
+    if not _chain_matmul_warned:
+        _chain_matmul_warned = True
+        _warnings.warn("torch.chain_matmul is deprecated and will be removed in a future PyTorch release. Use "
+                       "torch.linalg.multi_dot instead, which accepts a list of two or more tensors rather than "
+                       "multiple parameters.", stacklevel=2)
+    if len(matrices) == 0:
+        raise RuntimeError("chain_matmul(): Expected one or more matrices")
+    for m in matrices:
+        if m.dim() != 2:
+            raise RuntimeError(f"Tensor dimension is {m.dim()}, expected 2 instead.")
+    r = matrices[0].clone() if len(matrices) == 1 else linalg.multi_dot(list(matrices))
+    if out is None:
+        return r
+    if tuple(out.shape) != tuple(r.shape):
+        out.resize_(r.shape)
+    return out.copy_(r)
 
 
 # Tensor methods torch has that are aliases or predicates here
@@ -394,8 +408,8 @@ def _is_nonzero(self):
 
 
 def _is_signed(self):
-    return self.dtype not in (uint8, uint16, uint32, uint64, bool) and not str(self.dtype).startswith(
-        "kiln.float8")
+    # torch: every dtype but the unsigned integers, bool and float8_e8m0fnu
+    return str(self.dtype).split(".")[-1] not in ("uint8", "uint16", "uint32", "uint64", "bool", "float8_e8m0fnu")
 
 
 Tensor.is_nonzero = _is_nonzero

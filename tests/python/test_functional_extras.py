@@ -327,11 +327,27 @@ def test_upsampling_modules_and_deprecated_functions():
 def test_pdist_like_torch(p, dtype):
     x = rnd(7, 4, dtype=dtype)
     same(lambda L, x: L.pdist(x, p), x, grad=(0,))
-    same(lambda L, x: L.nn.functional.pdist(x, p), x.t().contiguous().t()[:, :3], grad=(0,))
+    same(lambda L, x: L.nn.functional.pdist(x.t().contiguous().t()[1:, :3], p), x, grad=(0,))  # strided
     # ties and zero distances: torch's pdist gradient (0 at a zero distance; for p = inf every tied
     # coordinate gets the whole gradient), not the norm's
     t = torch.tensor([[0.0, 0.0, 1.0], [0.0, 0.0, 1.0], [1.0, 1.0, 0.0], [2.0, -1.0, 0.0]], dtype=dtype)
     same(lambda L, x: L.pdist(x, p), t, grad=(0,))
+
+
+def test_pdist_special_values_and_double_backward():
+    for rows in ([[float("inf"), 0.0], [0.0, 0.0]], [[1e30, 0.0], [0.0, 0.0], [1.0, 1.0]], [[1e-45, 0.0], [0.0, 0.0]]):
+        for p in (2.0, 3.0, 0.1, 1.0, float("inf")):
+            t = torch.tensor(rows)
+            want = torch.pdist(t.clone().requires_grad_(True), p)
+            got = kiln.pdist(_k(t).requires_grad_(True), p)
+            _check(got, want)  # values, with the input requiring grad (inf stays inf)
+    x = rnd(5, 3)
+    k = _k(x).requires_grad_(True)
+    (g,) = kiln.autograd.grad(kiln.pdist(k).sum(), k, create_graph=True)
+    with pytest.raises(NotImplementedError):  # torch: "the derivative for '_pdist_backward' is not implemented"
+        (g * g).sum().backward()
+    big = kiln.randn(600, 64)  # one row at a time: no (N (N - 1) / 2, M) difference matrix
+    assert kiln.pdist(big).shape == (600 * 599 // 2,)
 
 
 def test_pdist_shapes_and_errors():

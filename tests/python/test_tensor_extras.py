@@ -32,9 +32,9 @@ def _check(k, t, rtol=1e-6, atol=1e-6):
         return
     assert str(k.dtype).split(".")[-1] == str(t.dtype).split(".")[-1], (k.dtype, t.dtype)
     assert tuple(k.shape) == tuple(t.shape), (tuple(k.shape), tuple(t.shape))
-    exact = not (t.is_floating_point() or t.is_complex())
-    a = k.detach().numpy() if exact else k.detach().to(kiln.float64).numpy()
-    b = t.detach().numpy() if exact else t.detach().double().numpy()
+    as_is = not t.is_floating_point()  # integers, bool and complex compare as numpy holds them
+    a = k.detach().numpy() if as_is else k.detach().to(kiln.float64).numpy()
+    b = t.detach().numpy() if as_is else t.detach().double().numpy()
     np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
 
 
@@ -78,6 +78,11 @@ def test_addr_like_torch():
     for beta, alpha in [(True, True), (False, True), (True, False), (2, 3)]:
         same(lambda L, m, a, b: L.addr(m, a, b, beta=beta, alpha=alpha), m > 0, a > 0, b > 0)
     same(lambda L, m, a, b: L.addr(m, a, b), m, a[None], b)
+    same(lambda L, m, a, b: L.addr(m, a, b, beta=0.5), m > 0, a > 0, b > 0)  # bool: integral rules
+    mc, ac, bc = m.to(torch.complex64), a.to(torch.complex64), b.to(torch.complex64)
+    for beta, alpha in [(1 + 2j, 1), (2j, 1 + 1j), (0j, 1j)]:
+        same(lambda L, m, a, b: L.addr(m, a, b, beta=beta, alpha=alpha), mc, ac, bc)
+    same(lambda L, m, a, b: L.addr(m, a, b, alpha=1j), m, a, b)  # a complex scalar on float tensors
     same(lambda L, m, a, b: L.addr(m, a, b), rnd(2, 4), a, b)
 
     def inplace(L, m, a, b):
@@ -139,6 +144,9 @@ def test_index_reduce_errors():
         same(f, x, torch.tensor([-1, 0, 0, 2]), src)
         same(f, x, torch.tensor([0, 4, 0]), src)
         same(f, x, torch.tensor([0.0, 4, 0, 2]), src)
+        same(lambda L, x, i, s: L.index_reduce(x, 1, i, s, "prod"), rnd(3, 5), torch.tensor([0, 1, 2]), rnd(3))
+        same(lambda L, x, i, s: L.index_reduce(x, 0, i, s, "prod"), rnd(3), torch.tensor([1]), torch.tensor(5.0))
+        same(lambda L, x, i, s: L.index_reduce(x, 0, i, s, "prod"), rnd(3, 4), torch.tensor([1, 2]), rnd(2, 3))
         same(f, x, torch.tensor([0, 4, 0, 2]), src.double())
 
 
@@ -156,6 +164,7 @@ def test_narrow_copy_sum_to_size():
         same(lambda L, z: z.sum_to_size(size), z, grad=(0,))
         same(lambda L, z: z.sum_to_size(*size), z) if size else None
     same(lambda L, z: z.sum_to_size((2, 4)), z)
+    same(lambda L, x, s: L.slice_scatter(x, s, step=0), rnd(4, 4), rnd(4, 4))
     same(lambda L, z: z.sum_to_size((5, 2, 3, 4)), z)
 
 
@@ -202,6 +211,9 @@ def test_combinations_like_torch():
     same(lambda L, x: L.combinations(x, 2), torch.arange(5), grad=())
     same(lambda L, x: L.combinations(x, 2), x, grad=(0,))
     same(lambda L, x: L.combinations(x), torch.ones(2, 2))
+    c = kiln.combinations(_k(x), 1)  # a copy, as torch's
+    c.add_(1)
+    assert _k(x).tolist() == x.tolist()
     same(lambda L, x: L.combinations(x, -1), x)
 
 
@@ -229,6 +241,7 @@ def test_aliases_and_predicates():
             T[:0].is_nonzero()
         assert lib.is_same_size(T, T * 2) and not T.is_same_size(T[:2])
         assert lib.is_signed(T) and T.is_signed() and not T.to(lib.uint8).is_signed() and not (T > 0).is_signed()
+        assert T.to(lib.float8_e4m3fn).is_signed() and T.to(lib.float8_e5m2).is_signed()
         assert lib.is_floating_point(T) and not lib.is_complex(T)
         assert lib.resolve_conj(T) is T and lib.resolve_neg(T) is T
         assert T.resolve_conj() is T and not T.is_conj() and not T.is_neg()
@@ -264,8 +277,14 @@ def test_empty_strided_randint_like_cond_chain_matmul():
         warnings.simplefilter("ignore")
         _check(kiln.chain_matmul(*_conv(m)), torch.chain_matmul(*m), 1e-5, 1e-5)
         _check(kiln.chain_matmul(_k(m[0])), torch.chain_matmul(m[0]))
-    with pytest.warns(UserWarning, match="chain_matmul is deprecated"):
-        kiln.chain_matmul(*_conv(m))
+    with pytest.raises(RuntimeError):
+        kiln.chain_matmul(_k(rnd(3)))
+    with pytest.raises(RuntimeError):
+        kiln.chain_matmul(_k(rnd(3)), _k(rnd(3, 4)))
+    o = kiln.zeros(1)
+    assert kiln.chain_matmul(*_conv(m), out=o) is o and tuple(o.shape) == (3, 2)
+    with pytest.raises(TypeError):
+        kiln.randint_like(x)
 
 
 # ---- histogram -------------------------------------------------------------------------------------------

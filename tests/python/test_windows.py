@@ -10,8 +10,9 @@ import kiln
 
 LENGTHS = [0, 1, 2, 3, 4, 5, 16, 17, 1000]
 DTYPES = ["float32", "float64", "float16", "bfloat16"]
-# half windows: torch rounds some of its intermediate products differently (a few ulps of 2^-11 apart)
-TOL = {"float32": (1e-6, 1e-6), "float64": (1e-13, 1e-14), "float16": (0, 5e-3), "bfloat16": (0, 2e-2)}
+# float32 / float16 / bfloat16 differ from torch only where a cos result differs in its last bit (the
+# half types compute cos in float32 and round)
+TOL = {"float32": (1e-6, 1e-6), "float64": (1e-13, 1e-14), "float16": (0, 1e-3), "bfloat16": (0, 4e-3)}
 
 
 def _cmp(k, t, dtype):
