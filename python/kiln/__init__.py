@@ -428,6 +428,45 @@ Tensor.new_empty_strided = lambda self, size, stride, *, dtype=None, device=None
     empty_strided(size, stride, dtype=self.dtype if dtype is None else dtype, requires_grad=requires_grad)
 
 
+# stft / istft (kiln/ops/stft.cpp) with torch's once-per-process warnings
+_stft_warned = set()
+
+
+def _warn_once(key, message):
+    if key not in _stft_warned:
+        _stft_warned.add(key)
+        _warnings.warn(message, UserWarning, stacklevel=3)
+
+
+def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=True, pad_mode="reflect",
+         normalized=False, onesided=None, return_complex=None):
+    if window is None:
+        _warn_once("stft-window", "A window was not provided. A rectangular window will be applied,which is known to "
+                   "cause spectral leakage. Other windows such as torch.hann_window or torch.hamming_window are "
+                   "recommended to reduce spectral leakage.To suppress this warning and use a rectangular window, "
+                   "explicitly set `window=torch.ones(n_fft, device=<device>)`.")
+    if return_complex is False:
+        _warn_once("stft-real", "stft with return_complex=False is deprecated. In a future pytorch release, stft will "
+                   "return complex tensors for all inputs, and return_complex=False will raise an error.\nNote: you "
+                   "can still call torch.view_as_real on the complex output to recover the old return format.")
+    return _C.stft(input, n_fft, hop_length, win_length, window, center, pad_mode, normalized, onesided,
+                   return_complex)
+
+
+def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=True, normalized=False,
+          onesided=None, length=None, return_complex=False):
+    if window is None:
+        _warn_once("istft-window", "A window was not provided. A rectangular window will be applied.Please provide "
+                   "the same window used by stft to make the inversion lossless.To suppress this warning and use a "
+                   "rectangular window, explicitly set `window=torch.ones(n_fft, device=<device>)`.")
+    return _C.istft(input, n_fft, hop_length, win_length, window, center, normalized, onesided, length,
+                    return_complex)
+
+
+Tensor.stft = stft
+Tensor.istft = istft
+
+
 from . import hub  # noqa: E402,F401
 
 _tensor_protocol.wrap_methods()  # last: every Tensor method is in place

@@ -102,3 +102,13 @@ TEST(TensorUtils, WindowsPdistAddrCombinationsUnravel) {
   EXPECT_EQ(sum(m).item<double>(), 12.0);
   EXPECT_EQ(sum_to_size(ones({2, 3}), {1, 3}).sizes(), (Shape{1, 3}));
 }
+
+TEST(TensorUtils, StftIstftRoundTrip) {
+  Tensor x = randn({2, 300}, kFloat64);
+  Tensor w = hann_window(64, true, kFloat64);
+  Tensor s = stft(x, 64, 16, std::nullopt, w, true, "reflect", false, std::nullopt, true);
+  EXPECT_EQ(s.sizes(), (Shape{2, 33, 1 + 300 / 16}));
+  Tensor back = istft(s, 64, 16, std::nullopt, w, true, false, std::nullopt, 300);
+  EXPECT_LT(max_abs_diff(back, x), 1e-10);
+  EXPECT_THROW(stft(x, 64), Error);  // return_complex must be given for a real input
+}
