@@ -37,8 +37,10 @@ Tensor full_window(const Tensor& window, int64_t n_fft, int64_t win_length) {
 
 Tensor stft(const Tensor& self, int64_t n_fft, std::optional<int64_t> hop_length, std::optional<int64_t> win_length,
             const Tensor& window, bool center, const std::string& pad_mode, bool normalized,
-            std::optional<bool> onesided, std::optional<bool> return_complex) {
+            std::optional<bool> onesided, std::optional<bool> return_complex, std::optional<bool> align_to_window) {
   const char* op = "stft";
+  KILN_CHECK(!(center && align_to_window.has_value()), Runtime, op,
+             "stft align_to_window should only be set when center = false");
   const bool ret_complex =
       return_complex.value_or(self.is_complex() || (window.defined() && window.is_complex()));
   KILN_CHECK(ret_complex || return_complex.has_value(), Runtime, op,
@@ -66,8 +68,14 @@ Tensor stft(const Tensor& self, int64_t n_fft, std::optional<int64_t> hop_length
     KILN_CHECK(window.dim() == 1 && window.sizes()[0] == win, Runtime, op, where,
                "expected a 1D window tensor of size equal to win_length=", win, ", but got window with size ",
                shape_list(window.sizes()));
+  if (align_to_window.value_or(false) && win < n_fft) {  // frames start where their window does
+    const int64_t left = (n_fft - win) / 2;
+    x = pad(x, {left, n_fft - win - left});
+  }
   Tensor frames = unfold(x, 1, n_fft, hop);  // (B, n_frames, n_fft)
   if (window.defined()) frames = mul(frames, full_window(window, n_fft, win));
+  else if (win < n_fft)  // no window: a rectangle of win_length, centred in n_fft (torch's)
+    frames = mul(frames, full_window(ones({win}, TensorOptions(rdt)), n_fft, win));
   const bool complex_fft = frames.is_complex();
   const bool one = onesided.value_or(!complex_fft);
   KILN_CHECK(!(complex_fft && one), Runtime, op, where, "Cannot have onesided output if window or input is complex");
@@ -88,6 +96,7 @@ Tensor istft(const Tensor& self, int64_t n_fft, std::optional<int64_t> hop_lengt
              "istft requires a complex-valued input tensor matching the output from stft with return_complex=True.");
   KILN_CHECK(self.dim() == 2 || self.dim() == 3, Runtime, op, where,
              "expected a tensor with 2 or 3 dimensions of complex dtype, but got ", self.dim());
+  KILN_CHECK(self.numel() > 0, Runtime, op, where, "input tensor cannot be empty");
   Tensor in = self.dim() == 2 ? unsqueeze(self, 0) : self;  // (B, fft_size, n_frames)
   const int64_t fft_size = in.sizes()[1], n_frames = in.sizes()[2];
   const bool one = onesided.value_or(fft_size != n_fft);
@@ -105,7 +114,9 @@ Tensor istft(const Tensor& self, int64_t n_fft, std::optional<int64_t> hop_lengt
     KILN_CHECK(window.dim() == 1 && window.sizes()[0] == win, Runtime, op, where,
                "Invalid window shape. window has to be 1D and length of `win_length`");
   const Dtype rdt = self.dtype() == kComplex128 ? kFloat64 : kFloat32;
-  Tensor w = window.defined() ? full_window(window, n_fft, win) : ones({n_fft}, TensorOptions(rdt));
+  // no window: a rectangle of win_length centred in n_fft; an integral window computes in floats
+  Tensor w = full_window(window.defined() ? window : ones({win}, TensorOptions(rdt)), n_fft, win);
+  if (!is_floating(w.dtype()) && !is_complex(w.dtype())) w = to_dtype(w, rdt);
   Tensor frames = transpose(in, 1, 2);  // (B, n_frames, fft_size)
   const fft::Norm norm = normalized ? fft::Norm("ortho") : fft::Norm("backward");
   if (return_complex) {
@@ -124,19 +135,21 @@ Tensor istft(const Tensor& self, int64_t n_fft, std::optional<int64_t> hop_lengt
     Tensor r = nn::functional::fold(cols, {1, out_len}, {1, n_fft}, {1, 1}, {0, 0}, {1, hop});
     return reshape(r, {f.sizes()[0], out_len});
   };
-  Tensor y = is_complex(y_frames.dtype()) ? view_as_complex(stack({overlap_add(real(y_frames)),
-                                                                    overlap_add(imag(y_frames))}, -1))
-                                          : overlap_add(y_frames);
-  Tensor w2 = mul(w, w);
-  if (w2.is_complex()) w2 = real(w2);  // (torch: window.pow(2); its envelope's check is on |.|)
-  Tensor envelope = overlap_add(expand(reshape(w2, {1, 1, n_fft}), {1, n_frames, n_fft}));
+  auto overlap_add_any = [&](const Tensor& f) {  // fold is real: a complex signal in two parts
+    if (!is_complex(f.dtype())) return overlap_add(f);
+    return view_as_complex(stack({overlap_add(contiguous(real(f))), overlap_add(contiguous(imag(f)))}, -1));
+  };
+  Tensor y = overlap_add_any(y_frames);
+  Tensor w2 = mul(w, w);  // (torch's window.pow(2): complex for a complex window)
+  Tensor envelope = overlap_add_any(contiguous(expand(reshape(w2, {1, 1, n_fft}), {1, n_frames, n_fft})));
   const int64_t start = center ? n_fft / 2 : 0;
   int64_t end = length ? start + *length : (center ? out_len - n_fft / 2 : out_len);
   const int64_t stop = std::min(end, out_len);
   y = slice(y, 1, start, stop);
   envelope = slice(envelope, 1, start, stop);
-  KILN_CHECK(envelope.numel() == 0 || amin(abs(envelope)).item<double>() >= 1e-11, Runtime, op, where,
-             "window overlap add min: ", amin(abs(envelope)).item<double>());
+  KILN_CHECK(envelope.numel() > 0, Runtime, op, where, "window overlap add min: the envelope is empty");
+  const double env_min = amin(abs(envelope)).item<double>();
+  KILN_CHECK(env_min >= 1e-11, Runtime, op, where, "window overlap add min: ", env_min);
   y = div(y, envelope);
   if (self.dim() == 2) y = squeeze(y, Shape{0});
   if (end > out_len) y = pad(y, {0, end - out_len});  // a longer `length`: zeros after the signal
@@ -147,11 +160,12 @@ namespace {
 
 Composite c_stft{
     "stft(Tensor self, int n_fft, int? hop_length=None, int? win_length=None, Tensor? window=None, bool center=True, "
-    "str pad_mode=\"reflect\", bool normalized=False, bool? onesided=None, bool? return_complex=None) -> Tensor",
+    "str pad_mode=\"reflect\", bool normalized=False, bool? onesided=None, bool? return_complex=None, "
+    "bool? align_to_window=None) -> Tensor",
     [](const TensorList& in, const Attrs& a) -> TensorList {
       return {stft(in[0], attr<int64_t>(a, 0), opt_attr<int64_t>(a, 1), opt_attr<int64_t>(a, 2), in[1],
                    attr<bool>(a, 3), attr<std::string>(a, 4), attr<bool>(a, 5), opt_attr<bool>(a, 6),
-                   opt_attr<bool>(a, 7))};
+                   opt_attr<bool>(a, 7), opt_attr<bool>(a, 8))};
     },
     kFunctionAndMethod};
 Composite c_istft{

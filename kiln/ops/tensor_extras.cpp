@@ -6,6 +6,8 @@
 #include <cstring>
 #include <functional>
 
+#include "kiln/autograd/autograd.h"
+#include "kiln/autograd/function.h"
 #include "kiln/core/format.h"
 #include "kiln/ops/composite.h"
 #include "kiln/ops/ops.h"
@@ -49,9 +51,13 @@ Tensor addr(const Tensor& self, const Tensor& vec1, const Tensor& vec2, const Sc
     KILN_CHECK(!alpha.is_floating() && !alpha.is_complex(), Runtime, op,
                "For integral input tensors, argument alpha must not be a floating point number.");
   }
-  if (!is_complex(d))
-    KILN_CHECK(!beta.is_complex() && !alpha.is_complex(), Runtime, op, "value cannot be converted to type ",
-               dtype_name(d), " without overflow");
+  if (d != kBool) {
+    KILN_CHECK(!beta.is_bool(), Runtime, op, "Boolean beta only supported for Boolean results.");
+    KILN_CHECK(!alpha.is_bool(), Runtime, op, "Boolean alpha only supported for Boolean results.");
+  }
+  if (!is_complex(d))  // (a complex scalar with no imaginary part converts)
+    KILN_CHECK(beta.to_complex().imag() == 0 && alpha.to_complex().imag() == 0, Runtime, op,
+               "value cannot be converted to type ", dtype_name(d), " without overflow");
   // a scalar is zero / one only when every part is (complex ones have an imaginary part)
   auto is_zero = [](const Scalar& v) { return v.to_complex() == std::complex<double>(0, 0); };
   auto is_one = [](const Scalar& v) { return v.to_complex() == std::complex<double>(1, 0); };
@@ -99,7 +105,7 @@ Tensor index_reduce(const Tensor& self, int64_t dim, const Tensor& index, const 
              nd - 1, "], but got ", dim, ")");
   const int64_t d = dim < 0 ? dim + nd : dim;
   // source: self's shape but along dim (0-dim only with a 0-dim self)
-  bool same_rank = self.dim() == 0 ? source.dim() <= 1 : source.dim() == self.dim();
+  bool same_rank = self.dim() == 0 ? source.dim() == 0 : source.dim() == self.dim();
   for (int64_t i = 0; same_rank && i < self.dim(); ++i)
     same_rank = i == d || source.sizes()[i] == self.sizes()[i];
   KILN_CHECK(same_rank, Runtime, op, "index_reduce_(): source tensor shape must match self tensor shape, excluding "
@@ -213,11 +219,35 @@ Tensor combinations(const Tensor& self, int64_t r, bool with_replacement) {
 
 namespace {
 
+std::tuple<Tensor, Tensor> histogram_values(const Tensor& self, const Tensor& edges, const Tensor& weight,
+                                            bool density);
+
 // torch's histogramdd checks for one dimension (input float32 / float64; weight of input's shape and
 // dtype), and the counting: each value in [edges[0], edges[-1]] falls in the bin upper_bound(edges, x)
 // - 1, the last edge closing the last bin; values outside (and NaN) are not counted.
+// torch's histogram has no derivative: its result refuses a backward through it.
+struct HistogramOp : autograd::Function<HistogramOp> {
+  static const char* name() { return "Histogram"; }
+  static TensorList forward(autograd::AutogradContext*, const TensorList&, Tensor hist) { return {std::move(hist)}; }
+  static TensorList backward(autograd::AutogradContext*, const TensorList&) {
+    KILN_FAIL(Runtime, "histogram", "derivative for aten::histogram is not implemented");
+  }
+};
+
 std::tuple<Tensor, Tensor> histogram_core(const Tensor& self, const Tensor& edges, const Tensor& weight,
                                           bool density) {
+  Tensor hist;
+  {
+    NoGradGuard ng;
+    hist = std::get<0>(histogram_values(self, edges, weight, density));
+  }
+  if (grad_mode_enabled() && (requires_grad(self) || (weight.defined() && requires_grad(weight))))
+    hist = HistogramOp::apply({self, weight}, hist)[0];
+  return {hist, edges};
+}
+
+std::tuple<Tensor, Tensor> histogram_values(const Tensor& self, const Tensor& edges, const Tensor& weight,
+                                            bool density) {
   const int64_t nbins = edges.numel() - 1;
   Tensor x = reshape(self, {-1});
   Tensor w = weight.defined() ? reshape(weight, {-1}) : ones_like(x);

@@ -56,11 +56,13 @@ std::tuple<Tensor, Tensor> histogram(const Tensor& self, int64_t bins = 100,
                                      std::optional<std::vector<double>> range = std::nullopt,
                                      const Tensor& weight = Tensor(), bool density = false);
 // (stft.cpp) torch.stft: (B?, freq, n_frames) complex (or view_as_real when return_complex=False) of the
-// windowed frames of a 1-d or (B, L) signal; center pads n_fft / 2 each side with pad_mode.
+// windowed frames of a 1-d or (B, L) signal; center pads n_fft / 2 each side with pad_mode;
+// align_to_window (center off) starts each frame where its window starts.
 Tensor stft(const Tensor& self, int64_t n_fft, std::optional<int64_t> hop_length = std::nullopt,
             std::optional<int64_t> win_length = std::nullopt, const Tensor& window = Tensor(), bool center = true,
             const std::string& pad_mode = "reflect", bool normalized = false,
-            std::optional<bool> onesided = std::nullopt, std::optional<bool> return_complex = std::nullopt);
+            std::optional<bool> onesided = std::nullopt, std::optional<bool> return_complex = std::nullopt,
+            std::optional<bool> align_to_window = std::nullopt);
 // torch.istft: the signal back from stft's complex output, by inverse transforms, overlap-add and the
 // squared window's envelope (which must stay above 1e-11: the NOLA condition).
 Tensor istft(const Tensor& self, int64_t n_fft, std::optional<int64_t> hop_length = std::nullopt,

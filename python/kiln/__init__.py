@@ -439,7 +439,7 @@ def _warn_once(key, message):
 
 
 def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=True, pad_mode="reflect",
-         normalized=False, onesided=None, return_complex=None):
+         normalized=False, onesided=None, return_complex=None, align_to_window=None):
     if window is None:
         _warn_once("stft-window", "A window was not provided. A rectangular window will be applied,which is known to "
                    "cause spectral leakage. Other windows such as torch.hann_window or torch.hamming_window are "
@@ -450,7 +450,7 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
                    "return complex tensors for all inputs, and return_complex=False will raise an error.\nNote: you "
                    "can still call torch.view_as_real on the complex output to recover the old return format.")
     return _C.stft(input, n_fft, hop_length, win_length, window, center, pad_mode, normalized, onesided,
-                   return_complex)
+                   return_complex, align_to_window)
 
 
 def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=True, normalized=False,
@@ -459,6 +459,12 @@ def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tr
         _warn_once("istft-window", "A window was not provided. A rectangular window will be applied.Please provide "
                    "the same window used by stft to make the inversion lossless.To suppress this warning and use a "
                    "rectangular window, explicitly set `window=torch.ones(n_fft, device=<device>)`.")
+    if length is not None and input.dim() in (2, 3):
+        hop = hop_length if hop_length is not None else n_fft // 4
+        out_len = n_fft + hop * (input.shape[-1] - 1)
+        if (n_fft // 2 if center else 0) + length > out_len:
+            _warn_once("istft-length", "The length of signal is shorter than the length parameter. Result is being "
+                       "padded with zeros in the tail. Please check your center and hop_length settings")
     return _C.istft(input, n_fft, hop_length, win_length, window, center, normalized, onesided, length,
                     return_complex)
 

@@ -83,6 +83,9 @@ def test_addr_like_torch():
     for beta, alpha in [(1 + 2j, 1), (2j, 1 + 1j), (0j, 1j)]:
         same(lambda L, m, a, b: L.addr(m, a, b, beta=beta, alpha=alpha), mc, ac, bc)
     same(lambda L, m, a, b: L.addr(m, a, b, alpha=1j), m, a, b)  # a complex scalar on float tensors
+    same(lambda L, m, a, b: L.addr(m, a, b, alpha=2 + 0j, beta=0j), m, a, b)  # no imaginary part: accepted
+    same(lambda L, m, a, b: L.addr(m, a, b, beta=True), m, a, b)  # bool scalars: bool results only
+    same(lambda L, m, a, b: L.addr(m, a, b, alpha=True), m.long(), a.long(), b.long())
     same(lambda L, m, a, b: L.addr(m, a, b), rnd(2, 4), a, b)
 
     def inplace(L, m, a, b):
@@ -146,6 +149,8 @@ def test_index_reduce_errors():
         same(f, x, torch.tensor([0.0, 4, 0, 2]), src)
         same(lambda L, x, i, s: L.index_reduce(x, 1, i, s, "prod"), rnd(3, 5), torch.tensor([0, 1, 2]), rnd(3))
         same(lambda L, x, i, s: L.index_reduce(x, 0, i, s, "prod"), rnd(3), torch.tensor([1]), torch.tensor(5.0))
+        same(lambda L, x, i, s: L.index_reduce(x, 0, i, s, "prod"), torch.tensor(2.0), torch.tensor([0]),
+             torch.tensor([3.0]))
         same(lambda L, x, i, s: L.index_reduce(x, 0, i, s, "prod"), rnd(3, 4), torch.tensor([1, 2]), rnd(2, 3))
         same(f, x, torch.tensor([0, 4, 0, 2]), src.double())
 
@@ -313,6 +318,15 @@ def test_histogram_like_torch(dtype):
     # 100 bins over random data: the linear edges and the last, closed bin as torch's
     y = rnd(5000, seed=7, dtype=dtype)
     same(lambda L, x: tuple(L.histogram(x)), y)
+
+
+def test_histogram_is_not_differentiable():
+    for lib in (torch, kiln):
+        x = lib.ones(5, requires_grad=True) if lib is torch else kiln.ones(5).requires_grad_(True)
+        h = lib.histogram(x, 3).hist
+        assert h.requires_grad
+        with pytest.raises(RuntimeError, match="derivative for aten::histogram is not implemented"):
+            h.sum().backward()
 
 
 def test_histogram_errors():
