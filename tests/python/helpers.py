@@ -230,3 +230,33 @@ def to_kiln_tree(x):
     if isinstance(x, dict):
         return {k: to_kiln_tree(v) for k, v in x.items()}
     return x
+
+
+def same_with_grad(fn, *args, grad=(), rtol=2e-5, atol=2e-6, **kw):
+    """fn(lib, *args, **kw) for torch and for kiln copies of the tensor arguments: the results (and the
+    gradients of the positional tensors whose indices are in `grad`, under a ramp of upstream
+    gradients) are compared, or the exception classes when torch raises."""
+    targs = [a.detach().clone().requires_grad_(i in grad) if isinstance(a, torch.Tensor) else a
+             for i, a in enumerate(args)]
+    kargs = [to_kiln_tree(a.detach()) if isinstance(a, torch.Tensor) else to_kiln_tree(a) for a in args]
+    for i in grad:
+        kargs[i].requires_grad_(True)
+    try:
+        want = fn(torch, *targs, **kw)
+    except Exception as e:  # noqa: BLE001
+        with pytest.raises(type(e)):
+            fn(kiln, *kargs, **kw)
+        return
+    got = fn(kiln, *kargs, **kw)
+    assert_same(got, want, rtol, atol)
+    if grad:
+        g = torch.linspace(-1, 2, want.numel()).reshape(want.shape).to(want.dtype)
+        want.backward(g)
+        got.backward(to_kiln(g))
+        for i in grad:
+            assert_same(kargs[i].grad, targs[i].grad, rtol, atol)
+
+
+def seeded_randn(*shape, dtype=torch.float32, seed=0):
+    """Normal draws from a fixed seed (drawn in float64, then cast)."""
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).to(dtype)

@@ -8,54 +8,9 @@ import torch
 import torch.nn.functional as TF
 
 import kiln
+from helpers import assert_same as _check, same_with_grad as same, seeded_randn as rnd
+from helpers import to_kiln as _k, to_kiln_tree as _conv
 import kiln.nn.functional as KF
-
-
-def _k(t):
-    if t.dtype in (torch.float16, torch.bfloat16):
-        return kiln.from_numpy(t.detach().double().numpy()).to(getattr(kiln, str(t.dtype).split(".")[-1]))
-    return kiln.from_numpy(t.detach().contiguous().numpy().copy())
-
-
-def _conv(a):
-    return _k(a) if isinstance(a, torch.Tensor) else a
-
-
-def _check(k, t, rtol=2e-5, atol=2e-6):
-    assert str(k.dtype).split(".")[-1] == str(t.dtype).split(".")[-1], (k.dtype, t.dtype)
-    assert tuple(k.shape) == tuple(t.shape), (tuple(k.shape), tuple(t.shape))
-    exact = t.dtype in (torch.int64, torch.int32, torch.bool)
-    a = k.detach().numpy() if exact else k.detach().to(kiln.float64).numpy()
-    b = t.detach().numpy() if exact else t.detach().double().numpy()
-    np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
-
-
-def same(fn, *args, grad=(), rtol=2e-5, atol=2e-6, **kw):
-    """fn(lib, *args) for torch and for kiln copies of the tensors; results (and gradients of the
-    positional tensors in `grad`) or exception classes compared."""
-    targs = [a.detach().clone().requires_grad_(i in grad) if isinstance(a, torch.Tensor) else a
-             for i, a in enumerate(args)]
-    kargs = [_conv(a) for a in args]
-    for i in grad:
-        kargs[i].requires_grad_(True)
-    try:
-        want = fn(torch, *targs, **kw)
-    except Exception as e:  # noqa: BLE001
-        with pytest.raises(type(e)):
-            fn(kiln, *kargs, **kw)
-        return
-    got = fn(kiln, *kargs, **kw)
-    _check(got, want, rtol, atol)
-    if grad:
-        g = torch.linspace(-1, 2, want.numel()).reshape(want.shape).to(want.dtype)
-        want.backward(g)
-        got.backward(_k(g))
-        for i in grad:
-            _check(kargs[i].grad, targs[i].grad, rtol, atol)
-
-
-def rnd(*shape, dtype=torch.float32, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).to(dtype)
 
 
 # ---- lp_pool ----------------------------------------------------------------------------------------
