@@ -154,10 +154,12 @@ namespace {
 // distance (and, for p < 1, at a zero difference); sign(d) for p = 1; for p = inf the whole
 // gradient to each coordinate that attains the max; else sign(d) |d|^(p-1) / dist^(p-1).
 Tensor pdist_factor(const Tensor& d, const Tensor& dist, double p) {
-  Tensor dk = unsqueeze(dist, 1), a = abs(d);
+  Tensor dk = unsqueeze(dist, 1);
   if (p == 0) return zeros_like(d);
   if (p == 1) return sign(d);
+  Tensor a = abs(d);
   if (std::isinf(p)) return mul(sign(d), to_dtype(eq(a, dk), d.dtype()));
+  if (p == 2) return masked_fill(div(d, dk), eq(dk, Scalar(0)), Scalar(0));  // d / dist (the common case)
   Tensor w = div(mul(sign(d), pow(a, Scalar(p - 1))), pow(dk, Scalar(p - 1)));
   Tensor zero = eq(dk, Scalar(0));
   if (p < 1) zero = logical_or(zero, eq(d, Scalar(0)));
