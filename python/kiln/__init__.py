@@ -346,13 +346,19 @@ def empty_strided(size, stride, *, dtype=None, device=None, requires_grad=False,
 
 
 def randint_like(input, low=None, high=None, *, dtype=None, generator=None, requires_grad=False, **_ignored):
-    """torch.randint_like(input, high) or (input, low, high): input's shape, its dtype unless given."""
+    """torch.randint_like(input, high) or (input, low, high): input's shape and (dense) strides, its dtype
+    unless given; the bounds are checked against the dtype as random_ checks them."""
     if high is None:
         if low is None:
             raise TypeError("randint_like() missing 1 required positional arguments: \"high\"")
         low, high = 0, low
-    t = randint(low, high, tuple(input.shape), dtype=dtype if dtype is not None else input.dtype,
-                generator=generator)
+    shape, stride = tuple(input.shape), tuple(input.stride())
+    n = input.numel()
+    dense = n > 0 and _builtins.all(st > 0 for st in stride) and \
+        1 + _builtins.sum((d - 1) * st for d, st in zip(shape, stride)) == n
+    dt = dtype if dtype is not None else input.dtype
+    t = empty_strided(shape, stride, dtype=dt) if dense else empty(shape, dtype=dt)
+    t.random_(low, high, generator=generator)
     return t.requires_grad_() if requires_grad else t
 
 
@@ -363,7 +369,7 @@ def cond(pred, true_fn, false_fn, operands=()):
         if pred.numel() != 1:
             raise RuntimeError(f"Expected pred to be bool or single-element tensor, but got {pred}.")
         pred = _builtins.bool(pred.item())
-    elif not isinstance(pred, (_builtins.bool, _builtins.int)):
+    elif not isinstance(pred, (_builtins.bool, _builtins.int, _builtins.float)):
         raise RuntimeError(f"Expected pred to be bool or tensor, but got {pred}.")
     if not callable(true_fn) or not callable(false_fn):
         raise RuntimeError("Expect both branches to be callable.")
@@ -422,7 +428,13 @@ Tensor.is_conj = lambda self: False
 Tensor.is_neg = lambda self: False
 Tensor.isreal = lambda self: _C.isreal(self)
 Tensor.unsafe_chunk = lambda self, chunks, dim=0: self.chunk(chunks, dim)
-Tensor.unsafe_split = lambda self, split_size, dim=0: self.split(split_size, dim)
+def _unsafe_split(self, split_size, dim=0):
+    if isinstance(split_size, _builtins.bool) or not isinstance(split_size, _builtins.int):
+        raise TypeError(f"unsafe_split(): argument 'split_size' must be int, not {type(split_size).__name__}")
+    return self.split(split_size, dim)
+
+
+Tensor.unsafe_split = _unsafe_split
 Tensor.unsafe_split_with_sizes = lambda self, split_sizes, dim=0: self.split_with_sizes(split_sizes, dim)
 Tensor.new_empty_strided = lambda self, size, stride, *, dtype=None, device=None, requires_grad=False, **kw: \
     empty_strided(size, stride, dtype=self.dtype if dtype is None else dtype, requires_grad=requires_grad)

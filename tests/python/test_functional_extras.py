@@ -265,7 +265,8 @@ def test_upsampling_modules_and_deprecated_functions():
     same(lambda L, x: L.nn.UpsamplingBilinear2d(scale_factor=2)(x), x, grad=(0,))
     same(lambda L, x: L.nn.UpsamplingBilinear2d((6, 5))(x), x)
     for lib in (torch, kiln):
-        assert repr(lib.nn.UpsamplingNearest2d(scale_factor=2)) == "UpsamplingNearest2d(scale_factor=2.0, mode='nearest')"
+        want = "UpsamplingNearest2d(scale_factor=2.0, mode='nearest')"
+        assert repr(lib.nn.UpsamplingNearest2d(scale_factor=2)) == want
         assert repr(lib.nn.UpsamplingBilinear2d(size=4)) == "UpsamplingBilinear2d(size=4, mode='bilinear')"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -455,8 +455,8 @@ def test_top_level_loss_ops_take_torch_integer_reduction():
     x, y = rnd(4, 5), rnd(4, 5, seed=1)
     pm = torch.tensor([1.0, -1, 1, -1])
     for red in (0, 1, 2):
-        _check(kiln.hinge_embedding_loss(_k(x), _k(pm[:, None]), 0.5, red), torch.hinge_embedding_loss(x, pm[:, None], 0.5, red),
-               2e-5, 2e-6)
+        _check(kiln.hinge_embedding_loss(_k(x), _k(pm[:, None]), 0.5, red),
+               torch.hinge_embedding_loss(x, pm[:, None], 0.5, red), 2e-5, 2e-6)
         _check(kiln.poisson_nll_loss(_k(x), _k(y.abs()), True, True, 1e-8, red),
                torch.poisson_nll_loss(x, y.abs(), True, True, 1e-8, red), 2e-5, 2e-6)
         _check(kiln.triplet_margin_loss(_k(x), _k(y), _k(x * 2), reduction=red),

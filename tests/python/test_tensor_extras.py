@@ -220,6 +220,16 @@ def test_empty_strided_randint_like_cond_chain_matmul():
     r = kiln.randint_like(x, -3, 3, dtype=kiln.int64)
     assert r.dtype == kiln.int64 and r.min().item() == -3 and r.max().item() == 2
     assert kiln.randint_like(_k(torch.zeros(3)), 5).dtype == kiln.float32
+    want = torch.randint_like(torch.zeros(3, 4).t(), 5).stride()
+    assert kiln.randint_like(_k(torch.zeros(3, 4)).t(), 5).stride() == want  # the input's dense strides
+    for dt, high in ((torch.bool, 5), (torch.uint8, 300)):  # bounds past the dtype: torch's random_ error
+        with pytest.raises(RuntimeError):
+            torch.randint_like(torch.zeros(3, dtype=dt), high)
+        with pytest.raises(RuntimeError):
+            kiln.randint_like(_k(torch.zeros(3, dtype=dt)), high)
+    assert kiln.cond(1.0, lambda: 1, lambda: 0, ()) == 1
+    with pytest.raises(TypeError):
+        _k(torch.zeros(4)).unsafe_split([1, 3])
     a = _k(torch.tensor([1.0, 2.0]))
     assert kiln.cond(a.sum() > 0, lambda v: v * 2, lambda v: v * 3, (a,)).tolist() == [2.0, 4.0]
     assert kiln.cond(False, lambda v: v * 2, lambda v: v * 3, (a,)).tolist() == [3.0, 6.0]
