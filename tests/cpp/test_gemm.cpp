@@ -724,9 +724,9 @@ TEST(Gemm, Float8PairsToFloat32) {
                 ASSERT_LE(std::fabs(c[i * N + j] - ref), K * 0x1p-24 * mag + 1e-30)
                     << isa.name << " pair " << ia << ib << " M=" << M << " N=" << N << " K=" << K;
               }
-            // (AMX: its own bits, checked above against the sum; vdpbf16ps: one chain per output where
-            // the other tables sum a k-contiguous matrix's rows in 64 lanes, decision 77)
-            if (!isa.amx && !(isa.bf16_dot && K >= 64 && (M <= 4 || N <= 4))) results.push_back(c);
+            // (AMX: its own bits in the packed path, checked above against the sum; the matrix-vector
+            // shapes sum a k-contiguous matrix's rows in 64 lanes on every table: decisions 77, 80)
+            if (!isa.amx) results.push_back(c);
           }
           for (size_t r = 1; r < results.size(); ++r)
             ASSERT_EQ(std::memcmp(results[0].data(), results[r].data(), results[0].size() * 4), 0)
@@ -739,7 +739,7 @@ TEST(Gemm, Float8PairsToFloat32) {
       }
 }
 
-// float8 rows with k contiguous sum in 64 lanes on the tables without vdpbf16ps (decision 77; the
+// float8 rows with k contiguous sum in 64 lanes on every table (decisions 77 and 80; the
 // float32 result of _scaled_mm's product, so no rounding hides the order): every pairing of the
 // formats, random codes over their whole range (subnormals included), K around the lane and slice
 // boundaries, one to four vectors as A's rows or as B's columns, one and two threads; rows with a
@@ -797,7 +797,6 @@ void float8_rows_sum_in_64_lanes(int ix, int iw) {
           for (int64_t r = 0; r < R; ++r)
             for (int64_t j = 0; j < N; ++j) want[r * N + j] = f16_row_dot(&x[r * xld], xs, &w[j * ld], 1, K);
           for (const Isa& isa : isas()) {
-            if (isa.bf16_dot || isa.amx) continue;  // (vdpbf16ps pairs, AMX tiles: one chain per output)
             for (int threads : {1, 2}) {
               Threads t(threads);
               std::vector<float> y(R * N, 7.0f);

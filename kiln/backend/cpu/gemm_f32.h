@@ -168,7 +168,7 @@ inline float madd(float a, float b, float c) {
 template <class T>
 constexpr bool kFloat8 = std::is_same_v<T, Float8_e4m3fn> || std::is_same_v<T, Float8_e5m2>;
 // The element types whose rows with k contiguous sum in 64 lanes on these panels (decisions 67, 70,
-// 77), and those among them whose vectors, two to four at once, take gemv_x_lanes's order on AVX2.
+// 77), and those among them whose vectors, two to four at once, take gemv_x_lanes's order on AVX2 and AVX-512.
 template <class T>
 constexpr bool kLaneVectors = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 template <class T>
@@ -234,16 +234,16 @@ struct F32Panels {
     f32p::run_ukernel(mr, nr, kc, A, B, tile);
   }
   // The vector of a GEMV, K elements at stride xs, in the panel element type (xw has room for
-  // gemv_x_words(K)); behind it, a second form (x_f16) on AVX2: a float16 vector as it is, a float8
+  // gemv_x_words(K)); behind it, a second form (x_f16) on AVX2 and AVX-512: a float16 vector as it is, a float8
   // one times 2^64 in float32, in dot64_f8's order (f8_x_scaled) or, one of several, in
   // gemv_x_lanes's.
   static int64_t gemv_x_words(int64_t K) { return 2 * round_up(K + 16, 16); }
   static const Half* x_f16(const W* xw, int64_t K) { return reinterpret_cast<const Half*>(xw + round_up(K + 16, 16)); }
   // `rows` vectors in all (gemv_dot's R): float16 and bfloat16 ones, when more than one, in
-  // gemv_x_lanes's order on AVX2.
+  // gemv_x_lanes's order on AVX2 and AVX-512.
   template <class T>
   static void gemv_x(const T* x, int64_t xs, int64_t K, int rows, W* xw) {
-#if defined(KILN_GEMM_AVX2) && !defined(KILN_GEMM_F32_AVX512)
+#ifdef KILN_GEMM_AVX2
     if constexpr (f32p::kLaneVectors<T>)
       if (rows > 1) return f32p::gemv_x_lanes(x, xs, K, xw);
 #endif
@@ -254,13 +254,11 @@ struct F32Panels {
       Half* xh = const_cast<Half*>(x_f16(xw, K));
       for (int64_t k = 0; k < K; ++k) xh[k] = x[k * xs];
     }
-#ifndef KILN_GEMM_F32_AVX512
     if constexpr (f32p::kFloat8<T>) {
       float* x8 = const_cast<float*>(reinterpret_cast<const float*>(x_f16(xw, K)));
       if (rows > 1) f32p::gemv_x_lanes(x, xs, K, x8);
       else f32p::f8_x_scaled(xw, K / 64 * 64, x8);
     }
-#endif
 #endif
   }
   template <class T>

@@ -129,8 +129,8 @@ void gemv_dot_block(const float* x, int64_t xst, const T* const* rows, const Sli
 // two float16, two bfloat16 or two float8 values are exact in float32: fma and multiply-then-add
 // agree. Below K = 64 this is the packed path's chain.) A float16 vector is read as float16 (xh):
 // in float32 the loop streamed 15-35% slower; a bfloat16 vector is read as float32 (x); a float8
-// one as float32, and times 2^64 by the AVX2 kernels (dot64_f8). On the AVX512-BF16 table bfloat16
-// and float8 take vdpbf16ps pairs instead (gemm_bf16.h).
+// one as float32, and times 2^64 (dot64_f8). On the AVX512-BF16 and AMX tables bfloat16 takes
+// vdpbf16ps pairs instead (gemm_bf16.h); their float8 products come here (decision 80).
 
 // y from S8 (8 lanes): the last three steps above.
 inline float sum8_lanes(__m256 s8) {
@@ -151,7 +151,6 @@ inline float dot64_tail(const float* x, const T* r, int64_t k, int64_t K, float 
   return y;
 }
 
-#ifndef KILN_GEMM_F32_AVX512
 // dot64_row's sum with every element widened by load8 (the vector x in float32, xh in float16 for
 // float16).
 template <class T>
@@ -236,8 +235,14 @@ inline float dot64_f8(const float* xs, const T* r, int64_t K64) {
   const uint8_t* rb = reinterpret_cast<const uint8_t*>(r);
   for (int64_t k = 0; k < K64; k += 64) {
     // (2 KiB ahead, past the row's end into the next row: 5-15% faster from memory on Zen 3; the
-    // address as an integer, since it may lie past the allocation)
-    _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(rb) + k + 2048), _MM_HINT_T0);
+    // address as an integer, since it may lie past the allocation. On the AVX-512 tables also 8 KiB
+    // ahead into L2: Zen 4, one row of 4096 x 4096 from memory, one thread: 13 -> 23-24 GB/s, two
+    // threads 23 -> 30. Before Zen 4, prefetcht1 fills L1 as well.)
+    const uintptr_t ahead = reinterpret_cast<uintptr_t>(rb) + k;
+    _mm_prefetch(reinterpret_cast<const char*>(ahead + 2048), _MM_HINT_T0);
+#ifdef KILN_GEMM_F32_AVX512
+    _mm_prefetch(reinterpret_cast<const char*>(ahead + 8192), _MM_HINT_T1);
+#endif
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rb + k + 32 * h));
@@ -266,58 +271,50 @@ inline float dot64_f8(const float* xs, const T* r, int64_t K64) {
   }
   return ((s4[0] + s4[2]) + (s4[1] + s4[3])) * B::unscale;
 }
-#endif
 
-// One row r (K float16, bfloat16 or float8) against the vector (x in float32, xh in float16 for float16).
+// One row r (K float16, bfloat16 or float8) against the vector (x in float32, xh in float16 for
+// float16; for float8, f8_x_scaled's copy of x: F32Panels::gemv_x).
 template <class T>
 inline float dot64_row(const float* x, const Half* xh, const T* r, int64_t K) {
   const int64_t K64 = K / 64 * 64;
-#ifdef KILN_GEMM_F32_AVX512
-  auto load16 = [](const T* p) {
-    if constexpr (kFloat8<T>) {
-      return _mm512_insertf32x8(_mm512_castps256_ps512(load8(p)), load8(p + 8), 1);
-    } else {
-      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-      if constexpr (std::is_same_v<T, Half>) return _mm512_cvtph_ps(h);
-      else return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-    }
-  };
-  auto loadx = [&](int64_t k) {
-    if constexpr (std::is_same_v<T, Half>)
-      return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xh + k)));
-    else return _mm512_loadu_ps(x + k);
-  };
-  __m512 a[4];  // a[q]: lanes 16q..16q+15 = Zq
-  for (int q = 0; q < 4; ++q) a[q] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < K64; k += 64)
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) a[q] = _mm512_fmadd_ps(loadx(k + 16 * q), load16(r + k + 16 * q), a[q]);
-  const __m512 s = _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3]));
-  const float y = sum8_lanes(_mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1)));
-  return dot64_tail(x, r, K64, K, y);
-#else
-  if constexpr (kFloat8<T>) {  // (xh: f8_x_scaled's copy of x, F32Panels::gemv_x; DAZ clear: gemv_dot)
+  if constexpr (kFloat8<T>) {  // (DAZ clear: gemv_dot)
     const float y = dot64_f8(reinterpret_cast<const float*>(xh), r, K64);
     if (!std::isnan(y)) return dot64_tail(x, r, K64, K, y);
     // (a byte the shifts do not convert, or a NaN sum: load8's loop gives the same bits)
-  }
-  return dot64_load8(x, xh, r, K);
+    return dot64_load8(x, xh, r, K);
+  } else {
+#ifdef KILN_GEMM_F32_AVX512
+    auto load16 = [](const T* p) {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+      if constexpr (std::is_same_v<T, Half>) return _mm512_cvtph_ps(h);
+      else return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    };
+    auto loadx = [&](int64_t k) {
+      if constexpr (std::is_same_v<T, Half>)
+        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xh + k)));
+      else return _mm512_loadu_ps(x + k);
+    };
+    __m512 a[4];  // a[q]: lanes 16q..16q+15 = Zq
+    for (int q = 0; q < 4; ++q) a[q] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K64; k += 64)
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) a[q] = _mm512_fmadd_ps(loadx(k + 16 * q), load16(r + k + 16 * q), a[q]);
+    const __m512 s = _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3]));
+    const float y = sum8_lanes(_mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1)));
+    return dot64_tail(x, r, K64, K, y);
+#else
+    return dot64_load8(x, xh, r, K);
 #endif
+  }
 }
 
-// y_v[j] = row j of m (n rows js apart) . x_v for R vectors (x_v = x + v * xst, in float16 at
-// xh + v * xhs; y_v = y + v * ys). Each row is read from memory once: the other vectors find it in
-// L1 (or L2 past 16K elements). (Multiplying a row into all R at once, with the vectors in float32,
-// was 10-60% slower on Zen 4.) One vector on AVX2, one to four on AVX-512.
+// y[j] = row j of m (n rows js apart) . x for one vector (in float16 at xh for float16).
 template <class T>
-inline void gemv_rows_lanes(const float* x, int64_t xst, const Half* xh, int64_t xhs, int R, const T* m,
-                            int64_t js, int64_t n, int64_t K, float* y, int64_t ys) {
-  for (int64_t j = 0; j < n; ++j)
-    for (int v = 0; v < R; ++v) y[v * ys + j] = dot64_row(x + v * xst, xh + v * xhs, m + j * js, K);
+inline void gemv_rows_lanes(const float* x, const Half* xh, const T* m, int64_t js, int64_t n, int64_t K, float* y) {
+  for (int64_t j = 0; j < n; ++j) y[j] = dot64_row(x, xh, m + j * js, K);
 }
 
-#ifndef KILN_GEMM_F32_AVX512
-// Two to four vectors on AVX2: the same 64 lanes and the same bits, computed lane group by lane
+// Two to four vectors (AVX2 and AVX-512 tables: 8-lane registers on both): the same 64 lanes and the same bits, computed lane group by lane
 // group. dot64_row holds one pair's 64 lanes in 8 registers, so each vector reread every row and
 // two loads fed each multiply-add (40-50% of copy bandwidth on Zen 3). Here lane group p (lanes
 // 8p..8p+7) of J rows and all R vectors runs in J x R registers: one row load feeds R
@@ -531,10 +528,9 @@ void gemv_rows_lanes_r(const float* xp, int64_t xst, const float* xn, const T* m
     }
   }
 }
-#endif
 
 // R vectors (x + v * xst; in float16 at xh + v * xhs when T is: F32Panels::gemv_x keeps them; in
-// gemv_x_lanes's order when R > 1 on AVX2); the totals at tot + v * tst, each with room for n
+// gemv_x_lanes's order when R > 1 on AVX2 and AVX-512); the totals at tot + v * tst, each with room for n
 // rounded up to 8.
 template <int R, class T>
 void gemv_dot_r(const float* x, int64_t xst, const T* m, int64_t js, int64_t n, const Slicing& sl, float* tot,
@@ -558,7 +554,6 @@ template <class T>
 void gemv_dot(const float* x, int64_t xst, const Half* xh, int64_t xhs, int R, const T* m, int64_t js, int64_t n,
               const Slicing& sl, float* tot, int64_t tst) {
   if constexpr (kLanes64<T>) {
-#ifndef KILN_GEMM_F32_AVX512
     // float8: the vectors times 2^64 at xh, as floats (one: f8_x_scaled's order; more:
     // gemv_x_lanes's), and DAZ clear while the kernels run, since it would read F8Bits's subnormal
     // floats as zero (nothing else here meets a subnormal: the bits are the same either way). As
@@ -579,8 +574,8 @@ void gemv_dot(const float* x, int64_t xst, const Half* xh, int64_t xhs, int R, c
       case 3: return gemv_rows_lanes_r<3>(xp, xst, x, m, js, n, sl.K, tot, tst);
       default: return gemv_rows_lanes_r<4>(xp, xst, x, m, js, n, sl.K, tot, tst);
     }
-#endif
-    gemv_rows_lanes(x, xst, xh, xhs, R, m, js, n, sl.K, tot, tst);
+    (void)xhs;
+    gemv_rows_lanes(x, xh, m, js, n, sl.K, tot);
   } else {
     (void)xh, (void)xhs;
     switch (R) {

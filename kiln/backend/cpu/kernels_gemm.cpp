@@ -23,7 +23,8 @@
 // decision 45. And float16 matrix-vector products over a k-contiguous matrix from K = 64 on: they
 // sum in 64 lanes to read the matrix row after row, the same bits on every table and thread count;
 // decision 67. bfloat16 likewise on every table but the AVX512-BF16 one, which keeps vdpbf16ps's
-// chain there; decision 70. And float8 as bfloat16; decision 77.)
+// chain there; decision 70. And float8 likewise on every table, the AVX512-BF16 and AMX ones too;
+// decisions 77 and 80.)
 //
 // The panels (how operands are packed and which micro-kernel multiplies them) are a parameter of
 // the driver: F32Panels (gemm_f32.h) converts every type to float32 for a float32 FMA kernel
@@ -408,6 +409,16 @@ void gemm(const GemmArgs& g) {
     for (int64_t bi = 0; bi < Bn; ++bi) fill_zero(cp + bi * g.c_bs, M, N, g.c_rs, g.c_cs);
     if (g.row_epilogue) g.row_epilogue(g.epilogue_ctx, 0, M);
     return;
+  }
+  if constexpr (!std::is_same_v<Pn, F32Panels> && f32p::kFloat8<TA>) {
+    // float8 matrix-vector products over a k-contiguous matrix take the float32 panels' 64 lanes
+    // on the vdpbf16ps / AMX tables too (decision 80): a decode step streams the matrix row after
+    // row there (vdpbf16ps's chains read 16 rows side by side, widening each byte pair: 31-44% of
+    // copy bandwidth on Zen 4), and float8 gets the same bits on every table.
+    if (K >= 64) {
+      const GemvView v = gemv_view<F32Panels>(g);
+      if (v.ok && !(v.rows == 1 && v.cs == 1 && v.rs != 1)) return gemm<TA, TB, TC, F32Panels>(g);
+    }
   }
   Problem<TA, TB, TC, Pn> P{static_cast<const TA*>(g.a), static_cast<const TB*>(g.b), cp, g, 0, 0};
   const Slicing sl = slicing(K);
