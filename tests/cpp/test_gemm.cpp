@@ -498,8 +498,10 @@ void gemv_matches_gemm() {
         Operand<T> a(1, M, K, l_a, rng), b(1, K, N, l_b, rng);
         for (const Isa& isa : isas()) {
           if (isa.amx && !std::is_same_v<T, Half>) continue;  // (AMX: its own bits; float16 runs the float32 panels)
-          // float16, and bfloat16 and float8 on the float32 panels: 64 lanes where the matrix has k contiguous
-          const bool lanes = std::is_same_v<T, Half> || !isa.bf16_dot;
+          // 64 lanes where the matrix has k contiguous: float16 and float8 on every table (decisions 67,
+          // 77, 80), bfloat16 on the float32 panels (decision 70)
+          const bool lanes = std::is_same_v<T, Half> || std::is_same_v<T, Float8_e4m3fn> ||
+                             std::is_same_v<T, Float8_e5m2> || !isa.bf16_dot;
           std::vector<T> full = run(isa.table, a, b);
           auto fn = isa.table.gemm_lowp[static_cast<int>(dtype_of<T>())];
           for (int64_t i : {int64_t(0), M - 1}) {  // row i: (1 x K) @ B

@@ -16,7 +16,8 @@
 // but the order and rounding of the additions inside one tdpbf16ps are the hardware's own (measured:
 // neither k-ordered float32 sums nor exactly rounded pair sums), so this path's bits differ in the
 // last place from the vdpbf16ps and float32 paths. The matrix-vector and tiny products, which read
-// the operands in place, keep vdpbf16ps (docs/decisions.md 45).
+// the operands in place, keep vdpbf16ps (docs/decisions.md 45), except float8 matrix-vector products
+// over a k-contiguous matrix from K = 64 on, which take the float32 panels' 64 lanes (decision 80).
 #pragma once
 
 #include "kiln/backend/cpu/gemm_bf16.h"
@@ -144,7 +145,8 @@ inline void ukernel(int64_t kp, const uint32_t* A, const uint32_t* B, const floa
 
 }  // namespace amxp
 
-// bfloat16 pairs multiplied on the AMX tiles; GEMV and tiny products as Bf16Panels (vdpbf16ps).
+// bfloat16 pairs multiplied on the AMX tiles; GEMV and tiny products as Bf16Panels (vdpbf16ps; float8
+// GEMVs over a k-contiguous matrix: the float32 panels' lanes, decision 80).
 struct AmxPanels : Bf16Panels {
   static constexpr int MR = amxp::MR, NR = amxp::NR;
   static constexpr int64_t MC = 128;   // A block (MC x KC / 2 words, 64 KiB) stays in L2

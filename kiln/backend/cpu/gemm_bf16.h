@@ -16,7 +16,9 @@
 // order, and the result is the same bit for bit, except that vdpbf16ps reads subnormal inputs as
 // zero and flushes subnormal results to zero (as torch's oneDNN kernels on the same CPUs do). The
 // GEMV and tiny-product paths below use the same instruction with the same operands in the same
-// order, so every path still gives the packed path's bits.
+// order, so every path still gives the packed path's bits. (float8 matrix-vector products over a
+// k-contiguous matrix from K = 64 on do not come here: they take the float32 panels' 64 lanes on
+// every table, decision 80.)
 #pragma once
 
 #include "kiln/backend/cpu/gemm_elem.h"

@@ -563,7 +563,8 @@ template <class Pn>
 #ifdef KILN_GEMM_AMX
 // The AMX build (kernels_gemm.cpp compiled once more with -mamx-tile -mamx-bf16): its bfloat16 and
 // float8 entries replace the AVX512-BF16 ones when the CPU has AMX-BF16 and the kernel grants the tile
-// state (isa.cpp). Matrix-vector and tiny products inside them still run vdpbf16ps (gemm_amx.h).
+// state (isa.cpp). Matrix-vector and tiny products inside them still run vdpbf16ps (gemm_amx.h), but
+// float8 ones over a k-contiguous matrix, which take the float32 panels' lanes (decision 80).
 void fill_gemm_amx(KernelTable& t) {
   fill_pairs<AmxPanels>(t);
   t.attn_softmax = &attn_softmax_rows;  // (vcvtneps2bf16)
