@@ -1,6 +1,7 @@
 // kiln::nn umbrella header.
 #pragma once
 
+#include "kiln/nn/adaptive.h"
 #include "kiln/nn/attention.h"
 #include "kiln/nn/conv_layers.h"
 #include "kiln/nn/float8.h"

@@ -70,6 +70,19 @@ void bind_nn(nb::module_& m) {
            "dim"_a, "hidden"_a, "num_experts"_a, "top_k"_a = 2, "dtype"_a.none() = nb::none())
       .def("forward", &MixtureOfExperts::forward)
       .def("reset_parameters", &MixtureOfExperts::reset_parameters);
+  nb::class_<AdaptiveLogSoftmaxWithLoss, Module>(nnm, "AdaptiveLogSoftmaxWithLoss")
+      .def("__init__", [](AdaptiveLogSoftmaxWithLoss* self, int64_t in, int64_t n, std::vector<int64_t> cutoffs,
+                          double div, bool head_bias, nb::handle dtype) {
+        new (self) AdaptiveLogSoftmaxWithLoss(in, n, std::move(cutoffs), div, head_bias, dt(dtype));
+      }, "in_features"_a, "n_classes"_a, "cutoffs"_a, "div_value"_a = 4.0, "head_bias"_a = false,
+         "dtype"_a.none() = nb::none())
+      .def("forward", [](AdaptiveLogSoftmaxWithLoss& m, const Tensor& input, const Tensor& target) {
+        ASMoutput r = m.forward(input, target);
+        return std::make_pair(r.output, r.loss);
+      })
+      .def("log_prob", &AdaptiveLogSoftmaxWithLoss::log_prob)
+      .def("predict", &AdaptiveLogSoftmaxWithLoss::predict)
+      .def("reset_parameters", &AdaptiveLogSoftmaxWithLoss::reset_parameters);
   nb::class_<Float8Linear, Module>(nnm, "Float8Linear")
       .def("__init__", [](Float8Linear* self, int64_t in, int64_t out, bool bias, nb::handle dtype, nb::handle f8) {
         new (self) Float8Linear(in, out, bias, dt(dtype), f8.is_none() ? kFloat8_e4m3fn : dt(f8));

@@ -230,3 +230,42 @@ TEST(NnExtras, UnpoolLpPoolShuffleAlphaDropoutRReLUModules) {
   EXPECT_EQ(nn::UpsamplingNearest2d(std::nullopt, std::vector<double>{2.0}).repr(),
             "UpsamplingNearest2d(scale_factor=2.0, mode='nearest')");
 }
+
+// AdaptiveLogSoftmaxWithLoss from C++ (values against torch: tests/python/test_adaptive.py): the
+// full log-distribution sums to one per row, each target's output is its entry there, the loss is
+// the outputs' negative mean, predict is its argmax, the gradient reaches every layer, and bad
+// cutoffs or targets raise torch's error classes.
+TEST(NnExtras, AdaptiveLogSoftmaxWithLoss) {
+  auto longs = [](std::vector<int64_t> v) {
+    return from_blob(v.data(), {static_cast<int64_t>(v.size())}, {1}, kInt64).clone();
+  };
+  auto kind_of = [](auto&& fn) {
+    try {
+      fn();
+    } catch (const Error& e) {
+      return e.kind();
+    }
+    return ErrorKind::Assertion;  // (nothing raised)
+  };
+  manual_seed(0);
+  nn::AdaptiveLogSoftmaxWithLoss asm_(12, 30, {4, 10, 20}, 2.0, true);
+  EXPECT_EQ(asm_.named_parameters().size(), 8u);  // head weight and bias, two per cluster
+  EXPECT_EQ(asm_.cutoffs, (std::vector<int64_t>{4, 10, 20, 30}));
+  EXPECT_EQ(asm_.tail->at<nn::Sequential>(2)->at<nn::Linear>(0)->out_features, 1);  // 12 // 2^3
+  Tensor x = randn({9, 12}, TensorOptions(kFloat64)).requires_grad_();
+  asm_.to(kFloat64);
+  Tensor target = longs({0, 3, 4, 9, 10, 19, 20, 29, 5});
+  auto [out, loss] = asm_.forward(x, target);
+  Tensor lp = asm_.log_prob(x);
+  EXPECT_EQ(lp.sizes(), (Shape{9, 30}));
+  EXPECT_TRUE(allclose(logsumexp(lp, Shape{1}), zeros({9}, TensorOptions(kFloat64)), 1e-12, 1e-12));
+  EXPECT_TRUE(allclose(out, squeeze(gather(lp, 1, unsqueeze(target, 1)), Shape{1}), 1e-12, 1e-12));
+  EXPECT_TRUE(allclose(loss, neg(mean(out)), 1e-12, 1e-12));
+  EXPECT_TRUE(equal(asm_.predict(x), argmax(lp, 1)));
+  loss.backward();
+  for (auto& [name, p] : asm_.named_parameters()) EXPECT_TRUE(p.grad().defined()) << name;
+  EXPECT_TRUE(x.grad().defined());
+  EXPECT_EQ(kind_of([] { nn::AdaptiveLogSoftmaxWithLoss(8, 20, {5, 5}); }), ErrorKind::Value);
+  EXPECT_EQ(kind_of([] { nn::AdaptiveLogSoftmaxWithLoss(8, 20, {}); }), ErrorKind::Value);
+  EXPECT_EQ(kind_of([&] { asm_.forward(x, longs({0, 1, 2, 3, 4, 5, 6, 7, 30})); }), ErrorKind::Runtime);
+}

@@ -1,4 +1,6 @@
 """Layers computed by kiln's C++ modules (kiln/nn/*.cpp), with torch.nn's constructor signatures."""
+from collections import namedtuple as _namedtuple
+
 from .. import _C
 from .module import _CppModule
 
@@ -26,6 +28,48 @@ class MixtureOfExperts(_CppModule):
         super().__init__()
         self._bind(_cnn.MixtureOfExperts(dim, hidden, num_experts, top_k, dtype))
         self.dim, self.hidden, self.num_experts, self.top_k = dim, hidden, num_experts, top_k
+
+    def reset_parameters(self):
+        self._cpp.reset_parameters()
+
+
+_ASMoutput = _namedtuple("_ASMoutput", ["output", "loss"])
+
+
+class AdaptiveLogSoftmaxWithLoss(_CppModule):
+    """torch.nn.AdaptiveLogSoftmaxWithLoss (kiln/nn/adaptive.h): a head Linear over the shortlist's
+    classes and one entry per tail cluster; each cluster two bias-free Linears. forward returns
+    (output, loss) as torch's _ASMoutput."""
+    def __init__(self, in_features, n_classes, cutoffs, div_value=4.0, head_bias=False, device=None, dtype=None):
+        super().__init__()
+        cutoffs = list(cutoffs)
+        if len(cutoffs) == 0:
+            raise ValueError("cutoffs should be a sequence of length larger than 0")
+        if (cutoffs != sorted(cutoffs) or min(cutoffs) <= 0 or max(cutoffs) > n_classes - 1
+                or len(set(cutoffs)) != len(cutoffs) or any(int(c) != c for c in cutoffs)):
+            raise ValueError("cutoffs should be a sequence of unique, positive integers sorted in an increasing "
+                             "order, where each value is between 1 and n_classes-1")
+        self._bind(_cnn.AdaptiveLogSoftmaxWithLoss(in_features, n_classes, [int(c) for c in cutoffs],
+                                                   float(div_value), head_bias, dtype))
+        # the tail as torch's containers over the same C++ layers: tail[i], `for i2h, h2o in tail`
+        from .containers import ModuleList, Sequential
+        self._modules["tail"] = ModuleList(
+            [Sequential(*seq._modules.values()) for seq in self._modules["tail"]._modules.values()])
+        self.in_features, self.n_classes = in_features, n_classes
+        self.cutoffs = cutoffs + [n_classes]
+        self.div_value, self.head_bias = div_value, head_bias
+        self.shortlist_size = self.cutoffs[0]
+        self.n_clusters = len(self.cutoffs) - 1
+        self.head_size = self.shortlist_size + self.n_clusters
+
+    def forward(self, input_, target_):
+        return _ASMoutput(*self._cpp.forward(input_, target_))
+
+    def log_prob(self, input):
+        return self._cpp.log_prob(input)
+
+    def predict(self, input):
+        return self._cpp.predict(input)
 
     def reset_parameters(self):
         self._cpp.reset_parameters()
