@@ -10,4 +10,5 @@ from .loss import *  # noqa: F401,F403
 from .norm_conv import *  # noqa: F401,F403
 from .transformer import *  # noqa: F401,F403
 from .rnn import *  # noqa: F401,F403
+from .lazy import *  # noqa: F401,F403
 from . import parallel  # noqa: F401,E402
