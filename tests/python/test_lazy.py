@@ -101,3 +101,17 @@ def test_hooks_mode_and_containers_survive():
     opt = kiln.optim.SGD(net.parameters(), lr=0.1)  # (real parameters now)
     net(to_kiln(x)).sum().backward()
     opt.step()
+
+
+def test_copies_of_placeholders():
+    import copy
+    import pickle
+    for m in (kiln.nn.LazyLinear(4), kiln.nn.LazyBatchNorm2d()):
+        for c in (copy.deepcopy(m), pickle.loads(pickle.dumps(m))):
+            assert type(c) is type(m) and c.has_uninitialized_params()
+            assert isinstance(c.weight, kiln.nn.UninitializedParameter)
+    lin = kiln.nn.LazyLinear(4)
+    lin(kiln.randn(2, 3))
+    x = kiln.randn(2, 3)
+    for c in (copy.deepcopy(lin), pickle.loads(pickle.dumps(lin))):
+        assert type(c) is kiln.nn.Linear and bool(kiln.equal(c(x), lin(x)))

@@ -46,6 +46,13 @@ class UninitializedParameter(UninitializedTensorMixin, Parameter):
     def materialize(self, shape, device=None, dtype=None):
         return Parameter(_C.empty(list(shape), dtype=dtype or self._lazy_dtype), self.requires_grad)
 
+    def __reduce_ex__(self, protocol):  # (copies and pickles stay placeholders)
+        return (type(self), (self.requires_grad, None, self._lazy_dtype))
+
+    def __deepcopy__(self, memo):
+        memo[id(self)] = new = type(self)(self.requires_grad, None, self._lazy_dtype)
+        return new
+
 
 class UninitializedBuffer(UninitializedTensorMixin, Buffer):
     cls_to_become = Buffer
@@ -56,6 +63,13 @@ class UninitializedBuffer(UninitializedTensorMixin, Buffer):
 
     def materialize(self, shape, device=None, dtype=None):
         return _C.empty(list(shape), dtype=dtype or self._lazy_dtype)
+
+    def __reduce_ex__(self, protocol):
+        return (type(self), (False, None, self._lazy_dtype, self.persistent))
+
+    def __deepcopy__(self, memo):
+        memo[id(self)] = new = type(self)(False, None, self._lazy_dtype, self.persistent)
+        return new
 
 
 _KEEP = ("training", "_forward_pre_hooks", "_forward_hooks", "_forward_hooks_with_kwargs",
