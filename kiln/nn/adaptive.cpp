@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "kiln/nn/layer_util.h"
 #include "kiln/ops/ops.h"
 #include "kiln/ops/shape.h"
 
@@ -21,11 +22,11 @@ double py_floordiv(double a, double b) {
   return q;
 }
 
-std::string shape_str(const Tensor& t) {
+std::string shape_str(const Tensor& t) {  // (as torch prints input.size())
   std::ostringstream s;
-  s << "[";
+  s << "torch.Size([";
   for (int64_t d = 0; d < t.dim(); ++d) s << (d ? ", " : "") << t.size(d);
-  s << "]";
+  s << "])";
   return s.str();
 }
 
@@ -44,6 +45,8 @@ AdaptiveLogSoftmaxWithLoss::AdaptiveLogSoftmaxWithLoss(int64_t in_features_, int
   KILN_CHECK(ok, Value, "AdaptiveLogSoftmaxWithLoss",
              "cutoffs should be a sequence of unique, positive integers sorted in an increasing order, where each "
              "value is between 1 and n_classes-1");
+  KILN_CHECK(div_value > 0 && std::isfinite(div_value), Value, "AdaptiveLogSoftmaxWithLoss",
+             "div_value must be a positive finite number, got ", layer_util::pyfloat(div_value));
   cutoffs.push_back(n_classes);
   shortlist_size = cutoffs[0];
   n_clusters = static_cast<int64_t>(cutoffs.size()) - 1;
@@ -112,7 +115,9 @@ ASMoutput AdaptiveLogSoftmaxWithLoss::forward(const Tensor& input_, const Tensor
   }
   if (used_rows != batch) {
     std::ostringstream range;  // (as torch prints target.min().item(): a float for a float target)
-    if (is_floating(target.dtype())) range << "[" << amin(target).item<double>() << ", " << amax(target).item<double>() << "]";
+    if (is_floating(target.dtype()))
+      range << "[" << layer_util::pyfloat(amin(target).item<double>()) << ", "
+            << layer_util::pyfloat(amax(target).item<double>()) << "]";
     else range << "[" << amin(target).item<int64_t>() << ", " << amax(target).item<int64_t>() << "]";
     KILN_FAIL(Runtime, "AdaptiveLogSoftmaxWithLoss", "Target values should be in [0, ", n_classes - 1,
               "], but values in range ", range.str(), " were found. ");

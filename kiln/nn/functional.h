@@ -62,6 +62,13 @@ Tensor max_unpool2d(const Tensor& x, const Tensor& indices, const Shape& kernel_
                     const Shape& padding = {0}, const Shape& output_size = {});
 Tensor max_unpool3d(const Tensor& x, const Tensor& indices, const Shape& kernel_size, const Shape& stride = {},
                     const Shape& padding = {0}, const Shape& output_size = {});
+// (fractional_pool.cpp) Fractional max pooling of x (N, C, H, W) / (C, H, W) (3d: one more spatial
+// dim) to output_size with windows of kernel_size placed by random_samples (N, C, 2 / 3) in x's dtype
+// (undefined: drawn uniform in [0, 1)); returns the output and int64 indices into each input plane.
+std::tuple<Tensor, Tensor> fractional_max_pool2d(const Tensor& x, const Shape& kernel_size, const Shape& output_size,
+                                                 const Tensor& random_samples = {});
+std::tuple<Tensor, Tensor> fractional_max_pool3d(const Tensor& x, const Shape& kernel_size, const Shape& output_size,
+                                                 const Tensor& random_samples = {});
 // (N, C, *) with C = g * k: channel g' * k + j moves to j * g + g'.
 Tensor channel_shuffle(const Tensor& x, int64_t groups);
 // Dropout that keeps SELU's self-normalisation: dropped values set to SELU's negative saturation,

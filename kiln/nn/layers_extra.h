@@ -86,6 +86,32 @@ KILN_MAX_UNPOOL_DECL(2)
 KILN_MAX_UNPOOL_DECL(3)
 #undef KILN_MAX_UNPOOL_DECL
 
+// FractionalMaxPool2d / 3d: output_size, or output_ratio (one value or one per spatial dim, in (0, 1))
+// times the input's size; _random_samples, when given, kept as a buffer and used for every call.
+class FractionalMaxPoolNd : public Module {
+ public:
+  FractionalMaxPoolNd(std::string name, int64_t spatial_dims, IntOrTuple kernel_size,
+                      std::optional<IntOrTuple> output_size, std::optional<std::vector<double>> output_ratio,
+                      bool return_indices = false, Tensor random_samples = {});
+  Tensor forward(const Tensor& x) { return std::get<0>(forward_with_indices(x)); }
+  std::tuple<Tensor, Tensor> forward_with_indices(const Tensor& x);
+  int64_t spatial_dims;
+  Shape kernel_size, output_size;   // output_size empty when output_ratio is used
+  std::vector<double> output_ratio;  // one per spatial dim, or empty
+  bool return_indices;
+};
+#define KILN_FRACTIONAL_POOL_DECL(N)                                                                    \
+  struct FractionalMaxPool##N##d : FractionalMaxPoolNd {                                                 \
+    FractionalMaxPool##N##d(IntOrTuple kernel_size, std::optional<IntOrTuple> output_size,               \
+                            std::optional<std::vector<double>> output_ratio = std::nullopt,              \
+                            bool return_indices = false, Tensor random_samples = {})                     \
+        : FractionalMaxPoolNd("FractionalMaxPool" #N "d", N, std::move(kernel_size), std::move(output_size), \
+                              std::move(output_ratio), return_indices, std::move(random_samples)) {}     \
+  };
+KILN_FRACTIONAL_POOL_DECL(2)
+KILN_FRACTIONAL_POOL_DECL(3)
+#undef KILN_FRACTIONAL_POOL_DECL
+
 class ChannelShuffle : public Module {
  public:
   explicit ChannelShuffle(int64_t groups) : Module("ChannelShuffle"), groups(groups) {}

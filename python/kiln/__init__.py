@@ -418,6 +418,15 @@ def _is_signed(self):
     return str(self.dtype).split(".")[-1] not in ("uint8", "uint16", "uint32", "uint64", "bool", "float8_e8m0fnu")
 
 
+def _dtype_by_name(name):
+    return globals()[name]
+
+
+# dtypes pickle and copy as themselves (by name), as torch's do: a layer built with dtype= pickles
+dtype.__reduce__ = lambda self: (_dtype_by_name, (str(self).split(".")[-1],))
+dtype.__copy__ = lambda self: self
+dtype.__deepcopy__ = lambda self, memo: self
+
 Tensor.is_nonzero = _is_nonzero
 Tensor.is_same_size = lambda self, other: tuple(self.shape) == tuple(other.shape)
 Tensor.is_signed = _is_signed

@@ -58,10 +58,12 @@ def _copy_op(name, view):
         if isinstance(r, (list, tuple)):
             if out is not None:
                 raise TypeError(f"{name}(): out= is not supported here; use the returned tensors")
-            return tuple(_fresh(t) for t in r) if isinstance(r, tuple) else [_fresh(t) for t in r]
+            return tuple(_fresh(t) for t in r)
         r = _fresh(r)
         if out is None:
             return r
+        if out.dtype != r.dtype:
+            raise RuntimeError(f"Expected out tensor to have dtype {r.dtype}, but got {out.dtype} instead")
         if tuple(out.shape) != tuple(r.shape):
             out.resize_(r.shape)
         return out.copy_(r)
@@ -69,6 +71,8 @@ def _copy_op(name, view):
 
 
 def _slice(input, dim=0, start=None, end=None, step=1):
+    if step <= 0:
+        raise RuntimeError("slice step must be positive")
     index = [slice(None)] * input.dim()
     index[dim] = slice(start, end, step)
     return input[tuple(index)]
@@ -105,10 +109,30 @@ def detach(input):
     return input.detach()
 
 
+def _empty_like_strided(t):
+    """empty_like with torch's rule: a dense, non-overlapping input's strides kept (any permutation)."""
+    order = sorted(range(t.dim()), key=lambda d: (t.stride(d), t.shape[d]))
+    expect, dense = 1, True
+    for d in order:
+        if t.shape[d] != 1 and t.stride(d) != expect:
+            dense = False
+            break
+        expect *= t.shape[d]
+    if dense and t.numel() > 0:
+        return _k.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype)
+    return _k.empty_like(t)
+
+
 @_export
 def fill(input, value):
-    """torch.fill: a new tensor like input, every element value (a number or a 0-dim tensor)."""
-    return input.clone().fill_(value)
+    """torch.fill: a new tensor like input (its strides too), every element value (a number or a
+    0-dim tensor, whose gradient it carries)."""
+    if isinstance(value, Tensor):
+        if value.dim() != 0:
+            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.dim()} "
+                               "dimensions.")
+        return _empty_like_strided(input).copy_(value.to(input.dtype).expand(input.shape))
+    return _empty_like_strided(input).fill_(value)
 
 
 @_export
@@ -122,6 +146,8 @@ def nonzero_static(input, *, size, fill_value=-1):
     """The first `size` rows of nonzero(input), padded with fill_value: (size, input.dim()) int64."""
     if isinstance(size, _builtins.bool) or not isinstance(size, _numbers.Integral) or size < 0:
         raise RuntimeError("nonzero_static: 'size' must be an non-negative integer")
+    if isinstance(fill_value, _builtins.bool) or not isinstance(fill_value, _numbers.Integral):
+        raise TypeError(f"nonzero_static(): argument 'fill_value' must be int, not {type(fill_value).__name__}")
     nz = _k.nonzero(input)
     n = nz.shape[0]
     if n >= size:
@@ -180,8 +206,11 @@ def set_float32_matmul_precision(precision):
     """Kept and reported back as torch does; kiln's float32 products are always computed in float32
     (the "highest" precision) whatever is set."""
     global _matmul_precision
-    if precision not in ("highest", "high", "medium"):
-        raise RuntimeError(f"Invalid precision: {precision!r}; expected 'highest', 'high' or 'medium'")
+    if precision not in ("highest", "high", "medium"):  # (torch warns and keeps the value it had)
+        import warnings
+        warnings.warn(f"{precision} is not one of 'highest', 'high', or 'medium'; the current"
+                      "setFloat32MatmulPrecision call has no effect.", UserWarning, stacklevel=2)
+        return
     _matmul_precision = precision
 
 
@@ -206,17 +235,16 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
                 raise ValueError(f"can't alias tensor with dtype '{_dtype_tag(t.dtype)}' into dtype "
                                  f"'{_dtype_tag(dtype)}'.")
             t = t.to(dtype)
-    elif isinstance(obj, (bytes, bytearray, memoryview)) and dtype is not None:
-        t = frombuffer(obj, dtype=dtype)
+    elif isinstance(obj, (bytes, bytearray, memoryview)):  # (the buffer's bytes, in dtype or the default)
+        t = frombuffer(obj, dtype=dtype if dtype is not None else _k.get_default_dtype())
         if copy:
             t = t.clone()
     else:
-        if copy is False and not isinstance(obj, (_builtins.bool, _numbers.Number)):
-            raise ValueError(f"can't alias arbitrary sequence into a tensor.")
-        from . import tensor as _tensor
-        t = _tensor(obj, dtype=dtype)
+        if copy is False:
+            raise ValueError("can't alias arbitrary sequence into a tensor.")
+        t = _k.tensor(obj, dtype=dtype)
     if requires_grad:
-        t = t.detach().requires_grad_() if t is obj else t.requires_grad_()
+        t.requires_grad_()  # (the input itself when nothing was copied, as torch: its graph stays)
     return t
 
 
@@ -226,6 +254,9 @@ def _dtype_tag(dt):
              "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
     s = str(dt).split(".")[-1]
     return names.get(s, s)
+
+
+_readonly_warned = False
 
 
 @_export
@@ -250,7 +281,18 @@ def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
         raise ValueError(f"requested buffer length ({count} * {elsize} bytes) after offset ({offset} bytes) must "
                          f"not be greater than actual buffer length ({length} bytes)")
     raw = np.frombuffer(mv, dtype=np.uint8, count=count * elsize, offset=offset)
-    t = _k.from_numpy(raw).view(dtype)
+    import warnings
+    global _readonly_warned
+    if mv.readonly and not _readonly_warned:
+        _readonly_warned = True
+        warnings.warn("The given buffer is not writable, and PyTorch does not support non-writable tensors. This "
+                      "means you can write to the underlying (supposedly non-writable) buffer using the tensor. You "
+                      "may want to copy the buffer to protect its data or make it writable before converting it to "
+                      "a tensor. This type of warning will be suppressed for the rest of this program.",
+                      UserWarning, stacklevel=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = _k.from_numpy(raw).view(dtype)
     if requires_grad:
         t.requires_grad_()
     return t
@@ -269,8 +311,11 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
     else:
         dims = [dim] if isinstance(dim, _numbers.Integral) else list(dim)
         dims = [d + nd if d < 0 else d for d in dims]
-        if len(set(dims)) != len(dims):
-            raise RuntimeError("dim " + str(dims[0]) + " appears multiple times in the list of dims")
+        seen = set()
+        for d in dims:
+            if d in seen:
+                raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+            seen.add(d)
     scalar = isinstance(spacing, _numbers.Number) or (isinstance(spacing, Tensor) and spacing.dim() == 0)
     if scalar:
         spacing = [spacing] * len(dims)
@@ -284,12 +329,20 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
             raise RuntimeError(f"torch.gradient expected spacing to be unspecified, a scalar or it's spacing and dim "
                                f"arguments to have the same length, but got a spacing argument of length "
                                f"{len(spacing)} and a dim argument of length {len(dims)}.")
+    if not scalar:
+        for h in spacing:
+            if isinstance(h, Tensor) and h.dim() != 1:
+                raise RuntimeError(f"torch.gradient expected each element of spacing to have one dimension, but got "
+                                   f"an element with {h.dim()} dimensions!")
+    if input.dtype == _k.uint8:
+        raise RuntimeError("torch.gradient does not support uint8 input.")
+    if input.dtype == _k.bool:
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
+                           "`logical_xor()` operator instead.")
     for d in dims:
         if input.shape[d] < edge_order + 1:
             raise RuntimeError("torch.gradient expected each dimension size to be at least edge_order+1")
-    x = input
-    if not (x.is_floating_point() or x.is_complex()):
-        x = x.to(_k.get_default_dtype())
+    x = input  # (differences in its own dtype, as torch: integers stay exact until the division)
     out = []
     for d, h in zip(dims, spacing):
         n = x.shape[d]

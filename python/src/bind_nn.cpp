@@ -255,6 +255,15 @@ void bind_nn(nb::module_& m) {
       },
       "nd"_a, "input"_a, "indices"_a, "kernel_size"_a, "stride"_a.none() = nb::none(), "padding"_a = 0,
       "output_size"_a.none() = nb::none());
+  m.def(
+      "_fractional_max_pool",
+      [](int64_t nd, const Tensor& x, const Shape& kernel_size, const Shape& output_size, nb::handle samples) {
+        const Tensor s = opt_t(samples);
+        nb::gil_scoped_release g;
+        return nd == 2 ? F::fractional_max_pool2d(x, kernel_size, output_size, s)
+                       : F::fractional_max_pool3d(x, kernel_size, output_size, s);
+      },
+      "nd"_a, "input"_a, "kernel_size"_a, "output_size"_a, "random_samples"_a.none() = nb::none());
 }
 
 }  // namespace kiln::py

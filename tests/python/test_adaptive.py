@@ -156,3 +156,23 @@ def test_bfloat16_forward():
     assert kout.output.dtype == kiln.bfloat16
     assert_same(kout.output, tout.output.detach(), rtol=2e-2, atol=2e-2)
     assert to_torch(kout.loss).dtype == torch.bfloat16
+
+
+def test_review_findings():
+    """head and tail are real Linear layers; div_value's errors and the size in messages are torch's."""
+    tm, km = _pair(8, 20, [5, 10])
+    assert isinstance(km.head, kiln.nn.Linear) and km.head.out_features == tm.head.out_features
+    assert isinstance(km.tail[0][1], kiln.nn.Linear) and km.tail[0][1].in_features == tm.tail[0][1].in_features
+    assert repr(km.tail[1][0]) == repr(tm.tail[1][0])
+    for dv, exc in ((0.0, ZeroDivisionError), (float("nan"), ValueError)):
+        with pytest.raises(exc) as te:
+            torch.nn.AdaptiveLogSoftmaxWithLoss(8, 20, [5, 10], div_value=dv)
+        with pytest.raises(exc) as ke:
+            kiln.nn.AdaptiveLogSoftmaxWithLoss(8, 20, [5, 10], div_value=dv)
+        assert str(ke.value) == str(te.value)
+    x = torch.randn(4, 8, 1)
+    with pytest.raises(RuntimeError) as te:
+        tm(x, torch.tensor([0, 1, 2, 3]))
+    with pytest.raises(RuntimeError) as ke:
+        km(to_kiln(x), kiln.tensor([0, 1, 2, 3]))
+    assert str(te.value) in str(ke.value)

@@ -154,8 +154,9 @@ def test_default_device_and_matmul_precision():
         for p in ("high", "medium", "highest"):
             kiln.set_float32_matmul_precision(p)
             assert kiln.get_float32_matmul_precision() == p
-        with pytest.raises(RuntimeError):
+        with pytest.warns(UserWarning):  # (torch warns and keeps the value)
             kiln.set_float32_matmul_precision("low")
+        assert kiln.get_float32_matmul_precision() == "highest"
     finally:
         kiln.set_float32_matmul_precision("highest")
 
@@ -244,3 +245,66 @@ def test_gradient_errors():
     with pytest.raises(RuntimeError) as ke:
         kiln.gradient(k[:2], edge_order=2)
     assert str(ke.value) == str(te.value)
+
+
+def test_review_findings():
+    # asarray keeps the graph when it does not copy; bytes read as the default dtype; copy=False of a number
+    x = kiln.randn(3).requires_grad_()
+    y = x * 2
+    z = kiln.asarray(y, requires_grad=True)
+    assert z is y and z.grad_fn is not None
+    assert_same(kiln.asarray(b"\x00\x00\x80\x3f"), torch.asarray(b"\x00\x00\x80\x3f"), exact=True)
+    for lib in (torch, kiln):
+        with pytest.raises(ValueError, match="can't alias arbitrary sequence"):
+            lib.asarray(3, copy=False)
+    # gradient: integers subtracted exactly, uint8 / bool / 0-dim spacing refused, the duplicated dim named
+    for t in (torch.tensor([2 ** 40, 2 ** 40 + 1, 2 ** 40 + 3]), torch.tensor([1, 2, 4, 8, 16], dtype=torch.int32)):
+        for eo in (1, 2):
+            assert_same(kiln.gradient(to_kiln(t), edge_order=eo)[0], torch.gradient(t, edge_order=eo)[0], exact=True)
+    for t, kw in ((torch.tensor([1, 2, 3], dtype=torch.uint8), {}), (torch.tensor([True, False, True]), {}),
+                  (torch.arange(4.0), dict(spacing=[torch.tensor(1.0)])),
+                  (torch.zeros(3, 3, 3), dict(dim=[1, 0, 0]))):
+        kkw = {a: ([to_kiln(s) for s in v] if a == "spacing" else v) for a, v in kw.items()}
+        with pytest.raises(RuntimeError) as te:
+            torch.gradient(t, **kw)
+        with pytest.raises(RuntimeError) as ke:
+            kiln.gradient(to_kiln(t), **kkw)
+        assert str(ke.value) == str(te.value)
+    # fill: the input's strides, a 0-dim value's gradient, a 1-dim value refused
+    for t in (torch.zeros(2, 3).t(), torch.zeros(2, 3)[:, ::2], torch.zeros(1, 3).expand(2, 3)):
+        assert_same(kiln.fill(to_kiln(t), 1.5), torch.fill(t, 1.5), exact=True, check_stride=True)
+    v = kiln.tensor(2.0, requires_grad=True)
+    kiln.fill(kiln.zeros(2, 3), v).sum().backward()
+    assert float(v.grad) == 6.0
+    with pytest.raises(RuntimeError, match="fill_ only supports 0-dimension value tensor"):
+        kiln.fill(kiln.zeros(2), kiln.ones(2))
+    # set_float32_matmul_precision warns on a bad value and keeps the old one
+    with pytest.warns(UserWarning, match="is not one of 'highest', 'high', or 'medium'"):
+        kiln.set_float32_matmul_precision("low")
+    assert kiln.get_float32_matmul_precision() == "highest"
+    # *_copy: tuples for the splits, out= of another dtype refused, slice steps positive; nonzero_static ints
+    t = torch.arange(4.0)
+    for name, args in (("split_copy", (2,)), ("split_with_sizes_copy", ([1, 3],))):
+        assert type(getattr(kiln, name)(to_kiln(t), *args)) is type(getattr(torch, name)(t, *args)) is tuple
+    assert type(kiln.unbind_copy(kiln.ones(2, 2))) is type(torch.unbind_copy(torch.ones(2, 2))) is tuple
+    with pytest.raises(RuntimeError):
+        kiln.permute_copy(kiln.ones(2, 2), (1, 0), out=kiln.empty(0, dtype=kiln.float64))
+    with pytest.raises(RuntimeError):
+        torch.permute_copy(torch.ones(2, 2), (1, 0), out=torch.empty(0, dtype=torch.float64))
+    for lib, T in ((torch, t), (kiln, to_kiln(t))):
+        with pytest.raises(RuntimeError, match="slice step must be positive"):
+            lib.slice_copy(T, 0, 0, 4, 0)
+        with pytest.raises(TypeError, match="argument 'fill_value' must be int"):
+            lib.nonzero_static(T, size=2, fill_value=2.5)
+
+
+def test_dtypes_pickle_and_copy_as_themselves():
+    import copy
+    import pickle
+    for name in ("float32", "float64", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int64", "uint8",
+                 "bool", "complex64", "complex128"):
+        d = getattr(kiln, name)
+        assert pickle.loads(pickle.dumps(d)) is d and copy.copy(d) is d and copy.deepcopy(d) is d
+        assert pickle.loads(pickle.dumps(getattr(torch, name))) is getattr(torch, name)
+    lin = kiln.nn.Linear(2, 3, dtype=kiln.float64)  # (its constructor arguments hold a dtype)
+    assert pickle.loads(pickle.dumps(lin)).weight.dtype == kiln.float64

@@ -115,3 +115,36 @@ def test_copies_of_placeholders():
     x = kiln.randn(2, 3)
     for c in (copy.deepcopy(lin), pickle.loads(pickle.dumps(lin))):
         assert type(c) is kiln.nn.Linear and bool(kiln.equal(c(x), lin(x)))
+
+
+def test_review_findings():
+    """An optimiser made before the first call trains the layer; a parent loads a checkpoint into its
+    lazy children; .double() before the first call builds a float64 layer; user attributes survive;
+    forward pre-hooks see the built layer; the reprs before the first call are torch's."""
+    x = torch.randn(4, 3)
+    for lib, X in ((torch, x), (kiln, to_kiln(x))):
+        m = lib.nn.LazyLinear(2)
+        opt = lib.optim.SGD(m.parameters(), lr=1.0)
+        m.tag = "kept"
+        seen = []
+        m.register_forward_pre_hook(lambda mod, i: seen.append(tuple(mod.weight.shape)))
+        y = m(X)
+        w0 = m.weight.detach().clone()
+        y.sum().backward()
+        opt.step()
+        assert not bool(lib.equal(w0, m.weight.detach())) and m.tag == "kept" and seen == [(2, 3)]
+    src = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Conv1d(4, 2, 1))
+    k = kiln.nn.Sequential(kiln.nn.LazyLinear(4), kiln.nn.LazyConv1d(2, 1))
+    k.load_state_dict({n: to_kiln(v) for n, v in src.state_dict().items()})
+    assert type(k[0]) is kiln.nn.Linear and tuple(k[1].weight.shape) == (2, 4, 1)
+    d = kiln.nn.LazyLinear(4).double()
+    assert d(kiln.randn(2, 3, dtype=kiln.float64)).dtype == kiln.float64
+    b = kiln.nn.LazyBatchNorm1d().double()
+    b(kiln.randn(4, 3, dtype=kiln.float64))
+    assert b.running_mean.dtype == kiln.float64
+    for name, args, kw in (("LazyConv2d", (4, 3), dict(stride=2, padding=1)), ("LazyConv1d", (4, 3), {}),
+                           ("LazyConvTranspose2d", (4, 3), dict(output_padding=1, stride=2, groups=2, bias=False,
+                                                                dilation=2)),
+                           ("LazyConv2d", (4, 3), dict(padding="same", padding_mode="reflect")),
+                           ("LazyBatchNorm1d", (), {}), ("LazyInstanceNorm2d", (), dict(affine=False))):
+        assert repr(getattr(kiln.nn, name)(*args, **kw)) == repr(getattr(torch.nn, name)(*args, **kw)), name

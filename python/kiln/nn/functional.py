@@ -358,6 +358,47 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_siz
 
 def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     return _C._max_unpool(3, input, indices, kernel_size, stride, padding, output_size)
+
+
+def _fractional_max_pool(nd, input, kernel_size, output_size, output_ratio, return_indices, _random_samples):
+    name = f"fractional_max_pool{nd}d"
+    if output_size is None and output_ratio is None:
+        raise ValueError(f"{name} requires specifying either an output_size or an output_ratio")
+
+    def tup(v):
+        return tuple(v) if isinstance(v, (tuple, list)) else (v,) * nd
+    if output_size is None:
+        # (torch's functional form fails on a single ratio; kiln takes it for every dimension, as the
+        # module does)
+        ratio = tup(output_ratio)
+        output_size = [int(input.size(-nd + d) * ratio[d]) for d in range(nd)]
+    out, indices = _C._fractional_max_pool(nd, input, list(tup(kernel_size)), list(tup(output_size)),
+                                            _random_samples)
+    return (out, indices) if return_indices else out
+
+
+def fractional_max_pool2d(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                          _random_samples=None):
+    """Max over pseudo-random windows (one sample per plane and dimension, _random_samples (N, C, 2) in
+    [0, 1) in input's dtype, drawn when not given) to output_size, or output_ratio times the input's size."""
+    return _fractional_max_pool(2, input, kernel_size, output_size, output_ratio, return_indices,
+                                _random_samples)
+
+
+def fractional_max_pool3d(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                          _random_samples=None):
+    return _fractional_max_pool(3, input, kernel_size, output_size, output_ratio, return_indices,
+                                _random_samples)
+
+
+def fractional_max_pool2d_with_indices(input, kernel_size, output_size=None, output_ratio=None,
+                                       return_indices=False, _random_samples=None):
+    return _fractional_max_pool(2, input, kernel_size, output_size, output_ratio, True, _random_samples)
+
+
+def fractional_max_pool3d_with_indices(input, kernel_size, output_size=None, output_ratio=None,
+                                       return_indices=False, _random_samples=None):
+    return _fractional_max_pool(3, input, kernel_size, output_size, output_ratio, True, _random_samples)
 adaptive_max_pool3d_with_indices = _C.adaptive_max_pool3d
 
 

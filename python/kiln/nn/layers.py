@@ -49,12 +49,23 @@ class AdaptiveLogSoftmaxWithLoss(_CppModule):
                 or len(set(cutoffs)) != len(cutoffs) or any(int(c) != c for c in cutoffs)):
             raise ValueError("cutoffs should be a sequence of unique, positive integers sorted in an increasing "
                              "order, where each value is between 1 and n_classes-1")
+        for i in range(len(cutoffs)):  # (torch's hidden sizes, and its errors for a zero / NaN div_value)
+            int(in_features // (div_value ** (i + 1)))
         self._bind(_cnn.AdaptiveLogSoftmaxWithLoss(in_features, n_classes, [int(c) for c in cutoffs],
                                                    float(div_value), head_bias, dtype))
-        # the tail as torch's containers over the same C++ layers: tail[i], `for i2h, h2o in tail`
+        # head and tail as torch's classes over the same C++ layers: head.out_features, tail[i], `for i2h,
+        # h2o in tail`
         from .containers import ModuleList, Sequential
-        self._modules["tail"] = ModuleList(
-            [Sequential(*seq._modules.values()) for seq in self._modules["tail"]._modules.values()])
+
+        def linear(child):
+            lin = Linear.__new__(Linear)
+            _CppModule.__init__(lin)
+            lin._bind(child._cpp)
+            lin.out_features, lin.in_features = tuple(lin.weight.shape)
+            return lin
+        self._modules["head"] = linear(self._modules["head"])
+        self._modules["tail"] = ModuleList([Sequential(*[linear(c) for c in seq._modules.values()])
+                                            for seq in self._modules["tail"]._modules.values()])
         self.in_features, self.n_classes = in_features, n_classes
         self.cutoffs = cutoffs + [n_classes]
         self.div_value, self.head_bias = div_value, head_bias
@@ -446,6 +457,39 @@ class MaxUnpool2d(_MaxUnpoolNd):
 
 class MaxUnpool3d(_MaxUnpoolNd):
     _dims, _fn = 3, staticmethod(_F.max_unpool3d)
+
+
+class _FractionalMaxPoolNd(_Module):
+    _dims = 2
+
+    def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                 _random_samples=None):
+        super().__init__()
+        name = type(self).__name__
+        self.kernel_size = _ntuple(kernel_size, self._dims)
+        self.return_indices = return_indices
+        self.register_buffer("_random_samples", _random_samples)
+        self.output_size = _ntuple(output_size, self._dims) if output_size is not None else None
+        self.output_ratio = _ntuple(output_ratio, self._dims) if output_ratio is not None else None
+        if output_size is None and output_ratio is None:
+            raise ValueError(f"{name} requires specifying either an output size, or a pooling ratio")
+        if output_size is not None and output_ratio is not None:
+            raise ValueError("only one of output_size and output_ratio may be specified")
+        if self.output_ratio is not None:
+            if not all(0 < r < 1 for r in self.output_ratio):
+                raise ValueError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
+
+    def forward(self, input):
+        return _F._fractional_max_pool(self._dims, input, self.kernel_size, self.output_size, self.output_ratio,
+                                       self.return_indices, self._random_samples)
+
+
+class FractionalMaxPool2d(_FractionalMaxPoolNd):
+    _dims = 2
+
+
+class FractionalMaxPool3d(_FractionalMaxPoolNd):
+    _dims = 3
 
 
 class ChannelShuffle(_Module):

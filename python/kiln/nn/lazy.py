@@ -44,7 +44,9 @@ class UninitializedParameter(UninitializedTensorMixin, Parameter):
         self._lazy_dtype = dtype
 
     def materialize(self, shape, device=None, dtype=None):
-        return Parameter(_C.empty(list(shape), dtype=dtype or self._lazy_dtype), self.requires_grad)
+        """Gives this placeholder its shape, in place: it becomes a Parameter (uninitialised values)."""
+        self.data = _C.empty(list(shape), dtype=dtype or self.dtype)
+        self.__class__ = self.cls_to_become
 
     def __reduce_ex__(self, protocol):  # (copies and pickles stay placeholders)
         return (type(self), (self.requires_grad, None, self._lazy_dtype))
@@ -62,7 +64,8 @@ class UninitializedBuffer(UninitializedTensorMixin, Buffer):
         self._lazy_dtype = dtype
 
     def materialize(self, shape, device=None, dtype=None):
-        return _C.empty(list(shape), dtype=dtype or self._lazy_dtype)
+        self.data = _C.empty(list(shape), dtype=dtype or self.dtype)
+        self.__class__ = self.cls_to_become
 
     def __reduce_ex__(self, protocol):
         return (type(self), (False, None, self._lazy_dtype, self.persistent))
@@ -76,6 +79,9 @@ _KEEP = ("training", "_forward_pre_hooks", "_forward_hooks", "_forward_hooks_wit
          "_forward_pre_hooks_with_kwargs", "_backward_hooks", "_backward_pre_hooks")
 
 
+_LAZY_OWN = ("_args", "_dtype", "_bias")
+
+
 class LazyModuleMixin:
     cls_to_become = None
 
@@ -83,18 +89,44 @@ class LazyModuleMixin:
         return any(isinstance(t, UninitializedTensorMixin)
                    for t in list(self._parameters.values()) + list(self._buffers.values()))
 
+    def _build_dtype(self):
+        """The placeholders' dtype (a .double() / .to() before the first call changes it), else the argument."""
+        for t in list(self._parameters.values()) + list(self._buffers.values()):
+            if isinstance(t, UninitializedTensorMixin):
+                return t.dtype
+        return self._dtype
+
     def _become(self, size):
-        """Builds the layer with `size` as its inferred first argument and turns self into it."""
-        real = self._build(size)
-        keep = {k: self.__dict__[k] for k in _KEEP if k in self.__dict__}
+        """Builds the layer with `size` as its inferred first argument and turns self into it: its
+        attributes, hooks and training mode kept, and its parameter objects too (an optimiser made
+        before the first call trains the layer), filled in place with the layer's initial values."""
+        placeholders = {k: v for k, v in self._parameters.items() if isinstance(v, UninitializedParameter)}
+        real = self._build(size, self._build_dtype())
+        d = {k: v for k, v in self.__dict__.items() if k not in _LAZY_OWN}
+        keep = {k: d[k] for k in _KEEP if k in d}
+        d.update(real.__dict__)
+        d.update(keep)
         self.__dict__.clear()
-        self.__dict__.update(real.__dict__)
-        self.__dict__.update(keep)
+        self.__dict__.update(d)
         self.__class__ = type(real)
+        for name, ph in placeholders.items():
+            rp = self._parameters.get(name)
+            if rp is None:
+                continue
+            ph.data = rp.detach()
+            ph.__class__ = Parameter
+            setattr(self, name, ph)  # (the C++ layer computes with this tensor from now on)
         self.train(self.training)
 
     def initialize_parameters(self, input):
         self._become(self._infer(input))
+
+    def __call__(self, *args, **kwargs):
+        # (before the hooks, as torch's pre-hook registered first: they see the built layer)
+        if args:
+            self.initialize_parameters(args[0])
+            return type(self).__call__(self, *args, **kwargs)
+        return Module.__call__(self, *args, **kwargs)
 
     def forward(self, input, *args, **kwargs):
         # (the first call, whatever has_uninitialized_params says: a lazy norm without affine weights or
@@ -102,13 +134,13 @@ class LazyModuleMixin:
         self.initialize_parameters(input)
         return self.forward(input, *args, **kwargs)  # (now the layer's own forward)
 
-    def load_state_dict(self, state_dict, strict=True, assign=False):
-        if self.has_uninitialized_params():
-            size = self._size_from_state(state_dict)
-            if size is not None:
-                self._become(size)
-                return self.load_state_dict(state_dict, strict, assign)
-        return Module.load_state_dict(self, state_dict, strict, assign)
+    def _lazy_load_hook(self, state_dict, prefix):
+        """Module.load_state_dict calls this (self or any submodule) before loading: the layer is built
+        from the checkpoint's shapes."""
+        own = {k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)}
+        size = self._size_from_state(own)
+        if size is not None:
+            self._become(size)
 
 
 def _placeholders(module, params, buffers, dtype):
@@ -136,9 +168,9 @@ class LazyLinear(LazyModuleMixin, Module):
         w = sd.get("weight")
         return None if w is None else w.shape[1]
 
-    def _build(self, in_features):
+    def _build(self, in_features, dtype):
         from .layers import Linear
-        return Linear(in_features, self.out_features, self._bias, dtype=self._dtype)
+        return Linear(in_features, self.out_features, self._bias, dtype=dtype)
 
     def reset_parameters(self):
         pass  # (nothing to reset before the first call; after it the module is a Linear)
@@ -176,12 +208,32 @@ def _lazy_conv(name, n, transposed):
         groups = self._args.get("groups", 1)
         return w.shape[0] if transposed else w.shape[1] * groups
 
-    def _build(self, in_channels):
+    def _build(self, in_channels, dtype):
         real = getattr(norm_conv, name[4:])
-        return real(in_channels, self.out_channels, dtype=self._dtype, **self._args)
+        return real(in_channels, self.out_channels, dtype=dtype, **self._args)
 
-    def extra_repr(self):
-        return f"0, {self.out_channels}, kernel_size={self._args['kernel_size']}, stride={self._args['stride']}"
+    def extra_repr(self):  # (as the layer prints, in_channels 0)
+        a = self._args
+
+        def t(v):
+            return tuple(v) if isinstance(v, (tuple, list)) else (v,) * n
+        r = f"0, {self.out_channels}, kernel_size={t(a['kernel_size'])}, stride={t(a['stride'])}"
+        pad = a.get("padding", 0)
+        if isinstance(pad, str):
+            r += f", padding={pad}"
+        elif t(pad) != (0,) * n:
+            r += f", padding={t(pad)}"
+        if t(a.get("dilation", 1)) != (1,) * n:
+            r += f", dilation={t(a['dilation'])}"
+        if transposed and t(a.get("output_padding", 0)) != (0,) * n:
+            r += f", output_padding={t(a['output_padding'])}"
+        if a.get("groups", 1) != 1:
+            r += f", groups={a['groups']}"
+        if not a.get("bias", True):
+            r += ", bias=False"
+        if a.get("padding_mode", "zeros") != "zeros":
+            r += f", padding_mode={a['padding_mode']}"
+        return r
     return type(name, (LazyModuleMixin, Module), {"__init__": __init__, "_infer": _infer,
                                                    "_size_from_state": _size_from_state, "_build": _build,
                                                    "extra_repr": extra_repr, "__module__": __name__})
@@ -208,12 +260,12 @@ def _lazy_norm(name, affine_default, track_default):
                 return sd[k].shape[0]
         return None
 
-    def _build(self, num_features):
+    def _build(self, num_features, dtype):
         real = getattr(norm_conv, name[4:])
-        return real(num_features, self.eps, self.momentum, self.affine, self.track_running_stats, dtype=self._dtype)
+        return real(num_features, self.eps, self.momentum, self.affine, self.track_running_stats, dtype=dtype)
 
     def extra_repr(self):
-        return (f"0, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+        return (f"0, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, bias={self.affine}, "
                 f"track_running_stats={self.track_running_stats}")
 
     return type(name, (LazyModuleMixin, Module), {"__init__": __init__, "_infer": _infer,

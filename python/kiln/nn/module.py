@@ -448,6 +448,10 @@ class Module:
     def load_state_dict(self, state_dict, strict=True, assign=False):
         if not hasattr(state_dict, "keys"):
             raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
+        for prefix, m in list(self.named_modules()):  # lazy modules take their shapes from the checkpoint
+            hook = getattr(m, "_lazy_load_hook", None)
+            if hook is not None and type(m).__name__.startswith("Lazy"):
+                hook(state_dict, prefix + "." if prefix else "")
         missing, unexpected, errors = [], [], []
         own = self.state_dict(keep_vars=True)
         for key, target in own.items():
