@@ -269,3 +269,32 @@ TEST(NnExtras, AdaptiveLogSoftmaxWithLoss) {
   EXPECT_EQ(kind_of([] { nn::AdaptiveLogSoftmaxWithLoss(8, 20, {}); }), ErrorKind::Value);
   EXPECT_EQ(kind_of([&] { asm_.forward(x, longs({0, 1, 2, 3, 4, 5, 6, 7, 30})); }), ErrorKind::Runtime);
 }
+
+// FractionalMaxPool2d / 3d from C++ (values against torch: tests/python/test_fractional_pool.py): the
+// output holds the input's values at the returned indices, every window lies inside the input, the
+// gradient reaches the picked elements only, and bad ratios raise ValueError.
+TEST(NnExtras, FractionalMaxPool) {
+  manual_seed(0);
+  nn::FractionalMaxPool2d pool(3, nn::IntOrTuple{4, 5}, std::nullopt, true);
+  Tensor x = randn({2, 3, 7, 9}).requires_grad_();
+  auto [y, idx] = pool.forward_with_indices(x);
+  EXPECT_EQ(y.sizes(), (Shape{2, 3, 4, 5}));
+  EXPECT_TRUE(equal(y, reshape(gather(flatten(x, 2), 2, flatten(idx, 2)), y.sizes())));
+  EXPECT_TRUE(all(logical_and(ge(idx, Scalar(0)), lt(idx, Scalar(63)))).item<bool>());
+  sum(y).backward();
+  EXPECT_LE(count_nonzero(x.grad()).item<int64_t>(), 2 * 3 * 4 * 5);
+  nn::FractionalMaxPool3d pool3(2, std::nullopt, std::vector<double>{0.5});
+  EXPECT_EQ(pool3.forward(randn({1, 2, 6, 8, 10})).sizes(), (Shape{1, 2, 3, 4, 5}));
+  auto kind_of = [](auto&& fn) {
+    try {
+      fn();
+    } catch (const Error& e) {
+      return e.kind();
+    }
+    return ErrorKind::Assertion;
+  };
+  EXPECT_EQ(kind_of([] { nn::FractionalMaxPool2d(2, std::nullopt, std::vector<double>{1.5}); }), ErrorKind::Value);
+  EXPECT_EQ(kind_of([] { nn::FractionalMaxPool2d(2, std::nullopt); }), ErrorKind::Value);
+  EXPECT_EQ(kind_of([] { nn::functional::fractional_max_pool2d(randn({1, 1, 5, 5}), {3, 3}, {4, 4}); }),
+            ErrorKind::Runtime);
+}

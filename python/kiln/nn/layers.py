@@ -469,8 +469,9 @@ class _FractionalMaxPoolNd(_Module):
         self.kernel_size = _ntuple(kernel_size, self._dims)
         self.return_indices = return_indices
         self.register_buffer("_random_samples", _random_samples)
-        self.output_size = _ntuple(output_size, self._dims) if output_size is not None else None
-        self.output_ratio = _ntuple(output_ratio, self._dims) if output_ratio is not None else None
+        def tup(v):
+            return None if v is None else tuple(v) if isinstance(v, (tuple, list)) else (v,) * self._dims
+        self.output_size, self.output_ratio = tup(output_size), tup(output_ratio)
         if output_size is None and output_ratio is None:
             raise ValueError(f"{name} requires specifying either an output size, or a pooling ratio")
         if output_size is not None and output_ratio is not None:
