@@ -496,6 +496,7 @@ Tensor.istft = istft
 
 from . import hub  # noqa: E402,F401
 from ._compat_functions import *  # noqa: E402,F401,F403
+from ._lowrank import svd_lowrank, pca_lowrank  # noqa: E402,F401
 from .func import vmap  # noqa: E402,F401
 
 _tensor_protocol.wrap_methods()  # last: every Tensor method is in place
