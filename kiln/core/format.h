@@ -13,4 +13,7 @@ inline std::string shape_list(const Shape& s) {
   return r + "]";
 }
 
+// torch's repr of a size: torch.Size([2, 3]).
+inline std::string torch_size(const Shape& s) { return "torch.Size(" + shape_list(s) + ")"; }
+
 }  // namespace kiln

@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "kiln/core/format.h"
 #include "kiln/nn/layer_util.h"
 #include "kiln/ops/ops.h"
 #include "kiln/ops/shape.h"
@@ -20,14 +21,6 @@ double py_floordiv(double a, double b) {
   double q = std::floor(div);
   if (div - q > 0.5) q += 1.0;
   return q;
-}
-
-std::string shape_str(const Tensor& t) {  // (as torch prints input.size())
-  std::ostringstream s;
-  s << "torch.Size([";
-  for (int64_t d = 0; d < t.dim(); ++d) s << (d ? ", " : "") << t.size(d);
-  s << "])";
-  return s.str();
 }
 
 }  // namespace
@@ -81,10 +74,10 @@ ASMoutput AdaptiveLogSoftmaxWithLoss::forward(const Tensor& input_, const Tensor
     KILN_CHECK(input_.size(0) == target_.size(0), Runtime, "AdaptiveLogSoftmaxWithLoss",
                "Input and target should have the same size in the batch dimension.");
     KILN_CHECK(input_.dim() == 2, Runtime, "AdaptiveLogSoftmaxWithLoss",
-               "1D target tensor expects 2D input tensors, but found inputs with size ", shape_str(input_));
+               "1D target tensor expects 2D input tensors, but found inputs with size ", torch_size(input_.sizes()));
   } else if (targ_dim == 0) {
     KILN_CHECK(input_.dim() == 1, Runtime, "AdaptiveLogSoftmaxWithLoss",
-               "0D target tensor expects 1D input tensors, but found inputs with size ", shape_str(input_));
+               "0D target tensor expects 1D input tensors, but found inputs with size ", torch_size(input_.sizes()));
   } else {
     KILN_FAIL(Runtime, "AdaptiveLogSoftmaxWithLoss", "0D or 1D target tensor expected, multi-target not supported");
   }
